@@ -1,0 +1,290 @@
+//! The traits a model implements (usually through `#[derive(ModelLocalKv)]`):
+//! what a value declares now, which children it has, and what its type
+//! declares without an instance.
+
+use std::collections::{BTreeMap, HashMap};
+use std::fmt;
+use std::rc::Rc;
+use std::sync::Arc;
+
+use crate::{KvError, KvSpec};
+
+/// A value that may hold model-local KV and may own children that do.
+///
+/// Derive it with `#[derive(ModelLocalKv)]`; implement it by hand only for
+/// owners whose declarations the attributes cannot express.
+pub trait ModelLocalKv {
+    /// Appends the declarations this value holds now (gates already
+    /// evaluated). Declaring nothing is valid. An error makes the collector log
+    /// and skip this owner; it never breaks model load.
+    fn kv_declare(&self, out: &mut Vec<KvSpec>) -> Result<(), KvError>;
+
+    /// Visits the children that may declare, each under its path segment.
+    /// The default has none.
+    fn kv_visit_children(&self, visitor: &mut dyn ChildVisitor) {
+        let _ = visitor;
+    }
+
+    /// Identifies the owner so that one reached twice (a shared `Arc`, a wrapper
+    /// that forwards) is counted once. Smart pointers forward to their target.
+    fn kv_identity(&self) -> OwnerId {
+        OwnerId {
+            address: self as *const Self as *const () as usize,
+            type_name: std::any::type_name::<Self>(),
+            zero_sized: std::mem::size_of_val(self) == 0,
+        }
+    }
+}
+
+/// Where an owner lives and what it is. A struct and its first field share an
+/// address, so the type is part of the identity; zero-sized owners have no
+/// meaningful address and are never merged.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub struct OwnerId {
+    /// The owner's address.
+    pub address: usize,
+    /// `std::any::type_name` of the owner.
+    pub type_name: &'static str,
+    /// Whether the owner is zero-sized.
+    pub zero_sized: bool,
+}
+
+/// One step of a path in the model tree.
+#[derive(Clone, Copy)]
+pub enum Segment<'a> {
+    /// A struct field, e.g. `talker`.
+    Field(&'static str),
+    /// A position in a `Vec`, array or slice.
+    Index(usize),
+    /// A map key.
+    Key(&'a dyn fmt::Display),
+}
+
+impl fmt::Display for Segment<'_> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Segment::Field(name) => f.write_str(name),
+            Segment::Index(index) => write!(f, "{index}"),
+            Segment::Key(key) => key.fmt(f),
+        }
+    }
+}
+
+impl fmt::Debug for Segment<'_> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "Segment({self})")
+    }
+}
+
+/// Receives the model tree as [`ModelLocalKv::kv_visit_children`] walks it.
+pub trait ChildVisitor {
+    /// Descends one path segment.
+    fn enter(&mut self, segment: Segment<'_>);
+    /// Returns from the last segment entered.
+    fn leave(&mut self);
+    /// An owner at the current path.
+    fn owner(&mut self, owner: &dyn ModelLocalKv);
+}
+
+/// A field that may hold declaring owners: an owner itself, or `Option`, `Vec`,
+/// arrays, slices, map values, `Box`/`Rc`/`Arc` of them.
+pub trait KvChild {
+    /// Hands every owner inside to `visitor`, entering index or key segments.
+    fn kv_visit(&self, visitor: &mut dyn ChildVisitor);
+}
+
+impl<T: ModelLocalKv> KvChild for T {
+    fn kv_visit(&self, visitor: &mut dyn ChildVisitor) {
+        visitor.owner(self);
+    }
+}
+
+impl<C: KvChild> KvChild for Option<C> {
+    fn kv_visit(&self, visitor: &mut dyn ChildVisitor) {
+        if let Some(child) = self {
+            child.kv_visit(visitor);
+        }
+    }
+}
+
+impl<C: KvChild> KvChild for [C] {
+    fn kv_visit(&self, visitor: &mut dyn ChildVisitor) {
+        for (index, child) in self.iter().enumerate() {
+            visitor.enter(Segment::Index(index));
+            child.kv_visit(visitor);
+            visitor.leave();
+        }
+    }
+}
+
+impl<C: KvChild, const N: usize> KvChild for [C; N] {
+    fn kv_visit(&self, visitor: &mut dyn ChildVisitor) {
+        self.as_slice().kv_visit(visitor);
+    }
+}
+
+impl<C: KvChild> KvChild for Vec<C> {
+    fn kv_visit(&self, visitor: &mut dyn ChildVisitor) {
+        self.as_slice().kv_visit(visitor);
+    }
+}
+
+impl<K: fmt::Display, C: KvChild, S> KvChild for HashMap<K, C, S> {
+    /// Visits in key order (by their text), so paths and reports are stable.
+    fn kv_visit(&self, visitor: &mut dyn ChildVisitor) {
+        let mut entries: Vec<(String, &K, &C)> =
+            self.iter().map(|(k, c)| (k.to_string(), k, c)).collect();
+        entries.sort_by(|a, b| a.0.cmp(&b.0));
+        for (_, key, child) in entries {
+            visitor.enter(Segment::Key(key));
+            child.kv_visit(visitor);
+            visitor.leave();
+        }
+    }
+}
+
+impl<K: fmt::Display, C: KvChild> KvChild for BTreeMap<K, C> {
+    fn kv_visit(&self, visitor: &mut dyn ChildVisitor) {
+        for (key, child) in self {
+            visitor.enter(Segment::Key(key));
+            child.kv_visit(visitor);
+            visitor.leave();
+        }
+    }
+}
+
+macro_rules! forward_to_target {
+    ($($pointer:ident),*) => {$(
+        /// Forwards to the target, identity included: two pointers to one owner
+        /// are one owner.
+        impl<T: ModelLocalKv + ?Sized> ModelLocalKv for $pointer<T> {
+            fn kv_declare(&self, out: &mut Vec<KvSpec>) -> Result<(), KvError> {
+                (**self).kv_declare(out)
+            }
+            fn kv_visit_children(&self, visitor: &mut dyn ChildVisitor) {
+                (**self).kv_visit_children(visitor)
+            }
+            fn kv_identity(&self) -> OwnerId {
+                (**self).kv_identity()
+            }
+        }
+    )*};
+}
+
+forward_to_target!(Box, Rc, Arc);
+
+impl<T: ModelLocalKv + ?Sized> ModelLocalKv for &T {
+    fn kv_declare(&self, out: &mut Vec<KvSpec>) -> Result<(), KvError> {
+        (**self).kv_declare(out)
+    }
+    fn kv_visit_children(&self, visitor: &mut dyn ChildVisitor) {
+        (**self).kv_visit_children(visitor)
+    }
+    fn kv_identity(&self) -> OwnerId {
+        (**self).kv_identity()
+    }
+}
+
+/// What a type declares, known without an instance: the declarations whose
+/// every value is a literal or const, and the names of those read after load.
+#[derive(Clone, Copy, Debug)]
+pub struct KvTypeDecls {
+    /// The type's name as written (without generic arguments).
+    pub type_name: &'static str,
+    /// Declarations fully known at compile time, gated ones included
+    /// (their `only_when` says when they hold).
+    pub static_specs: &'static [KvSpec],
+    /// Declarations with a value read after load (from `self`).
+    pub after_load: &'static [AfterLoadDecl],
+}
+
+/// A declaration whose geometry, positions or rows are read after load.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct AfterLoadDecl {
+    /// The declaration's name.
+    pub name: &'static str,
+    /// What kind of cache holds it.
+    pub cache: &'static str,
+    /// The observable condition, if any.
+    pub only_when: Option<&'static str>,
+}
+
+/// Implemented by `#[derive(ModelLocalKv)]`: the type-level declarations, usable
+/// in `const` items (tables and budgets need no instance).
+pub trait DeclaredKv {
+    /// What this type declares.
+    const KV_DECLS: KvTypeDecls;
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    struct Leaf;
+    impl ModelLocalKv for Leaf {
+        fn kv_declare(&self, _: &mut Vec<KvSpec>) -> Result<(), KvError> {
+            Ok(())
+        }
+    }
+
+    #[derive(Default)]
+    struct Trace(Vec<String>);
+    impl ChildVisitor for Trace {
+        fn enter(&mut self, segment: Segment<'_>) {
+            self.0.push(format!("enter {segment}"));
+        }
+        fn leave(&mut self) {
+            self.0.push("leave".into());
+        }
+        fn owner(&mut self, owner: &dyn ModelLocalKv) {
+            self.0.push(format!("owner {}", owner.kv_identity().type_name));
+        }
+    }
+
+    #[test]
+    fn containers_enter_index_and_key_segments() {
+        let mut trace = Trace::default();
+        let layers = vec![Some(Leaf), None, Some(Leaf)];
+        layers.kv_visit(&mut trace);
+        let leaf = std::any::type_name::<Leaf>();
+        assert_eq!(
+            trace.0,
+            [
+                "enter 0".to_string(),
+                format!("owner {leaf}"),
+                "leave".into(),
+                "enter 1".into(),
+                "leave".into(),
+                "enter 2".into(),
+                format!("owner {leaf}"),
+                "leave".into(),
+            ]
+        );
+        let mut trace = Trace::default();
+        let map: HashMap<&str, Leaf> = [("b", Leaf), ("a", Leaf)].into_iter().collect();
+        map.kv_visit(&mut trace);
+        assert_eq!(trace.0[0], "enter a");
+        assert_eq!(trace.0[3], "enter b");
+    }
+
+    #[test]
+    fn pointers_share_their_targets_identity() {
+        let shared = Arc::new(Trace::default());
+        struct Owner(u8);
+        impl ModelLocalKv for Owner {
+            fn kv_declare(&self, _: &mut Vec<KvSpec>) -> Result<(), KvError> {
+                Ok(())
+            }
+        }
+        let _ = shared;
+        let target = Arc::new(Owner(1));
+        let again = Arc::clone(&target);
+        assert_eq!(target.kv_identity(), again.kv_identity());
+        assert_eq!(target.kv_identity(), (*target).kv_identity());
+        let boxed: Box<dyn ModelLocalKv> = Box::new(Owner(2));
+        assert_eq!(boxed.kv_identity().type_name, std::any::type_name::<Owner>());
+        assert!(!boxed.kv_identity().zero_sized);
+        assert_eq!(target.0 + 1, 2);
+        assert!(Leaf.kv_identity().zero_sized);
+    }
+}

@@ -1,0 +1,159 @@
+//! Errors: byte arithmetic that overflows, declarations with invalid values,
+//! config lookups that fail, declarers that fail during collection.
+
+use core::fmt;
+
+/// Byte arithmetic overflowed `u64`. Returned by the `const fn` byte math, so it
+/// carries only static text; [`KvError::Overflow`] adds the declaration's name.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Overflow {
+    /// Which product or sum overflowed, e.g. `"bytes per row"`.
+    pub step: &'static str,
+}
+
+impl fmt::Display for Overflow {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{} overflows u64", self.step)
+    }
+}
+
+impl std::error::Error for Overflow {}
+
+/// Every error kv reports at run time. Messages name what failed and how to fix it.
+#[derive(Clone, Debug, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum KvError {
+    /// Byte arithmetic for a declaration overflowed `u64`.
+    Overflow {
+        /// `Type.declaration`.
+        declaration: String,
+        /// Which product or sum overflowed.
+        step: &'static str,
+    },
+    /// A declaration carries a value that cannot be right: a zero or negative
+    /// count, a blank reason or name.
+    InvalidValue {
+        /// `Type.declaration`.
+        declaration: String,
+        /// The key, e.g. `"layers"` or `"rows"`.
+        field: &'static str,
+        /// What is wrong with it.
+        problem: String,
+    },
+    /// Geometry could not be read from a config: a key is missing, has the
+    /// wrong type, or holds a value that is not a positive integer.
+    Config {
+        /// What was wanted, e.g. `"layers"`.
+        what: &'static str,
+        /// Why it could not be read; names every key tried.
+        problem: String,
+    },
+    /// A config file could not be read or parsed.
+    ConfigFile {
+        /// The file, as given.
+        path: String,
+        /// The I/O or JSON error.
+        problem: String,
+    },
+    /// A declarer panicked while the collector asked it for its declarations.
+    DeclarerPanicked {
+        /// The owner's path in the model tree.
+        path: String,
+        /// The panic's message, where it had one.
+        message: String,
+    },
+    /// A budget's ceiling was exceeded.
+    OverBudget {
+        /// Bytes declared at peak.
+        declared: u64,
+        /// The ceiling.
+        ceiling: u64,
+        /// The `max_num_seqs` the peak was computed at.
+        max_num_seqs: u64,
+    },
+}
+
+impl KvError {
+    /// Adds the declaration's name to an error raised before it was known.
+    pub fn in_declaration(self, declaration: &str) -> KvError {
+        match self {
+            KvError::Overflow { declaration: d, step } if d.is_empty() => KvError::Overflow {
+                declaration: declaration.to_owned(),
+                step,
+            },
+            KvError::InvalidValue {
+                declaration: d,
+                field,
+                problem,
+            } if d.is_empty() => KvError::InvalidValue {
+                declaration: declaration.to_owned(),
+                field,
+                problem,
+            },
+            other => other,
+        }
+    }
+}
+
+impl fmt::Display for KvError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            KvError::Overflow { declaration, step } => {
+                write!(f, "kv: `{declaration}`: {step} overflows u64; check the geometry")
+            }
+            KvError::InvalidValue {
+                declaration,
+                field,
+                problem,
+            } => write!(f, "kv: `{declaration}`: `{field}` {problem}"),
+            KvError::Config { what, problem } => {
+                write!(f, "kv: cannot read {what} from the config: {problem}")
+            }
+            KvError::ConfigFile { path, problem } => {
+                write!(f, "kv: cannot read config `{path}`: {problem}")
+            }
+            KvError::DeclarerPanicked { path, message } => {
+                let path = if path.is_empty() { "<root>" } else { path };
+                write!(f, "kv: the declarer at `{path}` panicked: {message}")
+            }
+            KvError::OverBudget {
+                declared,
+                ceiling,
+                max_num_seqs,
+            } => write!(
+                f,
+                "kv: model-local KV over budget: {declared} bytes declared at \
+                 max_num_seqs={max_num_seqs}, ceiling {ceiling} bytes"
+            ),
+        }
+    }
+}
+
+impl std::error::Error for KvError {}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn in_declaration_fills_a_missing_name_only() {
+        let err = KvError::InvalidValue {
+            declaration: String::new(),
+            field: "layers",
+            problem: "is 0".into(),
+        }
+        .in_declaration("Talker.cache");
+        assert_eq!(err.to_string(), "kv: `Talker.cache`: `layers` is 0");
+        let named = err.clone().in_declaration("Other.x");
+        assert_eq!(named, err);
+    }
+
+    #[test]
+    fn panicked_root_is_named_root() {
+        let err = KvError::DeclarerPanicked {
+            path: String::new(),
+            message: "boom".into(),
+        };
+        assert_eq!(err.to_string(), "kv: the declarer at `<root>` panicked: boom");
+    }
+}
