@@ -6,6 +6,7 @@ mod declare;
 mod dtype;
 mod error;
 mod spec;
+pub mod units;
 
 #[doc(hidden)]
 #[path = "private.rs"]
