@@ -1,0 +1,18 @@
+#![doc = include_str!("../README.md")]
+#![forbid(unsafe_code)]
+#![warn(missing_docs)]
+
+mod caches;
+mod check;
+mod config;
+mod measure;
+
+pub use caches::{
+    candle_dtype, kv_dtype, FullAttentionCaches, SlidingWindowCaches, StaticCaches, StaticKvCache,
+    SEQ_DIM,
+};
+pub use check::{
+    assert_declared_bytes, assert_spec_bytes, compare_declared, compare_spec, Comparison,
+    DeclaredLine,
+};
+pub use measure::{measured_bytes, Measure, Meter};

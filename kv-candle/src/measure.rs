@@ -1,0 +1,212 @@
+//! Measuring the bytes candle caches really hold: the storage behind each
+//! tensor (the whole allocation), never a narrowed view's element count.
+
+use std::collections::BTreeSet;
+
+use candle_core::{bail, CpuStorage, Result, Storage, Tensor};
+use candle_nn::kv_cache::{Cache, ConcatKvCache, KvCache, RotatingCache, RotatingKvCache};
+
+use crate::StaticKvCache;
+
+/// Adds up the storages of tensors, each allocation once.
+///
+/// Two tensors that share an allocation (a cache's backing tensor and the
+/// narrowed view `k()` returns) count once; the figure is what the process
+/// holds, not what the views show.
+///
+/// ```
+/// use candle_core::{DType, Device, Tensor};
+/// use kv_candle::Meter;
+///
+/// let backing = Tensor::zeros((1, 2, 16, 8), DType::F32, &Device::Cpu)?;
+/// let view = backing.narrow(2, 0, 4)?; // what a cache's `k()` returns
+/// let mut meter = Meter::new();
+/// meter.add(&view)?;
+/// assert_eq!(meter.bytes(), 1 * 2 * 16 * 8 * 4); // the allocation, not 4 positions
+/// meter.add(&backing)?;
+/// assert_eq!((meter.bytes(), meter.storages()), (1024, 1)); // shared: counted once
+/// # Ok::<(), candle_core::Error>(())
+/// ```
+#[derive(Clone, Debug, Default)]
+pub struct Meter {
+    seen: BTreeSet<usize>,
+    bytes: u64,
+}
+
+impl Meter {
+    /// An empty meter.
+    pub fn new() -> Meter {
+        Meter::default()
+    }
+
+    /// Adds everything `value` holds.
+    pub fn add<M: Measure + ?Sized>(&mut self, value: &M) -> Result<&mut Meter> {
+        value.measure(self)?;
+        Ok(self)
+    }
+
+    /// Adds one tensor's storage unless already counted. CPU storage only:
+    /// other devices are an error, never a guess.
+    pub fn add_tensor(&mut self, tensor: &Tensor) -> Result<&mut Meter> {
+        let (storage, _layout) = tensor.storage_and_layout();
+        // Tensors sharing an allocation share this `Storage`, so its address
+        // identifies the allocation.
+        let key = &*storage as *const Storage as usize;
+        if !self.seen.insert(key) {
+            return Ok(self);
+        }
+        let bytes = match &*storage {
+            Storage::Cpu(cpu) => cpu_bytes(cpu),
+            other => bail!(
+                "kv-candle: cannot measure storage on {:?}; only CPU storage is measured",
+                other.device().location()
+            ),
+        };
+        let Some(total) = u64::try_from(bytes)
+            .ok()
+            .and_then(|b| self.bytes.checked_add(b))
+        else {
+            bail!("kv-candle: measured bytes overflow u64")
+        };
+        self.bytes = total;
+        Ok(self)
+    }
+
+    /// Bytes counted so far.
+    pub fn bytes(&self) -> u64 {
+        self.bytes
+    }
+
+    /// Distinct allocations counted so far.
+    pub fn storages(&self) -> usize {
+        self.seen.len()
+    }
+}
+
+/// Bytes of a CPU allocation: its capacity, which is what the allocator handed out.
+fn cpu_bytes(storage: &CpuStorage) -> usize {
+    fn size<T>(v: &Vec<T>) -> usize {
+        v.capacity() * std::mem::size_of::<T>()
+    }
+    match storage {
+        CpuStorage::U8(v) => size(v),
+        CpuStorage::U32(v) => size(v),
+        CpuStorage::I16(v) => size(v),
+        CpuStorage::I32(v) => size(v),
+        CpuStorage::I64(v) => size(v),
+        CpuStorage::BF16(v) => size(v),
+        CpuStorage::F16(v) => size(v),
+        CpuStorage::F32(v) => size(v),
+        CpuStorage::F64(v) => size(v),
+        CpuStorage::F8E4M3(v) => size(v),
+        CpuStorage::F6E2M3(v)
+        | CpuStorage::F6E3M2(v)
+        | CpuStorage::F4(v)
+        | CpuStorage::F8E8M0(v) => size(v),
+    }
+}
+
+/// The bytes `value` holds now, each allocation once. See [`Meter`].
+///
+/// ```
+/// use candle_core::{DType, Device, Tensor};
+/// use candle_nn::kv_cache::KvCache;
+///
+/// let mut cache = KvCache::new(2, 64);
+/// assert_eq!(kv_candle::measured_bytes(&cache)?, 0); // nothing before the first append
+/// let token = Tensor::zeros((1, 2, 1, 8), DType::BF16, &Device::Cpu)?;
+/// cache.append(&token, &token)?;
+/// // The first append allocates all 64 positions, for K and for V.
+/// assert_eq!(kv_candle::measured_bytes(&cache)?, 2 * (1 * 2 * 64 * 8 * 2));
+/// # Ok::<(), candle_core::Error>(())
+/// ```
+pub fn measured_bytes<M: Measure + ?Sized>(value: &M) -> Result<u64> {
+    Ok(Meter::new().add(value)?.bytes())
+}
+
+/// A value whose tensors a [`Meter`] can count: candle's caches, tensors,
+/// [`StaticKvCache`], and slices, `Vec`s and `Option`s of them.
+pub trait Measure {
+    /// Adds the tensors this value holds to `meter`.
+    fn measure(&self, meter: &mut Meter) -> Result<()>;
+}
+
+impl Measure for Tensor {
+    fn measure(&self, meter: &mut Meter) -> Result<()> {
+        meter.add_tensor(self).map(drop)
+    }
+}
+
+impl<M: Measure> Measure for Option<M> {
+    fn measure(&self, meter: &mut Meter) -> Result<()> {
+        match self {
+            Some(value) => value.measure(meter),
+            None => Ok(()),
+        }
+    }
+}
+
+impl<M: Measure> Measure for [M] {
+    fn measure(&self, meter: &mut Meter) -> Result<()> {
+        self.iter().try_for_each(|value| value.measure(meter))
+    }
+}
+
+impl<M: Measure> Measure for Vec<M> {
+    fn measure(&self, meter: &mut Meter) -> Result<()> {
+        self.as_slice().measure(meter)
+    }
+}
+
+impl<M: Measure + ?Sized> Measure for &M {
+    fn measure(&self, meter: &mut Meter) -> Result<()> {
+        (**self).measure(meter)
+    }
+}
+
+/// The backing tensor (`all_data`), allocated at `max_seq_len` positions on
+/// the first append.
+impl Measure for Cache {
+    fn measure(&self, meter: &mut Meter) -> Result<()> {
+        self.all_data().measure(meter)
+    }
+}
+
+/// The backing tensor (`all_data`), allocated at the window on the first append.
+impl Measure for RotatingCache {
+    fn measure(&self, meter: &mut Meter) -> Result<()> {
+        self.all_data().measure(meter)
+    }
+}
+
+/// Both backing tensors.
+impl Measure for KvCache {
+    fn measure(&self, meter: &mut Meter) -> Result<()> {
+        self.k_cache().measure(meter)?;
+        self.v_cache().measure(meter)
+    }
+}
+
+/// Both backing tensors.
+impl Measure for RotatingKvCache {
+    fn measure(&self, meter: &mut Meter) -> Result<()> {
+        self.k_cache().measure(meter)?;
+        self.v_cache().measure(meter)
+    }
+}
+
+/// The concatenated K and V, exactly as long as what was appended.
+impl Measure for ConcatKvCache {
+    fn measure(&self, meter: &mut Meter) -> Result<()> {
+        self.k().measure(meter)?;
+        self.v().measure(meter)
+    }
+}
+
+/// Both preallocated tensors.
+impl Measure for StaticKvCache {
+    fn measure(&self, meter: &mut Meter) -> Result<()> {
+        self.k_all().measure(meter)?;
+        self.v_all().measure(meter)
+    }
+}
