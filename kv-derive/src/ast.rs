@@ -212,10 +212,10 @@ pub fn parse<'a>(input: &'a DeriveInput, errors: &mut Errors) -> Input<'a> {
         let Some(entries) = entries_of(attribute, errors) else {
             continue;
         };
-        let is_options = entries
-            .iter()
-            .any(|e| OPTION_KEYS.iter().any(|k| e.key == k));
-        if is_options {
+        let is_option = |e: &Entry| OPTION_KEYS.iter().any(|k| e.key == k);
+        // An attribute of options only configures the derive; any other key
+        // makes it a declaration, where an option key is reported as misplaced.
+        if entries.iter().all(is_option) {
             read_options(&mut parsed, entries, errors);
         } else {
             let mut decl = Decl::new(attribute.path().span(), None);
@@ -279,7 +279,7 @@ fn entries_of(attribute: &Attribute, errors: &mut Errors) -> Option<Vec<Entry>> 
     let tokens = match attribute.meta.require_list() {
         Ok(list) => list.tokens.clone(),
         Err(_) => {
-            errors.push(attribute.span(), "expected `#[kv(...)]`");
+            errors.push_tokens(attribute, "expected `#[kv(...)]`");
             return None;
         }
     };
@@ -300,24 +300,27 @@ fn read_options(input: &mut Input<'_>, entries: Vec<Entry>, errors: &mut Errors)
             "crate" => match entry.value.map(|v| attr::text(v, "crate", errors)) {
                 Some(Some(lit)) => match lit.parse::<Path>() {
                     Ok(path) => input.krate = path,
-                    Err(_) => errors.push(lit.span(), "`crate` must name a path, like `crate = \"my_kv\"`"),
+                    Err(_) => errors.push(
+                        lit.span(),
+                        "`crate` must name a path, like `crate = \"my_kv\"`",
+                    ),
                 },
                 Some(None) => {}
                 None => errors.push(entry.key.span(), "expected `crate = \"path::to::kv_core\"`"),
             },
             "transparent" => {
                 if let Some(value) = entry.value {
-                    errors.push(value.span(), "`transparent` takes no value: write `#[kv(transparent)]`");
+                    errors.push(
+                        value.span(),
+                        "`transparent` takes no value: write `#[kv(transparent)]`",
+                    );
                 } else if input.transparent.is_some() {
                     errors.push(entry.key.span(), "duplicate key `transparent`");
                 } else {
                     input.transparent = Some(entry.key.span());
                 }
             }
-            _ => errors.push(
-                entry.key.span(),
-                format!("`{key}` cannot share an attribute with `crate` or `transparent`: put the declaration in its own #[kv(...)]"),
-            ),
+            _ => unreachable!("only option keys reach read_options"),
         }
     }
 }
@@ -439,9 +442,8 @@ fn dtype(value: TokenStream, errors: &mut Errors) -> Option<DTypeValue> {
         errors.push(
             ident.span(),
             format!(
-                "unknown dtype `{text}`{}; valid dtypes: {}",
-                nearest(&text, &valid),
-                valid.join(", ")
+                "unknown dtype `{text}`{}",
+                or_list(&nearest(&text, &valid), &valid)
             ),
         );
         return None;
@@ -458,18 +460,14 @@ fn scope(value: TokenStream, errors: &mut Errors) -> Option<Ident> {
             errors.push(
                 ident.span(),
                 format!(
-                    "unknown scope `{text}`{}; valid scopes: {}",
-                    nearest(&text, &valid),
-                    valid.join(", ")
+                    "unknown scope `{text}`{}",
+                    or_list(&nearest(&text, &valid), &valid)
                 ),
             );
             None
         }
         None => {
-            errors.push(
-                value.span(),
-                format!("`scope` is one of: {}", valid.join(", ")),
-            );
+            errors.push_tokens(&value, format!("`scope` is one of: {}", valid.join(", ")));
             None
         }
     }
@@ -482,8 +480,8 @@ fn positions(value: TokenStream, errors: &mut Errors) -> Option<Counted> {
             return attr::counted(function, rest, "positions", errors);
         }
     }
-    errors.push(
-        value.span(),
+    errors.push_tokens(
+        &value,
         "positions need the reason for their bound: write `positions = bounded(N, because = \"...\")`, \
          e.g. `bounded(71, because = \"sliding_window(72) - 1\")`",
     );
@@ -502,15 +500,18 @@ fn rows(value: TokenStream, errors: &mut Errors) -> Option<RowsValue> {
             errors.push(
                 other.span(),
                 format!(
-                    "unknown row driver `{text}`{}; rows are `max_num_seqs` or `fixed(N, because = \"...\")`",
-                    nearest(&text, &["max_num_seqs", "fixed"])
+                    "unknown row driver `{text}`{}",
+                    or_list(
+                        &nearest(&text, &["max_num_seqs", "fixed"]),
+                        &["max_num_seqs", "fixed(N, because = \"...\")"]
+                    )
                 ),
             );
             None
         }
         _ => {
-            errors.push(
-                value.span(),
+            errors.push_tokens(
+                &value,
                 "rows need a driver: `rows = max_num_seqs`, or `rows = fixed(N, because = \"...\")` for a count the model controls",
             );
             None

@@ -119,8 +119,8 @@ pub fn count(tokens: TokenStream, key: &str, errors: &mut Errors) -> Option<Valu
     match trees.as_slice() {
         [TokenTree::Literal(literal)] => literal_count(literal, key, errors),
         [TokenTree::Punct(minus), TokenTree::Literal(_)] if minus.as_char() == '-' => {
-            errors.push(
-                tokens.span(),
+            errors.push_tokens(
+                &tokens,
                 format!("`{key}` is negative; a count must be a positive integer"),
             );
             None
@@ -154,18 +154,29 @@ pub fn text(tokens: TokenStream, key: &str, errors: &mut Errors) -> Option<LitSt
         Ok(lit) if lit.value().trim().is_empty() => {
             errors.push(
                 lit.span(),
-                format!("`{key}` is blank; say something or leave it out"),
+                format!("`{key}` is blank; {}", blank_advice(key)),
             );
             None
         }
         Ok(lit) => Some(lit),
         Err(_) => {
-            errors.push(
-                tokens.span(),
+            errors.push_tokens(
+                &tokens,
                 format!("`{key}` must be a string literal, like `{key} = \"...\"`"),
             );
             None
         }
+    }
+}
+
+fn blank_advice(key: &str) -> &'static str {
+    match key {
+        "because" => "say why, or the value cannot be reviewed",
+        "name" => "name the declaration",
+        "cache" => "say what kind of cache holds this, e.g. \"StaticCache\"",
+        "crate" => "name the path kv-core is reachable at",
+        "only_when" => "name a bool field or `fn(&self) -> bool`, or leave it out",
+        _ => "say something or leave it out",
     }
 }
 
@@ -207,10 +218,12 @@ pub fn counted(
         let entries = parse_entries(part.into_iter().collect(), errors);
         for entry in entries {
             if entry.key != "because" {
-                let hint = crate::suggest::nearest(&entry.key.to_string(), &["because"]);
                 errors.push(
                     entry.key.span(),
-                    format!("unknown key `{}` in `{function}(..)`{hint}", entry.key),
+                    format!(
+                        "unknown key `{}` in `{function}(..)`; it takes a count and `because = \"...\"`",
+                        entry.key
+                    ),
                 );
                 continue;
             }

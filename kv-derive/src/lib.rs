@@ -52,6 +52,15 @@ impl Errors {
         self.0.push(syn::Error::new(span, message));
     }
 
+    /// An error covering all of `tokens` (the whole `-1`, not just the `-`).
+    pub(crate) fn push_tokens(
+        &mut self,
+        tokens: impl quote::ToTokens,
+        message: impl std::fmt::Display,
+    ) {
+        self.0.push(syn::Error::new_spanned(tokens, message));
+    }
+
     fn combined(self) -> Option<syn::Error> {
         self.0.into_iter().reduce(|mut all, next| {
             all.combine(next);

@@ -2,15 +2,20 @@
 
 /// `"; did you mean `rows`?"` when a candidate is close, else `""`.
 pub fn nearest(word: &str, candidates: &[&str]) -> String {
+    closest(word, candidates).map_or_else(String::new, |c| format!("; did you mean `{c}`?"))
+}
+
+/// The candidate within a few edits of `word`, if any.
+pub fn closest<'a>(word: &str, candidates: &[&'a str]) -> Option<&'a str> {
     let best = candidates
         .iter()
         .map(|candidate| (edit_distance(word, candidate), *candidate))
         .min();
     match best {
         Some((distance, candidate)) if distance <= (word.len().max(2) / 2).max(1) + 1 => {
-            format!("; did you mean `{candidate}`?")
+            Some(candidate)
         }
-        _ => String::new(),
+        _ => None,
     }
 }
 
