@@ -1,9 +1,9 @@
 //! `#[derive(ModelLocalKv)]`. Depend on `kv-core`, which re-exports this and
 //! documents the attributes.
 //!
-//! The stages follow thiserror and serde: [`ast`] reads the attributes into a
-//! small AST (with [`attr`] reading each value), [`valid`] checks the rules
-//! across keys, [`expand`] generates code. Every error is collected with its
+//! The stages follow thiserror and serde: `ast` reads the attributes into a
+//! small AST (with `attr` reading each value), `valid` checks the rules
+//! across keys, `expand` generates code. Every error is collected with its
 //! span and all are reported at once; the macro never panics on any input.
 
 use proc_macro::TokenStream;
