@@ -171,7 +171,7 @@ macro_rules! assert_kv_budget {
                         ::core::stringify!($ty),
                         "` at max_num_seqs = ",
                         ::core::stringify!($max_num_seqs),
-                        " overflows u64; check its geometry, positions and rows",
+                        " overflows u64 bytes; check its geometry, positions and rows",
                     )
                 );
             }
@@ -183,10 +183,10 @@ macro_rules! assert_kv_budget {
                         ::core::stringify!($ty),
                         "` at max_num_seqs = ",
                         ::core::stringify!($max_num_seqs),
-                        " is over its ceiling of ",
+                        " is over its ceiling of `",
                         ::core::stringify!($ceiling),
-                        " bytes (declarations gated by only_when count); ",
-                        "shrink the caches or raise the ceiling",
+                        "` bytes (declarations gated by only_when count, those read ",
+                        "after load do not); shrink the caches or raise the ceiling",
                     )
                 );
             }
