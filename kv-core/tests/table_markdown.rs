@@ -236,3 +236,32 @@ fn an_empty_table_is_just_its_header() {
 "
     );
 }
+
+#[test]
+fn after_load_rows_keep_their_condition() {
+    struct Duplex;
+    impl DeclaredKv for Duplex {
+        const KV_DECLS: KvTypeDecls = KvTypeDecls {
+            type_name: "Duplex",
+            static_specs: &[],
+            after_load: &[AfterLoadDecl {
+                name: "encoder",
+                cache: "EncoderDecoderCache",
+                only_when: Some("duplex"),
+            }],
+        };
+    }
+    let markdown = Table::new(2).types(&[Duplex::KV_DECLS]).to_markdown();
+    let row = cells(markdown.lines().nth(2).unwrap());
+    assert_eq!(
+        row,
+        [
+            "Duplex.encoder",
+            "EncoderDecoderCache (only when duplex)",
+            KNOWN_AFTER_LOAD,
+            KNOWN_AFTER_LOAD,
+            KNOWN_AFTER_LOAD,
+            KNOWN_AFTER_LOAD,
+        ]
+    );
+}
