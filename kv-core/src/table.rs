@@ -201,7 +201,7 @@ impl Table {
     }
 }
 
-/// Per row, Rows... which columns are right-aligned: the two sizes.
+/// Which columns are right-aligned: the two sizes (Per row, Peak).
 const RIGHT_ALIGNED: [bool; COLUMNS] = [false, false, false, true, false, true];
 
 fn model_cell(label: &str, name: &str) -> String {
