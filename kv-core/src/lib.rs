@@ -6,22 +6,26 @@
 #![forbid(unsafe_code)]
 #![warn(missing_docs)]
 
+pub mod budget;
 mod declare;
 mod dtype;
 mod error;
 mod spec;
+pub mod table;
 pub mod units;
 
 #[doc(hidden)]
 #[path = "private.rs"]
 pub mod __private;
 
+pub use budget::Budget;
 pub use declare::{
     AfterLoadDecl, ChildVisitor, DeclaredKv, KvChild, KvTypeDecls, ModelLocalKv, OwnerId, Segment,
 };
 pub use dtype::DType;
 pub use error::{KvError, Overflow};
 pub use spec::{Geometry, KvSpec, Positions, Rows, Scope, Text};
+pub use table::Table;
 
 /// Derives [`ModelLocalKv`] and [`DeclaredKv`] from `#[kv(...)]` attributes.
 ///
