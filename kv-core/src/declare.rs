@@ -214,6 +214,10 @@ pub struct AfterLoadDecl {
 pub trait DeclaredKv {
     /// What this type declares.
     const KV_DECLS: KvTypeDecls;
+
+    /// Compile-time checks of const values; evaluated where the type is used.
+    #[doc(hidden)]
+    const __KV_CHECKS: () = ();
 }
 
 #[cfg(test)]
@@ -237,7 +241,8 @@ mod tests {
             self.0.push("leave".into());
         }
         fn owner(&mut self, owner: &dyn ModelLocalKv) {
-            self.0.push(format!("owner {}", owner.kv_identity().type_name));
+            self.0
+                .push(format!("owner {}", owner.kv_identity().type_name));
         }
     }
 
@@ -282,7 +287,10 @@ mod tests {
         assert_eq!(target.kv_identity(), again.kv_identity());
         assert_eq!(target.kv_identity(), (*target).kv_identity());
         let boxed: Box<dyn ModelLocalKv> = Box::new(Owner(2));
-        assert_eq!(boxed.kv_identity().type_name, std::any::type_name::<Owner>());
+        assert_eq!(
+            boxed.kv_identity().type_name,
+            std::any::type_name::<Owner>()
+        );
         assert!(!boxed.kv_identity().zero_sized);
         assert_eq!(target.0 + 1, 2);
         assert!(Leaf.kv_identity().zero_sized);

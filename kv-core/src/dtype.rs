@@ -130,12 +130,18 @@ mod tests {
         assert_eq!(DType::from_torch_dtype("float16"), Some(DType::F16));
         assert_eq!(DType::from_torch_dtype("bfloat16"), Some(DType::BF16));
         assert_eq!(DType::from_torch_dtype("torch.bfloat16"), Some(DType::BF16));
-        assert_eq!(DType::from_torch_dtype("float8_e4m3fn"), Some(DType::F8E4M3));
+        assert_eq!(
+            DType::from_torch_dtype("float8_e4m3fn"),
+            Some(DType::F8E4M3)
+        );
         assert_eq!(DType::from_torch_dtype("complex64"), None);
     }
 
     #[test]
     fn names_list_names_every_dtype() {
-        assert_eq!(DType::names_list(), "f64, f32, f16, bf16, f8e4m3, f8e5m2, i8, u8");
+        assert_eq!(
+            DType::names_list(),
+            "f64, f32, f16, bf16, f8e4m3, f8e5m2, i8, u8"
+        );
     }
 }

@@ -77,7 +77,10 @@ impl KvError {
     /// Adds the declaration's name to an error raised before it was known.
     pub fn in_declaration(self, declaration: &str) -> KvError {
         match self {
-            KvError::Overflow { declaration: d, step } if d.is_empty() => KvError::Overflow {
+            KvError::Overflow {
+                declaration: d,
+                step,
+            } if d.is_empty() => KvError::Overflow {
                 declaration: declaration.to_owned(),
                 step,
             },
@@ -99,7 +102,10 @@ impl fmt::Display for KvError {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
             KvError::Overflow { declaration, step } => {
-                write!(f, "kv: `{declaration}`: {step} overflows u64; check the geometry")
+                write!(
+                    f,
+                    "kv: `{declaration}`: {step} overflows u64; check the geometry"
+                )
             }
             KvError::InvalidValue {
                 declaration,
@@ -154,6 +160,9 @@ mod tests {
             path: String::new(),
             message: "boom".into(),
         };
-        assert_eq!(err.to_string(), "kv: the declarer at `<root>` panicked: boom");
+        assert_eq!(
+            err.to_string(),
+            "kv: the declarer at `<root>` panicked: boom"
+        );
     }
 }

@@ -1,24 +1,100 @@
-#![doc = include_str!("../README.md")]
+//! Declare, at the type level, the attention KV caches a model holds outside
+//! an inference engine's paged KV manager.
+//!
+//! See the repository README for the overview and [`ModelLocalKv`](derive@ModelLocalKv)
+//! for every attribute.
 #![forbid(unsafe_code)]
 #![warn(missing_docs)]
 
+pub mod budget;
 mod declare;
 mod dtype;
 mod error;
 mod spec;
+pub mod table;
 pub mod units;
 
 #[doc(hidden)]
 #[path = "private.rs"]
 pub mod __private;
 
+pub use budget::Budget;
 pub use declare::{
     AfterLoadDecl, ChildVisitor, DeclaredKv, KvChild, KvTypeDecls, ModelLocalKv, OwnerId, Segment,
 };
 pub use dtype::DType;
 pub use error::{KvError, Overflow};
 pub use spec::{Geometry, KvSpec, Positions, Rows, Scope, Text};
+pub use table::Table;
 
 /// Derives [`ModelLocalKv`] and [`DeclaredKv`] from `#[kv(...)]` attributes.
+///
+/// # Declarations
+///
+/// A `#[kv(...)]` on the struct declares one allocation (repeat it for
+/// several, e.g. a retained cache and its working copy); on a field it
+/// declares one whose name defaults to the field's.
+///
+/// | key | value | required |
+/// |---|---|---|
+/// | `name` | `"retained"` | on the struct and on tuple fields |
+/// | `cache` | `"sliding DynamicCache"`: what kind of cache holds it | yes |
+/// | `layers`, `kv_heads`, `head_dim` | a count | yes, or `geometry` |
+/// | `v_head_dim` | a count, where values differ from keys | no |
+/// | `dtype` | `f64`, `f32`, `f16`, `bf16`, `f8e4m3`, `f8e5m2`, `i8`, `u8`, or an expression of type [`DType`] | yes, or `geometry` |
+/// | `geometry` | an expression of type [`Geometry`] or `Result<Geometry, KvError>` | instead of the four above |
+/// | `positions` | `bounded(COUNT, because = "sliding_window(72) - 1")` | yes |
+/// | `scope` | `invocation`, `request`, `session` or `model` (diagnostic only, never a multiplier) | yes |
+/// | `rows` | `max_num_seqs`, or `fixed(COUNT, because = "...")` | yes: never defaults to 1 |
+/// | `only_when` | `"async_chunk"`: a `bool` field or `fn(&self) -> bool`; when false the declaration yields nothing | no |
+/// | `assumes` | prose: a condition the model cannot observe | no |
+/// | `note` | prose: the object layout | no |
+///
+/// A count is an integer literal (checked positive by the macro), a const
+/// expression (checked positive and, with the rest of the declaration, free
+/// of `u64` overflow at compile time), or an expression mentioning `self`,
+/// read after load (any integer type; zero, negative and overflow are
+/// run-time errors naming the declaration). A value containing a comma
+/// outside brackets (`f::<A, B>()`) must be wrapped in parentheses. Const
+/// expressions in a generic type are checked when the type is used.
+///
+/// # Children and options
+///
+/// - `#[kv(child)]` on a field: the collector visits it (an owner, or
+///   `Option`, `Vec`, arrays, slices, map values, `Box`/`Rc`/`Arc` of owners).
+/// - `#[kv(transparent)]` on the struct: children are visited at the
+///   wrapper's own path, for wrappers that forward to their inner model.
+/// - `#[kv(crate = "path")]` on the struct: where kv-core is, when it is
+///   renamed or re-exported.
+///
+/// ```
+/// use kv_core::ModelLocalKv;
+///
+/// #[derive(ModelLocalKv)]
+/// struct Talker {
+///     #[kv(
+///         cache = "StaticCache",
+///         geometry = self.geometry,
+///         positions = bounded(2048, because = "hardcoded max_cache_len"),
+///         scope = invocation,
+///         rows = fixed(1, because = "calls are serialized"),
+///     )]
+///     cache: Option<Vec<f32>>,
+///     geometry: kv_core::Geometry,
+/// }
+///
+/// let talker = Talker {
+///     cache: None,
+///     geometry: kv_core::Geometry::new(24, 2, 64, kv_core::DType::BF16),
+/// };
+/// let mut declared = Vec::new();
+/// talker.kv_declare(&mut declared).unwrap();
+/// assert_eq!(declared[0].peak_bytes(256), Ok(25_165_824)); // fixed rows ignore max_num_seqs
+/// ```
 #[cfg(feature = "derive")]
 pub use kv_derive::ModelLocalKv;
+
+/// The README's example, compiled and run as a doc test.
+#[cfg(doctest)]
+#[doc = include_str!("../../README.md")]
+pub struct ReadmeDoctests;

@@ -138,3 +138,17 @@ pub const fn fixed_peak_fits(geometry: Geometry, positions: u64, rows: u64) -> b
         Err(_) => false,
     }
 }
+
+/// Whether no dimension of a const geometry is zero, for compile-time checks.
+pub const fn geometry_has_no_zero(geometry: Geometry) -> bool {
+    geometry.layers > 0
+        && geometry.kv_heads > 0
+        && geometry.head_dim > 0
+        && geometry.value_head_dim() > 0
+}
+
+/// An `only_when` condition; typed so that a non-`bool` gate is an error at its name.
+#[inline(always)]
+pub fn gate(open: bool) -> bool {
+    open
+}

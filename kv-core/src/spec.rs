@@ -240,7 +240,10 @@ impl KvSpec {
             return Err(invalid("name", "is blank"));
         }
         if self.cache.trim().is_empty() {
-            return Err(invalid("cache", "is blank; say what kind of cache holds this"));
+            return Err(invalid(
+                "cache",
+                "is blank; say what kind of cache holds this",
+            ));
         }
         let g = &self.geometry;
         let counts = [
@@ -252,7 +255,10 @@ impl KvSpec {
         ];
         for (field, value) in counts {
             if value == 0 {
-                return Err(invalid(field, "is 0; a cache with no extent declares nothing"));
+                return Err(invalid(
+                    field,
+                    "is 0; a cache with no extent declares nothing",
+                ));
             }
         }
         if self.positions.bound.trim().is_empty() {
@@ -366,8 +372,15 @@ mod tests {
     fn overflow_is_an_error_at_each_step() {
         let huge = Geometry::new(u64::MAX, 2, 2, DType::F32);
         assert!(huge.bytes_per_position().is_err());
-        let wide = spec_with(Geometry::new(1, 1, 1, DType::U8), u64::MAX, Rows::MaxNumSeqs);
-        assert_eq!(wide.bytes_per_row().unwrap_err().step, "bytes per row (bytes per position x positions)");
+        let wide = spec_with(
+            Geometry::new(1, 1, 1, DType::U8),
+            u64::MAX,
+            Rows::MaxNumSeqs,
+        );
+        assert_eq!(
+            wide.bytes_per_row().unwrap_err().step,
+            "bytes per row (bytes per position x positions)"
+        );
         let many = spec_with(Geometry::new(1, 1, 1, DType::U8), 1 << 40, Rows::MaxNumSeqs);
         assert!(many.peak_bytes(1 << 30).is_err());
         assert_eq!(many.peak_bytes(2), Ok(1 << 42));
@@ -383,28 +396,53 @@ mod tests {
             "kv: `Decoder.retained`: `layers` is 0; a cache with no extent declares nothing"
         );
         let zero_rows = spec_with(Geometry::new(1, 1, 1, DType::U8), 1, Rows::fixed(0, "x"));
-        assert!(zero_rows.validate("D").unwrap_err().to_string().contains("fixed(0)"));
+        assert!(zero_rows
+            .validate("D")
+            .unwrap_err()
+            .to_string()
+            .contains("fixed(0)"));
         let blank = spec_with(Geometry::new(1, 1, 1, DType::U8), 1, Rows::fixed(2, "  "));
-        assert!(blank.validate("D").unwrap_err().to_string().contains("blank reason"));
+        assert!(blank
+            .validate("D")
+            .unwrap_err()
+            .to_string()
+            .contains("blank reason"));
         let mut no_bound = QWEN3_TTS.clone();
         no_bound.positions.bound = " ".into();
-        assert!(no_bound.validate("D").unwrap_err().to_string().contains("blank bound"));
+        assert!(no_bound
+            .validate("D")
+            .unwrap_err()
+            .to_string()
+            .contains("blank bound"));
         let mut blank_note = QWEN3_TTS.clone();
         blank_note.note = Some("".into());
-        assert!(blank_note.validate("D").unwrap_err().to_string().contains("`note` is blank"));
+        assert!(blank_note
+            .validate("D")
+            .unwrap_err()
+            .to_string()
+            .contains("`note` is blank"));
     }
 
     #[test]
     fn validate_rejects_a_fixed_peak_that_overflows() {
-        let spec = spec_with(Geometry::new(1, 1, 1, DType::U8), 1 << 40, Rows::fixed(1 << 30, "x"));
+        let spec = spec_with(
+            Geometry::new(1, 1, 1, DType::U8),
+            1 << 40,
+            Rows::fixed(1 << 30, "x"),
+        );
         let err = spec.validate("Pool").unwrap_err();
-        assert!(matches!(err, KvError::Overflow { ref declaration, .. } if declaration == "Pool.retained"));
+        assert!(
+            matches!(err, KvError::Overflow { ref declaration, .. } if declaration == "Pool.retained")
+        );
     }
 
     #[test]
     fn rows_display_like_the_original_report() {
         assert_eq!(Rows::MaxNumSeqs.to_string(), "max_num_seqs");
-        assert_eq!(Rows::fixed(1, "calls are serialized").to_string(), "fixed(1; calls are serialized)");
+        assert_eq!(
+            Rows::fixed(1, "calls are serialized").to_string(),
+            "fixed(1; calls are serialized)"
+        );
     }
 
     #[test]

@@ -1,8 +1,70 @@
-//! `#[derive(ModelLocalKv)]`. Depend on `kv-core`, which re-exports this.
+//! `#[derive(ModelLocalKv)]`. Depend on `kv-core`, which re-exports this and
+//! documents the attributes.
+//!
+//! The stages follow thiserror and serde: `ast` reads the attributes into a
+//! small AST (with `attr` reading each value), `valid` checks the rules
+//! across keys, `expand` generates code. Every error is collected with its
+//! span and all are reported at once; the macro never panics on any input.
+
 use proc_macro::TokenStream;
+use proc_macro2::{Span, TokenStream as TokenStream2};
+
+mod ast;
+mod attr;
+mod expand;
+mod suggest;
+mod valid;
 
 #[proc_macro_derive(ModelLocalKv, attributes(kv))]
 pub fn derive_model_local_kv(input: TokenStream) -> TokenStream {
-    let _ = input;
-    TokenStream::new()
+    derive(input.into()).into()
+}
+
+/// The whole derive on `proc_macro2` tokens, so tests can run it without the
+/// compiler: always tokens, either the impls or `compile_error!`s plus
+/// fallback impls.
+fn derive(input: TokenStream2) -> TokenStream2 {
+    let input = match syn::parse2::<syn::DeriveInput>(input) {
+        Ok(input) => input,
+        Err(error) => return error.to_compile_error(),
+    };
+    let mut errors = Errors::default();
+    let parsed = ast::parse(&input, &mut errors);
+    if !parsed.not_a_struct {
+        valid::check(&parsed, &mut errors);
+    }
+    match errors.combined() {
+        None => expand::expand(&parsed),
+        Some(error) => {
+            let mut tokens = error.to_compile_error();
+            tokens.extend(expand::fallback(&parsed));
+            tokens
+        }
+    }
+}
+
+/// Errors collected across all stages, reported together.
+#[derive(Default)]
+pub(crate) struct Errors(Vec<syn::Error>);
+
+impl Errors {
+    pub(crate) fn push(&mut self, span: Span, message: impl std::fmt::Display) {
+        self.0.push(syn::Error::new(span, message));
+    }
+
+    /// An error covering all of `tokens` (the whole `-1`, not just the `-`).
+    pub(crate) fn push_tokens(
+        &mut self,
+        tokens: impl quote::ToTokens,
+        message: impl std::fmt::Display,
+    ) {
+        self.0.push(syn::Error::new_spanned(tokens, message));
+    }
+
+    fn combined(self) -> Option<syn::Error> {
+        self.0.into_iter().reduce(|mut all, next| {
+            all.combine(next);
+            all
+        })
+    }
 }

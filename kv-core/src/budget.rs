@@ -1,0 +1,195 @@
+//! Budgets for model-local KV: ceilings, never equalities.
+//!
+//! A budget holds when the declared peak is at most its ceiling. Removing a
+//! cache, or shrinking one, therefore never breaks a budget; only growth past
+//! the ceiling does. Nothing here asks for the declared total to equal a
+//! number, which would make every removal a failing build until someone
+//! hand-edits a constant.
+//!
+//! * At compile time, [`static_peak_bytes`] and [`within_budget`] sum a type's
+//!   static declarations, and [`assert_kv_budget!`](crate::assert_kv_budget)
+//!   fails the build when a type's static peak is over its ceiling.
+//!   Declarations gated by `only_when` count: the ceiling must hold when they
+//!   are on. Declarations read after load have no figures before load and are
+//!   not counted; check them at run time.
+//! * At run time, [`Budget::check`] sums collected declarations.
+
+use crate::{KvError, KvSpec, Overflow};
+
+/// The step named when the sum of peaks overflows.
+const SUM_STEP: &str = "total peak bytes (sum over declarations)";
+
+/// The sum of the peaks of `specs` at `max_num_seqs`, every product and the sum
+/// checked. Usable in `const` items.
+///
+/// ```
+/// use std::borrow::Cow;
+/// use kv_core::budget::static_peak_bytes;
+/// use kv_core::{DType, Geometry, KvSpec, Positions, Rows, Scope};
+///
+/// const POOL: KvSpec = KvSpec {
+///     name: Cow::Borrowed("graph_pool"),
+///     cache: Cow::Borrowed("captured DynamicCache"),
+///     geometry: Geometry::new(16, 64, 16, DType::BF16),
+///     positions: Positions { count: 11, bound: Cow::Borrowed("group_size + max(delay_pattern)") },
+///     scope: Scope::Model,
+///     rows: Rows::fixed(261, "sum of captured buckets"),
+///     only_when: None,
+///     assumes: None,
+///     note: None,
+/// };
+/// const SPECS: &[KvSpec] = &[POOL];
+/// const PEAK: u64 = match static_peak_bytes(SPECS, 256) {
+///     Ok(bytes) => bytes,
+///     Err(_) => panic!("overflow"),
+/// };
+/// assert_eq!(PEAK, 188_153_856);
+/// ```
+pub const fn static_peak_bytes(specs: &[KvSpec], max_num_seqs: u64) -> Result<u64, Overflow> {
+    let mut total: u64 = 0;
+    let mut i = 0;
+    while i < specs.len() {
+        match specs[i].peak_bytes(max_num_seqs) {
+            Ok(peak) => match total.checked_add(peak) {
+                Some(sum) => total = sum,
+                None => return Err(Overflow { step: SUM_STEP }),
+            },
+            Err(overflow) => return Err(overflow),
+        }
+        i += 1;
+    }
+    Ok(total)
+}
+
+/// Whether the peak of `specs` at `max_num_seqs` is at most `ceiling_bytes`.
+/// A peak that overflows `u64` is never within a budget.
+pub const fn within_budget(specs: &[KvSpec], max_num_seqs: u64, ceiling_bytes: u64) -> bool {
+    match static_peak_bytes(specs, max_num_seqs) {
+        Ok(peak) => peak <= ceiling_bytes,
+        Err(_) => false,
+    }
+}
+
+/// A ceiling on model-local KV at one `max_num_seqs`, checked at run time.
+///
+/// ```
+/// use std::borrow::Cow;
+/// use kv_core::budget::Budget;
+/// use kv_core::units::{GIB, MIB};
+/// use kv_core::{DType, Geometry, KvSpec, Positions, Rows, Scope};
+///
+/// let retained = KvSpec {
+///     name: Cow::Borrowed("retained"),
+///     cache: Cow::Borrowed("sliding DynamicCache"),
+///     geometry: Geometry::new(8, 16, 64, DType::F32),
+///     positions: Positions { count: 71, bound: Cow::Borrowed("sliding_window(72) - 1") },
+///     scope: Scope::Request,
+///     rows: Rows::MaxNumSeqs,
+///     only_when: Some(Cow::Borrowed("async_chunk")),
+///     assumes: None,
+///     note: None,
+/// };
+/// let budget = Budget { ceiling_bytes: 2 * GIB, max_num_seqs: 256 };
+/// assert_eq!(budget.check([&retained]), Ok(256 * 4_653_056));
+///
+/// let tight = Budget { ceiling_bytes: 512 * MIB, max_num_seqs: 256 };
+/// let err = tight.check([&retained]).unwrap_err();
+/// assert_eq!(
+///     err.to_string(),
+///     "kv: model-local KV over budget: 1191182336 bytes declared at \
+///      max_num_seqs=256, ceiling 536870912 bytes"
+/// );
+/// ```
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub struct Budget {
+    /// The most bytes the declarations may take at peak.
+    pub ceiling_bytes: u64,
+    /// The `max_num_seqs` the peak is computed at.
+    pub max_num_seqs: u64,
+}
+
+impl Budget {
+    /// Sums the peaks of `specs` and returns the total when it is at most the
+    /// ceiling. [`KvError::OverBudget`] when it is over;
+    /// [`KvError::Overflow`], naming the declaration, when a peak or the sum
+    /// overflows `u64`.
+    pub fn check<'s>(&self, specs: impl IntoIterator<Item = &'s KvSpec>) -> Result<u64, KvError> {
+        let mut total: u64 = 0;
+        for spec in specs {
+            let overflow = |step| KvError::Overflow {
+                declaration: spec.name.to_string(),
+                step,
+            };
+            let peak = spec
+                .peak_bytes(self.max_num_seqs)
+                .map_err(|o| overflow(o.step))?;
+            total = total.checked_add(peak).ok_or_else(|| overflow(SUM_STEP))?;
+        }
+        if total > self.ceiling_bytes {
+            return Err(KvError::OverBudget {
+                declared: total,
+                ceiling: self.ceiling_bytes,
+                max_num_seqs: self.max_num_seqs,
+            });
+        }
+        Ok(total)
+    }
+}
+
+/// Fails the build when a type's static model-local KV at `max_num_seqs` is
+/// over `ceiling` bytes. The type implements [`DeclaredKv`](crate::DeclaredKv)
+/// (usually through `#[derive(ModelLocalKv)]`); its static declarations are
+/// summed, gated ones included, with every product and the sum checked.
+///
+/// A ceiling, never an equality: removing or shrinking a cache keeps the
+/// assertion passing. Declarations read after load are not counted; check them
+/// with [`Budget`](crate::budget::Budget) at run time.
+///
+/// ```
+/// use kv_core::{DeclaredKv, KvTypeDecls};
+///
+/// struct Stateless;
+/// impl DeclaredKv for Stateless {
+///     const KV_DECLS: KvTypeDecls =
+///         KvTypeDecls { type_name: "Stateless", static_specs: &[], after_load: &[] };
+/// }
+///
+/// kv_core::assert_kv_budget!(Stateless, max_num_seqs = 256, ceiling = 2 * kv_core::units::GIB);
+/// ```
+#[macro_export]
+macro_rules! assert_kv_budget {
+    ($ty:ty, max_num_seqs = $max_num_seqs:expr, ceiling = $ceiling:expr $(,)?) => {
+        const _: () = {
+            let specs = <$ty as $crate::DeclaredKv>::KV_DECLS.static_specs;
+            let max_num_seqs: u64 = $max_num_seqs;
+            let ceiling: u64 = $ceiling;
+            if $crate::budget::static_peak_bytes(specs, max_num_seqs).is_err() {
+                ::core::panic!(
+                    "{}",
+                    ::core::concat!(
+                        "kv budget: the static model-local KV of `",
+                        ::core::stringify!($ty),
+                        "` at max_num_seqs = ",
+                        ::core::stringify!($max_num_seqs),
+                        " overflows u64 bytes; check its geometry, positions and rows",
+                    )
+                );
+            }
+            if !$crate::budget::within_budget(specs, max_num_seqs, ceiling) {
+                ::core::panic!(
+                    "{}",
+                    ::core::concat!(
+                        "kv budget exceeded: the static model-local KV of `",
+                        ::core::stringify!($ty),
+                        "` at max_num_seqs = ",
+                        ::core::stringify!($max_num_seqs),
+                        " is over its ceiling of `",
+                        ::core::stringify!($ceiling),
+                        "` bytes (declarations gated by only_when count, those read ",
+                        "after load do not); shrink the caches or raise the ceiling",
+                    )
+                );
+            }
+        };
+    };
+}

@@ -1,0 +1,281 @@
+//! Tables of declared model-local KV, for documentation and reviews.
+//!
+//! One row per declaration, with the columns **Model**, **Cache**, **Bounded
+//! by**, **Per row**, **Rows** and **Peak @ max_num_seqs=N**. The peak column
+//! is computed at the `max_num_seqs` the table is built with, and its header
+//! says which; fixed-row declarations do not depend on it.
+//!
+//! Rows come from types ([`Table::types`], no instance needed: what
+//! [`DeclaredKv::KV_DECLS`](crate::DeclaredKv::KV_DECLS) holds) or from
+//! declarations already collected from a live model ([`Table::rows`], plain
+//! `(label, &KvSpec)` pairs).
+//!
+//! * Sizes read like [`human_bytes`]: `704.00 KiB`, `4.44 MiB`.
+//! * The model cell is `label.name` (`Type.name` for types); an empty label
+//!   leaves just the declaration's name.
+//! * The cache cell adds the conditions: `sliding DynamicCache (only when
+//!   async_chunk)`, `... (assumes duplex off)`, or both separated by `; `.
+//! * Bounded by: `71 (sliding_window(72) - 1)`.
+//! * Rows: `max_num_seqs`, or `fixed 261 (sum of captured buckets)`.
+//! * A declaration read after load has no figures before it: its bound, sizes
+//!   and rows read `known after load`.
+//! * A figure whose byte arithmetic overflows `u64` reads `overflow`; nothing
+//!   panics or wraps.
+//! * In Markdown, `|` is escaped as `\|` and a line break becomes `<br>`, so
+//!   a cell never breaks the table.
+
+use std::fmt::Write as _;
+
+use crate::units::human_bytes;
+use crate::{AfterLoadDecl, KvSpec, KvTypeDecls, Overflow, Rows};
+
+/// What a figure reads when its byte arithmetic overflows `u64`.
+pub const OVERFLOW: &str = "overflow";
+
+/// What a figure reads when it is known only after the model is loaded.
+pub const KNOWN_AFTER_LOAD: &str = "known after load";
+
+const COLUMNS: usize = 6;
+
+/// A table of declarations at one `max_num_seqs`, rendered as Markdown or as
+/// aligned plain text.
+///
+/// ```
+/// use std::borrow::Cow;
+/// use kv_core::table::Table;
+/// use kv_core::{DType, Geometry, KvSpec, Positions, Rows, Scope};
+///
+/// let retained = KvSpec {
+///     name: Cow::Borrowed("retained"),
+///     cache: Cow::Borrowed("sliding DynamicCache"),
+///     geometry: Geometry::new(8, 16, 64, DType::F32),
+///     positions: Positions { count: 71, bound: Cow::Borrowed("sliding_window(72) - 1") },
+///     scope: Scope::Request,
+///     rows: Rows::MaxNumSeqs,
+///     only_when: Some(Cow::Borrowed("async_chunk")),
+///     assumes: None,
+///     note: None,
+/// };
+/// let markdown = Table::new(256).rows([("decoder", &retained)]).to_markdown();
+/// let lines: Vec<&str> = markdown.lines().collect();
+/// assert_eq!(lines.len(), 3); // header, alignment rule, one declaration
+/// assert_eq!(
+///     lines[2],
+///     "| decoder.retained | sliding DynamicCache (only when async_chunk) \
+///      | 71 (sliding_window(72) - 1) | 4.44 MiB | max_num_seqs |                1.11 GiB |"
+/// );
+/// ```
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Table {
+    max_num_seqs: u64,
+    cells: Vec<[String; COLUMNS]>,
+}
+
+impl Table {
+    /// An empty table whose peak column is computed at `max_num_seqs`.
+    pub fn new(max_num_seqs: u64) -> Table {
+        Table {
+            max_num_seqs,
+            cells: Vec::new(),
+        }
+    }
+
+    /// Appends what each type declares, in order: its static declarations
+    /// (gated ones included, with their condition), then those read after
+    /// load, as rows reading `known after load`.
+    pub fn types(mut self, types: &[KvTypeDecls]) -> Table {
+        for decls in types {
+            for spec in decls.static_specs {
+                self.push_spec(decls.type_name, spec);
+            }
+            for decl in decls.after_load {
+                self.push_after_load(decls.type_name, decl);
+            }
+        }
+        self
+    }
+
+    /// Appends declarations collected from a live model, each with the label
+    /// of its owner (a path such as `talker.decoder`, or a model name).
+    pub fn rows<'s, L: AsRef<str>>(
+        mut self,
+        rows: impl IntoIterator<Item = (L, &'s KvSpec)>,
+    ) -> Table {
+        for (label, spec) in rows {
+            self.push_spec(label.as_ref(), spec);
+        }
+        self
+    }
+
+    /// The `max_num_seqs` the peak column is computed at.
+    pub fn max_num_seqs(&self) -> u64 {
+        self.max_num_seqs
+    }
+
+    /// The table as GitHub-flavoured Markdown, one line per row, columns
+    /// padded to line up; sizes are right-aligned.
+    pub fn to_markdown(&self) -> String {
+        let header = self.header();
+        let escaped: Vec<[String; COLUMNS]> = self
+            .cells
+            .iter()
+            .map(|row| row.each_ref().map(|cell| escape_markdown(cell)))
+            .collect();
+        let widths = widths(&header, &escaped);
+        let mut out = String::new();
+        write_line(&mut out, "| ", " | ", " |", &header, &widths);
+        let rule = widths.map(|w| "-".repeat(w.max(3)));
+        let rule = std::array::from_fn(|i| {
+            if RIGHT_ALIGNED[i] {
+                format!("{}:", &rule[i][1..])
+            } else {
+                rule[i].clone()
+            }
+        });
+        write_line(&mut out, "| ", " | ", " |", &rule, &widths);
+        for row in &escaped {
+            write_line(&mut out, "| ", " | ", " |", row, &widths);
+        }
+        out
+    }
+
+    /// The table as aligned plain text (for logs and terminals): the header,
+    /// then one line per row, columns separated by two spaces; line breaks in
+    /// cells become spaces.
+    pub fn to_text(&self) -> String {
+        let header = self.header();
+        let flat: Vec<[String; COLUMNS]> = self
+            .cells
+            .iter()
+            .map(|row| row.each_ref().map(|cell| flatten_lines(cell, " ")))
+            .collect();
+        let widths = widths(&header, &flat);
+        let mut out = String::new();
+        write_line(&mut out, "", "  ", "", &header, &widths);
+        for row in &flat {
+            write_line(&mut out, "", "  ", "", row, &widths);
+        }
+        out
+    }
+
+    fn header(&self) -> [String; COLUMNS] {
+        [
+            "Model".into(),
+            "Cache".into(),
+            "Bounded by".into(),
+            "Per row".into(),
+            "Rows".into(),
+            format!("Peak @ max_num_seqs={}", self.max_num_seqs),
+        ]
+    }
+
+    fn push_spec(&mut self, label: &str, spec: &KvSpec) {
+        let rows = match &spec.rows {
+            Rows::MaxNumSeqs => "max_num_seqs".to_owned(),
+            Rows::Fixed { count, because } => format!("fixed {count} ({because})"),
+        };
+        self.cells.push([
+            model_cell(label, &spec.name),
+            cache_cell(
+                &spec.cache,
+                spec.only_when.as_deref(),
+                spec.assumes.as_deref(),
+            ),
+            format!("{} ({})", spec.positions.count, spec.positions.bound),
+            size_cell(spec.bytes_per_row()),
+            rows,
+            size_cell(spec.peak_bytes(self.max_num_seqs)),
+        ]);
+    }
+
+    fn push_after_load(&mut self, label: &str, decl: &AfterLoadDecl) {
+        let later = || KNOWN_AFTER_LOAD.to_owned();
+        self.cells.push([
+            model_cell(label, decl.name),
+            cache_cell(decl.cache, decl.only_when, None),
+            later(),
+            later(),
+            later(),
+            later(),
+        ]);
+    }
+}
+
+/// Which columns are right-aligned: the two sizes (Per row, Peak).
+const RIGHT_ALIGNED: [bool; COLUMNS] = [false, false, false, true, false, true];
+
+fn model_cell(label: &str, name: &str) -> String {
+    if label.is_empty() {
+        name.to_owned()
+    } else {
+        format!("{label}.{name}")
+    }
+}
+
+fn cache_cell(cache: &str, only_when: Option<&str>, assumes: Option<&str>) -> String {
+    let conditions: Vec<String> = [
+        only_when.map(|c| format!("only when {c}")),
+        assumes.map(|a| format!("assumes {a}")),
+    ]
+    .into_iter()
+    .flatten()
+    .collect();
+    if conditions.is_empty() {
+        cache.to_owned()
+    } else {
+        format!("{cache} ({})", conditions.join("; "))
+    }
+}
+
+fn size_cell(bytes: Result<u64, Overflow>) -> String {
+    match bytes {
+        Ok(bytes) => human_bytes(bytes),
+        Err(_) => OVERFLOW.to_owned(),
+    }
+}
+
+/// Replaces every line break (`\r\n`, `\n`, `\r`) with `with`.
+fn flatten_lines(cell: &str, with: &str) -> String {
+    cell.replace("\r\n", "\n").replace(['\n', '\r'], with)
+}
+
+/// A cell that cannot break a Markdown table row.
+fn escape_markdown(cell: &str) -> String {
+    flatten_lines(cell, "<br>").replace('|', "\\|")
+}
+
+fn widths(header: &[String; COLUMNS], rows: &[[String; COLUMNS]]) -> [usize; COLUMNS] {
+    let mut widths = header.each_ref().map(|h| h.chars().count());
+    for row in rows {
+        for (width, cell) in widths.iter_mut().zip(row) {
+            *width = (*width).max(cell.chars().count());
+        }
+    }
+    widths.map(|w| w.max(3))
+}
+
+fn write_line(
+    out: &mut String,
+    open: &str,
+    separator: &str,
+    close: &str,
+    cells: &[String; COLUMNS],
+    widths: &[usize; COLUMNS],
+) {
+    let mut line = String::from(open);
+    for (i, (cell, &width)) in cells.iter().zip(widths).enumerate() {
+        if i > 0 {
+            line.push_str(separator);
+        }
+        let pad = width.saturating_sub(cell.chars().count());
+        if RIGHT_ALIGNED[i] {
+            let _ = write!(line, "{}{cell}", " ".repeat(pad));
+        } else {
+            let _ = write!(line, "{cell}{}", " ".repeat(pad));
+        }
+    }
+    line.push_str(close);
+    // Plain text has no closing border: leave no trailing spaces.
+    out.push_str(line.trim_end());
+    out.push('\n');
+}

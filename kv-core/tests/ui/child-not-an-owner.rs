@@ -1,0 +1,9 @@
+use kv_core::ModelLocalKv;
+
+#[derive(ModelLocalKv)]
+struct Model {
+    #[kv(child)]
+    layers: Vec<u32>,
+}
+
+fn main() {}

@@ -1,0 +1,7 @@
+use kv_core::ModelLocalKv;
+
+#[derive(ModelLocalKv)]
+#[kv(crate = "kv core")]
+struct Decoder;
+
+fn main() {}

@@ -1,0 +1,7 @@
+use kv_core::ModelLocalKv;
+
+#[derive(ModelLocalKv)]
+#[kv()]
+struct Decoder;
+
+fn main() {}

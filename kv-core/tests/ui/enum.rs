@@ -1,0 +1,9 @@
+use kv_core::ModelLocalKv;
+
+#[derive(ModelLocalKv)]
+enum Cache {
+    Sliding,
+    Static,
+}
+
+fn main() {}

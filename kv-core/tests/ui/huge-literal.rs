@@ -1,0 +1,17 @@
+use kv_core::ModelLocalKv;
+
+#[derive(ModelLocalKv)]
+#[kv(
+    name = "retained",
+    cache = "sliding DynamicCache",
+    layers = 8,
+    kv_heads = 16,
+    head_dim = 64,
+    dtype = f32,
+    positions = bounded(99999999999999999999999, because = "too many"),
+    scope = request,
+    rows = max_num_seqs,
+)]
+struct Decoder;
+
+fn main() {}

@@ -1,0 +1,9 @@
+use kv_core::ModelLocalKv;
+
+#[derive(ModelLocalKv)]
+#[kv(transparent)]
+struct Wrapper {
+    runnable: u8,
+}
+
+fn main() {}

@@ -1,0 +1,363 @@
+//! Code generation: `ModelLocalKv` (declarations after load, children) and
+//! `DeclaredKv` (what the type declares without an instance), plus the
+//! compile-time checks of const values.
+
+use proc_macro2::{Ident, Literal, Span, TokenStream, TokenTree};
+use quote::{format_ident, quote, quote_spanned};
+use syn::{LitStr, Member, Path};
+
+use crate::ast::{DTypeValue, Decl, Input, RowsValue, DTYPES, SCOPES};
+use crate::attr::Value;
+
+/// How a value is written: in a `const` (static specs, checks) or in
+/// `kv_declare`, where `self` is in scope.
+#[derive(Clone, Copy, PartialEq)]
+enum Context {
+    Const,
+    AfterLoad,
+}
+
+pub fn expand(input: &Input<'_>) -> TokenStream {
+    let krate = &input.krate;
+    let ident = input.ident;
+    let type_name = ident.to_string();
+    let (impl_generics, ty_generics, where_clause) = input.generics.split_for_impl();
+
+    let mut static_specs = Vec::new();
+    let mut after_load = Vec::new();
+    let mut checks = Vec::new();
+    let mut declarations = Vec::new();
+    for decl in &input.decls {
+        let name = decl.name_text().unwrap_or_default();
+        let owner_dot_name = format!("{type_name}.{name}");
+        let push = if decl.is_after_load() {
+            let cache = lit_value(&decl.cache);
+            let only_when = option_text(krate, &decl.only_when, false);
+            after_load.push(quote! {
+                #krate::AfterLoadDecl { name: #name, cache: #cache, only_when: #only_when }
+            });
+            let spec = spec(krate, decl, &name, Context::AfterLoad);
+            quote! {
+                #krate::__private::declare(__kv_out, #type_name, #name, || {
+                    ::core::result::Result::Ok(#spec)
+                })?;
+            }
+        } else {
+            let index = static_specs.len();
+            static_specs.push(spec(krate, decl, &name, Context::Const));
+            quote! {
+                __kv_out.push(<Self as #krate::DeclaredKv>::KV_DECLS.static_specs[#index].clone());
+            }
+        };
+        checks.extend(const_checks(krate, decl, &owner_dot_name));
+        declarations.push(match &decl.only_when {
+            Some(gate) => {
+                let condition = gate_expression(krate, gate, &input.field_names);
+                quote! { if #condition { #push } }
+            }
+            None => push,
+        });
+    }
+
+    let children = input.children.iter().map(|child| {
+        let member = &child.member;
+        let segment = &child.segment;
+        if input.transparent.is_some() {
+            quote_spanned! {child.span=> #krate::__private::visit_transparent(&self.#member, __kv_visitor); }
+        } else {
+            quote_spanned! {child.span=> #krate::__private::visit_field(&self.#member, #segment, __kv_visitor); }
+        }
+    });
+    let visit_children = if input.children.is_empty() {
+        TokenStream::new()
+    } else {
+        quote! {
+            fn kv_visit_children(&self, __kv_visitor: &mut dyn #krate::ChildVisitor) {
+                #(#children)*
+            }
+        }
+    };
+    let force_checks = if input.generics.params.is_empty() && !checks.is_empty() {
+        // Evaluated by `cargo check` for a concrete type; a generic type's checks
+        // are evaluated when `kv_declare` is instantiated.
+        quote! { const _: () = <#ident as #krate::DeclaredKv>::__KV_CHECKS; }
+    } else {
+        TokenStream::new()
+    };
+
+    quote! {
+        #[allow(clippy::all, clippy::pedantic, non_local_definitions)]
+        const _: () = {
+            #[automatically_derived]
+            impl #impl_generics #krate::DeclaredKv for #ident #ty_generics #where_clause {
+                const KV_DECLS: #krate::KvTypeDecls = #krate::KvTypeDecls {
+                    type_name: #type_name,
+                    static_specs: &[#(#static_specs),*],
+                    after_load: &[#(#after_load),*],
+                };
+                #[doc(hidden)]
+                const __KV_CHECKS: () = { #(#checks)* };
+            }
+
+            #[automatically_derived]
+            impl #impl_generics #krate::ModelLocalKv for #ident #ty_generics #where_clause {
+                fn kv_declare(
+                    &self,
+                    __kv_out: &mut #krate::__private::Vec<#krate::KvSpec>,
+                ) -> #krate::__private::Result<(), #krate::KvError> {
+                    let () = <Self as #krate::DeclaredKv>::__KV_CHECKS;
+                    #(#declarations)*
+                    ::core::result::Result::Ok(())
+                }
+                #visit_children
+            }
+
+            #force_checks
+        };
+    }
+}
+
+/// Impls that declare nothing, emitted beside the errors so that one mistake
+/// does not also report every use of the type as missing the traits.
+pub fn fallback(input: &Input<'_>) -> TokenStream {
+    let krate = &input.krate;
+    let ident = input.ident;
+    let type_name = ident.to_string();
+    let (impl_generics, ty_generics, where_clause) = input.generics.split_for_impl();
+    quote! {
+        const _: () = {
+            impl #impl_generics #krate::DeclaredKv for #ident #ty_generics #where_clause {
+                const KV_DECLS: #krate::KvTypeDecls = #krate::KvTypeDecls {
+                    type_name: #type_name,
+                    static_specs: &[],
+                    after_load: &[],
+                };
+            }
+            impl #impl_generics #krate::ModelLocalKv for #ident #ty_generics #where_clause {
+                fn kv_declare(
+                    &self,
+                    _: &mut #krate::__private::Vec<#krate::KvSpec>,
+                ) -> #krate::__private::Result<(), #krate::KvError> {
+                    ::core::result::Result::Ok(())
+                }
+            }
+        };
+    }
+}
+
+fn lit_value(lit: &Option<LitStr>) -> String {
+    lit.as_ref().map(LitStr::value).unwrap_or_default()
+}
+
+fn cow(krate: &Path, text: &str) -> TokenStream {
+    quote! { #krate::__private::Cow::Borrowed(#text) }
+}
+
+fn option_text(krate: &Path, lit: &Option<LitStr>, as_cow: bool) -> TokenStream {
+    match lit {
+        Some(lit) if as_cow => {
+            let text = cow(krate, &lit.value());
+            quote! { ::core::option::Option::Some(#text) }
+        }
+        Some(lit) => {
+            let text = lit.value();
+            quote! { ::core::option::Option::Some(#text) }
+        }
+        None => quote! { ::core::option::Option::None },
+    }
+}
+
+/// A count as a `u64` expression.
+fn count(krate: &Path, value: &Value, key: &str, context: Context) -> TokenStream {
+    match value {
+        Value::Literal(lit) => {
+            let parsed = syn::LitInt::from(lit.clone())
+                .base10_parse::<u64>()
+                .expect("literal counts are validated while parsing");
+            TokenTree::Literal(Literal::u64_unsuffixed(parsed)).into()
+        }
+        Value::Const(tokens) => quote_spanned! {value.span()=> ((#tokens) as u64) },
+        Value::AfterLoad(tokens) => {
+            debug_assert!(context == Context::AfterLoad);
+            quote_spanned! {value.span()=> #krate::__private::count(#tokens, #key)? }
+        }
+    }
+}
+
+fn variant(table: &[(&str, &str)], name: &str, span: Span) -> Ident {
+    let (_, variant) = table
+        .iter()
+        .find(|(n, _)| *n == name)
+        .expect("names are validated while parsing");
+    Ident::new(variant, span)
+}
+
+fn geometry(krate: &Path, decl: &Decl, context: Context) -> TokenStream {
+    if let Some(value) = &decl.geometry {
+        let tokens = value.tokens();
+        return match value {
+            Value::AfterLoad(_) => {
+                quote_spanned! {value.span()=> #krate::__private::geometry(#tokens)? }
+            }
+            _ => quote_spanned! {value.span()=> (#tokens) },
+        };
+    }
+    let part = |value: &Option<Value>, key: &str| {
+        let value = value
+            .as_ref()
+            .expect("validated: geometry parts are present");
+        count(krate, value, key, context)
+    };
+    let layers = part(&decl.layers, "layers");
+    let kv_heads = part(&decl.kv_heads, "kv_heads");
+    let head_dim = part(&decl.head_dim, "head_dim");
+    let v_head_dim = match &decl.v_head_dim {
+        Some(value) => {
+            let dim = count(krate, value, "v_head_dim", context);
+            quote! { ::core::option::Option::Some(#dim) }
+        }
+        None => quote! { ::core::option::Option::None },
+    };
+    let dtype = match decl.dtype.as_ref().expect("validated: dtype is present") {
+        DTypeValue::Named(ident) => {
+            let variant = variant(DTYPES, &ident.to_string(), ident.span());
+            quote! { #krate::DType::#variant }
+        }
+        DTypeValue::Expr(value @ Value::AfterLoad(tokens)) => {
+            quote_spanned! {value.span()=> #krate::__private::dtype(#tokens) }
+        }
+        DTypeValue::Expr(value) => value.tokens(),
+    };
+    quote! {
+        #krate::Geometry {
+            layers: #layers,
+            kv_heads: #kv_heads,
+            head_dim: #head_dim,
+            v_head_dim: #v_head_dim,
+            dtype: #dtype,
+        }
+    }
+}
+
+fn rows(krate: &Path, decl: &Decl, context: Context) -> TokenStream {
+    match decl.rows.as_ref().expect("validated: rows are present") {
+        RowsValue::MaxNumSeqs => quote! { #krate::Rows::MaxNumSeqs },
+        RowsValue::Fixed(fixed) => {
+            let count = count(krate, &fixed.count, "rows", context);
+            let because = cow(krate, &fixed.because.value());
+            quote! { #krate::Rows::Fixed { count: #count, because: #because } }
+        }
+    }
+}
+
+fn spec(krate: &Path, decl: &Decl, name: &str, context: Context) -> TokenStream {
+    let name = cow(krate, name);
+    let cache = cow(krate, &lit_value(&decl.cache));
+    let geometry = geometry(krate, decl, context);
+    let positions = decl
+        .positions
+        .as_ref()
+        .expect("validated: positions are present");
+    let position_count = count(krate, &positions.count, "positions", context);
+    let bound = cow(krate, &positions.because.value());
+    let scope_ident = decl.scope.as_ref().expect("validated: scope is present");
+    let scope = variant(SCOPES, &scope_ident.to_string(), scope_ident.span());
+    let rows = rows(krate, decl, context);
+    let only_when = option_text(krate, &decl.only_when, true);
+    let assumes = option_text(krate, &decl.assumes, true);
+    let note = option_text(krate, &decl.note, true);
+    quote! {
+        #krate::KvSpec {
+            name: #name,
+            cache: #cache,
+            geometry: #geometry,
+            positions: #krate::Positions { count: #position_count, bound: #bound },
+            scope: #krate::Scope::#scope,
+            rows: #rows,
+            only_when: #only_when,
+            assumes: #assumes,
+            note: #note,
+        }
+    }
+}
+
+/// `const` assertions for values written as const expressions: each is positive
+/// and fits in u64, and a fully const declaration's bytes fit in u64.
+fn const_checks(krate: &Path, decl: &Decl, owner_dot_name: &str) -> Vec<TokenStream> {
+    let mut checks = Vec::new();
+    let mut counts: Vec<(&str, &Value)> = Vec::new();
+    for (key, value) in [
+        ("layers", &decl.layers),
+        ("kv_heads", &decl.kv_heads),
+        ("head_dim", &decl.head_dim),
+        ("v_head_dim", &decl.v_head_dim),
+    ] {
+        if let Some(value) = value {
+            counts.push((key, value));
+        }
+    }
+    if let Some(positions) = &decl.positions {
+        counts.push(("positions", &positions.count));
+    }
+    if let Some(RowsValue::Fixed(fixed)) = &decl.rows {
+        counts.push(("rows", &fixed.count));
+    }
+    for (key, value) in counts {
+        if let Value::Const(tokens) = value {
+            let message = format!(
+                "kv: `{owner_dot_name}`: `{key}` must be a positive integer that fits in u64, \
+                 but this const expression is zero, negative or too large"
+            );
+            checks.push(quote_spanned! {value.span()=>
+                ::core::assert!((#tokens) > 0 && ((#tokens) as u128) <= (u64::MAX as u128), #message);
+            });
+        }
+    }
+    if decl.is_after_load() {
+        return checks; // the rest is checked by `KvSpec::validate` after load
+    }
+    let geometry = geometry(krate, decl, Context::Const);
+    if let Some(value) = &decl.geometry {
+        let message = format!(
+            "kv: `{owner_dot_name}`: this const geometry has a zero layers, kv_heads, head_dim or v_head_dim"
+        );
+        checks.push(quote_spanned! {value.span()=>
+            ::core::assert!(#krate::__private::geometry_has_no_zero(#geometry), #message);
+        });
+    }
+    let positions = decl
+        .positions
+        .as_ref()
+        .expect("validated: positions are present");
+    let position_count = count(krate, &positions.count, "positions", Context::Const);
+    let message = format!(
+        "kv: `{owner_dot_name}`: bytes per row overflow u64 (layers x kv_heads x (head_dim + v_head_dim) x dtype x positions)"
+    );
+    let span = decl.span;
+    checks.push(quote_spanned! {span=>
+        ::core::assert!(#krate::__private::bytes_per_row(#geometry, #position_count).is_ok(), #message);
+    });
+    if let Some(RowsValue::Fixed(fixed)) = &decl.rows {
+        let rows = count(krate, &fixed.count, "rows", Context::Const);
+        let message =
+            format!("kv: `{owner_dot_name}`: peak bytes (rows x bytes per row) overflow u64");
+        checks.push(quote_spanned! {span=>
+            ::core::assert!(#krate::__private::fixed_peak_fits(#geometry, #position_count, #rows), #message);
+        });
+    }
+    checks
+}
+
+/// `self.field` when the struct has that field, else `Self::name(self)`; both
+/// must be `bool`. Spanned at the string so a name that exists nowhere is
+/// reported there.
+fn gate_expression(krate: &Path, gate: &LitStr, field_names: &[String]) -> TokenStream {
+    let name = gate.value();
+    let ident = format_ident!("{}", name, span = gate.span());
+    if field_names.contains(&name) {
+        let member = Member::Named(ident);
+        quote_spanned! {gate.span()=> #krate::__private::gate(self.#member) }
+    } else {
+        quote_spanned! {gate.span()=> #krate::__private::gate(Self::#ident(self)) }
+    }
+}

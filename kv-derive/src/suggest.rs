@@ -1,0 +1,61 @@
+//! "Did you mean" hints for misspelled keys and values.
+
+/// `"; did you mean `rows`?"` when a candidate is close, else `""`.
+pub fn nearest(word: &str, candidates: &[&str]) -> String {
+    closest(word, candidates).map_or_else(String::new, |c| format!("; did you mean `{c}`?"))
+}
+
+/// The candidate within a few edits of `word`, if any.
+pub fn closest<'a>(word: &str, candidates: &[&'a str]) -> Option<&'a str> {
+    let best = candidates
+        .iter()
+        .map(|candidate| (edit_distance(word, candidate), *candidate))
+        .min();
+    match best {
+        Some((distance, candidate)) if distance <= (word.len().max(2) / 2).max(1) + 1 => {
+            Some(candidate)
+        }
+        _ => None,
+    }
+}
+
+/// Levenshtein distance, counting one edit per character.
+fn edit_distance(a: &str, b: &str) -> usize {
+    let b: Vec<char> = b.chars().collect();
+    let mut previous: Vec<usize> = (0..=b.len()).collect();
+    for (i, ca) in a.chars().enumerate() {
+        let mut current = vec![i + 1];
+        for (j, cb) in b.iter().enumerate() {
+            let substitution = previous[j] + usize::from(ca != *cb);
+            current.push(substitution.min(previous[j + 1] + 1).min(current[j] + 1));
+        }
+        previous = current;
+    }
+    previous[b.len()]
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn close_words_are_suggested_far_ones_are_not() {
+        assert_eq!(
+            nearest("rwos", &["rows", "scope"]),
+            "; did you mean `rows`?"
+        );
+        assert_eq!(
+            nearest("kv_head", &["kv_heads", "head_dim"]),
+            "; did you mean `kv_heads`?"
+        );
+        assert_eq!(nearest("bf61", &["bf16", "f16"]), "; did you mean `bf16`?");
+        assert_eq!(nearest("completely_else", &["rows", "scope"]), "");
+    }
+
+    #[test]
+    fn edit_distance_counts_edits() {
+        assert_eq!(edit_distance("", "abc"), 3);
+        assert_eq!(edit_distance("kitten", "sitting"), 3);
+        assert_eq!(edit_distance("rows", "rows"), 0);
+    }
+}
