@@ -3,7 +3,7 @@
 
 use candle_core::{bail, Device, Result, Tensor};
 use candle_nn::kv_cache::{KvCache, RotatingKvCache};
-use kv_core::{Geometry, KvError, KvSpec, ModelLocalKv, Positions, Rows, Scope};
+use kv_core::Geometry;
 
 use crate::config;
 
@@ -55,40 +55,6 @@ fn positive(value: usize, what: &str) -> Result<()> {
         bail!("kv-candle: {what} is 0; a cache needs at least one")
     }
     Ok(())
-}
-
-/// A declaration with a fixed batch of rows; validated like derived ones.
-struct Decl {
-    owner: &'static str,
-    name: &'static str,
-    cache: &'static str,
-    geometry: Geometry,
-    positions: usize,
-    bound: &'static str,
-    batch: usize,
-    note: &'static str,
-}
-
-impl Decl {
-    fn push(self, out: &mut Vec<KvSpec>) -> std::result::Result<(), KvError> {
-        let spec = KvSpec {
-            name: self.name.into(),
-            cache: self.cache.into(),
-            geometry: self.geometry,
-            positions: Positions {
-                count: self.positions as u64,
-                bound: self.bound.into(),
-            },
-            scope: Scope::Request,
-            rows: Rows::fixed(self.batch as u64, "batch of the cache tensors"),
-            only_when: None,
-            assumes: None,
-            note: Some(self.note.into()),
-        };
-        spec.validate(self.owner)?;
-        out.push(spec);
-        Ok(())
-    }
 }
 
 /// Full-attention layers, one candle [`KvCache`] per layer, bounded by the
@@ -163,24 +129,6 @@ impl FullAttentionCaches {
     }
 }
 
-// Written by hand until `#[derive(ModelLocalKv)]` in kv-derive emits code;
-// it says exactly what the attribute above says.
-impl ModelLocalKv for FullAttentionCaches {
-    fn kv_declare(&self, out: &mut Vec<KvSpec>) -> std::result::Result<(), KvError> {
-        Decl {
-            owner: "FullAttentionCaches",
-            name: "caches",
-            cache: "candle KvCache",
-            geometry: self.geometry(),
-            positions: self.max_seq_len,
-            bound: "max_seq_len given to KvCache::new",
-            batch: self.batch,
-            note: "one KvCache per layer; K and V each one (batch, kv_heads, max_seq_len, head_dim) tensor, allocated on the first append",
-        }
-        .push(out)
-    }
-}
-
 /// Sliding-window layers, one candle [`RotatingKvCache`] per layer, bounded
 /// by the config's `sliding_window`.
 ///
@@ -240,23 +188,6 @@ impl SlidingWindowCaches {
     /// Batch the caches are fed.
     pub fn batch(&self) -> usize {
         self.batch
-    }
-}
-
-// By hand until the derive emits code; matches the attribute above.
-impl ModelLocalKv for SlidingWindowCaches {
-    fn kv_declare(&self, out: &mut Vec<KvSpec>) -> std::result::Result<(), KvError> {
-        Decl {
-            owner: "SlidingWindowCaches",
-            name: "caches",
-            cache: "candle RotatingKvCache",
-            geometry: self.geometry(),
-            positions: self.window,
-            bound: "sliding_window",
-            batch: self.batch,
-            note: "one RotatingKvCache per layer; K and V each one (batch, kv_heads, window, head_dim) tensor, allocated on the first append",
-        }
-        .push(out)
     }
 }
 
@@ -427,22 +358,5 @@ impl StaticCaches {
     /// Batch of the cache tensors.
     pub fn batch(&self) -> usize {
         self.batch
-    }
-}
-
-// By hand until the derive emits code; matches the attribute above.
-impl ModelLocalKv for StaticCaches {
-    fn kv_declare(&self, out: &mut Vec<KvSpec>) -> std::result::Result<(), KvError> {
-        Decl {
-            owner: "StaticCaches",
-            name: "caches",
-            cache: "StaticKvCache",
-            geometry: self.geometry(),
-            positions: self.max_seq_len,
-            bound: "max_cache_len given at construction",
-            batch: self.batch,
-            note: "one StaticKvCache per layer; K and V each one (batch, kv_heads, max_cache_len, head_dim) zeros tensor, allocated when built",
-        }
-        .push(out)
     }
 }

@@ -272,3 +272,50 @@ fn construction_errors_name_the_problem() {
     let err = StaticCaches::from_config(QWEN2, 1, 4, Some(DType::I64), &Device::Cpu).unwrap_err();
     assert!(err.to_string().contains("has no kv dtype"), "{err}");
 }
+
+#[test]
+fn derived_declarations_say_what_the_attributes_say() -> Result<()> {
+    use kv_core::{DeclaredKv, Rows, Scope};
+    let full = FullAttentionCaches::from_config(QWEN2, 2, 32, None)?;
+    let sliding = SlidingWindowCaches::from_config(QWEN2, 2, None)?;
+    let fixed = StaticCaches::from_config(QWEN3, 1, 4, None, &Device::Cpu)?;
+    let owners: [(&dyn ModelLocalKv, &str, u64, &str); 3] = [
+        (
+            &full,
+            "candle KvCache",
+            32,
+            "max_seq_len given to KvCache::new",
+        ),
+        (&sliding, "candle RotatingKvCache", 8, "sliding_window"),
+        (
+            &fixed,
+            "StaticKvCache",
+            4,
+            "max_cache_len given at construction",
+        ),
+    ];
+    for (owner, cache, positions, bound) in owners {
+        let mut specs = Vec::new();
+        owner.kv_declare(&mut specs).unwrap();
+        assert_eq!(specs.len(), 1);
+        let spec = &specs[0];
+        assert_eq!((spec.name.as_ref(), spec.cache.as_ref()), ("caches", cache));
+        assert_eq!(
+            (spec.positions.count, spec.positions.bound.as_ref()),
+            (positions, bound)
+        );
+        assert_eq!(spec.scope, Scope::Request);
+        assert!(
+            matches!(spec.rows, Rows::Fixed { because: ref b, .. } if b == "batch of the cache tensors")
+        );
+        assert!(spec.note.as_deref().is_some_and(|n| n.starts_with("one ")));
+    }
+    // Config dtype where none is given: bf16 for qwen2-tiny, f32 for qwen3-tiny.
+    assert_eq!(full.geometry().dtype, kv_core::DType::BF16);
+    assert_eq!(fixed.geometry().dtype, kv_core::DType::F32);
+    // Everything is read after load: no type-level (static) declarations.
+    let decls = <SlidingWindowCaches as DeclaredKv>::KV_DECLS;
+    assert!(decls.static_specs.is_empty());
+    assert_eq!(decls.after_load[0].name, "caches");
+    Ok(())
+}
