@@ -6,7 +6,7 @@ use kv_candle::{
     assert_declared_bytes, compare_declared, measured_bytes, FullAttentionCaches, Meter,
     SlidingWindowCaches, StaticCaches,
 };
-use kv_core::{ChildVisitor, KvError, KvSpec, ModelLocalKv, Segment};
+use kv_core::ModelLocalKv;
 
 const QWEN2: &str = include_str!("fixtures/qwen2-tiny.json");
 const QWEN3: &str = include_str!("fixtures/qwen3-tiny.json");
@@ -193,23 +193,12 @@ fn views_understate_the_backing_tensor_and_the_meter_does_not() -> Result<()> {
 }
 
 /// A model that owns two kinds of caches as children.
+#[derive(ModelLocalKv)]
 struct Model {
+    #[kv(child)]
     full: FullAttentionCaches,
+    #[kv(child)]
     sliding: SlidingWindowCaches,
-}
-
-impl ModelLocalKv for Model {
-    fn kv_declare(&self, _: &mut Vec<KvSpec>) -> std::result::Result<(), KvError> {
-        Ok(())
-    }
-    fn kv_visit_children(&self, visitor: &mut dyn ChildVisitor) {
-        visitor.enter(Segment::Field("full"));
-        visitor.owner(&self.full);
-        visitor.leave();
-        visitor.enter(Segment::Field("sliding"));
-        visitor.owner(&self.sliding);
-        visitor.leave();
-    }
 }
 
 #[test]
@@ -317,5 +306,28 @@ fn derived_declarations_say_what_the_attributes_say() -> Result<()> {
     let decls = <SlidingWindowCaches as DeclaredKv>::KV_DECLS;
     assert!(decls.static_specs.is_empty());
     assert_eq!(decls.after_load[0].name, "caches");
+    Ok(())
+}
+
+/// Two layers that share one set of caches through an `Arc`.
+#[derive(ModelLocalKv)]
+struct Shared {
+    #[kv(child)]
+    first: std::sync::Arc<FullAttentionCaches>,
+    #[kv(child)]
+    second: std::sync::Arc<FullAttentionCaches>,
+}
+
+#[test]
+fn an_owner_reached_twice_is_declared_once() -> Result<()> {
+    let caches = std::sync::Arc::new(FullAttentionCaches::from_config(QWEN3, 1, 4, None)?);
+    let shared = Shared {
+        first: caches.clone(),
+        second: caches.clone(),
+    };
+    let comparison = compare_declared(&shared, 1, 0).unwrap();
+    assert_eq!(comparison.lines.len(), 1);
+    assert_eq!(comparison.lines[0].name, "first.caches");
+    assert_eq!(comparison.declared, declared(&*caches));
     Ok(())
 }
