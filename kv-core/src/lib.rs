@@ -2,6 +2,8 @@
 #![forbid(unsafe_code)]
 #![warn(missing_docs)]
 
+#[cfg(feature = "json")]
+mod config;
 mod declare;
 mod dtype;
 mod error;
@@ -12,6 +14,8 @@ pub mod units;
 #[path = "private.rs"]
 pub mod __private;
 
+#[cfg(feature = "json")]
+pub use config::HfConfig;
 pub use declare::{
     AfterLoadDecl, ChildVisitor, DeclaredKv, KvChild, KvTypeDecls, ModelLocalKv, OwnerId, Segment,
 };
