@@ -1,30 +1,6 @@
 //! Geometry read from a HuggingFace-style `config.json`, for caches whose shape is
-//! known only after the checkpoint is loaded.
-//!
-//! # Lookup
-//!
-//! Each value is read from the first key found, in this order:
-//!
-//! | value | keys |
-//! |---|---|
-//! | layers | `num_hidden_layers`, `encoder_layers`, `num_layers` |
-//! | kv heads | `num_key_value_heads`, `num_attention_heads`, `encoder_attention_heads` |
-//! | head dim | `head_dim`; else hidden (`hidden_size`, `d_model`) / heads (`num_attention_heads`, `encoder_attention_heads`) |
-//! | dtype | `torch_dtype`, `dtype` (newer transformers), parsed by [`DType::from_torch_dtype`] |
-//!
-//! Keys are looked for at the top level first, then in `text_config`, then in
-//! `llm_config`: the first section that holds any of a value's keys decides
-//! that value, and within a section the keys are tried in the order above. So
-//! a multimodal config that keeps its language model in `text_config` and its
-//! `torch_dtype` at the top level reads both. A key set to `null` counts as
-//! absent (HF writes `null` for "not set").
-//!
-//! Nothing is guessed: a missing key is an error that names every key tried and
-//! every section looked in; a value that is not a positive integer (a string, a
-//! float, a negative number, zero, more than `u64` holds) is an error naming
-//! the key and the value; a hidden size the heads do not divide is an error,
-//! not a floor. Any value can be given explicitly with the `with_*` methods,
-//! which win over the config.
+//! known only after the checkpoint is loaded. The lookup rules are documented
+//! on [`HfConfig`].
 
 use std::fmt::Write as _;
 use std::path::Path;
@@ -48,6 +24,33 @@ const DTYPE: &[&str] = &["torch_dtype", "dtype"];
 const NESTED_SECTIONS: [&str; 2] = ["text_config", "llm_config"];
 
 /// A HuggingFace-style model config and the values given explicitly over it.
+///
+/// # Lookup
+///
+/// Each value is read from the first key found, in this order:
+///
+/// | value | keys |
+/// |---|---|
+/// | layers | `num_hidden_layers`, `encoder_layers`, `num_layers` |
+/// | kv heads | `num_key_value_heads`, `num_attention_heads`, `encoder_attention_heads` |
+/// | head dim | `head_dim`; else hidden (`hidden_size`, `d_model`) / heads (`num_attention_heads`, `encoder_attention_heads`) |
+/// | dtype | `torch_dtype`, `dtype` (newer transformers), parsed by [`DType::from_torch_dtype`] |
+///
+/// Keys are looked for at the top level first, then in `text_config`, then in
+/// `llm_config`: the first section that holds any of a value's keys decides
+/// that value, and within a section the keys are tried in the order above. So
+/// a multimodal config that keeps its language model in `text_config` and its
+/// `torch_dtype` at the top level reads both. A key set to `null` counts as
+/// absent (HF writes `null` for "not set").
+///
+/// Nothing is guessed: a missing key is an error that names every key tried and
+/// every section looked in; a value that is not a positive integer (a string, a
+/// float, a negative number, zero, more than `u64` holds) is an error naming
+/// the key and the value; a hidden size the heads do not divide is an error,
+/// not a floor. Any value can be given explicitly with the `with_*` methods,
+/// which win over the config.
+///
+/// # Example
 ///
 /// ```
 /// use kv_core::{DType, Geometry, HfConfig};
@@ -135,8 +138,8 @@ impl HfConfig {
     }
 
     /// The geometry: explicit values where given, the config's otherwise.
-    /// Keys and values use `head_dim` alike; see the [module docs](self) for
-    /// the lookup order.
+    /// Keys and values use `head_dim` alike; see [`HfConfig`] for the
+    /// lookup order.
     pub fn geometry(&self) -> Result<Geometry, KvError> {
         let layers = self.count_or("layers", self.layers, LAYERS, ".with_layers(..)")?;
         let kv_heads = self.count_or("kv_heads", self.kv_heads, KV_HEADS, ".with_kv_heads(..)")?;

@@ -93,3 +93,124 @@ impl Collection {
         })
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::{collect, DType, Geometry, KvError, KvSpec, ModelLocalKv, Positions, Scope};
+
+    struct Talker;
+
+    impl ModelLocalKv for Talker {
+        fn kv_declare(&self, out: &mut Vec<KvSpec>) -> Result<(), KvError> {
+            out.push(KvSpec {
+                name: "cache".into(),
+                cache: "StaticCache".into(),
+                geometry: Geometry::new(24, 2, 64, DType::BF16),
+                positions: Positions {
+                    count: 2048,
+                    bound: "max_cache_len".into(),
+                },
+                scope: Scope::Invocation,
+                rows: Rows::fixed(1, "calls are serialized"),
+                only_when: None,
+                assumes: Some("one talker call at a time".into()),
+                note: None,
+            });
+            Ok(())
+        }
+    }
+
+    struct Broken;
+
+    impl ModelLocalKv for Broken {
+        fn kv_declare(&self, _: &mut Vec<KvSpec>) -> Result<(), KvError> {
+            Err(KvError::Config {
+                what: "layers",
+                problem: "missing".into(),
+            })
+        }
+        fn kv_visit_children(&self, visitor: &mut dyn crate::ChildVisitor) {
+            crate::__private::visit_field(&Talker, "talker", visitor);
+        }
+    }
+
+    #[test]
+    fn field_names_of_one_entry_are_pinned() {
+        let exported = collect(&Broken).to_json(256);
+        let talker = format!("{}::Talker", module_path!());
+        let broken = format!("{}::Broken", module_path!());
+        assert_eq!(
+            exported,
+            json!({
+                "max_num_seqs": 256,
+                "total_bytes": 25_165_824,
+                "resident_bytes": 0,
+                "after_profiling_bytes": 25_165_824,
+                "declarations": [{
+                    "path": "talker",
+                    "name": "cache",
+                    "full_name": "talker.cache",
+                    "owner_type": talker,
+                    "cache": "StaticCache",
+                    "layers": 24,
+                    "kv_heads": 2,
+                    "head_dim": 64,
+                    "v_head_dim": 64,
+                    "dtype": "bf16",
+                    "positions": 2048,
+                    "positions_bound": "max_cache_len",
+                    "scope": "invocation",
+                    "resident": false,
+                    "rows_driver": "fixed",
+                    "rows_reason": "calls are serialized",
+                    "rows": 1,
+                    "only_when": null,
+                    "assumes": "one talker call at a time",
+                    "note": null,
+                    "bytes_per_row": 25_165_824,
+                    "peak_bytes": 25_165_824,
+                }],
+                "skipped": [{
+                    "path": "",
+                    "owner_type": broken,
+                    "error": "kv: cannot read layers from the config: missing",
+                }],
+            })
+        );
+    }
+
+    #[test]
+    fn overflowing_figures_are_null() {
+        struct Huge;
+        impl ModelLocalKv for Huge {
+            fn kv_declare(&self, out: &mut Vec<KvSpec>) -> Result<(), KvError> {
+                out.push(KvSpec {
+                    name: "huge".into(),
+                    cache: "test".into(),
+                    geometry: Geometry::new(1, 1, 1, DType::U8),
+                    positions: Positions {
+                        count: 1 << 62,
+                        bound: "test".into(),
+                    },
+                    scope: Scope::Model,
+                    rows: Rows::MaxNumSeqs,
+                    only_when: None,
+                    assumes: None,
+                    note: None,
+                });
+                Ok(())
+            }
+        }
+        let exported = collect(&Huge).to_json(2);
+        assert_eq!(exported["total_bytes"], Value::Null);
+        assert_eq!(exported["resident_bytes"], Value::Null);
+        let entry = &exported["declarations"][0];
+        assert_eq!(entry["bytes_per_row"], 1_u64 << 63);
+        assert_eq!(entry["peak_bytes"], Value::Null);
+        assert_eq!(entry["rows_driver"], "max_num_seqs");
+        assert_eq!(entry["rows_reason"], Value::Null);
+        assert_eq!(entry["rows"], 2);
+        assert_eq!(entry["resident"], true);
+    }
+}

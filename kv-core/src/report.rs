@@ -1,15 +1,6 @@
 //! The start-up report: one header with the total, the resident / after-profiling
 //! split, one line per declaration, one line per skipped owner. The header and
 //! declaration lines keep the format of the original consumer.
-//!
-//! ```text
-//! Model-local KV (outside the paged manager): 2294.19 MiB across 3 declaration(s) at max_num_seqs=256
-//!   resident (scope=model, already charged by profiling; not subtracted): 22.19 MiB; allocated after profiling: 2272.00 MiB
-//!   decoder.retained: 1136.00 MiB (256 rows from max_num_seqs x 4.44 MiB/row, scope=request, 71 positions from sliding_window(72) - 1, only_when=async_chunk)
-//!   decoder.working: 1136.00 MiB (256 rows from max_num_seqs x 4.44 MiB/row, scope=invocation, 71 positions from sliding_window(72) - 1, only_when=async_chunk)
-//!   graph.captured: 22.19 MiB (5 rows from fixed(5; rows summed over captured caches) x 4.44 MiB/row, scope=model, 71 positions from sliding_window(72) - 1)
-//!   skipped `talker` (my_model::Talker): kv: cannot read layers from the config: ...
-//! ```
 
 use std::fmt;
 use std::panic::{catch_unwind, AssertUnwindSafe};
@@ -23,6 +14,15 @@ const HEADER: &str = "Model-local KV (outside the paged manager)";
 
 /// The report of a [`Collection`] at one `max_num_seqs`; [`fmt::Display`] gives
 /// its lines joined by newlines. Made by [`Collection::report`].
+///
+/// ```text
+/// Model-local KV (outside the paged manager): 2294.19 MiB across 3 declaration(s) at max_num_seqs=256
+///   resident (scope=model, already charged by profiling; not subtracted): 22.19 MiB; allocated after profiling: 2272.00 MiB
+///   decoder.retained: 1136.00 MiB (256 rows from max_num_seqs x 4.44 MiB/row, scope=request, 71 positions from sliding_window(72) - 1, only_when=async_chunk)
+///   decoder.working: 1136.00 MiB (256 rows from max_num_seqs x 4.44 MiB/row, scope=invocation, 71 positions from sliding_window(72) - 1, only_when=async_chunk)
+///   graph.captured: 22.19 MiB (5 rows from fixed(5; rows summed over captured caches) x 4.44 MiB/row, scope=model, 71 positions from sliding_window(72) - 1)
+///   skipped `talker` (my_model::Talker): kv: cannot read layers from the config: ...
+/// ```
 #[derive(Clone, Copy, Debug)]
 pub struct Report<'a> {
     collection: &'a Collection,
