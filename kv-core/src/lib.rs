@@ -14,6 +14,14 @@ mod spec;
 pub mod table;
 pub mod units;
 
+// Collection, reports, config reading and JSON export.
+mod collect;
+#[cfg(feature = "json")]
+mod config;
+#[cfg(feature = "json")]
+mod json;
+mod report;
+
 #[doc(hidden)]
 #[path = "private.rs"]
 pub mod __private;
@@ -26,6 +34,11 @@ pub use dtype::DType;
 pub use error::{KvError, Overflow};
 pub use spec::{Geometry, KvSpec, Positions, Rows, Scope, Text};
 pub use table::Table;
+
+pub use collect::{collect, Collected, Collection, Skipped, Totals};
+#[cfg(feature = "json")]
+pub use config::HfConfig;
+pub use report::{log_model_local_kv, Report};
 
 /// Derives [`ModelLocalKv`] and [`DeclaredKv`] from `#[kv(...)]` attributes.
 ///
