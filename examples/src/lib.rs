@@ -8,7 +8,7 @@
 use std::path::Path;
 use std::sync::Arc;
 
-use kv_core::config::HfConfig;
+use kv_core::HfConfig;
 use kv_core::{DeclaredKv, KvError, KvTypeDecls, ModelLocalKv};
 
 /// Qwen3-TTS's codec decoder attends over a sliding window of 72 tokens and
@@ -223,9 +223,12 @@ pub fn ming_talker_config_path() -> &'static Path {
     ))
 }
 
+/// A model's display name and its root, as an engine holds it after load.
+pub type LoadedModel = (&'static str, Box<dyn ModelLocalKv>);
+
 /// The four models as loaded for serving: async-chunk on, duplex streaming
 /// with one session, graphs captured, ming's talker config read from disk.
-pub fn loaded_models() -> Result<Vec<(&'static str, Box<dyn ModelLocalKv>)>, KvError> {
+pub fn loaded_models() -> Result<Vec<LoadedModel>, KvError> {
     let decoder = Arc::new(Qwen3TtsCodecDecoder { async_chunk: true });
     let qwen3_tts = Qwen3Tts {
         decoder: Arc::clone(&decoder),
@@ -267,3 +270,84 @@ pub const DECLARING_TYPES: [KvTypeDecls; 6] = [
     MiniCpmOWhisperEncoder::KV_DECLS,
     MingTalker::KV_DECLS,
 ];
+
+/// The `max_num_seqs` the main job and the generated documentation use.
+pub const DOCS_MAX_NUM_SEQS: u64 = 256;
+
+/// Where the generated documentation lives, relative to the workspace root.
+pub const DOCS_PATH: &str = "docs/model-local-kv.md";
+
+/// The command that regenerates [`DOCS_PATH`].
+pub const DOCS_COMMAND: &str = "cargo run --example omni_models -- --write-docs";
+
+/// The documentation page, generated from the declarations: what each type
+/// declares (no instance needed), then what the loaded models hold.
+pub fn docs_markdown() -> Result<String, KvError> {
+    let mut page = format!(
+        "# Model-local KV\n\n\
+         <!-- Generated from the declarations in examples/src/lib.rs by `{DOCS_COMMAND}`; do not edit. -->\n\n\
+         KV caches these models hold outside the engine's paged KV manager. \
+         Figures are computed from the `#[kv(...)]` declarations themselves.\n\n\
+         ## Declared by type\n\n\
+         What each type declares, known without an instance. Values read after load \
+         (a checkpoint's config, captured graphs, session limits) show as `known after load`.\n\n"
+    );
+    page.push_str(
+        &kv_core::Table::new(DOCS_MAX_NUM_SEQS)
+            .types(&DECLARING_TYPES)
+            .to_markdown(),
+    );
+    page.push_str(&format!(
+        "\n## Held after load\n\n\
+         The models as `loaded_models()` builds them (async-chunk on, one duplex session, \
+         five captured Qwen3-TTS graphs, ming's talker config from `examples/configs/`), \
+         at max_num_seqs={DOCS_MAX_NUM_SEQS}.\n\n"
+    ));
+    let mut rows = Vec::new();
+    for (model, root) in loaded_models()? {
+        let collection = kv_core::collect(root.as_ref());
+        if let Some(skipped) = collection.skipped().first() {
+            return Err(skipped.error.clone());
+        }
+        for entry in collection.entries() {
+            rows.push((format!("{model}: {}", entry.path), entry.spec.clone()));
+        }
+    }
+    page.push_str(
+        &kv_core::Table::new(DOCS_MAX_NUM_SEQS)
+            .rows(rows.iter().map(|(label, spec)| (label.as_str(), spec)))
+            .to_markdown(),
+    );
+    Ok(page)
+}
+
+/// Compares the documentation on disk with what the declarations generate;
+/// the error says how to regenerate it.
+pub fn check_docs_fresh(on_disk: &str, generated: &str) -> Result<(), String> {
+    if on_disk == generated {
+        return Ok(());
+    }
+    let first_difference = on_disk
+        .lines()
+        .zip(generated.lines())
+        .position(|(disk, fresh)| disk != fresh)
+        .unwrap_or_else(|| on_disk.lines().count().min(generated.lines().count()));
+    Err(format!(
+        "{DOCS_PATH} is stale (first difference at line {}): the declarations changed. \
+         Regenerate it with `{DOCS_COMMAND}` and commit the result.",
+        first_difference + 1
+    ))
+}
+
+// The seed's graph pools are resident; they must stay under a ceiling. A
+// ceiling, never an equality: removing or shrinking a cache never fails it.
+kv_core::assert_kv_budget!(
+    MimoGraphPool,
+    max_num_seqs = 256,
+    ceiling = 256 * kv_core::units::MIB
+);
+kv_core::assert_kv_budget!(
+    Qwen3TtsCodecDecoder,
+    max_num_seqs = 256,
+    ceiling = 3 * kv_core::units::GIB
+);
