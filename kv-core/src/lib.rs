@@ -28,7 +28,8 @@ pub mod __private;
 
 pub use budget::Budget;
 pub use declare::{
-    AfterLoadDecl, ChildVisitor, DeclaredKv, KvChild, KvTypeDecls, ModelLocalKv, OwnerId, Segment,
+    AfterLoadDecl, AfterLoadRows, ChildVisitor, DeclaredKv, KvChild, KvTypeDecls, ModelLocalKv,
+    OwnerId, Segment,
 };
 pub use dtype::DType;
 pub use error::{KvError, Overflow};

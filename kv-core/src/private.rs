@@ -152,3 +152,12 @@ pub const fn geometry_has_no_zero(geometry: Geometry) -> bool {
 pub fn gate(open: bool) -> bool {
     open
 }
+
+/// Bytes per row of const parts, `None` on overflow (which the const checks
+/// report as an error of its own).
+pub const fn const_bytes_per_row(geometry: Geometry, positions: u64) -> Option<u64> {
+    match bytes_per_row(geometry, positions) {
+        Ok(bytes) => Some(bytes),
+        Err(_) => None,
+    }
+}
