@@ -25,13 +25,14 @@ impl Log for Capture {
 #[derive(ModelLocalKv)]
 struct Broken {
     #[kv(
+        name = "static_cache",
         cache = "StaticCache",
         geometry = self.geometry_from_a_config_that_was_never_loaded(),
         positions = bounded(2048, because = "hardcoded max_cache_len"),
         scope = invocation,
         rows = fixed(1, because = "calls are serialized"),
     )]
-    cache: (),
+    _cache: (),
 }
 
 impl Broken {
@@ -64,7 +65,7 @@ fn a_panicking_declarer_is_logged_and_skipped_and_the_report_still_produced() {
     log::set_logger(&Capture).unwrap();
     log::set_max_level(log::LevelFilter::Info);
     let model = Model {
-        talker: Broken { cache: () },
+        talker: Broken { _cache: () },
         local: Healthy,
     };
     let collection = log_model_local_kv(&model, 4);
