@@ -9,219 +9,244 @@ use std::path::Path;
 use std::sync::Arc;
 
 use kv_core::HfConfig;
-use kv_core::{DeclaredKv, KvError, KvTypeDecls, ModelLocalKv};
+use kv_core::{KvError, KvTypeDecls, ModelLocalKv};
 
-/// Qwen3-TTS's codec decoder attends over a sliding window of 72 tokens and
-/// keeps `sliding_window - 1` of them.
-pub const QWEN3_TTS_SLIDING_WINDOW: u64 = 72;
+/// Qwen3-TTS: the codec decoder and its CUDA-graph wrapper.
+pub mod qwen3_tts {
+    use super::*;
 
-/// The codec decoder. Its cache exists only on the async-chunk path: stateless
-/// decoding calls the transformer without `use_cache` and declares nothing.
-#[derive(ModelLocalKv)]
-#[kv(
-    name = "retained",
-    cache = "sliding DynamicCache",
-    layers = 8, kv_heads = 16, head_dim = 1024 / 16, dtype = f32,
-    positions = bounded(QWEN3_TTS_SLIDING_WINDOW - 1, because = "sliding_window(72) - 1"),
-    scope = request,
-    rows = max_num_seqs,
-    only_when = "async_chunk",
-)]
-#[kv(
-    name = "working_copy",
-    cache = "deep copy of the retained DynamicCache",
-    layers = 8, kv_heads = 16, head_dim = 1024 / 16, dtype = f32,
-    positions = bounded(QWEN3_TTS_SLIDING_WINDOW - 1, because = "sliding_window(72) - 1"),
-    scope = invocation,
-    rows = max_num_seqs,
-    only_when = "async_chunk",
-    note = "the eager path deep-copies the retained cache; both are live during a step",
-)]
-pub struct Qwen3TtsCodecDecoder {
-    /// Whether the engine runs the async-chunk path.
-    pub async_chunk: bool,
-}
+    /// Qwen3-TTS's codec decoder attends over a sliding window of 72 tokens and
+    /// keeps `sliding_window - 1` of them.
+    pub const QWEN3_TTS_SLIDING_WINDOW: u64 = 72;
 
-/// The CUDA-graph wrapper around the codec decoder. It forwards to the
-/// decoder (transparent: the decoder is reported at the wrapper's path) and
-/// declares only the caches captured with its graphs.
-#[derive(ModelLocalKv)]
-#[kv(transparent)]
-#[kv(
-    name = "graph_pool",
-    cache = "DynamicCache captured per graph",
-    layers = 8, kv_heads = 16, head_dim = 1024 / 16, dtype = f32,
-    positions = bounded(QWEN3_TTS_SLIDING_WINDOW - 1, because = "sliding_window(72) - 1"),
-    scope = model,
-    rows = fixed(self.captured_rows(), because = "rows summed over the captured caches"),
-    note = "one cache per captured graph; resident since load",
-)]
-pub struct Qwen3TtsGraphWrapper {
-    /// The decoder the graphs run.
-    #[kv(child)]
-    pub runnable: Arc<Qwen3TtsCodecDecoder>,
-    /// The batch size of each captured cache, read off the captured shapes.
-    pub captured_batch_sizes: Vec<u64>,
-}
-
-impl Qwen3TtsGraphWrapper {
-    fn captured_rows(&self) -> u64 {
-        self.captured_batch_sizes.iter().sum()
-    }
-}
-
-/// Qwen3-TTS: the talker holds the decoder, and so does the graph wrapper;
-/// the shared decoder is counted once.
-#[derive(ModelLocalKv)]
-pub struct Qwen3Tts {
-    /// The decoder, as the model holds it.
-    #[kv(child)]
-    pub decoder: Arc<Qwen3TtsCodecDecoder>,
-    /// The wrapper that replays captured graphs over the same decoder.
-    #[kv(child)]
-    pub code2wav: Qwen3TtsGraphWrapper,
-}
-
-/// MiMo-Audio's local transformer decodes `group_size` tokens per step.
-pub const MIMO_GROUP_SIZE: u64 = 4;
-/// MiMo-Audio's delay pattern; its maximum extends the local window.
-pub const MIMO_DELAY_PATTERN: [u64; 8] = [0, 1, 2, 3, 4, 5, 6, 7];
-/// The batch sizes MiMo-Audio captures CUDA graphs for.
-pub const MIMO_CAPTURED_BUCKETS: [u64; 9] = [1, 2, 4, 6, 8, 16, 32, 64, 128];
-
-/// The largest entry of a delay pattern, at compile time.
-pub const fn max_of(values: &[u64]) -> u64 {
-    let mut max = 0;
-    let mut i = 0;
-    while i < values.len() {
-        if values[i] > max {
-            max = values[i];
-        }
-        i += 1;
-    }
-    max
-}
-
-/// The sum of captured buckets, at compile time.
-pub const fn sum_of(values: &[u64]) -> u64 {
-    let mut sum = 0;
-    let mut i = 0;
-    while i < values.len() {
-        sum += values[i];
-        i += 1;
-    }
-    sum
-}
-
-/// MiMo-Audio's local transformer: a `DynamicCache` per invocation, trip count
-/// bounded by the decode loop.
-#[derive(ModelLocalKv)]
-#[kv(
-    name = "local_kv",
-    cache = "DynamicCache",
-    layers = 16, kv_heads = 64, head_dim = 1024 / 64, dtype = bf16,
-    positions = bounded(
-        MIMO_GROUP_SIZE + max_of(&MIMO_DELAY_PATTERN),
-        because = "group_size 4 + max(delay_pattern) 7",
-    ),
-    scope = invocation,
-    rows = max_num_seqs,
-    note = "one DynamicCache whose batch dimension is the group's sequences",
-)]
-pub struct MimoLocalTransformer;
-
-/// MiMo-Audio's captured graphs, each with its own cache. Captured whenever
-/// CUDA is available, so resident even under `enforce_eager`.
-#[derive(ModelLocalKv)]
-#[kv(
-    name = "graph_pool",
-    cache = "DynamicCache captured per bucket",
-    layers = 16, kv_heads = 64, head_dim = 1024 / 64, dtype = bf16,
-    positions = bounded(
-        MIMO_GROUP_SIZE + max_of(&MIMO_DELAY_PATTERN),
-        because = "group_size 4 + max(delay_pattern) 7",
-    ),
-    scope = model,
-    rows = fixed(sum_of(&MIMO_CAPTURED_BUCKETS), because = "sum of captured buckets (1,2,4,6,8,16,32,64,128)"),
-    note = "one distinct cache per captured bucket",
-)]
-pub struct MimoGraphPool;
-
-/// MiMo-Audio.
-#[derive(ModelLocalKv)]
-pub struct MimoAudio {
-    /// The local transformer.
-    #[kv(child)]
-    pub local_transformer: MimoLocalTransformer,
-    /// Its captured graphs.
-    #[kv(child)]
-    pub graph_pool: MimoGraphPool,
-}
-
-/// MiniCPM-o's Whisper encoder keeps an `EncoderDecoderCache` per duplex
-/// session when streaming.
-#[derive(ModelLocalKv)]
-#[kv(
-    name = "streaming_encoder",
-    cache = "EncoderDecoderCache",
-    layers = 24, kv_heads = 16, head_dim = 1024 / 16, dtype = bf16,
-    positions = bounded(1500, because = "embed_positions rows"),
-    scope = session,
-    rows = fixed(self.duplex_max_sessions, because = "one cache per duplex session, capped by duplex_max_sessions"),
-    only_when = "streaming",
-    assumes = "duplex is on: omni_config reports duplex_max_sessions = 1 both for duplex off and for one session",
-    note = "one cache object per session, each asserting batch size 1",
-)]
-pub struct MiniCpmOWhisperEncoder {
-    /// Streaming (duplex) mode.
-    pub streaming: bool,
-    /// `OmniModelConfig.duplex_max_sessions`.
-    pub duplex_max_sessions: u32,
-}
-
-/// MiniCPM-o.
-#[derive(ModelLocalKv)]
-pub struct MiniCpmO {
-    /// The audio encoder.
-    #[kv(child)]
-    pub apm: MiniCpmOWhisperEncoder,
-}
-
-/// The talker's `max_cache_len`, hard-coded in its generate loop.
-pub const MING_TALKER_MAX_CACHE_LEN: u64 = 2048;
-
-/// ming_flash_omni's talker. Its geometry exists only in the checkpoint's
-/// `talker/llm/config.json`: it is read after load.
-#[derive(ModelLocalKv)]
-pub struct MingTalker {
-    /// The talker LLM's config, as loaded from the checkpoint.
-    pub llm_config: HfConfig,
-    /// The `StaticCache` the generate loop allocates on its first write.
+    /// The codec decoder. Its cache exists only on the async-chunk path: stateless
+    /// decoding calls the transformer without `use_cache` and declares nothing.
+    #[derive(ModelLocalKv)]
     #[kv(
-        cache = "StaticCache",
-        geometry = self.llm_config.geometry(),
-        positions = bounded(MING_TALKER_MAX_CACHE_LEN, because = "hardcoded max_cache_len"),
-        scope = invocation,
-        rows = fixed(1, because = "calls are serialized: forward runs the whole AR loop inline"),
+        name = "retained",
+        cache = "sliding DynamicCache",
+        layers = 8, kv_heads = 16, head_dim = 1024 / 16, dtype = f32,
+        positions = bounded(QWEN3_TTS_SLIDING_WINDOW - 1, because = "sliding_window(72) - 1"),
+        scope = request,
+        rows = max_num_seqs,
+        only_when = "async_chunk",
     )]
-    pub static_cache: (),
+    #[kv(
+        name = "working_copy",
+        cache = "deep copy of the retained DynamicCache",
+        layers = 8, kv_heads = 16, head_dim = 1024 / 16, dtype = f32,
+        positions = bounded(QWEN3_TTS_SLIDING_WINDOW - 1, because = "sliding_window(72) - 1"),
+        scope = invocation,
+        rows = max_num_seqs,
+        only_when = "async_chunk",
+        note = "the eager path deep-copies the retained cache; both are live during a step",
+    )]
+    pub struct Qwen3TtsCodecDecoder {
+        /// Whether the engine runs the async-chunk path.
+        pub async_chunk: bool,
+    }
+
+    /// The CUDA-graph wrapper around the codec decoder. It forwards to the
+    /// decoder (transparent: the decoder is reported at the wrapper's path) and
+    /// declares only the caches captured with its graphs.
+    #[derive(ModelLocalKv)]
+    #[kv(transparent)]
+    #[kv(
+        name = "graph_pool",
+        cache = "DynamicCache captured per graph",
+        layers = 8, kv_heads = 16, head_dim = 1024 / 16, dtype = f32,
+        positions = bounded(QWEN3_TTS_SLIDING_WINDOW - 1, because = "sliding_window(72) - 1"),
+        scope = model,
+        rows = fixed(self.captured_rows(), because = "rows summed over the captured caches"),
+        note = "one cache per captured graph; resident since load",
+    )]
+    pub struct Qwen3TtsGraphWrapper {
+        /// The decoder the graphs run.
+        #[kv(child)]
+        pub runnable: Arc<Qwen3TtsCodecDecoder>,
+        /// The batch size of each captured cache, read off the captured shapes.
+        pub captured_batch_sizes: Vec<u64>,
+    }
+
+    impl Qwen3TtsGraphWrapper {
+        fn captured_rows(&self) -> u64 {
+            self.captured_batch_sizes.iter().sum()
+        }
+    }
+
+    /// Qwen3-TTS: the talker holds the decoder, and so does the graph wrapper;
+    /// the shared decoder is counted once.
+    #[derive(ModelLocalKv)]
+    pub struct Qwen3Tts {
+        /// The decoder, as the model holds it.
+        #[kv(child)]
+        pub decoder: Arc<Qwen3TtsCodecDecoder>,
+        /// The wrapper that replays captured graphs over the same decoder.
+        #[kv(child)]
+        pub code2wav: Qwen3TtsGraphWrapper,
+    }
 }
 
-/// ming_flash_omni.
-#[derive(ModelLocalKv)]
-pub struct MingFlashOmni {
-    /// The talker.
-    #[kv(child)]
-    pub talker: MingTalker,
+/// MiMo-Audio: the local transformer and its captured graphs.
+pub mod mimo_audio {
+    use super::*;
+
+    /// MiMo-Audio's local transformer decodes `group_size` tokens per step.
+    pub const MIMO_GROUP_SIZE: u64 = 4;
+    /// MiMo-Audio's delay pattern; its maximum extends the local window.
+    pub const MIMO_DELAY_PATTERN: [u64; 8] = [0, 1, 2, 3, 4, 5, 6, 7];
+    /// The batch sizes MiMo-Audio captures CUDA graphs for.
+    pub const MIMO_CAPTURED_BUCKETS: [u64; 9] = [1, 2, 4, 6, 8, 16, 32, 64, 128];
+
+    /// The largest entry of a delay pattern, at compile time.
+    pub const fn max_of(values: &[u64]) -> u64 {
+        let mut max = 0;
+        let mut i = 0;
+        while i < values.len() {
+            if values[i] > max {
+                max = values[i];
+            }
+            i += 1;
+        }
+        max
+    }
+
+    /// The sum of captured buckets, at compile time.
+    pub const fn sum_of(values: &[u64]) -> u64 {
+        let mut sum = 0;
+        let mut i = 0;
+        while i < values.len() {
+            sum += values[i];
+            i += 1;
+        }
+        sum
+    }
+
+    /// MiMo-Audio's local transformer: a `DynamicCache` per invocation, trip count
+    /// bounded by the decode loop.
+    #[derive(ModelLocalKv)]
+    #[kv(
+        name = "local_kv",
+        cache = "DynamicCache",
+        layers = 16, kv_heads = 64, head_dim = 1024 / 64, dtype = bf16,
+        positions = bounded(
+            MIMO_GROUP_SIZE + max_of(&MIMO_DELAY_PATTERN),
+            because = "group_size 4 + max(delay_pattern) 7",
+        ),
+        scope = invocation,
+        rows = max_num_seqs,
+        note = "one DynamicCache whose batch dimension is the group's sequences",
+    )]
+    pub struct MimoLocalTransformer;
+
+    /// MiMo-Audio's captured graphs, each with its own cache. Captured whenever
+    /// CUDA is available, so resident even under `enforce_eager`.
+    #[derive(ModelLocalKv)]
+    #[kv(
+        name = "graph_pool",
+        cache = "DynamicCache captured per bucket",
+        layers = 16, kv_heads = 64, head_dim = 1024 / 64, dtype = bf16,
+        positions = bounded(
+            MIMO_GROUP_SIZE + max_of(&MIMO_DELAY_PATTERN),
+            because = "group_size 4 + max(delay_pattern) 7",
+        ),
+        scope = model,
+        rows = fixed(sum_of(&MIMO_CAPTURED_BUCKETS), because = "sum of captured buckets (1,2,4,6,8,16,32,64,128)"),
+        note = "one distinct cache per captured bucket",
+    )]
+    pub struct MimoGraphPool;
+
+    /// MiMo-Audio.
+    #[derive(ModelLocalKv)]
+    pub struct MimoAudio {
+        /// The local transformer.
+        #[kv(child)]
+        pub local_transformer: MimoLocalTransformer,
+        /// Its captured graphs.
+        #[kv(child)]
+        pub graph_pool: MimoGraphPool,
+    }
 }
 
-/// Where the example's checkpoint config for ming's talker lives.
-pub fn ming_talker_config_path() -> &'static Path {
-    Path::new(concat!(
-        env!("CARGO_MANIFEST_DIR"),
-        "/configs/ming-talker/config.json"
-    ))
+/// MiniCPM-o: the streaming Whisper encoder.
+pub mod minicpm_o {
+    use super::*;
+
+    /// MiniCPM-o's Whisper encoder keeps an `EncoderDecoderCache` per duplex
+    /// session when streaming.
+    #[derive(ModelLocalKv)]
+    #[kv(
+        name = "streaming_encoder",
+        cache = "EncoderDecoderCache",
+        layers = 24, kv_heads = 16, head_dim = 1024 / 16, dtype = bf16,
+        positions = bounded(1500, because = "embed_positions rows"),
+        scope = session,
+        rows = fixed(self.duplex_max_sessions, because = "one cache per duplex session, capped by duplex_max_sessions"),
+        only_when = "streaming",
+        assumes = "duplex is on: omni_config reports duplex_max_sessions = 1 both for duplex off and for one session",
+        note = "one cache object per session, each asserting batch size 1",
+    )]
+    pub struct MiniCpmOWhisperEncoder {
+        /// Streaming (duplex) mode.
+        pub streaming: bool,
+        /// `OmniModelConfig.duplex_max_sessions`.
+        pub duplex_max_sessions: u32,
+    }
+
+    /// MiniCPM-o.
+    #[derive(ModelLocalKv)]
+    pub struct MiniCpmO {
+        /// The audio encoder.
+        #[kv(child)]
+        pub apm: MiniCpmOWhisperEncoder,
+    }
 }
+
+/// ming_flash_omni: the talker, whose geometry is read from its config after load.
+pub mod ming_flash_omni {
+    use super::*;
+
+    /// The talker's `max_cache_len`, hard-coded in its generate loop.
+    pub const MING_TALKER_MAX_CACHE_LEN: u64 = 2048;
+
+    /// ming_flash_omni's talker. Its geometry exists only in the checkpoint's
+    /// `talker/llm/config.json`: it is read after load.
+    #[derive(ModelLocalKv)]
+    pub struct MingTalker {
+        /// The talker LLM's config, as loaded from the checkpoint.
+        pub llm_config: HfConfig,
+        /// The `StaticCache` the generate loop allocates on its first write.
+        #[kv(
+            cache = "StaticCache",
+            geometry = self.llm_config.geometry(),
+            positions = bounded(MING_TALKER_MAX_CACHE_LEN, because = "hardcoded max_cache_len"),
+            scope = invocation,
+            rows = fixed(1, because = "calls are serialized: forward runs the whole AR loop inline"),
+        )]
+        pub static_cache: (),
+    }
+
+    /// ming_flash_omni.
+    #[derive(ModelLocalKv)]
+    pub struct MingFlashOmni {
+        /// The talker.
+        #[kv(child)]
+        pub talker: MingTalker,
+    }
+
+    /// Where the example's checkpoint config for ming's talker lives.
+    pub fn ming_talker_config_path() -> &'static Path {
+        Path::new(concat!(
+            env!("CARGO_MANIFEST_DIR"),
+            "/configs/ming-talker/config.json"
+        ))
+    }
+}
+
+pub use mimo_audio::*;
+pub use ming_flash_omni::*;
+pub use minicpm_o::*;
+pub use qwen3_tts::*;
 
 /// A model's display name and its root, as an engine holds it after load.
 pub type LoadedModel = (&'static str, Box<dyn ModelLocalKv>);
@@ -261,15 +286,15 @@ pub fn loaded_models() -> Result<Vec<LoadedModel>, KvError> {
     ])
 }
 
-/// What every declaring type declares, known without an instance.
-pub const DECLARING_TYPES: [KvTypeDecls; 6] = [
-    Qwen3TtsCodecDecoder::KV_DECLS,
-    Qwen3TtsGraphWrapper::KV_DECLS,
-    MimoLocalTransformer::KV_DECLS,
-    MimoGraphPool::KV_DECLS,
-    MiniCpmOWhisperEncoder::KV_DECLS,
-    MingTalker::KV_DECLS,
-];
+/// What every declaring type in this crate declares, known without an
+/// instance, from the registry the derive fills: a new model type cannot be
+/// left out of the documentation.
+pub fn declaring_types() -> Vec<KvTypeDecls> {
+    kv_core::registry::declaring_types()
+        .filter(|r| r.module_path.starts_with(module_path!()))
+        .map(|r| r.decls)
+        .collect()
+}
 
 /// The `max_num_seqs` the main job and the generated documentation use.
 pub const DOCS_MAX_NUM_SEQS: u64 = 256;
@@ -294,7 +319,7 @@ pub fn docs_markdown() -> Result<String, KvError> {
     );
     page.push_str(
         &kv_core::Table::new(DOCS_MAX_NUM_SEQS)
-            .types(&DECLARING_TYPES)
+            .types(&declaring_types())
             .to_markdown(),
     );
     page.push_str(&format!(

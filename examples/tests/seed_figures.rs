@@ -192,3 +192,26 @@ fn budgets_are_ceilings_on_the_collected_report() {
     .check(collected("MiMo-Audio").entries().iter().map(|e| &e.spec))
     .is_ok());
 }
+
+#[test]
+fn the_registry_lists_every_declaring_type_by_module() {
+    let names: Vec<(&str, &str)> = kv_core::registry::declaring_types()
+        .map(|r| (r.module_path, r.decls.type_name))
+        .collect();
+    assert_eq!(
+        names,
+        [
+            ("kv_examples::mimo_audio", "MimoGraphPool"),
+            ("kv_examples::mimo_audio", "MimoLocalTransformer"),
+            ("kv_examples::ming_flash_omni", "MingTalker"),
+            ("kv_examples::minicpm_o", "MiniCpmOWhisperEncoder"),
+            ("kv_examples::qwen3_tts", "Qwen3TtsCodecDecoder"),
+            ("kv_examples::qwen3_tts", "Qwen3TtsGraphWrapper"),
+        ]
+    );
+    let all = kv_core::registry::registered_types().count();
+    assert_eq!(
+        all, 10,
+        "the four model roots register too, declaring nothing themselves"
+    );
+}

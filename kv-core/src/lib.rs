@@ -10,6 +10,8 @@ pub mod budget;
 mod declare;
 mod dtype;
 mod error;
+#[cfg(feature = "registry")]
+pub mod registry;
 mod spec;
 pub mod table;
 pub mod units;

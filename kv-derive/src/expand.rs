@@ -80,6 +80,12 @@ pub fn expand(input: &Input<'_>) -> TokenStream {
     } else {
         TokenStream::new()
     };
+    // A generic type has no single set of declarations to register.
+    let register = if input.generics.params.is_empty() {
+        quote! { #krate::__kv_register!(#ident); }
+    } else {
+        TokenStream::new()
+    };
 
     quote! {
         #[allow(clippy::all, clippy::pedantic, non_local_definitions)]
@@ -109,6 +115,7 @@ pub fn expand(input: &Input<'_>) -> TokenStream {
             }
 
             #force_checks
+            #register
         };
     }
 }
