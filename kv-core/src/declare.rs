@@ -7,7 +7,7 @@ use std::fmt;
 use std::rc::Rc;
 use std::sync::Arc;
 
-use crate::{KvError, KvSpec};
+use crate::{KvError, KvSpec, Scope};
 
 /// A value that may hold model-local KV and may own children that do.
 ///
@@ -198,15 +198,42 @@ pub struct KvTypeDecls {
     pub after_load: &'static [AfterLoadDecl],
 }
 
-/// A declaration whose geometry, positions or rows are read after load.
+/// A declaration with a value read after load, and what of it is known
+/// before: its texts always, its figures where they are literal or const.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct AfterLoadDecl {
     /// The declaration's name.
     pub name: &'static str,
     /// What kind of cache holds it.
     pub cache: &'static str,
+    /// When the memory lives.
+    pub scope: Scope,
+    /// Positions, where the count is literal or const.
+    pub positions: Option<u64>,
+    /// What bounds the positions.
+    pub positions_bound: &'static str,
+    /// Bytes per row, where the geometry and positions are literal or const.
+    pub bytes_per_row: Option<u64>,
+    /// The row driver, with the count where it is literal or const.
+    pub rows: AfterLoadRows,
     /// The observable condition, if any.
     pub only_when: Option<&'static str>,
+    /// A condition the model cannot observe, if stated.
+    pub assumes: Option<&'static str>,
+}
+
+/// The rows of an [`AfterLoadDecl`].
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum AfterLoadRows {
+    /// One row per in-flight sequence.
+    MaxNumSeqs,
+    /// A count the model controls.
+    Fixed {
+        /// The count, where it is literal or const.
+        count: Option<u64>,
+        /// Why it is that count.
+        because: &'static str,
+    },
 }
 
 /// Implemented by `#[derive(ModelLocalKv)]`: the type-level declarations, usable

@@ -10,9 +10,19 @@ pub mod budget;
 mod declare;
 mod dtype;
 mod error;
+#[cfg(feature = "registry")]
+pub mod registry;
 mod spec;
 pub mod table;
 pub mod units;
+
+// Collection, reports, config reading and JSON export.
+mod collect;
+#[cfg(feature = "json")]
+mod config;
+#[cfg(feature = "json")]
+mod json;
+mod report;
 
 #[doc(hidden)]
 #[path = "private.rs"]
@@ -20,12 +30,18 @@ pub mod __private;
 
 pub use budget::Budget;
 pub use declare::{
-    AfterLoadDecl, ChildVisitor, DeclaredKv, KvChild, KvTypeDecls, ModelLocalKv, OwnerId, Segment,
+    AfterLoadDecl, AfterLoadRows, ChildVisitor, DeclaredKv, KvChild, KvTypeDecls, ModelLocalKv,
+    OwnerId, Segment,
 };
 pub use dtype::DType;
 pub use error::{KvError, Overflow};
 pub use spec::{Geometry, KvSpec, Positions, Rows, Scope, Text};
 pub use table::Table;
+
+pub use collect::{collect, Collected, Collection, Skipped, Totals};
+#[cfg(feature = "json")]
+pub use config::HfConfig;
+pub use report::{log_model_local_kv, Report};
 
 /// Derives [`ModelLocalKv`] and [`DeclaredKv`] from `#[kv(...)]` attributes.
 ///

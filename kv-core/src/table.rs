@@ -17,8 +17,9 @@
 //!   async_chunk)`, `... (assumes duplex off)`, or both separated by `; `.
 //! * Bounded by: `71 (sliding_window(72) - 1)`.
 //! * Rows: `max_num_seqs`, or `fixed 261 (sum of captured buckets)`.
-//! * A declaration read after load has no figures before it: its bound, sizes
-//!   and rows read `known after load`.
+//! * A declaration read after load shows what is known before load (its
+//!   reasons always; positions, bytes per row and a fixed count where they are
+//!   literal or const) and `known after load` for the rest.
 //! * A figure whose byte arithmetic overflows `u64` reads `overflow`; nothing
 //!   panics or wraps.
 //! * In Markdown, `|` is escaped as `\|` and a line break becomes `<br>`, so
@@ -27,7 +28,7 @@
 use std::fmt::Write as _;
 
 use crate::units::human_bytes;
-use crate::{AfterLoadDecl, KvSpec, KvTypeDecls, Overflow, Rows};
+use crate::{AfterLoadDecl, AfterLoadRows, KvSpec, KvTypeDecls, Overflow, Rows};
 
 /// What a figure reads when its byte arithmetic overflows `u64`.
 pub const OVERFLOW: &str = "overflow";
@@ -82,7 +83,7 @@ impl Table {
 
     /// Appends what each type declares, in order: its static declarations
     /// (gated ones included, with their condition), then those read after
-    /// load, as rows reading `known after load`.
+    /// load, with `known after load` where a figure is read after load.
     pub fn types(mut self, types: &[KvTypeDecls]) -> Table {
         for decls in types {
             for spec in decls.static_specs {
@@ -190,13 +191,34 @@ impl Table {
 
     fn push_after_load(&mut self, label: &str, decl: &AfterLoadDecl) {
         let later = || KNOWN_AFTER_LOAD.to_owned();
+        let bound = match decl.positions {
+            Some(count) => format!("{count} ({})", decl.positions_bound),
+            None => format!("{KNOWN_AFTER_LOAD} ({})", decl.positions_bound),
+        };
+        let (rows, row_count) = match decl.rows {
+            AfterLoadRows::MaxNumSeqs => ("max_num_seqs".to_owned(), Some(self.max_num_seqs)),
+            AfterLoadRows::Fixed {
+                count: Some(count),
+                because,
+            } => (format!("fixed {count} ({because})"), Some(count)),
+            AfterLoadRows::Fixed {
+                count: None,
+                because,
+            } => (format!("fixed, {KNOWN_AFTER_LOAD} ({because})"), None),
+        };
+        let peak = match (decl.bytes_per_row, row_count) {
+            (Some(per_row), Some(rows)) => size_cell(per_row.checked_mul(rows).ok_or(Overflow {
+                step: "peak bytes (rows x bytes per row)",
+            })),
+            _ => later(),
+        };
         self.cells.push([
             model_cell(label, decl.name),
-            cache_cell(decl.cache, decl.only_when, None),
-            later(),
-            later(),
-            later(),
-            later(),
+            cache_cell(decl.cache, decl.only_when, decl.assumes),
+            bound,
+            decl.bytes_per_row.map_or_else(later, human_bytes),
+            rows,
+            peak,
         ]);
     }
 }

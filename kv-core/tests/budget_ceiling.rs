@@ -6,8 +6,8 @@ use std::borrow::Cow;
 use kv_core::budget::{static_peak_bytes, within_budget};
 use kv_core::units::{GIB, MIB};
 use kv_core::{
-    AfterLoadDecl, Budget, DType, DeclaredKv, Geometry, KvError, KvSpec, KvTypeDecls, Positions,
-    Rows, Scope,
+    AfterLoadDecl, AfterLoadRows, Budget, DType, DeclaredKv, Geometry, KvError, KvSpec,
+    KvTypeDecls, Positions, Rows, Scope,
 };
 
 const RETAINED_BYTES: u64 = 4_653_056;
@@ -76,7 +76,16 @@ impl DeclaredKv for Qwen3Tts {
         after_load: &[AfterLoadDecl {
             name: "later",
             cache: "StaticCache",
+            scope: Scope::Invocation,
+            positions: Some(2048),
+            positions_bound: "max_cache_len",
+            bytes_per_row: None,
+            rows: AfterLoadRows::Fixed {
+                count: Some(1),
+                because: "calls are serialized",
+            },
             only_when: None,
+            assumes: None,
         }],
     };
 }

@@ -191,3 +191,39 @@ fn a_gate_can_be_a_method_and_assumes_is_carried() {
         .unwrap()
         .starts_with("duplex mode is on"));
 }
+
+#[test]
+fn after_load_declarations_carry_what_is_known_before_load() {
+    use kv_core::{AfterLoadDecl, AfterLoadRows};
+    let encoder = <Encoder as DeclaredKv>::KV_DECLS.after_load[0];
+    assert_eq!(
+        encoder,
+        AfterLoadDecl {
+            name: "encoder",
+            cache: "EncoderDecoderCache",
+            scope: Scope::Session,
+            positions: Some(1500),
+            positions_bound: "embed_positions rows",
+            bytes_per_row: Some(147_456_000),
+            rows: AfterLoadRows::Fixed {
+                count: None,
+                because: "one cache per duplex session",
+            },
+            only_when: Some("streaming"),
+            assumes: Some("duplex mode is on: omni_config cannot tell duplex off from one session"),
+        }
+    );
+    let talker = <Talker as DeclaredKv>::KV_DECLS.after_load[0];
+    assert_eq!(
+        talker.bytes_per_row, None,
+        "its geometry is read after load"
+    );
+    assert_eq!(talker.positions, Some(2048));
+    assert_eq!(
+        talker.rows,
+        AfterLoadRows::Fixed {
+            count: Some(1),
+            because: "calls are serialized"
+        }
+    );
+}

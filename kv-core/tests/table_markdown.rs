@@ -4,7 +4,8 @@ use std::borrow::Cow;
 
 use kv_core::table::{KNOWN_AFTER_LOAD, OVERFLOW};
 use kv_core::{
-    AfterLoadDecl, DType, DeclaredKv, Geometry, KvSpec, KvTypeDecls, Positions, Rows, Scope, Table,
+    AfterLoadDecl, AfterLoadRows, DType, DeclaredKv, Geometry, KvSpec, KvTypeDecls, Positions,
+    Rows, Scope, Table,
 };
 
 /// Qwen3-TTS codec decoder, retained cache: 8 x 16 x 64, f32, 71 positions.
@@ -66,7 +67,16 @@ impl DeclaredKv for MingTalker {
         after_load: &[AfterLoadDecl {
             name: "talker_cache",
             cache: "StaticCache",
+            scope: Scope::Invocation,
+            positions: Some(2048),
+            positions_bound: "hardcoded max_cache_len",
+            bytes_per_row: None,
+            rows: AfterLoadRows::Fixed {
+                count: Some(1),
+                because: "calls are serialized",
+            },
             only_when: None,
+            assumes: None,
         }],
     };
 }
@@ -124,7 +134,7 @@ fn instance_rows_and_after_load_rows() {
 | ----------------------- | -------------------------------------------- | ------------------------------------------ | ---------------: | ------------------------------------------------------------ | --------------------: |
 | talker.decoder.retained | sliding DynamicCache (only when async_chunk) | 71 (sliding_window(72) - 1)                |         4.44 MiB | max_num_seqs                                                 |             35.50 MiB |
 | graph_pool              | captured DynamicCache                        | 11 (group_size(4) + max(delay_pattern)(7)) |       704.00 KiB | fixed 261 (sum of captured buckets (1,2,4,6,8,16,32,64,128)) |            179.44 MiB |
-| MingTalker.talker_cache | StaticCache                                  | known after load                           | known after load | known after load                                             |      known after load |
+| MingTalker.talker_cache | StaticCache                                  | 2048 (hardcoded max_cache_len)             | known after load | fixed 1 (calls are serialized)                               |      known after load |
 "
     );
     assert_eq!(KNOWN_AFTER_LOAD, "known after load");
@@ -247,7 +257,13 @@ fn after_load_rows_keep_their_condition() {
             after_load: &[AfterLoadDecl {
                 name: "encoder",
                 cache: "EncoderDecoderCache",
+                scope: Scope::Session,
+                positions: None,
+                positions_bound: "embed_positions rows",
+                bytes_per_row: None,
+                rows: AfterLoadRows::MaxNumSeqs,
                 only_when: Some("duplex"),
+                assumes: Some("duplex is on"),
             }],
         };
     }
@@ -257,10 +273,10 @@ fn after_load_rows_keep_their_condition() {
         row,
         [
             "Duplex.encoder",
-            "EncoderDecoderCache (only when duplex)",
+            "EncoderDecoderCache (only when duplex; assumes duplex is on)",
+            "known after load (embed_positions rows)",
             KNOWN_AFTER_LOAD,
-            KNOWN_AFTER_LOAD,
-            KNOWN_AFTER_LOAD,
+            "max_num_seqs",
             KNOWN_AFTER_LOAD,
         ]
     );

@@ -31,11 +31,7 @@ pub fn expand(input: &Input<'_>) -> TokenStream {
         let name = decl.name_text().unwrap_or_default();
         let owner_dot_name = format!("{type_name}.{name}");
         let push = if decl.is_after_load() {
-            let cache = lit_value(&decl.cache);
-            let only_when = option_text(krate, &decl.only_when, false);
-            after_load.push(quote! {
-                #krate::AfterLoadDecl { name: #name, cache: #cache, only_when: #only_when }
-            });
+            after_load.push(after_load_decl(krate, decl, &name));
             let spec = spec(krate, decl, &name, Context::AfterLoad);
             quote! {
                 #krate::__private::declare(__kv_out, #type_name, #name, || {
@@ -84,6 +80,12 @@ pub fn expand(input: &Input<'_>) -> TokenStream {
     } else {
         TokenStream::new()
     };
+    // A generic type has no single set of declarations to register.
+    let register = if input.generics.params.is_empty() {
+        quote! { #krate::__kv_register!(#ident); }
+    } else {
+        TokenStream::new()
+    };
 
     quote! {
         #[allow(clippy::all, clippy::pedantic, non_local_definitions)]
@@ -113,6 +115,7 @@ pub fn expand(input: &Input<'_>) -> TokenStream {
             }
 
             #force_checks
+            #register
         };
     }
 }
@@ -143,6 +146,83 @@ pub fn fallback(input: &Input<'_>) -> TokenStream {
             }
         };
     }
+}
+
+/// What is known before load of a declaration with after-load values.
+fn after_load_decl(krate: &Path, decl: &Decl, name: &str) -> TokenStream {
+    let cache = lit_value(&decl.cache);
+    let scope = scope(krate, decl);
+    let positions = decl
+        .positions
+        .as_ref()
+        .expect("validated: positions are present");
+    let bound = positions.because.value();
+    let position_count = (!positions.count.is_after_load())
+        .then(|| count(krate, &positions.count, "positions", Context::Const));
+    let bytes_per_row = match &position_count {
+        Some(position_count) if geometry_is_const(decl) => {
+            let geometry = geometry(krate, decl, Context::Const);
+            quote! { #krate::__private::const_bytes_per_row(#geometry, #position_count) }
+        }
+        _ => quote! { ::core::option::Option::None },
+    };
+    let position_count = optional(position_count);
+    let rows = match decl.rows.as_ref().expect("validated: rows are present") {
+        RowsValue::MaxNumSeqs => quote! { #krate::AfterLoadRows::MaxNumSeqs },
+        RowsValue::Fixed(fixed) => {
+            let count = optional(
+                (!fixed.count.is_after_load())
+                    .then(|| count(krate, &fixed.count, "rows", Context::Const)),
+            );
+            let because = fixed.because.value();
+            quote! { #krate::AfterLoadRows::Fixed { count: #count, because: #because } }
+        }
+    };
+    let only_when = option_text(krate, &decl.only_when, false);
+    let assumes = option_text(krate, &decl.assumes, false);
+    quote! {
+        #krate::AfterLoadDecl {
+            name: #name,
+            cache: #cache,
+            scope: #scope,
+            positions: #position_count,
+            positions_bound: #bound,
+            bytes_per_row: #bytes_per_row,
+            rows: #rows,
+            only_when: #only_when,
+            assumes: #assumes,
+        }
+    }
+}
+
+fn optional(tokens: Option<TokenStream>) -> TokenStream {
+    match tokens {
+        Some(tokens) => quote! { ::core::option::Option::Some(#tokens) },
+        None => quote! { ::core::option::Option::None },
+    }
+}
+
+/// Whether every part of the geometry is literal or const.
+fn geometry_is_const(decl: &Decl) -> bool {
+    if let Some(geometry) = &decl.geometry {
+        return !geometry.is_after_load();
+    }
+    let parts = [
+        &decl.layers,
+        &decl.kv_heads,
+        &decl.head_dim,
+        &decl.v_head_dim,
+    ];
+    parts
+        .iter()
+        .all(|part| !part.as_ref().is_some_and(Value::is_after_load))
+        && !matches!(&decl.dtype, Some(DTypeValue::Expr(value)) if value.is_after_load())
+}
+
+fn scope(krate: &Path, decl: &Decl) -> TokenStream {
+    let ident = decl.scope.as_ref().expect("validated: scope is present");
+    let variant = variant(SCOPES, &ident.to_string(), ident.span());
+    quote! { #krate::Scope::#variant }
 }
 
 fn lit_value(lit: &Option<LitStr>) -> String {
@@ -260,8 +340,7 @@ fn spec(krate: &Path, decl: &Decl, name: &str, context: Context) -> TokenStream 
         .expect("validated: positions are present");
     let position_count = count(krate, &positions.count, "positions", context);
     let bound = cow(krate, &positions.because.value());
-    let scope_ident = decl.scope.as_ref().expect("validated: scope is present");
-    let scope = variant(SCOPES, &scope_ident.to_string(), scope_ident.span());
+    let scope = scope(krate, decl);
     let rows = rows(krate, decl, context);
     let only_when = option_text(krate, &decl.only_when, true);
     let assumes = option_text(krate, &decl.assumes, true);
@@ -272,7 +351,7 @@ fn spec(krate: &Path, decl: &Decl, name: &str, context: Context) -> TokenStream 
             cache: #cache,
             geometry: #geometry,
             positions: #krate::Positions { count: #position_count, bound: #bound },
-            scope: #krate::Scope::#scope,
+            scope: #scope,
             rows: #rows,
             only_when: #only_when,
             assumes: #assumes,
@@ -313,8 +392,9 @@ fn const_checks(krate: &Path, decl: &Decl, owner_dot_name: &str) -> Vec<TokenStr
             });
         }
     }
-    if decl.is_after_load() {
-        return checks; // the rest is checked by `KvSpec::validate` after load
+    // What is read after load is checked by `KvSpec::validate` then.
+    if !geometry_is_const(decl) {
+        return checks;
     }
     let geometry = geometry(krate, decl, Context::Const);
     if let Some(value) = &decl.geometry {
@@ -329,6 +409,9 @@ fn const_checks(krate: &Path, decl: &Decl, owner_dot_name: &str) -> Vec<TokenStr
         .positions
         .as_ref()
         .expect("validated: positions are present");
+    if positions.count.is_after_load() {
+        return checks;
+    }
     let position_count = count(krate, &positions.count, "positions", Context::Const);
     let message = format!(
         "kv: `{owner_dot_name}`: bytes per row overflow u64 (layers x kv_heads x (head_dim + v_head_dim) x dtype x positions)"
@@ -337,7 +420,7 @@ fn const_checks(krate: &Path, decl: &Decl, owner_dot_name: &str) -> Vec<TokenStr
     checks.push(quote_spanned! {span=>
         ::core::assert!(#krate::__private::bytes_per_row(#geometry, #position_count).is_ok(), #message);
     });
-    if let Some(RowsValue::Fixed(fixed)) = &decl.rows {
+    if let Some(RowsValue::Fixed(fixed)) = decl.rows.as_ref().filter(|_| !decl.is_after_load()) {
         let rows = count(krate, &fixed.count, "rows", Context::Const);
         let message =
             format!("kv: `{owner_dot_name}`: peak bytes (rows x bytes per row) overflow u64");

@@ -1,0 +1,110 @@
+//! The main job: the start-up report and the table for the seed's models.
+//!
+//! ```sh
+//! cargo run --example omni_models                       # report + table at max_num_seqs=256
+//! cargo run --example omni_models -- --max-num-seqs 64
+//! cargo run --example omni_models -- --write-docs       # regenerate docs/model-local-kv.md
+//! ```
+
+use std::process::ExitCode;
+
+use kv_examples::{docs_markdown, loaded_models, DOCS_MAX_NUM_SEQS, DOCS_PATH};
+
+/// Prints log records to stdout, the way an engine's logger would.
+struct StdoutLogger;
+
+impl log::Log for StdoutLogger {
+    fn enabled(&self, metadata: &log::Metadata<'_>) -> bool {
+        metadata.level() <= log::Level::Info
+    }
+    fn log(&self, record: &log::Record<'_>) {
+        if self.enabled(record.metadata()) {
+            println!("{:<5} {}", record.level(), record.args());
+        }
+    }
+    fn flush(&self) {}
+}
+
+static LOGGER: StdoutLogger = StdoutLogger;
+
+fn main() -> ExitCode {
+    let args: Vec<String> = std::env::args().skip(1).collect();
+    let mut max_num_seqs = DOCS_MAX_NUM_SEQS;
+    let mut write_docs = false;
+    let mut iter = args.iter();
+    while let Some(arg) = iter.next() {
+        match arg.as_str() {
+            "--write-docs" => write_docs = true,
+            "--max-num-seqs" => match iter.next().map(|v| v.parse::<u64>()) {
+                Some(Ok(value)) => max_num_seqs = value,
+                _ => return usage("--max-num-seqs takes a non-negative integer"),
+            },
+            other => return usage(&format!("unknown argument `{other}`")),
+        }
+    }
+    if write_docs {
+        return write_documentation();
+    }
+
+    log::set_logger(&LOGGER).expect("no other logger is installed");
+    log::set_max_level(log::LevelFilter::Info);
+
+    let models = match loaded_models() {
+        Ok(models) => models,
+        Err(error) => {
+            eprintln!("{error}");
+            return ExitCode::FAILURE;
+        }
+    };
+    let mut rows = Vec::new();
+    for (model, root) in &models {
+        println!("# {model}: start-up report");
+        let collection = kv_core::log_model_local_kv(root.as_ref(), max_num_seqs);
+        println!();
+        for entry in collection.entries() {
+            rows.push((format!("{model}: {}", entry.path), entry.spec.clone()));
+        }
+    }
+    println!("# Table (max_num_seqs={max_num_seqs})\n");
+    print!(
+        "{}",
+        kv_core::Table::new(max_num_seqs)
+            .rows(rows.iter().map(|(label, spec)| (label.as_str(), spec)))
+            .to_markdown()
+    );
+    ExitCode::SUCCESS
+}
+
+fn write_documentation() -> ExitCode {
+    let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("..")
+        .join(DOCS_PATH);
+    let page = match docs_markdown() {
+        Ok(page) => page,
+        Err(error) => {
+            eprintln!("{error}");
+            return ExitCode::FAILURE;
+        }
+    };
+    if let Some(dir) = path.parent() {
+        if let Err(error) = std::fs::create_dir_all(dir) {
+            eprintln!("cannot create {}: {error}", dir.display());
+            return ExitCode::FAILURE;
+        }
+    }
+    match std::fs::write(&path, page) {
+        Ok(()) => {
+            println!("wrote {DOCS_PATH}");
+            ExitCode::SUCCESS
+        }
+        Err(error) => {
+            eprintln!("cannot write {}: {error}", path.display());
+            ExitCode::FAILURE
+        }
+    }
+}
+
+fn usage(problem: &str) -> ExitCode {
+    eprintln!("{problem}\nusage: omni_models [--max-num-seqs N] [--write-docs]");
+    ExitCode::from(2)
+}

@@ -1,0 +1,278 @@
+//! Walks a model tree and gathers what each owner declares, with its path.
+//!
+//! Collecting never panics and never fails: an owner whose `kv_declare` returns
+//! an error or panics is logged, kept in [`Collection::skipped`], and its
+//! declarations dropped; everything else is still collected.
+
+use std::any::Any;
+use std::collections::HashSet;
+use std::fmt::Write as _;
+use std::panic::{catch_unwind, AssertUnwindSafe};
+
+use crate::{ChildVisitor, KvError, KvSpec, ModelLocalKv, OwnerId, Segment};
+
+/// One declaration and where in the model tree it was found.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Collected {
+    /// The owner's path, segments joined by `.` (`talker.layers.3`); empty for
+    /// the root.
+    pub path: String,
+    /// `std::any::type_name` of the owner.
+    pub owner_type: &'static str,
+    /// What it declared.
+    pub spec: KvSpec,
+}
+
+impl Collected {
+    /// `path.name`, or just `name` at the root: `talker.layers.3.cache`.
+    pub fn full_name(&self) -> String {
+        join(&self.path, &self.spec.name)
+    }
+}
+
+/// An owner whose declarations were dropped, and why.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Skipped {
+    /// The owner's path; empty for the root.
+    pub path: String,
+    /// `std::any::type_name` of the owner, where it could be had.
+    pub owner_type: &'static str,
+    /// The error it returned, the invalid value it declared, or
+    /// [`KvError::DeclarerPanicked`].
+    pub error: KvError,
+}
+
+/// Bytes at peak for one `max_num_seqs`, split by when they are allocated.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Totals {
+    /// Every declaration: `resident + after_profiling`.
+    pub total: u64,
+    /// Scope `model`: allocated during load, so a memory profile taken after
+    /// load has already charged it. Report it; never subtract it.
+    pub resident: u64,
+    /// Scopes `request`, `session`, `invocation`: allocated after profiling.
+    pub after_profiling: u64,
+}
+
+/// Everything a model tree declares now, in visiting order.
+///
+/// ```
+/// use kv_core::{collect, DType, Geometry, KvError, KvSpec, ModelLocalKv, Positions, Rows, Scope};
+///
+/// struct Talker;
+/// impl ModelLocalKv for Talker {
+///     fn kv_declare(&self, out: &mut Vec<KvSpec>) -> Result<(), KvError> {
+///         out.push(KvSpec {
+///             name: "cache".into(),
+///             cache: "StaticCache".into(),
+///             geometry: Geometry::new(24, 2, 64, DType::BF16),
+///             positions: Positions { count: 2048, bound: "max_cache_len".into() },
+///             scope: Scope::Invocation,
+///             rows: Rows::fixed(1, "calls are serialized"),
+///             only_when: None,
+///             assumes: None,
+///             note: None,
+///         });
+///         Ok(())
+///     }
+/// }
+///
+/// let collection = collect(&Talker);
+/// assert_eq!(collection.entries()[0].full_name(), "cache");
+/// assert_eq!(collection.totals(256)?.total, 25_165_824);
+/// # Ok::<(), KvError>(())
+/// ```
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Collection {
+    entries: Vec<Collected>,
+    skipped: Vec<Skipped>,
+}
+
+impl Collection {
+    /// The declarations, in visiting order (an owner's own, then its children's).
+    pub fn entries(&self) -> &[Collected] {
+        &self.entries
+    }
+
+    /// The owners whose declarations were dropped.
+    pub fn skipped(&self) -> &[Skipped] {
+        &self.skipped
+    }
+
+    /// Peak bytes at `max_num_seqs`, total and split. Any product or sum that
+    /// overflows `u64` is [`KvError::Overflow`], naming the declaration.
+    pub fn totals(&self, max_num_seqs: u64) -> Result<Totals, KvError> {
+        let mut totals = Totals {
+            total: 0,
+            resident: 0,
+            after_profiling: 0,
+        };
+        for entry in &self.entries {
+            let overflow = |step| KvError::Overflow {
+                declaration: entry.full_name(),
+                step,
+            };
+            let peak = entry
+                .spec
+                .peak_bytes(max_num_seqs)
+                .map_err(|o| overflow(o.step))?;
+            let part = if entry.spec.scope.is_resident() {
+                &mut totals.resident
+            } else {
+                &mut totals.after_profiling
+            };
+            *part = part
+                .checked_add(peak)
+                .ok_or_else(|| overflow("sum of peak bytes"))?;
+            totals.total = totals
+                .total
+                .checked_add(peak)
+                .ok_or_else(|| overflow("sum of peak bytes"))?;
+        }
+        Ok(totals)
+    }
+}
+
+/// Collects every declaration in the tree under `root`.
+///
+/// Owners are visited depth first: each owner's own declarations, then its
+/// children through [`ModelLocalKv::kv_visit_children`]. An owner reached twice
+/// (same [`OwnerId`], e.g. one `Arc` held in two places, or a cycle) is
+/// collected once, at the first path it was reached by; zero-sized owners have
+/// no identity and are collected each time.
+///
+/// An owner whose `kv_declare` returns an error, panics, or declares an invalid
+/// spec (see [`KvSpec::validate`]) is logged with `log::warn!` and kept in
+/// [`Collection::skipped`]; none of its declarations are kept, but its children
+/// are still visited. A panic in `kv_visit_children` is recorded the same way;
+/// the children reached before it stay collected.
+pub fn collect(root: &dyn ModelLocalKv) -> Collection {
+    let mut walker = Walker::default();
+    walker.owner(root);
+    walker.collection
+}
+
+/// The collector's state. One buffer, one path string and one stack of path
+/// lengths are reused for the whole walk, so an owner that declares nothing
+/// costs no allocation (beyond the seen-set growing).
+#[derive(Default)]
+struct Walker {
+    collection: Collection,
+    seen: HashSet<OwnerId>,
+    buffer: Vec<KvSpec>,
+    path: String,
+    /// Path length before each entered segment.
+    depths: Vec<usize>,
+}
+
+impl Walker {
+    fn skip(&mut self, owner_type: &'static str, error: KvError) {
+        let path = if self.path.is_empty() {
+            "<root>"
+        } else {
+            &self.path
+        };
+        log::warn!("kv: skipping the declarations of `{path}` ({owner_type}): {error}");
+        self.collection.skipped.push(Skipped {
+            path: self.path.clone(),
+            owner_type,
+            error,
+        });
+    }
+
+    /// `during` names the method that panicked.
+    fn panicked(&self, during: &str, payload: &(dyn Any + Send)) -> KvError {
+        let message = if let Some(text) = payload.downcast_ref::<&str>() {
+            text
+        } else if let Some(text) = payload.downcast_ref::<String>() {
+            text.as_str()
+        } else {
+            "<panic payload is not a string>"
+        };
+        KvError::DeclarerPanicked {
+            path: self.path.clone(),
+            message: format!("in {during}: {message}"),
+        }
+    }
+
+    fn declare(&mut self, owner: &dyn ModelLocalKv, owner_type: &'static str) {
+        self.buffer.clear();
+        let buffer = &mut self.buffer;
+        let declared = catch_unwind(AssertUnwindSafe(|| owner.kv_declare(buffer)));
+        let result = match declared {
+            Ok(result) => result.and_then(|()| {
+                // A hand-written declarer is not checked by the derive.
+                self.buffer
+                    .iter()
+                    .try_for_each(|spec| spec.validate(owner_type))
+            }),
+            Err(payload) => Err(self.panicked("kv_declare", &*payload)),
+        };
+        match result {
+            Ok(()) => {
+                let path = &self.path;
+                let entries = self.buffer.drain(..).map(|spec| Collected {
+                    path: path.clone(),
+                    owner_type,
+                    spec,
+                });
+                self.collection.entries.extend(entries);
+            }
+            Err(error) => {
+                self.buffer.clear();
+                self.skip(owner_type, error);
+            }
+        }
+    }
+}
+
+impl ChildVisitor for Walker {
+    fn enter(&mut self, segment: Segment<'_>) {
+        self.depths.push(self.path.len());
+        if !self.path.is_empty() {
+            self.path.push('.');
+        }
+        // Writing to a String cannot fail; a `Display` that errs leaves a partial segment.
+        let _ = write!(self.path, "{segment}");
+    }
+
+    fn leave(&mut self) {
+        // An unbalanced `leave` from a hand-written visitor is ignored.
+        if let Some(depth) = self.depths.pop() {
+            self.path.truncate(depth);
+        }
+    }
+
+    fn owner(&mut self, owner: &dyn ModelLocalKv) {
+        let identity = match catch_unwind(AssertUnwindSafe(|| owner.kv_identity())) {
+            Ok(identity) => identity,
+            Err(payload) => {
+                let error = self.panicked("kv_identity", &*payload);
+                self.skip("<unknown: kv_identity panicked>", error);
+                return;
+            }
+        };
+        if !identity.zero_sized && !self.seen.insert(identity) {
+            return;
+        }
+        self.declare(owner, identity.type_name);
+
+        let (path_len, depth) = (self.path.len(), self.depths.len());
+        let walked = catch_unwind(AssertUnwindSafe(|| owner.kv_visit_children(self)));
+        // Restore the path after a panic or unbalanced enter/leave.
+        self.depths.truncate(depth);
+        self.path.truncate(path_len);
+        if let Err(payload) = walked {
+            let error = self.panicked("kv_visit_children", &*payload);
+            self.skip(identity.type_name, error);
+        }
+    }
+}
+
+fn join(path: &str, name: &str) -> String {
+    if path.is_empty() {
+        name.to_owned()
+    } else {
+        format!("{path}.{name}")
+    }
+}

@@ -1,0 +1,711 @@
+//! Geometry read from a HuggingFace-style `config.json`, for caches whose shape is
+//! known only after the checkpoint is loaded. The lookup rules are documented
+//! on [`HfConfig`].
+
+use std::fmt::Write as _;
+use std::path::Path;
+
+use serde_json::{Map, Value};
+
+use crate::{DType, Geometry, KvError};
+
+const LAYERS: &[&str] = &["num_hidden_layers", "encoder_layers", "num_layers"];
+const KV_HEADS: &[&str] = &[
+    "num_key_value_heads",
+    "num_attention_heads",
+    "encoder_attention_heads",
+];
+const HEAD_DIM: &[&str] = &["head_dim"];
+const HIDDEN: &[&str] = &["hidden_size", "d_model"];
+const ATTENTION_HEADS: &[&str] = &["num_attention_heads", "encoder_attention_heads"];
+const DTYPE: &[&str] = &["torch_dtype", "dtype"];
+
+/// Nested sections searched after the top level, in order.
+const NESTED_SECTIONS: [&str; 2] = ["text_config", "llm_config"];
+
+/// A HuggingFace-style model config and the values given explicitly over it.
+///
+/// # Lookup
+///
+/// Each value is read from the first key found, in this order:
+///
+/// | value | keys |
+/// |---|---|
+/// | layers | `num_hidden_layers`, `encoder_layers`, `num_layers` |
+/// | kv heads | `num_key_value_heads`, `num_attention_heads`, `encoder_attention_heads` |
+/// | head dim | `head_dim`; else hidden (`hidden_size`, `d_model`) / heads (`num_attention_heads`, `encoder_attention_heads`) |
+/// | dtype | `torch_dtype`, `dtype` (newer transformers), parsed by [`DType::from_torch_dtype`] |
+///
+/// Keys are looked for at the top level first, then in `text_config`, then in
+/// `llm_config`: the first section that holds any of a value's keys decides
+/// that value, and within a section the keys are tried in the order above. So
+/// a multimodal config that keeps its language model in `text_config` and its
+/// `torch_dtype` at the top level reads both. A key set to `null` counts as
+/// absent (HF writes `null` for "not set").
+///
+/// Nothing is guessed: a missing key is an error that names every key tried and
+/// every section looked in; a value that is not a positive integer (a string, a
+/// float, a negative number, zero, more than `u64` holds) is an error naming
+/// the key and the value; a hidden size the heads do not divide is an error,
+/// not a floor. Any value can be given explicitly with the `with_*` methods,
+/// which win over the config.
+///
+/// # Example
+///
+/// ```
+/// use kv_core::{DType, Geometry, HfConfig};
+///
+/// let talker = serde_json::json!({
+///     "num_hidden_layers": 24,
+///     "num_key_value_heads": 2,
+///     "hidden_size": 896,
+///     "num_attention_heads": 14,
+///     "torch_dtype": "bfloat16",
+/// });
+/// let geometry = HfConfig::from_value(talker).geometry()?;
+/// assert_eq!(geometry, Geometry::new(24, 2, 64, DType::BF16));
+///
+/// // A value the config lacks or gets wrong is given explicitly.
+/// let fp8 = HfConfig::from_value(serde_json::json!({"num_layers": 2, "head_dim": 64, "num_attention_heads": 8}))
+///     .with_dtype(DType::F8E4M3)
+///     .geometry()?;
+/// assert_eq!(fp8, Geometry::new(2, 8, 64, DType::F8E4M3));
+/// # Ok::<(), kv_core::KvError>(())
+/// ```
+#[derive(Clone, Debug, PartialEq)]
+pub struct HfConfig {
+    config: Value,
+    /// Where the config came from, for error messages; `None` for a value.
+    source: Option<String>,
+    layers: Option<u64>,
+    kv_heads: Option<u64>,
+    head_dim: Option<u64>,
+    dtype: Option<DType>,
+}
+
+impl HfConfig {
+    /// A config already parsed as JSON.
+    pub fn from_value(config: Value) -> HfConfig {
+        HfConfig {
+            config,
+            source: None,
+            layers: None,
+            kv_heads: None,
+            head_dim: None,
+            dtype: None,
+        }
+    }
+
+    /// Reads and parses a `config.json`. An unreadable file or invalid JSON is
+    /// [`KvError::ConfigFile`]; missing keys are reported by [`HfConfig::geometry`].
+    pub fn from_path(path: impl AsRef<Path>) -> Result<HfConfig, KvError> {
+        let path = path.as_ref();
+        let file_error = |problem: String| KvError::ConfigFile {
+            path: path.display().to_string(),
+            problem,
+        };
+        let text = std::fs::read_to_string(path).map_err(|e| file_error(e.to_string()))?;
+        let config = serde_json::from_str(&text).map_err(|e| file_error(e.to_string()))?;
+        Ok(HfConfig {
+            source: Some(path.display().to_string()),
+            ..HfConfig::from_value(config)
+        })
+    }
+
+    /// Uses `layers` instead of reading it.
+    pub fn with_layers(mut self, layers: u64) -> HfConfig {
+        self.layers = Some(layers);
+        self
+    }
+
+    /// Uses `kv_heads` instead of reading it.
+    pub fn with_kv_heads(mut self, kv_heads: u64) -> HfConfig {
+        self.kv_heads = Some(kv_heads);
+        self
+    }
+
+    /// Uses `head_dim` instead of reading or deriving it.
+    pub fn with_head_dim(mut self, head_dim: u64) -> HfConfig {
+        self.head_dim = Some(head_dim);
+        self
+    }
+
+    /// Uses `dtype` instead of reading it (e.g. a cache stored in another
+    /// dtype than the weights).
+    pub fn with_dtype(mut self, dtype: DType) -> HfConfig {
+        self.dtype = Some(dtype);
+        self
+    }
+
+    /// The geometry: explicit values where given, the config's otherwise.
+    /// Keys and values use `head_dim` alike; see [`HfConfig`] for the
+    /// lookup order.
+    pub fn geometry(&self) -> Result<Geometry, KvError> {
+        let layers = self.count_or("layers", self.layers, LAYERS, ".with_layers(..)")?;
+        let kv_heads = self.count_or("kv_heads", self.kv_heads, KV_HEADS, ".with_kv_heads(..)")?;
+        let head_dim = self.head_dim()?;
+        let dtype = match self.dtype {
+            Some(dtype) => dtype,
+            None => self.read_dtype()?,
+        };
+        Ok(Geometry::new(layers, kv_heads, head_dim, dtype))
+    }
+
+    fn head_dim(&self) -> Result<u64, KvError> {
+        if self.head_dim.is_some() || self.find(HEAD_DIM).is_some() {
+            return self.count_or("head_dim", self.head_dim, HEAD_DIM, ".with_head_dim(..)");
+        }
+        let missing = |what: &str| KvError::Config {
+            what: "head_dim",
+            problem: format!(
+                "`head_dim` is not set and {what}; {}; fix the config or call \
+                 .with_head_dim(..)",
+                self.looked_in()
+            ),
+        };
+        let Some((hidden_key, hidden)) = self.find(HIDDEN) else {
+            return Err(missing(&format!(
+                "no hidden size ({}) to derive it from",
+                keys(HIDDEN)
+            )));
+        };
+        let Some((heads_key, heads)) = self.find(ATTENTION_HEADS) else {
+            return Err(missing(&format!(
+                "no attention heads ({}) to derive it from",
+                keys(ATTENTION_HEADS)
+            )));
+        };
+        let hidden = positive("head_dim", &hidden_key, hidden)?;
+        let heads = positive("head_dim", &heads_key, heads)?;
+        if hidden % heads != 0 {
+            return Err(KvError::Config {
+                what: "head_dim",
+                problem: format!(
+                    "`{hidden_key}` {hidden} is not divisible by `{heads_key}` {heads}; \
+                     set `head_dim` in the config or call .with_head_dim(..)"
+                ),
+            });
+        }
+        Ok(hidden / heads)
+    }
+
+    fn read_dtype(&self) -> Result<DType, KvError> {
+        let Some((key, value)) = self.find(DTYPE) else {
+            return Err(KvError::Config {
+                what: "dtype",
+                problem: format!(
+                    "none of {} is set; {}; fix the config or call .with_dtype(..)",
+                    keys(DTYPE),
+                    self.looked_in()
+                ),
+            });
+        };
+        let unknown = |shown: &str| KvError::Config {
+            what: "dtype",
+            problem: format!(
+                "`{key}` is {shown}, not a dtype kv knows (torch names like \"bfloat16\", \
+                 or {}); call .with_dtype(..)",
+                DType::names_list()
+            ),
+        };
+        match value {
+            Value::String(text) => {
+                DType::from_torch_dtype(text).ok_or_else(|| unknown(&shown(value)))
+            }
+            other => Err(unknown(&shown(other))),
+        }
+    }
+
+    /// An explicit value (checked positive), else the first of `keys` found.
+    fn count_or(
+        &self,
+        what: &'static str,
+        explicit: Option<u64>,
+        keys_tried: &[&str],
+        setter: &str,
+    ) -> Result<u64, KvError> {
+        if let Some(value) = explicit {
+            if value == 0 {
+                return Err(KvError::Config {
+                    what,
+                    problem: format!("the explicit {setter} is 0; a count must be positive"),
+                });
+            }
+            return Ok(value);
+        }
+        match self.find(keys_tried) {
+            Some((key, value)) => positive(what, &key, value),
+            None => Err(KvError::Config {
+                what,
+                problem: format!(
+                    "none of {} is set; {}; fix the config or call {setter}",
+                    keys(keys_tried),
+                    self.looked_in()
+                ),
+            }),
+        }
+    }
+
+    /// The sections in lookup order: top level (prefix ""), then each nested
+    /// section that is an object.
+    fn sections(&self) -> impl Iterator<Item = (&'static str, &Map<String, Value>)> {
+        let top = self.config.as_object();
+        let top_level = top.map(|map| ("", map));
+        let nested = NESTED_SECTIONS.into_iter().filter_map(move |section| {
+            top.and_then(|map| map.get(section))
+                .and_then(Value::as_object)
+                .map(|map| (section, map))
+        });
+        top_level.into_iter().chain(nested)
+    }
+
+    /// The first non-null key found, as `section.key`, and its value.
+    fn find(&self, keys_tried: &[&str]) -> Option<(String, &Value)> {
+        self.sections().find_map(|(section, map)| {
+            keys_tried.iter().find_map(|key| match map.get(*key) {
+                None | Some(Value::Null) => None,
+                Some(value) if section.is_empty() => Some(((*key).to_owned(), value)),
+                Some(value) => Some((format!("{section}.{key}"), value)),
+            })
+        })
+    }
+
+    /// "looked at the top level, `text_config` (absent), ..." and the source.
+    fn looked_in(&self) -> String {
+        let top = self.config.as_object();
+        let mut text = String::from("looked at the top level");
+        if top.is_none() {
+            text.push_str(" (not a JSON object)");
+        }
+        for section in NESTED_SECTIONS {
+            let state = match top.and_then(|map| map.get(section)) {
+                None | Some(Value::Null) => " (absent)",
+                Some(Value::Object(_)) => "",
+                Some(_) => " (not an object)",
+            };
+            let _ = write!(text, ", then `{section}`{state}");
+        }
+        if let Some(path) = &self.source {
+            let _ = write!(text, " of `{path}`");
+        }
+        text
+    }
+}
+
+/// A JSON value that must be a positive integer that fits `u64`.
+fn positive(what: &'static str, key: &str, value: &Value) -> Result<u64, KvError> {
+    let problem = match value.as_u64() {
+        Some(0) => "a count must be positive",
+        Some(count) => return Ok(count),
+        None => match value {
+            Value::Number(n) if n.is_i64() => "a count cannot be negative",
+            // serde_json parses integers beyond u64 as floats.
+            Value::Number(n) if n.as_f64().is_some_and(|f| f >= u64::MAX as f64) => {
+                "more than u64 can hold"
+            }
+            Value::Number(_) => "not an integer",
+            _ => "expected a positive integer",
+        },
+    };
+    Err(KvError::Config {
+        what,
+        problem: format!("`{key}` is {}; {problem}", shown(value)),
+    })
+}
+
+/// A value as it reads in JSON, cut short for messages.
+fn shown(value: &Value) -> String {
+    const LIMIT: usize = 60;
+    let text = value.to_string();
+    match text.char_indices().nth(LIMIT) {
+        Some((cut, _)) => format!("{}...", &text[..cut]),
+        None => text,
+    }
+}
+
+/// `` `a`, `b`, `c` ``
+fn keys(list: &[&str]) -> String {
+    let quoted: Vec<String> = list.iter().map(|k| format!("`{k}`")).collect();
+    quoted.join(", ")
+}
+
+#[cfg(test)]
+mod tests {
+    use serde_json::json;
+
+    use super::*;
+
+    fn ming_talker() -> Value {
+        json!({
+            "architectures": ["Qwen2ForCausalLM"],
+            "num_hidden_layers": 24,
+            "num_key_value_heads": 2,
+            "hidden_size": 896,
+            "num_attention_heads": 14,
+            "torch_dtype": "bfloat16"
+        })
+    }
+
+    fn error_of(config: Value) -> KvError {
+        HfConfig::from_value(config).geometry().unwrap_err()
+    }
+
+    fn without(mut config: Value, key: &str) -> Value {
+        config.as_object_mut().unwrap().remove(key);
+        config
+    }
+
+    #[test]
+    fn ming_talker_static_cache_is_25_165_824_bytes() {
+        use crate::{KvSpec, Positions, Rows, Scope};
+        let geometry = HfConfig::from_value(ming_talker()).geometry().unwrap();
+        assert_eq!(geometry, Geometry::new(24, 2, 64, DType::BF16));
+        let spec = KvSpec {
+            name: "cache".into(),
+            cache: "StaticCache".into(),
+            geometry,
+            positions: Positions {
+                count: 2048,
+                bound: "max_cache_len (hardcoded)".into(),
+            },
+            scope: Scope::Invocation,
+            rows: Rows::fixed(1, "calls are serialized"),
+            only_when: None,
+            assumes: None,
+            note: None,
+        };
+        assert_eq!(spec.validate("Talker"), Ok(()));
+        assert_eq!(spec.peak_bytes(256), Ok(25_165_824));
+    }
+
+    #[test]
+    fn missing_layers_names_every_key_and_section() {
+        let err = error_of(without(ming_talker(), "num_hidden_layers"));
+        assert_eq!(
+            err.to_string(),
+            "kv: cannot read layers from the config: none of `num_hidden_layers`, \
+             `encoder_layers`, `num_layers` is set; looked at the top level, then \
+             `text_config` (absent), then `llm_config` (absent); fix the config or call \
+             .with_layers(..)"
+        );
+    }
+
+    #[test]
+    fn missing_kv_heads_names_every_key() {
+        let config = without(
+            without(ming_talker(), "num_key_value_heads"),
+            "num_attention_heads",
+        );
+        let err = error_of(without(config, "hidden_size"));
+        let KvError::Config { what, problem } = err else {
+            panic!("{err:?}")
+        };
+        assert_eq!(what, "kv_heads");
+        assert!(
+            problem.starts_with(
+                "none of `num_key_value_heads`, `num_attention_heads`, \
+                 `encoder_attention_heads` is set; looked at the top level"
+            ),
+            "{problem}"
+        );
+    }
+
+    #[test]
+    fn kv_heads_fall_back_to_attention_heads() {
+        let config = without(ming_talker(), "num_key_value_heads");
+        assert_eq!(
+            HfConfig::from_value(config).geometry().unwrap().kv_heads,
+            14
+        );
+    }
+
+    #[test]
+    fn missing_head_dim_sources_name_their_keys() {
+        let no_hidden = error_of(without(ming_talker(), "hidden_size"));
+        let KvError::Config { what, problem } = no_hidden else {
+            panic!()
+        };
+        assert_eq!(what, "head_dim");
+        assert!(
+            problem.starts_with(
+                "`head_dim` is not set and no hidden size (`hidden_size`, `d_model`) to derive it from; looked at"
+            ),
+            "{problem}"
+        );
+        let no_heads = error_of(without(
+            without(ming_talker(), "num_attention_heads"),
+            "num_key_value_heads",
+        ));
+        // kv heads fail first: they share `num_attention_heads`.
+        assert!(matches!(
+            no_heads,
+            KvError::Config {
+                what: "kv_heads",
+                ..
+            }
+        ));
+        let no_heads = HfConfig::from_value(without(ming_talker(), "num_attention_heads"))
+            .geometry()
+            .unwrap_err();
+        assert!(
+            no_heads
+                .to_string()
+                .contains("no attention heads (`num_attention_heads`, `encoder_attention_heads`)"),
+            "{no_heads}"
+        );
+    }
+
+    #[test]
+    fn missing_dtype_names_both_keys() {
+        let err = error_of(without(ming_talker(), "torch_dtype"));
+        let KvError::Config { what, problem } = err else {
+            panic!()
+        };
+        assert_eq!(what, "dtype");
+        assert!(
+            problem.starts_with("none of `torch_dtype`, `dtype` is set"),
+            "{problem}"
+        );
+        assert!(problem.ends_with(".with_dtype(..)"), "{problem}");
+    }
+
+    #[test]
+    fn newer_dtype_key_is_read() {
+        let mut config = without(ming_talker(), "torch_dtype");
+        config["dtype"] = json!("float32");
+        assert_eq!(
+            HfConfig::from_value(config).geometry().unwrap().dtype,
+            DType::F32
+        );
+    }
+
+    #[test]
+    fn explicit_head_dim_wins_over_config() {
+        let mut config = ming_talker();
+        config["head_dim"] = json!(128);
+        assert_eq!(
+            HfConfig::from_value(config.clone())
+                .geometry()
+                .unwrap()
+                .head_dim,
+            128
+        );
+        let fixed = HfConfig::from_value(config)
+            .with_head_dim(96)
+            .geometry()
+            .unwrap();
+        assert_eq!(fixed.head_dim, 96);
+    }
+
+    #[test]
+    fn explicit_values_fill_what_the_config_lacks() {
+        let geometry = HfConfig::from_value(json!({}))
+            .with_layers(3)
+            .with_kv_heads(4)
+            .with_head_dim(5)
+            .with_dtype(DType::F16)
+            .geometry()
+            .unwrap();
+        assert_eq!(geometry, Geometry::new(3, 4, 5, DType::F16));
+        let zero = HfConfig::from_value(ming_talker())
+            .with_layers(0)
+            .geometry()
+            .unwrap_err();
+        assert!(zero.to_string().contains(".with_layers(..) is 0"), "{zero}");
+    }
+
+    #[test]
+    fn hidden_not_divisible_by_heads_is_an_error() {
+        let mut config = ming_talker();
+        config["hidden_size"] = json!(900);
+        let err = error_of(config);
+        assert_eq!(
+            err.to_string(),
+            "kv: cannot read head_dim from the config: `hidden_size` 900 is not divisible by \
+             `num_attention_heads` 14; set `head_dim` in the config or call .with_head_dim(..)"
+        );
+    }
+
+    #[test]
+    fn encoder_configs_use_encoder_keys() {
+        // Whisper-style: encoder_layers, encoder_attention_heads, d_model.
+        let whisper = json!({
+            "encoder_layers": 24,
+            "encoder_attention_heads": 16,
+            "d_model": 1024,
+            "torch_dtype": "bfloat16"
+        });
+        let geometry = HfConfig::from_value(whisper).geometry().unwrap();
+        assert_eq!(geometry, Geometry::new(24, 16, 64, DType::BF16));
+    }
+
+    #[test]
+    fn wrong_types_are_rejected_with_key_and_value() {
+        let cases = [
+            (
+                json!("24"),
+                "`num_hidden_layers` is \"24\"; expected a positive integer",
+            ),
+            (json!(24.5), "`num_hidden_layers` is 24.5; not an integer"),
+            (json!(24.0), "`num_hidden_layers` is 24.0; not an integer"),
+            (
+                json!(-3),
+                "`num_hidden_layers` is -3; a count cannot be negative",
+            ),
+            (
+                json!(0),
+                "`num_hidden_layers` is 0; a count must be positive",
+            ),
+            (
+                json!(true),
+                "`num_hidden_layers` is true; expected a positive integer",
+            ),
+            (
+                json!([24]),
+                "`num_hidden_layers` is [24]; expected a positive integer",
+            ),
+        ];
+        for (value, expected) in cases {
+            let mut config = ming_talker();
+            config["num_hidden_layers"] = value;
+            let err = error_of(config);
+            assert!(
+                matches!(err, KvError::Config { what: "layers", .. }),
+                "{err:?}"
+            );
+            assert!(err.to_string().ends_with(expected), "{err}");
+        }
+        let huge: Value =
+            serde_json::from_str(r#"{"num_hidden_layers": 18446744073709551616}"#).unwrap();
+        let err = error_of(huge);
+        assert!(err.to_string().ends_with("more than u64 can hold"), "{err}");
+        let mut config = ming_talker();
+        config["torch_dtype"] = json!("complex64");
+        let err = error_of(config);
+        assert!(
+            err.to_string()
+                .contains("`torch_dtype` is \"complex64\", not a dtype"),
+            "{err}"
+        );
+        let mut config = ming_talker();
+        config["torch_dtype"] = json!(16);
+        assert!(matches!(
+            error_of(config),
+            KvError::Config { what: "dtype", .. }
+        ));
+    }
+
+    #[test]
+    fn null_counts_as_absent() {
+        let mut config = ming_talker();
+        config["head_dim"] = Value::Null;
+        assert_eq!(
+            HfConfig::from_value(config).geometry().unwrap().head_dim,
+            64
+        );
+    }
+
+    #[test]
+    fn text_config_is_read_after_the_top_level() {
+        // Llava-style: the language model in text_config, the dtype at the top.
+        let config = json!({
+            "torch_dtype": "float16",
+            "vision_config": {"num_hidden_layers": 99},
+            "text_config": without(ming_talker(), "torch_dtype")
+        });
+        assert_eq!(
+            HfConfig::from_value(config).geometry().unwrap(),
+            Geometry::new(24, 2, 64, DType::F16)
+        );
+        // The top level decides a value it holds.
+        let config = json!({"num_hidden_layers": 2, "text_config": ming_talker()});
+        assert_eq!(HfConfig::from_value(config).geometry().unwrap().layers, 2);
+    }
+
+    #[test]
+    fn llm_config_is_read_after_text_config() {
+        // InternVL-style: llm_config only.
+        let config = json!({"llm_config": ming_talker()});
+        assert_eq!(
+            HfConfig::from_value(config).geometry().unwrap(),
+            Geometry::new(24, 2, 64, DType::BF16)
+        );
+        let config = json!({
+            "text_config": {"num_hidden_layers": 7},
+            "llm_config": ming_talker()
+        });
+        let geometry = HfConfig::from_value(config).geometry().unwrap();
+        assert_eq!(geometry.layers, 7);
+        assert_eq!(geometry.kv_heads, 2);
+    }
+
+    #[test]
+    fn errors_in_nested_sections_name_the_section() {
+        let mut talker = ming_talker();
+        talker["num_key_value_heads"] = json!(-2);
+        let err = error_of(json!({"text_config": talker}));
+        assert!(
+            err.to_string()
+                .contains("`text_config.num_key_value_heads` is -2"),
+            "{err}"
+        );
+        let err = error_of(json!({"text_config": 3}));
+        assert!(
+            err.to_string()
+                .contains("then `text_config` (not an object)"),
+            "{err}"
+        );
+    }
+
+    #[test]
+    fn any_json_gives_an_error_not_a_panic() {
+        for config in [
+            json!(null),
+            json!(1),
+            json!("x"),
+            json!([1, 2]),
+            json!({"text_config": []}),
+        ] {
+            let err = error_of(config);
+            assert!(
+                matches!(err, KvError::Config { what: "layers", .. }),
+                "{err:?}"
+            );
+        }
+        assert!(error_of(json!([]))
+            .to_string()
+            .contains("top level (not a JSON object)"));
+    }
+
+    #[test]
+    fn from_path_reads_a_file_and_names_it_in_errors() {
+        let dir = std::env::temp_dir().join(format!("kv-config-test-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let good = dir.join("config.json");
+        std::fs::write(&good, ming_talker().to_string()).unwrap();
+        let geometry = HfConfig::from_path(&good).unwrap().geometry().unwrap();
+        assert_eq!(geometry, Geometry::new(24, 2, 64, DType::BF16));
+
+        let sparse = dir.join("sparse.json");
+        std::fs::write(&sparse, "{}").unwrap();
+        let err = HfConfig::from_path(&sparse)
+            .unwrap()
+            .geometry()
+            .unwrap_err();
+        assert!(
+            err.to_string()
+                .contains(&format!("of `{}`", sparse.display())),
+            "{err}"
+        );
+
+        let broken = dir.join("broken.json");
+        std::fs::write(&broken, "{ not json").unwrap();
+        let err = HfConfig::from_path(&broken).unwrap_err();
+        assert!(
+            matches!(err, KvError::ConfigFile { ref path, .. } if *path == broken.display().to_string())
+        );
+        let missing = HfConfig::from_path(dir.join("absent.json")).unwrap_err();
+        assert!(matches!(missing, KvError::ConfigFile { .. }));
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
+}

@@ -1,0 +1,138 @@
+//! Geometry from arbitrary JSON: always `Ok` with positive dimensions or a
+//! clear `KvError`, never a panic. `PROPTEST_CASES` raises the case count.
+
+#![cfg(feature = "json")]
+
+use kv_core::{HfConfig, KvError};
+use proptest::prelude::*;
+use serde_json::{Map, Number, Value};
+
+/// Keys the lookup reads, and some it must ignore.
+const KEYS: &[&str] = &[
+    "num_hidden_layers",
+    "encoder_layers",
+    "num_layers",
+    "num_key_value_heads",
+    "num_attention_heads",
+    "encoder_attention_heads",
+    "head_dim",
+    "hidden_size",
+    "d_model",
+    "torch_dtype",
+    "dtype",
+    "text_config",
+    "llm_config",
+    "vocab_size",
+    "",
+];
+
+fn leaf() -> impl Strategy<Value = Value> {
+    prop_oneof![
+        Just(Value::Null),
+        any::<bool>().prop_map(Value::Bool),
+        (0u64..4096).prop_map(|n| Value::Number(n.into())),
+        any::<u64>().prop_map(|n| Value::Number(n.into())),
+        any::<i64>().prop_map(|n| Value::Number(n.into())),
+        any::<f64>().prop_filter_map("finite", |f| Number::from_f64(f).map(Value::Number)),
+        prop_oneof![
+            Just("bfloat16"),
+            Just("float32"),
+            Just("torch.float16"),
+            Just("f8e4m3"),
+            Just("complex128"),
+            Just(""),
+        ]
+        .prop_map(|s| Value::String(s.to_string())),
+        ".{0,12}".prop_map(Value::String),
+    ]
+}
+
+fn json() -> impl Strategy<Value = Value> {
+    leaf().prop_recursive(4, 64, 10, |inner| {
+        prop_oneof![
+            prop::collection::vec(inner.clone(), 0..4).prop_map(Value::Array),
+            prop::collection::vec((prop::sample::select(KEYS), inner), 0..10).prop_map(|pairs| {
+                let map: Map<String, Value> =
+                    pairs.into_iter().map(|(k, v)| (k.to_string(), v)).collect();
+                Value::Object(map)
+            }),
+        ]
+    })
+}
+
+fn check(result: Result<kv_core::Geometry, KvError>) -> Result<(), TestCaseError> {
+    match result {
+        Ok(geometry) => {
+            prop_assert!(geometry.layers > 0 && geometry.kv_heads > 0 && geometry.head_dim > 0);
+        }
+        Err(KvError::Config { what, problem }) => {
+            prop_assert!(["layers", "kv_heads", "head_dim", "dtype"].contains(&what));
+            prop_assert!(!problem.is_empty());
+        }
+        Err(other) => prop_assert!(false, "unexpected error kind: {other}"),
+    }
+    Ok(())
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(
+        std::env::var("PROPTEST_CASES").ok().and_then(|n| n.parse().ok()).unwrap_or(2_000)
+    ))]
+
+    #[test]
+    fn arbitrary_json_gives_a_geometry_or_a_config_error(config in json()) {
+        check(HfConfig::from_value(config).geometry())?;
+    }
+
+    #[test]
+    fn overrides_never_panic_either(config in json(), layers in any::<u64>(), heads in any::<u64>()) {
+        let result = HfConfig::from_value(config).with_layers(layers).with_kv_heads(heads).geometry();
+        if let Ok(geometry) = &result {
+            prop_assert_eq!(geometry.layers, layers);
+        }
+        check(result)?;
+    }
+
+    #[test]
+    fn arbitrary_file_contents_give_a_clear_file_error(bytes in prop::collection::vec(any::<u8>(), 0..256)) {
+        let dir = std::env::temp_dir().join(format!("kv-config-fuzz-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let path = dir.join("config.json");
+        std::fs::write(&path, &bytes).unwrap();
+        match HfConfig::from_path(&path) {
+            Ok(config) => { let _ = config.geometry(); }
+            Err(KvError::ConfigFile { path: named, problem }) => {
+                prop_assert!(named.ends_with("config.json"));
+                prop_assert!(!problem.is_empty());
+            }
+            Err(other) => prop_assert!(false, "unexpected error kind: {other}"),
+        }
+    }
+}
+
+#[test]
+fn huge_and_nested_values_are_rejected_with_the_key() {
+    let config = serde_json::json!({
+        "num_hidden_layers": 1e300,
+        "text_config": {"num_key_value_heads": 18446744073709551615u64},
+    });
+    let error = HfConfig::from_value(config)
+        .geometry()
+        .unwrap_err()
+        .to_string();
+    assert!(error.contains("num_hidden_layers"), "{error}");
+    // A file nested past serde_json's recursion limit is a file error, never a stack overflow.
+    let nested = format!("{}1{}", "[".repeat(100_000), "]".repeat(100_000));
+    let dir = std::env::temp_dir().join(format!("kv-config-deep-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    std::fs::write(dir.join("config.json"), nested).unwrap();
+    let error = HfConfig::from_path(dir.join("config.json")).unwrap_err();
+    assert!(matches!(error, KvError::ConfigFile { .. }), "{error}");
+    assert!(error.to_string().contains("recursion limit"), "{error}");
+    let deep = (0..100).fold(serde_json::json!(1), |v, _| serde_json::json!([v]));
+    let error = HfConfig::from_value(serde_json::json!({ "num_hidden_layers": deep }))
+        .geometry()
+        .unwrap_err()
+        .to_string();
+    assert!(error.contains("num_hidden_layers"), "{error}");
+}
