@@ -1,10 +1,9 @@
 //! Comparing what is declared with what is measured, with a diff a person can
 //! act on.
 
-use std::collections::HashSet;
 use std::fmt;
 
-use kv_core::{ChildVisitor, KvError, KvSpec, ModelLocalKv, OwnerId, Segment};
+use kv_core::{KvError, KvSpec, ModelLocalKv};
 
 /// One declaration's side of a [`Comparison`].
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -162,24 +161,25 @@ pub fn compare_spec(
 }
 
 /// Compares everything `owner` and its children declare, summed, with
-/// `measured` bytes. An owner reached twice (a shared `Arc`) counts once.
+/// `measured` bytes. The tree is walked by [`kv_core::collect`]: an owner
+/// reached twice (a shared `Arc`) counts once. An owner whose declarations
+/// the collector had to skip (an error, an invalid value, a panic) is an
+/// error here: a check does not compare with declarations missing.
 pub fn compare_declared(
     owner: &dyn ModelLocalKv,
     max_num_seqs: u64,
     measured: u64,
 ) -> Result<Comparison, KvError> {
-    let mut walk = Walk {
-        path: Vec::new(),
-        seen: HashSet::new(),
-        lines: Vec::new(),
-        max_num_seqs,
-        error: None,
-    };
-    walk.owner(owner);
-    if let Some(error) = walk.error {
-        return Err(error);
+    let collection = kv_core::collect(owner);
+    if let Some(skipped) = collection.skipped().first() {
+        return Err(skipped.error.clone());
     }
-    compare(walk.lines, max_num_seqs, measured)
+    let lines = collection
+        .entries()
+        .iter()
+        .map(|entry| line(&entry.path, &entry.spec, max_num_seqs))
+        .collect::<Result<Vec<_>, _>>()?;
+    compare(lines, max_num_seqs, measured)
 }
 
 /// Panics with the diff unless `spec` at `max_num_seqs` declares exactly
@@ -216,49 +216,5 @@ pub fn assert_declared_bytes(owner: &dyn ModelLocalKv, max_num_seqs: u64, measur
         Ok(c) if c.matches() => {}
         Ok(c) => panic!("kv-candle: declarations do not match measurement: {c}"),
         Err(e) => panic!("kv-candle: cannot compare: {e}"),
-    }
-}
-
-struct Walk {
-    path: Vec<String>,
-    seen: HashSet<OwnerId>,
-    lines: Vec<DeclaredLine>,
-    max_num_seqs: u64,
-    error: Option<KvError>,
-}
-
-impl ChildVisitor for Walk {
-    fn enter(&mut self, segment: Segment<'_>) {
-        self.path.push(segment.to_string());
-    }
-
-    fn leave(&mut self) {
-        self.path.pop();
-    }
-
-    fn owner(&mut self, owner: &dyn ModelLocalKv) {
-        if self.error.is_some() {
-            return;
-        }
-        let id = owner.kv_identity();
-        if !id.zero_sized && !self.seen.insert(id) {
-            return;
-        }
-        let path = self.path.join(".");
-        let mut specs = Vec::new();
-        if let Err(e) = owner.kv_declare(&mut specs) {
-            self.error = Some(e);
-            return;
-        }
-        for spec in &specs {
-            match line(&path, spec, self.max_num_seqs) {
-                Ok(l) => self.lines.push(l),
-                Err(e) => {
-                    self.error = Some(e);
-                    return;
-                }
-            }
-        }
-        owner.kv_visit_children(self);
     }
 }

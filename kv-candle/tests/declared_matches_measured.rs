@@ -331,3 +331,35 @@ fn an_owner_reached_twice_is_declared_once() -> Result<()> {
     assert_eq!(comparison.declared, declared(&*caches));
     Ok(())
 }
+
+/// Declares a cache bounded by `max`, whatever `max` is.
+#[derive(ModelLocalKv)]
+struct Unbounded {
+    #[kv(cache = "candle KvCache",
+         layers = 1, kv_heads = 1, head_dim = 8, dtype = f32,
+         positions = bounded(self.max, because = "max_seq_len given to KvCache::new"),
+         scope = request,
+         rows = fixed(1, because = "one sequence"))]
+    cache: candle_nn::kv_cache::KvCache,
+    max: usize,
+}
+
+#[test]
+fn an_owner_the_collector_skips_is_an_error_not_a_smaller_sum() {
+    let broken = Unbounded {
+        cache: candle_nn::kv_cache::KvCache::new(2, 1),
+        max: 0,
+    };
+    assert_eq!(measured_bytes(&broken.cache).unwrap(), 0);
+    let err = compare_declared(&broken, 1, 0).unwrap_err();
+    assert!(err.to_string().contains("`positions` is 0"), "{err}");
+    let panic = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+        assert_declared_bytes(&broken, 1, 0)
+    }))
+    .unwrap_err();
+    let message = panic.downcast_ref::<String>().unwrap();
+    assert!(
+        message.starts_with("kv-candle: cannot compare: kv: `Unbounded.cache`"),
+        "{message}"
+    );
+}
