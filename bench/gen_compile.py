@@ -152,7 +152,7 @@ def spec(decl, context):
     )
 
 
-def const_checks(decl, owner_dot_name):
+def const_checks(decl, owner_dot_name, static_index):
     kv = decl.kv
     checks = []
     counts = [(k, kv[k]) for k in ["layers", "kv_heads", "head_dim", "v_head_dim"] if k in kv]
@@ -168,21 +168,17 @@ def const_checks(decl, owner_dot_name):
             checks.append(
                 f"::core::assert!(({tokens}) > 0 && (({tokens}) as u128) <= (u64::MAX as u128), {rs(message)});"
             )
-    if decl.after_load():
+    if static_index is None:
         return checks
-    g = geometry(decl, "const")
-    pcount = count_expr(kv["positions"][0], "positions", "const")
+    spec_ref = f"<Self as {K}::DeclaredKv>::KV_DECLS.static_specs[{static_index}usize]"
     message = (
         f"kv: `{owner_dot_name}`: bytes per row overflow u64 "
         "(layers x kv_heads x (head_dim + v_head_dim) x dtype x positions)"
     )
-    checks.append(f"::core::assert!({K}::__private::bytes_per_row({g}, {pcount}).is_ok(), {rs(message)});")
+    checks.append(f"::core::assert!({spec_ref}.bytes_per_row().is_ok(), {rs(message)});")
     if kv["rows"] != "max_num_seqs":
-        rows = count_expr(kv["rows"][0], "rows", "const")
         message = f"kv: `{owner_dot_name}`: peak bytes (rows x bytes per row) overflow u64"
-        checks.append(
-            f"::core::assert!({K}::__private::fixed_peak_fits({g}, {pcount}, {rows}), {rs(message)});"
-        )
+        checks.append(f"::core::assert!({spec_ref}.peak_bytes(1).is_ok(), {rs(message)});")
     return checks
 
 
@@ -197,6 +193,7 @@ def expansion(ident, struct_decls, field_decls, field_names, children):
     static_specs, after_load, checks, declarations = [], [], [], []
     for decl in decls:
         name = decl.decl_name()
+        index = None
         if decl.after_load():
             only_when = decl.kv.get("only_when")
             ow = f"::core::option::Option::Some({rs(only_when)})" if only_when else "::core::option::Option::None"
@@ -212,7 +209,7 @@ def expansion(ident, struct_decls, field_decls, field_names, children):
             index = len(static_specs)
             static_specs.append(spec(decl, "const"))
             push = f"__kv_out.push(<Self as {K}::DeclaredKv>::KV_DECLS.static_specs[{index}usize].clone());"
-        checks.extend(const_checks(decl, f"{ident}.{name}"))
+        checks.extend(const_checks(decl, f"{ident}.{name}", index if not decl.after_load() else None))
         if "only_when" in decl.kv:
             push = f"if {gate(decl.kv['only_when'], field_names)} {{ {push} }}"
         declarations.append(push)
@@ -385,6 +382,10 @@ def write_crate(root, name, lock, kv_core, modules, derive):
             f'[dependencies]\nkv-core = {{ path = "{kv_core}", default-features = false, features = ["derive"] }}\n\n'
             "[workspace]\n"
         )
+        if os.environ.get("KV_BENCH_MACRO_OPT") == "1":
+            # What a user can put in their workspace: optimized proc macros
+            # (and syn) in dev builds. Written into both crates alike.
+            f.write("\n[profile.dev.build-override]\nopt-level = 3\n")
     shutil.copy(lock, os.path.join(root, name, "Cargo.lock"))
     mods = [f"m{m:02}" for m in range(len(modules))]
     with open(os.path.join(src, "lib.rs"), "w") as f:
