@@ -30,6 +30,7 @@ pub fn expand(input: &Input<'_>) -> TokenStream {
     for decl in &input.decls {
         let name = decl.name_text().unwrap_or_default();
         let owner_dot_name = format!("{type_name}.{name}");
+        let mut static_index = None;
         let push = if decl.is_after_load() {
             after_load.push(after_load_decl(krate, decl, &name));
             let spec = spec(krate, decl, &name, Context::AfterLoad);
@@ -40,12 +41,13 @@ pub fn expand(input: &Input<'_>) -> TokenStream {
             }
         } else {
             let index = static_specs.len();
+            static_index = Some(index);
             static_specs.push(spec(krate, decl, &name, Context::Const));
             quote! {
                 __kv_out.push(<Self as #krate::DeclaredKv>::KV_DECLS.static_specs[#index].clone());
             }
         };
-        checks.extend(const_checks(krate, decl, &owner_dot_name));
+        checks.extend(const_checks(krate, decl, &owner_dot_name, static_index));
         declarations.push(match &decl.only_when {
             Some(gate) => {
                 let condition = gate_expression(krate, gate, &input.field_names);
@@ -361,8 +363,16 @@ fn spec(krate: &Path, decl: &Decl, name: &str, context: Context) -> TokenStream 
 }
 
 /// `const` assertions for values written as const expressions: each is positive
-/// and fits in u64, and a fully const declaration's bytes fit in u64.
-fn const_checks(krate: &Path, decl: &Decl, owner_dot_name: &str) -> Vec<TokenStream> {
+/// and fits in u64, and a fully const declaration's bytes fit in u64. A fully
+/// const declaration is checked on its entry in `KV_DECLS.static_specs` (at
+/// `static_index`) rather than on a second copy of its geometry: the same
+/// checks with a fraction of the tokens to generate and compile.
+fn const_checks(
+    krate: &Path,
+    decl: &Decl,
+    owner_dot_name: &str,
+    static_index: Option<usize>,
+) -> Vec<TokenStream> {
     let mut checks = Vec::new();
     let mut counts: Vec<(&str, &Value)> = Vec::new();
     for (key, value) in [
@@ -392,42 +402,52 @@ fn const_checks(krate: &Path, decl: &Decl, owner_dot_name: &str) -> Vec<TokenStr
             });
         }
     }
-    // What is read after load is checked by `KvSpec::validate` then.
-    if !geometry_is_const(decl) {
+    let zero_geometry = format!(
+        "kv: `{owner_dot_name}`: this const geometry has a zero layers, kv_heads, head_dim or v_head_dim"
+    );
+    let row_overflow = format!(
+        "kv: `{owner_dot_name}`: bytes per row overflow u64 (layers x kv_heads x (head_dim + v_head_dim) x dtype x positions)"
+    );
+    let peak_overflow =
+        format!("kv: `{owner_dot_name}`: peak bytes (rows x bytes per row) overflow u64");
+    let span = decl.span;
+    if let Some(index) = static_index {
+        let spec = quote! { <Self as #krate::DeclaredKv>::KV_DECLS.static_specs[#index] };
+        if let Some(value) = &decl.geometry {
+            checks.push(quote_spanned! {value.span()=>
+                ::core::assert!(#krate::__private::geometry_has_no_zero(#spec.geometry), #zero_geometry);
+            });
+        }
+        checks.push(quote_spanned! {span=>
+            ::core::assert!(#spec.bytes_per_row().is_ok(), #row_overflow);
+        });
+        if let Some(RowsValue::Fixed(_)) = &decl.rows {
+            // A fixed count ignores `max_num_seqs`.
+            checks.push(quote_spanned! {span=>
+                ::core::assert!(#spec.peak_bytes(1).is_ok(), #peak_overflow);
+            });
+        }
         return checks;
     }
-    let geometry = geometry(krate, decl, Context::Const);
-    if let Some(value) = &decl.geometry {
-        let message = format!(
-            "kv: `{owner_dot_name}`: this const geometry has a zero layers, kv_heads, head_dim or v_head_dim"
-        );
-        checks.push(quote_spanned! {value.span()=>
-            ::core::assert!(#krate::__private::geometry_has_no_zero(#geometry), #message);
-        });
-    }
+    // Read after load in part: check the part that is const, when geometry and
+    // positions both are; the rest is checked by `KvSpec::validate` after load.
     let positions = decl
         .positions
         .as_ref()
         .expect("validated: positions are present");
-    if positions.count.is_after_load() {
+    if !geometry_is_const(decl) || positions.count.is_after_load() {
         return checks;
     }
+    let geometry = geometry(krate, decl, Context::Const);
     let position_count = count(krate, &positions.count, "positions", Context::Const);
-    let message = format!(
-        "kv: `{owner_dot_name}`: bytes per row overflow u64 (layers x kv_heads x (head_dim + v_head_dim) x dtype x positions)"
-    );
-    let span = decl.span;
-    checks.push(quote_spanned! {span=>
-        ::core::assert!(#krate::__private::bytes_per_row(#geometry, #position_count).is_ok(), #message);
-    });
-    if let Some(RowsValue::Fixed(fixed)) = decl.rows.as_ref().filter(|_| !decl.is_after_load()) {
-        let rows = count(krate, &fixed.count, "rows", Context::Const);
-        let message =
-            format!("kv: `{owner_dot_name}`: peak bytes (rows x bytes per row) overflow u64");
-        checks.push(quote_spanned! {span=>
-            ::core::assert!(#krate::__private::fixed_peak_fits(#geometry, #position_count, #rows), #message);
+    if let Some(value) = &decl.geometry {
+        checks.push(quote_spanned! {value.span()=>
+            ::core::assert!(#krate::__private::geometry_has_no_zero(#geometry), #zero_geometry);
         });
     }
+    checks.push(quote_spanned! {span=>
+        ::core::assert!(#krate::__private::bytes_per_row(#geometry, #position_count).is_ok(), #row_overflow);
+    });
     checks
 }
 

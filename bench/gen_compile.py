@@ -1,0 +1,422 @@
+#!/usr/bin/env python3
+"""Generates the two crates bench/compile.sh compares (issue #6).
+
+`derive/`: N model structs annotated with #[derive(ModelLocalKv)] / #[kv(...)].
+`hand/`:   the same structs, with the `DeclaredKv` + `ModelLocalKv` impls written
+           out as kv-derive/src/expand.rs generates them (same items, same
+           compile-time checks, same helper calls), so the difference between
+           the two is the cost of running the macro and nothing else.
+
+The mix, per module of 20 structs (kind = index % 5):
+  0 Leaf   struct-level static declaration, gated on a bool field
+  1 Attn   field-level declaration with `self` values, gated on a method
+  2 Block  struct-level declaration with const expressions (checked at
+           compile time), children `Vec<Leaf>` and `Option<Attn>`
+  3 Plain  no declaration, children only (a plain struct and a Vec)
+  4 Mixed  a gated static declaration with note/assumes and v_head_dim, plus a
+           field-level `self` declaration with rows = fixed(self...), one child
+
+Usage: gen_compile.py OUT_DIR KV_CORE_PATH LOCKFILE [STRUCTS]
+"""
+
+import os
+import shutil
+import sys
+
+PER_MODULE = 20
+K = "::kv_core"
+DTYPES = {"f32": "F32", "bf16": "BF16", "f16": "F16", "f8e4m3": "F8E4M3"}
+SCOPES = {"invocation": "Invocation", "request": "Request", "session": "Session", "model": "Model"}
+
+
+def lit(v):
+    return ("lit", str(v))
+
+
+def const(tokens):
+    return ("const", tokens)
+
+
+def selfv(tokens):
+    return ("self", tokens)
+
+
+class Decl:
+    def __init__(self, name=None, field=None, **kv):
+        self.name = name  # explicit name, else the field's
+        self.field = field
+        self.kv = kv
+
+    def decl_name(self):
+        return self.name or self.field
+
+    def after_load(self):
+        keys = ["layers", "kv_heads", "head_dim", "v_head_dim"]
+        if any(self.kv.get(k, ("", ""))[0] == "self" for k in keys):
+            return True
+        if self.kv["positions"][0][0] == "self" or self.kv["dtype"].startswith("self."):
+            return True
+        rows = self.kv["rows"]
+        return rows != "max_num_seqs" and rows[0][0] == "self"
+
+    # ---- the attribute, as a user writes it ----
+    def attribute(self):
+        kv = self.kv
+        parts = []
+        if self.name:
+            parts.append(f'name = "{self.name}"')
+        parts.append(f'cache = "{kv["cache"]}"')
+        for key in ["layers", "kv_heads", "head_dim", "v_head_dim"]:
+            if key in kv:
+                parts.append(f"{key} = {kv[key][1]}")
+        parts.append(f"dtype = {kv['dtype']}")
+        count, because = kv["positions"]
+        parts.append(f'positions = bounded({count[1]}, because = "{because}")')
+        parts.append(f"scope = {kv['scope']}")
+        if kv["rows"] == "max_num_seqs":
+            parts.append("rows = max_num_seqs")
+        else:
+            count, because = kv["rows"]
+            parts.append(f'rows = fixed({count[1]}, because = "{because}")')
+        for key in ["only_when", "assumes", "note"]:
+            if key in kv:
+                parts.append(f'{key} = "{kv[key]}"')
+        return "#[kv(\n    " + ",\n    ".join(parts) + ",\n)]"
+
+
+# ---- the expansion, as kv-derive/src/expand.rs writes it ----
+def cow(text):
+    return f"{K}::__private::Cow::Borrowed({rs(text)})"
+
+
+def rs(text):
+    return '"' + text.replace("\\", "\\\\").replace('"', '\\"') + '"'
+
+
+def count_expr(value, key, context):
+    kind, tokens = value
+    if kind == "lit":
+        return tokens
+    if kind == "const":
+        return f"(({tokens}) as u64)"
+    assert context == "after_load"
+    return f"{K}::__private::count({tokens}, {rs(key)})?"
+
+
+def geometry(decl, context):
+    kv = decl.kv
+    layers = count_expr(kv["layers"], "layers", context)
+    kv_heads = count_expr(kv["kv_heads"], "kv_heads", context)
+    head_dim = count_expr(kv["head_dim"], "head_dim", context)
+    if "v_head_dim" in kv:
+        v = f"::core::option::Option::Some({count_expr(kv['v_head_dim'], 'v_head_dim', context)})"
+    else:
+        v = "::core::option::Option::None"
+    if kv["dtype"] in DTYPES:
+        dtype = f"{K}::DType::{DTYPES[kv['dtype']]}"
+    else:
+        assert context == "after_load"
+        dtype = f"{K}::__private::dtype({kv['dtype']})"
+    return (
+        f"{K}::Geometry {{ layers: {layers}, kv_heads: {kv_heads}, head_dim: {head_dim}, "
+        f"v_head_dim: {v}, dtype: {dtype} }}"
+    )
+
+
+def option_cow(text):
+    if text is None:
+        return "::core::option::Option::None"
+    return f"::core::option::Option::Some({cow(text)})"
+
+
+def spec(decl, context):
+    kv = decl.kv
+    count, because = kv["positions"]
+    if kv["rows"] == "max_num_seqs":
+        rows = f"{K}::Rows::MaxNumSeqs"
+    else:
+        rcount, rbecause = kv["rows"]
+        rows = f"{K}::Rows::Fixed {{ count: {count_expr(rcount, 'rows', context)}, because: {cow(rbecause)} }}"
+    return (
+        f"{K}::KvSpec {{\n"
+        f"                name: {cow(decl.decl_name())},\n"
+        f"                cache: {cow(kv['cache'])},\n"
+        f"                geometry: {geometry(decl, context)},\n"
+        f"                positions: {K}::Positions {{ count: {count_expr(count, 'positions', context)}, bound: {cow(because)} }},\n"
+        f"                scope: {K}::Scope::{SCOPES[kv['scope']]},\n"
+        f"                rows: {rows},\n"
+        f"                only_when: {option_cow(kv.get('only_when'))},\n"
+        f"                assumes: {option_cow(kv.get('assumes'))},\n"
+        f"                note: {option_cow(kv.get('note'))},\n"
+        f"            }}"
+    )
+
+
+def const_checks(decl, owner_dot_name, static_index):
+    kv = decl.kv
+    checks = []
+    counts = [(k, kv[k]) for k in ["layers", "kv_heads", "head_dim", "v_head_dim"] if k in kv]
+    counts.append(("positions", kv["positions"][0]))
+    if kv["rows"] != "max_num_seqs":
+        counts.append(("rows", kv["rows"][0]))
+    for key, (kind, tokens) in counts:
+        if kind == "const":
+            message = (
+                f"kv: `{owner_dot_name}`: `{key}` must be a positive integer that fits in u64, "
+                "but this const expression is zero, negative or too large"
+            )
+            checks.append(
+                f"::core::assert!(({tokens}) > 0 && (({tokens}) as u128) <= (u64::MAX as u128), {rs(message)});"
+            )
+    if static_index is None:
+        return checks
+    spec_ref = f"<Self as {K}::DeclaredKv>::KV_DECLS.static_specs[{static_index}usize]"
+    message = (
+        f"kv: `{owner_dot_name}`: bytes per row overflow u64 "
+        "(layers x kv_heads x (head_dim + v_head_dim) x dtype x positions)"
+    )
+    checks.append(f"::core::assert!({spec_ref}.bytes_per_row().is_ok(), {rs(message)});")
+    if kv["rows"] != "max_num_seqs":
+        message = f"kv: `{owner_dot_name}`: peak bytes (rows x bytes per row) overflow u64"
+        checks.append(f"::core::assert!({spec_ref}.peak_bytes(1).is_ok(), {rs(message)});")
+    return checks
+
+
+def gate(name, field_names):
+    if name in field_names:
+        return f"{K}::__private::gate(self.{name})"
+    return f"{K}::__private::gate(Self::{name}(self))"
+
+
+def expansion(ident, struct_decls, field_decls, field_names, children):
+    decls = struct_decls + field_decls  # the derive reads struct attributes first
+    static_specs, after_load, checks, declarations = [], [], [], []
+    for decl in decls:
+        name = decl.decl_name()
+        index = None
+        if decl.after_load():
+            only_when = decl.kv.get("only_when")
+            ow = f"::core::option::Option::Some({rs(only_when)})" if only_when else "::core::option::Option::None"
+            after_load.append(
+                f"{K}::AfterLoadDecl {{ name: {rs(name)}, cache: {rs(decl.kv['cache'])}, only_when: {ow} }}"
+            )
+            push = (
+                f"{K}::__private::declare(__kv_out, {rs(ident)}, {rs(name)}, || {{\n"
+                f"                ::core::result::Result::Ok({spec(decl, 'after_load')})\n"
+                f"            }})?;"
+            )
+        else:
+            index = len(static_specs)
+            static_specs.append(spec(decl, "const"))
+            push = f"__kv_out.push(<Self as {K}::DeclaredKv>::KV_DECLS.static_specs[{index}usize].clone());"
+        checks.extend(const_checks(decl, f"{ident}.{name}", index if not decl.after_load() else None))
+        if "only_when" in decl.kv:
+            push = f"if {gate(decl.kv['only_when'], field_names)} {{ {push} }}"
+        declarations.append(push)
+    visit = ""
+    if children:
+        body = "\n".join(
+            f"            {K}::__private::visit_field(&self.{c}, {rs(c)}, __kv_visitor);" for c in children
+        )
+        visit = (
+            f"        fn kv_visit_children(&self, __kv_visitor: &mut dyn {K}::ChildVisitor) {{\n{body}\n        }}\n"
+        )
+    force = f"    const _: () = <{ident} as {K}::DeclaredKv>::__KV_CHECKS;\n" if checks else ""
+    nl = "\n            "
+    return f"""#[allow(clippy::all, clippy::pedantic, non_local_definitions)]
+const _: () = {{
+    #[automatically_derived]
+    impl {K}::DeclaredKv for {ident} {{
+        const KV_DECLS: {K}::KvTypeDecls = {K}::KvTypeDecls {{
+            type_name: {rs(ident)},
+            static_specs: &[{", ".join(static_specs)}],
+            after_load: &[{", ".join(after_load)}],
+        }};
+        #[doc(hidden)]
+        const __KV_CHECKS: () = {{ {nl}{nl.join(checks)} }};
+    }}
+
+    #[automatically_derived]
+    impl {K}::ModelLocalKv for {ident} {{
+        fn kv_declare(
+            &self,
+            __kv_out: &mut {K}::__private::Vec<{K}::KvSpec>,
+        ) -> {K}::__private::Result<(), {K}::KvError> {{
+            let () = <Self as {K}::DeclaredKv>::__KV_CHECKS;
+            {nl.join(declarations)}
+            ::core::result::Result::Ok(())
+        }}
+{visit}    }}
+
+{force}}};
+"""
+
+
+class Struct:
+    def __init__(self, ident, struct_decls, fields, methods=""):
+        self.ident = ident
+        self.struct_decls = struct_decls
+        self.fields = fields  # (name, type, Decl | "child" | None)
+        self.methods = methods
+
+    def field_decls(self):
+        return [d for (_, _, d) in self.fields if isinstance(d, Decl)]
+
+    def children(self):
+        return [n for (n, _, d) in self.fields if d == "child"]
+
+    def field_names(self):
+        return [n for (n, _, _) in self.fields]
+
+    def body(self, derive):
+        out = []
+        if derive:
+            out.append(f"#[derive({K}::ModelLocalKv)]")
+            out.extend(d.attribute() for d in self.struct_decls)
+        out.append(f"pub struct {self.ident} {{")
+        for name, ty, d in self.fields:
+            if derive and d == "child":
+                out.append("    #[kv(child)]")
+            elif derive and isinstance(d, Decl):
+                out.append("    " + d.attribute().replace("\n", "\n    "))
+            out.append(f"    pub {name}: {ty},")
+        out.append("}")
+        text = "\n".join(out) + "\n"
+        if not derive:
+            text += "\n" + expansion(
+                self.ident, self.struct_decls, self.field_decls(), self.field_names(), self.children()
+            )
+        if self.methods:
+            text += f"\nimpl {self.ident} {{\n{self.methods}}}\n"
+        return text
+
+
+def make_struct(m, k):
+    i = m * PER_MODULE + k
+    ident = f"S{m:02}_{k:02}"
+    prev = lambda d: f"S{m:02}_{k - d:02}"  # noqa: E731
+    kind = k % 5
+    layers = 1 + i % 32
+    if kind == 0:
+        return Struct(
+            ident,
+            [Decl(
+                name="retained", cache="sliding DynamicCache",
+                layers=lit(layers), kv_heads=lit(16), head_dim=lit(64), dtype="f32",
+                positions=(lit(71), "sliding_window(72) - 1"), scope="request",
+                rows="max_num_seqs", only_when="enabled",
+            )],
+            [("enabled", "bool", None), ("hidden", "u32", None)],
+        )
+    if kind == 1:
+        return Struct(
+            ident, [],
+            [
+                ("num_layers", "usize", None),
+                ("kv_heads", "i64", None),
+                ("max_len", "u32", None),
+                ("dtype", f"{K}::DType", None),
+                ("cache", "Option<()>", Decl(
+                    field="cache", cache="StaticCache",
+                    layers=selfv("self.num_layers"), kv_heads=selfv("self.kv_heads"),
+                    head_dim=lit(64 + 64 * (i % 2)), dtype="self.dtype",
+                    positions=(selfv("self.max_len"), "hardcoded max_cache_len"), scope="invocation",
+                    rows=(lit(1), "calls are serialized"), only_when="active",
+                )),
+            ],
+            methods="    pub fn active(&self) -> bool {\n        self.max_len > 0\n    }\n",
+        )
+    if kind == 2:
+        return Struct(
+            ident,
+            [Decl(
+                name="encoder", cache="EncoderDecoderCache",
+                layers=const(f"LAYERS + {i % 7}"), kv_heads=lit(16), head_dim=const("HIDDEN / HEADS"),
+                dtype="bf16", positions=(const("WINDOW - 1"), "embed_positions rows"), scope="session",
+                rows=(lit(2 + i % 5), "one cache per duplex session"),
+            )],
+            [
+                ("layers", f"Vec<{prev(2)}>", "child"),
+                ("talker", f"Option<{prev(1)}>", "child"),
+                ("scale", "f32", None),
+            ],
+        )
+    if kind == 3:
+        return Struct(
+            ident, [],
+            [
+                ("block", prev(1), "child"),
+                ("leaves", f"Vec<{prev(3)}>", "child"),
+                ("name", "String", None),
+            ],
+        )
+    return Struct(
+        ident,
+        [Decl(
+            name="graph_pool", cache="captured CUDA graph buffers",
+            layers=lit(layers), kv_heads=lit(64), head_dim=lit(192), v_head_dim=lit(128),
+            dtype="f8e4m3", positions=(lit(11), "decode steps per capture"), scope="model",
+            rows=(lit(261), "sum of captured buckets"), only_when="graphs",
+            assumes="graphs are captured at load", note="one wide allocation per bucket",
+        )],
+        [
+            ("graphs", "bool", None),
+            ("sessions", "u32", None),
+            ("state", "Option<()>", Decl(
+                field="state", cache="duplex session state",
+                layers=lit(4), kv_heads=lit(2), head_dim=lit(128), dtype="f16",
+                positions=(lit(1500), "audio frames per window"), scope="session",
+                rows=(selfv("self.sessions"), "one per duplex session"),
+            )),
+            ("leaf", f"Option<{prev(4)}>", "child"),
+        ],
+    )
+
+
+def write_crate(root, name, lock, kv_core, modules, derive):
+    src = os.path.join(root, name, "src")
+    os.makedirs(src, exist_ok=True)
+    with open(os.path.join(root, name, "Cargo.toml"), "w") as f:
+        f.write(
+            f'[package]\nname = "kv-compile-{name}"\nversion = "0.0.0"\nedition = "2021"\npublish = false\n\n'
+            f'[dependencies]\nkv-core = {{ path = "{kv_core}", default-features = false, features = ["derive"] }}\n\n'
+            "[workspace]\n"
+        )
+        if os.environ.get("KV_BENCH_MACRO_OPT") == "1":
+            # What a user can put in their workspace: optimized proc macros
+            # (and syn) in dev builds. Written into both crates alike.
+            f.write("\n[profile.dev.build-override]\nopt-level = 3\n")
+    shutil.copy(lock, os.path.join(root, name, "Cargo.lock"))
+    mods = [f"m{m:02}" for m in range(len(modules))]
+    with open(os.path.join(src, "lib.rs"), "w") as f:
+        f.write(
+            "//! Generated by bench/gen_compile.py; do not edit.\n"
+            "#![allow(dead_code)]\n"
+            "// Macro output is exempt from these lints; the hand-written copy says so.\n"
+            "#![allow(unused_parens)]\n\n"
+            "pub const LAYERS: u64 = 24;\npub const HIDDEN: u64 = 1024;\n"
+            "pub const HEADS: u64 = 16;\npub const WINDOW: u64 = 1500;\n\n"
+        )
+        f.write("".join(f"pub mod {m};\n" for m in mods))
+    for m, structs in zip(mods, modules):
+        with open(os.path.join(src, f"{m}.rs"), "w") as f:
+            f.write("//! Generated by bench/gen_compile.py; do not edit.\n#[allow(unused_imports)]\nuse crate::*;\n\n")
+            f.write("/// Edited by the incremental benchmark.\npub fn edit_marker() -> u32 {\n    0\n}\n\n")
+            f.write("\n".join(s.body(derive) for s in structs))
+
+
+def main():
+    out, kv_core, lock = sys.argv[1], os.path.abspath(sys.argv[2]), os.path.abspath(sys.argv[3])
+    n = int(sys.argv[4]) if len(sys.argv) > 4 else 200
+    assert n % PER_MODULE == 0, "STRUCTS must be a multiple of 20"
+    modules = [[make_struct(m, k) for k in range(PER_MODULE)] for m in range(n // PER_MODULE)]
+    for name, derive in [("derive", True), ("hand", False)]:
+        shutil.rmtree(os.path.join(out, name, "src"), ignore_errors=True)
+        write_crate(out, name, lock, kv_core, modules, derive)
+    decls = sum(len(s.struct_decls) + len(s.field_decls()) for mod in modules for s in mod)
+    children = sum(len(s.children()) for mod in modules for s in mod)
+    print(f"generated {n} structs ({decls} declarations, {children} child fields) in {len(modules)} modules under {out}")
+
+
+if __name__ == "__main__":
+    main()
