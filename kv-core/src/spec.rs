@@ -230,9 +230,10 @@ impl KvSpec {
     /// run time: positive counts, non-blank texts, byte math that fits in u64.
     /// `owner` names the declaring type in the error.
     pub fn validate(&self, owner: &str) -> Result<(), KvError> {
-        let declaration = format!("{owner}.{}", self.name);
+        // Named only on the error path: a valid spec costs no allocation.
+        let declaration = || format!("{owner}.{}", self.name);
         let invalid = |field: &'static str, problem: &str| KvError::InvalidValue {
-            declaration: declaration.clone(),
+            declaration: declaration(),
             field,
             problem: problem.to_owned(),
         };
@@ -296,7 +297,7 @@ impl KvSpec {
             Rows::MaxNumSeqs => self.bytes_per_row(),
         };
         checked.map(|_| ()).map_err(|o| KvError::Overflow {
-            declaration: declaration.clone(),
+            declaration: declaration(),
             step: o.step,
         })
     }
