@@ -97,7 +97,10 @@ def compile_bench():
     if os.environ.get("KV_BENCH_VERIFY", "1") != "0":
         expanded = {}
         for side in SIDES:
-            out = run(["cargo", "rustc", "--offline", "--profile", "check", "-q", "--", "-Zunpretty=expanded"],
+            # With kv-core's `registry` feature `__kv_register!(T)` expands to an
+            # item (it is empty otherwise, and a missing call would go unseen).
+            out = run(["cargo", "rustc", "--offline", "--profile", "check", "-q", "--features", "registry",
+                       "--", "-Zunpretty=expanded"],
                       crate_dir(side), dict(env, RUSTC_BOOTSTRAP="1"))
             expanded[side] = os.path.join(WORK, f"expanded-{side}.rs")
             with open(expanded[side], "w") as f:

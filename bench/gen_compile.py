@@ -50,11 +50,17 @@ class Decl:
     def decl_name(self):
         return self.name or self.field
 
-    def after_load(self):
+    def geometry_is_const(self):
         keys = ["layers", "kv_heads", "head_dim", "v_head_dim"]
         if any(self.kv.get(k, ("", ""))[0] == "self" for k in keys):
-            return True
-        if self.kv["positions"][0][0] == "self" or self.kv["dtype"].startswith("self."):
+            return False
+        return not self.kv["dtype"].startswith("self.")
+
+    def positions_are_const(self):
+        return self.kv["positions"][0][0] != "self"
+
+    def after_load(self):
+        if not self.geometry_is_const() or not self.positions_are_const():
             return True
         rows = self.kv["rows"]
         return rows != "max_num_seqs" and rows[0][0] == "self"
@@ -152,6 +158,37 @@ def spec(decl, context):
     )
 
 
+def option(tokens):
+    if tokens is None:
+        return "::core::option::Option::None"
+    return f"::core::option::Option::Some({tokens})"
+
+
+def after_load_decl(decl):
+    """What is known before load of a declaration with after-load values
+    (`after_load_decl` in expand.rs): every part that is const, else None."""
+    kv = decl.kv
+    count, because = kv["positions"]
+    position_count = count_expr(count, "positions", "const") if decl.positions_are_const() else None
+    if position_count is not None and decl.geometry_is_const():
+        bytes_per_row = f"{K}::__private::const_bytes_per_row({geometry(decl, 'const')}, {position_count})"
+    else:
+        bytes_per_row = "::core::option::Option::None"
+    if kv["rows"] == "max_num_seqs":
+        rows = f"{K}::AfterLoadRows::MaxNumSeqs"
+    else:
+        rcount, rbecause = kv["rows"]
+        rc = None if rcount[0] == "self" else count_expr(rcount, "rows", "const")
+        rows = f"{K}::AfterLoadRows::Fixed {{ count: {option(rc)}, because: {rs(rbecause)} }}"
+    text = lambda key: option(rs(kv[key]) if key in kv else None)  # noqa: E731
+    return (
+        f"{K}::AfterLoadDecl {{ name: {rs(decl.decl_name())}, cache: {rs(kv['cache'])}, "
+        f"scope: {K}::Scope::{SCOPES[kv['scope']]}, positions: {option(position_count)}, "
+        f"positions_bound: {rs(because)}, bytes_per_row: {bytes_per_row}, rows: {rows}, "
+        f"only_when: {text('only_when')}, assumes: {text('assumes')} }}"
+    )
+
+
 def const_checks(decl, owner_dot_name, static_index):
     kv = decl.kv
     checks = []
@@ -168,14 +205,22 @@ def const_checks(decl, owner_dot_name, static_index):
             checks.append(
                 f"::core::assert!(({tokens}) > 0 && (({tokens}) as u128) <= (u64::MAX as u128), {rs(message)});"
             )
-    if static_index is None:
-        return checks
-    spec_ref = f"<Self as {K}::DeclaredKv>::KV_DECLS.static_specs[{static_index}usize]"
-    message = (
+    row_overflow = (
         f"kv: `{owner_dot_name}`: bytes per row overflow u64 "
         "(layers x kv_heads x (head_dim + v_head_dim) x dtype x positions)"
     )
-    checks.append(f"::core::assert!({spec_ref}.bytes_per_row().is_ok(), {rs(message)});")
+    if static_index is None:
+        # After load in part: the const part is checked when geometry and
+        # positions both are const.
+        if decl.geometry_is_const() and decl.positions_are_const():
+            position_count = count_expr(kv["positions"][0], "positions", "const")
+            checks.append(
+                f"::core::assert!({K}::__private::bytes_per_row({geometry(decl, 'const')}, {position_count})"
+                f".is_ok(), {rs(row_overflow)});"
+            )
+        return checks
+    spec_ref = f"<Self as {K}::DeclaredKv>::KV_DECLS.static_specs[{static_index}usize]"
+    checks.append(f"::core::assert!({spec_ref}.bytes_per_row().is_ok(), {rs(row_overflow)});")
     if kv["rows"] != "max_num_seqs":
         message = f"kv: `{owner_dot_name}`: peak bytes (rows x bytes per row) overflow u64"
         checks.append(f"::core::assert!({spec_ref}.peak_bytes(1).is_ok(), {rs(message)});")
@@ -195,11 +240,7 @@ def expansion(ident, struct_decls, field_decls, field_names, children):
         name = decl.decl_name()
         index = None
         if decl.after_load():
-            only_when = decl.kv.get("only_when")
-            ow = f"::core::option::Option::Some({rs(only_when)})" if only_when else "::core::option::Option::None"
-            after_load.append(
-                f"{K}::AfterLoadDecl {{ name: {rs(name)}, cache: {rs(decl.kv['cache'])}, only_when: {ow} }}"
-            )
+            after_load.append(after_load_decl(decl))
             push = (
                 f"{K}::__private::declare(__kv_out, {rs(ident)}, {rs(name)}, || {{\n"
                 f"                ::core::result::Result::Ok({spec(decl, 'after_load')})\n"
@@ -248,7 +289,8 @@ const _: () = {{
         }}
 {visit}    }}
 
-{force}}};
+{force}    {K}::__kv_register!({ident});
+}};
 """
 
 
@@ -380,6 +422,9 @@ def write_crate(root, name, lock, kv_core, modules, derive):
         f.write(
             f'[package]\nname = "kv-compile-{name}"\nversion = "0.0.0"\nedition = "2021"\npublish = false\n\n'
             f'[dependencies]\nkv-core = {{ path = "{kv_core}", default-features = false, features = ["derive"] }}\n\n'
+            "# Only for the expansion check (bench/compile_bench.py): turns `__kv_register!`\n"
+            "# into an item, so the check sees it; the timed builds leave it off.\n"
+            '[features]\nregistry = ["kv-core/registry"]\n\n'
             "[workspace]\n"
         )
         if os.environ.get("KV_BENCH_MACRO_OPT") == "1":
