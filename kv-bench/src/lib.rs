@@ -1,7 +1,8 @@
 //! Run-time benchmark support (issue #6): one synthetic model tree written twice,
 //! once with `#[derive(ModelLocalKv)]` ([`derived`]) and once with hand-written
-//! impls ([`hand`]), a minimal collector ([`Walker`]) used identically for both,
-//! and a counting allocator for the allocation checks.
+//! impls ([`hand`]), walked by the real collector `kv_core::collect` in the
+//! benchmark, plus a counting allocator and a minimal walker ([`Walker`]) for
+//! the allocation checks.
 //!
 //! The tree: a root with `layers: Vec<Layer>`; each layer is 10 modules
 //! (layer, attention, q/k/v/o projections, mlp, up/down projections, norm), of
@@ -58,10 +59,12 @@ unsafe impl GlobalAlloc for CountingAlloc {
     }
 }
 
-/// A minimal collector over the public traits, standing in for
-/// `kv_core::collect` until it lands: depth-first, a path `String` and every
-/// output buffer reused between walks, so a warm walk allocates only what
-/// `kv_declare` itself allocates.
+/// A minimal walker over the public traits, kept beside `kv_core::collect`
+/// for one thing the collector cannot show: what `kv_declare` itself
+/// allocates. `collect` allocates per walk on its own account (a fresh
+/// seen-set, entry vector and path, and one path `String` per declaration), which
+/// hides the declarer's count; this walker reuses every buffer between walks,
+/// so a warm walk allocates only what `kv_declare` allocates.
 #[derive(Default)]
 pub struct Walker {
     path: String,

@@ -1,34 +1,59 @@
-//! The derived and hand-written trees declare the same thing, and a warm walk
-//! allocates nothing for a module that declares nothing.
+//! The derived and hand-written trees declare the same thing through
+//! `kv_core::collect`, and what a walk allocates: nothing in `kv_declare`
+//! (valid declarations, static or after load, allocate nothing), and the same
+//! collector allocations on both sides.
 
 use kv_bench::{allocations, derived, hand, CountingAlloc, Walker, LAYERS};
-use kv_core::ModelLocalKv;
+use kv_core::{collect, Collection, KvSpec, ModelLocalKv};
 
 #[global_allocator]
 static ALLOC: CountingAlloc = CountingAlloc;
 
-fn collected(walker: &Walker) -> Vec<(String, Vec<kv_core::KvSpec>)> {
-    walker
-        .declaring()
-        .map(|(path, specs)| (path.to_owned(), specs.to_vec()))
+/// Path, owner type without its module (`derived::` / `hand::` differ), spec.
+fn entries(collection: &Collection) -> Vec<(String, String, KvSpec)> {
+    collection
+        .entries()
+        .iter()
+        .map(|e| {
+            let ty = e.owner_type.rsplit("::").next().unwrap_or_default();
+            (e.path.clone(), ty.to_owned(), e.spec.clone())
+        })
         .collect()
 }
 
 #[test]
-fn derived_and_hand_written_trees_declare_the_same() {
-    let mut walker = Walker::default();
-    walker.walk(&derived::model(LAYERS));
-    let derived = collected(&walker);
-    assert_eq!(walker.visited, 10 * LAYERS + 1);
-    assert_eq!(walker.errors, 0);
-    walker.walk(&hand::model(LAYERS));
-    let hand = collected(&walker);
+fn derived_and_hand_written_trees_collect_the_same() {
+    let derived = collect(&derived::model(LAYERS));
+    let hand = collect(&hand::model(LAYERS));
+    assert!(derived.skipped().is_empty(), "{:?}", derived.skipped());
+    assert!(hand.skipped().is_empty(), "{:?}", hand.skipped());
+    let (derived, hand) = (entries(&derived), entries(&hand));
     assert_eq!(derived.len(), LAYERS);
     assert_eq!(derived, hand);
     assert_eq!(derived[0].0, "layers.0.attn");
-    assert_eq!(derived[0].1[0].name, "window");
-    assert_eq!(derived[1].1[0].name, "cache");
-    assert_eq!(derived[1].1[0].bytes_per_row(), Ok(2 * 8 * 128 * 2 * 4096));
+    assert_eq!(derived[0].1, "Attention");
+    assert_eq!(derived[0].2.name, "window");
+    assert_eq!(derived[1].2.name, "cache");
+    assert_eq!(derived[1].2.bytes_per_row(), Ok(2 * 8 * 128 * 2 * 4096));
+}
+
+#[test]
+fn minimal_walker_agrees_with_the_collector() {
+    let mut walker = Walker::default();
+    let root = derived::model(LAYERS);
+    walker.walk(&root);
+    assert_eq!(walker.visited, 10 * LAYERS + 1);
+    assert_eq!(walker.errors, 0);
+    let walked: Vec<(String, KvSpec)> = walker
+        .declaring()
+        .flat_map(|(path, specs)| specs.iter().map(move |s| (path.to_owned(), s.clone())))
+        .collect();
+    let collected: Vec<(String, KvSpec)> = collect(&root)
+        .entries()
+        .iter()
+        .map(|e| (e.path.clone(), e.spec.clone()))
+        .collect();
+    assert_eq!(walked, collected);
 }
 
 /// Allocations of one warm walk (buffers already grown by an earlier walk).
@@ -39,41 +64,47 @@ fn warm_walk_allocations(walker: &mut Walker, root: &dyn ModelLocalKv) -> u64 {
     allocations() - before
 }
 
+fn collect_allocations(root: &dyn ModelLocalKv) -> (u64, usize) {
+    let before = allocations();
+    let collection = collect(root);
+    (allocations() - before, collection.entries().len())
+}
+
 #[test]
-fn modules_that_declare_nothing_allocate_nothing() {
+fn declarers_allocate_nothing() {
     let mut walker = Walker::default();
-    // 10,000 modules, none declaring.
-    for (label, root) in [
-        ("derived", &derived::silent(10_000) as &dyn ModelLocalKv),
-        ("hand", &hand::silent(10_000)),
+    for (label, root, declaring) in [
+        (
+            "derived silent",
+            &derived::silent(10_000) as &dyn ModelLocalKv,
+            0,
+        ),
+        ("hand silent", &hand::silent(10_000), 0),
+        // 500 static declarations (cloned from KV_DECLS: borrowed text) and 500
+        // after-load ones, each validated (no allocation on success).
+        ("derived tree", &derived::model(LAYERS), LAYERS),
+        ("hand tree", &hand::model(LAYERS), LAYERS),
     ] {
         let allocs = warm_walk_allocations(&mut walker, root);
-        assert_eq!(walker.visited, 10_000);
-        assert_eq!(
-            allocs, 0,
-            "{label}: allocations walking 10,000 silent modules"
-        );
+        assert_eq!(walker.specs.len(), declaring, "{label}");
+        assert_eq!(allocs, 0, "{label}: allocations in kv_declare");
     }
-    // The benchmark tree: 9,001 silent modules, 500 static declarations (cloned
-    // from KV_DECLS: borrowed text, no allocation) and 500 after-load ones, each
-    // validated by `KvSpec::validate`, which formats `Type.name` up front (2
-    // allocations today, success or not). The derive adds none of its own.
-    let mut per_tree = Vec::new();
-    for root in [
-        &derived::model(LAYERS) as &dyn ModelLocalKv,
-        &hand::model(LAYERS),
-    ] {
-        let allocs = warm_walk_allocations(&mut walker, root);
-        assert_eq!(walker.specs.len(), LAYERS);
-        per_tree.push(allocs);
-    }
-    assert_eq!(
-        per_tree[0], per_tree[1],
-        "derived vs hand-written allocations"
-    );
+}
+
+#[test]
+fn collector_allocations_are_the_same_on_both_sides() {
+    let (derived_silent, _) = collect_allocations(&derived::silent(10_000));
+    let (hand_silent, _) = collect_allocations(&hand::silent(10_000));
+    let (derived_tree, n) = collect_allocations(&derived::model(LAYERS));
+    let (hand_tree, _) = collect_allocations(&hand::model(LAYERS));
+    assert_eq!(n, LAYERS);
+    assert_eq!(derived_silent, hand_silent);
+    assert_eq!(derived_tree, hand_tree);
+    // The collector's own: a seen-set, entry vector, path and buffer growing
+    // (a few dozen), and one path `String` per declaration (`Collected::path`).
+    assert!(derived_silent < 64, "silent: {derived_silent}");
     assert!(
-        per_tree[0] <= 2 * (LAYERS as u64 / 2),
-        "at most 2 per after-load declaration: {}",
-        per_tree[0]
+        derived_tree < LAYERS as u64 + 64,
+        "tree: {derived_tree} for {LAYERS} declarations"
     );
 }
