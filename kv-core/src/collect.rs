@@ -232,8 +232,13 @@ impl ChildVisitor for Walker {
         if !self.path.is_empty() {
             self.path.push('.');
         }
-        // Writing to a String cannot fail; a `Display` that errs leaves a partial segment.
-        let _ = write!(self.path, "{segment}");
+        match segment {
+            Segment::Field(name) => self.path.push_str(name),
+            // Writing to a String cannot fail; a `Display` that errs leaves a partial segment.
+            other => {
+                let _ = write!(self.path, "{other}");
+            }
+        }
     }
 
     fn leave(&mut self) {

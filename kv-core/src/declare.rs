@@ -39,7 +39,7 @@ pub trait ModelLocalKv {
 /// Where an owner lives and what it is. A struct and its first field share an
 /// address, so the type is part of the identity; zero-sized owners have no
 /// meaningful address and are never merged.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct OwnerId {
     /// The owner's address.
     pub address: usize,
@@ -47,6 +47,14 @@ pub struct OwnerId {
     pub type_name: &'static str,
     /// Whether the owner is zero-sized.
     pub zero_sized: bool,
+}
+
+/// Hashes the address alone (cheap; equal ids have equal addresses), while
+/// equality still compares the type too.
+impl std::hash::Hash for OwnerId {
+    fn hash<H: std::hash::Hasher>(&self, state: &mut H) {
+        self.address.hash(state);
+    }
 }
 
 /// One step of a path in the model tree.
