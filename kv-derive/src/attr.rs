@@ -242,7 +242,9 @@ pub fn counted(
     })
 }
 
-/// Rust keywords cannot name a field or method, so they cannot be a gate.
+/// Whether `text` is exactly one identifier: Rust keywords cannot name a field
+/// or method, so they cannot be a gate. Exactly: the lexer drops whitespace and
+/// comments, so `" gate "` parses as an identifier but cannot make one.
 pub fn is_identifier(text: &str) -> bool {
-    syn::parse_str::<Ident>(text).is_ok()
+    syn::parse_str::<Ident>(text).is_ok_and(|ident| ident == text)
 }

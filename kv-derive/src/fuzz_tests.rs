@@ -1165,3 +1165,39 @@ fn palette_tokens_and_junk_values_lex() {
         parse(junk);
     }
 }
+
+// ---------------------------------------------------------------------------
+// Regressions: inputs the fuzzer found, kept as plain tests.
+
+fn derive_str(source: &str) -> String {
+    derive(parse(source)).to_string()
+}
+
+/// Found by `fuzz_mutated_entries_never_panic`: the lexer drops the spaces, so
+/// the text passed as an identifier and `format_ident!` panicked on it.
+#[test]
+fn only_when_with_spaces_or_comments_is_an_error_not_a_panic() {
+    for gate in [
+        "\" async_chunk \"",
+        "\"async_chunk\\n\"",
+        "\"/* c */ async_chunk\"",
+        "\"async_chunk // c\"",
+        "\"r#self\"",
+        "\"r#_\"",
+    ] {
+        let output = derive_str(&format!(
+            "#[kv(name = \"n\", cache = \"c\", geometry = G, positions = bounded(1, because = \"b\"), \
+             scope = request, rows = max_num_seqs, only_when = {gate})] struct S {{ async_chunk: bool }}"
+        ));
+        assert!(
+            output.contains("`only_when` names a bool field"),
+            "{gate}: {output}"
+        );
+    }
+    let output = derive_str(
+        "#[kv(name = \"n\", cache = \"c\", geometry = G, positions = bounded(1, because = \"b\"), \
+         scope = request, rows = max_num_seqs, only_when = \"r#type\")] struct S;",
+    );
+    assert!(!output.contains("compile_error"), "{output}");
+    assert!(output.contains("Self :: r#type (self)"), "{output}");
+}
