@@ -200,7 +200,15 @@ pub fn counted(
         );
         return None;
     };
-    let count = count(count_tokens.into_iter().collect(), key, errors);
+    let count = if count_tokens.is_empty() {
+        errors.push(
+            group.span(),
+            format!("`{function}(..)` needs a count first: `{function}(N, because = \"...\")`"),
+        );
+        None
+    } else {
+        count(count_tokens.into_iter().collect(), key, errors)
+    };
     let mut because = None;
     let mut because_given = false;
     for part in parts {

@@ -1017,12 +1017,19 @@ fn check_output(input: &TokenStream, output: &str) -> Result<(), TestCaseError> 
     Ok(())
 }
 
-/// Number of cases run per test: `PROPTEST_CASES`, else `default`.
+/// The defaults of all properties add up to this many cases.
+const DEFAULT_TOTAL: u64 = 2_000;
+
+/// Cases per property: `PROPTEST_CASES` for each; else `KV_FUZZ_TOTAL` shared
+/// out in the proportion of the defaults; else `default`.
 fn config(default: u32) -> Config {
-    let cases = std::env::var("PROPTEST_CASES")
-        .ok()
-        .and_then(|v| v.parse().ok())
-        .unwrap_or(default);
+    let env = |name: &str| std::env::var(name).ok().and_then(|v| v.parse::<u64>().ok());
+    let cases = match (env("PROPTEST_CASES"), env("KV_FUZZ_TOTAL")) {
+        (Some(cases), _) => cases,
+        (None, Some(total)) => total * u64::from(default) / DEFAULT_TOTAL,
+        (None, None) => u64::from(default),
+    };
+    let cases = u32::try_from(cases).unwrap_or(u32::MAX);
     Config {
         cases,
         failure_persistence: None,
@@ -1200,4 +1207,20 @@ fn only_when_with_spaces_or_comments_is_an_error_not_a_panic() {
     );
     assert!(!output.contains("compile_error"), "{output}");
     assert!(output.contains("Self :: r#type (self)"), "{output}");
+}
+
+/// Found reading the fuzzer's accepted inputs: an empty count was taken as a
+/// const expression and expanded to `(() as u64)`, a type error far from the
+/// attribute.
+#[test]
+fn an_empty_count_is_an_error() {
+    for value in [
+        "positions = bounded(, because = \"b\"), rows = max_num_seqs",
+        "positions = bounded(1, because = \"b\"), rows = fixed(, because = \"b\")",
+    ] {
+        let output = derive_str(&format!(
+            "#[kv(name = \"n\", cache = \"c\", geometry = G, scope = request, {value})] struct S;"
+        ));
+        assert!(output.contains("needs a count first"), "{value}: {output}");
+    }
 }
