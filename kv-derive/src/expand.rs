@@ -330,18 +330,28 @@ fn const_checks(krate: &Path, decl: &Decl, owner_dot_name: &str) -> Vec<TokenStr
         .as_ref()
         .expect("validated: positions are present");
     let position_count = count(krate, &positions.count, "positions", Context::Const);
+    // Each product is checked where its last factor is written: bytes per
+    // position at the geometry (the attribute when given as parts), bytes per
+    // row at the position count, the peak at the fixed row count. Checked in
+    // that order, so the error names the first product that overflows.
+    let span = decl.geometry.as_ref().map_or(decl.span, Value::span);
     let message = format!(
-        "kv: `{owner_dot_name}`: bytes per row overflow u64 (layers x kv_heads x (head_dim + v_head_dim) x dtype x positions)"
+        "kv: `{owner_dot_name}`: bytes per position overflow u64 (layers x kv_heads x (head_dim + v_head_dim) x dtype)"
     );
-    let span = decl.span;
     checks.push(quote_spanned! {span=>
+        ::core::assert!(#krate::Geometry::bytes_per_position(&#geometry).is_ok(), #message);
+    });
+    let message = format!(
+        "kv: `{owner_dot_name}`: bytes per row overflow u64 (bytes per position x positions)"
+    );
+    checks.push(quote_spanned! {positions.count.span()=>
         ::core::assert!(#krate::__private::bytes_per_row(#geometry, #position_count).is_ok(), #message);
     });
     if let Some(RowsValue::Fixed(fixed)) = &decl.rows {
         let rows = count(krate, &fixed.count, "rows", Context::Const);
         let message =
-            format!("kv: `{owner_dot_name}`: peak bytes (rows x bytes per row) overflow u64");
-        checks.push(quote_spanned! {span=>
+            format!("kv: `{owner_dot_name}`: peak bytes overflow u64 (rows x bytes per row)");
+        checks.push(quote_spanned! {fixed.count.span()=>
             ::core::assert!(#krate::__private::fixed_peak_fits(#geometry, #position_count, #rows), #message);
         });
     }
