@@ -211,7 +211,15 @@ pub fn counted(
         );
         return None;
     };
-    let count = count(count_tokens.into_iter().collect(), key, errors);
+    let count = if count_tokens.is_empty() {
+        errors.push(
+            group.span(),
+            format!("`{function}(..)` needs a count first: `{function}(N, because = \"...\")`"),
+        );
+        None
+    } else {
+        count(count_tokens.into_iter().collect(), key, errors)
+    };
     let mut because = None;
     let mut because_given = false;
     for part in parts {
@@ -255,7 +263,9 @@ pub fn counted(
     })
 }
 
-/// Rust keywords cannot name a field or method, so they cannot be a gate.
+/// Whether `text` is exactly one identifier: Rust keywords cannot name a field
+/// or method, so they cannot be a gate. Exactly: the lexer drops whitespace and
+/// comments, so `" gate "` parses as an identifier but cannot make one.
 pub fn is_identifier(text: &str) -> bool {
-    syn::parse_str::<Ident>(text).is_ok()
+    syn::parse_str::<Ident>(text).is_ok_and(|ident| ident == text)
 }

@@ -402,52 +402,63 @@ fn const_checks(
             });
         }
     }
-    let zero_geometry = format!(
-        "kv: `{owner_dot_name}`: this const geometry has a zero layers, kv_heads, head_dim or v_head_dim"
-    );
-    let row_overflow = format!(
-        "kv: `{owner_dot_name}`: bytes per row overflow u64 (layers x kv_heads x (head_dim + v_head_dim) x dtype x positions)"
-    );
-    let peak_overflow =
-        format!("kv: `{owner_dot_name}`: peak bytes (rows x bytes per row) overflow u64");
-    let span = decl.span;
-    if let Some(index) = static_index {
-        let spec = quote! { <Self as #krate::DeclaredKv>::KV_DECLS.static_specs[#index] };
-        if let Some(value) = &decl.geometry {
-            checks.push(quote_spanned! {value.span()=>
-                ::core::assert!(#krate::__private::geometry_has_no_zero(#spec.geometry), #zero_geometry);
-            });
-        }
-        checks.push(quote_spanned! {span=>
-            ::core::assert!(#spec.bytes_per_row().is_ok(), #row_overflow);
-        });
-        if let Some(RowsValue::Fixed(_)) = &decl.rows {
-            // A fixed count ignores `max_num_seqs`.
-            checks.push(quote_spanned! {span=>
-                ::core::assert!(#spec.peak_bytes(1).is_ok(), #peak_overflow);
-            });
-        }
-        return checks;
-    }
-    // Read after load in part: check the part that is const, when geometry and
-    // positions both are; the rest is checked by `KvSpec::validate` after load.
     let positions = decl
         .positions
         .as_ref()
         .expect("validated: positions are present");
-    if !geometry_is_const(decl) || positions.count.is_after_load() {
-        return checks;
-    }
-    let geometry = geometry(krate, decl, Context::Const);
-    let position_count = count(krate, &positions.count, "positions", Context::Const);
-    if let Some(value) = &decl.geometry {
-        checks.push(quote_spanned! {value.span()=>
+    // Each product is checked where its last factor is written: bytes per
+    // position at the geometry (the attribute when given as parts), bytes per
+    // row at the position count, the peak at the fixed row count; in that
+    // order, so the error names the first product that overflows.
+    let geometry_span = decl.geometry.as_ref().map_or(decl.span, Value::span);
+    let zero_geometry = format!(
+        "kv: `{owner_dot_name}`: this const geometry has a zero layers, kv_heads, head_dim or v_head_dim"
+    );
+    let position_overflow = format!(
+        "kv: `{owner_dot_name}`: bytes per position overflow u64 (layers x kv_heads x (head_dim + v_head_dim) x dtype)"
+    );
+    let row_overflow = format!(
+        "kv: `{owner_dot_name}`: bytes per row overflow u64 (bytes per position x positions)"
+    );
+    let peak_overflow =
+        format!("kv: `{owner_dot_name}`: peak bytes overflow u64 (rows x bytes per row)");
+    // A fully const declaration is checked on its `KV_DECLS` entry; one read
+    // after load in part, on its const geometry and positions, where both are.
+    let (geometry, bytes_per_row, peak) = match static_index {
+        Some(index) => {
+            let spec = quote! { <Self as #krate::DeclaredKv>::KV_DECLS.static_specs[#index] };
+            (
+                quote! { #spec.geometry },
+                quote! { #spec.bytes_per_row() },
+                Some(quote! { #spec.peak_bytes(1) }),
+            )
+        }
+        None if geometry_is_const(decl) && !positions.count.is_after_load() => {
+            let geometry = geometry(krate, decl, Context::Const);
+            let position_count = count(krate, &positions.count, "positions", Context::Const);
+            let bytes_per_row =
+                quote! { #krate::__private::bytes_per_row(#geometry, #position_count) };
+            (geometry, bytes_per_row, None)
+        }
+        None => return checks,
+    };
+    if decl.geometry.is_some() {
+        checks.push(quote_spanned! {geometry_span=>
             ::core::assert!(#krate::__private::geometry_has_no_zero(#geometry), #zero_geometry);
         });
     }
-    checks.push(quote_spanned! {span=>
-        ::core::assert!(#krate::__private::bytes_per_row(#geometry, #position_count).is_ok(), #row_overflow);
+    checks.push(quote_spanned! {geometry_span=>
+        ::core::assert!(#krate::Geometry::bytes_per_position(&#geometry).is_ok(), #position_overflow);
     });
+    checks.push(quote_spanned! {positions.count.span()=>
+        ::core::assert!((#bytes_per_row).is_ok(), #row_overflow);
+    });
+    if let (Some(peak), Some(RowsValue::Fixed(fixed))) = (peak, &decl.rows) {
+        // A fixed count ignores `max_num_seqs`.
+        checks.push(quote_spanned! {fixed.count.span()=>
+            ::core::assert!((#peak).is_ok(), #peak_overflow);
+        });
+    }
     checks
 }
 

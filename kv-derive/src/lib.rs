@@ -12,6 +12,8 @@ use proc_macro2::{Span, TokenStream as TokenStream2};
 mod ast;
 mod attr;
 mod expand;
+#[cfg(test)]
+mod fuzz_tests;
 mod suggest;
 mod valid;
 
