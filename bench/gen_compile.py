@@ -91,10 +91,6 @@ class Decl:
 
 
 # ---- the expansion, as kv-derive/src/expand.rs writes it ----
-def cow(text):
-    return f"{K}::__private::Cow::Borrowed({rs(text)})"
-
-
 def rs(text):
     return '"' + text.replace("\\", "\\\\").replace('"', '\\"') + '"'
 
@@ -115,46 +111,31 @@ def geometry(decl, context):
     kv_heads = count_expr(kv["kv_heads"], "kv_heads", context)
     head_dim = count_expr(kv["head_dim"], "head_dim", context)
     if "v_head_dim" in kv:
-        v = f"::core::option::Option::Some({count_expr(kv['v_head_dim'], 'v_head_dim', context)})"
+        v = f".with_v_head_dim({count_expr(kv['v_head_dim'], 'v_head_dim', context)})"
     else:
-        v = "::core::option::Option::None"
+        v = ""
     if kv["dtype"] in DTYPES:
         dtype = f"{K}::DType::{DTYPES[kv['dtype']]}"
     else:
         assert context == "after_load"
         dtype = f"{K}::__private::dtype({kv['dtype']})"
-    return (
-        f"{K}::Geometry {{ layers: {layers}, kv_heads: {kv_heads}, head_dim: {head_dim}, "
-        f"v_head_dim: {v}, dtype: {dtype} }}"
-    )
-
-
-def option_cow(text):
-    if text is None:
-        return "::core::option::Option::None"
-    return f"::core::option::Option::Some({cow(text)})"
+    return f"{K}::Geometry::new({layers}, {kv_heads}, {head_dim}, {dtype}){v}"
 
 
 def spec(decl, context):
+    """A `KvSpec` through the `__private::spec` const fn, as expand.rs writes it."""
     kv = decl.kv
     count, because = kv["positions"]
     if kv["rows"] == "max_num_seqs":
         rows = f"{K}::Rows::MaxNumSeqs"
     else:
         rcount, rbecause = kv["rows"]
-        rows = f"{K}::Rows::Fixed {{ count: {count_expr(rcount, 'rows', context)}, because: {cow(rbecause)} }}"
+        rows = f"{K}::Rows::fixed({count_expr(rcount, 'rows', context)}, {rs(rbecause)})"
+    texts = ", ".join(rs(kv.get(key) or "") for key in ("only_when", "assumes", "note"))
     return (
-        f"{K}::KvSpec {{\n"
-        f"                name: {cow(decl.decl_name())},\n"
-        f"                cache: {cow(kv['cache'])},\n"
-        f"                geometry: {geometry(decl, context)},\n"
-        f"                positions: {K}::Positions {{ count: {count_expr(count, 'positions', context)}, bound: {cow(because)} }},\n"
-        f"                scope: {K}::Scope::{SCOPES[kv['scope']]},\n"
-        f"                rows: {rows},\n"
-        f"                only_when: {option_cow(kv.get('only_when'))},\n"
-        f"                assumes: {option_cow(kv.get('assumes'))},\n"
-        f"                note: {option_cow(kv.get('note'))},\n"
-        f"            }}"
+        f"{K}::__private::spec({rs(decl.decl_name())}, {rs(kv['cache'])}, "
+        f"{geometry(decl, context)}, {count_expr(count, 'positions', context)}, {rs(because)}, "
+        f"{K}::Scope::{SCOPES[kv['scope']]}, {rows}, {texts})"
     )
 
 

@@ -7,7 +7,10 @@ pub use std::borrow::Cow;
 pub use std::result::Result;
 pub use std::vec::Vec;
 
-use crate::{ChildVisitor, DType, Geometry, KvChild, KvError, KvSpec, Overflow, Segment};
+use crate::{
+    ChildVisitor, DType, Geometry, KvChild, KvError, KvSpec, Overflow, Positions, Rows, Scope,
+    Segment,
+};
 
 /// An integer read after load, converted to `u64` without wrapping.
 pub trait IntoCount {
@@ -187,4 +190,43 @@ macro_rules! __kv_register {
 #[macro_export]
 macro_rules! __kv_register {
     ($ty:ty) => {};
+}
+
+/// A declaration from its parts, for generated code; `""` stands for an
+/// absent `only_when`, `assumes` or `note` (the derive rejects blank ones).
+#[allow(clippy::too_many_arguments)]
+pub const fn spec(
+    name: &'static str,
+    cache: &'static str,
+    geometry: Geometry,
+    positions: u64,
+    bound: &'static str,
+    scope: Scope,
+    rows: Rows,
+    only_when: &'static str,
+    assumes: &'static str,
+    note: &'static str,
+) -> KvSpec {
+    KvSpec {
+        name: Cow::Borrowed(name),
+        cache: Cow::Borrowed(cache),
+        geometry,
+        positions: Positions {
+            count: positions,
+            bound: Cow::Borrowed(bound),
+        },
+        scope,
+        rows,
+        only_when: text(only_when),
+        assumes: text(assumes),
+        note: text(note),
+    }
+}
+
+const fn text(text: &'static str) -> Option<Cow<'static, str>> {
+    if text.is_empty() {
+        None
+    } else {
+        Some(Cow::Borrowed(text))
+    }
 }

@@ -293,13 +293,10 @@ fn geometry(krate: &Path, decl: &Decl, context: Context) -> TokenStream {
     let layers = part(&decl.layers, "layers");
     let kv_heads = part(&decl.kv_heads, "kv_heads");
     let head_dim = part(&decl.head_dim, "head_dim");
-    let v_head_dim = match &decl.v_head_dim {
-        Some(value) => {
-            let dim = count(krate, value, "v_head_dim", context);
-            quote! { ::core::option::Option::Some(#dim) }
-        }
-        None => quote! { ::core::option::Option::None },
-    };
+    let with_v_head_dim = decl.v_head_dim.as_ref().map(|value| {
+        let dim = count(krate, value, "v_head_dim", context);
+        quote! { .with_v_head_dim(#dim) }
+    });
     let dtype = match decl.dtype.as_ref().expect("validated: dtype is present") {
         DTypeValue::Named(ident) => {
             let variant = variant(DTYPES, &ident.to_string(), ident.span());
@@ -310,15 +307,7 @@ fn geometry(krate: &Path, decl: &Decl, context: Context) -> TokenStream {
         }
         DTypeValue::Expr(value) => value.tokens(),
     };
-    quote! {
-        #krate::Geometry {
-            layers: #layers,
-            kv_heads: #kv_heads,
-            head_dim: #head_dim,
-            v_head_dim: #v_head_dim,
-            dtype: #dtype,
-        }
-    }
+    quote! { #krate::Geometry::new(#layers, #kv_heads, #head_dim, #dtype) #with_v_head_dim }
 }
 
 fn rows(krate: &Path, decl: &Decl, context: Context) -> TokenStream {
@@ -326,39 +315,34 @@ fn rows(krate: &Path, decl: &Decl, context: Context) -> TokenStream {
         RowsValue::MaxNumSeqs => quote! { #krate::Rows::MaxNumSeqs },
         RowsValue::Fixed(fixed) => {
             let count = count(krate, &fixed.count, "rows", context);
-            let because = cow(krate, &fixed.because.value());
-            quote! { #krate::Rows::Fixed { count: #count, because: #because } }
+            let because = fixed.because.value();
+            quote! { #krate::Rows::fixed(#count, #because) }
         }
     }
 }
 
+/// A `KvSpec` through `__private::spec`, a `const fn`: far fewer tokens than
+/// a struct literal, which every build pays for (see BENCHMARKS.md).
 fn spec(krate: &Path, decl: &Decl, name: &str, context: Context) -> TokenStream {
-    let name = cow(krate, name);
-    let cache = cow(krate, &lit_value(&decl.cache));
+    let cache = lit_value(&decl.cache);
     let geometry = geometry(krate, decl, context);
     let positions = decl
         .positions
         .as_ref()
         .expect("validated: positions are present");
     let position_count = count(krate, &positions.count, "positions", context);
-    let bound = cow(krate, &positions.because.value());
+    let bound = positions.because.value();
     let scope = scope(krate, decl);
     let rows = rows(krate, decl, context);
-    let only_when = option_text(krate, &decl.only_when, true);
-    let assumes = option_text(krate, &decl.assumes, true);
-    let note = option_text(krate, &decl.note, true);
+    // Blank texts are rejected while parsing, so "" can stand for "not given".
+    let only_when = lit_value(&decl.only_when);
+    let assumes = lit_value(&decl.assumes);
+    let note = lit_value(&decl.note);
     quote! {
-        #krate::KvSpec {
-            name: #name,
-            cache: #cache,
-            geometry: #geometry,
-            positions: #krate::Positions { count: #position_count, bound: #bound },
-            scope: #scope,
-            rows: #rows,
-            only_when: #only_when,
-            assumes: #assumes,
-            note: #note,
-        }
+        #krate::__private::spec(
+            #name, #cache, #geometry, #position_count, #bound, #scope, #rows,
+            #only_when, #assumes, #note,
+        )
     }
 }
 
