@@ -28,26 +28,8 @@ pub const DECLARATION_KEYS: &[&str] = &[
 ];
 /// Keys that configure the derive, on the struct.
 const OPTION_KEYS: &[&str] = &["crate", "transparent"];
-/// Every key, for suggestions.
-const ALL_KEYS: &[&str] = &[
-    "name",
-    "cache",
-    "layers",
-    "kv_heads",
-    "head_dim",
-    "v_head_dim",
-    "dtype",
-    "geometry",
-    "positions",
-    "scope",
-    "rows",
-    "only_when",
-    "assumes",
-    "note",
-    "crate",
-    "transparent",
-    "child",
-];
+/// The key that marks a child field.
+const CHILD_KEY: &str = "child";
 
 pub const DTYPES: &[(&str, &str)] = &[
     ("f64", "F64"),
@@ -246,11 +228,11 @@ pub fn parse<'a>(input: &'a DeriveInput, errors: &mut Errors) -> Input<'a> {
             let Some(entries) = entries_of(attribute, errors) else {
                 continue;
             };
-            if let Some(child) = entries.iter().find(|e| e.key == "child") {
+            if let Some(child) = entries.iter().find(|e| e.key == CHILD_KEY) {
                 if let Some(value) = &child.value {
                     errors.push(value.span(), "`child` takes no value: write `#[kv(child)]`");
                 }
-                for other in entries.iter().filter(|e| e.key != "child") {
+                for other in entries.iter().filter(|e| e.key != CHILD_KEY) {
                     errors.push(
                         other.key.span(),
                         "`child` stands alone: put declarations in their own #[kv(...)]",
@@ -339,7 +321,7 @@ fn read_declaration(decl: &mut Decl, entries: Vec<Entry>, errors: &mut Errors) {
                 }
                 _ => format!(
                     "unknown key `{key}`{}",
-                    or_list(&nearest(&key, ALL_KEYS), DECLARATION_KEYS)
+                    or_list(&nearest(&key, &all_keys()), DECLARATION_KEYS)
                 ),
             };
             errors.push(entry.key.span(), message);
@@ -375,6 +357,12 @@ fn read_declaration(decl: &mut Decl, entries: Vec<Entry>, errors: &mut Errors) {
             _ => unreachable!("every declaration key is handled above"),
         }
     }
+}
+
+/// Every key, for suggestions.
+fn all_keys() -> Vec<&'static str> {
+    let keys = DECLARATION_KEYS.iter().chain(OPTION_KEYS).copied();
+    keys.chain([CHILD_KEY]).collect()
 }
 
 fn or_list(hint: &str, keys: &[&str]) -> String {
