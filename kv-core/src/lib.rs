@@ -1,8 +1,40 @@
 //! Declare, at the type level, the attention KV caches a model holds outside
-//! an inference engine's paged KV manager.
+//! an inference engine's paged KV manager, so that their memory is computed,
+//! checked, logged and documented instead of guessed.
 //!
-//! See the repository README for the overview and [`ModelLocalKv`](derive@ModelLocalKv)
-//! for every attribute.
+//! - Declare: `#[derive(ModelLocalKv)]` (every attribute is documented on
+//!   [the derive](derive@ModelLocalKv)), or implement [`ModelLocalKv`] by hand.
+//!   A declaration is a [`KvSpec`]: [`Geometry`], [`Positions`] with the reason
+//!   for their bound, [`Rows`] with their driver, [`Scope`] (never a
+//!   multiplier). All byte math is checked `const fn`.
+//! - Read geometry after load: [`HfConfig`] (feature `json`).
+//! - Collect and report at start-up: [`log_model_local_kv`], [`collect`],
+//!   [`Collection`], [`Report`]; JSON with `Collection::to_json`.
+//! - Document and bound: [`Table`], [`budget`] ([`assert_kv_budget!`],
+//!   [`Budget`]), and, with feature `registry`, every derived type in the
+//!   binary (`registry`).
+//!
+//! ```
+//! use kv_core::{log_model_local_kv, ModelLocalKv};
+//!
+//! #[derive(ModelLocalKv)]
+//! #[kv(
+//!     name = "retained",
+//!     cache = "sliding DynamicCache",
+//!     layers = 8, kv_heads = 16, head_dim = 64, dtype = f32,
+//!     positions = bounded(71, because = "sliding_window(72) - 1"),
+//!     scope = request,
+//!     rows = max_num_seqs,
+//!     only_when = "async_chunk",
+//! )]
+//! struct CodecDecoder {
+//!     async_chunk: bool,
+//! }
+//!
+//! let collection = log_model_local_kv(&CodecDecoder { async_chunk: true }, 256);
+//! assert_eq!(collection.totals(256)?.total, 256 * 4_653_056);
+//! # Ok::<(), kv_core::KvError>(())
+//! ```
 #![forbid(unsafe_code)]
 #![warn(missing_docs)]
 
