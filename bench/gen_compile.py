@@ -186,25 +186,30 @@ def const_checks(decl, owner_dot_name, static_index):
             checks.append(
                 f"::core::assert!(({tokens}) > 0 && (({tokens}) as u128) <= (u64::MAX as u128), {rs(message)});"
             )
-    row_overflow = (
-        f"kv: `{owner_dot_name}`: bytes per row overflow u64 "
-        "(layers x kv_heads x (head_dim + v_head_dim) x dtype x positions)"
+    # As expand.rs: each product checked where its last factor is written.
+    position_overflow = (
+        f"kv: `{owner_dot_name}`: bytes per position overflow u64 "
+        "(layers x kv_heads x (head_dim + v_head_dim) x dtype)"
     )
-    if static_index is None:
-        # After load in part: the const part is checked when geometry and
-        # positions both are const.
-        if decl.geometry_is_const() and decl.positions_are_const():
-            position_count = count_expr(kv["positions"][0], "positions", "const")
-            checks.append(
-                f"::core::assert!({K}::__private::bytes_per_row({geometry(decl, 'const')}, {position_count})"
-                f".is_ok(), {rs(row_overflow)});"
-            )
+    row_overflow = f"kv: `{owner_dot_name}`: bytes per row overflow u64 (bytes per position x positions)"
+    peak_overflow = f"kv: `{owner_dot_name}`: peak bytes overflow u64 (rows x bytes per row)"
+    if static_index is not None:
+        spec_ref = f"<Self as {K}::DeclaredKv>::KV_DECLS.static_specs[{static_index}usize]"
+        geom = f"{spec_ref}.geometry"
+        bytes_per_row = f"{spec_ref}.bytes_per_row()"
+        peak = f"{spec_ref}.peak_bytes(1)" if kv["rows"] != "max_num_seqs" else None
+    elif decl.geometry_is_const() and decl.positions_are_const():
+        # After load in part: the const geometry and positions are checked.
+        geom = geometry(decl, "const")
+        position_count = count_expr(kv["positions"][0], "positions", "const")
+        bytes_per_row = f"{K}::__private::bytes_per_row({geom}, {position_count})"
+        peak = None
+    else:
         return checks
-    spec_ref = f"<Self as {K}::DeclaredKv>::KV_DECLS.static_specs[{static_index}usize]"
-    checks.append(f"::core::assert!({spec_ref}.bytes_per_row().is_ok(), {rs(row_overflow)});")
-    if kv["rows"] != "max_num_seqs":
-        message = f"kv: `{owner_dot_name}`: peak bytes (rows x bytes per row) overflow u64"
-        checks.append(f"::core::assert!({spec_ref}.peak_bytes(1).is_ok(), {rs(message)});")
+    checks.append(f"::core::assert!({K}::Geometry::bytes_per_position(&{geom}).is_ok(), {rs(position_overflow)});")
+    checks.append(f"::core::assert!(({bytes_per_row}).is_ok(), {rs(row_overflow)});")
+    if peak is not None:
+        checks.append(f"::core::assert!(({peak}).is_ok(), {rs(peak_overflow)});")
     return checks
 
 
