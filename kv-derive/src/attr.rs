@@ -68,8 +68,9 @@ pub fn parse_entries(tokens: TokenStream, errors: &mut Errors) -> Vec<Entry> {
 /// A count or expression, classified by what it can be checked against.
 #[derive(Clone)]
 pub enum Value {
-    /// An integer literal, checked positive and in range here.
-    Literal(Literal),
+    /// An integer literal, checked positive and in range here; kept as its
+    /// value, written back unsuffixed so it takes the field's type.
+    Literal(u64, Span),
     /// An expression with no `self`: a const, checked at compile time.
     Const(TokenStream),
     /// An expression on `self`: read after load, checked at run time.
@@ -83,14 +84,18 @@ impl Value {
 
     pub fn tokens(&self) -> TokenStream {
         match self {
-            Value::Literal(lit) => TokenTree::Literal(lit.clone()).into(),
+            Value::Literal(value, span) => {
+                let mut literal = Literal::u64_unsuffixed(*value);
+                literal.set_span(*span);
+                TokenTree::Literal(literal).into()
+            }
             Value::Const(tokens) | Value::AfterLoad(tokens) => tokens.clone(),
         }
     }
 
     pub fn span(&self) -> Span {
         match self {
-            Value::Literal(lit) => lit.span(),
+            Value::Literal(_, span) => *span,
             Value::Const(tokens) | Value::AfterLoad(tokens) => tokens.span(),
         }
     }
@@ -139,7 +144,7 @@ fn literal_count(literal: &Literal, key: &str, errors: &mut Errors) -> Option<Va
                     "`{key}` is 0; a count must be positive (to hold nothing, declare nothing)"
                 ),
             ),
-            Ok(_) => return Some(Value::Literal(literal.clone())),
+            Ok(value) => return Some(Value::Literal(value, span)),
             Err(_) => errors.push(span, format!("`{key}` does not fit in u64")),
         },
         Lit::Float(_) => errors.push(span, format!("`{key}` must be an integer, not a float")),

@@ -2,7 +2,7 @@
 //! `DeclaredKv` (what the type declares without an instance), plus the
 //! compile-time checks of const values.
 
-use proc_macro2::{Ident, Literal, Span, TokenStream, TokenTree};
+use proc_macro2::{Ident, Span, TokenStream};
 use quote::{format_ident, quote, quote_spanned};
 use syn::{LitStr, Member, Path};
 
@@ -252,12 +252,7 @@ fn option_text(krate: &Path, lit: &Option<LitStr>, as_cow: bool) -> TokenStream 
 /// A count as a `u64` expression.
 fn count(krate: &Path, value: &Value, key: &str, context: Context) -> TokenStream {
     match value {
-        Value::Literal(lit) => {
-            let parsed = syn::LitInt::from(lit.clone())
-                .base10_parse::<u64>()
-                .expect("literal counts are validated while parsing");
-            TokenTree::Literal(Literal::u64_unsuffixed(parsed)).into()
-        }
+        Value::Literal(..) => value.tokens(),
         Value::Const(tokens) => quote_spanned! {value.span()=> ((#tokens) as u64) },
         Value::AfterLoad(tokens) => {
             debug_assert!(context == Context::AfterLoad);
