@@ -110,6 +110,7 @@ pub use report::{log_model_local_kv, Report};
 ///
 /// - `#[kv(child)]` on a field: the collector visits it (an owner, or
 ///   `Option`, `Vec`, arrays, slices, map values, `Box`/`Rc`/`Arc` of owners).
+///   In a generic type the `KvChild` bound of such a field is inferred.
 /// - `#[kv(transparent)]` on the struct: children are visited at the
 ///   wrapper's own path, for wrappers that forward to their inner model.
 /// - `#[kv(crate = "path")]` on the struct: where kv-core is, when it is

@@ -227,3 +227,25 @@ fn after_load_declarations_carry_what_is_known_before_load() {
         }
     );
 }
+
+/// A generic CUDA-graph wrapper: the `KvChild` bound on its child is inferred.
+#[derive(kv_core::ModelLocalKv)]
+#[kv(transparent)]
+struct GraphWrapper<M> {
+    #[kv(child)]
+    runnable: std::sync::Arc<M>,
+}
+
+#[test]
+fn a_generic_wrapper_needs_no_bound_written_for_its_child() {
+    let wrapper = GraphWrapper {
+        runnable: std::sync::Arc::new(CodecDecoder { async_chunk: true }),
+    };
+    let collection = kv_core::collect(&wrapper);
+    let names: Vec<String> = collection.entries().iter().map(|e| e.full_name()).collect();
+    assert_eq!(
+        names,
+        ["retained", "working_copy"],
+        "transparent: no segment"
+    );
+}

@@ -2,6 +2,7 @@
 //! and its declarations, read from `#[kv(...)]` attributes.
 
 use proc_macro2::{Ident, Span, TokenStream, TokenTree};
+use quote::ToTokens;
 use syn::spanned::Spanned;
 use syn::{Attribute, Data, DeriveInput, Fields, Generics, LitStr, Member, Path};
 
@@ -66,6 +67,8 @@ pub struct Child {
     /// The path segment: the field's name or index.
     pub segment: String,
     pub span: Span,
+    /// The field's type, for the `KvChild` bound a generic type needs.
+    pub ty: TokenStream,
 }
 
 /// An element type: a known name, or an expression of type `DType`.
@@ -242,6 +245,7 @@ pub fn parse<'a>(input: &'a DeriveInput, errors: &mut Errors) -> Input<'a> {
                     member: member(),
                     segment: segment.clone(),
                     span: child.key.span(),
+                    ty: field.ty.to_token_stream(),
                 });
                 continue;
             }

@@ -22,6 +22,7 @@ pub fn expand(input: &Input<'_>) -> TokenStream {
     let ident = input.ident;
     let type_name = ident.to_string();
     let (impl_generics, ty_generics, where_clause) = input.generics.split_for_impl();
+    let where_clause = child_bounds(input, where_clause);
 
     let mut static_specs = Vec::new();
     let mut after_load = Vec::new();
@@ -120,6 +121,40 @@ pub fn expand(input: &Input<'_>) -> TokenStream {
             #register
         };
     }
+}
+
+/// The type's where clause, plus `FieldType: KvChild` for each child field
+/// whose type names a type parameter (as serde infers its bounds), so that
+/// `struct Wrapper<M> { #[kv(child)] inner: Arc<M> }` needs no bound written.
+fn child_bounds(input: &Input<'_>, where_clause: Option<&syn::WhereClause>) -> TokenStream {
+    let krate = &input.krate;
+    let params: Vec<String> = input
+        .generics
+        .type_params()
+        .map(|param| param.ident.to_string())
+        .collect();
+    let mut predicates: Vec<TokenStream> = where_clause
+        .map(|clause| clause.predicates.iter().map(|p| quote!(#p)).collect())
+        .unwrap_or_default();
+    for child in &input.children {
+        if mentions_any(&child.ty, &params) {
+            let ty = &child.ty;
+            predicates.push(quote!(#ty: #krate::KvChild));
+        }
+    }
+    if predicates.is_empty() {
+        TokenStream::new()
+    } else {
+        quote!(where #(#predicates),*)
+    }
+}
+
+fn mentions_any(tokens: &TokenStream, idents: &[String]) -> bool {
+    tokens.clone().into_iter().any(|tree| match tree {
+        proc_macro2::TokenTree::Ident(ident) => idents.iter().any(|name| ident == name),
+        proc_macro2::TokenTree::Group(group) => mentions_any(&group.stream(), idents),
+        _ => false,
+    })
 }
 
 /// Impls that declare nothing, emitted beside the errors so that one mistake
