@@ -504,33 +504,24 @@ fn render_decl(decl: &DeclModel, name: Option<String>) -> String {
 // ---------------------------------------------------------------------------
 // Mutations by entry.
 
-const KEYS: &[&str] = &[
-    "name",
-    "cache",
-    "layers",
-    "kv_heads",
-    "head_dim",
-    "v_head_dim",
-    "dtype",
-    "geometry",
-    "positions",
-    "scope",
-    "rows",
-    "only_when",
-    "assumes",
-    "note",
-    "child",
-    "transparent",
-    "crate",
-    "because",
-    "rwos",
-    "kv_head",
-    "Layers",
-    "r#name",
-    "self",
-    "_",
-    "é",
-];
+/// Every key the derive knows, plus near misses and names that cannot be keys.
+fn keys() -> Vec<&'static str> {
+    let known = crate::ast::DECLARATION_KEYS.iter().copied();
+    let others = [
+        "child",
+        "transparent",
+        "crate",
+        "because",
+        "rwos",
+        "kv_head",
+        "Layers",
+        "r#name",
+        "self",
+        "_",
+        "é",
+    ];
+    known.chain(others).collect()
+}
 
 /// Values that are wrong for some or every key.
 const JUNK_VALUES: &[&str] = &[
@@ -651,8 +642,8 @@ fn entry_op() -> impl Strategy<Value = (Index, EntryOp)> {
         (any::<Index>(), any::<Index>()).prop_map(|(a, b)| EntryOp::SwapValues(a, b)),
         (any::<Index>(), select(JUNK_VALUES)).prop_map(|(a, v)| EntryOp::Junk(a, v)),
         any::<Index>().prop_map(EntryOp::Bare),
-        (any::<Index>(), select(KEYS)).prop_map(|(a, k)| EntryOp::RenameKey(a, k)),
-        (select(KEYS), select(JUNK_VALUES)).prop_map(|(k, v)| EntryOp::Add(k, v)),
+        (any::<Index>(), select(keys())).prop_map(|(a, k)| EntryOp::RenameKey(a, k)),
+        (select(keys()), select(JUNK_VALUES)).prop_map(|(k, v)| EntryOp::Add(k, v)),
         (any::<Index>(), any::<Index>()).prop_map(|(a, b)| EntryOp::Move(a, b)),
     ];
     (any::<Index>(), op)
