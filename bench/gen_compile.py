@@ -202,7 +202,7 @@ def const_checks(decl, owner_dot_name, static_index):
         # After load in part: the const geometry and positions are checked.
         geom = geometry(decl, "const")
         position_count = count_expr(kv["positions"][0], "positions", "const")
-        bytes_per_row = f"{K}::__private::bytes_per_row({geom}, {position_count})"
+        bytes_per_row = f"{K}::Geometry::bytes_per_row(&{geom}, {position_count})"
         peak = None
     else:
         return checks

@@ -8,8 +8,7 @@ pub use std::result::Result;
 pub use std::vec::Vec;
 
 use crate::{
-    ChildVisitor, DType, Geometry, KvChild, KvError, KvSpec, Overflow, Positions, Rows, Scope,
-    Segment,
+    ChildVisitor, DType, Geometry, KvChild, KvError, KvSpec, Positions, Rows, Scope, Segment,
 };
 
 /// An integer read after load, converted to `u64` without wrapping.
@@ -123,27 +122,6 @@ pub fn visit_transparent<C: KvChild + ?Sized>(child: &C, visitor: &mut dyn Child
     child.kv_visit(visitor);
 }
 
-/// Bytes per row from copyable parts, for compile-time overflow checks.
-pub const fn bytes_per_row(geometry: Geometry, positions: u64) -> Result<u64, Overflow> {
-    match geometry.bytes_per_position() {
-        Ok(per_position) => match per_position.checked_mul(positions) {
-            Some(bytes) => Ok(bytes),
-            None => Err(Overflow {
-                step: "bytes per row",
-            }),
-        },
-        Err(overflow) => Err(overflow),
-    }
-}
-
-/// Whether a fixed-row declaration's peak fits in u64, for compile-time checks.
-pub const fn fixed_peak_fits(geometry: Geometry, positions: u64, rows: u64) -> bool {
-    match bytes_per_row(geometry, positions) {
-        Ok(per_row) => per_row.checked_mul(rows).is_some(),
-        Err(_) => false,
-    }
-}
-
 /// Whether no dimension of a const geometry is zero, for compile-time checks.
 pub const fn geometry_has_no_zero(geometry: Geometry) -> bool {
     geometry.layers > 0
@@ -161,7 +139,7 @@ pub fn gate(open: bool) -> bool {
 /// Bytes per row of const parts, `None` on overflow (which the const checks
 /// report as an error of its own).
 pub const fn const_bytes_per_row(geometry: Geometry, positions: u64) -> Option<u64> {
-    match bytes_per_row(geometry, positions) {
+    match geometry.bytes_per_row(positions) {
         Ok(bytes) => Some(bytes),
         Err(_) => None,
     }

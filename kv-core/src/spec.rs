@@ -73,6 +73,21 @@ impl Geometry {
     }
 }
 
+impl Geometry {
+    /// Bytes one row of `positions` positions takes: positions x bytes per position.
+    pub const fn bytes_per_row(&self, positions: u64) -> Result<u64, Overflow> {
+        match self.bytes_per_position() {
+            Ok(per_position) => match per_position.checked_mul(positions) {
+                Some(bytes) => Ok(bytes),
+                None => Err(Overflow {
+                    step: "bytes per row (bytes per position x positions)",
+                }),
+            },
+            Err(overflow) => Err(overflow),
+        }
+    }
+}
+
 /// How many positions a cache holds at most, and why that is the bound.
 #[derive(Clone, Debug, PartialEq, Eq, Hash)]
 #[cfg_attr(feature = "json", derive(serde::Serialize))]
@@ -197,15 +212,7 @@ pub struct KvSpec {
 impl KvSpec {
     /// Bytes one row takes: positions x bytes per position.
     pub const fn bytes_per_row(&self) -> Result<u64, Overflow> {
-        match self.geometry.bytes_per_position() {
-            Ok(per_position) => match per_position.checked_mul(self.positions.count) {
-                Some(bytes) => Ok(bytes),
-                None => Err(Overflow {
-                    step: "bytes per row (bytes per position x positions)",
-                }),
-            },
-            Err(overflow) => Err(overflow),
-        }
+        self.geometry.bytes_per_row(self.positions.count)
     }
 
     /// Row-equivalents at peak for this `max_num_seqs`.

@@ -215,8 +215,8 @@ fn after_load_decl(krate: &Path, decl: &Decl, name: &str) -> TokenStream {
             quote! { #krate::AfterLoadRows::Fixed { count: #count, because: #because } }
         }
     };
-    let only_when = option_text(krate, &decl.only_when, false);
-    let assumes = option_text(krate, &decl.assumes, false);
+    let only_when = option_text(&decl.only_when);
+    let assumes = option_text(&decl.assumes);
     quote! {
         #krate::AfterLoadDecl {
             name: #name,
@@ -266,22 +266,12 @@ fn lit_value(lit: &Option<LitStr>) -> String {
     lit.as_ref().map(LitStr::value).unwrap_or_default()
 }
 
-fn cow(krate: &Path, text: &str) -> TokenStream {
-    quote! { #krate::__private::Cow::Borrowed(#text) }
-}
-
-fn option_text(krate: &Path, lit: &Option<LitStr>, as_cow: bool) -> TokenStream {
-    match lit {
-        Some(lit) if as_cow => {
-            let text = cow(krate, &lit.value());
-            quote! { ::core::option::Option::Some(#text) }
-        }
-        Some(lit) => {
-            let text = lit.value();
-            quote! { ::core::option::Option::Some(#text) }
-        }
-        None => quote! { ::core::option::Option::None },
-    }
+/// `Some("text")` or `None`, for the `&'static str` options of `AfterLoadDecl`.
+fn option_text(lit: &Option<LitStr>) -> TokenStream {
+    optional(lit.as_ref().map(|lit| {
+        let text = lit.value();
+        quote! { #text }
+    }))
 }
 
 /// A count as a `u64` expression.
@@ -451,7 +441,7 @@ fn const_checks(
             let geometry = geometry(krate, decl, Context::Const);
             let position_count = count(krate, &positions.count, "positions", Context::Const);
             let bytes_per_row =
-                quote! { #krate::__private::bytes_per_row(#geometry, #position_count) };
+                quote! { #krate::Geometry::bytes_per_row(&#geometry, #position_count) };
             (geometry, bytes_per_row, None)
         }
         None => return checks,
