@@ -23,23 +23,21 @@ const SUM_STEP: &str = "total peak bytes (sum over declarations)";
 /// checked. Usable in `const` items.
 ///
 /// ```
-/// use std::borrow::Cow;
 /// use kv_core::budget::static_peak_bytes;
-/// use kv_core::{DType, Geometry, KvSpec, Positions, Rows, Scope};
+/// use kv_core::{DeclaredKv, ModelLocalKv};
 ///
-/// const POOL: KvSpec = KvSpec {
-///     name: Cow::Borrowed("graph_pool"),
-///     cache: Cow::Borrowed("captured DynamicCache"),
-///     geometry: Geometry::new(16, 64, 16, DType::BF16),
-///     positions: Positions { count: 11, bound: Cow::Borrowed("group_size + max(delay_pattern)") },
-///     scope: Scope::Model,
-///     rows: Rows::fixed(261, "sum of captured buckets"),
-///     only_when: None,
-///     assumes: None,
-///     note: None,
-/// };
-/// const SPECS: &[KvSpec] = &[POOL];
-/// const PEAK: u64 = match static_peak_bytes(SPECS, 256) {
+/// #[derive(ModelLocalKv)]
+/// #[kv(
+///     name = "graph_pool",
+///     cache = "captured DynamicCache",
+///     layers = 16, kv_heads = 64, head_dim = 16, dtype = bf16,
+///     positions = bounded(11, because = "group_size + max(delay_pattern)"),
+///     scope = model,
+///     rows = fixed(261, because = "sum of captured buckets"),
+/// )]
+/// struct Pool;
+///
+/// const PEAK: u64 = match static_peak_bytes(Pool::KV_DECLS.static_specs, 256) {
 ///     Ok(bytes) => bytes,
 ///     Err(_) => panic!("overflow"),
 /// };
@@ -73,22 +71,19 @@ pub const fn within_budget(specs: &[KvSpec], max_num_seqs: u64, ceiling_bytes: u
 /// A ceiling on model-local KV at one `max_num_seqs`, checked at run time.
 ///
 /// ```
-/// use std::borrow::Cow;
 /// use kv_core::budget::Budget;
 /// use kv_core::units::{GIB, MIB};
 /// use kv_core::{DType, Geometry, KvSpec, Positions, Rows, Scope};
 ///
-/// let retained = KvSpec {
-///     name: Cow::Borrowed("retained"),
-///     cache: Cow::Borrowed("sliding DynamicCache"),
-///     geometry: Geometry::new(8, 16, 64, DType::F32),
-///     positions: Positions { count: 71, bound: Cow::Borrowed("sliding_window(72) - 1") },
-///     scope: Scope::Request,
-///     rows: Rows::MaxNumSeqs,
-///     only_when: Some(Cow::Borrowed("async_chunk")),
-///     assumes: None,
-///     note: None,
-/// };
+/// let retained = KvSpec::attention(
+///     "retained",
+///     "sliding DynamicCache",
+///     Geometry::new(8, 16, 64, DType::F32),
+///     Positions::bounded(71, "sliding_window(72) - 1"),
+///     Scope::Request,
+///     Rows::MaxNumSeqs,
+/// )
+/// .only_when("async_chunk");
 /// let budget = Budget { ceiling_bytes: 2 * GIB, max_num_seqs: 256 };
 /// assert_eq!(budget.check([&retained]), Ok(256 * 4_653_056));
 ///

@@ -28,6 +28,33 @@ impl Collected {
     pub fn full_name(&self) -> String {
         join(&self.path, &self.spec.name)
     }
+
+    /// `Type.name`, as [`KvError`] names a declaration: the owner's type
+    /// without its module path, then the declaration's name.
+    pub fn declaration(&self) -> String {
+        format!("{}.{}", short_type_name(self.owner_type), self.spec.name)
+    }
+}
+
+/// A type's name without module paths, generics kept:
+/// `my_model::talker::Talker<alloc::vec::Vec<u8>>` is `Talker<Vec<u8>>`.
+pub(crate) fn short_type_name(full: &str) -> String {
+    let mut out = String::with_capacity(full.len());
+    // Where the path segment being written started in `out`.
+    let mut segment_start = 0;
+    let mut chars = full.chars().peekable();
+    while let Some(c) = chars.next() {
+        if c == ':' && chars.peek() == Some(&':') {
+            chars.next();
+            out.truncate(segment_start);
+        } else {
+            out.push(c);
+            if !(c.is_alphanumeric() || c == '_') {
+                segment_start = out.len();
+            }
+        }
+    }
+    out
 }
 
 /// An owner whose declarations were dropped, and why.
@@ -62,17 +89,14 @@ pub struct Totals {
 /// struct Talker;
 /// impl ModelLocalKv for Talker {
 ///     fn kv_declare(&self, out: &mut Vec<KvSpec>) -> Result<(), KvError> {
-///         out.push(KvSpec {
-///             name: "cache".into(),
-///             cache: "StaticCache".into(),
-///             geometry: Geometry::new(24, 2, 64, DType::BF16),
-///             positions: Positions { count: 2048, bound: "max_cache_len".into() },
-///             scope: Scope::Invocation,
-///             rows: Rows::fixed(1, "calls are serialized"),
-///             only_when: None,
-///             assumes: None,
-///             note: None,
-///         });
+///         out.push(KvSpec::attention(
+///             "cache",
+///             "StaticCache",
+///             Geometry::new(24, 2, 64, DType::BF16),
+///             Positions::bounded(2048, "max_cache_len"),
+///             Scope::Invocation,
+///             Rows::fixed(1, "calls are serialized"),
+///         ));
 ///         Ok(())
 ///     }
 /// }
@@ -109,7 +133,7 @@ impl Collection {
         };
         for entry in &self.entries {
             let overflow = |step| KvError::Overflow {
-                declaration: entry.full_name(),
+                declaration: entry.declaration(),
                 step,
             };
             let peak = entry
@@ -198,14 +222,19 @@ impl Walker {
     fn declare(&mut self, owner: &dyn ModelLocalKv, owner_type: &'static str) {
         self.buffer.clear();
         let buffer = &mut self.buffer;
-        let declared = catch_unwind(AssertUnwindSafe(|| owner.kv_declare(buffer)));
+        let declared = catch_unwind(AssertUnwindSafe(|| {
+            owner.kv_declare(buffer).map(|()| owner.__kv_validated())
+        }));
         let result = match declared {
-            Ok(result) => result.and_then(|()| {
-                // A hand-written declarer is not checked by the derive.
+            // The derive validated its own specs; a hand-written declarer's are checked here.
+            Ok(Ok(true)) => Ok(()),
+            Ok(Ok(false)) => {
+                let owner_name = short_type_name(owner_type);
                 self.buffer
                     .iter()
-                    .try_for_each(|spec| spec.validate(owner_type))
-            }),
+                    .try_for_each(|spec| spec.validate(&owner_name))
+            }
+            Ok(Err(error)) => Err(error),
             Err(payload) => Err(self.panicked("kv_declare", &*payload)),
         };
         match result {
@@ -257,10 +286,10 @@ impl ChildVisitor for Walker {
                 return;
             }
         };
-        if !identity.zero_sized && !self.seen.insert(identity) {
+        if identity.is_addressable() && !self.seen.insert(identity) {
             return;
         }
-        self.declare(owner, identity.type_name);
+        self.declare(owner, identity.type_name());
 
         let (path_len, depth) = (self.path.len(), self.depths.len());
         let walked = catch_unwind(AssertUnwindSafe(|| owner.kv_visit_children(self)));
@@ -269,7 +298,7 @@ impl ChildVisitor for Walker {
         self.path.truncate(path_len);
         if let Err(payload) = walked {
             let error = self.panicked("kv_visit_children", &*payload);
-            self.skip(identity.type_name, error);
+            self.skip(identity.type_name(), error);
         }
     }
 }
@@ -279,5 +308,21 @@ fn join(path: &str, name: &str) -> String {
         name.to_owned()
     } else {
         format!("{path}.{name}")
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::short_type_name;
+
+    #[test]
+    fn short_type_names_drop_module_paths() {
+        assert_eq!(short_type_name("my_model::talker::Talker"), "Talker");
+        assert_eq!(
+            short_type_name("a::Wrapper<alloc::vec::Vec<b::Layer>, 3>"),
+            "Wrapper<Vec<Layer>, 3>"
+        );
+        assert_eq!(short_type_name("&dyn a::b::Trait"), "&dyn Trait");
+        assert_eq!(short_type_name("Plain"), "Plain");
     }
 }

@@ -360,20 +360,14 @@ mod tests {
         use crate::{KvSpec, Positions, Rows, Scope};
         let geometry = HfConfig::from_value(ming_talker()).geometry().unwrap();
         assert_eq!(geometry, Geometry::new(24, 2, 64, DType::BF16));
-        let spec = KvSpec {
-            name: "cache".into(),
-            cache: "StaticCache".into(),
+        let spec = KvSpec::attention(
+            "cache",
+            "StaticCache",
             geometry,
-            positions: Positions {
-                count: 2048,
-                bound: "max_cache_len (hardcoded)".into(),
-            },
-            scope: Scope::Invocation,
-            rows: Rows::fixed(1, "calls are serialized"),
-            only_when: None,
-            assumes: None,
-            note: None,
-        };
+            Positions::bounded(2048, "max_cache_len (hardcoded)"),
+            Scope::Invocation,
+            Rows::fixed(1, "calls are serialized"),
+        );
         assert_eq!(spec.validate("Talker"), Ok(()));
         assert_eq!(spec.peak_bytes(256), Ok(25_165_824));
     }
@@ -474,7 +468,12 @@ mod tests {
         let mut config = without(ming_talker(), "torch_dtype");
         config["dtype"] = json!("float32");
         assert_eq!(
-            HfConfig::from_value(config).geometry().unwrap().dtype,
+            HfConfig::from_value(config)
+                .geometry()
+                .unwrap()
+                .storage
+                .dtype()
+                .unwrap(),
             DType::F32
         );
     }

@@ -28,25 +28,60 @@ pub trait ModelLocalKv {
     /// Identifies the owner so that one reached twice (a shared `Arc`, a wrapper
     /// that forwards) is counted once. Smart pointers forward to their target.
     fn kv_identity(&self) -> OwnerId {
-        OwnerId {
-            address: self as *const Self as *const () as usize,
-            type_name: std::any::type_name::<Self>(),
-            zero_sized: std::mem::size_of_val(self) == 0,
-        }
+        OwnerId::of(self)
+    }
+
+    /// Whether every spec `kv_declare` appends is already validated (the
+    /// derive validates its own), so the collector need not check it again.
+    #[doc(hidden)]
+    fn __kv_validated(&self) -> bool {
+        false
     }
 }
 
-/// Where an owner lives and what it is. A struct and its first field share an
-/// address, so the type is part of the identity; zero-sized owners have no
-/// meaningful address and are never merged.
+/// Where an owner lives and what it is, so one reached twice is counted once.
+/// Opaque: made by [`OwnerId::of`].
+///
+/// A struct and its first field share an address, so the type is part of the
+/// identity. A zero-sized owner has no address of its own and is never merged
+/// with another, except where it is shared through an `Rc` or `Arc`, whose
+/// allocation gives it one.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct OwnerId {
-    /// The owner's address.
-    pub address: usize,
+    address: usize,
+    type_name: &'static str,
+    zero_sized: bool,
+}
+
+impl OwnerId {
+    /// The identity of the value `owner` points at.
+    pub fn of<T: ?Sized>(owner: &T) -> OwnerId {
+        OwnerId {
+            address: owner as *const T as *const () as usize,
+            type_name: std::any::type_name::<T>(),
+            zero_sized: std::mem::size_of_val(owner) == 0,
+        }
+    }
+
     /// `std::any::type_name` of the owner.
-    pub type_name: &'static str,
-    /// Whether the owner is zero-sized.
-    pub zero_sized: bool,
+    pub fn type_name(&self) -> &'static str {
+        self.type_name
+    }
+
+    /// Whether the owner can be told apart from others by its address: false
+    /// for a zero-sized owner not held in an `Rc` or `Arc`.
+    pub fn is_addressable(&self) -> bool {
+        !self.zero_sized
+    }
+
+    /// The same identity at `address`, a shared allocation the owner lives in.
+    fn in_allocation(self, address: usize) -> OwnerId {
+        OwnerId {
+            address,
+            zero_sized: false,
+            ..self
+        }
+    }
 }
 
 /// Hashes the address alone (cheap; equal ids have equal addresses), while
@@ -85,6 +120,29 @@ impl fmt::Debug for Segment<'_> {
 }
 
 /// Receives the model tree as [`ModelLocalKv::kv_visit_children`] walks it.
+///
+/// A hand-written `kv_visit_children` calls the helpers on `dyn ChildVisitor`
+/// ([`field`](#method.field), [`index`](#method.index), [`key`](#method.key),
+/// [`transparent`](#method.transparent)), which enter and leave for it; only
+/// a visitor (such as the collector) implements the three methods below.
+///
+/// ```
+/// use kv_core::{ChildVisitor, KvError, KvSpec, ModelLocalKv};
+///
+/// struct Layer;
+/// impl ModelLocalKv for Layer {
+///     fn kv_declare(&self, _: &mut Vec<KvSpec>) -> Result<(), KvError> { Ok(()) }
+/// }
+/// struct Model { layers: Vec<Layer>, draft: Option<Layer> }
+/// impl ModelLocalKv for Model {
+///     fn kv_declare(&self, _: &mut Vec<KvSpec>) -> Result<(), KvError> { Ok(()) }
+///     fn kv_visit_children(&self, visitor: &mut dyn ChildVisitor) {
+///         visitor.field("layers", &self.layers);
+///         visitor.field("draft", &self.draft);
+///     }
+/// }
+/// # let _ = kv_core::collect(&Model { layers: vec![Layer], draft: None });
+/// ```
 pub trait ChildVisitor {
     /// Descends one path segment.
     fn enter(&mut self, segment: Segment<'_>);
@@ -92,6 +150,34 @@ pub trait ChildVisitor {
     fn leave(&mut self);
     /// An owner at the current path.
     fn owner(&mut self, owner: &dyn ModelLocalKv);
+}
+
+impl dyn ChildVisitor + '_ {
+    /// Visits `child` under the field segment `name`.
+    pub fn field<C: KvChild + ?Sized>(&mut self, name: &'static str, child: &C) {
+        self.under(Segment::Field(name), child);
+    }
+
+    /// Visits `child` under the index segment `index`.
+    pub fn index<C: KvChild + ?Sized>(&mut self, index: usize, child: &C) {
+        self.under(Segment::Index(index), child);
+    }
+
+    /// Visits `child` under the map-key segment `key`.
+    pub fn key<C: KvChild + ?Sized>(&mut self, key: &dyn fmt::Display, child: &C) {
+        self.under(Segment::Key(key), child);
+    }
+
+    /// Visits `child` at the current path, as a wrapper that forwards to it.
+    pub fn transparent<C: KvChild + ?Sized>(&mut self, child: &C) {
+        child.kv_visit(self);
+    }
+
+    fn under<C: KvChild + ?Sized>(&mut self, segment: Segment<'_>, child: &C) {
+        self.enter(segment);
+        child.kv_visit(self);
+        self.leave();
+    }
 }
 
 /// A field that may hold declaring owners: an owner itself, or `Option`, `Vec`,
@@ -118,9 +204,7 @@ impl<C: KvChild> KvChild for Option<C> {
 impl<C: KvChild> KvChild for [C] {
     fn kv_visit(&self, visitor: &mut dyn ChildVisitor) {
         for (index, child) in self.iter().enumerate() {
-            visitor.enter(Segment::Index(index));
-            child.kv_visit(visitor);
-            visitor.leave();
+            visitor.index(index, child);
         }
     }
 }
@@ -144,9 +228,7 @@ impl<K: fmt::Display, C: KvChild, S> KvChild for HashMap<K, C, S> {
             self.iter().map(|(k, c)| (k.to_string(), k, c)).collect();
         entries.sort_by(|a, b| a.0.cmp(&b.0));
         for (_, key, child) in entries {
-            visitor.enter(Segment::Key(key));
-            child.kv_visit(visitor);
-            visitor.leave();
+            visitor.key(key, child);
         }
     }
 }
@@ -154,18 +236,16 @@ impl<K: fmt::Display, C: KvChild, S> KvChild for HashMap<K, C, S> {
 impl<K: fmt::Display, C: KvChild> KvChild for BTreeMap<K, C> {
     fn kv_visit(&self, visitor: &mut dyn ChildVisitor) {
         for (key, child) in self {
-            visitor.enter(Segment::Key(key));
-            child.kv_visit(visitor);
-            visitor.leave();
+            visitor.key(key, child);
         }
     }
 }
 
 macro_rules! forward_to_target {
-    ($($pointer:ident),*) => {$(
+    ($pointer:ty, $identity:expr) => {
         /// Forwards to the target, identity included: two pointers to one owner
         /// are one owner.
-        impl<T: ModelLocalKv + ?Sized> ModelLocalKv for $pointer<T> {
+        impl<T: ModelLocalKv + ?Sized> ModelLocalKv for $pointer {
             fn kv_declare(&self, out: &mut Vec<KvSpec>) -> Result<(), KvError> {
                 (**self).kv_declare(out)
             }
@@ -173,29 +253,41 @@ macro_rules! forward_to_target {
                 (**self).kv_visit_children(visitor)
             }
             fn kv_identity(&self) -> OwnerId {
-                (**self).kv_identity()
+                let identity: fn(&Self) -> OwnerId = $identity;
+                identity(self)
+            }
+            fn __kv_validated(&self) -> bool {
+                (**self).__kv_validated()
             }
         }
-    )*};
+    };
 }
 
-forward_to_target!(Box, Rc, Arc);
+forward_to_target!(&T, |this| (**this).kv_identity());
+forward_to_target!(Box<T>, |this| (**this).kv_identity());
+// A zero-sized target shared through `Rc`/`Arc` takes the allocation's
+// address, which no other owner has; otherwise it could not be told apart.
+forward_to_target!(Rc<T>, |this| shared(
+    (**this).kv_identity(),
+    Rc::as_ptr(this) as *const () as usize
+));
+forward_to_target!(Arc<T>, |this| shared(
+    (**this).kv_identity(),
+    Arc::as_ptr(this) as *const () as usize
+));
 
-impl<T: ModelLocalKv + ?Sized> ModelLocalKv for &T {
-    fn kv_declare(&self, out: &mut Vec<KvSpec>) -> Result<(), KvError> {
-        (**self).kv_declare(out)
-    }
-    fn kv_visit_children(&self, visitor: &mut dyn ChildVisitor) {
-        (**self).kv_visit_children(visitor)
-    }
-    fn kv_identity(&self) -> OwnerId {
-        (**self).kv_identity()
+fn shared(target: OwnerId, allocation: usize) -> OwnerId {
+    if target.zero_sized {
+        target.in_allocation(allocation)
+    } else {
+        target
     }
 }
 
 /// What a type declares, known without an instance: the declarations whose
 /// every value is a literal or const, and the names of those read after load.
 #[derive(Clone, Copy, Debug)]
+#[non_exhaustive]
 pub struct KvTypeDecls {
     /// The type's name as written (without generic arguments).
     pub type_name: &'static str,
@@ -209,6 +301,7 @@ pub struct KvTypeDecls {
 /// A declaration with a value read after load, and what of it is known
 /// before: its texts always, its figures where they are literal or const.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[non_exhaustive]
 pub struct AfterLoadDecl {
     /// The declaration's name.
     pub name: &'static str,
@@ -277,7 +370,7 @@ mod tests {
         }
         fn owner(&mut self, owner: &dyn ModelLocalKv) {
             self.0
-                .push(format!("owner {}", owner.kv_identity().type_name));
+                .push(format!("owner {}", owner.kv_identity().type_name()));
         }
     }
 
@@ -323,11 +416,23 @@ mod tests {
         assert_eq!(target.kv_identity(), (*target).kv_identity());
         let boxed: Box<dyn ModelLocalKv> = Box::new(Owner(2));
         assert_eq!(
-            boxed.kv_identity().type_name,
+            boxed.kv_identity().type_name(),
             std::any::type_name::<Owner>()
         );
-        assert!(!boxed.kv_identity().zero_sized);
+        assert!(boxed.kv_identity().is_addressable());
         assert_eq!(target.0 + 1, 2);
-        assert!(Leaf.kv_identity().zero_sized);
+        assert!(!Leaf.kv_identity().is_addressable());
+        // A zero-sized owner in an `Arc` takes the allocation's address.
+        let leaf = Arc::new(Leaf);
+        let leaf_again = Arc::clone(&leaf);
+        assert!(leaf.kv_identity().is_addressable());
+        assert_eq!(leaf.kv_identity(), leaf_again.kv_identity());
+        assert_ne!(leaf.kv_identity(), Arc::new(Leaf).kv_identity());
+        let rc = Rc::new(Leaf);
+        assert_eq!(rc.kv_identity(), Rc::clone(&rc).kv_identity());
+        assert!(rc.kv_identity().is_addressable());
+        // Through a reference and a box, identity is the target's.
+        let by_ref: &Arc<Leaf> = &leaf;
+        assert_eq!(by_ref.kv_identity(), leaf.kv_identity());
     }
 }

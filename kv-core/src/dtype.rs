@@ -2,13 +2,13 @@
 
 use core::fmt;
 
+use crate::Overflow;
+
 /// The element type of a KV cache's tensors.
 ///
 /// Spelled the way candle spells them (`f32`, `bf16`, ...); [`DType::from_torch_dtype`]
 /// reads the `torch_dtype` strings found in HF `config.json` files.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
-#[cfg_attr(feature = "json", derive(serde::Serialize))]
-#[cfg_attr(feature = "json", serde(rename_all = "lowercase"))]
 pub enum DType {
     /// 64-bit float.
     F64,
@@ -26,11 +26,18 @@ pub enum DType {
     I8,
     /// 8-bit unsigned integer (quantized caches).
     U8,
+    /// 4-bit signed integer, two to a byte (packed quantized caches).
+    I4,
+    /// 2-bit signed integer, four to a byte (packed quantized caches).
+    I2,
+    /// 4-bit float, 2 exponent bits and 1 mantissa bit (FP4 without block scales;
+    /// NVFP4 with its scales is [`crate::BlockFormat::NVFP4`]).
+    F4E2M1,
 }
 
 impl DType {
     /// Every dtype, in the order error messages list them.
-    pub const ALL: [DType; 8] = [
+    pub const ALL: [DType; 11] = [
         DType::F64,
         DType::F32,
         DType::F16,
@@ -39,16 +46,41 @@ impl DType {
         DType::F8E5M2,
         DType::I8,
         DType::U8,
+        DType::I4,
+        DType::I2,
+        DType::F4E2M1,
     ];
 
-    /// Bytes one element occupies.
-    pub const fn size_in_bytes(self) -> u64 {
+    /// Bits one element occupies. Elements below 8 bits are packed; see
+    /// [`DType::bytes_for`].
+    pub const fn bits(self) -> u64 {
         match self {
-            DType::F64 => 8,
-            DType::F32 => 4,
-            DType::F16 | DType::BF16 => 2,
-            DType::F8E4M3 | DType::F8E5M2 | DType::I8 | DType::U8 => 1,
+            DType::F64 => 64,
+            DType::F32 => 32,
+            DType::F16 | DType::BF16 => 16,
+            DType::F8E4M3 | DType::F8E5M2 | DType::I8 | DType::U8 => 8,
+            DType::I4 | DType::F4E2M1 => 4,
+            DType::I2 => 2,
         }
+    }
+
+    /// Bytes `elements` packed elements take: `ceil(elements x bits / 8)`. A
+    /// partial byte rounds up (it is allocated); [`DType::rounds_up`] says
+    /// when that happens.
+    pub const fn bytes_for(self, elements: u64) -> Result<u64, Overflow> {
+        match elements.checked_mul(self.bits()) {
+            Some(bits) => Ok(bits.div_ceil(8)),
+            None => Err(Overflow {
+                step: "bytes of a vector (elements x bits)",
+            }),
+        }
+    }
+
+    /// Whether `elements` packed elements end in a partial byte that
+    /// [`DType::bytes_for`] rounds up.
+    pub const fn rounds_up(self, elements: u64) -> bool {
+        // (elements x bits) mod 8, without the product overflowing.
+        (elements % 8) * self.bits() % 8 != 0
     }
 
     /// The candle-style name: `f32`, `bf16`, `f8e4m3`, ...
@@ -62,6 +94,9 @@ impl DType {
             DType::F8E5M2 => "f8e5m2",
             DType::I8 => "i8",
             DType::U8 => "u8",
+            DType::I4 => "i4",
+            DType::I2 => "i2",
+            DType::F4E2M1 => "f4e2m1",
         }
     }
 
@@ -83,6 +118,9 @@ impl DType {
             "float8_e5m2" => DType::F8E5M2,
             "int8" => DType::I8,
             "uint8" => DType::U8,
+            "int4" => DType::I4,
+            "int2" => DType::I2,
+            "float4_e2m1fn_x2" | "fp4" => DType::F4E2M1,
             other => return DType::from_name(other),
         };
         Some(dtype)
@@ -107,12 +145,30 @@ mod tests {
 
     #[test]
     fn sizes_match_the_element_widths() {
-        assert_eq!(DType::F64.size_in_bytes(), 8);
-        assert_eq!(DType::F32.size_in_bytes(), 4);
-        assert_eq!(DType::BF16.size_in_bytes(), 2);
-        assert_eq!(DType::F16.size_in_bytes(), 2);
-        assert_eq!(DType::F8E4M3.size_in_bytes(), 1);
-        assert_eq!(DType::U8.size_in_bytes(), 1);
+        let bytes = |d: DType| d.bytes_for(1).unwrap();
+        assert_eq!(bytes(DType::F64), 8);
+        assert_eq!(bytes(DType::F32), 4);
+        assert_eq!(bytes(DType::BF16), 2);
+        assert_eq!(bytes(DType::F16), 2);
+        assert_eq!(bytes(DType::F8E4M3), 1);
+        assert_eq!(bytes(DType::U8), 1);
+    }
+
+    #[test]
+    fn sub_byte_types_pack_and_a_partial_byte_rounds_up() {
+        assert_eq!(DType::I4.bytes_for(128), Ok(64));
+        assert_eq!(DType::I2.bytes_for(128), Ok(32));
+        assert_eq!(DType::F4E2M1.bytes_for(64), Ok(32));
+        assert!(!DType::I4.rounds_up(128));
+        // 3 x 4 bits = 12 bits: two bytes, one of them half used.
+        assert_eq!(DType::I4.bytes_for(3), Ok(2));
+        assert!(DType::I4.rounds_up(3));
+        assert_eq!(DType::I2.bytes_for(5), Ok(2));
+        assert!(DType::I2.rounds_up(5));
+        assert!(!DType::I2.rounds_up(4));
+        assert!(!DType::BF16.rounds_up(7));
+        assert!(DType::F64.bytes_for(u64::MAX / 8).is_err());
+        assert_eq!(DType::U8.bytes_for(u64::MAX / 8), Ok(u64::MAX / 8));
     }
 
     #[test]
@@ -141,7 +197,7 @@ mod tests {
     fn names_list_names_every_dtype() {
         assert_eq!(
             DType::names_list(),
-            "f64, f32, f16, bf16, f8e4m3, f8e5m2, i8, u8"
+            "f64, f32, f16, bf16, f8e4m3, f8e5m2, i8, u8, i4, i2, f4e2m1"
         );
     }
 }

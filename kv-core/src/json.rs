@@ -1,96 +1,237 @@
-//! JSON export of a [`Collection`] (feature `json`).
+//! JSON export of a [`Collection`] (feature `json`): one flat shape, written
+//! and read back through serde.
 
-use serde_json::{json, Value};
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
 
-use crate::{Collection, Rows};
+use crate::{Collected, Collection, Layout, Rows, Skipped};
+
+/// The version of the JSON shape below; bumped whenever a field changes meaning
+/// or is removed.
+pub const SCHEMA_VERSION: u32 = 1;
+
+/// A collection at one `max_num_seqs`, as exported. Field names are stable
+/// and snake_case; a byte figure that overflows `u64` is `null`.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[non_exhaustive]
+pub struct ExportedReport {
+    /// [`SCHEMA_VERSION`] of the writer.
+    pub schema_version: u32,
+    /// The `max_num_seqs` the figures are computed at.
+    pub max_num_seqs: u64,
+    /// Peak bytes over every declaration.
+    pub total_bytes: Option<u64>,
+    /// Peak bytes of scope `model` (see [`crate::Totals`]).
+    pub resident_bytes: Option<u64>,
+    /// Peak bytes of the other scopes.
+    pub after_profiling_bytes: Option<u64>,
+    /// One per declaration, in visiting order.
+    pub declarations: Vec<ExportedDeclaration>,
+    /// One per skipped owner.
+    pub skipped: Vec<ExportedSkip>,
+}
+
+/// One declaration, flat. Fields a layout does not have are `null`
+/// (`kv_heads` of an MLA latent, `positions` of recurrent state).
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[non_exhaustive]
+pub struct ExportedDeclaration {
+    /// The owner's path, `""` at the root.
+    pub path: String,
+    /// The declaration's name.
+    pub name: String,
+    /// `path.name`.
+    pub full_name: String,
+    /// `std::any::type_name` of the owner.
+    pub owner_type: String,
+    /// What kind of cache holds it.
+    pub cache: String,
+    /// `attention`, `mla latent` or `recurrent`.
+    pub kind: String,
+    /// Layers that hold it.
+    pub layers: u64,
+    /// Attention: KV heads per layer.
+    pub kv_heads: Option<u64>,
+    /// Attention: key head dim.
+    pub head_dim: Option<u64>,
+    /// Attention: value head dim (equals `head_dim` unless declared apart).
+    pub v_head_dim: Option<u64>,
+    /// MLA: `kv_lora_rank`.
+    pub kv_lora_rank: Option<u64>,
+    /// MLA: the RoPE width.
+    pub rope_dim: Option<u64>,
+    /// Recurrent: the parts of one layer's state.
+    pub state_parts: Option<Vec<ExportedStatePart>>,
+    /// Recurrent: states kept per sequence.
+    pub slots: Option<u64>,
+    /// Storage of keys, the latent or the state (`"bf16"`, `"q8_0"`).
+    pub format: String,
+    /// Storage of values, where attention stores them apart.
+    pub v_format: Option<String>,
+    /// Positions held; `null` for recurrent state.
+    pub positions: Option<u64>,
+    /// What bounds them.
+    pub positions_bound: Option<String>,
+    /// `invocation`, `request`, `session` or `model`.
+    pub scope: String,
+    /// Whether the scope is `model`.
+    pub resident: bool,
+    /// `max_num_seqs` or `fixed`.
+    pub rows_driver: String,
+    /// The fixed count's reason.
+    pub rows_reason: Option<String>,
+    /// Rows at `max_num_seqs`.
+    pub rows: u64,
+    /// The observable condition.
+    pub only_when: Option<String>,
+    /// The condition the model cannot observe.
+    pub assumes: Option<String>,
+    /// Prose about the object layout.
+    pub note: Option<String>,
+    /// Partial bytes or blocks rounded up, in words.
+    pub roundings: Vec<String>,
+    /// Bytes per row.
+    pub bytes_per_row: Option<u64>,
+    /// Bytes at peak.
+    pub peak_bytes: Option<u64>,
+}
+
+/// One tensor of a recurrent state.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[non_exhaustive]
+pub struct ExportedStatePart {
+    /// `conv`, `ssm`, ...
+    pub name: String,
+    /// Its shape.
+    pub shape: Vec<u64>,
+    /// Its storage.
+    pub format: String,
+}
+
+/// An owner whose declarations were dropped.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[non_exhaustive]
+pub struct ExportedSkip {
+    /// The owner's path.
+    pub path: String,
+    /// `std::any::type_name` of the owner.
+    pub owner_type: String,
+    /// The error's message.
+    pub error: String,
+}
 
 impl Collection {
-    /// The collection at `max_num_seqs` as JSON. Field names are stable and
-    /// snake_case; a byte figure that overflows `u64` is `null`.
-    ///
-    /// Top level:
-    /// - `max_num_seqs`: the value given.
-    /// - `total_bytes`, `resident_bytes`, `after_profiling_bytes`: peak bytes,
-    ///   all scopes / scope `model` / the other scopes (see [`crate::Totals`]).
-    /// - `declarations`: one object per declaration, in visiting order.
-    /// - `skipped`: one object per skipped owner: `path`, `owner_type`, `error`
-    ///   (the error's message).
-    ///
-    /// Each declaration:
-    /// - `path` (owner path, `""` at the root), `name`, `full_name`
-    ///   (`path.name`), `owner_type`, `cache`;
-    /// - `layers`, `kv_heads`, `head_dim`, `v_head_dim` (equals `head_dim`
-    ///   unless declared apart), `dtype` (`"bf16"`, ...);
-    /// - `positions`, `positions_bound`;
-    /// - `scope` (`"invocation"`, `"request"`, `"session"`, `"model"`),
-    ///   `resident` (scope is `model`);
-    /// - `rows_driver` (`"max_num_seqs"` or `"fixed"`), `rows_reason` (the
-    ///   fixed count's reason, else `null`), `rows` (rows at `max_num_seqs`);
-    /// - `only_when`, `assumes`, `note` (`null` when absent);
-    /// - `bytes_per_row`, `peak_bytes`.
+    /// The collection at `max_num_seqs`, in the exported shape.
+    pub fn export(&self, max_num_seqs: u64) -> ExportedReport {
+        let totals = self.totals(max_num_seqs).ok();
+        ExportedReport {
+            schema_version: SCHEMA_VERSION,
+            max_num_seqs,
+            total_bytes: totals.map(|t| t.total),
+            resident_bytes: totals.map(|t| t.resident),
+            after_profiling_bytes: totals.map(|t| t.after_profiling),
+            declarations: self
+                .entries()
+                .iter()
+                .map(|entry| declaration(entry, max_num_seqs))
+                .collect(),
+            skipped: self.skipped().iter().map(skip).collect(),
+        }
+    }
+
+    /// The collection at `max_num_seqs` as JSON: [`Collection::export`]
+    /// serialized, the one shape kv writes.
     ///
     /// ```
     /// let empty = kv_core::Collection::default().to_json(8);
     /// assert_eq!(empty["total_bytes"], 0);
+    /// assert_eq!(empty["schema_version"], 1);
     /// assert_eq!(empty["declarations"], serde_json::json!([]));
     /// ```
     pub fn to_json(&self, max_num_seqs: u64) -> Value {
-        let totals = self.totals(max_num_seqs).ok();
-        let declarations: Vec<Value> = self
-            .entries()
-            .iter()
-            .map(|entry| {
-                let spec = &entry.spec;
-                let geometry = &spec.geometry;
-                let (rows_driver, rows_reason) = match &spec.rows {
-                    Rows::MaxNumSeqs => ("max_num_seqs", None),
-                    Rows::Fixed { because, .. } => ("fixed", Some(because.as_ref())),
-                };
-                json!({
-                    "path": entry.path,
-                    "name": spec.name.as_ref(),
-                    "full_name": entry.full_name(),
-                    "owner_type": entry.owner_type,
-                    "cache": spec.cache.as_ref(),
-                    "layers": geometry.layers,
-                    "kv_heads": geometry.kv_heads,
-                    "head_dim": geometry.head_dim,
-                    "v_head_dim": geometry.value_head_dim(),
-                    "dtype": geometry.dtype.name(),
-                    "positions": spec.positions.count,
-                    "positions_bound": spec.positions.bound.as_ref(),
-                    "scope": spec.scope.name(),
-                    "resident": spec.scope.is_resident(),
-                    "rows_driver": rows_driver,
-                    "rows_reason": rows_reason,
-                    "rows": spec.row_count(max_num_seqs),
-                    "only_when": spec.only_when.as_deref(),
-                    "assumes": spec.assumes.as_deref(),
-                    "note": spec.note.as_deref(),
-                    "bytes_per_row": spec.bytes_per_row().ok(),
-                    "peak_bytes": spec.peak_bytes(max_num_seqs).ok(),
+        // Serializing plain strings, integers and options cannot fail.
+        serde_json::to_value(self.export(max_num_seqs)).unwrap_or(Value::Null)
+    }
+}
+
+fn declaration(entry: &Collected, max_num_seqs: u64) -> ExportedDeclaration {
+    let spec = &entry.spec;
+    let (rows_driver, rows_reason) = match &spec.rows {
+        Rows::MaxNumSeqs => ("max_num_seqs", None),
+        Rows::Fixed { because, .. } => ("fixed", Some(because.to_string())),
+    };
+    let mut out = ExportedDeclaration {
+        path: entry.path.clone(),
+        name: spec.name.to_string(),
+        full_name: entry.full_name(),
+        owner_type: entry.owner_type.to_owned(),
+        cache: spec.cache.to_string(),
+        kind: spec.layout.kind().to_owned(),
+        layers: spec.layout.layers(),
+        kv_heads: None,
+        head_dim: None,
+        v_head_dim: None,
+        kv_lora_rank: None,
+        rope_dim: None,
+        state_parts: None,
+        slots: None,
+        format: String::new(),
+        v_format: None,
+        positions: spec.positions().map(|p| p.count),
+        positions_bound: spec.positions().map(|p| p.reason()),
+        scope: spec.scope.name().to_owned(),
+        resident: spec.scope.is_resident(),
+        rows_driver: rows_driver.to_owned(),
+        rows_reason,
+        rows: spec.row_count(max_num_seqs),
+        only_when: spec.only_when.as_deref().map(str::to_owned),
+        assumes: spec.assumes.as_deref().map(str::to_owned),
+        note: spec.note.as_deref().map(str::to_owned),
+        roundings: spec.layout.roundings(),
+        bytes_per_row: spec.bytes_per_row().ok(),
+        peak_bytes: spec.peak_bytes(max_num_seqs).ok(),
+    };
+    match &spec.layout {
+        Layout::Attention { geometry: g, .. } => {
+            out.kv_heads = Some(g.kv_heads);
+            out.head_dim = Some(g.head_dim);
+            out.v_head_dim = Some(g.value_head_dim());
+            out.format = g.storage.to_string();
+            out.v_format = g.v_storage.map(|v| v.to_string());
+        }
+        Layout::Latent { latent, .. } => {
+            out.kv_lora_rank = Some(latent.kv_lora_rank);
+            out.rope_dim = Some(latent.rope_dim);
+            out.format = latent.storage.to_string();
+            out.v_format = latent.rope_storage.map(|v| v.to_string());
+        }
+        Layout::Recurrent(state) => {
+            out.slots = Some(state.slots);
+            let parts: Vec<ExportedStatePart> = state
+                .parts
+                .iter()
+                .map(|part| ExportedStatePart {
+                    name: part.name.to_owned(),
+                    shape: part.shape.to_vec(),
+                    format: part.storage.to_string(),
                 })
-            })
-            .collect();
-        let skipped: Vec<Value> = self
-            .skipped()
-            .iter()
-            .map(|skipped| {
-                json!({
-                    "path": skipped.path,
-                    "owner_type": skipped.owner_type,
-                    "error": skipped.error.to_string(),
-                })
-            })
-            .collect();
-        json!({
-            "max_num_seqs": max_num_seqs,
-            "total_bytes": totals.map(|t| t.total),
-            "resident_bytes": totals.map(|t| t.resident),
-            "after_profiling_bytes": totals.map(|t| t.after_profiling),
-            "declarations": declarations,
-            "skipped": skipped,
-        })
+                .collect();
+            out.format = parts
+                .iter()
+                .map(|p| p.format.as_str())
+                .collect::<Vec<_>>()
+                .join("+");
+            out.state_parts = Some(parts);
+        }
+    }
+    out
+}
+
+fn skip(skipped: &Skipped) -> ExportedSkip {
+    ExportedSkip {
+        path: skipped.path.clone(),
+        owner_type: skipped.owner_type.to_owned(),
+        error: skipped.error.to_string(),
     }
 }
 
@@ -98,25 +239,23 @@ impl Collection {
 mod tests {
     use super::*;
     use crate::{collect, DType, Geometry, KvError, KvSpec, ModelLocalKv, Positions, Scope};
+    use serde_json::json;
 
     struct Talker;
 
     impl ModelLocalKv for Talker {
         fn kv_declare(&self, out: &mut Vec<KvSpec>) -> Result<(), KvError> {
-            out.push(KvSpec {
-                name: "cache".into(),
-                cache: "StaticCache".into(),
-                geometry: Geometry::new(24, 2, 64, DType::BF16),
-                positions: Positions {
-                    count: 2048,
-                    bound: "max_cache_len".into(),
-                },
-                scope: Scope::Invocation,
-                rows: Rows::fixed(1, "calls are serialized"),
-                only_when: None,
-                assumes: Some("one talker call at a time".into()),
-                note: None,
-            });
+            out.push(
+                KvSpec::attention(
+                    "cache",
+                    "StaticCache",
+                    Geometry::new(24, 2, 64, DType::BF16),
+                    Positions::bounded(2048, "max_cache_len"),
+                    Scope::Invocation,
+                    Rows::fixed(1, "calls are serialized"),
+                )
+                .assumes("one talker call at a time"),
+            );
             Ok(())
         }
     }
@@ -131,7 +270,7 @@ mod tests {
             })
         }
         fn kv_visit_children(&self, visitor: &mut dyn crate::ChildVisitor) {
-            crate::__private::visit_field(&Talker, "talker", visitor);
+            visitor.field("talker", &Talker);
         }
     }
 
@@ -143,6 +282,7 @@ mod tests {
         assert_eq!(
             exported,
             json!({
+                "schema_version": 1,
                 "max_num_seqs": 256,
                 "total_bytes": 25_165_824,
                 "resident_bytes": 0,
@@ -153,11 +293,17 @@ mod tests {
                     "full_name": "talker.cache",
                     "owner_type": talker,
                     "cache": "StaticCache",
+                    "kind": "attention",
                     "layers": 24,
                     "kv_heads": 2,
                     "head_dim": 64,
                     "v_head_dim": 64,
-                    "dtype": "bf16",
+                    "kv_lora_rank": null,
+                    "rope_dim": null,
+                    "state_parts": null,
+                    "slots": null,
+                    "format": "bf16",
+                    "v_format": null,
                     "positions": 2048,
                     "positions_bound": "max_cache_len",
                     "scope": "invocation",
@@ -168,6 +314,7 @@ mod tests {
                     "only_when": null,
                     "assumes": "one talker call at a time",
                     "note": null,
+                    "roundings": [],
                     "bytes_per_row": 25_165_824,
                     "peak_bytes": 25_165_824,
                 }],
@@ -185,20 +332,14 @@ mod tests {
         struct Huge;
         impl ModelLocalKv for Huge {
             fn kv_declare(&self, out: &mut Vec<KvSpec>) -> Result<(), KvError> {
-                out.push(KvSpec {
-                    name: "huge".into(),
-                    cache: "test".into(),
-                    geometry: Geometry::new(1, 1, 1, DType::U8),
-                    positions: Positions {
-                        count: 1 << 62,
-                        bound: "test".into(),
-                    },
-                    scope: Scope::Model,
-                    rows: Rows::MaxNumSeqs,
-                    only_when: None,
-                    assumes: None,
-                    note: None,
-                });
+                out.push(KvSpec::attention(
+                    "huge",
+                    "test",
+                    Geometry::new(1, 1, 1, DType::U8),
+                    Positions::bounded(1 << 62, "test"),
+                    Scope::Model,
+                    Rows::MaxNumSeqs,
+                ));
                 Ok(())
             }
         }
@@ -212,5 +353,62 @@ mod tests {
         assert_eq!(entry["rows_reason"], Value::Null);
         assert_eq!(entry["rows"], 2);
         assert_eq!(entry["resident"], true);
+    }
+}
+
+#[cfg(test)]
+mod round_trip {
+    use super::*;
+    use crate::{
+        collect, DType, KvError, KvSpec, Latent, ModelLocalKv, Positions, RecurrentState, Scope,
+        StatePart,
+    };
+
+    struct Hybrid;
+
+    impl ModelLocalKv for Hybrid {
+        fn kv_declare(&self, out: &mut Vec<KvSpec>) -> Result<(), KvError> {
+            out.push(KvSpec::latent(
+                "latent",
+                "MLA",
+                Latent::new(27, 512, 64, DType::BF16),
+                Positions::bounded(4096, "max_model_len of this deployment"),
+                Scope::Request,
+                Rows::MaxNumSeqs,
+            ));
+            out.push(KvSpec::recurrent(
+                "state",
+                "MambaCache",
+                RecurrentState::from_parts(
+                    28,
+                    vec![
+                        StatePart::mamba_conv(8192, 4, DType::F16),
+                        StatePart::mamba_ssm(8192, 16, DType::F16),
+                    ],
+                ),
+                Scope::Request,
+                Rows::MaxNumSeqs,
+            ));
+            Ok(())
+        }
+    }
+
+    #[test]
+    fn a_report_reads_back_equal() {
+        let exported = collect(&Hybrid).export(8);
+        let text = serde_json::to_string(&exported).unwrap();
+        let read: ExportedReport = serde_json::from_str(&text).unwrap();
+        assert_eq!(read, exported);
+        assert_eq!(read.declarations[0].kind, "mla latent");
+        assert_eq!(read.declarations[0].kv_heads, None);
+        assert_eq!(read.declarations[0].bytes_per_row, Some(31_104 * 4096));
+        let state = &read.declarations[1];
+        assert_eq!(state.positions, None);
+        assert_eq!(state.format, "f16+f16");
+        assert_eq!(state.state_parts.as_ref().map(Vec::len), Some(2));
+        assert_eq!(
+            state.bytes_per_row,
+            Some(28 * (8192 * 4 * 2 + 8192 * 16 * 2))
+        );
     }
 }

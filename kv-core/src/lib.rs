@@ -42,9 +42,12 @@ pub mod budget;
 mod declare;
 mod dtype;
 mod error;
+mod layout;
+mod positions;
 #[cfg(feature = "registry")]
 pub mod registry;
 mod spec;
+mod storage;
 pub mod table;
 pub mod units;
 
@@ -67,12 +70,19 @@ pub use declare::{
 };
 pub use dtype::DType;
 pub use error::{KvError, Overflow};
-pub use spec::{Geometry, KvSpec, Positions, Rows, Scope, Text};
+pub use layout::{Geometry, Latent, Layout, RecurrentState, StatePart};
+pub use positions::{Bound, PositionPolicy, Positions};
+pub use spec::{KvSpec, Rows, Scope};
+pub use storage::{BlockFormat, Storage};
 pub use table::Table;
 
 pub use collect::{collect, Collected, Collection, Skipped, Totals};
 #[cfg(feature = "json")]
 pub use config::HfConfig;
+#[cfg(feature = "json")]
+pub use json::{
+    ExportedDeclaration, ExportedReport, ExportedSkip, ExportedStatePart, SCHEMA_VERSION,
+};
 pub use report::{log_model_local_kv, Report};
 
 /// Derives [`ModelLocalKv`] and [`DeclaredKv`] from `#[kv(...)]` attributes.

@@ -8,7 +8,8 @@ pub use std::result::Result;
 pub use std::vec::Vec;
 
 use crate::{
-    ChildVisitor, DType, Geometry, KvChild, KvError, KvSpec, Positions, Rows, Scope, Segment,
+    ChildVisitor, DType, Geometry, KvChild, KvError, KvSpec, Layout, Positions, Rows, Scope,
+    Segment,
 };
 
 /// An integer read after load, converted to `u64` without wrapping.
@@ -185,20 +186,19 @@ pub const fn spec(
     assumes: &'static str,
     note: &'static str,
 ) -> KvSpec {
-    KvSpec {
-        name: Cow::Borrowed(name),
-        cache: Cow::Borrowed(cache),
-        geometry,
-        positions: Positions {
-            count: positions,
-            bound: Cow::Borrowed(bound),
+    KvSpec::from_parts(
+        Cow::Borrowed(name),
+        Cow::Borrowed(cache),
+        Layout::Attention {
+            geometry,
+            positions: Positions::bounded(positions, bound),
         },
         scope,
         rows,
-        only_when: text(only_when),
-        assumes: text(assumes),
-        note: text(note),
-    }
+        text(only_when),
+        text(assumes),
+        text(note),
+    )
 }
 
 const fn text(text: &'static str) -> Option<Cow<'static, str>> {

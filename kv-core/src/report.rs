@@ -3,6 +3,7 @@
 //! declaration lines keep the format of the original consumer.
 
 use std::fmt;
+use std::fmt::Write as _;
 use std::panic::{catch_unwind, AssertUnwindSafe};
 
 use log::Level;
@@ -153,16 +154,24 @@ fn declaration_line(entry: &Collected, max_num_seqs: u64) -> (Level, String) {
         Level::Error
     };
     let mut line = format!(
-        "  {}: {} ({} rows from {} x {}/row, scope={}, {} positions from {}",
+        "  {}: {} ({} rows from {} x {}/row, scope={}, ",
         entry.full_name(),
         mib_or_overflow(peak),
         spec.row_count(max_num_seqs),
         spec.rows,
         mib_or_overflow(spec.bytes_per_row()),
         spec.scope,
-        spec.positions.count,
-        spec.positions.bound,
     );
+    match spec.positions() {
+        Some(positions) => {
+            let _ = write!(
+                line,
+                "{} positions from {}",
+                positions.count, positions.bound
+            );
+        }
+        None => line.push_str("recurrent state, no positions"),
+    }
     if let Some(only_when) = &spec.only_when {
         line.push_str(", only_when=");
         line.push_str(only_when);

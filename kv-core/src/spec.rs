@@ -4,106 +4,14 @@
 use std::borrow::Cow;
 use std::fmt;
 
-use crate::{DType, KvError, Overflow};
+use crate::{Geometry, KvError, Latent, Layout, Overflow, Positions, RecurrentState};
 
 /// Text carried by a declaration: a literal in derived code, owned when built at run time.
-pub type Text = Cow<'static, str>;
-
-/// The shape of one position (token) of a KV cache across all its layers.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
-#[cfg_attr(feature = "json", derive(serde::Serialize))]
-pub struct Geometry {
-    /// Attention layers that hold a cache.
-    pub layers: u64,
-    /// Key/value heads per layer (after grouped-query sharing).
-    pub kv_heads: u64,
-    /// Dimension of one key head.
-    pub head_dim: u64,
-    /// Dimension of one value head, where it differs from `head_dim`.
-    pub v_head_dim: Option<u64>,
-    /// Element type of the cache tensors.
-    pub dtype: DType,
-}
-
-impl Geometry {
-    /// A geometry whose keys and values share `head_dim`.
-    pub const fn new(layers: u64, kv_heads: u64, head_dim: u64, dtype: DType) -> Geometry {
-        Geometry {
-            layers,
-            kv_heads,
-            head_dim,
-            v_head_dim: None,
-            dtype,
-        }
-    }
-
-    /// The same geometry with a separate value head dimension.
-    pub const fn with_v_head_dim(mut self, v_head_dim: u64) -> Geometry {
-        self.v_head_dim = Some(v_head_dim);
-        self
-    }
-
-    /// The value head dimension: `v_head_dim` where given, else `head_dim`.
-    pub const fn value_head_dim(&self) -> u64 {
-        match self.v_head_dim {
-            Some(dim) => dim,
-            None => self.head_dim,
-        }
-    }
-
-    /// Bytes one position takes, keys and values, across all layers:
-    /// `layers x kv_heads x (head_dim + v_head_dim) x dtype bytes`.
-    pub const fn bytes_per_position(&self) -> Result<u64, Overflow> {
-        const STEP: Overflow = Overflow {
-            step: "bytes per position (layers x kv_heads x (head_dim + v_head_dim) x dtype)",
-        };
-        let Some(dims) = self.head_dim.checked_add(self.value_head_dim()) else {
-            return Err(STEP);
-        };
-        let Some(per_layer_head) = dims.checked_mul(self.dtype.size_in_bytes()) else {
-            return Err(STEP);
-        };
-        let Some(per_layer) = per_layer_head.checked_mul(self.kv_heads) else {
-            return Err(STEP);
-        };
-        match per_layer.checked_mul(self.layers) {
-            Some(bytes) => Ok(bytes),
-            None => Err(STEP),
-        }
-    }
-}
-
-impl Geometry {
-    /// Bytes one row of `positions` positions takes: positions x bytes per position.
-    pub const fn bytes_per_row(&self, positions: u64) -> Result<u64, Overflow> {
-        match self.bytes_per_position() {
-            Ok(per_position) => match per_position.checked_mul(positions) {
-                Some(bytes) => Ok(bytes),
-                None => Err(Overflow {
-                    step: "bytes per row (bytes per position x positions)",
-                }),
-            },
-            Err(overflow) => Err(overflow),
-        }
-    }
-}
-
-/// How many positions a cache holds at most, and why that is the bound.
-#[derive(Clone, Debug, PartialEq, Eq, Hash)]
-#[cfg_attr(feature = "json", derive(serde::Serialize))]
-pub struct Positions {
-    /// Positions held at peak.
-    pub count: u64,
-    /// What bounds them, e.g. `"sliding_window(72) - 1"`. Never `max_model_len`
-    /// by default: each cache names its own mechanism.
-    pub bound: Text,
-}
+pub(crate) type Text = Cow<'static, str>;
 
 /// When the memory appears and goes. Diagnostic only: scope never multiplies bytes
 /// (rows do).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
-#[cfg_attr(feature = "json", derive(serde::Serialize))]
-#[cfg_attr(feature = "json", serde(rename_all = "lowercase"))]
 pub enum Scope {
     /// Lives for one forward call.
     Invocation,
@@ -142,8 +50,6 @@ impl fmt::Display for Scope {
 /// How many row-equivalents are live at peak. Required: defaulting to one would
 /// silently understate.
 #[derive(Clone, Debug, PartialEq, Eq, Hash)]
-#[cfg_attr(feature = "json", derive(serde::Serialize))]
-#[cfg_attr(feature = "json", serde(tag = "driver", rename_all = "snake_case"))]
 pub enum Rows {
     /// One row per in-flight sequence; the engine supplies `max_num_seqs`.
     MaxNumSeqs,
@@ -185,34 +91,176 @@ impl fmt::Display for Rows {
 }
 
 /// One declared allocation of model-local KV.
+///
+/// Built with [`KvSpec::attention`], [`KvSpec::latent`] or
+/// [`KvSpec::recurrent`] and the optional setters; `#[non_exhaustive]`, so
+/// fields added later do not break callers.
+///
+/// ```
+/// use kv_core::{DType, Geometry, KvSpec, Positions, Rows, Scope};
+///
+/// let talker = KvSpec::attention(
+///     "cache",
+///     "StaticCache",
+///     Geometry::new(24, 2, 64, DType::BF16),
+///     Positions::bounded(2048, "hardcoded max_cache_len"),
+///     Scope::Invocation,
+///     Rows::fixed(1, "calls are serialized"),
+/// )
+/// .assumes("one talker call at a time");
+/// assert_eq!(talker.peak_bytes(256), Ok(25_165_824));
+/// ```
 #[derive(Clone, Debug, PartialEq, Eq, Hash)]
-#[cfg_attr(feature = "json", derive(serde::Serialize))]
+#[non_exhaustive]
 pub struct KvSpec {
     /// The declaration's name within its owner, e.g. `"retained"`.
-    pub name: Text,
+    pub name: Cow<'static, str>,
     /// What kind of cache holds it, e.g. `"sliding DynamicCache"`.
-    pub cache: Text,
-    /// Shape of one position.
-    pub geometry: Geometry,
-    /// Positions held at peak and their bound.
-    pub positions: Positions,
+    pub cache: Cow<'static, str>,
+    /// What one row is made of, with its positions where it has them.
+    pub layout: Layout,
     /// When the memory lives; never a multiplier.
     pub scope: Scope,
     /// Row-equivalents at peak and their driver.
     pub rows: Rows,
     /// The model-observable condition under which this is held (already
     /// true for a collected spec), e.g. `"async_chunk"`.
-    pub only_when: Option<Text>,
+    pub only_when: Option<Cow<'static, str>>,
     /// A condition the model cannot observe, stated rather than guessed.
-    pub assumes: Option<Text>,
+    pub assumes: Option<Cow<'static, str>>,
     /// Prose about the object layout (one wide allocation or many narrow ones).
-    pub note: Option<Text>,
+    pub note: Option<Cow<'static, str>>,
 }
 
 impl KvSpec {
-    /// Bytes one row takes: positions x bytes per position.
+    /// An attention K/V cache.
+    pub fn attention(
+        name: impl Into<Cow<'static, str>>,
+        cache: impl Into<Cow<'static, str>>,
+        geometry: Geometry,
+        positions: Positions,
+        scope: Scope,
+        rows: Rows,
+    ) -> KvSpec {
+        KvSpec::with_layout(
+            name,
+            cache,
+            Layout::Attention {
+                geometry,
+                positions,
+            },
+            scope,
+            rows,
+        )
+    }
+
+    /// An MLA latent cache.
+    pub fn latent(
+        name: impl Into<Cow<'static, str>>,
+        cache: impl Into<Cow<'static, str>>,
+        latent: Latent,
+        positions: Positions,
+        scope: Scope,
+        rows: Rows,
+    ) -> KvSpec {
+        KvSpec::with_layout(
+            name,
+            cache,
+            Layout::Latent { latent, positions },
+            scope,
+            rows,
+        )
+    }
+
+    /// Recurrent state: no positions.
+    pub fn recurrent(
+        name: impl Into<Cow<'static, str>>,
+        cache: impl Into<Cow<'static, str>>,
+        state: RecurrentState,
+        scope: Scope,
+        rows: Rows,
+    ) -> KvSpec {
+        KvSpec::with_layout(name, cache, Layout::Recurrent(state), scope, rows)
+    }
+
+    /// A declaration of any layout.
+    pub fn with_layout(
+        name: impl Into<Cow<'static, str>>,
+        cache: impl Into<Cow<'static, str>>,
+        layout: Layout,
+        scope: Scope,
+        rows: Rows,
+    ) -> KvSpec {
+        KvSpec::from_parts(
+            name.into(),
+            cache.into(),
+            layout,
+            scope,
+            rows,
+            None,
+            None,
+            None,
+        )
+    }
+
+    /// The constructor every other one ends in; `const` for generated code.
+    #[allow(clippy::too_many_arguments)]
+    pub(crate) const fn from_parts(
+        name: Text,
+        cache: Text,
+        layout: Layout,
+        scope: Scope,
+        rows: Rows,
+        only_when: Option<Text>,
+        assumes: Option<Text>,
+        note: Option<Text>,
+    ) -> KvSpec {
+        KvSpec {
+            name,
+            cache,
+            layout,
+            scope,
+            rows,
+            only_when,
+            assumes,
+            note,
+        }
+    }
+
+    /// The observable condition under which this is held.
+    pub fn only_when(mut self, condition: impl Into<Cow<'static, str>>) -> KvSpec {
+        self.only_when = Some(condition.into());
+        self
+    }
+
+    /// A condition the model cannot observe.
+    pub fn assumes(mut self, condition: impl Into<Cow<'static, str>>) -> KvSpec {
+        self.assumes = Some(condition.into());
+        self
+    }
+
+    /// Prose about the object layout.
+    pub fn note(mut self, note: impl Into<Cow<'static, str>>) -> KvSpec {
+        self.note = Some(note.into());
+        self
+    }
+
+    /// The attention geometry, for an attention cache.
+    pub const fn geometry(&self) -> Option<&Geometry> {
+        match &self.layout {
+            Layout::Attention { geometry, .. } => Some(geometry),
+            _ => None,
+        }
+    }
+
+    /// The positions and their bound; `None` for recurrent state.
+    pub const fn positions(&self) -> Option<&Positions> {
+        self.layout.positions()
+    }
+
+    /// Bytes one row takes: positions x bytes per position, or the state.
     pub const fn bytes_per_row(&self) -> Result<u64, Overflow> {
-        self.geometry.bytes_per_row(self.positions.count)
+        self.layout.bytes_per_row()
     }
 
     /// Row-equivalents at peak for this `max_num_seqs`.
@@ -235,7 +283,7 @@ impl KvSpec {
 
     /// Checks what the derive checks at compile time, for values known only at
     /// run time: positive counts, non-blank texts, byte math that fits in u64.
-    /// `owner` names the declaring type in the error.
+    /// `owner` is the declaring type's name; errors name `owner.name`.
     pub fn validate(&self, owner: &str) -> Result<(), KvError> {
         // Named only on the error path: a valid spec costs no allocation.
         let declaration = || format!("{owner}.{}", self.name);
@@ -253,15 +301,7 @@ impl KvSpec {
                 "is blank; say what kind of cache holds this",
             ));
         }
-        let g = &self.geometry;
-        let counts = [
-            ("layers", g.layers),
-            ("kv_heads", g.kv_heads),
-            ("head_dim", g.head_dim),
-            ("v_head_dim", g.value_head_dim()),
-            ("positions", self.positions.count),
-        ];
-        for (field, value) in counts {
+        for (field, value) in counts(&self.layout) {
             if value == 0 {
                 return Err(invalid(
                     field,
@@ -269,11 +309,36 @@ impl KvSpec {
                 ));
             }
         }
-        if self.positions.bound.trim().is_empty() {
-            return Err(invalid(
-                "positions",
-                "has a blank bound; say what bounds the positions",
-            ));
+        if let Some(positions) = self.layout.positions() {
+            match &positions.bound {
+                crate::Bound::Stated(reason) if reason.trim().is_empty() => {
+                    return Err(invalid(
+                        "positions",
+                        "has a blank bound; say what bounds the positions",
+                    ));
+                }
+                crate::Bound::Policy(policy) => {
+                    if let Some(input) = policy.zero_input() {
+                        return Err(invalid(
+                            "positions",
+                            &format!("has a policy whose `{input}` is 0 ({policy})"),
+                        ));
+                    }
+                    if policy.count() != Ok(positions.count) {
+                        return Err(invalid(
+                            "positions",
+                            &format!(
+                                "is {} but its policy ({policy}) gives {}",
+                                positions.count,
+                                policy
+                                    .count()
+                                    .map_or_else(|o| o.to_string(), |c| c.to_string())
+                            ),
+                        ));
+                    }
+                }
+                crate::Bound::Stated(_) => {}
+            }
         }
         if let Rows::Fixed { count, because } = &self.rows {
             if *count == 0 {
@@ -310,50 +375,111 @@ impl KvSpec {
     }
 }
 
+/// Every count of a layout that must be positive, with its key's name.
+fn counts(layout: &Layout) -> Vec<(&'static str, u64)> {
+    let storage = |storage: crate::Storage, key| match storage {
+        crate::Storage::Blocks(format) => {
+            vec![(key, format.block_elems()), (key, format.block_bytes())]
+        }
+        _ => Vec::new(),
+    };
+    let mut out = Vec::new();
+    match layout {
+        Layout::Attention {
+            geometry: g,
+            positions,
+        } => {
+            out.extend([
+                ("layers", g.layers),
+                ("kv_heads", g.kv_heads),
+                ("head_dim", g.head_dim),
+                ("v_head_dim", g.value_head_dim()),
+                ("positions", positions.count),
+            ]);
+            out.extend(storage(g.storage, "kv_format"));
+            out.extend(storage(g.value_storage(), "v_format"));
+        }
+        Layout::Latent {
+            latent: l,
+            positions,
+        } => {
+            out.extend([
+                ("layers", l.layers),
+                ("kv_lora_rank", l.kv_lora_rank),
+                ("rope_dim", l.rope_dim),
+                ("positions", positions.count),
+            ]);
+            out.extend(storage(l.storage, "kv_format"));
+        }
+        Layout::Recurrent(state) => {
+            out.extend([("layers", state.layers), ("slots", state.slots)]);
+            if state.parts.is_empty() {
+                out.push(("state", 0));
+            }
+            for part in state.parts.iter() {
+                out.extend(part.shape.map(|dim| ("state", dim)));
+                out.extend(storage(part.storage, "state"));
+            }
+        }
+    }
+    out
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::{Bound, DType, PositionPolicy, StatePart, Storage};
 
-    const QWEN3_TTS: KvSpec = KvSpec {
-        name: Cow::Borrowed("retained"),
-        cache: Cow::Borrowed("sliding DynamicCache"),
-        geometry: Geometry::new(8, 16, 64, DType::F32),
-        positions: Positions {
-            count: 71,
-            bound: Cow::Borrowed("sliding_window(72) - 1"),
-        },
-        scope: Scope::Request,
-        rows: Rows::MaxNumSeqs,
-        only_when: Some(Cow::Borrowed("async_chunk")),
-        assumes: None,
-        note: None,
-    };
+    fn qwen3_tts() -> KvSpec {
+        KvSpec::attention(
+            "retained",
+            "sliding DynamicCache",
+            Geometry::new(8, 16, 64, DType::F32),
+            Positions::bounded(71, "sliding_window(72) - 1"),
+            Scope::Request,
+            Rows::MaxNumSeqs,
+        )
+        .only_when("async_chunk")
+    }
 
     fn spec_with(geometry: Geometry, positions: u64, rows: Rows) -> KvSpec {
-        KvSpec {
+        KvSpec::attention(
+            "retained",
+            "test",
             geometry,
-            positions: Positions {
-                count: positions,
-                bound: "test".into(),
-            },
+            Positions::bounded(positions, "test"),
+            Scope::Request,
             rows,
-            ..QWEN3_TTS
-        }
+        )
     }
 
     #[test]
     fn qwen3_tts_row_is_4_653_056_bytes() {
-        assert_eq!(QWEN3_TTS.bytes_per_row(), Ok(4_653_056));
-        assert_eq!(QWEN3_TTS.peak_bytes(256), Ok(4_653_056 * 256));
+        assert_eq!(qwen3_tts().bytes_per_row(), Ok(4_653_056));
+        assert_eq!(qwen3_tts().peak_bytes(256), Ok(4_653_056 * 256));
+        assert_eq!(qwen3_tts().row_count(7), 7);
     }
 
     #[test]
     fn byte_math_is_usable_in_const_items() {
-        const PER_ROW: u64 = match QWEN3_TTS.bytes_per_row() {
+        const SPEC: &KvSpec = &KvSpec::from_parts(
+            Cow::Borrowed("retained"),
+            Cow::Borrowed("test"),
+            Layout::Attention {
+                geometry: Geometry::new(8, 16, 64, DType::F32),
+                positions: Positions::bounded(71, "sliding_window(72) - 1"),
+            },
+            Scope::Request,
+            Rows::MaxNumSeqs,
+            None,
+            None,
+            None,
+        );
+        const PER_ROW: u64 = match SPEC.bytes_per_row() {
             Ok(bytes) => bytes,
             Err(_) => panic!("overflow"),
         };
-        const ROWS: u64 = QWEN3_TTS.row_count(7);
+        const ROWS: u64 = SPEC.row_count(7);
         assert_eq!(PER_ROW, 2 * 8 * 16 * 64 * 71 * 4);
         assert_eq!(ROWS, 7);
     }
@@ -371,15 +497,34 @@ mod tests {
     }
 
     #[test]
-    fn separate_value_head_dim_counts_keys_and_values_apart() {
-        let g = Geometry::new(2, 3, 192, DType::BF16).with_v_head_dim(128);
-        assert_eq!(g.bytes_per_position(), Ok(2 * 3 * (192 + 128) * 2));
+    fn accessors_follow_the_layout() {
+        let spec = qwen3_tts();
+        assert_eq!(spec.geometry().map(|g| g.layers), Some(8));
+        assert_eq!(spec.positions().map(|p| p.count), Some(71));
+        let state = KvSpec::recurrent(
+            "state",
+            "MambaCache",
+            RecurrentState::from_parts(1, vec![StatePart::new("ssm", [2, 2, 1], DType::F32)]),
+            Scope::Request,
+            Rows::MaxNumSeqs,
+        );
+        assert_eq!(state.geometry(), None);
+        assert_eq!(state.positions(), None);
+        assert_eq!(state.peak_bytes(3), Ok(3 * 16));
+        let latent = KvSpec::latent(
+            "latent",
+            "MLA",
+            Latent::new(27, 512, 64, DType::BF16),
+            Positions::bounded(1, "one"),
+            Scope::Request,
+            Rows::MaxNumSeqs,
+        );
+        assert_eq!(latent.bytes_per_row(), Ok(31_104));
+        assert_eq!(latent.geometry(), None);
     }
 
     #[test]
     fn overflow_is_an_error_at_each_step() {
-        let huge = Geometry::new(u64::MAX, 2, 2, DType::F32);
-        assert!(huge.bytes_per_position().is_err());
         let wide = spec_with(
             Geometry::new(1, 1, 1, DType::U8),
             u64::MAX,
@@ -396,7 +541,7 @@ mod tests {
 
     #[test]
     fn validate_rejects_zero_counts_and_blank_text() {
-        assert_eq!(QWEN3_TTS.validate("Decoder"), Ok(()));
+        assert_eq!(qwen3_tts().validate("Decoder"), Ok(()));
         let zero_layers = spec_with(Geometry::new(0, 1, 1, DType::U8), 1, Rows::MaxNumSeqs);
         let err = zero_layers.validate("Decoder").unwrap_err();
         assert_eq!(
@@ -415,20 +560,139 @@ mod tests {
             .unwrap_err()
             .to_string()
             .contains("blank reason"));
-        let mut no_bound = QWEN3_TTS.clone();
-        no_bound.positions.bound = " ".into();
+        let no_bound = spec_with(Geometry::new(1, 1, 1, DType::U8), 1, Rows::MaxNumSeqs);
+        let mut no_bound = no_bound;
+        if let Layout::Attention { positions, .. } = &mut no_bound.layout {
+            positions.bound = Bound::Stated(" ".into());
+        }
         assert!(no_bound
             .validate("D")
             .unwrap_err()
             .to_string()
             .contains("blank bound"));
-        let mut blank_note = QWEN3_TTS.clone();
-        blank_note.note = Some("".into());
+        let blank_note = qwen3_tts().note("");
         assert!(blank_note
             .validate("D")
             .unwrap_err()
             .to_string()
             .contains("`note` is blank"));
+        for blank in [qwen3_tts().assumes(" "), qwen3_tts().only_when("")] {
+            assert!(blank
+                .validate("D")
+                .unwrap_err()
+                .to_string()
+                .contains("is blank"));
+        }
+        let mut no_name = qwen3_tts();
+        no_name.name = " ".into();
+        assert!(no_name
+            .validate("D")
+            .unwrap_err()
+            .to_string()
+            .contains("`name` is blank"));
+        let mut no_cache = qwen3_tts();
+        no_cache.cache = "".into();
+        assert!(no_cache
+            .validate("D")
+            .unwrap_err()
+            .to_string()
+            .contains("`cache` is blank"));
+    }
+
+    #[test]
+    fn validate_checks_every_kind_and_format() {
+        let empty_block = spec_with(
+            Geometry::new(1, 1, 8, DType::U8)
+                .with_storage(Storage::Blocks(crate::BlockFormat::new("bad", 0, 2))),
+            1,
+            Rows::MaxNumSeqs,
+        );
+        let err = empty_block.validate("T").unwrap_err().to_string();
+        assert!(err.contains("`kv_format` is 0"), "{err}");
+        let no_parts = KvSpec::recurrent(
+            "s",
+            "c",
+            RecurrentState::from_parts(1, Vec::new()),
+            Scope::Request,
+            Rows::MaxNumSeqs,
+        );
+        assert!(no_parts
+            .validate("T")
+            .unwrap_err()
+            .to_string()
+            .contains("`state` is 0"));
+        let zero_dim = KvSpec::recurrent(
+            "s",
+            "c",
+            RecurrentState::from_parts(1, vec![StatePart::new("ssm", [4, 0, 1], DType::F32)]),
+            Scope::Request,
+            Rows::MaxNumSeqs,
+        );
+        assert!(zero_dim.validate("T").is_err());
+        let no_slots = KvSpec::recurrent(
+            "s",
+            "c",
+            RecurrentState::from_parts(1, vec![StatePart::new("ssm", [4, 1, 1], DType::F32)])
+                .with_slots(0),
+            Scope::Request,
+            Rows::MaxNumSeqs,
+        );
+        assert!(no_slots
+            .validate("T")
+            .unwrap_err()
+            .to_string()
+            .contains("`slots` is 0"));
+        let zero_rank = KvSpec::latent(
+            "l",
+            "c",
+            Latent::new(1, 0, 64, DType::BF16),
+            Positions::bounded(1, "x"),
+            Scope::Request,
+            Rows::MaxNumSeqs,
+        );
+        assert!(zero_rank
+            .validate("T")
+            .unwrap_err()
+            .to_string()
+            .contains("kv_lora_rank"));
+    }
+
+    #[test]
+    fn validate_checks_a_policy_against_its_count() {
+        let policy = PositionPolicy::WindowMinusOne { window: 72 };
+        let good = KvSpec::attention(
+            "c",
+            "c",
+            Geometry::new(1, 1, 1, DType::U8),
+            Positions::from_policy(policy).unwrap(),
+            Scope::Request,
+            Rows::MaxNumSeqs,
+        );
+        assert_eq!(good.validate("T"), Ok(()));
+        let mut edited = good.clone();
+        if let Layout::Attention { positions, .. } = &mut edited.layout {
+            positions.count = 72;
+        }
+        assert_eq!(
+            edited.validate("T").unwrap_err().to_string(),
+            "kv: `T.c`: `positions` is 72 but its policy (sliding_window(72) - 1) gives 71"
+        );
+        let zero = KvSpec::attention(
+            "c",
+            "c",
+            Geometry::new(1, 1, 1, DType::U8),
+            Positions {
+                count: 5,
+                bound: Bound::Policy(PositionPolicy::GrowsBy { count: 5, step: 0 }),
+            },
+            Scope::Request,
+            Rows::MaxNumSeqs,
+        );
+        assert!(zero
+            .validate("T")
+            .unwrap_err()
+            .to_string()
+            .contains("`step` is 0"));
     }
 
     #[test]

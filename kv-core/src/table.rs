@@ -31,10 +31,13 @@ use crate::units::human_bytes;
 use crate::{AfterLoadDecl, AfterLoadRows, KvSpec, KvTypeDecls, Overflow, Rows};
 
 /// What a figure reads when its byte arithmetic overflows `u64`.
-pub const OVERFLOW: &str = "overflow";
+const OVERFLOW: &str = "overflow";
 
 /// What a figure reads when it is known only after the model is loaded.
-pub const KNOWN_AFTER_LOAD: &str = "known after load";
+const KNOWN_AFTER_LOAD: &str = "known after load";
+
+/// What "Bounded by" reads for recurrent state.
+const NO_POSITIONS: &str = "no positions (recurrent state)";
 
 const COLUMNS: usize = 6;
 
@@ -42,21 +45,18 @@ const COLUMNS: usize = 6;
 /// aligned plain text.
 ///
 /// ```
-/// use std::borrow::Cow;
 /// use kv_core::table::Table;
 /// use kv_core::{DType, Geometry, KvSpec, Positions, Rows, Scope};
 ///
-/// let retained = KvSpec {
-///     name: Cow::Borrowed("retained"),
-///     cache: Cow::Borrowed("sliding DynamicCache"),
-///     geometry: Geometry::new(8, 16, 64, DType::F32),
-///     positions: Positions { count: 71, bound: Cow::Borrowed("sliding_window(72) - 1") },
-///     scope: Scope::Request,
-///     rows: Rows::MaxNumSeqs,
-///     only_when: Some(Cow::Borrowed("async_chunk")),
-///     assumes: None,
-///     note: None,
-/// };
+/// let retained = KvSpec::attention(
+///     "retained",
+///     "sliding DynamicCache",
+///     Geometry::new(8, 16, 64, DType::F32),
+///     Positions::bounded(71, "sliding_window(72) - 1"),
+///     Scope::Request,
+///     Rows::MaxNumSeqs,
+/// )
+/// .only_when("async_chunk");
 /// let markdown = Table::new(256).rows([("decoder", &retained)]).to_markdown();
 /// let lines: Vec<&str> = markdown.lines().collect();
 /// assert_eq!(lines.len(), 3); // header, alignment rule, one declaration
@@ -182,7 +182,8 @@ impl Table {
                 spec.only_when.as_deref(),
                 spec.assumes.as_deref(),
             ),
-            format!("{} ({})", spec.positions.count, spec.positions.bound),
+            spec.positions()
+                .map_or_else(|| NO_POSITIONS.to_owned(), ToString::to_string),
             size_cell(spec.bytes_per_row()),
             rows,
             size_cell(spec.peak_bytes(self.max_num_seqs)),

@@ -8,7 +8,7 @@ pub const MIB: u64 = 1 << 20;
 pub const GIB: u64 = 1 << 30;
 
 /// Bytes as MiB, for `{:.2}` formatting like the original report's `%.2f MiB`.
-pub fn mib(bytes: u64) -> f64 {
+pub(crate) fn mib(bytes: u64) -> f64 {
     bytes as f64 / MIB as f64
 }
 
