@@ -14,7 +14,7 @@
 //!   not counted; check them at run time.
 //! * At run time, [`Budget::check`] sums collected declarations.
 
-use crate::{KvError, KvSpec, Overflow};
+use crate::{Collected, KvError, KvSpec, Overflow};
 
 /// The step named when the sum of peaks overflows.
 const SUM_STEP: &str = "total peak bytes (sum over declarations)";
@@ -73,22 +73,28 @@ pub const fn within_budget(specs: &[KvSpec], max_num_seqs: u64, ceiling_bytes: u
 /// ```
 /// use kv_core::budget::Budget;
 /// use kv_core::units::{GIB, MIB};
-/// use kv_core::{DType, Geometry, KvSpec, Positions, Rows, Scope};
+/// use kv_core::{DType, Geometry, KvError, KvSpec, ModelLocalKv, Positions, Rows, Scope};
 ///
-/// let retained = KvSpec::attention(
-///     "retained",
-///     "sliding DynamicCache",
-///     Geometry::new(8, 16, 64, DType::F32),
-///     Positions::bounded(71, "sliding_window(72) - 1"),
-///     Scope::Request,
-///     Rows::MaxNumSeqs,
-/// )
-/// .only_when("async_chunk");
+/// struct Decoder;
+/// impl ModelLocalKv for Decoder {
+///     fn kv_declare(&self, out: &mut Vec<KvSpec>) -> Result<(), KvError> {
+///         out.push(KvSpec::attention(
+///             "retained",
+///             "sliding DynamicCache",
+///             Geometry::new(8, 16, 64, DType::F32),
+///             Positions::bounded(71, "sliding_window(72) - 1"),
+///             Scope::Request,
+///             Rows::MaxNumSeqs,
+///         ));
+///         Ok(())
+///     }
+/// }
+/// let collection = kv_core::collect(&Decoder);
 /// let budget = Budget { ceiling_bytes: 2 * GIB, max_num_seqs: 256 };
-/// assert_eq!(budget.check([&retained]), Ok(256 * 4_653_056));
+/// assert_eq!(budget.check(collection.entries()), Ok(256 * 4_653_056));
 ///
 /// let tight = Budget { ceiling_bytes: 512 * MIB, max_num_seqs: 256 };
-/// let err = tight.check([&retained]).unwrap_err();
+/// let err = tight.check(collection.entries()).unwrap_err();
 /// assert_eq!(
 ///     err.to_string(),
 ///     "kv: model-local KV over budget: 1191182336 bytes declared at \
@@ -104,18 +110,22 @@ pub struct Budget {
 }
 
 impl Budget {
-    /// Sums the peaks of `specs` and returns the total when it is at most the
-    /// ceiling. [`KvError::OverBudget`] when it is over;
-    /// [`KvError::Overflow`], naming the declaration, when a peak or the sum
-    /// overflows `u64`.
-    pub fn check<'s>(&self, specs: impl IntoIterator<Item = &'s KvSpec>) -> Result<u64, KvError> {
+    /// Sums the peaks of collected declarations (`collection.entries()`) and
+    /// returns the total when it is at most the ceiling.
+    /// [`KvError::OverBudget`] when it is over; [`KvError::Overflow`], naming
+    /// the declaration (`Type.name`), when a peak or the sum overflows `u64`.
+    pub fn check<'c>(
+        &self,
+        entries: impl IntoIterator<Item = &'c Collected>,
+    ) -> Result<u64, KvError> {
         let mut total: u64 = 0;
-        for spec in specs {
+        for entry in entries {
             let overflow = |step| KvError::Overflow {
-                declaration: spec.name.to_string(),
+                declaration: entry.declaration(),
                 step,
             };
-            let peak = spec
+            let peak = entry
+                .spec
                 .peak_bytes(self.max_num_seqs)
                 .map_err(|o| overflow(o.step))?;
             total = total.checked_add(peak).ok_or_else(|| overflow(SUM_STEP))?;
@@ -141,13 +151,8 @@ impl Budget {
 /// with [`Budget`](crate::budget::Budget) at run time.
 ///
 /// ```
-/// use kv_core::{DeclaredKv, KvTypeDecls};
-///
+/// #[derive(kv_core::ModelLocalKv)]
 /// struct Stateless;
-/// impl DeclaredKv for Stateless {
-///     const KV_DECLS: KvTypeDecls =
-///         KvTypeDecls { type_name: "Stateless", static_specs: &[], after_load: &[] };
-/// }
 ///
 /// kv_core::assert_kv_budget!(Stateless, max_num_seqs = 256, ceiling = 2 * kv_core::units::GIB);
 /// ```

@@ -228,6 +228,7 @@ impl Walker {
         let result = match declared {
             // The derive validated its own specs; a hand-written declarer's are checked here.
             Ok(Ok(true)) => Ok(()),
+            Ok(Ok(false)) if self.buffer.is_empty() => Ok(()),
             Ok(Ok(false)) => {
                 let owner_name = short_type_name(owner_type);
                 self.buffer

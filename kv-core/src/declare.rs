@@ -287,7 +287,6 @@ fn shared(target: OwnerId, allocation: usize) -> OwnerId {
 /// What a type declares, known without an instance: the declarations whose
 /// every value is a literal or const, and the names of those read after load.
 #[derive(Clone, Copy, Debug)]
-#[non_exhaustive]
 pub struct KvTypeDecls {
     /// The type's name as written (without generic arguments).
     pub type_name: &'static str,
@@ -301,7 +300,6 @@ pub struct KvTypeDecls {
 /// A declaration with a value read after load, and what of it is known
 /// before: its texts always, its figures where they are literal or const.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-#[non_exhaustive]
 pub struct AfterLoadDecl {
     /// The declaration's name.
     pub name: &'static str,

@@ -131,6 +131,15 @@ pub const fn geometry_has_no_zero(geometry: Geometry) -> bool {
         && geometry.value_head_dim() > 0
 }
 
+/// The attention geometry of a derived (attention) spec, for the const checks.
+pub const fn spec_geometry(spec: &KvSpec) -> Geometry {
+    match &spec.layout {
+        Layout::Attention { geometry, .. } => *geometry,
+        // The derive declares attention only; a zero geometry fails the checks.
+        _ => Geometry::new(0, 0, 0, DType::U8),
+    }
+}
+
 /// An `only_when` condition; typed so that a non-`bool` gate is an error at its name.
 #[inline(always)]
 pub fn gate(open: bool) -> bool {

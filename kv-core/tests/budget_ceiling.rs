@@ -1,100 +1,94 @@
 //! Budgets are ceilings: under passes, over fails with the figures, and
 //! removing a cache never fails a budget.
 
-use std::borrow::Cow;
-
 use kv_core::budget::{static_peak_bytes, within_budget};
 use kv_core::units::{GIB, MIB};
 use kv_core::{
-    AfterLoadDecl, AfterLoadRows, Budget, DType, DeclaredKv, Geometry, KvError, KvSpec,
-    KvTypeDecls, Positions, Rows, Scope,
+    Budget, Collected, DType, DeclaredKv, Geometry, KvError, KvSpec, Layout, ModelLocalKv,
+    Positions, Rows, Scope,
 };
 
 const RETAINED_BYTES: u64 = 4_653_056;
 const POOL_BYTES: u64 = 188_153_856;
 
-/// Qwen3-TTS retained cache: 4,653,056 B a row, one row per sequence.
-const RETAINED: KvSpec = KvSpec {
-    name: Cow::Borrowed("retained"),
-    cache: Cow::Borrowed("sliding DynamicCache"),
-    geometry: Geometry::new(8, 16, 64, DType::F32),
-    positions: Positions {
-        count: 71,
-        bound: Cow::Borrowed("sliding_window(72) - 1"),
-    },
-    scope: Scope::Request,
-    rows: Rows::MaxNumSeqs,
-    only_when: Some(Cow::Borrowed("async_chunk")),
-    assumes: None,
-    note: None,
-};
+/// Qwen3-TTS's retained cache and working copy (4,653,056 B a row, one row per
+/// sequence), MiMo-Audio's graph pool (188,153,856 B whatever max_num_seqs
+/// is), and one declaration read after load.
+#[derive(ModelLocalKv)]
+#[kv(
+    name = "retained",
+    cache = "sliding DynamicCache",
+    layers = 8, kv_heads = 16, head_dim = 64, dtype = f32,
+    positions = bounded(71, because = "sliding_window(72) - 1"),
+    scope = request,
+    rows = max_num_seqs,
+    only_when = "async_chunk",
+)]
+#[kv(
+    name = "working",
+    cache = "sliding DynamicCache",
+    layers = 8, kv_heads = 16, head_dim = 64, dtype = f32,
+    positions = bounded(71, because = "sliding_window(72) - 1"),
+    scope = invocation,
+    rows = max_num_seqs,
+    only_when = "async_chunk",
+)]
+#[kv(
+    name = "graph_pool",
+    cache = "captured DynamicCache",
+    layers = 16, kv_heads = 64, head_dim = 16, dtype = bf16,
+    positions = bounded(11, because = "group_size + max(delay_pattern)"),
+    scope = model,
+    rows = fixed(261, because = "sum of captured buckets (1,2,4,6,8,16,32,64,128)"),
+)]
+#[kv(
+    name = "later",
+    cache = "StaticCache",
+    geometry = self.talker,
+    positions = bounded(2048, because = "max_cache_len"),
+    scope = invocation,
+    rows = fixed(1, because = "calls are serialized"),
+)]
+struct Qwen3Tts {
+    async_chunk: bool,
+    talker: Geometry,
+}
 
-/// The eager path's working copy, live alongside the retained one.
-const WORKING: KvSpec = KvSpec {
-    name: Cow::Borrowed("working"),
-    scope: Scope::Invocation,
-    ..RETAINED
-};
+const ALL: &[KvSpec] = Qwen3Tts::KV_DECLS.static_specs;
 
-/// MiMo-Audio graph pool: 188,153,856 B whatever max_num_seqs is.
-const POOL: KvSpec = KvSpec {
-    name: Cow::Borrowed("graph_pool"),
-    cache: Cow::Borrowed("captured DynamicCache"),
-    geometry: Geometry::new(16, 64, 16, DType::BF16),
-    positions: Positions {
-        count: 11,
-        bound: Cow::Borrowed("group_size + max(delay_pattern)"),
-    },
-    scope: Scope::Model,
-    rows: Rows::fixed(261, "sum of captured buckets (1,2,4,6,8,16,32,64,128)"),
-    only_when: None,
-    assumes: None,
-    note: None,
-};
+/// `specs` as collected entries of `Qwen3Tts`.
+fn entries(specs: &[KvSpec]) -> Vec<Collected> {
+    specs
+        .iter()
+        .map(|spec| Collected {
+            path: String::new(),
+            owner_type: "budget_ceiling::Qwen3Tts",
+            spec: spec.clone(),
+        })
+        .collect()
+}
 
 /// A cache whose bytes per position overflow u64.
-const HUGE: KvSpec = KvSpec {
-    name: Cow::Borrowed("huge"),
-    cache: Cow::Borrowed("StaticCache"),
-    geometry: Geometry::new(u64::MAX, 2, 2, DType::F32),
-    positions: Positions {
-        count: 1,
-        bound: Cow::Borrowed("test"),
-    },
-    scope: Scope::Model,
-    rows: Rows::fixed(1, "test"),
-    only_when: None,
-    assumes: None,
-    note: None,
-};
+fn huge() -> KvSpec {
+    KvSpec::attention(
+        "huge",
+        "StaticCache",
+        Geometry::new(u64::MAX, 2, 2, DType::F32),
+        Positions::bounded(1, "test"),
+        Scope::Model,
+        Rows::fixed(1, "test"),
+    )
+}
 
-struct Qwen3Tts;
-impl DeclaredKv for Qwen3Tts {
-    const KV_DECLS: KvTypeDecls = KvTypeDecls {
-        type_name: "Qwen3Tts",
-        static_specs: &[RETAINED, WORKING, POOL],
-        after_load: &[AfterLoadDecl {
-            name: "later",
-            cache: "StaticCache",
-            scope: Scope::Invocation,
-            positions: Some(2048),
-            positions_bound: "max_cache_len",
-            bytes_per_row: None,
-            rows: AfterLoadRows::Fixed {
-                count: Some(1),
-                because: "calls are serialized",
-            },
-            only_when: None,
-            assumes: None,
-        }],
-    };
+fn set_positions(spec: &mut KvSpec, change: impl FnOnce(&mut u64)) {
+    if let Layout::Attention { positions, .. } = &mut spec.layout {
+        change(&mut positions.count);
+    }
 }
 
 // Compiles only while under the ceiling: 2 x 256 x 4.44 MiB + 179.44 MiB = 2.40 GiB.
 kv_core::assert_kv_budget!(Qwen3Tts, max_num_seqs = 256, ceiling = 3 * GIB);
 kv_core::assert_kv_budget!(Qwen3Tts, max_num_seqs = 1, ceiling = 200 * MIB,);
-
-const ALL: &[KvSpec] = &[RETAINED, WORKING, POOL];
 
 #[test]
 fn static_peak_sums_every_declaration_gated_ones_included() {
@@ -124,12 +118,12 @@ fn static_budget_is_a_ceiling() {
 
 #[test]
 fn overflow_is_never_within_a_budget() {
-    let with_huge = [RETAINED, HUGE];
+    let with_huge = [ALL[0].clone(), huge()];
     assert!(static_peak_bytes(&with_huge, 1).is_err());
     assert!(!within_budget(&with_huge, 1, u64::MAX));
     // Each peak fits, their sum does not.
-    let mut half = POOL.clone();
-    half.rows = Rows::fixed(u64::MAX / POOL.bytes_per_row().unwrap(), "test");
+    let mut half = ALL[2].clone();
+    half.rows = Rows::fixed(u64::MAX / ALL[2].bytes_per_row().unwrap(), "test");
     let pair = [half.clone(), half];
     assert_eq!(
         static_peak_bytes(&pair, 1).unwrap_err().step,
@@ -144,13 +138,16 @@ fn run_time_budget_under_its_ceiling_returns_the_peak() {
         ceiling_bytes: 3 * GIB,
         max_num_seqs: 256,
     };
-    assert_eq!(budget.check(ALL), Ok(2 * 256 * RETAINED_BYTES + POOL_BYTES));
+    assert_eq!(
+        budget.check(&entries(ALL)),
+        Ok(2 * 256 * RETAINED_BYTES + POOL_BYTES)
+    );
     let exact = Budget {
         ceiling_bytes: 2 * 256 * RETAINED_BYTES + POOL_BYTES,
         ..budget
     };
     assert!(
-        exact.check(ALL).is_ok(),
+        exact.check(&entries(ALL)).is_ok(),
         "a peak equal to the ceiling is within"
     );
 }
@@ -162,7 +159,7 @@ fn run_time_budget_over_its_ceiling_names_the_figures() {
         max_num_seqs: 256,
     };
     let declared = 2 * 256 * RETAINED_BYTES + POOL_BYTES;
-    let err = budget.check(ALL).unwrap_err();
+    let err = budget.check(&entries(ALL)).unwrap_err();
     assert_eq!(
         err,
         KvError::OverBudget {
@@ -184,9 +181,9 @@ fn run_time_overflow_names_the_declaration() {
         ceiling_bytes: u64::MAX,
         max_num_seqs: 1,
     };
-    match budget.check([&RETAINED, &HUGE]) {
+    match budget.check(&entries(&[ALL[0].clone(), huge()])) {
         Err(KvError::Overflow { declaration, step }) => {
-            assert_eq!(declaration, "huge");
+            assert_eq!(declaration, "Qwen3Tts.huge");
             assert!(step.starts_with("bytes per position"), "{step}");
         }
         other => panic!("expected an overflow, got {other:?}"),
@@ -195,9 +192,9 @@ fn run_time_overflow_names_the_declaration() {
         ceiling_bytes: u64::MAX,
         max_num_seqs: u64::MAX,
     };
-    match wide.check([&POOL, &RETAINED]) {
+    match wide.check(&entries(&[ALL[2].clone(), ALL[0].clone()])) {
         Err(KvError::Overflow { declaration, step }) => {
-            assert_eq!(declaration, "retained");
+            assert_eq!(declaration, "Qwen3Tts.retained");
             assert_eq!(step, "peak bytes (rows x bytes per row)");
         }
         other => panic!("expected an overflow, got {other:?}"),
@@ -225,9 +222,9 @@ fn removing_a_cache_never_fails_a_budget() {
             ceiling_bytes: peak,
             max_num_seqs,
         };
-        assert_eq!(budget.check(ALL), Ok(peak));
+        assert_eq!(budget.check(&entries(ALL)), Ok(peak));
         for subset in subsets(ALL) {
-            let declared = budget.check(&subset);
+            let declared = budget.check(&entries(&subset));
             assert!(
                 declared.is_ok(),
                 "{subset:?} at {max_num_seqs}: {declared:?}"
@@ -244,14 +241,14 @@ fn shrinking_a_cache_never_fails_a_budget() {
         max_num_seqs: 256,
     };
     let mut shrunk = ALL.to_vec();
-    shrunk[0].positions.count -= 1;
+    set_positions(&mut shrunk[0], |count| *count -= 1);
     shrunk[2].rows = Rows::fixed(5, "fewer buckets captured");
-    assert!(budget.check(&shrunk).is_ok());
+    assert!(budget.check(&entries(&shrunk)).is_ok());
     // Growing one does.
     let mut grown = ALL.to_vec();
-    grown[0].positions.count += 1;
+    set_positions(&mut grown[0], |count| *count += 1);
     assert!(matches!(
-        budget.check(&grown),
+        budget.check(&entries(&grown)),
         Err(KvError::OverBudget { .. })
     ));
 }

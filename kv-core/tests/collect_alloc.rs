@@ -3,7 +3,6 @@
 use std::alloc::{GlobalAlloc, Layout, System};
 use std::cell::Cell;
 
-use kv_core::__private::visit_field;
 use kv_core::{collect, ChildVisitor, KvError, KvSpec, ModelLocalKv};
 
 /// Counts this thread's allocations, so parallel tests do not disturb it.
@@ -49,7 +48,7 @@ impl ModelLocalKv for Layers {
         Ok(())
     }
     fn kv_visit_children(&self, visitor: &mut dyn ChildVisitor) {
-        visit_field(&self.0, "layers", visitor);
+        visitor.field("layers", &self.0);
     }
 }
 

@@ -197,7 +197,7 @@ impl ModelLocalKv for Trio {
         Ok(())
     }
     fn kv_visit_children(&self, visitor: &mut dyn kv_core::ChildVisitor) {
-        kv_core::__private::visit_field(&self.0, "parts", visitor);
+        visitor.field("parts", &self.0);
     }
 }
 
@@ -248,7 +248,7 @@ fn an_overflowing_total_is_an_error_line_not_a_panic() {
     assert_eq!(
         err,
         KvError::Overflow {
-            declaration: "parts.1.huge".into(),
+            declaration: "Quirky.huge".into(),
             step: "peak bytes (rows x bytes per row)",
         }
     );
@@ -257,7 +257,7 @@ fn an_overflowing_total_is_an_error_line_not_a_panic() {
         lines[..3],
         [
             (Level::Error, "Model-local KV (outside the paged manager): total overflows u64 across 3 declaration(s) at max_num_seqs=4".to_owned()),
-            (Level::Error, "  kv: `parts.1.huge`: peak bytes (rows x bytes per row) overflows u64; check the geometry".to_owned()),
+            (Level::Error, "  kv: `Quirky.huge`: peak bytes (rows x bytes per row) overflows u64; check the geometry".to_owned()),
             (Level::Info, "  parts.0.encoder: 0.00 MiB (1 rows from fixed(1; one duplex session) x 0.00 MiB/row, scope=session, 1 positions from embed_positions rows, only_when=duplex, assumes=duplex_max_sessions=1)".to_owned()),
         ]
     );
@@ -274,7 +274,7 @@ fn a_sum_that_overflows_names_the_declaration_it_overflowed_at() {
     assert_eq!(
         collection.totals(1),
         Err(KvError::Overflow {
-            declaration: "parts.1.huge".into(),
+            declaration: "Quirky.huge".into(),
             step: "sum of peak bytes",
         })
     );

@@ -6,7 +6,6 @@ use std::collections::BTreeMap;
 use std::sync::{Arc, Mutex};
 
 use collect_support::*;
-use kv_core::__private::{visit_field, visit_transparent};
 use kv_core::{collect, ChildVisitor, DType, Geometry, KvError, KvSpec, ModelLocalKv, Rows, Scope};
 
 fn full_names(collection: &kv_core::Collection) -> Vec<String> {
@@ -44,8 +43,8 @@ impl ModelLocalKv for Talker {
         Ok(())
     }
     fn kv_visit_children(&self, visitor: &mut dyn ChildVisitor) {
-        visit_field(&self.layers, "layers", visitor);
-        visit_field(&self.by_name, "by_name", visitor);
+        visitor.field("layers", &self.layers);
+        visitor.field("by_name", &self.by_name);
     }
 }
 
@@ -67,7 +66,7 @@ impl ModelLocalKv for Omni {
         Ok(())
     }
     fn kv_visit_children(&self, visitor: &mut dyn ChildVisitor) {
-        visit_field(&self.talker, "talker", visitor);
+        visitor.field("talker", &self.talker);
     }
 }
 
@@ -108,7 +107,7 @@ impl ModelLocalKv for GraphWrapper {
         Ok(())
     }
     fn kv_visit_children(&self, visitor: &mut dyn ChildVisitor) {
-        visit_transparent(&self.runnable, visitor);
+        visitor.transparent(&self.runnable);
     }
 }
 
@@ -123,8 +122,8 @@ impl ModelLocalKv for Runner {
         Ok(())
     }
     fn kv_visit_children(&self, visitor: &mut dyn ChildVisitor) {
-        visit_field(&self.graph, "graph", visitor);
-        visit_field(&self.eager, "eager", visitor);
+        visitor.field("graph", &self.graph);
+        visitor.field("eager", &self.eager);
     }
 }
 
@@ -177,7 +176,7 @@ fn distinct_owners_of_one_type_are_all_counted() {
             Ok(())
         }
         fn kv_visit_children(&self, visitor: &mut dyn ChildVisitor) {
-            visit_field(self.0, "twins", visitor);
+            visitor.field("twins", self.0);
         }
     }
     assert_eq!(
@@ -217,7 +216,7 @@ fn zero_sized_owners_are_never_merged() {
             Ok(())
         }
         fn kv_visit_children(&self, visitor: &mut dyn ChildVisitor) {
-            visit_field(&self.0, "workers", visitor);
+            visitor.field("workers", &self.0);
         }
     }
     assert_eq!(
@@ -237,7 +236,7 @@ impl ModelLocalKv for Node {
         Layer { tag: self.tag }.kv_declare(out)
     }
     fn kv_visit_children(&self, visitor: &mut dyn ChildVisitor) {
-        visit_field(&*self.next.lock().unwrap(), "next", visitor);
+        visitor.field("next", &*self.next.lock().unwrap());
     }
 }
 
@@ -302,7 +301,7 @@ impl ModelLocalKv for Failing {
     fn kv_visit_children(&self, visitor: &mut dyn ChildVisitor) {
         if let Failing::PanicsListingChildren = self {
             visitor.enter(kv_core::Segment::Field("inner"));
-            visit_field(&Layer { tag: 7 }, "first", visitor);
+            visitor.field("first", &Layer { tag: 7 });
             panic!("lost my children");
         }
     }
@@ -319,9 +318,9 @@ impl ModelLocalKv for Siblings {
         Ok(())
     }
     fn kv_visit_children(&self, visitor: &mut dyn ChildVisitor) {
-        visit_field(&self.before, "before", visitor);
-        visit_field(&self.failing, "failing", visitor);
-        visit_field(&self.after, "after", visitor);
+        visitor.field("before", &self.before);
+        visitor.field("failing", &self.failing);
+        visitor.field("after", &self.after);
     }
 }
 
@@ -424,4 +423,51 @@ fn an_undeclared_model_collects_nothing() {
     let collection = collect(&qwen3_tts(false).decoder);
     assert_eq!(collection, kv_core::Collection::default());
     assert_eq!(collection.totals(256).unwrap().total, 0);
+}
+
+/// Regression: a zero-sized owner shared through one `Arc` (or `Rc`) in two
+/// places was collected twice, because zero-sized owners were never merged.
+#[test]
+fn a_zero_sized_owner_shared_through_arc_or_rc_is_collected_once() {
+    use std::rc::Rc;
+    use std::sync::Arc;
+
+    #[derive(kv_core::ModelLocalKv)]
+    #[kv(
+        name = "graph_pool",
+        cache = "captured DynamicCache",
+        layers = 16, kv_heads = 64, head_dim = 16, dtype = bf16,
+        positions = bounded(11, because = "group_size + max(delay_pattern)"),
+        scope = model,
+        rows = fixed(261, because = "sum of captured buckets"),
+    )]
+    struct Pool;
+
+    #[derive(kv_core::ModelLocalKv)]
+    struct Root {
+        #[kv(child)]
+        a: Arc<Pool>,
+        #[kv(child)]
+        b: Arc<Pool>,
+        #[kv(child)]
+        c: Rc<Pool>,
+        #[kv(child)]
+        d: Rc<Pool>,
+        #[kv(child)]
+        other: Arc<Pool>,
+    }
+
+    let pool = Arc::new(Pool);
+    let local = Rc::new(Pool);
+    let root = Root {
+        a: Arc::clone(&pool),
+        b: pool,
+        c: Rc::clone(&local),
+        d: local,
+        other: Arc::new(Pool),
+    };
+    let collection = kv_core::collect(&root);
+    let paths: Vec<String> = collection.entries().iter().map(|e| e.full_name()).collect();
+    // One per allocation: `a` and `b` share one, `c` and `d` another; `other` is its own.
+    assert_eq!(paths, ["a.graph_pool", "c.graph_pool", "other.graph_pool"]);
 }

@@ -93,7 +93,10 @@ fn const_tables_match_what_instances_declare() {
         Rows::fixed(261, "sum of captured buckets")
     );
     assert_eq!(DECODER_SPECS[1].scope, Scope::Model);
-    assert_eq!(DECODER_SPECS[0].geometry.dtype, DType::F32);
+    assert_eq!(
+        DECODER_SPECS[0].geometry().map(|g| g.storage),
+        Some(kv_core::Storage::Dense(DType::F32))
+    );
     assert_eq!(<Talker as DeclaredKv>::KV_DECLS.after_load[0].name, "cache");
 
     let decoder = Decoder {
@@ -133,8 +136,8 @@ fn static_specs_borrow_their_text() {
         assert!(matches!(spec.name, std::borrow::Cow::Borrowed(_)));
         assert!(matches!(spec.cache, std::borrow::Cow::Borrowed(_)));
         assert!(matches!(
-            spec.positions.bound,
-            std::borrow::Cow::Borrowed(_)
+            spec.positions().map(|p| &p.bound),
+            Some(kv_core::Bound::Stated(std::borrow::Cow::Borrowed(_)))
         ));
     }
 }

@@ -148,7 +148,7 @@ fn generic_structs_with_lifetimes_and_where_clauses_derive() {
     let window = [0u8; 5];
     let model = Generic::<'_, u8, 3> { window: &window };
     let specs = declared(&model).unwrap();
-    assert_eq!(specs[0].geometry.layers, 3);
+    assert_eq!(specs[0].geometry().map(|g| g.layers), Some(3));
     assert_eq!(specs[0].bytes_per_row(), Ok(3 * 2 * (8 + 8) * 2 * 5));
 }
 

@@ -1,84 +1,66 @@
 //! Markdown and text tables built from the seed's figures.
 
-use std::borrow::Cow;
-
-use kv_core::table::{KNOWN_AFTER_LOAD, OVERFLOW};
 use kv_core::{
-    AfterLoadDecl, AfterLoadRows, DType, DeclaredKv, Geometry, KvSpec, KvTypeDecls, Positions,
-    Rows, Scope, Table,
+    DType, DeclaredKv, Geometry, KvSpec, Layout, ModelLocalKv, Positions, Rows, Scope, Table,
 };
+
+const KNOWN_AFTER_LOAD: &str = "known after load";
+const OVERFLOW: &str = "overflow";
 
 /// Qwen3-TTS codec decoder, retained cache: 8 x 16 x 64, f32, 71 positions.
-const QWEN3_RETAINED: KvSpec = KvSpec {
-    name: Cow::Borrowed("retained"),
-    cache: Cow::Borrowed("sliding DynamicCache"),
-    geometry: Geometry::new(8, 16, 64, DType::F32),
-    positions: Positions {
-        count: 71,
-        bound: Cow::Borrowed("sliding_window(72) - 1"),
-    },
-    scope: Scope::Request,
-    rows: Rows::MaxNumSeqs,
-    only_when: Some(Cow::Borrowed("async_chunk")),
-    assumes: None,
-    note: None,
-};
+#[derive(ModelLocalKv)]
+#[kv(
+    name = "retained",
+    cache = "sliding DynamicCache",
+    layers = 8, kv_heads = 16, head_dim = 64, dtype = f32,
+    positions = bounded(71, because = "sliding_window(72) - 1"),
+    scope = request,
+    rows = max_num_seqs,
+    only_when = "async_chunk",
+)]
+struct Qwen3TtsDecoder {
+    async_chunk: bool,
+}
 
 /// MiMo-Audio graph pool: 16 x 64 x 16, bf16, 11 positions, 261 fixed rows.
-const MIMO_POOL: KvSpec = KvSpec {
-    name: Cow::Borrowed("graph_pool"),
-    cache: Cow::Borrowed("captured DynamicCache"),
-    geometry: Geometry::new(16, 64, 16, DType::BF16),
-    positions: Positions {
-        count: 11,
-        bound: Cow::Borrowed("group_size(4) + max(delay_pattern)(7)"),
-    },
-    scope: Scope::Model,
-    rows: Rows::fixed(261, "sum of captured buckets (1,2,4,6,8,16,32,64,128)"),
-    only_when: None,
-    assumes: None,
-    note: Some(Cow::Borrowed("one DynamicCache per captured bucket")),
-};
-
-struct Qwen3TtsDecoder;
-impl DeclaredKv for Qwen3TtsDecoder {
-    const KV_DECLS: KvTypeDecls = KvTypeDecls {
-        type_name: "Qwen3TtsDecoder",
-        static_specs: &[QWEN3_RETAINED],
-        after_load: &[],
-    };
-}
-
+#[derive(ModelLocalKv)]
+#[kv(
+    name = "graph_pool",
+    cache = "captured DynamicCache",
+    layers = 16, kv_heads = 64, head_dim = 16, dtype = bf16,
+    positions = bounded(11, because = "group_size(4) + max(delay_pattern)(7)"),
+    scope = model,
+    rows = fixed(261, because = "sum of captured buckets (1,2,4,6,8,16,32,64,128)"),
+    note = "one DynamicCache per captured bucket",
+)]
 struct MimoAudio;
-impl DeclaredKv for MimoAudio {
-    const KV_DECLS: KvTypeDecls = KvTypeDecls {
-        type_name: "MimoAudio",
-        static_specs: &[MIMO_POOL],
-        after_load: &[],
-    };
-}
 
 /// ming's talker: geometry only in the checkpoint's config, known after load.
-struct MingTalker;
-impl DeclaredKv for MingTalker {
-    const KV_DECLS: KvTypeDecls = KvTypeDecls {
-        type_name: "MingTalker",
-        static_specs: &[],
-        after_load: &[AfterLoadDecl {
-            name: "talker_cache",
-            cache: "StaticCache",
-            scope: Scope::Invocation,
-            positions: Some(2048),
-            positions_bound: "hardcoded max_cache_len",
-            bytes_per_row: None,
-            rows: AfterLoadRows::Fixed {
-                count: Some(1),
-                because: "calls are serialized",
-            },
-            only_when: None,
-            assumes: None,
-        }],
-    };
+#[derive(ModelLocalKv)]
+#[kv(
+    name = "talker_cache",
+    cache = "StaticCache",
+    geometry = self.geometry,
+    positions = bounded(2048, because = "hardcoded max_cache_len"),
+    scope = invocation,
+    rows = fixed(1, because = "calls are serialized"),
+)]
+struct MingTalker {
+    geometry: Geometry,
+}
+
+fn qwen3_retained() -> KvSpec {
+    Qwen3TtsDecoder::KV_DECLS.static_specs[0].clone()
+}
+
+fn mimo_pool() -> KvSpec {
+    MimoAudio::KV_DECLS.static_specs[0].clone()
+}
+
+fn set_positions(spec: &mut KvSpec, count: u64) {
+    if let Layout::Attention { positions, .. } = &mut spec.layout {
+        positions.count = count;
+    }
 }
 
 /// The trimmed cells of a Markdown row without escaped pipes.
@@ -125,7 +107,8 @@ fn peak_column_follows_max_num_seqs_and_fixed_rows_do_not() {
 
 #[test]
 fn instance_rows_and_after_load_rows() {
-    let collected = [("talker.decoder", &QWEN3_RETAINED), ("", &MIMO_POOL)];
+    let (retained, pool) = (qwen3_retained(), mimo_pool());
+    let collected = [("talker.decoder", &retained), ("", &pool)];
     let table = Table::new(8).rows(collected).types(&[MingTalker::KV_DECLS]);
     assert_eq!(
         table.to_markdown(),
@@ -142,20 +125,16 @@ fn instance_rows_and_after_load_rows() {
 
 #[test]
 fn conditions_and_owned_labels() {
-    let encoder = KvSpec {
-        name: "encoder".into(),
-        cache: "EncoderDecoderCache".into(),
-        geometry: Geometry::new(24, 16, 64, DType::BF16),
-        positions: Positions {
-            count: 1500,
-            bound: "embed_positions rows".into(),
-        },
-        scope: Scope::Session,
-        rows: Rows::fixed(1, "one duplex session"),
-        only_when: Some("duplex".into()),
-        assumes: Some("duplex_max_sessions=1 means duplex on".into()),
-        note: None,
-    };
+    let encoder = KvSpec::attention(
+        "encoder",
+        "EncoderDecoderCache",
+        Geometry::new(24, 16, 64, DType::BF16),
+        Positions::bounded(1500, "embed_positions rows"),
+        Scope::Session,
+        Rows::fixed(1, "one duplex session"),
+    )
+    .only_when("duplex")
+    .assumes("duplex_max_sessions=1 means duplex on");
     let label = String::from("minicpmo");
     let table = Table::new(256).rows([(label, &encoder)]);
     assert_eq!(
@@ -170,10 +149,12 @@ fn conditions_and_owned_labels() {
 
 #[test]
 fn pipes_and_line_breaks_never_break_a_row() {
-    let mut spec = QWEN3_RETAINED.clone();
+    let mut spec = qwen3_retained();
     spec.name = "a|b".into();
     spec.cache = "two\nlines\r\nand\rmore".into();
-    spec.positions.bound = "min(window | limit)".into();
+    if let Layout::Attention { positions, .. } = &mut spec.layout {
+        *positions = Positions::bounded(71, "min(window | limit)");
+    }
     spec.rows = Rows::Fixed {
         count: 2,
         because: "k|v\n".into(),
@@ -195,11 +176,11 @@ fn pipes_and_line_breaks_never_break_a_row() {
 
 #[test]
 fn overflow_renders_a_marker_and_never_panics() {
-    let mut huge_row = QWEN3_RETAINED.clone();
-    huge_row.positions.count = u64::MAX;
-    let mut huge_peak = QWEN3_RETAINED.clone();
+    let mut huge_row = qwen3_retained();
+    set_positions(&mut huge_row, u64::MAX);
+    let mut huge_peak = qwen3_retained();
     huge_peak.name = "wide".into();
-    huge_peak.positions.count = 1 << 40;
+    set_positions(&mut huge_peak, 1 << 40);
     let table = Table::new(u64::MAX).rows([("x", &huge_row), ("y", &huge_peak)]);
     let markdown = table.to_markdown();
     let lines: Vec<&str> = markdown.lines().collect();
@@ -214,7 +195,7 @@ fn overflow_renders_a_marker_and_never_panics() {
 
 #[test]
 fn text_rendering_is_aligned_without_borders() {
-    let mut spec = QWEN3_RETAINED.clone();
+    let mut spec = qwen3_retained();
     spec.note = Some("ignored".into());
     spec.only_when = Some("async\nchunk".into());
     let text = Table::new(256)
@@ -249,23 +230,21 @@ fn an_empty_table_is_just_its_header() {
 
 #[test]
 fn after_load_rows_keep_their_condition() {
-    struct Duplex;
-    impl DeclaredKv for Duplex {
-        const KV_DECLS: KvTypeDecls = KvTypeDecls {
-            type_name: "Duplex",
-            static_specs: &[],
-            after_load: &[AfterLoadDecl {
-                name: "encoder",
-                cache: "EncoderDecoderCache",
-                scope: Scope::Session,
-                positions: None,
-                positions_bound: "embed_positions rows",
-                bytes_per_row: None,
-                rows: AfterLoadRows::MaxNumSeqs,
-                only_when: Some("duplex"),
-                assumes: Some("duplex is on"),
-            }],
-        };
+    #[derive(ModelLocalKv)]
+    #[kv(
+        name = "encoder",
+        cache = "EncoderDecoderCache",
+        geometry = self.geometry,
+        positions = bounded(self.frames, because = "embed_positions rows"),
+        scope = session,
+        rows = max_num_seqs,
+        only_when = "duplex",
+        assumes = "duplex is on",
+    )]
+    struct Duplex {
+        geometry: Geometry,
+        frames: u64,
+        duplex: bool,
     }
     let markdown = Table::new(2).types(&[Duplex::KV_DECLS]).to_markdown();
     let row = cells(markdown.lines().nth(2).unwrap());

@@ -432,7 +432,7 @@ fn const_checks(
         Some(index) => {
             let spec = quote! { <Self as #krate::DeclaredKv>::KV_DECLS.static_specs[#index] };
             (
-                quote! { #spec.geometry },
+                quote! { #krate::__private::spec_geometry(&#spec) },
                 quote! { #spec.bytes_per_row() },
                 Some(quote! { #spec.peak_bytes(1) }),
             )

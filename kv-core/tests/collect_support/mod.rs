@@ -2,7 +2,6 @@
 //! like the declarers of the original design (FACTS.md).
 #![allow(dead_code)]
 
-use kv_core::__private::visit_field;
 use kv_core::{
     ChildVisitor, DType, Geometry, KvError, KvSpec, ModelLocalKv, Positions, Rows, Scope,
 };
@@ -17,20 +16,14 @@ pub fn spec(
     scope: Scope,
     rows: Rows,
 ) -> KvSpec {
-    KvSpec {
-        name: name.into(),
-        cache: "test cache".into(),
+    KvSpec::attention(
+        name,
+        "test cache",
         geometry,
-        positions: Positions {
-            count: positions,
-            bound: bound.into(),
-        },
+        Positions::bounded(positions, bound),
         scope,
         rows,
-        only_when: None,
-        assumes: None,
-        note: None,
-    }
+    )
 }
 
 fn codec_spec(name: &'static str, scope: Scope, rows: Rows) -> KvSpec {
@@ -92,8 +85,8 @@ impl ModelLocalKv for Tts {
         Ok(())
     }
     fn kv_visit_children(&self, visitor: &mut dyn ChildVisitor) {
-        visit_field(&self.decoder, "decoder", visitor);
-        visit_field(&self.graph, "graph", visitor);
+        visitor.field("decoder", &self.decoder);
+        visitor.field("graph", &self.graph);
     }
 }
 
