@@ -124,8 +124,8 @@ fn ming_talker_geometry_comes_from_its_config_and_is_24_mib() {
     let ming = collected("ming_flash_omni");
     let spec = &ming.entries()[0].spec;
     assert_eq!(
-        spec.geometry,
-        kv_core::Geometry::new(24, 2, 64, kv_core::DType::BF16)
+        spec.geometry(),
+        Some(&kv_core::Geometry::new(24, 2, 64, kv_core::DType::BF16))
     );
     assert_eq!(spec.bytes_per_row(), Ok(25_165_824));
     assert_eq!(
@@ -160,17 +160,12 @@ fn budgets_are_ceilings_on_the_collected_report() {
         ceiling_bytes: 3 * GIB,
         max_num_seqs: 256,
     };
-    assert_eq!(
-        under.check(qwen.entries().iter().map(|e| &e.spec)),
-        Ok(2_405_629_952)
-    );
+    assert_eq!(under.check(qwen.entries()), Ok(2_405_629_952));
     let over = Budget {
         ceiling_bytes: 2 * GIB,
         max_num_seqs: 256,
     };
-    let error = over
-        .check(qwen.entries().iter().map(|e| &e.spec))
-        .unwrap_err();
+    let error = over.check(qwen.entries()).unwrap_err();
     assert_eq!(
         error,
         KvError::OverBudget {
@@ -184,12 +179,12 @@ fn budgets_are_ceilings_on_the_collected_report() {
         .entries()
         .iter()
         .filter(|e| e.spec.name != "working_copy");
-    assert!(under.check(fewer.map(|e| &e.spec)).is_ok());
+    assert!(under.check(fewer).is_ok());
     assert!(Budget {
         ceiling_bytes: 200 * MIB,
         max_num_seqs: 1
     }
-    .check(collected("MiMo-Audio").entries().iter().map(|e| &e.spec))
+    .check(collected("MiMo-Audio").entries())
     .is_ok());
 }
 

@@ -45,7 +45,7 @@ pub fn candle_dtype(dtype: kv_core::DType) -> Result<candle_core::DType> {
 fn read(config_json: &str, dtype: Option<candle_core::DType>) -> Result<config::ModelConfig> {
     let mut config = config::parse(config_json).map_err(candle_core::Error::wrap)?;
     if let Some(dtype) = dtype {
-        config.geometry.dtype = kv_dtype(dtype)?;
+        config.geometry = config.geometry.with_storage(kv_dtype(dtype)?.into());
     }
     Ok(config)
 }
@@ -330,7 +330,10 @@ impl StaticCaches {
         positive(batch, "batch")?;
         positive(max_seq_len, "max_seq_len")?;
         let geometry = read(config_json, dtype)?.geometry;
-        let candle = candle_dtype(geometry.dtype)?;
+        let Some(kv) = geometry.storage.dtype() else {
+            bail!("kv-candle: {} has no candle dtype", geometry.storage);
+        };
+        let candle = candle_dtype(kv)?;
         let kv_heads = usize::try_from(geometry.kv_heads).map_err(candle_core::Error::wrap)?;
         let head_dim = usize::try_from(geometry.head_dim).map_err(candle_core::Error::wrap)?;
         let layers = usize::try_from(geometry.layers).map_err(candle_core::Error::wrap)?;

@@ -14,10 +14,9 @@ pub struct DeclaredLine {
     pub rows: u64,
     /// What drives the rows: `max_num_seqs` or `fixed(N; reason)`.
     pub driver: String,
-    /// Positions held and their bound.
-    pub positions: u64,
-    /// What bounds the positions.
-    pub bound: String,
+    /// Positions held and what bounds them, e.g. `71 positions from
+    /// sliding_window(72) - 1`; for recurrent state, `no positions`.
+    pub positions: String,
     /// Declared bytes per row.
     pub per_row: u64,
     /// Declared bytes at peak: rows x per row.
@@ -79,14 +78,8 @@ impl fmt::Display for Comparison {
         for line in &self.lines {
             writeln!(
                 f,
-                "  declared {}: {} rows ({}) x {} B/row = {} B ({} positions from {})",
-                line.name,
-                line.rows,
-                line.driver,
-                line.per_row,
-                line.bytes,
-                line.positions,
-                line.bound
+                "  declared {}: {} rows ({}) x {} B/row = {} B ({})",
+                line.name, line.rows, line.driver, line.per_row, line.bytes, line.positions,
             )?;
         }
         let rows = self.rows();
@@ -123,8 +116,10 @@ fn line(path: &str, spec: &KvSpec, max_num_seqs: u64) -> Result<DeclaredLine, Kv
     Ok(DeclaredLine {
         rows: spec.row_count(max_num_seqs),
         driver: spec.rows.to_string(),
-        positions: spec.positions.count,
-        bound: spec.positions.bound.to_string(),
+        positions: spec.positions().map_or_else(
+            || "recurrent state, no positions".to_owned(),
+            |p| format!("{} positions from {}", p.count, p.bound),
+        ),
         per_row: spec.bytes_per_row().map_err(overflow)?,
         bytes: spec.peak_bytes(max_num_seqs).map_err(overflow)?,
         name,
@@ -187,15 +182,14 @@ pub fn compare_declared(
 ///
 /// ```
 /// use kv_core::{DType, Geometry, KvSpec, Positions, Rows, Scope};
-/// let spec = KvSpec {
-///     name: "caches".into(),
-///     cache: "candle RotatingKvCache".into(),
-///     geometry: Geometry::new(8, 16, 64, DType::F32),
-///     positions: Positions { count: 71, bound: "sliding_window(72) - 1".into() },
-///     scope: Scope::Request,
-///     rows: Rows::MaxNumSeqs,
-///     only_when: None, assumes: None, note: None,
-/// };
+/// let spec = KvSpec::attention(
+///     "caches",
+///     "candle RotatingKvCache",
+///     Geometry::new(8, 16, 64, DType::F32),
+///     Positions::bounded(71, "sliding_window(72) - 1"),
+///     Scope::Request,
+///     Rows::MaxNumSeqs,
+/// );
 /// kv_candle::assert_spec_bytes(&spec, 2, 2 * 4_653_056);
 /// ```
 #[track_caller]

@@ -291,8 +291,8 @@ fn derived_declarations_say_what_the_attributes_say() -> Result<()> {
         let spec = &specs[0];
         assert_eq!((spec.name.as_ref(), spec.cache.as_ref()), ("caches", cache));
         assert_eq!(
-            (spec.positions.count, spec.positions.bound.as_ref()),
-            (positions, bound)
+            spec.positions().map(|p| (p.count, p.reason())),
+            Some((positions, bound.to_owned()))
         );
         assert_eq!(spec.scope, Scope::Request);
         assert!(
@@ -301,8 +301,8 @@ fn derived_declarations_say_what_the_attributes_say() -> Result<()> {
         assert!(spec.note.as_deref().is_some_and(|n| n.starts_with("one ")));
     }
     // Config dtype where none is given: bf16 for qwen2-tiny, f32 for qwen3-tiny.
-    assert_eq!(full.geometry().dtype, kv_core::DType::BF16);
-    assert_eq!(fixed.geometry().dtype, kv_core::DType::F32);
+    assert_eq!(full.geometry().storage.dtype(), Some(kv_core::DType::BF16));
+    assert_eq!(fixed.geometry().storage.dtype(), Some(kv_core::DType::F32));
     // Everything is read after load: no type-level (static) declarations.
     let decls = <SlidingWindowCaches as DeclaredKv>::KV_DECLS;
     assert!(decls.static_specs.is_empty());

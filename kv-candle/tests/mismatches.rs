@@ -14,20 +14,14 @@ fn token(batch: usize, heads: usize, seq: usize, dim: usize) -> Result<Tensor> {
 
 /// One layer, f32, bounded by `positions`, one row per batch entry.
 fn one_layer(cache: &'static str, heads: u64, dim: u64, positions: u64, batch: u64) -> KvSpec {
-    KvSpec {
-        name: "cache".into(),
-        cache: cache.into(),
-        geometry: Geometry::new(1, heads, dim, kv_core::DType::F32),
-        positions: Positions {
-            count: positions,
-            bound: "test bound".into(),
-        },
-        scope: Scope::Request,
-        rows: Rows::fixed(batch, "batch of the cache tensors"),
-        only_when: None,
-        assumes: None,
-        note: None,
-    }
+    KvSpec::attention(
+        "cache",
+        cache,
+        Geometry::new(1, heads, dim, kv_core::DType::F32),
+        Positions::bounded(positions, "test bound"),
+        Scope::Request,
+        Rows::fixed(batch, "batch of the cache tensors"),
+    )
 }
 
 /// candle's `Cache::append` grows `all_data` by the original `max_seq_len`
