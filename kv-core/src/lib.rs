@@ -54,6 +54,7 @@ mod collect;
 mod config;
 #[cfg(feature = "json")]
 mod json;
+mod pattern;
 mod report;
 
 #[doc(hidden)]
@@ -73,6 +74,7 @@ pub use table::Table;
 pub use collect::{collect, Collected, Collection, Skipped, Totals};
 #[cfg(feature = "json")]
 pub use config::HfConfig;
+pub use pattern::{LayerKind, LayerPattern, PatternError};
 pub use report::{log_model_local_kv, Report};
 
 /// Derives [`ModelLocalKv`] and [`DeclaredKv`] from `#[kv(...)]` attributes.
