@@ -9,6 +9,13 @@ use serde_json::{Map, Value};
 
 use crate::{DType, Geometry, KvError};
 
+mod layers;
+mod quant;
+mod state;
+
+pub use quant::{KvCacheScheme, KvQuantType};
+pub use state::{LinearAttentionConfig, MambaConfig, MambaVersion, MlaConfig};
+
 const LAYERS: &[&str] = &["num_hidden_layers", "encoder_layers", "num_layers"];
 const KV_HEADS: &[&str] = &[
     "num_key_value_heads",
@@ -81,6 +88,9 @@ pub struct HfConfig {
     kv_heads: Option<u64>,
     head_dim: Option<u64>,
     dtype: Option<DType>,
+    /// Keys given with [`HfConfig::with_value`], looked at before the config.
+    overrides: Map<String, Value>,
+    mamba_version: Option<MambaVersion>,
 }
 
 impl HfConfig {
@@ -93,6 +103,8 @@ impl HfConfig {
             kv_heads: None,
             head_dim: None,
             dtype: None,
+            overrides: Map::new(),
+            mamba_version: None,
         }
     }
 
@@ -134,6 +146,15 @@ impl HfConfig {
     /// dtype than the weights).
     pub fn with_dtype(mut self, dtype: DType) -> HfConfig {
         self.dtype = Some(dtype);
+        self
+    }
+
+    /// Uses `value` for `key`, ahead of every section of the config: the way
+    /// to supply a key a published config leaves to its loader's default
+    /// (Gemma-3-27B's `sliding_window_pattern`, for one) or gets wrong. Errors
+    /// name it `explicit.KEY`. `null` counts as absent, as in a config.
+    pub fn with_value(mut self, key: &str, value: impl Into<Value>) -> HfConfig {
+        self.overrides.insert(key.to_owned(), value.into());
         self
     }
 
@@ -250,13 +271,14 @@ impl HfConfig {
     /// section that is an object.
     fn sections(&self) -> impl Iterator<Item = (&'static str, &Map<String, Value>)> {
         let top = self.config.as_object();
+        let explicit = Some(("explicit", &self.overrides)).filter(|(_, map)| !map.is_empty());
         let top_level = top.map(|map| ("", map));
         let nested = NESTED_SECTIONS.into_iter().filter_map(move |section| {
             top.and_then(|map| map.get(section))
                 .and_then(Value::as_object)
                 .map(|map| (section, map))
         });
-        top_level.into_iter().chain(nested)
+        explicit.into_iter().chain(top_level).chain(nested)
     }
 
     /// The first non-null key found, as `section.key`, and its value.
@@ -264,16 +286,28 @@ impl HfConfig {
         self.sections().find_map(|(section, map)| {
             keys_tried.iter().find_map(|key| match map.get(*key) {
                 None | Some(Value::Null) => None,
-                Some(value) if section.is_empty() => Some(((*key).to_owned(), value)),
-                Some(value) => Some((format!("{section}.{key}"), value)),
+                Some(value) => Some((qualified(section, key), value)),
             })
+        })
+    }
+
+    /// Like [`HfConfig::find`], but a key set to `null` is found (as `null`),
+    /// with the section that holds it.
+    fn find_with_null(&self, key: &str) -> Option<(String, &Value, &Map<String, Value>)> {
+        self.sections().find_map(|(section, map)| {
+            map.get(key)
+                .map(|value| (qualified(section, key), value, map))
         })
     }
 
     /// "looked at the top level, `text_config` (absent), ..." and the source.
     fn looked_in(&self) -> String {
         let top = self.config.as_object();
-        let mut text = String::from("looked at the top level");
+        let mut text = String::from(if self.overrides.is_empty() {
+            "looked at the top level"
+        } else {
+            "looked at the explicit values, then the top level"
+        });
         if top.is_none() {
             text.push_str(" (not a JSON object)");
         }
@@ -289,6 +323,15 @@ impl HfConfig {
             let _ = write!(text, " of `{path}`");
         }
         text
+    }
+}
+
+/// `key` at the top level, `section.key` in a section.
+fn qualified(section: &str, key: &str) -> String {
+    if section.is_empty() {
+        key.to_owned()
+    } else {
+        format!("{section}.{key}")
     }
 }
 

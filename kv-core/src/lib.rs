@@ -73,7 +73,10 @@ pub use table::Table;
 
 pub use collect::{collect, Collected, Collection, Skipped, Totals};
 #[cfg(feature = "json")]
-pub use config::HfConfig;
+pub use config::{
+    HfConfig, KvCacheScheme, KvQuantType, LinearAttentionConfig, MambaConfig, MambaVersion,
+    MlaConfig,
+};
 pub use pattern::{LayerKind, LayerPattern, PatternError};
 pub use report::{log_model_local_kv, Report};
 
