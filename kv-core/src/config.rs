@@ -50,12 +50,24 @@ const NESTED_SECTIONS: [&str; 2] = ["text_config", "llm_config"];
 /// `torch_dtype` at the top level reads both. A key set to `null` counts as
 /// absent (HF writes `null` for "not set").
 ///
+/// The modern cache kinds have their own readers, each documenting its keys
+/// in the same way and following the same rules:
+///
+/// | reader | returns | keys |
+/// |---|---|---|
+/// | [`HfConfig::mla`] | [`MlaConfig`] | `kv_lora_rank`, `qk_rope_head_dim`, layers, dtype |
+/// | [`HfConfig::mamba`] | [`MambaConfig`] | `mamba_d_state` / `state_size`, `mamba_d_conv` / `conv_kernel`, `mamba_expand` / `expand`, groups, heads, head dim, ... |
+/// | [`HfConfig::linear_attention`] | [`LinearAttentionConfig`] | `linear_num_key_heads`, `linear_num_value_heads`, `linear_key_head_dim`, `linear_value_head_dim`, `linear_conv_kernel_dim` |
+/// | [`HfConfig::layer_pattern`] | [`LayerPattern`](crate::LayerPattern) | `layer_types`, `layers_block_type`, `sliding_window_pattern`, `full_attention_interval`, `attn_layer_period` + `attn_layer_offset` |
+/// | [`HfConfig::sliding_window`] | `Option<u64>` | `sliding_window` (`null`: none), `use_sliding_window` |
+/// | [`HfConfig::kv_cache_scheme`] | `Option<`[`KvCacheScheme`]`>` | `quantization_config.kv_cache_scheme`, `quantization_config.kv_cache_quant_algo` |
+///
 /// Nothing is guessed: a missing key is an error that names every key tried and
 /// every section looked in; a value that is not a positive integer (a string, a
 /// float, a negative number, zero, more than `u64` holds) is an error naming
 /// the key and the value; a hidden size the heads do not divide is an error,
 /// not a floor. Any value can be given explicitly with the `with_*` methods,
-/// which win over the config.
+/// which win over the config; any key at all with [`HfConfig::with_value`].
 ///
 /// # Example
 ///

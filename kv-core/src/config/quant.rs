@@ -29,16 +29,18 @@ pub struct KvCacheScheme {
     /// Where it was read: `quantization_config.kv_cache_scheme` or
     /// `quantization_config.kv_cache_quant_algo` (with its section prefix).
     pub source: String,
-    /// Bits per element (`num_bits`).
-    pub num_bits: u64,
-    /// Float or integer (`type`).
-    pub kind: KvQuantType,
+    /// Bits per element (`num_bits`); `None` for the string form, which does
+    /// not say.
+    pub num_bits: Option<u64>,
+    /// Float or integer (`type`); `None` for the string form.
+    pub kind: Option<KvQuantType>,
     /// The scale granularity as written (`strategy`: `"tensor"`,
     /// `"channel"`, `"token"`, `"attn_head"`, `"group"`, ...); `None` when
     /// the config does not say.
     pub strategy: Option<String>,
-    /// `dynamic`: scales computed at run time rather than stored; `None`
-    /// when not said.
+    /// `dynamic`: scales computed at run time rather than stored (the string
+    /// form: `"dynamic"` is `true`, `"static"` is `false`); `None` when not
+    /// said.
     pub dynamic: Option<bool>,
     /// `symmetric`; `None` when not said.
     pub symmetric: Option<bool>,
@@ -49,7 +51,8 @@ impl HfConfig {
     ///
     /// | source | keys read |
     /// |---|---|
-    /// | compressed-tensors (llm-compressor) | `quantization_config.kv_cache_scheme`: `num_bits` (required), `type` `"float"` / `"int"` (required), `strategy`, `dynamic`, `symmetric` (optional); other keys are ignored |
+    /// | compressed-tensors (llm-compressor) | `quantization_config.kv_cache_scheme` as an object: `num_bits` (required), `type` `"float"` / `"int"` (required), `strategy`, `dynamic`, `symmetric` (optional); other keys are ignored |
+    /// | `quant_method: "fp8"` / AMD Quark checkpoints | `quantization_config.kv_cache_scheme` as the string `"static"` or `"dynamic"`: it says scales are stored (or not), not the element format, so `num_bits` and `kind` are `None` (vLLM takes the format from `--kv-cache-dtype`) |
     /// | NVIDIA ModelOpt | `quantization_config.kv_cache_quant_algo`: only `"FP8"` is recognised (8-bit float, strategy not stated) |
     ///
     /// `quantization_config` is looked for as any key of [`HfConfig`]
@@ -62,7 +65,8 @@ impl HfConfig {
     /// `--kv-cache-dtype fp8` quantizes a cache whatever the config says.
     ///
     /// Errors, naming key and value: a `quantization_config` or
-    /// `kv_cache_scheme` that is not an object, a missing or non-positive
+    /// `kv_cache_scheme` that is neither an object nor `"static"` /
+    /// `"dynamic"`, a missing or non-positive
     /// `num_bits`, a `type` other than `"float"` / `"int"`, a `strategy` that
     /// is not a string, a `dynamic` / `symmetric` that is not a boolean, a
     /// `kv_cache_quant_algo` other than `"FP8"`, and both keys set at once.
@@ -76,7 +80,7 @@ impl HfConfig {
     ///                         "dynamic": false, "symmetric": true},
     /// }});
     /// let scheme = HfConfig::from_value(fp8_kv).kv_cache_scheme()?.unwrap();
-    /// assert_eq!((scheme.num_bits, scheme.kind), (8, KvQuantType::Float));
+    /// assert_eq!((scheme.num_bits, scheme.kind), (Some(8), Some(KvQuantType::Float)));
     /// assert_eq!(scheme.strategy.as_deref(), Some("tensor"));
     /// # Ok::<(), kv_core::KvError>(())
     /// ```
@@ -106,8 +110,8 @@ impl HfConfig {
                 match algo.as_str() {
                     Some("FP8") => Ok(Some(KvCacheScheme {
                         source: key,
-                        num_bits: 8,
-                        kind: KvQuantType::Float,
+                        num_bits: Some(8),
+                        kind: Some(KvQuantType::Float),
                         strategy: None,
                         dynamic: None,
                         symmetric: None,
@@ -123,11 +127,25 @@ impl HfConfig {
 }
 
 fn read_scheme(name: &str, scheme: &Value) -> Result<KvCacheScheme, KvError> {
-    let Value::Object(scheme) = scheme else {
-        return Err(error(format!(
-            "`{name}` is {}; expected an object with `num_bits` and `type`",
-            shown(scheme)
-        )));
+    let string_form = |dynamic: bool| KvCacheScheme {
+        source: name.to_owned(),
+        num_bits: None,
+        kind: None,
+        strategy: None,
+        dynamic: Some(dynamic),
+        symmetric: None,
+    };
+    let scheme = match scheme {
+        Value::Object(scheme) => scheme,
+        Value::String(text) if text == "static" => return Ok(string_form(false)),
+        Value::String(text) if text == "dynamic" => return Ok(string_form(true)),
+        other => {
+            return Err(error(format!(
+                "`{name}` is {}; expected an object with `num_bits` and `type`, or \"static\" \
+                 or \"dynamic\"",
+                shown(other)
+            )))
+        }
     };
     let num_bits = match non_null(scheme, "num_bits") {
         Some(value) => positive(WHAT, &format!("{name}.num_bits"), value)?,
@@ -172,8 +190,8 @@ fn read_scheme(name: &str, scheme: &Value) -> Result<KvCacheScheme, KvError> {
     };
     Ok(KvCacheScheme {
         source: name.to_owned(),
-        num_bits,
-        kind,
+        num_bits: Some(num_bits),
+        kind: Some(kind),
         strategy,
         dynamic: flag("dynamic")?,
         symmetric: flag("symmetric")?,
