@@ -132,7 +132,7 @@ impl From<PatternError> for crate::KvError {
 /// |---|---|---|
 /// | layer `i` is of the `nth` kind when `(i + 1) % every == 0` | [`LayerPattern::every_nth`] | `Gemma3TextConfig`: `"sliding_attention" if bool((i + 1) % self._sliding_window_pattern) else "full_attention"`; `Qwen3NextConfig`: `"linear_attention" if bool((i + 1) % interval_pattern) else "full_attention"` with `interval_pattern = full_attention_interval` |
 /// | layer `i` is of the `at` kind when `i % period == offset` | [`LayerPattern::period_offset`] | `JambaConfig.layers_block_type`: `"attention" if i % self.attn_layer_period == self.attn_layer_offset else "mamba"`; `_check_supported_offset` rejects `offset >= period` |
-/// | one kind per layer, listed | [`LayerPattern::from_kinds`] | `layer_types` (`Gemma3TextConfig`, `Qwen3NextConfig`, ...), `layers_block_type` (vLLM's and newer transformers' `JambaConfig`) |
+/// | one kind per layer, listed | [`LayerPattern::from_kinds`] | `layer_types` (`Gemma3TextConfig`, `Qwen3NextConfig`, ...), `layers_block_type` (transformers' `JambaConfig.layers_block_type`; vLLM's Jamba and Nemotron-H models pick each layer's class from it). Names kv does not know (Zamba2's `"hybrid"`, Nemotron-H's `"mlp"` / `"moe"`, `"multihead_latent_attention"`) are left to the caller: `from_name` returns `None` |
 ///
 /// Every count is computed from the rule, not by walking the layers, and the
 /// prose of [`LayerPattern::reason`] is generated from the same inputs, so the
