@@ -9,6 +9,13 @@ use serde_json::{Map, Value};
 
 use crate::{DType, Geometry, KvError};
 
+mod layers;
+mod quant;
+mod state;
+
+pub use quant::{KvCacheScheme, KvQuantType};
+pub use state::{LinearAttentionConfig, MambaConfig, MambaVersion, MlaConfig};
+
 const LAYERS: &[&str] = &["num_hidden_layers", "encoder_layers", "num_layers"];
 const KV_HEADS: &[&str] = &[
     "num_key_value_heads",
@@ -43,12 +50,24 @@ const NESTED_SECTIONS: [&str; 2] = ["text_config", "llm_config"];
 /// `torch_dtype` at the top level reads both. A key set to `null` counts as
 /// absent (HF writes `null` for "not set").
 ///
+/// The modern cache kinds have their own readers, each documenting its keys
+/// in the same way and following the same rules:
+///
+/// | reader | returns | keys |
+/// |---|---|---|
+/// | [`HfConfig::mla`] | [`MlaConfig`] | `kv_lora_rank`, `qk_rope_head_dim`, layers, dtype |
+/// | [`HfConfig::mamba`] | [`MambaConfig`] | `mamba_d_state` / `state_size`, `mamba_d_conv` / `conv_kernel`, `mamba_expand` / `expand`, groups, heads, head dim, ... |
+/// | [`HfConfig::linear_attention`] | [`LinearAttentionConfig`] | `linear_num_key_heads`, `linear_num_value_heads`, `linear_key_head_dim`, `linear_value_head_dim`, `linear_conv_kernel_dim` |
+/// | [`HfConfig::layer_pattern`] | [`LayerPattern`](crate::LayerPattern) | `layer_types`, `layers_block_type`, `sliding_window_pattern`, `full_attention_interval`, `attn_layer_period` + `attn_layer_offset` |
+/// | [`HfConfig::sliding_window`] | `Option<u64>` | `sliding_window` (`null`: none), `use_sliding_window` |
+/// | [`HfConfig::kv_cache_scheme`] | `Option<`[`KvCacheScheme`]`>` | `quantization_config.kv_cache_scheme`, `quantization_config.kv_cache_quant_algo` |
+///
 /// Nothing is guessed: a missing key is an error that names every key tried and
 /// every section looked in; a value that is not a positive integer (a string, a
 /// float, a negative number, zero, more than `u64` holds) is an error naming
 /// the key and the value; a hidden size the heads do not divide is an error,
 /// not a floor. Any value can be given explicitly with the `with_*` methods,
-/// which win over the config.
+/// which win over the config; any key at all with [`HfConfig::with_value`].
 ///
 /// # Example
 ///
@@ -81,6 +100,9 @@ pub struct HfConfig {
     kv_heads: Option<u64>,
     head_dim: Option<u64>,
     dtype: Option<DType>,
+    /// Keys given with [`HfConfig::with_value`], looked at before the config.
+    overrides: Map<String, Value>,
+    mamba_version: Option<MambaVersion>,
 }
 
 impl HfConfig {
@@ -93,6 +115,8 @@ impl HfConfig {
             kv_heads: None,
             head_dim: None,
             dtype: None,
+            overrides: Map::new(),
+            mamba_version: None,
         }
     }
 
@@ -134,6 +158,15 @@ impl HfConfig {
     /// dtype than the weights).
     pub fn with_dtype(mut self, dtype: DType) -> HfConfig {
         self.dtype = Some(dtype);
+        self
+    }
+
+    /// Uses `value` for `key`, ahead of every section of the config: the way
+    /// to supply a key a published config leaves to its loader's default
+    /// (Gemma-3-27B's `sliding_window_pattern`, for one) or gets wrong. Errors
+    /// name it `explicit.KEY`. `null` counts as absent, as in a config.
+    pub fn with_value(mut self, key: &str, value: impl Into<Value>) -> HfConfig {
+        self.overrides.insert(key.to_owned(), value.into());
         self
     }
 
@@ -250,13 +283,14 @@ impl HfConfig {
     /// section that is an object.
     fn sections(&self) -> impl Iterator<Item = (&'static str, &Map<String, Value>)> {
         let top = self.config.as_object();
+        let explicit = Some(("explicit", &self.overrides)).filter(|(_, map)| !map.is_empty());
         let top_level = top.map(|map| ("", map));
         let nested = NESTED_SECTIONS.into_iter().filter_map(move |section| {
             top.and_then(|map| map.get(section))
                 .and_then(Value::as_object)
                 .map(|map| (section, map))
         });
-        top_level.into_iter().chain(nested)
+        explicit.into_iter().chain(top_level).chain(nested)
     }
 
     /// The first non-null key found, as `section.key`, and its value.
@@ -264,16 +298,28 @@ impl HfConfig {
         self.sections().find_map(|(section, map)| {
             keys_tried.iter().find_map(|key| match map.get(*key) {
                 None | Some(Value::Null) => None,
-                Some(value) if section.is_empty() => Some(((*key).to_owned(), value)),
-                Some(value) => Some((format!("{section}.{key}"), value)),
+                Some(value) => Some((qualified(section, key), value)),
             })
+        })
+    }
+
+    /// Like [`HfConfig::find`], but a key set to `null` is found (as `null`),
+    /// with the section that holds it.
+    fn find_with_null(&self, key: &str) -> Option<(String, &Value, &Map<String, Value>)> {
+        self.sections().find_map(|(section, map)| {
+            map.get(key)
+                .map(|value| (qualified(section, key), value, map))
         })
     }
 
     /// "looked at the top level, `text_config` (absent), ..." and the source.
     fn looked_in(&self) -> String {
         let top = self.config.as_object();
-        let mut text = String::from("looked at the top level");
+        let mut text = String::from(if self.overrides.is_empty() {
+            "looked at the top level"
+        } else {
+            "looked at the explicit values, then the top level"
+        });
         if top.is_none() {
             text.push_str(" (not a JSON object)");
         }
@@ -289,6 +335,15 @@ impl HfConfig {
             let _ = write!(text, " of `{path}`");
         }
         text
+    }
+}
+
+/// `key` at the top level, `section.key` in a section.
+fn qualified(section: &str, key: &str) -> String {
+    if section.is_empty() {
+        key.to_owned()
+    } else {
+        format!("{section}.{key}")
     }
 }
 
@@ -357,19 +412,10 @@ mod tests {
 
     #[test]
     fn ming_talker_static_cache_is_25_165_824_bytes() {
-        use crate::{KvSpec, Positions, Rows, Scope};
+        // StaticCache of max_cache_len 2048, one row (calls are serialized).
         let geometry = HfConfig::from_value(ming_talker()).geometry().unwrap();
         assert_eq!(geometry, Geometry::new(24, 2, 64, DType::BF16));
-        let spec = KvSpec::attention(
-            "cache",
-            "StaticCache",
-            geometry,
-            Positions::bounded(2048, "max_cache_len (hardcoded)"),
-            Scope::Invocation,
-            Rows::fixed(1, "calls are serialized"),
-        );
-        assert_eq!(spec.validate("Talker"), Ok(()));
-        assert_eq!(spec.peak_bytes(256), Ok(25_165_824));
+        assert_eq!(geometry.bytes_per_row(2048), Ok(25_165_824));
     }
 
     #[test]

@@ -57,6 +57,7 @@ mod collect;
 mod config;
 #[cfg(feature = "json")]
 mod json;
+mod pattern;
 mod report;
 
 #[doc(hidden)]
@@ -78,11 +79,15 @@ pub use table::Table;
 
 pub use collect::{collect, Collected, Collection, Skipped, Totals};
 #[cfg(feature = "json")]
-pub use config::HfConfig;
+pub use config::{
+    HfConfig, KvCacheScheme, KvQuantType, LinearAttentionConfig, MambaConfig, MambaVersion,
+    MlaConfig,
+};
 #[cfg(feature = "json")]
 pub use json::{
     ExportedDeclaration, ExportedReport, ExportedSkip, ExportedStatePart, SCHEMA_VERSION,
 };
+pub use pattern::{LayerKind, LayerPattern, PatternError};
 pub use report::{log_model_local_kv, Report};
 
 /// Derives [`ModelLocalKv`] and [`DeclaredKv`] from `#[kv(...)]` attributes.

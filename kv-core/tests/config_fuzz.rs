@@ -24,6 +24,44 @@ const KEYS: &[&str] = &[
     "llm_config",
     "vocab_size",
     "",
+    // The modern readers' keys.
+    "model_type",
+    "kv_lora_rank",
+    "qk_rope_head_dim",
+    "mamba_d_state",
+    "state_size",
+    "ssm_state_size",
+    "mamba_d_conv",
+    "conv_kernel",
+    "mamba_expand",
+    "expand",
+    "mamba_n_groups",
+    "n_groups",
+    "mamba_n_heads",
+    "num_heads",
+    "mamba_head_dim",
+    "mamba_d_ssm",
+    "intermediate_size",
+    "linear_num_key_heads",
+    "linear_num_value_heads",
+    "linear_key_head_dim",
+    "linear_value_head_dim",
+    "linear_conv_kernel_dim",
+    "layer_types",
+    "layers_block_type",
+    "sliding_window_pattern",
+    "full_attention_interval",
+    "attn_layer_period",
+    "attn_layer_offset",
+    "sliding_window",
+    "use_sliding_window",
+    "quantization_config",
+    "kv_cache_scheme",
+    "kv_cache_quant_algo",
+    "num_bits",
+    "type",
+    "strategy",
+    "dynamic",
 ];
 
 fn leaf() -> impl Strategy<Value = Value> {
@@ -41,6 +79,19 @@ fn leaf() -> impl Strategy<Value = Value> {
             Just("f8e4m3"),
             Just("complex128"),
             Just(""),
+            // model types, layer kinds, quantization words the readers match on
+            Just("jamba"),
+            Just("mamba2"),
+            Just("nemotron_h"),
+            Just("full_attention"),
+            Just("sliding_attention"),
+            Just("linear_attention"),
+            Just("mamba"),
+            Just("attention"),
+            Just("float"),
+            Just("int"),
+            Just("static"),
+            Just("FP8"),
         ]
         .prop_map(|s| Value::String(s.to_string())),
         ".{0,12}".prop_map(Value::String),
@@ -74,6 +125,94 @@ fn check(result: Result<kv_core::Geometry, KvError>) -> Result<(), TestCaseError
     Ok(())
 }
 
+/// Configs that mostly hold the modern keys with plausible values, so the
+/// readers get past "missing" into their arithmetic and cross-checks.
+fn modern_config() -> impl Strategy<Value = Value> {
+    let small = prop_oneof![
+        (0u64..10).prop_map(|n| Value::Number(n.into())),
+        (-3i64..0).prop_map(|n| Value::Number(n.into())),
+        Just(Value::Null),
+        leaf(),
+    ];
+    let kinds = prop::collection::vec(
+        prop::sample::select(
+            &[
+                "full_attention",
+                "sliding_attention",
+                "linear_attention",
+                "mamba",
+                "attention",
+                "hybrid",
+            ][..],
+        )
+        .prop_map(|k| Value::String(k.to_string())),
+        0..10,
+    )
+    .prop_map(Value::Array);
+    let entry = prop_oneof![small.clone(), kinds, json()];
+    (
+        prop::collection::vec((prop::sample::select(KEYS), entry), 0..24),
+        small,
+    )
+        .prop_map(|(pairs, layers)| {
+            let mut map: Map<String, Value> =
+                pairs.into_iter().map(|(k, v)| (k.to_string(), v)).collect();
+            map.entry("num_hidden_layers").or_insert(layers);
+            Value::Object(map)
+        })
+}
+
+/// Every modern reader on one config: `Ok` with positive numbers, or a
+/// `KvError::Config` with a non-empty problem; never a panic, never another
+/// error kind.
+fn check_modern(config: &HfConfig) -> Result<(), TestCaseError> {
+    fn config_error(error: KvError) -> Result<(), TestCaseError> {
+        match error {
+            KvError::Config { what, problem } => {
+                prop_assert!(!what.is_empty() && !problem.is_empty());
+            }
+            other => prop_assert!(false, "unexpected error kind: {other}"),
+        }
+        Ok(())
+    }
+    match config.mla() {
+        Ok(mla) => prop_assert!(mla.layers > 0 && mla.kv_lora_rank > 0 && mla.qk_rope_head_dim > 0),
+        Err(error) => config_error(error)?,
+    }
+    match config.mamba() {
+        Ok(m) => {
+            prop_assert!(
+                m.layers > 0 && m.hidden > 0 && m.d_inner > 0 && m.d_state > 0 && m.d_conv > 0
+            );
+            if let (Some(heads), Some(dim)) = (m.heads, m.head_dim) {
+                prop_assert_eq!(heads.checked_mul(dim), Some(m.d_inner));
+            }
+        }
+        Err(error) => config_error(error)?,
+    }
+    match config.linear_attention() {
+        Ok(l) => prop_assert!(l.key_heads > 0 && l.value_heads > 0 && l.conv_kernel > 0),
+        Err(error) => config_error(error)?,
+    }
+    match config.layer_pattern() {
+        Ok(pattern) => {
+            let total: u64 = pattern.groups().iter().map(|(_, n)| n).sum();
+            prop_assert_eq!(total, pattern.layers());
+            prop_assert!(!pattern.reason().is_empty());
+        }
+        Err(error) => config_error(error)?,
+    }
+    match config.sliding_window() {
+        Ok(window) => prop_assert!(window != Some(0)),
+        Err(error) => config_error(error)?,
+    }
+    match config.kv_cache_scheme() {
+        Ok(scheme) => prop_assert!(!matches!(scheme, Some(s) if s.num_bits == Some(0))),
+        Err(error) => config_error(error)?,
+    }
+    Ok(())
+}
+
 proptest! {
     #![proptest_config(ProptestConfig::with_cases(
         std::env::var("PROPTEST_CASES").ok().and_then(|n| n.parse().ok()).unwrap_or(2_000)
@@ -82,6 +221,27 @@ proptest! {
     #[test]
     fn arbitrary_json_gives_a_geometry_or_a_config_error(config in json()) {
         check(HfConfig::from_value(config).geometry())?;
+    }
+
+    #[test]
+    fn modern_readers_give_numbers_or_a_config_error(config in json()) {
+        check_modern(&HfConfig::from_value(config))?;
+    }
+
+    #[test]
+    fn modern_readers_on_plausible_configs(config in modern_config()) {
+        check_modern(&HfConfig::from_value(config))?;
+    }
+
+    #[test]
+    fn modern_readers_read_nested_sections_and_explicit_values(
+        config in json(),
+        key in prop::sample::select(KEYS),
+        value in json(),
+        layers in any::<u64>(),
+    ) {
+        let wrapped = serde_json::json!({"text_config": config.clone(), "llm_config": config});
+        check_modern(&HfConfig::from_value(wrapped).with_value(key, value).with_layers(layers))?;
     }
 
     #[test]
