@@ -9,21 +9,35 @@ use std::collections::HashSet;
 use std::fmt::Write as _;
 use std::panic::{catch_unwind, AssertUnwindSafe};
 
-use crate::{ChildVisitor, KvError, KvSpec, ModelLocalKv, OwnerId, Segment};
+use crate::parallel::for_rank;
+use crate::{ChildVisitor, KvError, KvSpec, ModelLocalKv, OwnerId, Parallel, Segment};
 
 /// One declaration and where in the model tree it was found.
 #[derive(Clone, Debug, PartialEq, Eq)]
+#[non_exhaustive]
 pub struct Collected {
     /// The owner's path, segments joined by `.` (`talker.layers.3`); empty for
     /// the root.
     pub path: String,
     /// `std::any::type_name` of the owner.
     pub owner_type: &'static str,
-    /// What it declared.
+    /// What it declared (for one rank, after [`Collection::for_rank`]).
     pub spec: KvSpec,
+    /// How a parallel layout divided it, in words; `None` on a single rank.
+    pub share: Option<String>,
 }
 
 impl Collected {
+    /// A declaration found at `path` on an owner of type `owner_type`.
+    pub fn new(path: impl Into<String>, owner_type: &'static str, spec: KvSpec) -> Collected {
+        Collected {
+            path: path.into(),
+            owner_type,
+            spec,
+            share: None,
+        }
+    }
+
     /// `path.name`, or just `name` at the root: `talker.layers.3.cache`.
     pub fn full_name(&self) -> String {
         join(&self.path, &self.spec.name)
@@ -69,11 +83,17 @@ pub struct Skipped {
     pub error: KvError,
 }
 
-/// Bytes at peak for one `max_num_seqs`, split by when they are allocated.
+/// Bytes at peak for one `max_num_seqs`, split by when they are allocated
+/// and where they live.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[non_exhaustive]
 pub struct Totals {
-    /// Every declaration: `resident + after_profiling`.
+    /// Every declaration: `resident + after_profiling`, `device + host`.
     pub total: u64,
+    /// Placement device: what budgets and the planner count.
+    pub device: u64,
+    /// Placement host.
+    pub host: u64,
     /// Scope `model`: allocated during load, so a memory profile taken after
     /// load has already charged it. Report it; never subtract it.
     pub resident: u64,
@@ -110,6 +130,7 @@ pub struct Totals {
 pub struct Collection {
     entries: Vec<Collected>,
     skipped: Vec<Skipped>,
+    parallel: Parallel,
 }
 
 impl Collection {
@@ -123,11 +144,62 @@ impl Collection {
         &self.skipped
     }
 
+    /// The parallel layout and rank these figures are for.
+    pub fn parallel(&self) -> Parallel {
+        self.parallel
+    }
+
+    /// What one rank of `parallel` holds: each declaration divided by the
+    /// engines' rules (see [`Parallel`]), those its pipeline stage holds no
+    /// layers of left out. [`Parallel::SINGLE`] gives the same figures.
+    /// A declaration that cannot be divided as engines divide it (heads that
+    /// `tp` does not split, `pp` larger than its layers) is an error naming it.
+    ///
+    /// ```
+    /// use kv_core::{DType, Geometry, KvError, KvSpec, ModelLocalKv, Parallel, Positions, Rows, Scope};
+    ///
+    /// struct Llama;
+    /// impl ModelLocalKv for Llama {
+    ///     fn kv_declare(&self, out: &mut Vec<KvSpec>) -> Result<(), KvError> {
+    ///         out.push(KvSpec::attention(
+    ///             "kv", "StaticCache", Geometry::new(32, 8, 128, DType::BF16),
+    ///             Positions::bounded(8192, "max_cache_len"), Scope::Request, Rows::MaxNumSeqs,
+    ///         ));
+    ///         Ok(())
+    ///     }
+    /// }
+    /// let whole = kv_core::collect(&Llama);
+    /// let rank = whole.for_rank(Parallel::new(2, 2)?.at(1, 1)?)?;
+    /// // 16 of 32 layers, 4 of 8 heads: a quarter of the whole.
+    /// assert_eq!(rank.totals(1)?.total * 4, whole.totals(1)?.total);
+    /// # Ok::<(), KvError>(())
+    /// ```
+    pub fn for_rank(&self, parallel: Parallel) -> Result<Collection, KvError> {
+        let mut entries = Vec::with_capacity(self.entries.len());
+        for entry in &self.entries {
+            if let Some(share) = for_rank(&entry.spec, parallel, &entry.declaration())? {
+                entries.push(Collected {
+                    path: entry.path.clone(),
+                    owner_type: entry.owner_type,
+                    spec: share.spec,
+                    share: (!share.share.is_empty()).then_some(share.share),
+                });
+            }
+        }
+        Ok(Collection {
+            entries,
+            skipped: self.skipped.clone(),
+            parallel,
+        })
+    }
+
     /// Peak bytes at `max_num_seqs`, total and split. Any product or sum that
     /// overflows `u64` is [`KvError::Overflow`], naming the declaration.
     pub fn totals(&self, max_num_seqs: u64) -> Result<Totals, KvError> {
         let mut totals = Totals {
             total: 0,
+            device: 0,
+            host: 0,
             resident: 0,
             after_profiling: 0,
         };
@@ -146,6 +218,14 @@ impl Collection {
                 &mut totals.after_profiling
             };
             *part = part
+                .checked_add(peak)
+                .ok_or_else(|| overflow("sum of peak bytes"))?;
+            let place = if entry.spec.placement.is_device() {
+                &mut totals.device
+            } else {
+                &mut totals.host
+            };
+            *place = place
                 .checked_add(peak)
                 .ok_or_else(|| overflow("sum of peak bytes"))?;
             totals.total = totals
@@ -241,11 +321,10 @@ impl Walker {
         match result {
             Ok(()) => {
                 let path = &self.path;
-                let entries = self.buffer.drain(..).map(|spec| Collected {
-                    path: path.clone(),
-                    owner_type,
-                    spec,
-                });
+                let entries = self
+                    .buffer
+                    .drain(..)
+                    .map(|spec| Collected::new(path.clone(), owner_type, spec));
                 self.collection.entries.extend(entries);
             }
             Err(error) => {

@@ -62,6 +62,24 @@ pub enum KvError {
         /// The panic's message, where it had one.
         message: String,
     },
+    /// A parallel layout is invalid, or a declaration cannot be divided by it
+    /// the way engines divide it.
+    Parallel {
+        /// `Type.name`, or empty for a problem with the layout itself.
+        declaration: String,
+        /// What is wrong, naming the numbers.
+        problem: String,
+    },
+    /// Reports cannot be merged into one cluster view.
+    Merge {
+        /// What differs, naming the reports.
+        problem: String,
+    },
+    /// A planner's input cannot be planned with.
+    Plan {
+        /// What is wrong, naming the numbers.
+        problem: String,
+    },
     /// A budget's ceiling was exceeded.
     OverBudget {
         /// Bytes declared at peak.
@@ -74,6 +92,15 @@ pub enum KvError {
 }
 
 impl KvError {
+    /// The problem of a [`KvError::Parallel`], for re-raising it under a
+    /// declaration's name; the whole message for any other error.
+    pub(crate) fn problem(self) -> String {
+        match self {
+            KvError::Parallel { problem, .. } => problem,
+            other => other.to_string(),
+        }
+    }
+
     /// Adds the declaration's name to an error raised before it was known.
     pub fn in_declaration(self, declaration: &str) -> KvError {
         match self {
@@ -122,13 +149,25 @@ impl fmt::Display for KvError {
                 let path = if path.is_empty() { "<root>" } else { path };
                 write!(f, "kv: the declarer at `{path}` panicked: {message}")
             }
+            KvError::Parallel {
+                declaration,
+                problem,
+            } => {
+                if declaration.is_empty() {
+                    write!(f, "kv: parallel layout: {problem}")
+                } else {
+                    write!(f, "kv: `{declaration}`: {problem}")
+                }
+            }
+            KvError::Merge { problem } => write!(f, "kv: cannot merge reports: {problem}"),
+            KvError::Plan { problem } => write!(f, "kv: cannot plan: {problem}"),
             KvError::OverBudget {
                 declared,
                 ceiling,
                 max_num_seqs,
             } => write!(
                 f,
-                "kv: model-local KV over budget: {declared} bytes declared at \
+                "kv: model-local KV over budget: {declared} device bytes declared at \
                  max_num_seqs={max_num_seqs}, ceiling {ceiling} bytes"
             ),
         }

@@ -4,7 +4,7 @@
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
-use crate::{Collected, Collection, Layout, Rows, Skipped};
+use crate::{Collected, Collection, Layout, Parallel, Rows, Skipped};
 
 /// The version of the JSON shape below; bumped whenever a field changes meaning
 /// or is removed.
@@ -19,8 +19,14 @@ pub struct ExportedReport {
     pub schema_version: u32,
     /// The `max_num_seqs` the figures are computed at.
     pub max_num_seqs: u64,
+    /// The parallel layout and the rank these figures are for.
+    pub parallel: ExportedParallel,
     /// Peak bytes over every declaration.
     pub total_bytes: Option<u64>,
+    /// Peak bytes placed on the device.
+    pub device_bytes: Option<u64>,
+    /// Peak bytes placed on the host.
+    pub host_bytes: Option<u64>,
     /// Peak bytes of scope `model` (see [`crate::Totals`]).
     pub resident_bytes: Option<u64>,
     /// Peak bytes of the other scopes.
@@ -29,6 +35,31 @@ pub struct ExportedReport {
     pub declarations: Vec<ExportedDeclaration>,
     /// One per skipped owner.
     pub skipped: Vec<ExportedSkip>,
+}
+
+/// A parallel layout and a rank in it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[non_exhaustive]
+pub struct ExportedParallel {
+    /// Tensor-parallel size.
+    pub tp: u64,
+    /// Pipeline-parallel size.
+    pub pp: u64,
+    /// This rank among the TP ranks.
+    pub tp_rank: u64,
+    /// This rank's pipeline stage.
+    pub pp_rank: u64,
+}
+
+impl From<Parallel> for ExportedParallel {
+    fn from(p: Parallel) -> ExportedParallel {
+        ExportedParallel {
+            tp: p.tp,
+            pp: p.pp,
+            tp_rank: p.tp_rank,
+            pp_rank: p.pp_rank,
+        }
+    }
 }
 
 /// One declaration, flat. Fields a layout does not have are `null`
@@ -88,6 +119,14 @@ pub struct ExportedDeclaration {
     pub assumes: Option<String>,
     /// Prose about the object layout.
     pub note: Option<String>,
+    /// `device` or `host`.
+    pub placement: String,
+    /// Why it is on the host.
+    pub placement_reason: Option<String>,
+    /// Why it is held whole on every rank, where it is.
+    pub whole_on_every_rank: Option<String>,
+    /// How the parallel layout divided it, in words.
+    pub share: Option<String>,
     /// Partial bytes or blocks rounded up, in words.
     pub roundings: Vec<String>,
     /// Bytes per row.
@@ -127,7 +166,10 @@ impl Collection {
         ExportedReport {
             schema_version: SCHEMA_VERSION,
             max_num_seqs,
+            parallel: self.parallel().into(),
             total_bytes: totals.map(|t| t.total),
+            device_bytes: totals.map(|t| t.device),
+            host_bytes: totals.map(|t| t.host),
             resident_bytes: totals.map(|t| t.resident),
             after_profiling_bytes: totals.map(|t| t.after_profiling),
             declarations: self
@@ -187,6 +229,10 @@ fn declaration(entry: &Collected, max_num_seqs: u64) -> ExportedDeclaration {
         only_when: spec.only_when.as_deref().map(str::to_owned),
         assumes: spec.assumes.as_deref().map(str::to_owned),
         note: spec.note.as_deref().map(str::to_owned),
+        placement: spec.placement.name().to_owned(),
+        placement_reason: spec.placement.reason().map(str::to_owned),
+        whole_on_every_rank: spec.sharding.reason().map(str::to_owned),
+        share: entry.share.clone(),
         roundings: spec.layout.roundings(),
         bytes_per_row: spec.bytes_per_row().ok(),
         peak_bytes: spec.peak_bytes(max_num_seqs).ok(),
@@ -284,7 +330,10 @@ mod tests {
             json!({
                 "schema_version": 1,
                 "max_num_seqs": 256,
+                "parallel": {"tp": 1, "pp": 1, "tp_rank": 0, "pp_rank": 0},
                 "total_bytes": 25_165_824,
+                "device_bytes": 25_165_824,
+                "host_bytes": 0,
                 "resident_bytes": 0,
                 "after_profiling_bytes": 25_165_824,
                 "declarations": [{
@@ -314,6 +363,10 @@ mod tests {
                     "only_when": null,
                     "assumes": "one talker call at a time",
                     "note": null,
+                    "placement": "device",
+                    "placement_reason": null,
+                    "whole_on_every_rank": null,
+                    "share": null,
                     "roundings": [],
                     "bytes_per_row": 25_165_824,
                     "peak_bytes": 25_165_824,

@@ -227,6 +227,9 @@ pub struct StatePart {
     pub shape: [u64; 3],
     /// How its elements are stored.
     pub storage: Storage,
+    /// The dimension tensor parallelism splits (heads or channels); `None`
+    /// when every rank holds the whole part.
+    pub split: Option<usize>,
 }
 
 const SHAPE: Overflow = Overflow {
@@ -240,17 +243,24 @@ impl StatePart {
             name,
             shape,
             storage: Storage::Dense(dtype),
+            split: None,
         }
+    }
+
+    /// The same part with dimension `dim` split across tensor-parallel ranks.
+    pub const fn split_on(mut self, dim: usize) -> StatePart {
+        self.split = Some(dim);
+        self
     }
 
     /// Mamba1 conv state, `d_inner x d_conv` (transformers' `MambaCache`).
     pub const fn mamba_conv(d_inner: u64, d_conv: u64, dtype: DType) -> StatePart {
-        StatePart::new("conv", [d_inner, d_conv, 1], dtype)
+        StatePart::new("conv", [d_inner, d_conv, 1], dtype).split_on(0)
     }
 
     /// Mamba1 SSM state, `d_inner x d_state`.
     pub const fn mamba_ssm(d_inner: u64, d_state: u64, dtype: DType) -> StatePart {
-        StatePart::new("ssm", [d_inner, d_state, 1], dtype)
+        StatePart::new("ssm", [d_inner, d_state, 1], dtype).split_on(0)
     }
 
     /// Mamba2 conv state, `(d_conv - 1) x (d_inner + 2 x n_groups x d_state)`
@@ -270,18 +280,19 @@ impl StatePart {
             None => None,
         };
         match channels {
-            Some(channels) => Ok(StatePart::new(
-                "conv",
-                [d_conv.saturating_sub(1), channels, 1],
-                dtype,
-            )),
+            Some(channels) => {
+                Ok(
+                    StatePart::new("conv", [d_conv.saturating_sub(1), channels, 1], dtype)
+                        .split_on(1),
+                )
+            }
             None => Err(SHAPE),
         }
     }
 
     /// Mamba2 SSM state, `heads x head_dim x d_state`.
     pub const fn mamba2_ssm(heads: u64, head_dim: u64, d_state: u64, dtype: DType) -> StatePart {
-        StatePart::new("ssm", [heads, head_dim, d_state], dtype)
+        StatePart::new("ssm", [heads, head_dim, d_state], dtype).split_on(0)
     }
 
     /// Gated DeltaNet conv state over `2 x k_heads x k_dim + v_heads x v_dim`
@@ -304,18 +315,16 @@ impl StatePart {
             _ => None,
         };
         match channels {
-            Some(channels) => Ok(StatePart::new(
-                "conv",
-                [channels, kernel_positions, 1],
-                dtype,
-            )),
+            Some(channels) => {
+                Ok(StatePart::new("conv", [channels, kernel_positions, 1], dtype).split_on(0))
+            }
             None => Err(SHAPE),
         }
     }
 
     /// Gated DeltaNet SSM state, `v_heads x v_dim x k_dim`, kept in f32.
     pub const fn gated_delta_ssm(v_heads: u64, v_dim: u64, k_dim: u64) -> StatePart {
-        StatePart::new("ssm", [v_heads, v_dim, k_dim], DType::F32)
+        StatePart::new("ssm", [v_heads, v_dim, k_dim], DType::F32).split_on(0)
     }
 
     /// The same part stored as `storage`.

@@ -1,3 +1,4 @@
+#![recursion_limit = "256"]
 //! Declare, at the type level, the attention KV caches a model holds outside
 //! an inference engine's paged KV manager, so that their memory is computed,
 //! checked, logged and documented instead of guessed.
@@ -43,6 +44,7 @@ mod declare;
 mod dtype;
 mod error;
 mod layout;
+mod parallel;
 mod positions;
 #[cfg(feature = "registry")]
 pub mod registry;
@@ -72,6 +74,7 @@ pub use declare::{
 pub use dtype::DType;
 pub use error::{KvError, Overflow};
 pub use layout::{Geometry, Latent, Layout, RecurrentState, StatePart};
+pub use parallel::{pp_partition, LayerGroup, Parallel, Placement, Sharding};
 pub use positions::{Bound, PositionPolicy, Positions};
 pub use spec::{KvSpec, Rows, Scope};
 pub use storage::{BlockFormat, Storage};
@@ -85,7 +88,8 @@ pub use config::{
 };
 #[cfg(feature = "json")]
 pub use json::{
-    ExportedDeclaration, ExportedReport, ExportedSkip, ExportedStatePart, SCHEMA_VERSION,
+    ExportedDeclaration, ExportedParallel, ExportedReport, ExportedSkip, ExportedStatePart,
+    SCHEMA_VERSION,
 };
 pub use pattern::{LayerKind, LayerPattern, PatternError};
 pub use report::{log_model_local_kv, Report};

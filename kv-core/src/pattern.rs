@@ -161,13 +161,13 @@ impl From<PatternError> for crate::KvError {
 /// assert_eq!(jamba.groups(), vec![(LayerKind::Mamba, 28), (LayerKind::FullAttention, 4)]);
 /// # Ok::<(), kv_core::PatternError>(())
 /// ```
-#[derive(Clone, Debug, PartialEq, Eq)]
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
 pub struct LayerPattern {
     layers: u64,
     rule: Rule,
 }
 
-#[derive(Clone, Debug, PartialEq, Eq)]
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
 enum Rule {
     EveryNth {
         every: u64,
@@ -326,6 +326,47 @@ impl LayerPattern {
     /// The 0-based indices of the layers of `kind`, in order. Lazy.
     pub fn indices(&self, kind: LayerKind) -> impl Iterator<Item = u64> + '_ {
         (0..self.layers).filter(move |layer| self.kind_of(*layer) == Some(kind))
+    }
+
+    /// How many layers of `kind` lie in `start..end` (0-based, end
+    /// exclusive, clamped to the pattern). Rules are counted by formula.
+    pub fn count_in(&self, kind: LayerKind, start: u64, end: u64) -> u64 {
+        let end = end.min(self.layers);
+        if start >= end {
+            return 0;
+        }
+        // Layers below `x` that a rule marks, by formula.
+        let marked_below = |x: u64| -> u64 {
+            match &self.rule {
+                // (i + 1) % every == 0 for i < x: the multiples of `every` in 1..=x.
+                Rule::EveryNth { every, .. } => x / every,
+                Rule::PeriodOffset { period, offset, .. } => {
+                    x / period + u64::from(x % period > *offset)
+                }
+                Rule::List { .. } => 0,
+            }
+        };
+        match &self.rule {
+            Rule::EveryNth { nth, rest, .. } | Rule::PeriodOffset { at: nth, rest, .. } => {
+                let marked = marked_below(end) - marked_below(start);
+                let mut count = 0;
+                if kind == *nth {
+                    count += marked;
+                }
+                if kind == *rest {
+                    count += (end - start) - marked;
+                }
+                count
+            }
+            Rule::List { kinds, .. } => {
+                let (Ok(start), Ok(end)) = (usize::try_from(start), usize::try_from(end)) else {
+                    return 0;
+                };
+                kinds.get(start..end).map_or(0, |slice| {
+                    slice.iter().filter(|k| **k == kind).count() as u64
+                })
+            }
+        }
     }
 
     /// How many layers are of `kind` (0 if none).
@@ -643,5 +684,53 @@ mod tests {
                 "111th"
             ]
         );
+    }
+
+    #[test]
+    fn count_in_a_range_matches_a_walk_of_the_layers() {
+        let rules = [
+            LayerPattern::every_nth(
+                62,
+                6,
+                LayerKind::FullAttention,
+                LayerKind::SlidingAttention,
+                "sliding_window_pattern",
+            )
+            .unwrap(),
+            LayerPattern::period_offset(
+                32,
+                8,
+                4,
+                LayerKind::FullAttention,
+                LayerKind::Mamba,
+                ("attn_layer_period", "attn_layer_offset"),
+            )
+            .unwrap(),
+            LayerPattern::from_kinds(
+                vec![
+                    LayerKind::Mamba,
+                    LayerKind::FullAttention,
+                    LayerKind::Mamba,
+                    LayerKind::Mamba,
+                ],
+                "layers_block_type",
+            )
+            .unwrap(),
+        ];
+        for pattern in &rules {
+            for kind in LayerKind::ALL {
+                for start in 0..=pattern.layers() + 1 {
+                    for end in start..=pattern.layers() + 2 {
+                        let walked = (start..end.min(pattern.layers()))
+                            .filter(|i| pattern.kind_of(*i) == Some(kind))
+                            .count() as u64;
+                        assert_eq!(pattern.count_in(kind, start, end), walked);
+                    }
+                }
+            }
+        }
+        // Gemma-3-27B over two pipeline stages of 31: 5 global layers each.
+        assert_eq!(rules[0].count_in(LayerKind::FullAttention, 0, 31), 5);
+        assert_eq!(rules[0].count_in(LayerKind::FullAttention, 31, 62), 5);
     }
 }

@@ -96,10 +96,21 @@ impl Report<'_> {
                     Level::Info,
                     format!(
                         "{HEADER}: {:.2} MiB across {count} declaration(s) at \
-                         max_num_seqs={max_num_seqs}",
-                        mib(totals.total)
+                         max_num_seqs={max_num_seqs}{}",
+                        mib(totals.total),
+                        layout_suffix(self.collection)
                     ),
                 ));
+                if totals.host > 0 {
+                    lines.push((
+                        Level::Info,
+                        format!(
+                            "  device: {:.2} MiB (counted by budgets and the planner); host: {:.2} MiB",
+                            mib(totals.device),
+                            mib(totals.host)
+                        ),
+                    ));
+                }
                 if count > 0 {
                     lines.push((
                         Level::Info,
@@ -117,7 +128,8 @@ impl Report<'_> {
                     Level::Error,
                     format!(
                         "{HEADER}: total overflows u64 across {count} declaration(s) at \
-                         max_num_seqs={max_num_seqs}"
+                         max_num_seqs={max_num_seqs}{}",
+                        layout_suffix(self.collection)
                     ),
                 ));
                 lines.push((Level::Error, format!("  {error}")));
@@ -180,8 +192,25 @@ fn declaration_line(entry: &Collected, max_num_seqs: u64) -> (Level, String) {
         line.push_str(", assumes=");
         line.push_str(assumes);
     }
+    if let Some(because) = spec.placement.reason() {
+        let _ = write!(line, ", on host: {because}");
+    }
+    if let Some(share) = &entry.share {
+        let _ = write!(line, ", {share}");
+    }
     line.push(')');
     (level, line)
+}
+
+/// `, tp=2 pp=2, rank tp=1 pp=0` for a rank of a parallel layout; empty on a
+/// single rank, so the original format is kept.
+fn layout_suffix(collection: &Collection) -> String {
+    let parallel = collection.parallel();
+    if parallel.is_single() {
+        String::new()
+    } else {
+        format!(", {parallel}")
+    }
 }
 
 fn mib_or_overflow(bytes: Result<u64, Overflow>) -> String {

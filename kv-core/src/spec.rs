@@ -4,7 +4,10 @@
 use std::borrow::Cow;
 use std::fmt;
 
-use crate::{Geometry, KvError, Latent, Layout, Overflow, Positions, RecurrentState};
+use crate::{
+    Geometry, KvError, Latent, LayerGroup, LayerKind, LayerPattern, Layout, Overflow, Placement,
+    Positions, RecurrentState, Sharding,
+};
 
 /// Text carried by a declaration: a literal in derived code, owned when built at run time.
 pub(crate) type Text = Cow<'static, str>;
@@ -130,6 +133,15 @@ pub struct KvSpec {
     pub assumes: Option<Cow<'static, str>>,
     /// Prose about the object layout (one wide allocation or many narrow ones).
     pub note: Option<Cow<'static, str>>,
+    /// Where the memory lives: the device (default) or the host.
+    pub placement: Placement,
+    /// How tensor and pipeline parallelism divide it (default: by the
+    /// engines' rules for its kind).
+    pub sharding: Sharding,
+    /// The model's layer pattern and the kind of layer that holds this
+    /// cache, for a group of a hybrid model: pipeline stages are cut over the
+    /// model's layers, so a stage holds the group's layers in its range.
+    pub layer_group: Option<LayerGroup>,
 }
 
 impl KvSpec {
@@ -224,6 +236,9 @@ impl KvSpec {
             only_when,
             assumes,
             note,
+            placement: Placement::Device,
+            sharding: Sharding::ByKind,
+            layer_group: None,
         }
     }
 
@@ -242,6 +257,26 @@ impl KvSpec {
     /// Prose about the object layout.
     pub fn note(mut self, note: impl Into<Cow<'static, str>>) -> KvSpec {
         self.note = Some(note.into());
+        self
+    }
+
+    /// The same declaration held in host memory, with the reason.
+    pub fn on_host(mut self, because: impl Into<Cow<'static, str>>) -> KvSpec {
+        self.placement = Placement::Host(because.into());
+        self
+    }
+
+    /// The same declaration held whole on every rank, with the reason (an
+    /// encoder cache that is not sharded).
+    pub fn whole_on_every_rank(mut self, because: impl Into<Cow<'static, str>>) -> KvSpec {
+        self.sharding = Sharding::Whole(because.into());
+        self
+    }
+
+    /// The same declaration as the `kind` layers of `pattern` (one group of
+    /// a hybrid model).
+    pub fn in_layers(mut self, pattern: LayerPattern, kind: LayerKind) -> KvSpec {
+        self.layer_group = Some(LayerGroup { pattern, kind });
         self
     }
 
@@ -351,6 +386,29 @@ impl KvSpec {
                 return Err(invalid(
                     "rows",
                     "is fixed with a blank reason; an unexplained count cannot be reviewed",
+                ));
+            }
+        }
+        let reasons = [
+            ("placement", self.placement.reason()),
+            ("sharding", self.sharding.reason()),
+        ];
+        for (field, reason) in reasons {
+            if reason.is_some_and(|r| r.trim().is_empty()) {
+                return Err(invalid(field, "has a blank reason; say why"));
+            }
+        }
+        if let Some(group) = &self.layer_group {
+            let in_pattern = group.pattern.count(group.kind);
+            if in_pattern != self.layout.layers() {
+                return Err(invalid(
+                    "layers",
+                    &format!(
+                        "is {} but the layer pattern ({}) has {in_pattern} {} layers",
+                        self.layout.layers(),
+                        group.pattern.reason(),
+                        group.kind.name()
+                    ),
                 ));
             }
         }
