@@ -39,9 +39,15 @@
 #![warn(missing_docs)]
 
 pub mod budget;
+#[cfg(feature = "chart")]
+pub mod chart;
 mod declare;
 mod dtype;
 mod error;
+#[cfg(feature = "fresh")]
+pub mod fresh;
+#[cfg(feature = "fresh")]
+pub mod page;
 #[cfg(feature = "registry")]
 pub mod registry;
 mod spec;
