@@ -6,8 +6,10 @@ use kv_core::fresh::assert_fresh;
 use kv_examples::{docs_page, DOCS_CHART_PATH, DOCS_PATH};
 
 fn in_workspace(path: &str) -> std::path::PathBuf {
-    std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
-        .join("..")
+    let examples = std::path::Path::new(env!("CARGO_MANIFEST_DIR"));
+    examples
+        .parent()
+        .expect("examples/ is in the workspace")
         .join(path)
 }
 

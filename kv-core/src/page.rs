@@ -127,7 +127,8 @@ impl Page {
              ![Model-local KV at peak against max_num_seqs, stacked by declaration]({file})\n\n\
              The loaded models' bytes at peak for max_num_seqs from {from} to {to}, stacked by \
              declaration. Solid bands are resident (scope `model`: allocated during load, so \
-             profiling has already charged them); light bands are allocated after profiling.\n"
+             profiling has already charged them); light, hatched bands are allocated after \
+             profiling.\n"
         ));
         self
     }
