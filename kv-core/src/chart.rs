@@ -75,6 +75,8 @@ const TITLE_HEIGHT: u32 = 64;
 /// Width of the plot; the legend takes the rest.
 const PLOT_WIDTH: u32 = 590;
 const FONT: &str = "sans-serif";
+/// The longest legend label drawn whole.
+const LEGEND_CHARS: usize = 40;
 
 /// Tableau 10: distinguishable, and readable light as well as solid.
 const PALETTE: [RGBColor; 10] = [
@@ -383,7 +385,12 @@ fn draw_legend<DB: DrawingBackend>(
 ) -> Result<(), ChartError> {
     let heading = (FONT, 17).into_font().style(FontStyle::Bold);
     let note = (FONT, 14).into_font().color(&RGBColor(0x55, 0x55, 0x55));
-    let entry = (FONT, 15).into_font();
+    // Entries are 22 px apart while they fit; more declarations than fit
+    // get closer rows and a smaller font (down to 10 px apart).
+    let room = (HEIGHT - TITLE_HEIGHT) as i32 - 16 - 2 * (20 + 22 + 12);
+    let step = (room / bands.len().max(1) as i32).clamp(10, 22);
+    let swatch_height = step * 14 / 22;
+    let entry = (FONT, (f64::from(step) * 15.0 / 22.0).max(11.0)).into_font();
     let groups = [
         (
             false,
@@ -413,7 +420,7 @@ fn draw_legend<DB: DrawingBackend>(
             .map_err(draw)?;
         y += 22;
         for band in members {
-            let swatch = [(12, y), (32, y + 14)];
+            let swatch = [(12, y), (32, y + swatch_height)];
             if resident {
                 area.draw(&Rectangle::new(swatch, band.color.filled()))
                     .map_err(draw)?;
@@ -422,7 +429,7 @@ fn draw_legend<DB: DrawingBackend>(
                     .map_err(draw)?;
                 for x in [16, 22, 28] {
                     area.draw(&PathElement::new(
-                        vec![(x, y), (x, y + 14)],
+                        vec![(x, y), (x, y + swatch_height)],
                         band.color.mix(0.5).stroke_width(1),
                     ))
                     .map_err(draw)?;
@@ -433,13 +440,24 @@ fn draw_legend<DB: DrawingBackend>(
                 ))
                 .map_err(draw)?;
             }
-            area.draw(&Text::new(band.label.to_owned(), (40, y), entry.clone()))
+            area.draw(&Text::new(legend_label(band.label), (40, y), entry.clone()))
                 .map_err(draw)?;
-            y += 22;
+            y += step;
         }
         y += 12;
     }
     Ok(())
+}
+
+/// At most [`LEGEND_CHARS`] characters, so the legend stays inside the
+/// image; a longer label ends in `…` (the tables have every name whole).
+fn legend_label(label: &str) -> String {
+    if label.chars().count() <= LEGEND_CHARS {
+        label.to_owned()
+    } else {
+        let kept: String = label.chars().take(LEGEND_CHARS - 1).collect();
+        format!("{kept}…")
+    }
 }
 
 fn draw<E: std::error::Error + Send + Sync>(

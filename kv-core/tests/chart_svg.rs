@@ -266,3 +266,29 @@ fn bytes_that_overflow_are_an_error_naming_the_declaration_not_a_panic() {
     );
     assert!(error.to_string().contains("overflow"), "{error}");
 }
+
+#[test]
+fn many_declarations_and_long_labels_stay_inside_the_image() {
+    let pool = collect(&GraphPool);
+    let spec = &pool.entries()[0].spec;
+    let labels: Vec<String> = (0..40)
+        .map(|i| format!("a-model-with-a-rather-long-name-{i}: layers.{i}"))
+        .collect();
+    let svg = Chart::new("Many")
+        .rows(labels.iter().map(|l| (l.as_str(), spec)))
+        .to_svg()
+        .unwrap();
+    assert_eq!(bands(&svg).len(), 40);
+    let texts = texts(&svg);
+    // Cut to 40 characters, the last an ellipsis.
+    assert!(
+        texts.contains(&"a-model-with-a-rather-long-name-39: lay…"),
+        "{texts:?}"
+    );
+    // Every legend text starts inside the image's height.
+    for (at, _) in svg.match_indices("<text") {
+        let element = &svg[at..];
+        let y: f64 = attribute(element, "y").parse().unwrap();
+        assert!((0.0..560.0).contains(&y), "{y}");
+    }
+}
