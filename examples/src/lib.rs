@@ -317,17 +317,18 @@ pub fn docs_page() -> Result<kv_core::page::Page, KvError> {
     let models = loaded_models()?;
     Ok(
         kv_core::page::Page::new("Model-local KV", DOCS_MAX_NUM_SEQS)
-            .intro(
-                "KV caches the seed's models (declared in `examples/src/lib.rs`) hold outside the \
-             engine's paged KV manager, computed from their `#[kv(...)]` declarations. \
-             Loaded as `loaded_models()` builds them: async-chunk on, one duplex session, \
-             five captured Qwen3-TTS graphs, ming's talker config from `examples/configs/`.",
-            )
+            .intro(DOCS_INTRO)
             .types(&declaring_types())
             .loaded(models.iter().map(|(name, root)| (*name, root.as_ref())))?
             .chart("model-local-kv.svg"),
     )
 }
+
+/// What the page is about, and how [`loaded_models`] configures the models.
+const DOCS_INTRO: &str = "KV caches the seed's models (declared in `examples/src/lib.rs`) \
+    hold outside the engine's paged KV manager, computed from their `#[kv(...)]` declarations. \
+    Loaded as `loaded_models()` builds them: async-chunk on, one duplex session, five captured \
+    Qwen3-TTS graphs, ming's talker config from `examples/configs/`.";
 
 // The seed's graph pools are resident; they must stay under a ceiling. A
 // ceiling, never an equality: removing or shrinking a cache never fails it.

@@ -42,7 +42,6 @@ pub struct Page {
     sections: Vec<String>,
     /// Every declaration passed to [`Page::loaded`], with its label; the
     /// chart's input.
-    #[cfg_attr(not(feature = "chart"), allow(dead_code))]
     loaded: Vec<(String, KvSpec)>,
 }
 
