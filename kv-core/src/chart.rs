@@ -138,7 +138,7 @@ pub struct Chart {
     declarations: Vec<(String, KvSpec)>,
 }
 
-/// One band of the stack, with its bottom and top at each of [`SAMPLES`].
+/// One declaration as a band of the stack.
 struct Band<'c> {
     label: &'c str,
     resident: bool,
