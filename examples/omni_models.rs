@@ -3,12 +3,13 @@
 //! ```sh
 //! cargo run --example omni_models                       # report + table at max_num_seqs=256
 //! cargo run --example omni_models -- --max-num-seqs 64
-//! cargo run --example omni_models -- --write-docs       # regenerate docs/model-local-kv.md
+//! cargo run --example omni_models -- --write-docs       # regenerate docs/model-local-kv.{md,svg}
+//! KV_UPDATE_DOCS=1 cargo test -p kv-examples --test docs_fresh   # the same, from the freshness test
 //! ```
 
 use std::process::ExitCode;
 
-use kv_examples::{docs_markdown, loaded_models, DOCS_MAX_NUM_SEQS, DOCS_PATH};
+use kv_examples::{docs_page, loaded_models, DOCS_CHART_PATH, DOCS_MAX_NUM_SEQS, DOCS_PATH};
 
 /// Prints log records to stdout, the way an engine's logger would.
 struct StdoutLogger;
@@ -76,32 +77,38 @@ fn main() -> ExitCode {
 }
 
 fn write_documentation() -> ExitCode {
-    let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
-        .join("..")
-        .join(DOCS_PATH);
-    let page = match docs_markdown() {
-        Ok(page) => page,
+    let files = match generated_docs() {
+        Ok(files) => files,
         Err(error) => {
             eprintln!("{error}");
             return ExitCode::FAILURE;
         }
     };
-    if let Some(dir) = path.parent() {
-        if let Err(error) = std::fs::create_dir_all(dir) {
-            eprintln!("cannot create {}: {error}", dir.display());
+    let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("..");
+    for (relative, contents) in files {
+        let path = root.join(relative);
+        if let Some(dir) = path.parent() {
+            if let Err(error) = std::fs::create_dir_all(dir) {
+                eprintln!("cannot create {}: {error}", dir.display());
+                return ExitCode::FAILURE;
+            }
+        }
+        if let Err(error) = std::fs::write(&path, contents) {
+            eprintln!("cannot write {}: {error}", path.display());
             return ExitCode::FAILURE;
         }
+        println!("wrote {relative}");
     }
-    match std::fs::write(&path, page) {
-        Ok(()) => {
-            println!("wrote {DOCS_PATH}");
-            ExitCode::SUCCESS
-        }
-        Err(error) => {
-            eprintln!("cannot write {}: {error}", path.display());
-            ExitCode::FAILURE
-        }
-    }
+    ExitCode::SUCCESS
+}
+
+/// The page and its chart, with where each goes.
+fn generated_docs() -> Result<[(&'static str, String); 2], Box<dyn std::error::Error>> {
+    let page = docs_page()?;
+    Ok([
+        (DOCS_PATH, page.to_markdown()),
+        (DOCS_CHART_PATH, page.to_svg()?),
+    ])
 }
 
 fn usage(problem: &str) -> ExitCode {

@@ -302,67 +302,33 @@ pub const DOCS_MAX_NUM_SEQS: u64 = 256;
 /// Where the generated documentation lives, relative to the workspace root.
 pub const DOCS_PATH: &str = "docs/model-local-kv.md";
 
-/// The command that regenerates [`DOCS_PATH`].
-pub const DOCS_COMMAND: &str = "cargo run --example omni_models -- --write-docs";
+/// Where its chart lives, beside it.
+pub const DOCS_CHART_PATH: &str = "docs/model-local-kv.svg";
+
+/// The command that regenerates [`DOCS_PATH`] and [`DOCS_CHART_PATH`]: the
+/// freshness test, with kv-core's update variable set.
+pub const DOCS_COMMAND: &str = "KV_UPDATE_DOCS=1 cargo test -p kv-examples --test docs_fresh";
 
 /// The documentation page, generated from the declarations: what each type
-/// declares (no instance needed), then what the loaded models hold.
-pub fn docs_markdown() -> Result<String, KvError> {
-    let mut page = format!(
-        "# Model-local KV\n\n\
-         <!-- Generated from the declarations in examples/src/lib.rs by `{DOCS_COMMAND}`; do not edit. -->\n\n\
-         KV caches these models hold outside the engine's paged KV manager. \
-         Figures are computed from the `#[kv(...)]` declarations themselves.\n\n\
-         ## Declared by type\n\n\
-         What each type declares, known without an instance. Values read after load \
-         (a checkpoint's config, captured graphs, session limits) show as `known after load`.\n\n"
-    );
-    page.push_str(
-        &kv_core::Table::new(DOCS_MAX_NUM_SEQS)
+/// declares (no instance needed), what the loaded models hold, and a chart of
+/// it against `max_num_seqs`. `to_markdown()` is [`DOCS_PATH`], `to_svg()`
+/// is [`DOCS_CHART_PATH`].
+pub fn docs_page() -> Result<kv_core::page::Page, KvError> {
+    let models = loaded_models()?;
+    Ok(
+        kv_core::page::Page::new("Model-local KV", DOCS_MAX_NUM_SEQS)
+            .intro(DOCS_INTRO)
             .types(&declaring_types())
-            .to_markdown(),
-    );
-    page.push_str(&format!(
-        "\n## Held after load\n\n\
-         The models as `loaded_models()` builds them (async-chunk on, one duplex session, \
-         five captured Qwen3-TTS graphs, ming's talker config from `examples/configs/`), \
-         at max_num_seqs={DOCS_MAX_NUM_SEQS}.\n\n"
-    ));
-    let mut rows = Vec::new();
-    for (model, root) in loaded_models()? {
-        let collection = kv_core::collect(root.as_ref());
-        if let Some(skipped) = collection.skipped().first() {
-            return Err(skipped.error.clone());
-        }
-        for entry in collection.entries() {
-            rows.push((format!("{model}: {}", entry.path), entry.spec.clone()));
-        }
-    }
-    page.push_str(
-        &kv_core::Table::new(DOCS_MAX_NUM_SEQS)
-            .rows(rows.iter().map(|(label, spec)| (label.as_str(), spec)))
-            .to_markdown(),
-    );
-    Ok(page)
+            .loaded(models.iter().map(|(name, root)| (*name, root.as_ref())))?
+            .chart("model-local-kv.svg"),
+    )
 }
 
-/// Compares the documentation on disk with what the declarations generate;
-/// the error says how to regenerate it.
-pub fn check_docs_fresh(on_disk: &str, generated: &str) -> Result<(), String> {
-    if on_disk == generated {
-        return Ok(());
-    }
-    let first_difference = on_disk
-        .lines()
-        .zip(generated.lines())
-        .position(|(disk, fresh)| disk != fresh)
-        .unwrap_or_else(|| on_disk.lines().count().min(generated.lines().count()));
-    Err(format!(
-        "{DOCS_PATH} is stale (first difference at line {}): the declarations changed. \
-         Regenerate it with `{DOCS_COMMAND}` and commit the result.",
-        first_difference + 1
-    ))
-}
+/// What the page is about, and how [`loaded_models`] configures the models.
+const DOCS_INTRO: &str = "KV caches the seed's models (declared in `examples/src/lib.rs`) \
+    hold outside the engine's paged KV manager, computed from their `#[kv(...)]` declarations. \
+    Loaded as `loaded_models()` builds them: async-chunk on, one duplex session, five captured \
+    Qwen3-TTS graphs, ming's talker config from `examples/configs/`.";
 
 // The seed's graph pools are resident; they must stay under a ceiling. A
 // ceiling, never an equality: removing or shrinking a cache never fails it.

@@ -97,7 +97,7 @@ pub const fn within_budget(specs: &[KvSpec], max_num_seqs: u64, ceiling_bytes: u
 /// let err = tight.check(collection.entries()).unwrap_err();
 /// assert_eq!(
 ///     err.to_string(),
-///     "kv: model-local KV over budget: 1191182336 bytes declared at \
+///     "kv: model-local KV over budget: 1191182336 device bytes declared at \
 ///      max_num_seqs=256, ceiling 536870912 bytes"
 /// );
 /// ```
@@ -110,7 +110,8 @@ pub struct Budget {
 }
 
 impl Budget {
-    /// Sums the peaks of collected declarations (`collection.entries()`) and
+    /// Sums the peaks of collected declarations placed on the device
+    /// (`collection.entries()`; host-placed ones are not counted) and
     /// returns the total when it is at most the ceiling.
     /// [`KvError::OverBudget`] when it is over; [`KvError::Overflow`], naming
     /// the declaration (`Type.name`), when a peak or the sum overflows `u64`.
@@ -119,7 +120,7 @@ impl Budget {
         entries: impl IntoIterator<Item = &'c Collected>,
     ) -> Result<u64, KvError> {
         let mut total: u64 = 0;
-        for entry in entries {
+        for entry in entries.into_iter().filter(|e| e.spec.placement.is_device()) {
             let overflow = |step| KvError::Overflow {
                 declaration: entry.declaration(),
                 step,

@@ -40,10 +40,16 @@
 #![warn(missing_docs)]
 
 pub mod budget;
+#[cfg(feature = "chart")]
+pub mod chart;
 mod declare;
 mod dtype;
 mod error;
+#[cfg(feature = "fresh")]
+pub mod fresh;
 mod layout;
+#[cfg(feature = "fresh")]
+pub mod page;
 mod parallel;
 mod positions;
 #[cfg(feature = "registry")]

@@ -60,11 +60,7 @@ const ALL: &[KvSpec] = Qwen3Tts::KV_DECLS.static_specs;
 fn entries(specs: &[KvSpec]) -> Vec<Collected> {
     specs
         .iter()
-        .map(|spec| Collected {
-            path: String::new(),
-            owner_type: "budget_ceiling::Qwen3Tts",
-            spec: spec.clone(),
-        })
+        .map(|spec| Collected::new("", "budget_ceiling::Qwen3Tts", spec.clone()))
         .collect()
 }
 
@@ -170,7 +166,7 @@ fn run_time_budget_over_its_ceiling_names_the_figures() {
     );
     assert_eq!(
         err.to_string(),
-        "kv: model-local KV over budget: 2570518528 bytes declared at \
+        "kv: model-local KV over budget: 2570518528 device bytes declared at \
          max_num_seqs=256, ceiling 2147483648 bytes"
     );
 }

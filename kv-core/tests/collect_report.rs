@@ -9,7 +9,6 @@ use std::sync::Once;
 use collect_support::*;
 use kv_core::{
     collect, log_model_local_kv, DType, Geometry, KvError, KvSpec, ModelLocalKv, Rows, Scope,
-    Totals,
 };
 use log::{Level, Log, Metadata, Record};
 
@@ -66,14 +65,12 @@ fn max_num_seqs_scales_max_num_seqs_rows_only() {
     assert_eq!(pool, 23_265_280);
     for max_num_seqs in [1, 7, 256] {
         let per_seq = 2 * max_num_seqs * QWEN3_TTS_ROW;
+        let totals = collection.totals(max_num_seqs).unwrap();
         assert_eq!(
-            collection.totals(max_num_seqs),
-            Ok(Totals {
-                total: per_seq + pool,
-                resident: pool,
-                after_profiling: per_seq,
-            })
+            (totals.total, totals.resident, totals.after_profiling),
+            (per_seq + pool, pool, per_seq)
         );
+        assert_eq!((totals.device, totals.host), (per_seq + pool, 0));
     }
     let entries = collection.entries();
     assert_eq!(entries[0].spec.row_count(7), 7);
