@@ -60,12 +60,15 @@ pub mod table;
 pub mod units;
 
 // Collection, reports, config reading and JSON export.
+#[cfg(feature = "json")]
+mod cluster;
 mod collect;
 #[cfg(feature = "json")]
 mod config;
 #[cfg(feature = "json")]
 mod json;
 mod pattern;
+pub mod planner;
 mod report;
 
 #[doc(hidden)]
@@ -86,6 +89,8 @@ pub use spec::{KvSpec, Rows, Scope};
 pub use storage::{BlockFormat, Storage};
 pub use table::Table;
 
+#[cfg(feature = "json")]
+pub use cluster::ClusterReport;
 pub use collect::{collect, Collected, Collection, Skipped, Totals};
 #[cfg(feature = "json")]
 pub use config::{

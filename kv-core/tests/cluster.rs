@@ -1,0 +1,132 @@
+//! Per-rank reports written as JSON, read back equal, and merged into one
+//! cluster view; every mismatch is an error naming what differs.
+#![cfg(feature = "json")]
+
+use kv_core::{
+    collect, ClusterReport, DType, ExportedReport, Geometry, KvError, KvSpec, ModelLocalKv,
+    Parallel, Positions, Rows, Scope,
+};
+
+struct Llama;
+
+impl ModelLocalKv for Llama {
+    fn kv_declare(&self, out: &mut Vec<KvSpec>) -> Result<(), KvError> {
+        // Llama-3-8B at 8192 positions: 131,072 B x 8192 = 1 GiB per sequence.
+        out.push(KvSpec::attention(
+            "kv",
+            "StaticCache",
+            Geometry::new(32, 8, 128, DType::BF16),
+            Positions::bounded(8192, "max_cache_len"),
+            Scope::Request,
+            Rows::MaxNumSeqs,
+        ));
+        Ok(())
+    }
+}
+
+/// The report each rank of `tp x pp` writes, through JSON text and back.
+fn rank_reports(tp: u64, pp: u64, max_num_seqs: u64) -> Vec<ExportedReport> {
+    let whole = collect(&Llama);
+    Parallel::new(tp, pp)
+        .unwrap()
+        .ranks()
+        .map(|rank| {
+            let written =
+                serde_json::to_string(&whole.for_rank(rank).unwrap().export(max_num_seqs)).unwrap();
+            serde_json::from_str(&written).unwrap()
+        })
+        .collect()
+}
+
+#[test]
+fn a_report_round_trips_through_json_equal() {
+    let whole = collect(&Llama)
+        .for_rank(Parallel::new(2, 2).unwrap().at(1, 1).unwrap())
+        .unwrap();
+    let exported = whole.export(4);
+    let text = serde_json::to_string_pretty(&exported).unwrap();
+    let read: ExportedReport = serde_json::from_str(&text).unwrap();
+    assert_eq!(read, exported);
+    assert_eq!(read.schema_version, kv_core::SCHEMA_VERSION);
+    assert_eq!(
+        (
+            read.parallel.tp,
+            read.parallel.pp,
+            read.parallel.tp_rank,
+            read.parallel.pp_rank
+        ),
+        (2, 2, 1, 1)
+    );
+}
+
+#[test]
+fn ranks_merge_into_the_sum_and_the_largest_device_figure() {
+    let cluster = ClusterReport::merge(rank_reports(2, 2, 4)).unwrap();
+    // Each rank: 16 layers x 4 heads x 256 x 2 B x 8192 positions x 4 seqs = 1 GiB.
+    let per_rank = 16 * 4 * 256 * 2 * 8192 * 4;
+    assert_eq!(per_rank, 1 << 30);
+    assert_eq!(cluster.ranks.len(), 4);
+    assert_eq!(cluster.total_bytes, 4 * per_rank);
+    assert_eq!(cluster.device_bytes, 4 * per_rank);
+    assert_eq!(cluster.largest_device, (per_rank, (0, 0)));
+    assert_eq!(
+        cluster.to_string(),
+        "\
+Model-local KV across tp=2 pp=2 at max_num_seqs=4
+| rank | declarations | device | host | total |
+| ---- | -----------: | -----: | ---: | ----: |
+| tp=0 pp=0 | 1 | 1024.00 MiB | 0.00 MiB | 1024.00 MiB |
+| tp=1 pp=0 | 1 | 1024.00 MiB | 0.00 MiB | 1024.00 MiB |
+| tp=0 pp=1 | 1 | 1024.00 MiB | 0.00 MiB | 1024.00 MiB |
+| tp=1 pp=1 | 1 | 1024.00 MiB | 0.00 MiB | 1024.00 MiB |
+| sum | | 4096.00 MiB | 0.00 MiB | 4096.00 MiB |
+Largest device figure: 1024.00 MiB on rank tp=0 pp=0"
+    );
+    // In any order.
+    let mut reversed = rank_reports(2, 2, 4);
+    reversed.reverse();
+    assert_eq!(ClusterReport::merge(reversed).unwrap(), cluster);
+}
+
+#[test]
+fn mismatches_are_errors_naming_what_differs() {
+    let message =
+        |reports: Vec<ExportedReport>| ClusterReport::merge(reports).unwrap_err().to_string();
+    let mut duplicate = rank_reports(2, 1, 4);
+    duplicate.push(duplicate[1].clone());
+    assert_eq!(
+        message(duplicate),
+        "kv: cannot merge reports: rank tp=1 pp=0 appears twice"
+    );
+    let mut missing = rank_reports(2, 2, 4);
+    missing.remove(2);
+    assert_eq!(
+        message(missing),
+        "kv: cannot merge reports: missing rank(s) tp=0 pp=1 of the tp=2 pp=2 layout"
+    );
+    let mut layouts = rank_reports(2, 1, 4);
+    layouts.push(rank_reports(1, 2, 4).remove(1));
+    assert_eq!(
+        message(layouts),
+        "kv: cannot merge reports: rank tp=0 pp=1 is for tp=1 pp=2, the first report for tp=2 pp=1"
+    );
+    let mut seqs = rank_reports(2, 1, 4);
+    seqs[1] = rank_reports(2, 1, 8).remove(1);
+    assert_eq!(
+        message(seqs),
+        "kv: cannot merge reports: rank tp=1 pp=0 is at max_num_seqs=8, the first report at max_num_seqs=4"
+    );
+    let mut versions = rank_reports(2, 1, 4);
+    versions[0].schema_version = 99;
+    assert_eq!(
+        message(versions),
+        format!(
+            "kv: cannot merge reports: rank tp=0 pp=0 has schema version 99, this kv reads {}",
+            kv_core::SCHEMA_VERSION
+        )
+    );
+    assert_eq!(
+        message(Vec::new()),
+        "kv: cannot merge reports: no reports to merge"
+    );
+}
