@@ -80,7 +80,7 @@ impl DType {
     /// [`DType::bytes_for`] rounds up.
     pub const fn rounds_up(self, elements: u64) -> bool {
         // (elements x bits) mod 8, without the product overflowing.
-        (elements % 8) * self.bits() % 8 != 0
+        !((elements % 8) * self.bits()).is_multiple_of(8)
     }
 
     /// The candle-style name: `f32`, `bf16`, `f8e4m3`, ...

@@ -296,7 +296,7 @@ pub(crate) fn for_rank(
                 geometry.kv_heads = heads / tp;
                 format!("tp splits {heads} kv_heads into {} per rank", heads / tp)
             } else {
-                if tp % heads != 0 {
+                if !tp.is_multiple_of(heads) {
                     return Err(error(format!(
                         "{heads} kv_heads cannot be replicated over tp {tp}; engines require \
                          tp % kv_heads == 0 when kv_heads < tp"

@@ -294,7 +294,7 @@ impl LayerPattern {
                 every, nth, rest, ..
             } => {
                 // layer < layers <= u64::MAX, so layer + 1 cannot overflow.
-                if (layer + 1) % every == 0 {
+                if (layer + 1).is_multiple_of(*every) {
                     *nth
                 } else {
                     *rest

@@ -135,7 +135,7 @@ impl Storage {
         match *self {
             Storage::Dense(dtype) | Storage::Scaled { dtype, .. } => dtype.rounds_up(elements),
             Storage::Blocks(format) => {
-                format.block_elems != 0 && elements % format.block_elems != 0
+                format.block_elems != 0 && !elements.is_multiple_of(format.block_elems)
             }
         }
     }
