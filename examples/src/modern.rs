@@ -1,7 +1,8 @@
 //! Modern models declared as a model author would, each reading its geometry
 //! from its published `config.json` (`examples/configs/<name>/`) after load:
 //! full attention, a sliding window, a hybrid sliding/global pattern, an MLA
-//! latent, a hybrid of attention and Mamba state, encoder cross-attention and
+//! latent, hybrids of attention with Mamba and with Gated DeltaNet state,
+//! encoder cross-attention and
 //! a quantized (q8_0) cache. Each declaration names which engine's cache it
 //! describes in `cache`.
 //!
@@ -19,7 +20,7 @@ use std::path::PathBuf;
 
 use kv_core::units::human_bytes;
 use kv_core::{
-    BlockFormat, HfConfig, KvError, KvSpec, Latent, LayerKind, ModelLocalKv, Overflow,
+    BlockFormat, DType, HfConfig, KvError, KvSpec, Latent, LayerKind, ModelLocalKv, Overflow,
     PositionPolicy, Positions, RecurrentState, Rows, Scope, StatePart, Storage,
 };
 
@@ -339,6 +340,82 @@ impl ModelLocalKv for JambaV0_1 {
     }
 }
 
+/// Qwen3-Next-80B-A3B in vLLM: 12 full-attention layers and 36 Gated
+/// DeltaNet (linear attention) layers.
+pub struct Qwen3Next80bA3b {
+    /// `examples/configs/qwen3-next-80b-a3b/config.json`, with its dtype
+    /// given (see [`Qwen3Next80bA3b::load`]).
+    pub config: HfConfig,
+}
+
+impl Qwen3Next80bA3b {
+    /// Loads the shipped config. It has no dtype key (which key the release
+    /// writes was not verified; a re-export writes `"dtype": "bfloat16"`), so
+    /// the checkpoint's bf16 is given explicitly.
+    pub fn load() -> Result<Qwen3Next80bA3b, KvError> {
+        let config =
+            HfConfig::from_path(config_path("qwen3-next-80b-a3b"))?.with_dtype(DType::BF16);
+        Ok(Qwen3Next80bA3b { config })
+    }
+}
+
+impl ModelLocalKv for Qwen3Next80bA3b {
+    fn kv_declare(&self, out: &mut Vec<KvSpec>) -> Result<(), KvError> {
+        let geometry = self.config.geometry()?;
+        let pattern = self.config.layer_pattern()?;
+        let linear = self.config.linear_attention()?;
+        out.push(
+            KvSpec::attention(
+                "attention",
+                "vLLM FullAttentionSpec (paged K/V, bf16)",
+                geometry.with_layers(pattern.count(LayerKind::FullAttention)),
+                DEPLOYMENT
+                    .vllm_full()
+                    .map_err(overflow("Qwen3Next80bA3b.attention"))?,
+                Scope::Request,
+                Rows::MaxNumSeqs,
+            )
+            .note("dtype bf16 given explicitly: the shipped config has no dtype key"),
+        );
+        // vLLM's Gated DeltaNet state: conv over conv_kernel - 1 positions and
+        // the ssm, both in the model dtype (mamba_cache_dtype auto); kv-core's
+        // gated_delta_ssm is mistral.rs' f32, so the storage is given.
+        let conv = StatePart::gated_delta_conv(
+            linear.key_heads,
+            linear.key_head_dim,
+            linear.value_heads,
+            linear.value_head_dim,
+            linear.conv_kernel.saturating_sub(1),
+            DType::BF16,
+        )
+        .map_err(overflow("Qwen3Next80bA3b.gated_delta_net"))?;
+        let ssm = StatePart::gated_delta_ssm(
+            linear.value_heads,
+            linear.value_head_dim,
+            linear.key_head_dim,
+        )
+        .with_storage(Storage::Dense(DType::BF16));
+        out.push(
+            KvSpec::recurrent(
+                "gated_delta_net",
+                "vLLM MambaSpec (Gated DeltaNet conv + ssm state, bf16)",
+                RecurrentState::from_parts(
+                    pattern.count(LayerKind::LinearAttention),
+                    vec![conv, ssm],
+                ),
+                Scope::Request,
+                Rows::MaxNumSeqs,
+            )
+            .assumes("no speculative decoding: vLLM keeps 1 + num_speculative_tokens states")
+            .note(
+                "conv (2 x 16 x 128 + 32 x 128 = 8192 channels, conv_kernel - 1 = 3), \
+                 ssm (32 value heads, 128, 128) per layer",
+            ),
+        );
+        Ok(())
+    }
+}
+
 /// The encoder positions Whisper's decoder cross-attends over
 /// (`max_source_positions` in the shipped config).
 pub const WHISPER_ENCODER_POSITIONS: u64 = 1500;
@@ -449,6 +526,7 @@ pub fn modern_models() -> Result<Vec<ModernModel>, KvError> {
                 config: load("jamba-v0.1")?,
             }),
         ),
+        model("Qwen3-Next-80B-A3B", Box::new(Qwen3Next80bA3b::load()?)),
         model(
             "Whisper-large-v3",
             Box::new(WhisperLargeV3 {

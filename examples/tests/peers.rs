@@ -94,6 +94,19 @@ fn table() -> Vec<Expected> {
             naive: Some((131_072, 1_073_741_824)),
         },
         Expected {
+            model: "Qwen3-Next-80B-A3B",
+            // 12 full layers x 2 kvh x (256 + 256) x 2 B = 24,576 B per token.
+            // 36 DeltaNet layers: ssm 32 x 128 x 128 = 524,288 + conv 8192 x 3 =
+            // 24,576 elements, bf16: 1,097,728 B per layer.
+            kv: (24_576, 24_576 * 8192 + 36 * 1_097_728),
+            vllm: Some((24_576, 12 * 512 * 32_768 + 36 * 1_097_728)),
+            llama_cpp: None,
+            // ssm f32: 524,288 x 4; conv 8192 x 4 positions x 2 B.
+            transformers: Some((24_576, 24_576 * 8192 + 36 * (2_097_152 + 65_536))),
+            // 2 x 48 x 2 x 256 x 2 = 98,304 B per token.
+            naive: Some((98_304, 98_304 * 8192)),
+        },
+        Expected {
             model: "Whisper-large-v3",
             // 32 decoder layers x 20 heads x 64 x 2 (K,V) x 2 (f16) x 1500 positions.
             kv: (32 * 20 * 64 * 2 * 2, 32 * 20 * 64 * 2 * 2 * 1500),
@@ -307,6 +320,20 @@ fn hybrids_split_their_layers_by_the_config_pattern() {
     let shapes: Vec<[u64; 3]> = state.parts.iter().map(|p| p.shape).collect();
     assert_eq!(shapes, [[3, 8192, 1], [8192, 16, 1]]);
     assert_eq!(state.bytes_per_row(), Ok(8_716_288));
+
+    let qwen = declared("Qwen3-Next-80B-A3B");
+    let kinds: Vec<(&str, u64)> = qwen
+        .iter()
+        .map(|s| (s.layout.kind(), s.layout.layers()))
+        .collect();
+    assert_eq!(kinds, [("attention", 12), ("recurrent", 36)]);
+    let Layout::Recurrent(state) = &qwen[1].layout else {
+        panic!("Qwen3-Next's linear layers are recurrent state")
+    };
+    // vLLM: conv (2 x 16 x 128 + 32 x 128, conv_kernel 4 - 1), ssm (32, 128, 128).
+    let shapes: Vec<[u64; 3]> = state.parts.iter().map(|p| p.shape).collect();
+    assert_eq!(shapes, [[8192, 3, 1], [32, 128, 128]]);
+    assert_eq!(state.bytes_per_layer(), Ok(1_097_728));
 }
 
 #[test]
@@ -342,10 +369,13 @@ fn naive_errors_are_the_points_of_the_page() {
     assert_eq!(error("Gemma-3-27B"), 109.4);
     assert_eq!(error("DeepSeek-V2-Lite"), 611.1);
     assert_eq!(error("Jamba-v0.1"), 651.2);
+    assert_eq!(error("Qwen3-Next-80B-A3B"), 234.4);
     assert_eq!(error("Whisper-large-v3"), -100.0);
     assert_eq!(error("Llama-3-8B q8_0 KV"), 88.2);
     let page = kv_examples::modern::side_by_side_markdown().unwrap();
-    for figure in ["+109.4%", "+611.1%", "+651.2%", "-100.0%", "+88.2%"] {
+    for figure in [
+        "+109.4%", "+611.1%", "+651.2%", "+234.4%", "-100.0%", "+88.2%",
+    ] {
         assert!(page.contains(figure), "{figure} missing from the table");
     }
 }

@@ -82,7 +82,7 @@ const fn none(why: &'static str) -> PeerFigure {
 }
 
 /// The peers' figures, one row per model of [`super::modern_models`].
-pub const PEERS: [PeerRow; 7] = [
+pub const PEERS: [PeerRow; 8] = [
     PeerRow {
         model: "Llama-3-8B",
         // page 16 x 8 x (128 + 128) x 2 = 65,536 B per layer; 512 blocks.
@@ -194,7 +194,7 @@ pub const PEERS: [PeerRow; 7] = [
         vllm: both(
             4 * (16 * 8 * (128 + 128) * 2) / 16,
             4 * (8192 / 16) * (16 * 8 * (128 + 128) * 2) + 28 * ((4 - 1) * 8192 + 8192 * 16) * 2,
-            "agrees: 4 FullAttentionSpec layers + 28 MambaSpec pages of conv (3, 8192) + ssm (8192, 16) in bf16",
+            "agrees: 4 FullAttentionSpec layers + 28 MambaSpec pages of conv (3, 8192) + ssm (8192, 16) in bf16, before vLLM's hybrid page padding",
         ),
         // Attention f16 over 8192 cells; recurrent r = (d_conv - 1) x (d_inner
         // + 2 x 0 x d_state), s = d_state x d_inner, kept in f32.
@@ -214,6 +214,36 @@ pub const PEERS: [PeerRow; 7] = [
             2 * 32 * 8 * 128 * 2,
             2 * 32 * 8 * 128 * 2 * 8192,
             "counts all 32 layers as attention at 8192 positions; 28 of them are Mamba with 304 KiB of fixed state each",
+        ),
+    },
+    PeerRow {
+        model: "Qwen3-Next-80B-A3B",
+        // 12 full-attention layers: page 16 x 2 x (256 + 256) x 2 = 32,768 B, 512 blocks.
+        // 36 Gated DeltaNet layers (MambaSpec, 1 + 0 speculative): conv over
+        // 2 x 16 x 128 + 32 x 128 = 8192 channels x (4 - 1) positions, ssm
+        // 32 x 128 x 128, both bf16.
+        vllm: both(
+            12 * (16 * 2 * (256 + 256) * 2) / 16,
+            12 * (8192 / 16) * (16 * 2 * (256 + 256) * 2)
+                + 36 * ((2 * 16 * 128 + 32 * 128) * (4 - 1) + 32 * 128 * 128) * 2,
+            "agrees: 12 FullAttentionSpec layers + 36 MambaSpec pages of conv (8192, 3) + ssm (32, 128, 128) in bf16, before vLLM's hybrid page padding",
+        ),
+        llama_cpp: none(
+            "not compared: PEERS.md gives llama.cpp's recurrent state for Mamba and RWKV only, not Gated DeltaNet",
+        ),
+        // Qwen3NextDynamicCache: attention grown to 8192 positions; conv
+        // (8192 channels, conv_kernel 4) in bf16; recurrent state (32, 128, 128)
+        // in f32 (its delta-rule kernels return the state in f32).
+        transformers: both(
+            2 * 12 * 2 * 256 * 2,
+            2 * 12 * 2 * 8192 * 256 * 2 + 36 * (8192 * 4 * 2 + 32 * 128 * 128 * 4),
+            "transformers keeps the DeltaNet state in f32 and its conv over conv_kernel = 4 positions; vLLM bf16 and 3",
+        ),
+        // 48 layers x 2 kvh x head_dim 256, every layer attention.
+        naive: both(
+            2 * 48 * 2 * 256 * 2,
+            2 * 48 * 2 * 256 * 2 * 8192,
+            "counts all 48 layers as attention; 36 are Gated DeltaNet with fixed state (ignoring head_dim 256 for 2048 / 16 = 128 would halve it)",
         ),
     },
     PeerRow {
