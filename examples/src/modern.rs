@@ -2,9 +2,8 @@
 //! from its published `config.json` (`examples/configs/<name>/`) after load:
 //! full attention, a sliding window, a hybrid sliding/global pattern, an MLA
 //! latent, hybrids of attention with Mamba and with Gated DeltaNet state,
-//! encoder cross-attention and
-//! a quantized (q8_0) cache. Each declaration names which engine's cache it
-//! describes in `cache`.
+//! encoder cross-attention and a quantized (q8_0) cache. Each declaration
+//! names which engine's cache it describes in `cache`.
 //!
 //! [`peers`] holds what vLLM, llama.cpp, transformers and a naive calculator
 //! say for the same models, worked out by hand from their published formulas;
@@ -591,7 +590,7 @@ pub fn exact_bytes(bytes: u64) -> String {
     let digits = bytes.to_string();
     let mut out = String::new();
     for (i, c) in digits.chars().enumerate() {
-        if i > 0 && (digits.len() - i) % 3 == 0 {
+        if i > 0 && (digits.len() - i).is_multiple_of(3) {
             out.push(',');
         }
         out.push(c);
@@ -742,7 +741,9 @@ pub fn modern_docs_markdown() -> Result<String, KvError> {
     );
     page.push_str(
         "## Start-up report\n\nWhat each model logs after load \
-         (`kv_core::log_model_local_kv`).\n\n```text\n",
+         (`kv_core::log_model_local_kv`). Here the declarations describe each engine's \
+         own cache (named in `cache`), declared so that kv's figures can be set beside \
+         the peers'; the header is kv's standard one for model-local KV.\n\n```text\n",
     );
     page.push_str(&startup_reports()?);
     page.push_str("```\n\n## Declarations\n\n");

@@ -21,6 +21,9 @@
 //! Each figure carries one line, `why`: how it differs from kv's figure, or
 //! `agrees: ...` when it does not.
 
+// The arithmetic is written out as the formulas read, `x 1` byte for fp8 included.
+#![allow(clippy::identity_op)]
+
 /// One peer's figures for one model.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct PeerFigure {
@@ -113,7 +116,7 @@ pub const PEERS: [PeerRow; 8] = [
         // SlidingWindowSpec: cdiv(min(4095 + 2048, 8192), 16) + 1 = 384 + 1 = 385 blocks.
         vllm: both(
             32 * (16 * 8 * (128 + 128) * 2) / 16,
-            32 * ((6143 + 15) / 16 + 1) * (16 * 8 * (128 + 128) * 2),
+            32 * (u64::div_ceil(6143, 16) + 1) * (16 * 8 * (128 + 128) * 2),
             "agrees: SlidingWindowSpec, cdiv(min(4095 + 2048, 8192), 16) + 1 = 385 blocks (one block more than the window needs)",
         ),
         llama_cpp: both(
@@ -139,7 +142,7 @@ pub const PEERS: [PeerRow; 8] = [
         // global: cdiv(8192, 16) = 512 blocks.
         vllm: both(
             (52 + 10) * (16 * 16 * (128 + 128) * 2) / 16,
-            52 * ((3071 + 15) / 16 + 1) * (16 * 16 * (128 + 128) * 2)
+            52 * (u64::div_ceil(3071, 16) + 1) * (16 * 16 * (128 + 128) * 2)
                 + 10 * (8192 / 16) * (16 * 16 * (128 + 128) * 2),
             "agrees: 52 SlidingWindowSpec layers of 193 blocks + 10 FullAttentionSpec layers of 512 blocks",
         ),
@@ -252,7 +255,7 @@ pub const PEERS: [PeerRow; 8] = [
         // cdiv(1500, 16) = 94 blocks.
         vllm: both(
             32 * (16 * 20 * (64 + 64) * 2) / 16,
-            32 * ((1500 + 15) / 16) * (16 * 20 * (64 + 64) * 2),
+            32 * u64::div_ceil(1500, 16) * (16 * 20 * (64 + 64) * 2),
             "vLLM rounds the 1500 encoder positions up to cdiv(1500, 16) = 94 blocks = 1504 positions",
         ),
         llama_cpp: none("not compared: llama.cpp does not run Whisper (whisper.cpp is a separate project)"),
