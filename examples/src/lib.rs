@@ -11,6 +11,8 @@ use std::sync::Arc;
 use kv_core::HfConfig;
 use kv_core::{KvError, KvTypeDecls, ModelLocalKv};
 
+pub mod modern;
+
 /// Qwen3-TTS: the codec decoder and its CUDA-graph wrapper.
 pub mod qwen3_tts {
     use super::*;

@@ -1,0 +1,782 @@
+//! Modern models declared as a model author would, each reading its geometry
+//! from its published `config.json` (`examples/configs/<name>/`) after load:
+//! full attention, a sliding window, a hybrid sliding/global pattern, an MLA
+//! latent, hybrids of attention with Mamba and with Gated DeltaNet state,
+//! encoder cross-attention and a quantized (q8_0) cache. Each declaration
+//! names which engine's cache it describes in `cache`.
+//!
+//! [`peers`] holds what vLLM, llama.cpp, transformers and a naive calculator
+//! say for the same models, worked out by hand from their published formulas;
+//! [`side_by_side_markdown`] sets the two side by side and explains every
+//! difference. `cargo run -p kv-examples --example modern_models` prints it;
+//! `... -- --write-docs` writes [`MODERN_DOCS_PATH`].
+//!
+//! Hand-written `ModelLocalKv` impls: the derive has no keys yet for MLA,
+//! recurrent state or block formats.
+
+use std::fmt::Write as _;
+use std::path::PathBuf;
+
+use kv_core::units::human_bytes;
+use kv_core::{
+    BlockFormat, DType, HfConfig, KvError, KvSpec, Latent, LayerKind, ModelLocalKv, Overflow,
+    PositionPolicy, Positions, RecurrentState, Rows, Scope, StatePart, Storage,
+};
+
+pub mod peers;
+
+/// The one deployment every figure on the page is computed at.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Deployment {
+    /// vLLM `max_model_len`: the longest sequence.
+    pub max_model_len: u64,
+    /// vLLM `max_num_batched_tokens`: the scheduler's token budget per step.
+    pub max_num_batched_tokens: u64,
+    /// vLLM `block_size`: tokens per KV block.
+    pub block_size: u64,
+    /// vLLM `max_num_seqs`: sequences in flight.
+    pub max_num_seqs: u64,
+    /// llama.cpp `n_ctx` (per sequence; padded to 256 by llama.cpp).
+    pub llama_n_ctx: u64,
+    /// llama.cpp `n_ubatch` (its default, 512).
+    pub llama_n_ubatch: u64,
+    /// llama.cpp `n_seq` as its SWA size counts it: 1 (no unified cache).
+    pub llama_n_seq: u64,
+    /// transformers `StaticCache(max_cache_len=...)`.
+    pub max_cache_len: u64,
+}
+
+/// `max_model_len` 8192, `max_num_batched_tokens` 2048, block 16,
+/// `max_num_seqs` 256; llama.cpp `n_ctx` 8192, `n_ubatch` 512, one sequence
+/// per cache; transformers `StaticCache(max_cache_len=8192)`.
+pub const DEPLOYMENT: Deployment = Deployment {
+    max_model_len: 8192,
+    max_num_batched_tokens: 2048,
+    block_size: 16,
+    max_num_seqs: 256,
+    llama_n_ctx: 8192,
+    llama_n_ubatch: 512,
+    llama_n_seq: 1,
+    max_cache_len: 8192,
+};
+
+impl Deployment {
+    /// The deployment in one line, as the page states it.
+    pub fn describe(&self) -> String {
+        format!(
+            "vLLM: max_model_len {}, max_num_batched_tokens {}, block_size {}, max_num_seqs {}; \
+             llama.cpp: n_ctx {}, n_ubatch {}, n_seq {} (swa_full off); \
+             transformers: StaticCache(max_cache_len={})",
+            self.max_model_len,
+            self.max_num_batched_tokens,
+            self.block_size,
+            self.max_num_seqs,
+            self.llama_n_ctx,
+            self.llama_n_ubatch,
+            self.llama_n_seq,
+            self.max_cache_len
+        )
+    }
+
+    /// vLLM's full-attention positions: `cdiv(max_model_len, B)` blocks of `B`.
+    fn vllm_full(&self) -> Result<Positions, Overflow> {
+        Positions::from_policy(PositionPolicy::PaddedTo {
+            count: self.max_model_len,
+            multiple: self.block_size,
+        })
+    }
+
+    /// vLLM's `SlidingWindowSpec` positions for `window`.
+    fn vllm_sliding(&self, window: u64) -> Result<Positions, Overflow> {
+        Positions::from_policy(PositionPolicy::VllmSlidingWindow {
+            window,
+            max_num_batched_tokens: self.max_num_batched_tokens,
+            max_model_len: self.max_model_len,
+            block_size: self.block_size,
+        })
+    }
+}
+
+/// Where a shipped config lives: `examples/configs/<name>/config.json`.
+pub fn config_path(name: &str) -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+        .join("configs")
+        .join(name)
+        .join("config.json")
+}
+
+/// A byte-math overflow while building a declaration, named.
+fn overflow(declaration: &'static str) -> impl FnOnce(Overflow) -> KvError {
+    move |o| KvError::Overflow {
+        declaration: declaration.to_owned(),
+        step: o.step,
+    }
+}
+
+fn missing(what: &'static str, problem: &str) -> KvError {
+    KvError::Config {
+        what,
+        problem: problem.to_owned(),
+    }
+}
+
+/// Llama-3-8B in vLLM: one full-attention cache over every layer.
+pub struct Llama3_8b {
+    /// `examples/configs/llama-3-8b/config.json`, as loaded.
+    pub config: HfConfig,
+}
+
+impl ModelLocalKv for Llama3_8b {
+    fn kv_declare(&self, out: &mut Vec<KvSpec>) -> Result<(), KvError> {
+        let geometry = self.config.geometry()?;
+        let positions = DEPLOYMENT.vllm_full().map_err(overflow("Llama3_8b.kv"))?;
+        out.push(
+            KvSpec::attention(
+                "kv",
+                "vLLM FullAttentionSpec (paged K/V, bf16)",
+                geometry,
+                positions,
+                Scope::Request,
+                Rows::MaxNumSeqs,
+            )
+            .note("head_dim 128 = hidden_size 4096 / num_attention_heads 32 (no head_dim key)"),
+        );
+        Ok(())
+    }
+}
+
+/// Mistral-7B-v0.1 in vLLM: every layer slides over `sliding_window` 4096.
+pub struct Mistral7b {
+    /// `examples/configs/mistral-7b-v0.1/config.json`, as loaded.
+    pub config: HfConfig,
+}
+
+impl ModelLocalKv for Mistral7b {
+    fn kv_declare(&self, out: &mut Vec<KvSpec>) -> Result<(), KvError> {
+        let geometry = self.config.geometry()?;
+        let window = self.config.sliding_window()?.ok_or_else(|| {
+            missing(
+                "sliding_window",
+                "Mistral-7B-v0.1 slides every layer; the config says no window",
+            )
+        })?;
+        let positions = DEPLOYMENT
+            .vllm_sliding(window)
+            .map_err(overflow("Mistral7b.sliding"))?;
+        out.push(
+            KvSpec::attention(
+                "sliding",
+                "vLLM SlidingWindowSpec (paged K/V, bf16)",
+                geometry,
+                positions,
+                Scope::Request,
+                Rows::MaxNumSeqs,
+            )
+            .note("every layer slides: Mistral-7B-v0.1 has no global layers"),
+        );
+        Ok(())
+    }
+}
+
+/// Gemma-3-27B in vLLM: 52 sliding layers (window 1024) and 10 global ones.
+pub struct Gemma3_27b {
+    /// `examples/configs/gemma-3-27b/config.json`, with
+    /// `sliding_window_pattern` supplied (see [`Gemma3_27b::load`]).
+    pub config: HfConfig,
+}
+
+/// transformers' `Gemma3TextConfig` default for `sliding_window_pattern`:
+/// one global layer in 6.
+pub const GEMMA3_SLIDING_WINDOW_PATTERN: u64 = 6;
+
+impl Gemma3_27b {
+    /// Loads the published config. It has no `sliding_window_pattern` key:
+    /// transformers' `Gemma3TextConfig` defaults it to 6, so the loader's
+    /// default is given explicitly rather than guessed by kv.
+    pub fn load() -> Result<Gemma3_27b, KvError> {
+        let config = HfConfig::from_path(config_path("gemma-3-27b"))?
+            .with_value("sliding_window_pattern", GEMMA3_SLIDING_WINDOW_PATTERN);
+        Ok(Gemma3_27b { config })
+    }
+}
+
+const GEMMA3_PATTERN_NOTE: &str = "sliding_window_pattern 6 given explicitly: the published \
+     config leaves it to transformers' Gemma3TextConfig default (6)";
+
+impl ModelLocalKv for Gemma3_27b {
+    fn kv_declare(&self, out: &mut Vec<KvSpec>) -> Result<(), KvError> {
+        let geometry = self.config.geometry()?;
+        let pattern = self.config.layer_pattern()?;
+        let window = self.config.sliding_window()?.ok_or_else(|| {
+            missing(
+                "sliding_window",
+                "Gemma-3's sliding layers need a window; the config has none",
+            )
+        })?;
+        let sliding = pattern.count(LayerKind::SlidingAttention);
+        let global = pattern.count(LayerKind::FullAttention);
+        out.push(
+            KvSpec::attention(
+                "sliding",
+                "vLLM SlidingWindowSpec (paged K/V, bf16)",
+                geometry.with_layers(sliding),
+                DEPLOYMENT
+                    .vllm_sliding(window)
+                    .map_err(overflow("Gemma3_27b.sliding"))?,
+                Scope::Request,
+                Rows::MaxNumSeqs,
+            )
+            .note(GEMMA3_PATTERN_NOTE),
+        );
+        out.push(
+            KvSpec::attention(
+                "global",
+                "vLLM FullAttentionSpec (paged K/V, bf16)",
+                geometry.with_layers(global),
+                DEPLOYMENT
+                    .vllm_full()
+                    .map_err(overflow("Gemma3_27b.global"))?,
+                Scope::Request,
+                Rows::MaxNumSeqs,
+            )
+            .note(GEMMA3_PATTERN_NOTE),
+        );
+        Ok(())
+    }
+}
+
+/// DeepSeek-V2-Lite in vLLM: one MLA latent per token per layer.
+pub struct DeepSeekV2Lite {
+    /// `examples/configs/deepseek-v2-lite/config.json`, as loaded.
+    pub config: HfConfig,
+}
+
+impl ModelLocalKv for DeepSeekV2Lite {
+    fn kv_declare(&self, out: &mut Vec<KvSpec>) -> Result<(), KvError> {
+        let mla = self.config.mla()?;
+        let latent = Latent::new(
+            mla.layers,
+            mla.kv_lora_rank,
+            mla.qk_rope_head_dim,
+            mla.dtype,
+        );
+        out.push(
+            KvSpec::latent(
+                "latent",
+                "vLLM MLAAttentionSpec (paged latent, bf16)",
+                latent,
+                DEPLOYMENT
+                    .vllm_full()
+                    .map_err(overflow("DeepSeekV2Lite.latent"))?,
+                Scope::Request,
+                Rows::MaxNumSeqs,
+            )
+            .note(
+                "kv_lora_rank 512 + qk_rope_head_dim 64 per token per layer, shared by all heads",
+            ),
+        );
+        Ok(())
+    }
+}
+
+/// Jamba-v0.1 in vLLM: 4 attention layers and 28 Mamba layers.
+pub struct JambaV0_1 {
+    /// `examples/configs/jamba-v0.1/config.json`, as loaded.
+    pub config: HfConfig,
+}
+
+impl ModelLocalKv for JambaV0_1 {
+    fn kv_declare(&self, out: &mut Vec<KvSpec>) -> Result<(), KvError> {
+        let geometry = self.config.geometry()?;
+        let pattern = self.config.layer_pattern()?;
+        let mamba = self.config.mamba()?;
+        out.push(KvSpec::attention(
+            "attention",
+            "vLLM FullAttentionSpec (paged K/V, bf16)",
+            geometry.with_layers(pattern.count(LayerKind::FullAttention)),
+            DEPLOYMENT
+                .vllm_full()
+                .map_err(overflow("JambaV0_1.attention"))?,
+            Scope::Request,
+            Rows::MaxNumSeqs,
+        ));
+        // vLLM's Mamba1 state: conv (d_conv - 1, d_inner), ssm (d_inner,
+        // d_state), both in the model dtype (mamba_cache_dtype auto).
+        // StatePart::mamba_conv is transformers' (d_inner, d_conv), so the
+        // conv part is spelled out.
+        let dtype = match geometry.storage {
+            Storage::Dense(dtype) => dtype,
+            _ => {
+                return Err(missing(
+                    "dtype",
+                    "Jamba's state follows a dense model dtype",
+                ))
+            }
+        };
+        let state = RecurrentState::from_parts(
+            pattern.count(LayerKind::Mamba),
+            vec![
+                StatePart::new(
+                    "conv",
+                    [mamba.d_conv.saturating_sub(1), mamba.d_inner, 1],
+                    dtype,
+                ),
+                StatePart::mamba_ssm(mamba.d_inner, mamba.d_state, dtype),
+            ],
+        );
+        out.push(
+            KvSpec::recurrent(
+                "mamba",
+                "vLLM MambaSpec (Mamba1 conv + ssm state, bf16)",
+                state,
+                Scope::Request,
+                Rows::MaxNumSeqs,
+            )
+            .assumes("no speculative decoding: vLLM keeps 1 + num_speculative_tokens states")
+            .note("conv (d_conv - 1 = 3, d_inner 8192), ssm (d_inner 8192, d_state 16) per layer"),
+        );
+        Ok(())
+    }
+}
+
+/// Qwen3-Next-80B-A3B in vLLM: 12 full-attention layers and 36 Gated
+/// DeltaNet (linear attention) layers.
+pub struct Qwen3Next80bA3b {
+    /// `examples/configs/qwen3-next-80b-a3b/config.json`, with its dtype
+    /// given (see [`Qwen3Next80bA3b::load`]).
+    pub config: HfConfig,
+}
+
+impl Qwen3Next80bA3b {
+    /// Loads the shipped config. It has no dtype key (which key the release
+    /// writes was not verified; a re-export writes `"dtype": "bfloat16"`), so
+    /// the checkpoint's bf16 is given explicitly.
+    pub fn load() -> Result<Qwen3Next80bA3b, KvError> {
+        let config =
+            HfConfig::from_path(config_path("qwen3-next-80b-a3b"))?.with_dtype(DType::BF16);
+        Ok(Qwen3Next80bA3b { config })
+    }
+}
+
+impl ModelLocalKv for Qwen3Next80bA3b {
+    fn kv_declare(&self, out: &mut Vec<KvSpec>) -> Result<(), KvError> {
+        let geometry = self.config.geometry()?;
+        let pattern = self.config.layer_pattern()?;
+        let linear = self.config.linear_attention()?;
+        out.push(
+            KvSpec::attention(
+                "attention",
+                "vLLM FullAttentionSpec (paged K/V, bf16)",
+                geometry.with_layers(pattern.count(LayerKind::FullAttention)),
+                DEPLOYMENT
+                    .vllm_full()
+                    .map_err(overflow("Qwen3Next80bA3b.attention"))?,
+                Scope::Request,
+                Rows::MaxNumSeqs,
+            )
+            .note("dtype bf16 given explicitly: the shipped config has no dtype key"),
+        );
+        // vLLM's Gated DeltaNet state: conv over conv_kernel - 1 positions and
+        // the ssm, both in the model dtype (mamba_cache_dtype auto); kv-core's
+        // gated_delta_ssm is mistral.rs' f32, so the storage is given.
+        let conv = StatePart::gated_delta_conv(
+            linear.key_heads,
+            linear.key_head_dim,
+            linear.value_heads,
+            linear.value_head_dim,
+            linear.conv_kernel.saturating_sub(1),
+            DType::BF16,
+        )
+        .map_err(overflow("Qwen3Next80bA3b.gated_delta_net"))?;
+        let ssm = StatePart::gated_delta_ssm(
+            linear.value_heads,
+            linear.value_head_dim,
+            linear.key_head_dim,
+        )
+        .with_storage(Storage::Dense(DType::BF16));
+        out.push(
+            KvSpec::recurrent(
+                "gated_delta_net",
+                "vLLM MambaSpec (Gated DeltaNet conv + ssm state, bf16)",
+                RecurrentState::from_parts(
+                    pattern.count(LayerKind::LinearAttention),
+                    vec![conv, ssm],
+                ),
+                Scope::Request,
+                Rows::MaxNumSeqs,
+            )
+            .assumes("no speculative decoding: vLLM keeps 1 + num_speculative_tokens states")
+            .note(
+                "conv (2 x 16 x 128 + 32 x 128 = 8192 channels, conv_kernel - 1 = 3), \
+                 ssm (32 value heads, 128, 128) per layer",
+            ),
+        );
+        Ok(())
+    }
+}
+
+/// The encoder positions Whisper's decoder cross-attends over
+/// (`max_source_positions` in the shipped config).
+pub const WHISPER_ENCODER_POSITIONS: u64 = 1500;
+
+/// Whisper-large-v3 in transformers: the decoder's cross-attention cache,
+/// filled once from the encoder's 1500 output positions.
+pub struct WhisperLargeV3 {
+    /// `examples/configs/whisper-large-v3/config.json`, as loaded.
+    pub config: HfConfig,
+}
+
+impl ModelLocalKv for WhisperLargeV3 {
+    fn kv_declare(&self, out: &mut Vec<KvSpec>) -> Result<(), KvError> {
+        // Layers: num_hidden_layers 32 (= decoder_layers). Heads: kv-core's
+        // lookup has no decoder_* keys and reads encoder_attention_heads 20,
+        // which equals decoder_attention_heads 20 in large-v3.
+        let geometry = self.config.geometry()?;
+        out.push(
+            KvSpec::attention(
+                "cross_attention",
+                "transformers EncoderDecoderCache.cross_attention_cache (f16)",
+                geometry,
+                Positions::bounded(
+                    WHISPER_ENCODER_POSITIONS,
+                    "max_source_positions: the encoder's output frames",
+                ),
+                Scope::Request,
+                Rows::MaxNumSeqs,
+            )
+            .note(
+                "K and V of every encoder position per decoder layer; the decoder's \
+                 self-attention cache is not declared (max_target_positions is not in \
+                 the shipped config)",
+            ),
+        );
+        Ok(())
+    }
+}
+
+/// Llama-3-8B in llama.cpp with `--cache-type-k q8_0 --cache-type-v q8_0`.
+pub struct Llama3_8bQ8_0 {
+    /// `examples/configs/llama-3-8b/config.json`, as loaded.
+    pub config: HfConfig,
+}
+
+impl ModelLocalKv for Llama3_8bQ8_0 {
+    fn kv_declare(&self, out: &mut Vec<KvSpec>) -> Result<(), KvError> {
+        let geometry = self
+            .config
+            .geometry()?
+            .with_storage(Storage::Blocks(BlockFormat::Q8_0));
+        let positions = Positions::from_policy(PositionPolicy::PaddedTo {
+            count: DEPLOYMENT.llama_n_ctx,
+            multiple: 256,
+        })
+        .map_err(overflow("Llama3_8bQ8_0.kv"))?;
+        out.push(
+            KvSpec::attention(
+                "kv",
+                "llama.cpp llama_kv_cache, type_k = type_v = q8_0",
+                geometry,
+                positions,
+                Scope::Request,
+                Rows::MaxNumSeqs,
+            )
+            .assumes("flash attention on: llama.cpp needs it for a quantized V cache")
+            .note("q8_0: blocks of 32 int8 values and one f16 scale, 34 bytes"),
+        );
+        Ok(())
+    }
+}
+
+/// One model as loaded: its name on the page and its root.
+pub struct ModernModel {
+    /// The name the side-by-side table and [`peers::PEERS`] use.
+    pub name: &'static str,
+    /// What the example's models declare after load.
+    pub root: Box<dyn ModelLocalKv>,
+}
+
+/// The page's models, in its order, as an engine holds them after load.
+pub fn modern_models() -> Result<Vec<ModernModel>, KvError> {
+    let load = |name: &str| HfConfig::from_path(config_path(name));
+    let model = |name, root: Box<dyn ModelLocalKv>| ModernModel { name, root };
+    Ok(vec![
+        model(
+            "Llama-3-8B",
+            Box::new(Llama3_8b {
+                config: load("llama-3-8b")?,
+            }),
+        ),
+        model(
+            "Mistral-7B-v0.1",
+            Box::new(Mistral7b {
+                config: load("mistral-7b-v0.1")?,
+            }),
+        ),
+        model("Gemma-3-27B", Box::new(Gemma3_27b::load()?)),
+        model(
+            "DeepSeek-V2-Lite",
+            Box::new(DeepSeekV2Lite {
+                config: load("deepseek-v2-lite")?,
+            }),
+        ),
+        model(
+            "Jamba-v0.1",
+            Box::new(JambaV0_1 {
+                config: load("jamba-v0.1")?,
+            }),
+        ),
+        model("Qwen3-Next-80B-A3B", Box::new(Qwen3Next80bA3b::load()?)),
+        model(
+            "Whisper-large-v3",
+            Box::new(WhisperLargeV3 {
+                config: load("whisper-large-v3")?,
+            }),
+        ),
+        model(
+            "Llama-3-8B q8_0 KV",
+            Box::new(Llama3_8bQ8_0 {
+                config: load("llama-3-8b")?,
+            }),
+        ),
+    ])
+}
+
+/// kv's figures for one model: what its declarations add up to.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct KvFigures {
+    /// Bytes one position takes across the caches that have positions
+    /// (attention K/V and MLA latents); recurrent state has none.
+    pub per_token: u64,
+    /// Bytes one row (one sequence) takes at the deployment's positions,
+    /// recurrent state included.
+    pub per_row: u64,
+}
+
+/// Sums what `model` declares into per-token and per-row figures.
+pub fn kv_figures(model: &dyn ModelLocalKv) -> Result<KvFigures, KvError> {
+    let collection = kv_core::collect(model);
+    if let Some(skipped) = collection.skipped().first() {
+        return Err(skipped.error.clone());
+    }
+    let mut figures = KvFigures {
+        per_token: 0,
+        per_row: 0,
+    };
+    let total = |step| KvError::Overflow {
+        declaration: "side-by-side total".to_owned(),
+        step,
+    };
+    for entry in collection.entries() {
+        let named = |o: Overflow| KvError::Overflow {
+            declaration: entry.declaration(),
+            step: o.step,
+        };
+        if let Some(per_position) = entry.spec.layout.bytes_per_position() {
+            figures.per_token = figures
+                .per_token
+                .checked_add(per_position.map_err(named)?)
+                .ok_or_else(|| total("bytes per token"))?;
+        }
+        figures.per_row = figures
+            .per_row
+            .checked_add(entry.spec.bytes_per_row().map_err(named)?)
+            .ok_or_else(|| total("bytes per row"))?;
+    }
+    Ok(figures)
+}
+
+/// `131,072 B`.
+pub fn exact_bytes(bytes: u64) -> String {
+    let digits = bytes.to_string();
+    let mut out = String::new();
+    for (i, c) in digits.chars().enumerate() {
+        if i > 0 && (digits.len() - i).is_multiple_of(3) {
+            out.push(',');
+        }
+        out.push(c);
+    }
+    out.push_str(" B");
+    out
+}
+
+/// `(peer - kv) / kv` in percent, one decimal, signed: `+33.3%`, `0.0%`.
+pub fn percent_difference(kv: u64, peer: u64) -> String {
+    if kv == 0 {
+        return "n/a".to_owned();
+    }
+    let diff = (peer as f64 - kv as f64) / kv as f64 * 100.0;
+    if diff.abs() < 0.05 {
+        "0.0%".to_owned()
+    } else {
+        format!("{diff:+.1}%")
+    }
+}
+
+fn cell(bytes: Option<u64>, render: fn(u64) -> String) -> String {
+    bytes.map_or_else(|| "—".to_owned(), render)
+}
+
+/// The side-by-side table and, under it, one line per difference.
+pub fn side_by_side_markdown() -> Result<String, KvError> {
+    let mut rows = Vec::new();
+    let mut lines = String::new();
+    for model in modern_models()? {
+        let kv = kv_figures(model.root.as_ref())?;
+        let peer = peers::peer_row(model.name).ok_or_else(|| {
+            missing(
+                "peers",
+                &format!("no peer figures for {} in modern::peers::PEERS", model.name),
+            )
+        })?;
+        let mut row = vec![
+            model.name.to_owned(),
+            exact_bytes(kv.per_token),
+            human_bytes(kv.per_row),
+        ];
+        for figure in [&peer.vllm, &peer.llama_cpp, &peer.transformers] {
+            row.push(cell(figure.per_token, exact_bytes));
+            row.push(cell(figure.per_row, human_bytes));
+        }
+        row.push(cell(peer.naive.per_row, human_bytes));
+        row.push(
+            peer.naive
+                .per_row
+                .map_or_else(|| "—".to_owned(), |n| percent_difference(kv.per_row, n)),
+        );
+        rows.push(row);
+        let _ = writeln!(lines, "- **{}**", model.name);
+        for (who, figure) in peer.named() {
+            let delta = match figure.per_row {
+                Some(per_row) => format!("per row {}", percent_difference(kv.per_row, per_row)),
+                None => "—".to_owned(),
+            };
+            let _ = writeln!(lines, "  - {who} ({delta}): {}", figure.why);
+        }
+    }
+    let header = [
+        "Model",
+        "kv per token",
+        "kv per row",
+        "vLLM per token",
+        "vLLM per row",
+        "llama.cpp per token",
+        "llama.cpp per row",
+        "transformers per token",
+        "transformers per row",
+        "naive per row",
+        "naive error",
+    ];
+    let mut out = String::new();
+    let _ = writeln!(out, "| {} |", header.join(" | "));
+    let rule: Vec<&str> = header
+        .iter()
+        .enumerate()
+        .map(|(i, _)| if i == 0 { "---" } else { "---:" })
+        .collect();
+    let _ = writeln!(out, "| {} |", rule.join(" | "));
+    for row in rows {
+        let _ = writeln!(out, "| {} |", row.join(" | "));
+    }
+    out.push('\n');
+    out.push_str(&lines);
+    Ok(out)
+}
+
+/// Where the generated page lives, relative to the workspace root.
+pub const MODERN_DOCS_PATH: &str = "docs/modern-models.md";
+
+/// The command that regenerates [`MODERN_DOCS_PATH`].
+pub const MODERN_DOCS_COMMAND: &str =
+    "cargo run -p kv-examples --example modern_models -- --write-docs";
+
+/// The start-up report of every model, as the engine logs it, one block each.
+pub fn startup_reports() -> Result<String, KvError> {
+    let mut out = String::new();
+    for model in modern_models()? {
+        let collection = kv_core::collect(model.root.as_ref());
+        if let Some(skipped) = collection.skipped().first() {
+            return Err(skipped.error.clone());
+        }
+        let _ = writeln!(out, "# {}", model.name);
+        let _ = writeln!(out, "{}", collection.report(DEPLOYMENT.max_num_seqs));
+    }
+    Ok(out)
+}
+
+/// The declarations as a kv table, at the deployment's `max_num_seqs`.
+pub fn declarations_markdown() -> Result<String, KvError> {
+    let mut rows = Vec::new();
+    for model in modern_models()? {
+        let collection = kv_core::collect(model.root.as_ref());
+        if let Some(skipped) = collection.skipped().first() {
+            return Err(skipped.error.clone());
+        }
+        for entry in collection.entries() {
+            let label = if entry.path.is_empty() {
+                model.name.to_owned()
+            } else {
+                format!("{}: {}", model.name, entry.path)
+            };
+            rows.push((label, entry.spec.clone()));
+        }
+    }
+    Ok(kv_core::Table::new(DEPLOYMENT.max_num_seqs)
+        .rows(rows.iter().map(|(label, spec)| (label.as_str(), spec)))
+        .to_markdown())
+}
+
+/// The page: deployment, start-up report, declarations, side by side.
+pub fn modern_docs_markdown() -> Result<String, KvError> {
+    let mut page = format!(
+        "# Modern models, side by side with the peers\n\n\
+         <!-- Generated from examples/src/modern.rs and examples/src/modern/peers.rs by \
+         `{MODERN_DOCS_COMMAND}`; do not edit. -->\n\n\
+         Each model is declared as a model author would (`examples/src/modern.rs`), reading \
+         its geometry from its published `config.json` (`examples/configs/`). The peers' \
+         figures are worked out by hand from their published formulas \
+         (`examples/src/modern/peers.rs`, checked against independent hand arithmetic in \
+         `examples/tests/peers.rs`); they are never computed by kv.\n\n\
+         **Deployment.** {}.\n\n",
+        DEPLOYMENT.describe()
+    );
+    page.push_str(
+        "## Start-up report\n\nWhat each model logs after load \
+         (`kv_core::log_model_local_kv`). Here the declarations describe each engine's \
+         own cache (named in `cache`), declared so that kv's figures can be set beside \
+         the peers'; the header is kv's standard one for model-local KV.\n\n```text\n",
+    );
+    page.push_str(&startup_reports()?);
+    page.push_str("```\n\n## Declarations\n\n");
+    page.push_str(&declarations_markdown()?);
+    page.push_str(
+        "\n## Side by side\n\n\
+         Per token: bytes one position takes across the layers that keep positions \
+         (attention K/V, MLA latents; for Whisper, one encoder position). Per row: \
+         one sequence at the deployment's positions, recurrent state included. \
+         \"—\": the peer has no such cache or publishes no formula for it (said below). \
+         Naive: `2 x num_hidden_layers x num_key_value_heads x head_dim x dtype x \
+         max_model_len`, full attention everywhere (head_dim from the config, else \
+         hidden / heads; heads fall back to `num_attention_heads`); its error is against kv.\n\n",
+    );
+    page.push_str(&side_by_side_markdown()?);
+    Ok(page)
+}
+
+/// Compares the page on disk with what the declarations generate; the error
+/// names the command that regenerates it.
+pub fn check_modern_docs_fresh(on_disk: &str, generated: &str) -> Result<(), String> {
+    if on_disk == generated {
+        return Ok(());
+    }
+    let first_difference = on_disk
+        .lines()
+        .zip(generated.lines())
+        .position(|(disk, fresh)| disk != fresh)
+        .unwrap_or_else(|| on_disk.lines().count().min(generated.lines().count()));
+    Err(format!(
+        "{MODERN_DOCS_PATH} is stale (first difference at line {}): the declarations or \
+         the peers' figures changed. Regenerate it with `{MODERN_DOCS_COMMAND}` and commit \
+         the result.",
+        first_difference + 1
+    ))
+}
