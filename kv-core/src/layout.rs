@@ -22,6 +22,19 @@ pub struct Geometry {
     pub storage: Storage,
     /// How values are stored, where it differs from keys.
     pub v_storage: Option<Storage>,
+    /// The most recent positions kept unquantized, and how: transformers'
+    /// `QuantizedCache` keeps `residual_length` (128) positions in the
+    /// original dtype beside the quantized rest.
+    pub residual: Option<Residual>,
+}
+
+/// Positions a quantized cache keeps in another storage (its original dtype).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub struct Residual {
+    /// The most recent positions kept this way.
+    pub positions: u64,
+    /// How they are stored, keys and values alike.
+    pub storage: Storage,
 }
 
 impl Geometry {
@@ -34,7 +47,15 @@ impl Geometry {
             v_head_dim: None,
             storage: Storage::Dense(dtype),
             v_storage: None,
+            residual: None,
         }
+    }
+
+    /// The same geometry with its most recent `positions` positions stored as
+    /// `storage` (keys and values), the rest as the geometry's storage.
+    pub const fn with_residual(mut self, positions: u64, storage: Storage) -> Geometry {
+        self.residual = Some(Residual { positions, storage });
+        self
     }
 
     /// The same geometry with a separate value head dimension.
@@ -110,9 +131,39 @@ impl Geometry {
         }
     }
 
-    /// Bytes one row of `positions` positions takes.
+    /// Bytes one row of `positions` positions takes; with a residual window,
+    /// `min(residual, positions)` of them at the residual's storage.
     pub const fn bytes_per_row(&self, positions: u64) -> Result<u64, Overflow> {
-        per_row(self.bytes_per_position(), positions)
+        let Some(residual) = self.residual else {
+            return per_row(self.bytes_per_position(), positions);
+        };
+        let kept = if residual.positions < positions {
+            residual.positions
+        } else {
+            positions
+        };
+        let unquantized = Geometry {
+            storage: residual.storage,
+            v_storage: None,
+            residual: None,
+            ..*self
+        };
+        let quantized = Geometry {
+            residual: None,
+            ..*self
+        };
+        match (
+            per_row(unquantized.bytes_per_position(), kept),
+            per_row(quantized.bytes_per_position(), positions - kept),
+        ) {
+            (Ok(a), Ok(b)) => match a.checked_add(b) {
+                Some(bytes) => Ok(bytes),
+                None => Err(Overflow {
+                    step: "bytes per row (residual + quantized positions)",
+                }),
+            },
+            (Err(overflow), _) | (_, Err(overflow)) => Err(overflow),
+        }
     }
 }
 
@@ -322,9 +373,18 @@ impl StatePart {
         }
     }
 
-    /// Gated DeltaNet SSM state, `v_heads x v_dim x k_dim`, kept in f32.
+    /// Gated DeltaNet SSM state, `v_heads x v_dim x k_dim`, in f32 as
+    /// mistral.rs and transformers keep it; use [`StatePart::with_storage`]
+    /// for an engine that keeps it in the model dtype.
     pub const fn gated_delta_ssm(v_heads: u64, v_dim: u64, k_dim: u64) -> StatePart {
         StatePart::new("ssm", [v_heads, v_dim, k_dim], DType::F32).split_on(0)
+    }
+
+    /// A convolution state of `channels x positions` (vLLM's Mamba1 conv
+    /// keeps `d_conv - 1` positions of `d_inner` channels; transformers'
+    /// keeps `d_conv`), split across tensor-parallel ranks by channel.
+    pub const fn conv(channels: u64, positions: u64, dtype: DType) -> StatePart {
+        StatePart::new("conv", [channels, positions, 1], dtype).split_on(0)
     }
 
     /// The same part stored as `storage`.
@@ -519,6 +579,10 @@ impl Layout {
             Layout::Attention { geometry: g, .. } => {
                 note(g.storage, g.head_dim, "keys");
                 note(g.value_storage(), g.value_head_dim(), "values");
+                if let Some(residual) = g.residual {
+                    note(residual.storage, g.head_dim, "residual keys");
+                    note(residual.storage, g.value_head_dim(), "residual values");
+                }
             }
             Layout::Latent { latent: l, .. } => match l.rope_storage {
                 None => note(
@@ -568,6 +632,24 @@ mod tests {
         // with_storage resets a separate value storage.
         let both = g.with_storage(Storage::Dense(DType::U8));
         assert_eq!(both.bytes_per_head(), Ok(256));
+    }
+
+    #[test]
+    fn a_residual_window_keeps_recent_positions_unquantized() {
+        // transformers' QuantizedCache, 4-bit with one bf16 scale and zero per
+        // 64 elements (64 x 4 bits + 2 + 2 = 36 B per 64), residual 128 in bf16:
+        // at 1000 positions, 128 x (128 + 128) x 2 B + 872 x (2 x 2 x 36) B per head.
+        let quanto = Storage::Blocks(BlockFormat::new("quanto int4 g64", 64, 36));
+        let g = Geometry::new(1, 1, 128, DType::BF16)
+            .with_storage(quanto)
+            .with_residual(128, Storage::Dense(DType::BF16));
+        assert_eq!(g.bytes_per_row(1000), Ok(128 * 256 * 2 + 872 * 2 * 2 * 36));
+        // Fewer positions than the residual: all unquantized.
+        assert_eq!(g.bytes_per_row(100), Ok(100 * 256 * 2));
+        assert!(Geometry::new(1, 1, 1, DType::U8)
+            .with_residual(5, Storage::Dense(DType::F64))
+            .bytes_per_row(u64::MAX)
+            .is_err());
     }
 
     #[test]

@@ -82,7 +82,7 @@ pub use declare::{
 };
 pub use dtype::DType;
 pub use error::{KvError, Overflow};
-pub use layout::{Geometry, Latent, Layout, RecurrentState, StatePart};
+pub use layout::{Geometry, Latent, Layout, RecurrentState, Residual, StatePart};
 pub use parallel::{pp_partition, LayerGroup, Parallel, Placement, Sharding};
 pub use positions::{Bound, PositionPolicy, Positions};
 pub use spec::{KvSpec, Rows, Scope};
