@@ -88,11 +88,7 @@ pub fn candle_mamba_state(
     )?;
     let dt = kv_dtype(dtype)?;
     let parts = vec![
-        StatePart::mamba_conv(
-            config.d_inner.saturating_mul(2),
-            CANDLE_MAMBA_D_CONV,
-            dt,
-        ),
+        StatePart::mamba_conv(config.d_inner.saturating_mul(2), CANDLE_MAMBA_D_CONV, dt),
         StatePart::mamba_ssm(config.d_inner, CANDLE_MAMBA_D_STATE, dt),
     ];
     Ok(KvSpec::recurrent(

@@ -247,7 +247,10 @@ mod recurrent {
                 batch,
             );
             // vLLM: 2 layers x batch x ((4 - 1) x 128 + 4 x 16 x 16) x 4 bytes.
-            assert_eq!(vllm.peak_bytes(1).unwrap(), 2 * batch * (3 * 128 + 1024) * 4);
+            assert_eq!(
+                vllm.peak_bytes(1).unwrap(),
+                2 * batch * (3 * 128 + 1024) * 4
+            );
             let mut st = mamba2::State::new(batch as usize, &cfg, DType::F32, &Device::Cpu)?;
             let ids: Vec<u32> = (0..batch as u32).collect();
             model.forward(&Tensor::new(ids.as_slice(), &Device::Cpu)?, &mut st)?;
@@ -314,7 +317,10 @@ mod quantized {
             (GgmlDType::Q4_0, BlockFormat::Q4_0, 18),
         ] {
             let k = Tensor::randn(0f32, 1.0, (1, 2, 16, 80), &Device::Cpu)?;
-            assert!(QTensor::quantize(&k, ggml).is_err(), "80 is not whole blocks");
+            assert!(
+                QTensor::quantize(&k, ggml).is_err(),
+                "80 is not whole blocks"
+            );
             // Flattened, 2 x 16 x 80 = 2560 values are 80 whole blocks.
             let flat = [
                 QTensor::quantize(&k.flatten_all()?, ggml)?,

@@ -50,7 +50,10 @@ fn candle_block_sizes_are_llama_cpps_and_kvs() -> Result<()> {
         );
         assert_eq!(kv_storage(ggml)?, Storage::Blocks(format));
     }
-    assert_eq!(kv_storage(GgmlDType::BF16)?, Storage::Dense(kv_core::DType::BF16));
+    assert_eq!(
+        kv_storage(GgmlDType::BF16)?,
+        Storage::Dense(kv_core::DType::BF16)
+    );
     for unknown in [GgmlDType::Q8_1, GgmlDType::Q4K, GgmlDType::Q6K] {
         assert!(kv_storage(unknown).is_err(), "{unknown:?}");
     }
@@ -100,7 +103,10 @@ fn a_head_dim_of_partial_blocks_is_refused_by_candle_and_rounded_up_by_kv() -> R
         let storage = Storage::Blocks(format);
         assert_eq!(
             storage.rounding(80).unwrap(),
-            format!("80 elements in {} round up to 3 blocks of 32", format.name())
+            format!(
+                "80 elements in {} round up to 3 blocks of 32",
+                format.name()
+            )
         );
         // 2 (K, V) x 2 heads x 16 positions x 3 blocks x bytes per block.
         assert_eq!(
@@ -124,7 +130,7 @@ fn safetensors(tensors: &[(&str, &[usize], &str, usize)]) -> Vec<u8> {
         offset += bytes;
     }
     let mut json = serde_json::Value::Object(header).to_string();
-    while json.len() % 8 != 0 {
+    while !json.len().is_multiple_of(8) {
         json.push(' ');
     }
     let mut file = (json.len() as u64).to_le_bytes().to_vec();

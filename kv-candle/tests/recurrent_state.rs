@@ -105,7 +105,11 @@ fn mamba_state_holds_its_declaration_from_the_fourth_step() -> Result<()> {
             let ssm = recurrent(
                 "ssm of candle-transformers mamba::State",
                 kv.layers,
-                vec![StatePart::mamba_ssm(kv.d_inner, kv.d_state, kv_dtype(dtype))],
+                vec![StatePart::mamba_ssm(
+                    kv.d_inner,
+                    kv.d_state,
+                    kv_dtype(dtype),
+                )],
                 batch,
             );
             assert_eq!(ssm.peak_bytes(1).unwrap(), 2 * b * 32 * 16 * ds);
@@ -195,7 +199,8 @@ fn a_config_candle_ignores_is_an_error_not_a_declaration() {
         .unwrap();
     let err = candle_mamba_state(&wide_conv, DType::F32, 1).unwrap_err();
     assert!(
-        err.to_string().contains("d_conv is 3, but candle-transformers hard-codes 4"),
+        err.to_string()
+            .contains("d_conv is 3, but candle-transformers hard-codes 4"),
         "{err}"
     );
     let big_state = HfConfig::from_value(serde_json::from_str(MAMBA).unwrap())
