@@ -6,6 +6,8 @@ mod caches;
 mod check;
 mod config;
 mod measure;
+mod quantized;
+mod recurrent;
 
 pub use caches::{
     candle_dtype, kv_dtype, FullAttentionCaches, SlidingWindowCaches, StaticCaches, StaticKvCache,
@@ -16,3 +18,8 @@ pub use check::{
     DeclaredLine,
 };
 pub use measure::{measured_bytes, Measure, Meter};
+pub use quantized::kv_storage;
+pub use recurrent::{
+    candle_mamba2_state, candle_mamba_state, CANDLE_MAMBA_D_CONV, CANDLE_MAMBA_D_STATE,
+    CANDLE_MAMBA_EXPAND,
+};

@@ -52,9 +52,6 @@ impl Meter {
         // Tensors sharing an allocation share this `Storage`, so its address
         // identifies the allocation.
         let key = &*storage as *const Storage as usize;
-        if !self.seen.insert(key) {
-            return Ok(self);
-        }
         let bytes = match &*storage {
             Storage::Cpu(cpu) => cpu_bytes(cpu),
             other => bail!(
@@ -62,6 +59,15 @@ impl Meter {
                 other.device().location()
             ),
         };
+        self.add_allocation(key, bytes)
+    }
+
+    /// Adds `bytes` for an allocation known by `key` (an address that is
+    /// unique while the allocation lives) unless already counted.
+    pub(crate) fn add_allocation(&mut self, key: usize, bytes: usize) -> Result<&mut Meter> {
+        if !self.seen.insert(key) {
+            return Ok(self);
+        }
         let Some(total) = u64::try_from(bytes)
             .ok()
             .and_then(|b| self.bytes.checked_add(b))
@@ -125,7 +131,8 @@ pub fn measured_bytes<M: Measure + ?Sized>(value: &M) -> Result<u64> {
 }
 
 /// A value whose tensors a [`Meter`] can count: candle's caches, tensors,
-/// [`StaticKvCache`], and slices, `Vec`s and `Option`s of them.
+/// [`StaticKvCache`], quantized tensors (`QTensor`), candle-transformers'
+/// Mamba and Mamba2 `State`, and slices, arrays, `Vec`s and `Option`s of them.
 pub trait Measure {
     /// Adds the tensors this value holds to `meter`.
     fn measure(&self, meter: &mut Meter) -> Result<()>;
@@ -149,6 +156,12 @@ impl<M: Measure> Measure for Option<M> {
 impl<M: Measure> Measure for [M] {
     fn measure(&self, meter: &mut Meter) -> Result<()> {
         self.iter().try_for_each(|value| value.measure(meter))
+    }
+}
+
+impl<M: Measure, const N: usize> Measure for [M; N] {
+    fn measure(&self, meter: &mut Meter) -> Result<()> {
+        self.as_slice().measure(meter)
     }
 }
 

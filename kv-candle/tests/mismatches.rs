@@ -140,3 +140,212 @@ fn a_window_minus_one_bound_understates_a_rotating_cache_by_one_position() -> Re
     );
     Ok(())
 }
+
+mod recurrent {
+    //! candle-transformers' Mamba and Mamba2 `State` against the peers'
+    //! formulas in PEERS.md, with the differences asserted.
+
+    use candle_core::{DType, Device, Result, Tensor};
+    use candle_nn::VarBuilder;
+    use candle_transformers::models::{mamba, mamba2};
+    use kv_candle::{compare_spec, measured_bytes};
+    use kv_core::{KvSpec, RecurrentState, Rows, Scope, StatePart};
+
+    /// d_model 16 (d_inner 32), 2 layers; candle hard-codes d_conv 4, d_state 16.
+    const MAMBA: &str =
+        r#"{"d_model": 16, "n_layer": 2, "vocab_size": 40, "pad_vocab_size_multiple": 8}"#;
+    /// d_inner 64 = 4 heads x 16, 2 groups, d_state 16: d_xbc = 64 + 2 x 2 x 16 = 128.
+    const MAMBA2: &str = r#"{"hidden_size": 32, "num_hidden_layers": 2, "vocab_size": 40,
+        "state_size": 16, "expand": 2, "head_dim": 16, "n_groups": 2,
+        "pad_vocab_size_multiple": 8}"#;
+
+    fn state(cache: &'static str, parts: Vec<StatePart>, batch: u64) -> KvSpec {
+        KvSpec::recurrent(
+            "state",
+            cache,
+            RecurrentState::from_parts(2, parts),
+            Scope::Request,
+            Rows::fixed(batch, "batch of the State tensors"),
+        )
+    }
+
+    /// transformers' `MambaCache`: conv `(d_inner, d_conv)`, ssm `(d_inner, d_state)`.
+    fn transformers_mamba(batch: u64) -> KvSpec {
+        let f32 = kv_core::DType::F32;
+        state(
+            "transformers MambaCache",
+            vec![
+                StatePart::mamba_conv(32, 4, f32),
+                StatePart::mamba_ssm(32, 16, f32),
+            ],
+            batch,
+        )
+    }
+
+    /// `State::new` fills the four conv slots with clones of one zeros
+    /// tensor: one allocation where transformers' formula counts four.
+    #[test]
+    fn a_new_mamba_state_shares_one_conv_slot_four_ways() -> Result<()> {
+        let cfg: mamba::Config = serde_json::from_str(MAMBA).unwrap();
+        for batch in [1u64, 2, 3] {
+            let state = mamba::State::new(batch as usize, &cfg, DType::F32, &Device::Cpu)?;
+            let measured = measured_bytes(&state)?;
+            // 2 layers x batch x (one conv slot 32 + ssm 32 x 16) x 4 bytes.
+            assert_eq!(measured, 2 * batch * (32 + 32 * 16) * 4);
+            let diff = compare_spec(&transformers_mamba(batch), 1, measured).unwrap();
+            // transformers: 2 layers x batch x (32 x 4 + 32 x 16) x 4 bytes.
+            assert_eq!(diff.declared, 2 * batch * (32 * 4 + 32 * 16) * 4);
+            assert_eq!(
+                diff.declared - diff.measured,
+                2 * batch * 3 * 32 * 4,
+                "three of the four slots are the same allocation"
+            );
+        }
+        Ok(())
+    }
+
+    /// Each step stores a view of its `in_proj` output as a conv slot: that
+    /// storage is `2 x d_inner` wide (conv input and gate), so from the 4th
+    /// step candle holds twice transformers' conv state.
+    #[test]
+    fn a_stepped_mamba_state_holds_twice_transformers_conv() -> Result<()> {
+        let cfg: mamba::Config = serde_json::from_str(MAMBA).unwrap();
+        let model = mamba::Model::new(&cfg, VarBuilder::zeros(DType::F32, &Device::Cpu))?;
+        let mut state = mamba::State::new(1, &cfg, DType::F32, &Device::Cpu)?;
+        for step in 0..4u32 {
+            model.forward(&Tensor::new(&[step], &Device::Cpu)?, &mut state)?;
+        }
+        let measured = measured_bytes(&state)?;
+        // 2 layers x (4 slots x 2 x 32 + 32 x 16) x 4 bytes.
+        assert_eq!(measured, 2 * (4 * 2 * 32 + 32 * 16) * 4);
+        let diff = compare_spec(&transformers_mamba(1), 1, measured).unwrap();
+        assert_eq!(
+            diff.measured - diff.declared,
+            2 * 4 * 32 * 4,
+            "the gate half of in_proj, kept by each of the 4 slots"
+        );
+        Ok(())
+    }
+
+    fn mamba2_ssm() -> StatePart {
+        StatePart::mamba2_ssm(4, 16, 16, kv_core::DType::F32)
+    }
+
+    /// vLLM and llama.cpp keep `d_conv - 1` conv positions; candle keeps
+    /// `d_conv` (it shifts the newest input in before convolving).
+    #[test]
+    fn mamba2_conv_keeps_one_position_more_than_vllms() -> Result<()> {
+        let cfg: mamba2::Config = serde_json::from_str(MAMBA2).unwrap();
+        let model = mamba2::Model::new(&cfg, VarBuilder::zeros(DType::F32, &Device::Cpu))?;
+        for batch in [1u64, 2, 3] {
+            let vllm = state(
+                "vLLM MambaSpec",
+                vec![
+                    StatePart::mamba2_conv(64, 2, 16, 4, kv_core::DType::F32).unwrap(),
+                    mamba2_ssm(),
+                ],
+                batch,
+            );
+            // vLLM: 2 layers x batch x ((4 - 1) x 128 + 4 x 16 x 16) x 4 bytes.
+            assert_eq!(
+                vllm.peak_bytes(1).unwrap(),
+                2 * batch * (3 * 128 + 1024) * 4
+            );
+            let mut st = mamba2::State::new(batch as usize, &cfg, DType::F32, &Device::Cpu)?;
+            let ids: Vec<u32> = (0..batch as u32).collect();
+            model.forward(&Tensor::new(ids.as_slice(), &Device::Cpu)?, &mut st)?;
+            let diff = compare_spec(&vllm, 1, measured_bytes(&st)?).unwrap();
+            assert_eq!(
+                diff.measured - diff.declared,
+                2 * batch * 128 * 4,
+                "one position of d_xbc channels per layer"
+            );
+        }
+        Ok(())
+    }
+
+    /// `forward_prefill`'s chunked scan leaves the ssm state as a view of
+    /// its `(batch, heads, n_chunks + 1, head_dim, d_state)` output: until
+    /// the next decode step, every chunk's state stays allocated.
+    #[test]
+    fn mamba2_prefill_keeps_every_chunks_state_until_the_next_step() -> Result<()> {
+        let cfg: mamba2::Config = serde_json::from_str(MAMBA2).unwrap();
+        let model = mamba2::Model::new(&cfg, VarBuilder::zeros(DType::F32, &Device::Cpu))?;
+        let batch = 2u64;
+        let candle = state(
+            "candle-transformers mamba2::State",
+            vec![
+                StatePart::new("conv", [4, 128, 1], kv_core::DType::F32),
+                mamba2_ssm(),
+            ],
+            batch,
+        );
+        let mut st = mamba2::State::new(2, &cfg, DType::F32, &Device::Cpu)?;
+        // 5 tokens in chunks of 4: padded to 8, 2 chunks.
+        let prompt = Tensor::new(&[[1u32, 2, 3, 4, 5], [6, 7, 8, 9, 10]], &Device::Cpu)?;
+        model.forward_prefill(&prompt, &mut st, 4)?;
+        let diff = compare_spec(&candle, 1, measured_bytes(&st)?).unwrap();
+        // Declared: 2 layers x 2 rows x (4 x 128 + 4 x 16 x 16) x 4 bytes.
+        assert_eq!(diff.declared, 2 * 2 * (512 + 1024) * 4);
+        assert_eq!(
+            diff.measured - diff.declared,
+            2 * 2 * 2 * 1024 * 4,
+            "2 chunks' states beside the final one, per layer and row"
+        );
+        model.forward(&Tensor::new(&[11u32, 12], &Device::Cpu)?, &mut st)?;
+        assert!(compare_spec(&candle, 1, measured_bytes(&st)?)
+            .unwrap()
+            .matches());
+        Ok(())
+    }
+}
+
+mod quantized {
+    //! A head dim that is not whole blocks: candle quantizes it only across
+    //! heads, so its blocks straddle heads, while kv rounds each head up.
+
+    use candle_core::quantized::{GgmlDType, QTensor};
+    use candle_core::{Device, Result, Tensor};
+    use kv_candle::{compare_spec, measured_bytes};
+    use kv_core::{BlockFormat, Geometry, KvSpec, Positions, Rows, Scope, Storage};
+
+    #[test]
+    fn blocks_across_heads_undercut_kvs_per_head_rounding() -> Result<()> {
+        // 1 row, 2 heads, 16 positions, head_dim 80 = 2.5 blocks of 32.
+        for (ggml, format, bytes) in [
+            (GgmlDType::Q8_0, BlockFormat::Q8_0, 34u64),
+            (GgmlDType::Q4_0, BlockFormat::Q4_0, 18),
+        ] {
+            let k = Tensor::randn(0f32, 1.0, (1, 2, 16, 80), &Device::Cpu)?;
+            assert!(
+                QTensor::quantize(&k, ggml).is_err(),
+                "80 is not whole blocks"
+            );
+            // Flattened, 2 x 16 x 80 = 2560 values are 80 whole blocks.
+            let flat = [
+                QTensor::quantize(&k.flatten_all()?, ggml)?,
+                QTensor::quantize(&k.flatten_all()?, ggml)?,
+            ];
+            let measured = measured_bytes(&flat)?;
+            // K and V: 2 x 2 heads x 16 positions x 2.5 blocks x bytes.
+            assert_eq!(measured, 2 * 2 * 16 * 5 * bytes / 2);
+            let spec = KvSpec::attention(
+                "cache",
+                "candle QTensor K/V",
+                Geometry::new(1, 2, 80, kv_core::DType::F32).with_storage(Storage::Blocks(format)),
+                Positions::bounded(16, "positions quantized"),
+                Scope::Request,
+                Rows::fixed(1, "one row"),
+            );
+            let diff = compare_spec(&spec, 1, measured).unwrap();
+            // kv: 2 x 2 heads x 16 positions x 3 blocks x bytes.
+            assert_eq!(diff.declared, 2 * 2 * 16 * 3 * bytes);
+            assert_eq!(
+                diff.declared - diff.measured,
+                2 * 2 * 16 * bytes / 2,
+                "half a block per head and position, which kv rounds up"
+            );
+        }
+        Ok(())
+    }
+}
