@@ -255,8 +255,9 @@ fn construction_errors_name_the_problem() {
     assert!(err.to_string().contains("batch is 0"), "{err}");
     let err = FullAttentionCaches::from_config("{}", 1, 16, None).unwrap_err();
     assert!(
-        err.to_string()
-            .contains("none of `num_hidden_layers`, `encoder_layers`, `num_layers` is set"),
+        err.to_string().contains(
+            "none of `num_hidden_layers`, `encoder_layers`, `num_layers`, `n_layer` is set"
+        ),
         "{err}"
     );
     let err = StaticCaches::from_config(QWEN2, 1, 4, Some(DType::I64), &Device::Cpu).unwrap_err();

@@ -16,7 +16,12 @@ mod state;
 pub use quant::{KvCacheScheme, KvQuantType};
 pub use state::{LinearAttentionConfig, MambaConfig, MambaVersion, MlaConfig};
 
-const LAYERS: &[&str] = &["num_hidden_layers", "encoder_layers", "num_layers"];
+const LAYERS: &[&str] = &[
+    "num_hidden_layers",
+    "encoder_layers",
+    "num_layers",
+    "n_layer",
+];
 const KV_HEADS: &[&str] = &[
     "num_key_value_heads",
     "num_attention_heads",
@@ -38,7 +43,7 @@ const NESTED_SECTIONS: [&str; 2] = ["text_config", "llm_config"];
 ///
 /// | value | keys |
 /// |---|---|
-/// | layers | `num_hidden_layers`, `encoder_layers`, `num_layers` |
+/// | layers | `num_hidden_layers`, `encoder_layers`, `num_layers`, `n_layer` (state-spaces Mamba) |
 /// | kv heads | `num_key_value_heads`, `num_attention_heads`, `encoder_attention_heads` |
 /// | head dim | `head_dim`; else hidden (`hidden_size`, `d_model`) / heads (`num_attention_heads`, `encoder_attention_heads`) |
 /// | dtype | `torch_dtype`, `dtype` (newer transformers), parsed by [`DType::from_torch_dtype`] |
@@ -424,7 +429,7 @@ mod tests {
         assert_eq!(
             err.to_string(),
             "kv: cannot read layers from the config: none of `num_hidden_layers`, \
-             `encoder_layers`, `num_layers` is set; looked at the top level, then \
+             `encoder_layers`, `num_layers`, `n_layer` is set; looked at the top level, then \
              `text_config` (absent), then `llm_config` (absent); fix the config or call \
              .with_layers(..)"
         );
