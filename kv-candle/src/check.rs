@@ -103,14 +103,21 @@ impl fmt::Display for Comparison {
     }
 }
 
-fn line(path: &str, spec: &KvSpec, max_num_seqs: u64) -> Result<DeclaredLine, KvError> {
+/// `declaration` names the spec in errors: `Type.name` when its owner is
+/// known, else the spec's own name.
+fn line(
+    path: &str,
+    spec: &KvSpec,
+    declaration: String,
+    max_num_seqs: u64,
+) -> Result<DeclaredLine, KvError> {
     let name = if path.is_empty() {
         spec.name.to_string()
     } else {
         format!("{path}.{}", spec.name)
     };
     let overflow = |o: kv_core::Overflow| KvError::Overflow {
-        declaration: name.clone(),
+        declaration: declaration.clone(),
         step: o.step,
     };
     Ok(DeclaredLine {
@@ -152,7 +159,11 @@ pub fn compare_spec(
     max_num_seqs: u64,
     measured: u64,
 ) -> Result<Comparison, KvError> {
-    compare(vec![line("", spec, max_num_seqs)?], max_num_seqs, measured)
+    compare(
+        vec![line("", spec, spec.name.to_string(), max_num_seqs)?],
+        max_num_seqs,
+        measured,
+    )
 }
 
 /// Compares everything `owner` and its children declare, summed, with
@@ -172,7 +183,7 @@ pub fn compare_declared(
     let lines = collection
         .entries()
         .iter()
-        .map(|entry| line(&entry.path, &entry.spec, max_num_seqs))
+        .map(|entry| line(&entry.path, &entry.spec, entry.declaration(), max_num_seqs))
         .collect::<Result<Vec<_>, _>>()?;
     compare(lines, max_num_seqs, measured)
 }

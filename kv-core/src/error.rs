@@ -20,6 +20,13 @@ impl fmt::Display for Overflow {
 impl std::error::Error for Overflow {}
 
 /// Every error kv reports at run time. Messages name what failed and how to fix it.
+///
+/// A `declaration` field is always `Type.name`: the declaring type's name as
+/// written, without its module path or `r#`, a dot, and the declaration's
+/// name (`Talker.cache`). Where a bare [`KvSpec`](crate::KvSpec) is handled
+/// without its owner (a chart row, a single-spec comparison), it is the label
+/// the caller gave it. Where in the model tree the declaration was found is
+/// the report's and [`Skipped`](crate::Skipped)'s business, not the error's.
 #[derive(Clone, Debug, PartialEq, Eq)]
 #[non_exhaustive]
 pub enum KvError {
