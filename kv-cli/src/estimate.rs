@@ -72,10 +72,11 @@ fn parse_set(text: &str) -> Result<(String, Value), String> {
     Ok((key.trim().to_owned(), value))
 }
 
-/// Declarations already made, as an owner the collector can visit.
-struct Declared(Vec<KvSpec>);
+/// Declarations estimated from a config, as an owner the collector can visit
+/// (reports name it `kv::estimate::FromConfig`).
+struct FromConfig(Vec<KvSpec>);
 
-impl ModelLocalKv for Declared {
+impl ModelLocalKv for FromConfig {
     fn kv_declare(&self, out: &mut Vec<KvSpec>) -> Result<(), KvError> {
         out.extend(self.0.iter().cloned());
         Ok(())
@@ -140,7 +141,11 @@ pub fn run(args: &Args) -> bool {
     problems.is_empty()
 }
 
-fn estimate_file(file: &Path, settings: &EstimateSettings, args: &Args) -> Result<Estimated, Problem> {
+fn estimate_file(
+    file: &Path,
+    settings: &EstimateSettings,
+    args: &Args,
+) -> Result<Estimated, Problem> {
     let config = read_json(file)?;
     let estimate = kv_core::estimate(&config, settings).map_err(|e| match e {
         KvError::Config { .. } if !e.to_string().contains("kv estimate --") => Problem::new(
@@ -149,7 +154,7 @@ fn estimate_file(file: &Path, settings: &EstimateSettings, args: &Args) -> Resul
         ),
         e => Problem::new(file, e),
     })?;
-    let whole = kv_core::collect(&Declared(estimate.specs));
+    let whole = kv_core::collect(&FromConfig(estimate.specs));
     if let Some(skipped) = whole.skipped().first() {
         return Err(Problem::new(file, &skipped.error));
     }
@@ -167,7 +172,10 @@ fn estimate_file(file: &Path, settings: &EstimateSettings, args: &Args) -> Resul
                     .checked_add(bytes)
                     .ok_or_else(|| overflow("bytes per token"))?;
             }
-            let row = entry.spec.bytes_per_row().map_err(|o| Problem::new(file, o))?;
+            let row = entry
+                .spec
+                .bytes_per_row()
+                .map_err(|o| Problem::new(file, o))?;
             per_row = per_row
                 .checked_add(row)
                 .ok_or_else(|| overflow("bytes per row"))?;
@@ -201,7 +209,10 @@ fn group_line(spec: &KvSpec, max_num_seqs: u64) -> String {
     let rows = u128::from(spec.row_count(max_num_seqs));
     let layers = spec.layout.layers();
     let peak = spec.peak_bytes(max_num_seqs);
-    let size = peak.map_or_else(|_| "overflow".to_owned(), |b| format!("{:7.2}", mib(b.into())));
+    let size = peak.map_or_else(
+        |_| "overflow".to_owned(),
+        |b| format!("{:7.2}", mib(b.into())),
+    );
     let (cells, parts): (u64, Vec<(String, u128)>) = match &spec.layout {
         Layout::Attention {
             geometry,
@@ -313,7 +324,10 @@ fn render(estimated: &Estimated, args: &Args) -> String {
                 out,
                 "| rank | group | cache | layers | positions | per token | per row | at peak |"
             );
-            let _ = writeln!(out, "| --- | --- | --- | ---: | ---: | ---: | ---: | ---: |");
+            let _ = writeln!(
+                out,
+                "| --- | --- | --- | ---: | ---: | ---: | ---: | ---: |"
+            );
             for rank in &estimated.ranks {
                 let p = rank.collection.parallel();
                 let name = format!("tp={} pp={}", p.tp_rank, p.pp_rank);
@@ -360,7 +374,11 @@ fn render(estimated: &Estimated, args: &Args) -> String {
                     "  "
                 };
                 for entry in rank.collection.entries() {
-                    let _ = writeln!(out, "{indent}{}", group_line(&entry.spec, args.max_num_seqs));
+                    let _ = writeln!(
+                        out,
+                        "{indent}{}",
+                        group_line(&entry.spec, args.max_num_seqs)
+                    );
                     if let Some(assumes) = &entry.spec.assumes {
                         let _ = writeln!(out, "{indent}  (assumes {assumes})");
                     }

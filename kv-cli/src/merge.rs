@@ -21,7 +21,10 @@ pub fn run(paths: &[PathBuf], format: Format) -> bool {
     }
     problems.extend(mismatches(&reports));
     if problems.is_empty() {
-        let names: Vec<String> = reports.iter().map(|(f, _)| f.display().to_string()).collect();
+        let names: Vec<String> = reports
+            .iter()
+            .map(|(f, _)| f.display().to_string())
+            .collect();
         match ClusterReport::merge(reports.into_iter().map(|(_, r)| r)) {
             Ok(cluster) => {
                 print!("{}", render(&cluster, format));
@@ -50,7 +53,11 @@ fn mismatches(reports: &[(PathBuf, ExportedReport)]) -> Vec<Problem> {
     for (file, report) in reports {
         let (p, q) = (report.parallel, first.parallel);
         let differs = [
-            ("schema_version", u64::from(report.schema_version), u64::from(first.schema_version)),
+            (
+                "schema_version",
+                u64::from(report.schema_version),
+                u64::from(first.schema_version),
+            ),
             ("max_num_seqs", report.max_num_seqs, first.max_num_seqs),
             ("parallel.tp", p.tp, q.tp),
             ("parallel.pp", p.pp, q.pp),

@@ -103,7 +103,13 @@ pub fn render(report: &ExportedReport, format: Format) -> String {
             .iter()
             .zip(widths)
             .zip(right)
-            .map(|((c, w), r)| if r { format!("{c:>w$}") } else { format!("{c:<w$}") })
+            .map(|((c, w), r)| {
+                if r {
+                    format!("{c:>w$}")
+                } else {
+                    format!("{c:<w$}")
+                }
+            })
             .collect();
         if markdown {
             format!("| {} |", padded.join(" | "))
@@ -114,7 +120,11 @@ pub fn render(report: &ExportedReport, format: Format) -> String {
     let mut out = String::new();
     let p = report.parallel;
     if p.tp > 1 || p.pp > 1 {
-        let _ = writeln!(out, "rank tp={} pp={} of tp={} pp={}", p.tp_rank, p.pp_rank, p.tp, p.pp);
+        let _ = writeln!(
+            out,
+            "rank tp={} pp={} of tp={} pp={}",
+            p.tp_rank, p.pp_rank, p.tp, p.pp
+        );
     }
     let _ = writeln!(out, "{}", line(&header));
     if markdown {
