@@ -11,7 +11,7 @@ use kv_core::{
 };
 use serde_json::{json, Value};
 
-use crate::input::{expand, grouped, read_json, Problem};
+use crate::input::{emit, expand, grouped, read_json, Problem};
 use crate::Format;
 
 /// `kv estimate` arguments.
@@ -31,11 +31,11 @@ pub struct Args {
     /// ...) or a block format (q8_0, q4_0, nvfp4, ...).
     #[arg(long, value_parser = parse_storage)]
     kv_format: Option<Storage>,
-    /// Tensor-parallel size: figures are per rank.
-    #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u64).range(1..))]
+    /// Tensor-parallel size (1 to 4096): figures are per rank.
+    #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u64).range(1..=4096))]
     tp: u64,
-    /// Pipeline-parallel size: figures are per rank.
-    #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u64).range(1..))]
+    /// Pipeline-parallel size (1 to 4096): figures are per rank.
+    #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u64).range(1..=4096))]
     pp: u64,
     /// vLLM block_size, in tokens.
     #[arg(long, default_value_t = kv_core::DEFAULT_BLOCK_SIZE, value_parser = clap::value_parser!(u64).range(1..))]
@@ -121,7 +121,7 @@ pub fn run(args: &Args) -> bool {
         match estimate_file(file, &settings, args) {
             Ok(estimated) => {
                 if args.format != Format::Json {
-                    print!("{}", render(&estimated, args));
+                    emit(&render(&estimated, args));
                 }
                 done.push(estimated);
             }
@@ -133,10 +133,8 @@ pub fn run(args: &Args) -> bool {
     }
     if args.format == Format::Json {
         let all: Vec<Value> = done.iter().map(|e| to_json(e, args)).collect();
-        println!(
-            "{}",
-            serde_json::to_string_pretty(&Value::Array(all)).unwrap_or_default()
-        );
+        let text = serde_json::to_string_pretty(&Value::Array(all)).unwrap_or_default();
+        emit(&(text + "\n"));
     }
     problems.is_empty()
 }
@@ -250,7 +248,7 @@ fn group_line(spec: &KvSpec, max_num_seqs: u64) -> String {
             )
         }
         Layout::Recurrent(state) => (
-            state.slots * spec.row_count(max_num_seqs),
+            state.slots.saturating_mul(spec.row_count(max_num_seqs)),
             state
                 .parts
                 .iter()

@@ -1,6 +1,7 @@
 //! Files on the command line: directories expanded, JSON read, problems
 //! reported as one line naming the file.
 
+use std::io::Write as _;
 use std::path::{Path, PathBuf};
 
 use serde_json::Value;
@@ -22,7 +23,7 @@ impl Problem {
 
     /// Prints the one line on stderr.
     pub fn report(&self) {
-        eprintln!("{self}");
+        let _ = writeln!(std::io::stderr(), "{self}");
     }
 }
 
@@ -97,4 +98,9 @@ pub fn grouped(n: u64) -> String {
         out.push(c);
     }
     out
+}
+
+/// Writes to stdout; a closed pipe (`kv estimate ... | head`) is not a panic.
+pub fn emit(text: &str) {
+    let _ = std::io::stdout().lock().write_all(text.as_bytes());
 }

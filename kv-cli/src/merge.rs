@@ -2,11 +2,10 @@
 
 use std::path::PathBuf;
 
-use kv_core::units::human_bytes;
 use kv_core::{ClusterReport, ExportedReport};
 use serde_json::json;
 
-use crate::input::{expand, Problem};
+use crate::input::{emit, expand, Problem};
 use crate::table::read_report;
 use crate::Format;
 
@@ -27,7 +26,7 @@ pub fn run(paths: &[PathBuf], format: Format) -> bool {
             .collect();
         match ClusterReport::merge(reports.into_iter().map(|(_, r)| r)) {
             Ok(cluster) => {
-                print!("{}", render(&cluster, format));
+                emit(&render(&cluster, format));
                 return true;
             }
             Err(e) => problems.push(Problem {
@@ -51,6 +50,22 @@ fn mismatches(reports: &[(PathBuf, ExportedReport)]) -> Vec<Problem> {
     let first_name = first_file.display();
     let mut seen: Vec<(u64, u64, &PathBuf)> = Vec::new();
     for (file, report) in reports {
+        // kv-core's cluster view reads host bytes as total - device; a report
+        // whose figures do not add up is refused here, naming the key.
+        if let (Some(total), Some(device), Some(host)) =
+            (report.total_bytes, report.device_bytes, report.host_bytes)
+        {
+            if device.checked_add(host) != Some(total) {
+                problems.push(Problem::new(
+                    file,
+                    format!(
+                        "not a consistent report: `total_bytes` is {total}, not \
+                         `device_bytes` {device} + `host_bytes` {host}"
+                    ),
+                ));
+                continue;
+            }
+        }
         let (p, q) = (report.parallel, first.parallel);
         let differs = [
             (
@@ -102,10 +117,6 @@ fn render(cluster: &ClusterReport, format: Format) -> String {
             });
             serde_json::to_string_pretty(&value).unwrap_or_default() + "\n"
         }
-        Format::Markdown => cluster.to_string(),
-        Format::Text => format!(
-            "{cluster}largest device rank tp={tp} pp={pp}: {} ({bytes} B)\n",
-            human_bytes(bytes)
-        ),
+        Format::Markdown | Format::Text => format!("{cluster}\n"),
     }
 }

@@ -7,7 +7,7 @@ use std::path::Path;
 use kv_core::units::human_bytes;
 use kv_core::{ExportedDeclaration, ExportedReport};
 
-use crate::input::{read_json, Problem};
+use crate::input::{emit, read_json, Problem};
 use crate::Format;
 
 /// Reads a report; a file that is not one names the key.
@@ -20,7 +20,7 @@ pub fn read_report(path: &Path) -> Result<ExportedReport, Problem> {
 pub fn run(path: &Path, format: Format) -> bool {
     match read_report(path) {
         Ok(report) => {
-            print!("{}", render(&report, format));
+            emit(&render(&report, format));
             true
         }
         Err(problem) => {
