@@ -140,8 +140,13 @@ pub struct Estimate {
 ///    attention, sliding attention ([`HfConfig::sliding_window`]), chunked
 ///    attention (`attention_chunk_size`), Mamba ([`HfConfig::mamba`]) and
 ///    Gated DeltaNet ([`HfConfig::linear_attention`]).
-/// 3. **Mamba only** for `model_type` `mamba`, `falcon_mamba`, `mamba2`.
-/// 4. **Plain attention** otherwise ([`HfConfig::geometry`]). A sliding window
+/// 3. **An encoder-decoder** (Whisper) when `max_source_positions` is set:
+///    the decoder's self-attention over `max_model_len`, and its
+///    cross-attention over the encoder's `max_source_positions` (vLLM's
+///    `CrossAttentionSpec`: whole blocks), both over `decoder_layers` with
+///    `decoder_attention_heads` where the config has them.
+/// 4. **Mamba only** for `model_type` `mamba`, `falcon_mamba`, `mamba2`.
+/// 5. **Plain attention** otherwise ([`HfConfig::geometry`]). A sliding window
 ///    with no layer pattern slides every layer only for the model types whose
 ///    engines slide every layer (`mistral`, `mixtral`, `starcoder2`); for any
 ///    other it is an error naming `sliding_window_pattern` and `layer_types`,
@@ -239,6 +244,8 @@ pub fn estimate(config: &Value, settings: &EstimateSettings) -> Result<Estimate,
             specs.push(spec.in_layers(pattern.clone(), kind));
         }
         (detected, specs)
+    } else if let Some((key, encoder)) = raw.find("max_source_positions") {
+        encoder_decoder(&hf, &raw, &builder, &key, encoder)?
     } else if let Some(kind) = model_type.filter(|t| MAMBA_ONLY.contains(t)) {
         let detected = format!("Mamba in every layer (`model_type` {kind})");
         let spec = builder.mamba(&hf, None, &detected)?;
@@ -289,6 +296,63 @@ pub fn estimate(config: &Value, settings: &EstimateSettings) -> Result<Estimate,
         max_model_len,
         specs,
     })
+}
+
+/// Whisper-style: decoder self-attention and cross-attention over the
+/// encoder's positions, with the decoder's layers and heads.
+fn encoder_decoder(
+    hf: &HfConfig,
+    raw: &Raw<'_>,
+    builder: &Builder<'_>,
+    key: &str,
+    encoder: &Value,
+) -> Result<(String, Vec<KvSpec>), KvError> {
+    let encoder_positions = encoder.as_u64().filter(|n| *n > 0).ok_or_else(|| {
+        config_error(
+            "max_source_positions",
+            format!("`{key}` is {encoder}; expected a positive integer"),
+        )
+    })?;
+    // The decoder's layers and heads, where the config gives them apart
+    // from the encoder's; read through HfConfig so they are checked alike.
+    let mut decoder = hf.clone();
+    let mut said = Vec::new();
+    for (from, to) in [
+        ("decoder_layers", "num_hidden_layers"),
+        ("decoder_attention_heads", "num_attention_heads"),
+    ] {
+        if let Some((name, value)) = raw.find(from) {
+            decoder = decoder.with_value(to, value.clone());
+            said.push(format!("`{name}` {value}"));
+        }
+    }
+    let geometry = decoder.geometry()?;
+    let detected = format!(
+        "encoder-decoder: `{key}` {encoder_positions} encoder positions; decoder {} layers, {} heads of {}{}",
+        geometry.layers,
+        geometry.kv_heads,
+        geometry.head_dim,
+        if said.is_empty() {
+            String::new()
+        } else {
+            format!(" ({})", said.join(", "))
+        }
+    );
+    let self_attention = builder.full(geometry, "self_attention", &detected, hf)?;
+    let cross = Positions::from_policy(PositionPolicy::PaddedTo {
+        count: encoder_positions,
+        multiple: builder.settings.block_size,
+    })
+    .map_err(overflow("cross_attention"))?;
+    let cross_attention = builder.attention(
+        "cross_attention",
+        "CrossAttentionSpec",
+        geometry,
+        cross,
+        &detected,
+        hf,
+    )?;
+    Ok((detected, vec![self_attention, cross_attention]))
 }
 
 /// The layer pattern, `None` when the config sets none of its keys.
@@ -786,6 +850,21 @@ mod tests {
             Ok(36 * (8192 * 3 + 32 * 128 * 128) * 2)
         );
         assert_eq!(per_token(&e.specs[1]), 12 * 2 * 512 * 2);
+    }
+
+    #[test]
+    fn whisper_has_self_and_cross_attention_over_the_decoder() {
+        let e = estimate(&shipped("whisper-large-v3"), &at_8192()).unwrap();
+        let names: Vec<&str> = e.specs.iter().map(|s| s.name.as_ref()).collect();
+        assert_eq!(names, ["self_attention", "cross_attention"]);
+        // 32 decoder layers x 20 heads x (64 + 64) x 2 bytes (f16).
+        assert_eq!(per_token(&e.specs[0]), 32 * 20 * 128 * 2);
+        assert_eq!(per_token(&e.specs[0]), 163_840);
+        // 1500 encoder positions in whole blocks of 16: 94 blocks.
+        assert_eq!(e.specs[1].positions().unwrap().count, 1504);
+        assert_eq!(e.specs[1].bytes_per_row(), Ok(163_840 * 1504));
+        assert!(e.detected.starts_with("encoder-decoder"), "{}", e.detected);
+        assert!(e.specs[1].cache.contains("CrossAttentionSpec"));
     }
 
     #[test]
