@@ -125,6 +125,9 @@ pub fn render(report: &ExportedReport, format: Format) -> String {
             "rank tp={} pp={} of tp={} pp={}",
             p.tp_rank, p.pp_rank, p.tp, p.pp
         );
+        if markdown {
+            out.push('\n');
+        }
     }
     let _ = writeln!(out, "{}", line(&header));
     if markdown {
