@@ -66,6 +66,8 @@ mod collect;
 #[cfg(feature = "json")]
 mod config;
 #[cfg(feature = "json")]
+mod estimate;
+#[cfg(feature = "json")]
 mod json;
 mod pattern;
 pub mod planner;
@@ -96,6 +98,10 @@ pub use collect::{collect, Collected, Collection, Skipped, Totals};
 pub use config::{
     HfConfig, KvCacheScheme, KvQuantType, LinearAttentionConfig, MambaConfig, MambaVersion,
     MlaConfig,
+};
+#[cfg(feature = "json")]
+pub use estimate::{
+    estimate, Estimate, EstimateSettings, DEFAULT_BLOCK_SIZE, DEFAULT_MAX_NUM_BATCHED_TOKENS,
 };
 #[cfg(feature = "json")]
 pub use json::{

@@ -1,0 +1,419 @@
+//! `kv estimate`: declarations estimated from HF configs (`kv_core::estimate`),
+//! collected and divided per rank as a model's own would be.
+
+use std::fmt::Write as _;
+use std::path::{Path, PathBuf};
+
+use kv_core::units::{human_bytes, MIB};
+use kv_core::{
+    Collection, EstimateSettings, ExportedReport, KvError, KvSpec, Layout, ModelLocalKv, Parallel,
+    Storage,
+};
+use serde_json::{json, Value};
+
+use crate::input::{emit, expand, grouped, read_json, Problem};
+use crate::Format;
+
+/// `kv estimate` arguments.
+#[derive(clap::Args)]
+pub struct Args {
+    /// HF config.json files, or directories (every *.json in them, sorted).
+    #[arg(required = true)]
+    configs: Vec<PathBuf>,
+    /// Sequences in flight (vLLM max_num_seqs).
+    #[arg(long, default_value_t = 256, value_parser = clap::value_parser!(u64).range(1..))]
+    max_num_seqs: u64,
+    /// Positions per sequence (vLLM max_model_len); without it the config's
+    /// max_position_embeddings is read, and said.
+    #[arg(long, value_parser = clap::value_parser!(u64).range(1..))]
+    positions: Option<u64>,
+    /// How attention K/V and MLA latents are stored: a dtype (bf16, f8e4m3,
+    /// ...) or a block format (q8_0, q4_0, nvfp4, ...).
+    #[arg(long, value_parser = parse_storage)]
+    kv_format: Option<Storage>,
+    /// Tensor-parallel size (1 to 4096): figures are per rank.
+    #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u64).range(1..=4096))]
+    tp: u64,
+    /// Pipeline-parallel size (1 to 4096): figures are per rank.
+    #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u64).range(1..=4096))]
+    pp: u64,
+    /// vLLM block_size, in tokens.
+    #[arg(long, default_value_t = kv_core::DEFAULT_BLOCK_SIZE, value_parser = clap::value_parser!(u64).range(1..))]
+    block_size: u64,
+    /// vLLM max_num_batched_tokens (bounds a sliding window's blocks).
+    #[arg(long, default_value_t = kv_core::DEFAULT_MAX_NUM_BATCHED_TOKENS, value_parser = clap::value_parser!(u64).range(1..))]
+    max_num_batched_tokens: u64,
+    /// KEY=VALUE given over every config (VALUE read as JSON, else as a
+    /// string), e.g. sliding_window_pattern=6 or torch_dtype=bfloat16.
+    #[arg(long = "set", value_name = "KEY=VALUE", value_parser = parse_set)]
+    values: Vec<(String, Value)>,
+    /// Output format.
+    #[arg(long, value_enum, default_value_t = Format::Text)]
+    format: Format,
+}
+
+fn parse_storage(name: &str) -> Result<Storage, String> {
+    Storage::from_name(name).ok_or_else(|| {
+        format!(
+            "`{name}` is not a storage format kv knows; one of {}",
+            Storage::names_list()
+        )
+    })
+}
+
+fn parse_set(text: &str) -> Result<(String, Value), String> {
+    let Some((key, value)) = text.split_once('=') else {
+        return Err(format!("`{text}` is not KEY=VALUE"));
+    };
+    if key.trim().is_empty() {
+        return Err(format!("`{text}` has an empty key"));
+    }
+    let value = serde_json::from_str(value).unwrap_or_else(|_| Value::String(value.to_owned()));
+    Ok((key.trim().to_owned(), value))
+}
+
+/// Declarations estimated from a config, as an owner the collector can visit
+/// (reports name it `kv::estimate::FromConfig`).
+struct FromConfig(Vec<KvSpec>);
+
+impl ModelLocalKv for FromConfig {
+    fn kv_declare(&self, out: &mut Vec<KvSpec>) -> Result<(), KvError> {
+        out.extend(self.0.iter().cloned());
+        Ok(())
+    }
+}
+
+/// One rank's figures.
+struct Rank {
+    collection: Collection,
+    per_token: u64,
+    per_row: u64,
+    peak: u64,
+}
+
+/// One config's estimate.
+struct Estimated {
+    file: String,
+    detected: String,
+    max_model_len: u64,
+    ranks: Vec<Rank>,
+}
+
+pub fn run(args: &Args) -> bool {
+    let (files, mut problems) = expand(&args.configs);
+    for problem in &problems {
+        problem.report();
+    }
+    let mut settings = EstimateSettings::new()
+        .block_size(args.block_size)
+        .max_num_batched_tokens(args.max_num_batched_tokens);
+    if let Some(positions) = args.positions {
+        settings = settings.positions(positions);
+    }
+    if let Some(storage) = args.kv_format {
+        settings = settings.kv_format(storage);
+    }
+    for (key, value) in &args.values {
+        settings = settings.set(key, value.clone());
+    }
+    let mut done = Vec::new();
+    for file in &files {
+        match estimate_file(file, &settings, args) {
+            Ok(estimated) => {
+                if args.format != Format::Json {
+                    emit(&render(&estimated, args));
+                }
+                done.push(estimated);
+            }
+            Err(problem) => {
+                problem.report();
+                problems.push(problem);
+            }
+        }
+    }
+    if args.format == Format::Json {
+        let all: Vec<Value> = done.iter().map(|e| to_json(e, args)).collect();
+        let text = serde_json::to_string_pretty(&Value::Array(all)).unwrap_or_default();
+        emit(&(text + "\n"));
+    }
+    problems.is_empty()
+}
+
+fn estimate_file(
+    file: &Path,
+    settings: &EstimateSettings,
+    args: &Args,
+) -> Result<Estimated, Problem> {
+    let config = read_json(file)?;
+    let estimate = kv_core::estimate(&config, settings).map_err(|e| match e {
+        KvError::Config { .. } if !e.to_string().contains("kv estimate --") => Problem::new(
+            file,
+            format!("{e}; on the command line, give a key with --set KEY=VALUE"),
+        ),
+        e => Problem::new(file, e),
+    })?;
+    let whole = kv_core::collect(&FromConfig(estimate.specs));
+    if let Some(skipped) = whole.skipped().first() {
+        return Err(Problem::new(file, &skipped.error));
+    }
+    let layout = Parallel::new(args.tp, args.pp).map_err(|e| Problem::new(file, e))?;
+    let mut ranks = Vec::new();
+    for rank in layout.ranks() {
+        let collection = whole.for_rank(rank).map_err(|e| Problem::new(file, e))?;
+        let overflow = |what: &str| Problem::new(file, format!("{what} overflows u64"));
+        let mut per_token: u64 = 0;
+        let mut per_row: u64 = 0;
+        for entry in collection.entries() {
+            if let Some(bytes) = entry.spec.layout.bytes_per_position() {
+                let bytes = bytes.map_err(|o| Problem::new(file, o))?;
+                per_token = per_token
+                    .checked_add(bytes)
+                    .ok_or_else(|| overflow("bytes per token"))?;
+            }
+            let row = entry
+                .spec
+                .bytes_per_row()
+                .map_err(|o| Problem::new(file, o))?;
+            per_row = per_row
+                .checked_add(row)
+                .ok_or_else(|| overflow("bytes per row"))?;
+        }
+        let peak = collection
+            .totals(args.max_num_seqs)
+            .map_err(|e| Problem::new(file, e))?
+            .total;
+        ranks.push(Rank {
+            collection,
+            per_token,
+            per_row,
+            peak,
+        });
+    }
+    Ok(Estimated {
+        file: file.display().to_string(),
+        detected: estimate.detected,
+        max_model_len: estimate.max_model_len,
+        ranks,
+    })
+}
+
+fn mib(bytes: u128) -> f64 {
+    bytes as f64 / MIB as f64
+}
+
+/// The llama.cpp-style line of one group:
+/// `size = %7.2f MiB (%6u cells, %3d layers, %2u/%u seqs), K (%s): %7.2f MiB, V (%s): %7.2f MiB`.
+fn group_line(spec: &KvSpec, max_num_seqs: u64) -> String {
+    let rows = u128::from(spec.row_count(max_num_seqs));
+    let layers = spec.layout.layers();
+    let peak = spec.peak_bytes(max_num_seqs);
+    let size = peak.map_or_else(
+        |_| "overflow".to_owned(),
+        |b| format!("{:7.2}", mib(b.into())),
+    );
+    let (cells, parts): (u64, Vec<(String, u128)>) = match &spec.layout {
+        Layout::Attention {
+            geometry,
+            positions,
+        } => {
+            let each = |storage: Storage, dim: u64| {
+                let head = storage.bytes_for(dim).map_or(0, u128::from);
+                head * u128::from(geometry.kv_heads)
+                    * u128::from(geometry.layers)
+                    * u128::from(positions.count)
+                    * rows
+            };
+            (
+                positions.count,
+                vec![
+                    (
+                        format!("K ({})", geometry.storage),
+                        each(geometry.storage, geometry.head_dim),
+                    ),
+                    (
+                        format!("V ({})", geometry.value_storage()),
+                        each(geometry.value_storage(), geometry.value_head_dim()),
+                    ),
+                ],
+            )
+        }
+        Layout::Latent { latent, positions } => {
+            let per_position = latent.bytes_per_position().map_or(0, u128::from);
+            (
+                positions.count,
+                vec![(
+                    format!("latent ({})", latent.storage),
+                    per_position * u128::from(positions.count) * rows,
+                )],
+            )
+        }
+        Layout::Recurrent(state) => (
+            state.slots.saturating_mul(spec.row_count(max_num_seqs)),
+            state
+                .parts
+                .iter()
+                .map(|part| {
+                    let bytes = part.bytes().map_or(0, u128::from)
+                        * u128::from(state.layers)
+                        * u128::from(state.slots)
+                        * rows;
+                    (format!("{} ({})", part.name, part.storage), bytes)
+                })
+                .collect(),
+        ),
+        _ => (0, Vec::new()),
+    };
+    let mut line = format!(
+        "{}: size = {size} MiB ({cells:6} cells, {layers:3} layers, {:2}/{max_num_seqs} seqs)",
+        spec.name,
+        spec.row_count(max_num_seqs)
+    );
+    for (label, bytes) in parts {
+        let _ = write!(line, ", {label}: {:7.2} MiB", mib(bytes));
+    }
+    let per_token = match spec.layout.bytes_per_position() {
+        Some(Ok(bytes)) => format!("{} B", grouped(bytes)),
+        Some(Err(_)) => "overflow".to_owned(),
+        None => "none (state)".to_owned(),
+    };
+    let per_row = spec
+        .bytes_per_row()
+        .map_or_else(|_| "overflow".to_owned(), |b| format!("{} B", grouped(b)));
+    let peak = peak.map_or_else(|_| "overflow".to_owned(), |b| format!("{} B", grouped(b)));
+    let _ = write!(
+        line,
+        "; per token {per_token}, per row {per_row}, at peak {peak}"
+    );
+    line
+}
+
+fn totals_line(rank: &Rank, max_num_seqs: u64) -> String {
+    format!(
+        "total: {} B per token, {} B per row ({}), {} B at peak ({}) at max_num_seqs {max_num_seqs}",
+        grouped(rank.per_token),
+        grouped(rank.per_row),
+        human_bytes(rank.per_row),
+        grouped(rank.peak),
+        human_bytes(rank.peak)
+    )
+}
+
+fn settings_line(estimated: &Estimated, args: &Args) -> String {
+    format!(
+        "max_model_len {}, max_num_seqs {}, vLLM block_size {}, max_num_batched_tokens {}, tp {}, pp {}",
+        estimated.max_model_len,
+        args.max_num_seqs,
+        args.block_size,
+        args.max_num_batched_tokens,
+        args.tp,
+        args.pp
+    )
+}
+
+fn render(estimated: &Estimated, args: &Args) -> String {
+    let mut out = String::new();
+    let several = estimated.ranks.len() > 1;
+    match args.format {
+        Format::Markdown => {
+            let _ = writeln!(out, "### `{}`\n", estimated.file);
+            let _ = writeln!(out, "Detected: {}.\n", estimated.detected);
+            let _ = writeln!(out, "Settings: {}.\n", settings_line(estimated, args));
+            let _ = writeln!(
+                out,
+                "| rank | group | cache | layers | positions | per token | per row | at peak |"
+            );
+            let _ = writeln!(
+                out,
+                "| --- | --- | --- | ---: | ---: | ---: | ---: | ---: |"
+            );
+            for rank in &estimated.ranks {
+                let p = rank.collection.parallel();
+                let name = format!("tp={} pp={}", p.tp_rank, p.pp_rank);
+                for entry in rank.collection.entries() {
+                    let spec = &entry.spec;
+                    let bytes = |b: Result<u64, kv_core::Overflow>| {
+                        b.map_or_else(|_| "overflow".to_owned(), |b| format!("{} B", grouped(b)))
+                    };
+                    let _ = writeln!(
+                        out,
+                        "| {name} | {} | {} | {} | {} | {} | {} | {} |",
+                        spec.name,
+                        spec.cache,
+                        spec.layout.layers(),
+                        spec.positions()
+                            .map_or_else(|| "—".to_owned(), |p| p.to_string()),
+                        spec.layout
+                            .bytes_per_position()
+                            .map_or_else(|| "—".to_owned(), bytes),
+                        bytes(spec.bytes_per_row()),
+                        bytes(spec.peak_bytes(args.max_num_seqs)),
+                    );
+                }
+                let _ = writeln!(
+                    out,
+                    "| {name} | **total** | | | | {} B | {} B | {} B |",
+                    grouped(rank.per_token),
+                    grouped(rank.per_row),
+                    grouped(rank.peak)
+                );
+            }
+            out.push('\n');
+        }
+        _ => {
+            let _ = writeln!(out, "{}", estimated.file);
+            let _ = writeln!(out, "  detected: {}", estimated.detected);
+            let _ = writeln!(out, "  settings: {}", settings_line(estimated, args));
+            for rank in &estimated.ranks {
+                let indent = if several {
+                    let p = rank.collection.parallel();
+                    let _ = writeln!(out, "  rank tp={} pp={}:", p.tp_rank, p.pp_rank);
+                    "    "
+                } else {
+                    "  "
+                };
+                for entry in rank.collection.entries() {
+                    let _ = writeln!(
+                        out,
+                        "{indent}{}",
+                        group_line(&entry.spec, args.max_num_seqs)
+                    );
+                    if let Some(assumes) = &entry.spec.assumes {
+                        let _ = writeln!(out, "{indent}  (assumes {assumes})");
+                    }
+                    if let Some(share) = &entry.share {
+                        let _ = writeln!(out, "{indent}  ({share})");
+                    }
+                }
+                let _ = writeln!(out, "{indent}{}", totals_line(rank, args.max_num_seqs));
+            }
+        }
+    }
+    out
+}
+
+fn to_json(estimated: &Estimated, args: &Args) -> Value {
+    let ranks: Vec<Value> = estimated
+        .ranks
+        .iter()
+        .map(|rank| {
+            let report: ExportedReport = rank.collection.export(args.max_num_seqs);
+            json!({
+                "per_token_bytes": rank.per_token,
+                "per_row_bytes": rank.per_row,
+                "peak_bytes": rank.peak,
+                "report": report,
+            })
+        })
+        .collect();
+    json!({
+        "file": estimated.file,
+        "detected": estimated.detected,
+        "max_model_len": estimated.max_model_len,
+        "max_num_seqs": args.max_num_seqs,
+        "block_size": args.block_size,
+        "max_num_batched_tokens": args.max_num_batched_tokens,
+        "tp": args.tp,
+        "pp": args.pp,
+        "ranks": ranks,
+    })
+}

@@ -1,0 +1,85 @@
+//! `kv`: model-local KV for people who have a checkpoint but no annotated
+//! Rust yet, and for engines' logs.
+//!
+//! - `kv estimate CONFIG.json...`: what vLLM holds for each HF config
+//!   (`kv_core::estimate`), one llama.cpp-style line per group.
+//! - `kv merge rank*.json`: per-rank reports as one cluster view
+//!   (`kv_core::ClusterReport`).
+//! - `kv table REPORT.json`: a report (`Collection::export`'s JSON) as a table.
+//!
+//! Exit codes: 0 for success, 1 for bad input (each problem one line
+//! `kv: FILE: ...` on stderr; the other files are still reported), 2 for bad
+//! usage (clap's).
+
+use std::path::PathBuf;
+use std::process::ExitCode;
+
+use clap::{Parser, Subcommand, ValueEnum};
+
+mod estimate;
+mod input;
+mod merge;
+mod table;
+
+#[derive(Parser)]
+#[command(name = "kv", version, about = "Model-local KV: estimate, merge, table")]
+struct Cli {
+    #[command(subcommand)]
+    command: Command,
+}
+
+/// How results are printed.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
+pub enum Format {
+    /// Aligned text, llama.cpp-style KV lines.
+    Text,
+    /// GitHub-flavoured Markdown.
+    Markdown,
+    /// JSON on stdout.
+    Json,
+}
+
+#[derive(Subcommand)]
+enum Command {
+    /// Estimates, from HF config.json files, what vLLM holds per token, per
+    /// row and at peak, group by group.
+    Estimate(estimate::Args),
+    /// Merges per-rank reports (Collection::export JSON) into one cluster view.
+    Merge {
+        /// The reports, one per rank (files, or directories of *.json).
+        #[arg(required = true)]
+        reports: Vec<PathBuf>,
+        /// Output format.
+        #[arg(long, value_enum, default_value_t = Format::Text)]
+        format: Format,
+    },
+    /// Prints a report (Collection::export JSON) as a table.
+    Table {
+        /// The report.
+        report: PathBuf,
+        /// Markdown instead of aligned text (the same as --format markdown).
+        #[arg(long)]
+        markdown: bool,
+        /// Output format.
+        #[arg(long, value_enum, default_value_t = Format::Text)]
+        format: Format,
+    },
+}
+
+fn main() -> ExitCode {
+    let cli = Cli::parse();
+    let ok = match cli.command {
+        Command::Estimate(args) => estimate::run(&args),
+        Command::Merge { reports, format } => merge::run(&reports, format),
+        Command::Table {
+            report,
+            markdown,
+            format,
+        } => table::run(&report, if markdown { Format::Markdown } else { format }),
+    };
+    if ok {
+        ExitCode::SUCCESS
+    } else {
+        ExitCode::FAILURE
+    }
+}

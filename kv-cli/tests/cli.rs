@@ -1,0 +1,609 @@
+//! Runs the built `kv` binary on the shipped configs (figures asserted equal
+//! to kv-core's), on bad files and bad usage, and on reports written here.
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output};
+
+use kv_core::{
+    ClusterReport, Collection, EstimateSettings, KvError, KvSpec, ModelLocalKv, Parallel,
+};
+use serde_json::Value;
+
+fn kv(args: &[&str]) -> Output {
+    Command::new(env!("CARGO_BIN_EXE_kv"))
+        .args(args)
+        .output()
+        .expect("the kv binary runs")
+}
+
+fn stdout(out: &Output) -> String {
+    String::from_utf8(out.stdout.clone()).unwrap()
+}
+
+fn stderr(out: &Output) -> String {
+    String::from_utf8(out.stderr.clone()).unwrap()
+}
+
+fn configs() -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../examples/configs")
+}
+
+fn shipped(name: &str) -> String {
+    configs()
+        .join(name)
+        .join("config.json")
+        .display()
+        .to_string()
+}
+
+/// A fresh directory for one test's files.
+fn scratch(test: &str) -> PathBuf {
+    let dir = PathBuf::from(env!("CARGO_TARGET_TMPDIR"))
+        .join("kv-cli")
+        .join(test);
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).unwrap();
+    dir
+}
+
+fn write(dir: &Path, name: &str, text: &str) -> String {
+    let path = dir.join(name);
+    std::fs::write(&path, text).unwrap();
+    path.display().to_string()
+}
+
+/// `131,072`.
+fn grouped(n: u64) -> String {
+    let digits = n.to_string();
+    let mut out = String::new();
+    for (i, c) in digits.chars().enumerate() {
+        if i > 0 && (digits.len() - i).is_multiple_of(3) {
+            out.push(',');
+        }
+        out.push(c);
+    }
+    out
+}
+
+struct Declared(Vec<KvSpec>);
+
+impl ModelLocalKv for Declared {
+    fn kv_declare(&self, out: &mut Vec<KvSpec>) -> Result<(), KvError> {
+        out.extend(self.0.iter().cloned());
+        Ok(())
+    }
+}
+
+/// The library's side: kv-core's estimate, collected.
+fn library(name: &str, settings: &EstimateSettings) -> Collection {
+    let text = std::fs::read_to_string(shipped(name)).unwrap();
+    let config: Value = serde_json::from_str(&text).unwrap();
+    let estimate = kv_core::estimate(&config, settings).unwrap();
+    let collection = kv_core::collect(&Declared(estimate.specs));
+    assert!(collection.skipped().is_empty());
+    collection
+}
+
+/// Every shipped config, with the values its published file leaves out.
+const SHIPPED: &[(&str, &[(&str, &str)])] = &[
+    ("deepseek-v2-lite", &[]),
+    ("gemma-3-27b", &[("sliding_window_pattern", "6")]),
+    ("hy3-fp8", &[]),
+    ("jamba-v0.1", &[]),
+    ("llama-3-8b", &[]),
+    ("ming-talker", &[]),
+    ("mistral-7b-v0.1", &[]),
+    ("qwen3-next-80b-a3b", &[("torch_dtype", "bfloat16")]),
+    ("whisper-large-v3", &[]),
+];
+
+#[test]
+fn estimate_prints_the_library_figures_for_every_shipped_config() {
+    assert_eq!(
+        std::fs::read_dir(configs())
+            .unwrap()
+            .filter(|e| e.as_ref().unwrap().path().is_dir())
+            .count(),
+        SHIPPED.len(),
+        "a shipped config is not covered"
+    );
+    for (name, values) in SHIPPED {
+        let file = shipped(name);
+        let mut settings = EstimateSettings::new().positions(8192);
+        let mut args = vec![
+            "estimate".to_owned(),
+            file.clone(),
+            "--positions".into(),
+            "8192".into(),
+            "--max-num-seqs".into(),
+            "256".into(),
+        ];
+        for (key, value) in *values {
+            // As the command reads it: JSON where it parses, else a string.
+            let parsed = serde_json::from_str(value).unwrap_or(Value::String(value.to_string()));
+            settings = settings.set(key, parsed);
+            args.push("--set".into());
+            args.push(format!("{key}={value}"));
+        }
+        let collection = library(name, &settings);
+        let totals = collection.totals(256).unwrap();
+        let per_token: u64 = collection
+            .entries()
+            .iter()
+            .filter_map(|e| e.spec.layout.bytes_per_position())
+            .map(|b| b.unwrap())
+            .sum();
+        let per_row: u64 = collection
+            .entries()
+            .iter()
+            .map(|e| e.spec.bytes_per_row().unwrap())
+            .sum();
+
+        // Text: the totals line and one line per group.
+        let args_ref: Vec<&str> = args.iter().map(String::as_str).collect();
+        let out = kv(&args_ref);
+        assert!(out.status.success(), "{name}: {}", stderr(&out));
+        let text = stdout(&out);
+        let expected = format!(
+            "total: {} B per token, {} B per row",
+            grouped(per_token),
+            grouped(per_row)
+        );
+        assert!(
+            text.contains(&expected),
+            "{name}: {text}\nwanted {expected}"
+        );
+        assert!(
+            text.contains(&format!("{} B at peak", grouped(totals.total))),
+            "{name}: {text}"
+        );
+        for entry in collection.entries() {
+            let peak = entry.spec.peak_bytes(256).unwrap();
+            let line = text
+                .lines()
+                .find(|l| {
+                    l.trim_start()
+                        .starts_with(&format!("{}: size = ", entry.spec.name))
+                })
+                .unwrap_or_else(|| panic!("{name}: no line for {}", entry.spec.name));
+            assert!(
+                line.contains(&format!("{:.2} MiB (", peak as f64 / (1u64 << 20) as f64)),
+                "{line}"
+            );
+            assert!(
+                line.ends_with(&format!("at peak {} B", grouped(peak))),
+                "{line}"
+            );
+        }
+
+        // JSON: the same figures, and the library's export.
+        let mut json_args = args_ref.clone();
+        json_args.extend(["--format", "json"]);
+        let out = kv(&json_args);
+        assert!(out.status.success(), "{name}: {}", stderr(&out));
+        let json: Value = serde_json::from_str(&stdout(&out)).unwrap();
+        let rank = &json[0]["ranks"][0];
+        assert_eq!(rank["per_token_bytes"], per_token, "{name}");
+        assert_eq!(rank["per_row_bytes"], per_row, "{name}");
+        assert_eq!(rank["peak_bytes"], totals.total, "{name}");
+        // The same export, but for the owner's type name (the test's, here).
+        let mut expected = collection.to_json(256);
+        for d in expected["declarations"].as_array_mut().unwrap() {
+            d["owner_type"] = "kv::estimate::FromConfig".into();
+        }
+        assert_eq!(rank["report"], expected, "{name}");
+    }
+}
+
+#[test]
+fn hand_worked_figures_reach_the_output() {
+    let out = kv(&["estimate", &shipped("llama-3-8b"), "--positions", "8192"]);
+    let text = stdout(&out);
+    // 32 layers x 8 heads x (128 + 128) x 2 bytes.
+    assert!(text.contains("total: 131,072 B per token"), "{text}");
+    assert!(text.contains(
+        "full_attention: size = 262144.00 MiB (  8192 cells,  32 layers, 256/256 seqs), \
+         K (bf16): 131072.00 MiB, V (bf16): 131072.00 MiB"
+    ));
+    let out = kv(&[
+        "estimate",
+        &shipped("deepseek-v2-lite"),
+        "--positions",
+        "8192",
+    ]);
+    // 27 layers x (512 + 64) x 2 bytes.
+    assert!(stdout(&out).contains("total: 31,104 B per token"));
+    let out = kv(&[
+        "estimate",
+        &shipped("gemma-3-27b"),
+        "--positions",
+        "8192",
+        "--set",
+        "sliding_window_pattern=6",
+    ]);
+    let text = stdout(&out);
+    assert!(text.contains("52 layers"), "{text}");
+    assert!(text.contains("10 layers"), "{text}");
+    let out = kv(&["estimate", &shipped("jamba-v0.1"), "--positions", "8192"]);
+    let text = stdout(&out);
+    assert!(
+        text.contains("mamba: size = ") && text.contains(" 28 layers"),
+        "{text}"
+    );
+    assert!(text.contains("   4 layers"), "{text}");
+}
+
+#[test]
+fn positions_come_from_max_position_embeddings_or_are_asked_for() {
+    let out = kv(&["estimate", &shipped("ming-talker")]);
+    assert!(out.status.success());
+    assert!(stdout(&out).contains("max_model_len 32768 (`max_position_embeddings` of the config)"));
+    let file = shipped("llama-3-8b");
+    let out = kv(&["estimate", &file]);
+    assert_eq!(out.status.code(), Some(1));
+    let err = stderr(&out);
+    assert_eq!(err.lines().count(), 1, "{err}");
+    assert!(err.starts_with(&format!("kv: {file}: ")), "{err}");
+    assert!(err.contains("max_position_embeddings") && err.contains("--positions N"));
+}
+
+#[test]
+fn gemma_without_its_pattern_names_the_key_and_how_to_give_it() {
+    let file = shipped("gemma-3-27b");
+    let out = kv(&["estimate", &file, "--positions", "8192"]);
+    assert_eq!(out.status.code(), Some(1));
+    let err = stderr(&out);
+    assert_eq!(err.lines().count(), 1, "{err}");
+    assert!(err.starts_with(&format!("kv: {file}: ")), "{err}");
+    assert!(err.contains("`sliding_window_pattern`"), "{err}");
+    assert!(err.contains("--set sliding_window_pattern=N"), "{err}");
+}
+
+#[test]
+fn a_directory_with_one_broken_file_reports_the_others() {
+    let dir = scratch("directory");
+    for name in ["llama-3-8b", "mistral-7b-v0.1"] {
+        std::fs::copy(shipped(name), dir.join(format!("{name}.json"))).unwrap();
+    }
+    let broken = write(&dir, "broken.json", "{\"num_hidden_layers\": 32,");
+    write(&dir, "notes.txt", "not a config");
+    let out = kv(&["estimate", dir.to_str().unwrap(), "--positions", "8192"]);
+    assert_eq!(out.status.code(), Some(1));
+    let text = stdout(&out);
+    assert!(text.contains("llama-3-8b.json"), "{text}");
+    assert!(text.contains("mistral-7b-v0.1.json"), "{text}");
+    assert!(text.find("llama").unwrap() < text.find("mistral").unwrap());
+    let err = stderr(&out);
+    assert_eq!(err.lines().count(), 1, "{err}");
+    assert!(
+        err.starts_with(&format!("kv: {broken}: invalid JSON")),
+        "{err}"
+    );
+
+    // The whole shipped directory: every good file reported, the two that
+    // need a value each named once.
+    let out = kv(&[
+        "estimate",
+        configs().to_str().unwrap(),
+        "--positions",
+        "8192",
+    ]);
+    assert_eq!(out.status.code(), Some(1));
+    assert_eq!(stdout(&out).matches("  total: ").count(), SHIPPED.len() - 2);
+    let err = stderr(&out);
+    assert_eq!(err.lines().count(), 2, "{err}");
+    assert!(err.contains("gemma-3-27b") && err.contains("qwen3-next-80b-a3b"));
+}
+
+#[test]
+fn bad_files_are_one_line_naming_the_file_and_the_key() {
+    let dir = scratch("bad");
+    let cases = [
+        ("invalid.json", "{ not json", "invalid JSON"),
+        ("empty.json", "", "the file is empty"),
+        ("blank.json", "  \n", "the file is empty"),
+        ("array.json", "[1, 2]", "num_hidden_layers"),
+        ("null.json", "null", "num_hidden_layers"),
+        (
+            "missing.json",
+            r#"{"num_hidden_layers": 32, "torch_dtype": "bfloat16"}"#,
+            "num_key_value_heads",
+        ),
+        (
+            "wrong_type.json",
+            r#"{"num_hidden_layers": "32", "num_key_value_heads": 8, "head_dim": 128, "torch_dtype": "bfloat16"}"#,
+            "`num_hidden_layers` is \"32\"",
+        ),
+        (
+            "negative.json",
+            r#"{"num_hidden_layers": -1, "num_key_value_heads": 8, "head_dim": 128, "torch_dtype": "bfloat16"}"#,
+            "cannot be negative",
+        ),
+        (
+            "dtype.json",
+            r#"{"num_hidden_layers": 2, "num_key_value_heads": 8, "head_dim": 128, "torch_dtype": "complex64"}"#,
+            "`torch_dtype`",
+        ),
+        (
+            "overflow.json",
+            r#"{"num_hidden_layers": 18446744073709551615, "num_key_value_heads": 8, "head_dim": 128, "torch_dtype": "bfloat16"}"#,
+            "overflows u64",
+        ),
+        (
+            "bad_window.json",
+            r#"{"model_type": "mistral", "num_hidden_layers": 2, "num_key_value_heads": 8, "head_dim": 128, "torch_dtype": "bfloat16", "sliding_window": "big"}"#,
+            "`sliding_window`",
+        ),
+        (
+            "bad_pattern.json",
+            r#"{"num_hidden_layers": 4, "num_key_value_heads": 8, "head_dim": 128, "torch_dtype": "bfloat16", "layer_types": ["full_attention", "moe", "x", "y"]}"#,
+            "layer_types",
+        ),
+        (
+            "bad_mla.json",
+            r#"{"num_hidden_layers": 4, "kv_lora_rank": 512, "torch_dtype": "bfloat16"}"#,
+            "qk_rope_head_dim",
+        ),
+    ];
+    for (name, text, key) in cases {
+        let file = write(&dir, name, text);
+        let out = kv(&["estimate", &file, "--positions", "8192"]);
+        let err = stderr(&out);
+        assert_eq!(out.status.code(), Some(1), "{name}: {err}");
+        assert_eq!(err.lines().count(), 1, "{name}: {err}");
+        assert!(err.starts_with(&format!("kv: {file}: ")), "{name}: {err}");
+        assert!(err.contains(key), "{name}: wanted {key} in {err}");
+        assert!(!err.contains("panicked"), "{name}: {err}");
+        assert!(stdout(&out).is_empty(), "{name}");
+    }
+    let missing = dir.join("absent.json").display().to_string();
+    let out = kv(&["estimate", &missing, "--positions", "8192"]);
+    assert_eq!(out.status.code(), Some(1));
+    assert!(stderr(&out).starts_with(&format!("kv: {missing}: ")));
+    // Huge positions overflow cleanly.
+    let out = kv(&[
+        "estimate",
+        &shipped("llama-3-8b"),
+        "--positions",
+        "18446744073709551615",
+    ]);
+    assert_eq!(out.status.code(), Some(1));
+    assert!(stderr(&out).contains("overflow"), "{}", stderr(&out));
+}
+
+#[test]
+fn bad_usage_exits_2() {
+    let llama = shipped("llama-3-8b");
+    for args in [
+        vec![],
+        vec!["estimate"],
+        vec!["frobnicate"],
+        vec!["estimate", &llama, "--kv-format", "q3_k"],
+        vec!["estimate", &llama, "--tp", "0"],
+        vec!["estimate", &llama, "--positions", "zero"],
+        vec!["estimate", &llama, "--set", "no_equals"],
+        vec!["estimate", &llama, "--format", "yaml"],
+        vec!["merge"],
+        vec!["table"],
+    ] {
+        let out = kv(&args);
+        assert_eq!(out.status.code(), Some(2), "{args:?}: {}", stderr(&out));
+    }
+    assert!(kv(&["--help"]).status.success());
+}
+
+#[test]
+fn markdown_json_kv_format_and_ranks() {
+    let llama = shipped("llama-3-8b");
+    let out = kv(&[
+        "estimate",
+        &llama,
+        "--positions",
+        "8192",
+        "--format",
+        "markdown",
+    ]);
+    let text = stdout(&out);
+    assert!(text.contains("| rank | group | cache |"), "{text}");
+    assert!(
+        text.contains("| tp=0 pp=0 | **total** | | | | 131,072 B |"),
+        "{text}"
+    );
+
+    let out = kv(&[
+        "estimate",
+        &llama,
+        "--positions",
+        "8192",
+        "--kv-format",
+        "q8_0",
+    ]);
+    // 128 elements in q8_0: 4 blocks of 34 bytes, for K and V, 8 heads, 32 layers.
+    assert!(stdout(&out).contains(&format!("total: {} B per token", grouped(32 * 8 * 2 * 136))));
+
+    let out = kv(&[
+        "estimate",
+        &llama,
+        "--positions",
+        "8192",
+        "--tp",
+        "2",
+        "--pp",
+        "2",
+        "--format",
+        "json",
+    ]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    let json: Value = serde_json::from_str(&stdout(&out)).unwrap();
+    let ranks = json[0]["ranks"].as_array().unwrap();
+    assert_eq!(ranks.len(), 4);
+    // A quarter each: half the layers, half the heads.
+    for rank in ranks {
+        assert_eq!(rank["peak_bytes"], 274_877_906_944u64 / 4);
+    }
+    // A hybrid's groups are cut by the model's layers.
+    let out = kv(&[
+        "estimate",
+        &shipped("jamba-v0.1"),
+        "--positions",
+        "8192",
+        "--pp",
+        "2",
+        "--format",
+        "json",
+    ]);
+    let json: Value = serde_json::from_str(&stdout(&out)).unwrap();
+    let settings = EstimateSettings::new().positions(8192);
+    let whole = library("jamba-v0.1", &settings);
+    for (i, rank) in json[0]["ranks"].as_array().unwrap().iter().enumerate() {
+        let parallel = Parallel::new(1, 2).unwrap().at(0, i as u64).unwrap();
+        let expected = whole.for_rank(parallel).unwrap().totals(256).unwrap().total;
+        assert_eq!(rank["peak_bytes"], expected);
+    }
+    // TP that does not divide the heads is an error naming the file.
+    let out = kv(&["estimate", &llama, "--positions", "8192", "--tp", "3"]);
+    assert_eq!(out.status.code(), Some(1));
+    assert!(stderr(&out).starts_with(&format!("kv: {llama}: ")));
+}
+
+fn rank_reports(dir: &Path, max_num_seqs: u64) -> (Vec<String>, Collection) {
+    let whole = library("llama-3-8b", &EstimateSettings::new().positions(8192));
+    let layout = Parallel::new(2, 1).unwrap();
+    let files = layout
+        .ranks()
+        .map(|rank| {
+            let report = whole.for_rank(rank).unwrap().export(max_num_seqs);
+            write(
+                dir,
+                &format!("rank{}.json", rank.tp_rank),
+                &serde_json::to_string_pretty(&report).unwrap(),
+            )
+        })
+        .collect();
+    (files, whole)
+}
+
+#[test]
+fn merge_prints_the_cluster_view() {
+    let dir = scratch("merge");
+    let (files, whole) = rank_reports(&dir, 256);
+    let out = kv(&["merge", &files[0], &files[1]]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    let text = stdout(&out);
+    assert!(
+        text.contains("Model-local KV across tp=2 pp=1 at max_num_seqs=256"),
+        "{text}"
+    );
+    let reports = files
+        .iter()
+        .map(|f| serde_json::from_str(&std::fs::read_to_string(f).unwrap()).unwrap());
+    let cluster = ClusterReport::merge(reports).unwrap();
+    assert_eq!(cluster.total_bytes, whole.totals(256).unwrap().total);
+    assert_eq!(text, format!("{cluster}\n"));
+    // A directory of them, and JSON.
+    let out = kv(&["merge", dir.to_str().unwrap(), "--format", "json"]);
+    let json: Value = serde_json::from_str(&stdout(&out)).unwrap();
+    assert_eq!(json["total_bytes"], cluster.total_bytes);
+    assert_eq!(json["ranks"], 2);
+}
+
+#[test]
+fn merge_names_the_file_that_does_not_belong() {
+    let dir = scratch("merge_bad");
+    let (files, _) = rank_reports(&dir, 256);
+    let other = scratch("merge_bad_other");
+    let (odd, _) = rank_reports(&other, 128);
+    let out = kv(&["merge", &files[0], &odd[1]]);
+    assert_eq!(out.status.code(), Some(1));
+    let err = stderr(&out);
+    assert_eq!(err.lines().count(), 1, "{err}");
+    assert!(err.starts_with(&format!("kv: {}: ", odd[1])), "{err}");
+    assert!(err.contains("`max_num_seqs` is 128 but 256"), "{err}");
+    // The same rank twice.
+    let out = kv(&["merge", &files[0], &files[0]]);
+    assert_eq!(out.status.code(), Some(1));
+    assert!(
+        stderr(&out).contains("rank tp=0 pp=0 is also"),
+        "{}",
+        stderr(&out)
+    );
+    // A rank missing: kv-core's message, naming the files.
+    let out = kv(&["merge", &files[0]]);
+    assert_eq!(out.status.code(), Some(1));
+    let err = stderr(&out);
+    assert!(err.starts_with(&format!("kv: {}: ", files[0])), "{err}");
+    // Figures that do not add up (kv-core's view would underflow on them).
+    let mut report: Value =
+        serde_json::from_str(&std::fs::read_to_string(&files[1]).unwrap()).unwrap();
+    report["total_bytes"] = 0.into();
+    let bad = write(&other, "inconsistent.json", &report.to_string());
+    let out = kv(&["merge", &files[0], &bad]);
+    assert_eq!(out.status.code(), Some(1));
+    let err = stderr(&out);
+    assert!(err.starts_with(&format!("kv: {bad}: ")), "{err}");
+    assert!(
+        err.contains("`total_bytes` is 0, not `device_bytes`"),
+        "{err}"
+    );
+    assert!(!err.contains("panicked"), "{err}");
+    // Not a report: the key serde missed.
+    let out = kv(&["merge", &files[0], &shipped("llama-3-8b")]);
+    assert_eq!(out.status.code(), Some(1));
+    let err = stderr(&out);
+    assert!(err.contains("missing field `schema_version`"), "{err}");
+    assert!(err.contains(&shipped("llama-3-8b")), "{err}");
+}
+
+#[test]
+fn table_prints_a_report() {
+    let dir = scratch("table");
+    let whole = library(
+        "gemma-3-27b",
+        &EstimateSettings::new()
+            .positions(8192)
+            .set("sliding_window_pattern", 6),
+    );
+    let file = write(
+        &dir,
+        "report.json",
+        &serde_json::to_string(&whole.export(256)).unwrap(),
+    );
+    let out = kv(&["table", &file, "--markdown"]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    let text = stdout(&out);
+    let lines: Vec<&str> = text.lines().collect();
+    assert!(lines[0].starts_with("| Model ") && lines[0].contains("Peak @ max_num_seqs=256"));
+    assert!(lines[1].starts_with("| ---"));
+    assert!(lines[2].starts_with("| sliding_attention "), "{text}");
+    assert!(lines[3].starts_with("| full_attention "), "{text}");
+    let total = kv_core::units::human_bytes(whole.totals(256).unwrap().total);
+    assert!(
+        text.contains(&format!("total {total} at max_num_seqs=256")),
+        "{text}"
+    );
+    let out = kv(&["table", &file]);
+    assert!(stdout(&out).starts_with("Model "));
+
+    for (name, text, key) in [
+        ("empty.json", "", "empty"),
+        ("list.json", "[]", "expected struct"),
+        (
+            "partial.json",
+            r#"{"schema_version": 1}"#,
+            "missing field `max_num_seqs`",
+        ),
+        (
+            "wrong.json",
+            r#"{"schema_version": "one"}"#,
+            "invalid type: string \"one\"",
+        ),
+    ] {
+        let bad = write(&dir, name, text);
+        let out = kv(&["table", &bad]);
+        assert_eq!(out.status.code(), Some(1), "{name}");
+        let err = stderr(&out);
+        assert_eq!(err.lines().count(), 1, "{name}: {err}");
+        assert!(err.starts_with(&format!("kv: {bad}: ")), "{name}: {err}");
+        assert!(err.contains(key), "{name}: {err}");
+    }
+}
