@@ -18,6 +18,8 @@ pub struct ClusterReport {
     pub total_bytes: u64,
     /// Device bytes over every rank.
     pub device_bytes: u64,
+    /// Host bytes over every rank.
+    pub host_bytes: u64,
     /// The largest device figure of any rank, and that rank's (tp_rank, pp_rank).
     pub largest_device: (u64, (u64, u64)),
 }
@@ -98,22 +100,31 @@ impl ClusterReport {
                 missing.join(", ")
             )));
         }
-        let (mut total_bytes, mut device_bytes) = (0u64, 0u64);
+        let (mut total_bytes, mut device_bytes, mut host_bytes) = (0u64, 0u64, 0u64);
         let mut largest: Option<(u64, (u64, u64))> = None;
         for report in by_rank.values() {
             let p = report.parallel;
             let named = format!("rank tp={} pp={}", p.tp_rank, p.pp_rank);
-            let (Some(total), Some(device)) = (report.total_bytes, report.device_bytes) else {
+            let (Some(total), Some(device), Some(host)) =
+                (report.total_bytes, report.device_bytes, report.host_bytes)
+            else {
                 return Err(error(format!(
                     "{named}'s total overflows u64 (null in its report)"
                 )));
             };
+            if device.checked_add(host) != Some(total) {
+                return Err(error(format!(
+                    "{named}'s figures disagree: device {device} B + host {host} B is not its \
+                     total {total} B"
+                )));
+            }
             let sum = |a: u64, b: u64| {
                 a.checked_add(b)
                     .ok_or_else(|| error("the cluster sum overflows u64".into()))
             };
             total_bytes = sum(total_bytes, total)?;
             device_bytes = sum(device_bytes, device)?;
+            host_bytes = sum(host_bytes, host)?;
             if largest.is_none_or(|(most, _)| device > most) {
                 largest = Some((device, (p.tp_rank, p.pp_rank)));
             }
@@ -123,6 +134,7 @@ impl ClusterReport {
             ranks: by_rank.into_values().collect(),
             total_bytes,
             device_bytes,
+            host_bytes,
             largest_device,
         })
     }
@@ -159,7 +171,7 @@ impl fmt::Display for ClusterReport {
             f,
             "| sum | | {:.2} MiB | {:.2} MiB | {:.2} MiB |",
             mib(self.device_bytes),
-            mib(self.total_bytes - self.device_bytes),
+            mib(self.host_bytes),
             mib(self.total_bytes)
         )?;
         let (bytes, (tp_rank, pp_rank)) = self.largest_device;

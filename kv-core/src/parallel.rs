@@ -19,6 +19,17 @@ use crate::{KvError, KvSpec, LayerKind, LayerPattern, Layout};
 
 /// The parallel layout a collection is evaluated for, and this rank's place
 /// in it. [`Parallel::SINGLE`] (tp = pp = 1) leaves every figure as declared.
+///
+/// The engines' rules, as vLLM applies them:
+/// - attention KV heads are split across TP ranks; when `kv_heads < tp`
+///   every rank holds one head (replicated `tp / kv_heads` times);
+/// - MLA latents are replicated on every TP rank;
+/// - recurrent-state heads (the dimension a state part names as split) are
+///   split like attention heads;
+/// - layers are split across PP stages by vLLM's `get_pp_indices`
+///   ([`pp_partition`]); a hybrid group ([`LayerGroup`]) holds the layers of
+///   its kind in its stage's range of the model's layers;
+/// - data-parallel replicas are independent engines: report each on its own.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 #[non_exhaustive]
 pub struct Parallel {
@@ -189,7 +200,7 @@ impl Placement {
 /// How tensor and pipeline parallelism divide a declaration.
 #[derive(Clone, Debug, PartialEq, Eq, Hash)]
 pub enum Sharding {
-    /// By the engines' rules for its kind (see the [module](self) docs).
+    /// By the engines' rules for its kind (see [`Parallel`]).
     ByKind,
     /// Held whole on every rank, with the reason (an encoder cache that is
     /// not sharded).

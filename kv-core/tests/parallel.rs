@@ -224,6 +224,21 @@ fn a_declaration_can_be_held_whole_with_its_reason() {
         held.entries()[0].share.as_deref(),
         Some("whole on every rank (the encoder runs on every rank)")
     );
+    let exported = held.export(1);
+    assert_eq!(
+        exported.declarations[0].whole_on_every_rank.as_deref(),
+        Some("the encoder runs on every rank")
+    );
+    assert_eq!(
+        exported.declarations[0].share.as_deref(),
+        Some("whole on every rank (the encoder runs on every rank)")
+    );
+    let mut blank = held.entries()[0].spec.clone();
+    blank.sharding = kv_core::Sharding::Whole(" ".into());
+    assert_eq!(
+        blank.validate("Whisper").unwrap_err().to_string(),
+        "kv: `Whisper.cross`: `sharding` has a blank reason; say why"
+    );
 }
 
 #[test]

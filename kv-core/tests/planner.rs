@@ -173,9 +173,17 @@ fn a_budget_from_memory_is_exact_and_never_wraps() {
         over.bytes().unwrap_err().to_string(),
         "kv: cannot plan: the weights (901 B) exceed the usable memory (900 B = 1000 B x 900000 ppm)"
     );
-    for bad in [0.0, -0.5, 1.5, f64::NAN, f64::INFINITY] {
-        assert!(Utilization::fraction(bad).is_err(), "{bad}");
+    for bad in [0.0, -0.5, 1.5, f64::NAN, f64::INFINITY, f64::NEG_INFINITY] {
+        assert_eq!(
+            Utilization::fraction(bad).unwrap_err().to_string(),
+            format!("kv: cannot plan: utilization {bad} is outside (0, 1]"),
+        );
     }
+    assert_eq!(
+        Utilization::fraction(1.0).map(|u| u.as_ppm()),
+        Ok(1_000_000)
+    );
+    assert_eq!(Utilization::fraction(1e-6).map(|u| u.as_ppm()), Ok(1));
     assert!(Utilization::ppm(1_000_001).is_err());
     assert!(Utilization::ppm(0).is_err());
 }
