@@ -156,7 +156,7 @@ fn literal_count() -> impl Strategy<Value = String> {
 fn with_underscores(digits: &str) -> String {
     let mut out = String::new();
     for (i, c) in digits.chars().enumerate() {
-        if i > 0 && (digits.len() - i) % 3 == 0 {
+        if i > 0 && (digits.len() - i).is_multiple_of(3) {
             out.push('_');
         }
         out.push(c);
