@@ -13,6 +13,11 @@ use crate::{KvError, KvSpec, Scope};
 ///
 /// Derive it with `#[derive(ModelLocalKv)]`; implement it by hand only for
 /// owners whose declarations the attributes cannot express.
+#[diagnostic::on_unimplemented(
+    message = "`{Self}` does not declare model-local KV: it does not implement `ModelLocalKv`",
+    label = "not a `ModelLocalKv` owner",
+    note = "add `#[derive(ModelLocalKv)]` to `{Self}` (with no `#[kv(...)]` it declares nothing), or implement `ModelLocalKv` by hand"
+)]
 pub trait ModelLocalKv {
     /// Appends the declarations this value holds now (gates already
     /// evaluated). Declaring nothing is valid. An error makes the collector log
@@ -33,6 +38,11 @@ pub trait ModelLocalKv {
             type_name: std::any::type_name::<Self>(),
             zero_sized: std::mem::size_of_val(self) == 0,
         }
+    }
+
+    #[doc(hidden)]
+    fn __kv_validated(&self) -> bool {
+        false
     }
 }
 
@@ -96,6 +106,11 @@ pub trait ChildVisitor {
 
 /// A field that may hold declaring owners: an owner itself, or `Option`, `Vec`,
 /// arrays, slices, map values, `Box`/`Rc`/`Arc` of them.
+#[diagnostic::on_unimplemented(
+    message = "`{Self}` cannot be a `#[kv(child)]`: it holds no model-local KV owner",
+    label = "not a `ModelLocalKv` owner, nor a container of owners",
+    note = "derive `ModelLocalKv` on the field's type, or hold owners in `Option`, `Vec`, arrays, slices, map values, `Box`, `Rc` or `Arc`; if the field holds no KV, remove `#[kv(child)]`"
+)]
 pub trait KvChild {
     /// Hands every owner inside to `visitor`, entering index or key segments.
     fn kv_visit(&self, visitor: &mut dyn ChildVisitor);

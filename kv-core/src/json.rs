@@ -131,7 +131,7 @@ mod tests {
             })
         }
         fn kv_visit_children(&self, visitor: &mut dyn crate::ChildVisitor) {
-            crate::__private::visit_field(&Talker, "talker", visitor);
+            crate::__private_v0_1::visit_field(&Talker, "talker", visitor);
         }
     }
 

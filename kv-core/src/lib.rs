@@ -58,7 +58,7 @@ mod report;
 
 #[doc(hidden)]
 #[path = "private.rs"]
-pub mod __private;
+pub mod __private_v0_1;
 
 pub use budget::Budget;
 pub use declare::{

@@ -3,7 +3,7 @@
 use std::alloc::{GlobalAlloc, Layout, System};
 use std::cell::Cell;
 
-use kv_core::__private::visit_field;
+use kv_core::__private_v0_1::visit_field;
 use kv_core::{collect, ChildVisitor, KvError, KvSpec, ModelLocalKv};
 
 /// Counts this thread's allocations, so parallel tests do not disturb it.

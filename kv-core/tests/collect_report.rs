@@ -197,7 +197,7 @@ impl ModelLocalKv for Trio {
         Ok(())
     }
     fn kv_visit_children(&self, visitor: &mut dyn kv_core::ChildVisitor) {
-        kv_core::__private::visit_field(&self.0, "parts", visitor);
+        kv_core::__private_v0_1::visit_field(&self.0, "parts", visitor);
     }
 }
 

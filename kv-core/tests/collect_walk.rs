@@ -6,7 +6,7 @@ use std::collections::BTreeMap;
 use std::sync::{Arc, Mutex};
 
 use collect_support::*;
-use kv_core::__private::{visit_field, visit_transparent};
+use kv_core::__private_v0_1::{visit_field, visit_transparent};
 use kv_core::{collect, ChildVisitor, DType, Geometry, KvError, KvSpec, ModelLocalKv, Rows, Scope};
 
 fn full_names(collection: &kv_core::Collection) -> Vec<String> {

@@ -164,7 +164,7 @@ fn is_duplex(_: &Encoder) -> bool {
     positions = bounded(1500, because = "embed_positions rows"),
     scope = session,
     rows = fixed(self.duplex_max_sessions, because = "one cache per duplex session"),
-    only_when = "streaming",
+    only_when = "streaming()",
     assumes = "duplex mode is on: omni_config cannot tell duplex off from one session",
 )]
 struct Encoder {

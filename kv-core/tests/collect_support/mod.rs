@@ -2,7 +2,7 @@
 //! like the declarers of the original design (FACTS.md).
 #![allow(dead_code)]
 
-use kv_core::__private::visit_field;
+use kv_core::__private_v0_1::visit_field;
 use kv_core::{
     ChildVisitor, DType, Geometry, KvError, KvSpec, ModelLocalKv, Positions, Rows, Scope,
 };

@@ -1,0 +1,113 @@
+//! The compile-time checks of const values: each const count is positive and
+//! fits in u64, and a declaration's const products (bytes per position, per
+//! row, the fixed peak) fit in u64. Each check is spanned where its last
+//! factor is written and its message says what to change.
+
+use proc_macro2::TokenStream;
+use quote::quote_spanned;
+
+use crate::expand::{count, geometry};
+use crate::read::{RowsValue, Value};
+use crate::valid::{Geometry, ValidDecl};
+
+/// `const` assertions for `decl`. A fully const declaration is checked on its
+/// entry in `Self::__KV_STATIC` (at `static_index`) rather than on a second
+/// copy of its geometry: the same checks with a fraction of the tokens.
+pub fn const_checks(
+    decl: &ValidDecl<'_>,
+    owner_dot_name: &str,
+    static_index: Option<usize>,
+) -> Vec<TokenStream> {
+    let owner = owner_dot_name.replace('{', "{{").replace('}', "}}");
+    let mut checks = Vec::new();
+    let mut counts: Vec<(&str, &Value)> = Vec::new();
+    if let Geometry::Parts {
+        layers,
+        kv_heads,
+        head_dim,
+        v_head_dim,
+        ..
+    } = &decl.geometry
+    {
+        counts.extend([
+            ("layers", *layers),
+            ("kv_heads", *kv_heads),
+            ("head_dim", *head_dim),
+        ]);
+        counts.extend(v_head_dim.map(|value| ("v_head_dim", value)));
+    }
+    counts.push(("positions", &decl.positions.count));
+    if let RowsValue::Fixed(fixed) = decl.rows {
+        counts.push(("rows", &fixed.count));
+    }
+    for (key, value) in counts {
+        if let Value::Const(tokens) = value {
+            let message = format!(
+                "kv: `{owner}`: `{key}` must be a positive integer that fits in u64, \
+                 but this const expression is zero, negative or too large; \
+                 change the const, or write `{key}` as a literal or as an expression on `self`"
+            );
+            checks.push(quote_spanned! {value.span()=>
+                ::core::assert!(__kv::positive((#tokens) as __kv::i128), #message);
+            });
+        }
+    }
+    let positions = &decl.positions.count;
+    let (geometry, bytes_per_row, peak) = match static_index {
+        Some(index) => {
+            let spec = quote_spanned! {decl.span=> Self::__KV_STATIC[#index] };
+            (
+                quote_spanned! {decl.span=> #spec.geometry },
+                quote_spanned! {decl.span=> __kv::spec_row_fits(&#spec) },
+                Some(quote_spanned! {decl.span=> __kv::spec_peak_fits(&#spec) }),
+            )
+        }
+        // After load in part: the const geometry and positions, where both are.
+        None if decl.geometry_is_const() && !positions.is_after_load() => {
+            let geometry = geometry(decl);
+            let position_count = count(positions, "positions");
+            let bytes_per_row =
+                quote_spanned! {decl.span=> __kv::row_fits(#geometry, #position_count) };
+            (geometry, bytes_per_row, None)
+        }
+        None => return checks,
+    };
+    let geometry_span = match &decl.geometry {
+        Geometry::Whole(value) => value.span(),
+        Geometry::Parts { .. } => decl.span,
+    };
+    if let Geometry::Whole(_) = decl.geometry {
+        let zero = format!(
+            "kv: `{owner}`: this const geometry has a zero layers, kv_heads, head_dim or \
+             v_head_dim; every dimension of a cache must be positive"
+        );
+        checks.push(quote_spanned! {geometry_span=>
+            ::core::assert!(__kv::geometry_has_no_zero(#geometry), #zero);
+        });
+    }
+    let position_overflow = format!(
+        "kv: `{owner}`: bytes per position overflow u64 (layers x kv_heads x \
+         (head_dim + v_head_dim) x dtype); no cache is that large: check the geometry's parts"
+    );
+    checks.push(quote_spanned! {geometry_span=>
+        ::core::assert!(__kv::position_fits(#geometry), #position_overflow);
+    });
+    let row_overflow = format!(
+        "kv: `{owner}`: bytes per row overflow u64 (bytes per position x positions); \
+         lower the `bounded(..)` position count, or check the geometry"
+    );
+    checks.push(quote_spanned! {positions.span()=>
+        ::core::assert!(#bytes_per_row, #row_overflow);
+    });
+    if let (Some(peak), RowsValue::Fixed(fixed)) = (peak, decl.rows) {
+        // A fixed count ignores `max_num_seqs`.
+        let peak_overflow = format!(
+            "kv: `{owner}`: peak bytes overflow u64 (rows x bytes per row); \
+             lower the `fixed(..)` row count"
+        );
+        checks.push(quote_spanned! {fixed.count.span()=>
+            ::core::assert!(#peak, #peak_overflow);
+        });
+    }
+    checks
+}
