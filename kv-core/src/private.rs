@@ -307,7 +307,7 @@ macro_rules! __kv_impl_v0_1 {
                     $($children)*
                 }
             )?
-            fn __kv_validated(&self) -> bool {
+            fn __kv_validated(&self) -> ::core::primitive::bool {
                 true
             }
         }

@@ -249,3 +249,42 @@ fn a_generic_wrapper_needs_no_bound_written_for_its_child() {
         "transparent: no segment"
     );
 }
+
+#[derive(ModelLocalKv)]
+#[allow(non_camel_case_types)]
+struct r#Block {
+    #[kv(
+        cache = "StaticCache",
+        layers = 1, kv_heads = 2, head_dim = 4, dtype = u8,
+        positions = bounded(8, because = "eight"),
+        scope = request,
+        rows = max_num_seqs,
+        only_when = "r#async",
+    )]
+    r#type: (),
+    r#async: bool,
+    #[kv(child)]
+    r#ref: CodecDecoder,
+}
+
+#[test]
+fn raw_identifiers_lose_their_r_hash_in_names_and_paths() {
+    let block = r#Block {
+        r#type: (),
+        r#async: true,
+        r#ref: CodecDecoder { async_chunk: true },
+    };
+    assert_eq!(<r#Block as DeclaredKv>::KV_DECLS.type_name, "Block");
+    let own = declared(&block).unwrap();
+    assert_eq!(own[0].name, "type");
+    assert_eq!(own[0].only_when.as_deref(), Some("async"));
+    let collection = kv_core::collect(&block);
+    let names: Vec<String> = collection.entries().iter().map(|e| e.full_name()).collect();
+    assert_eq!(names, ["type", "ref.retained", "ref.working_copy"]);
+}
+
+#[test]
+fn derived_owners_say_they_are_validated_as_declared() {
+    assert!(CodecDecoder { async_chunk: true }.__kv_validated());
+    assert!(ming_talker(24, 2).__kv_validated());
+}
