@@ -166,10 +166,26 @@ def after_load_decl(decl):
     )
 
 
+def literal(decl):
+    """Every figure known before load is a literal: checked while expanding
+    (`fold_literals` in kv-derive/src/checks.rs), no generated check."""
+    kv = decl.kv
+    parts = [kv[k] for k in ["layers", "kv_heads", "head_dim", "v_head_dim"] if k in kv]
+    rows = kv["rows"]
+    return (
+        all(kind == "lit" for kind, _ in parts)
+        and kv["dtype"] in DTYPES
+        and kv["positions"][0][0] == "lit"
+        and (rows == "max_num_seqs" or rows[0][0] in ("lit", "self"))
+    )
+
+
 def const_checks(decl, owner_dot_name, static_index):
     """As kv-derive/src/checks.rs."""
     kv = decl.kv
     checks = []
+    if literal(decl):
+        return checks
     counts = [(k, kv[k]) for k in ["layers", "kv_heads", "head_dim", "v_head_dim"] if k in kv]
     counts.append(("positions", kv["positions"][0]))
     if kv["rows"] != "max_num_seqs":

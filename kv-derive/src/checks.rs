@@ -1,14 +1,107 @@
 //! The compile-time checks of const values: each const count is positive and
 //! fits in u64, and a declaration's const products (bytes per position, per
 //! row, the fixed peak) fit in u64. Each check is spanned where its last
-//! factor is written and its message says what to change.
+//! factor is written and its message says what to change. A declaration
+//! whose figures are all literals is checked here, while expanding, and
+//! needs no generated check at all.
 
-use proc_macro2::TokenStream;
+use proc_macro2::{Span, TokenStream};
 use quote::quote_spanned;
 
 use crate::expand::{count, geometry};
-use crate::read::{RowsValue, Value};
+use crate::keys::dtype_bytes;
+use crate::read::{DTypeValue, RowsValue, Value};
 use crate::valid::{Geometry, ValidDecl};
+
+fn position_overflow(owner: &str) -> String {
+    format!(
+        "kv: `{owner}`: bytes per position overflow u64 (layers x kv_heads x \
+         (head_dim + v_head_dim) x dtype); no cache is that large: check the geometry's parts"
+    )
+}
+
+fn row_overflow(owner: &str) -> String {
+    format!(
+        "kv: `{owner}`: bytes per row overflow u64 (bytes per position x positions); \
+         lower the `bounded(..)` position count, or check the geometry"
+    )
+}
+
+fn peak_overflow(owner: &str) -> String {
+    format!(
+        "kv: `{owner}`: peak bytes overflow u64 (rows x bytes per row); \
+         lower the `fixed(..)` row count"
+    )
+}
+
+/// What checking a declaration's literal figures while expanding found.
+pub enum Folded {
+    /// Some figure is a const or read after load: checked by generated code.
+    NotLiteral,
+    /// Every product fits.
+    Fits,
+    /// The first product that overflows, where its last factor is written.
+    Overflows(Span, String),
+}
+
+/// Checks the products of a declaration whose geometry and positions (and
+/// fixed rows, if any are known before load) are literals.
+pub fn fold_literals(decl: &ValidDecl<'_>, owner_dot_name: &str) -> Folded {
+    let literal = |value: &Value| match value {
+        Value::Literal(value, _) => Some(*value),
+        _ => None,
+    };
+    let Geometry::Parts {
+        layers,
+        kv_heads,
+        head_dim,
+        v_head_dim,
+        dtype: DTypeValue::Named(dtype),
+    } = &decl.geometry
+    else {
+        return Folded::NotLiteral;
+    };
+    let (Some(layers), Some(kv_heads), Some(head_dim), Some(positions)) = (
+        literal(layers),
+        literal(kv_heads),
+        literal(head_dim),
+        literal(&decl.positions.count),
+    ) else {
+        return Folded::NotLiteral;
+    };
+    let v_head_dim = match v_head_dim {
+        None => head_dim,
+        Some(value) => match literal(value) {
+            Some(value) => value,
+            None => return Folded::NotLiteral,
+        },
+    };
+    let rows = match decl.rows {
+        RowsValue::MaxNumSeqs => None,
+        RowsValue::Fixed(fixed) => match &fixed.count {
+            Value::Literal(count, span) => Some((*count, *span)),
+            Value::AfterLoad(_) => None,
+            Value::Const(_) => return Folded::NotLiteral,
+        },
+    };
+    let per_position = head_dim
+        .checked_add(v_head_dim)
+        .and_then(|dims| dims.checked_mul(dtype_bytes(dtype.variant)))
+        .and_then(|bytes| bytes.checked_mul(kv_heads))
+        .and_then(|bytes| bytes.checked_mul(layers));
+    let Some(per_position) = per_position else {
+        return Folded::Overflows(decl.span, position_overflow(owner_dot_name));
+    };
+    let Some(per_row) = per_position.checked_mul(positions) else {
+        return Folded::Overflows(decl.positions.count.span(), row_overflow(owner_dot_name));
+    };
+    if let Some((rows, span)) = rows {
+        if per_row.checked_mul(rows).is_none() {
+            return Folded::Overflows(span, peak_overflow(owner_dot_name));
+        }
+    }
+    Folded::Fits
+}
 
 /// `const` assertions for `decl`. A fully const declaration is checked on its
 /// entry in `Self::__KV_STATIC` (at `static_index`) rather than on a second
@@ -18,8 +111,11 @@ pub fn const_checks(
     owner_dot_name: &str,
     static_index: Option<usize>,
 ) -> Vec<TokenStream> {
-    let owner = owner_dot_name.replace('{', "{{").replace('}', "}}");
     let mut checks = Vec::new();
+    if decl.literal {
+        return checks;
+    }
+    let owner = owner_dot_name.replace('{', "{{").replace('}', "}}");
     let mut counts: Vec<(&str, &Value)> = Vec::new();
     if let Geometry::Parts {
         layers,
@@ -85,26 +181,17 @@ pub fn const_checks(
             ::core::assert!(__kv::geometry_has_no_zero(#geometry), #zero);
         });
     }
-    let position_overflow = format!(
-        "kv: `{owner}`: bytes per position overflow u64 (layers x kv_heads x \
-         (head_dim + v_head_dim) x dtype); no cache is that large: check the geometry's parts"
-    );
+    let position_overflow = position_overflow(&owner);
     checks.push(quote_spanned! {geometry_span=>
         ::core::assert!(__kv::position_fits(#geometry), #position_overflow);
     });
-    let row_overflow = format!(
-        "kv: `{owner}`: bytes per row overflow u64 (bytes per position x positions); \
-         lower the `bounded(..)` position count, or check the geometry"
-    );
+    let row_overflow = row_overflow(&owner);
     checks.push(quote_spanned! {positions.span()=>
         ::core::assert!(#bytes_per_row, #row_overflow);
     });
     if let (Some(peak), RowsValue::Fixed(fixed)) = (peak, decl.rows) {
         // A fixed count ignores `max_num_seqs`.
-        let peak_overflow = format!(
-            "kv: `{owner}`: peak bytes overflow u64 (rows x bytes per row); \
-             lower the `fixed(..)` row count"
-        );
+        let peak_overflow = peak_overflow(&owner);
         checks.push(quote_spanned! {fixed.count.span()=>
             ::core::assert!(#peak, #peak_overflow);
         });

@@ -146,9 +146,9 @@ fn child_bounds(derive: &Derive<'_>) -> TokenStream {
     let mut predicates: Vec<TokenStream> = shell
         .generics
         .where_clause
-        .as_ref()
-        .map(|clause| clause.predicates.iter().map(|p| quote!(#p)).collect())
-        .unwrap_or_default();
+        .iter()
+        .flat_map(|clause| clause.predicates.iter().map(|p| quote!(#p)))
+        .collect();
     for child in derive.children {
         if mentions_any(&child.ty, &params) {
             let ty = &child.ty;
@@ -222,7 +222,7 @@ fn after_load_decl(decl: &ValidDecl<'_>) -> TokenStream {
         }
     };
     let only_when = gate_text(&decl.gate);
-    let assumes = decl.assumes.map(syn::LitStr::value).unwrap_or_default();
+    let assumes = text(decl.attrs.assumes.get());
     quote! {
         __kv::after_load_decl(
             #name, #cache, #scope, #position_count, #bound, #bytes_per_row, #rows,
@@ -231,10 +231,15 @@ fn after_load_decl(decl: &ValidDecl<'_>) -> TokenStream {
     }
 }
 
+/// The gate's text, `""` for none.
 fn gate_text(gate: &Option<ValidGate>) -> String {
     gate.as_ref()
-        .map(|gate| gate.text.clone())
-        .unwrap_or_default()
+        .map_or_else(String::new, |gate| gate.text.clone())
+}
+
+/// An optional text's value, `""` for none (blank texts are rejected).
+fn text(lit: Option<&syn::LitStr>) -> String {
+    lit.map_or_else(String::new, syn::LitStr::value)
 }
 
 fn scope(named: Named) -> TokenStream {
@@ -315,8 +320,8 @@ fn spec(decl: &ValidDecl<'_>) -> TokenStream {
     let rows = rows(decl);
     // Blank texts are rejected while parsing, so "" can stand for "not given".
     let only_when = gate_text(&decl.gate);
-    let assumes = decl.assumes.map(syn::LitStr::value).unwrap_or_default();
-    let note = decl.note.map(syn::LitStr::value).unwrap_or_default();
+    let assumes = text(decl.attrs.assumes.get());
+    let note = text(decl.attrs.note.get());
     quote! {
         __kv::spec(
             #name, #cache, #geometry, #position_count, #bound, #scope, #rows,

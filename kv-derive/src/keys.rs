@@ -271,6 +271,17 @@ pub const DTYPES: &[(&str, &str)] = &[
     ("u8", "U8"),
 ];
 
+/// Bytes per element of a `DType` variant (as `DType::size_in_bytes`), for
+/// checking literal declarations while expanding.
+pub const fn dtype_bytes(variant: &str) -> u64 {
+    match variant.as_bytes() {
+        b"F64" => 8,
+        b"F32" => 4,
+        b"F16" | b"BF16" => 2,
+        _ => 1,
+    }
+}
+
 /// Scopes by name, with their `Scope` variant.
 pub const SCOPES: &[(&str, &str)] = &[
     ("invocation", "Invocation"),

@@ -7,7 +7,8 @@ use proc_macro2::{Ident, Span};
 use syn::{LitStr, Member};
 
 use crate::ast::{Child, Decl, Input, Shell};
-use crate::keys::{Need, Place, KEYS};
+use crate::checks::{self, Folded};
+use crate::keys::{Attrs, Need, Place, KEYS};
 use crate::read::{Counted, DTypeValue, Gate, Named, RowsValue, Value};
 use crate::suggest::unraw;
 use crate::Errors;
@@ -31,8 +32,11 @@ pub struct ValidDecl<'a> {
     pub scope: Named,
     pub rows: &'a RowsValue,
     pub gate: Option<ValidGate>,
-    pub assumes: Option<&'a LitStr>,
-    pub note: Option<&'a LitStr>,
+    /// The slots, for the optional keys (`assumes`, `note`): read as given.
+    pub attrs: &'a Attrs,
+    /// Every figure known before load is a literal, checked while expanding:
+    /// no generated check is needed.
+    pub literal: bool,
 }
 
 pub enum Geometry<'a> {
@@ -88,9 +92,15 @@ pub fn check<'a>(input: &'a Input<'a>, errors: &mut Errors) -> Option<Derive<'a>
     let mut decls = Vec::new();
     let mut names: Vec<String> = Vec::new();
     for decl in &input.decls {
-        let Some(valid) = declaration(input, decl, errors) else {
+        let Some(mut valid) = declaration(input, decl, errors) else {
             continue;
         };
+        let owner_dot_name = format!("{}.{}", input.shell.type_name, valid.name);
+        match checks::fold_literals(&valid, &owner_dot_name) {
+            Folded::NotLiteral => {}
+            Folded::Fits => valid.literal = true,
+            Folded::Overflows(span, message) => errors.push(span, message),
+        }
         if names.contains(&valid.name) {
             let span = decl.attrs.name.get().map_or(decl.span, LitStr::span);
             errors.push(
@@ -202,8 +212,8 @@ fn declaration<'a>(
         scope: *attrs.scope.get()?,
         rows: attrs.rows.get()?,
         gate,
-        assumes: attrs.assumes.get(),
-        note: attrs.note.get(),
+        attrs,
+        literal: false,
     })
 }
 
