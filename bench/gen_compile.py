@@ -91,8 +91,9 @@ class Decl:
 
 
 # ---- the expansion, as kv-derive/src/expand.rs writes it ----
-# Runtime items are named through `use ::kv_core::__private_v0_1 as __kv;` and
-# the fixed text of the impls is kv-core's `__kv_impl_v0_1!`, as in the derive.
+# The fixed text (the `const _` block, the impls, `use ..::__private_v0_1 as __kv`,
+# the check messages) is kv-core's `__kv_impl_v0_1!` and `__kv_check_v0_1!`, as
+# in the derive.
 def rs(text):
     return '"' + text.replace("\\", "\\\\").replace('"', '\\"') + '"'
 
@@ -181,35 +182,19 @@ def literal(decl):
 
 
 def const_checks(decl, owner_dot_name, static_index):
-    """As kv-derive/src/checks.rs."""
+    """As kv-derive/src/checks.rs: `__kv::check!`s, whose messages live in kv-core."""
     kv = decl.kv
     checks = []
     if literal(decl):
         return checks
+    owner = rs(owner_dot_name.replace("{", "{{").replace("}", "}}"))
     counts = [(k, kv[k]) for k in ["layers", "kv_heads", "head_dim", "v_head_dim"] if k in kv]
     counts.append(("positions", kv["positions"][0]))
     if kv["rows"] != "max_num_seqs":
         counts.append(("rows", kv["rows"][0]))
     for key, (kind, tokens) in counts:
         if kind == "const":
-            message = (
-                f"kv: `{owner_dot_name}`: `{key}` must be a positive integer that fits in u64, "
-                "but this const expression is zero, negative or too large; "
-                f"change the const, or write `{key}` as a literal or as an expression on `self`"
-            )
-            checks.append(f"::core::assert!(__kv::positive(({tokens}) as __kv::i128), {rs(message)});")
-    position_overflow = (
-        f"kv: `{owner_dot_name}`: bytes per position overflow u64 (layers x kv_heads x "
-        "(head_dim + v_head_dim) x dtype); no cache is that large: check the geometry's parts"
-    )
-    row_overflow = (
-        f"kv: `{owner_dot_name}`: bytes per row overflow u64 (bytes per position x positions); "
-        "lower the `bounded(..)` position count, or check the geometry"
-    )
-    peak_overflow = (
-        f"kv: `{owner_dot_name}`: peak bytes overflow u64 (rows x bytes per row); "
-        "lower the `fixed(..)` row count"
-    )
+            checks.append(f"__kv::check!(count {tokens}, {owner}, {rs(key)});")
     if static_index is not None:
         spec_ref = f"Self::__KV_STATIC[{static_index}usize]"
         geom = f"{spec_ref}.geometry"
@@ -221,10 +206,10 @@ def const_checks(decl, owner_dot_name, static_index):
         peak = None
     else:
         return checks
-    checks.append(f"::core::assert!(__kv::position_fits({geom}), {rs(position_overflow)});")
-    checks.append(f"::core::assert!({bytes_per_row}, {rs(row_overflow)});")
+    checks.append(f"__kv::check!(position {geom}, {owner});")
+    checks.append(f"__kv::check!(row {bytes_per_row}, {owner});")
     if peak is not None:
-        checks.append(f"::core::assert!({peak}, {rs(peak_overflow)});")
+        checks.append(f"__kv::check!(peak {peak}, {owner});")
     return checks
 
 
@@ -258,22 +243,18 @@ def expansion(ident, struct_decls, field_decls, children):
     if children:
         body = nl.join(f"__kv::visit_field(&self.{c}, {rs(c)}, __kv_visitor);" for c in children)
         visit = f"        children (__kv_visitor) {{{nl}{body}\n        }}\n"
-    force = f"    const _: () = <{ident} as __kv::DeclaredKv>::__KV_CHECKS;\n" if checks else ""
-    use = "    use ::kv_core::__private_v0_1 as __kv;\n" if decls or children else ""
-    return f"""#[allow(clippy::all, clippy::pedantic, non_local_definitions)]
-const _: () = {{
-{use}    {K}::__kv_impl_v0_1! {{
-        impl [] {ident} where [];
-        name {rs(ident)};
-        static [{", ".join(static_specs)}];
-        after_load [{", ".join(after_load)}];
-        checks [{nl}{nl.join(checks)}
-        ];
-        fn (self, __kv_out) {{{nl}{nl.join(declarations)}
-        }}
-{visit}    }}
-{force}    {K}::__kv_register!({ident});
-}};
+    check = f"    check {{ const _: () = <{ident} as __kv::DeclaredKv>::__KV_CHECKS; }}\n" if checks else ""
+    return f"""{K}::__kv_impl_v0_1! {{
+    impl [] {ident} where [];
+    name {rs(ident)};
+    static [{", ".join(static_specs)}];
+    after_load [{", ".join(after_load)}];
+    checks [{nl}{nl.join(checks)}
+    ];
+    fn (self, __kv_out) {{{nl}{nl.join(declarations)}
+    }}
+{visit}{check}    register {ident};
+}}
 """
 
 

@@ -259,9 +259,10 @@ pub const fn after_load_fixed(count: u64, because: &'static str) -> AfterLoadRow
     }
 }
 
-/// The fixed text of the impls `#[derive(ModelLocalKv)]` generates: the
-/// derive passes what differs per type. `self` and the output's name come
-/// from the derive, so that its tokens and these agree on hygiene.
+/// The fixed text of what `#[derive(ModelLocalKv)]` generates: the derive
+/// passes what differs per type. `self` and the output's name come from the
+/// derive, so that its tokens and these agree on hygiene; `__kv` names this
+/// module for the derive's tokens.
 #[doc(hidden)]
 #[macro_export]
 macro_rules! __kv_impl_v0_1 {
@@ -273,46 +274,113 @@ macro_rules! __kv_impl_v0_1 {
         checks [$($checks:tt)*];
         fn ($self_:ident, $out:ident) { $($declare:tt)* }
         $(children ($visitor:ident) { $($children:tt)* })?
+        $(check { $($check:tt)* })?
+        $(register $register:ty;)?
     ) => {
-        #[automatically_derived]
-        impl $($generics)* $ty $($bounds)* {
-            #[doc(hidden)]
-            const __KV_STATIC: &'static [$crate::KvSpec] = &[$($static),*];
-            #[doc(hidden)]
-            const __KV_AFTER_LOAD: &'static [$crate::AfterLoadDecl] = &[$($after_load),*];
-        }
+        #[allow(clippy::all, clippy::pedantic, non_local_definitions)]
+        const _: () = {
+            #[allow(unused_imports)]
+            use $crate::__private_v0_1 as __kv;
 
-        #[automatically_derived]
-        impl $($generics)* $crate::DeclaredKv for $ty $($bounds)* {
-            const KV_DECLS: $crate::KvTypeDecls = $crate::__private_v0_1::type_decls(
-                $name,
-                Self::__KV_STATIC,
-                Self::__KV_AFTER_LOAD,
-            );
-            #[doc(hidden)]
-            const __KV_CHECKS: () = { $($checks)* };
-        }
-
-        #[automatically_derived]
-        impl $($generics)* $crate::ModelLocalKv for $ty $($bounds)* {
-            fn kv_declare(
-                &$self_,
-                $out: &mut $crate::__private_v0_1::Vec<$crate::KvSpec>,
-            ) -> $crate::__private_v0_1::Result<(), $crate::KvError> {
-                $($declare)*
-                ::core::result::Result::Ok(())
+            #[automatically_derived]
+            impl $($generics)* $ty $($bounds)* {
+                #[doc(hidden)]
+                const __KV_STATIC: &'static [$crate::KvSpec] = &[$($static),*];
+                #[doc(hidden)]
+                const __KV_AFTER_LOAD: &'static [$crate::AfterLoadDecl] = &[$($after_load),*];
             }
-            $(
-                fn kv_visit_children(&$self_, $visitor: &mut dyn $crate::ChildVisitor) {
-                    $($children)*
+
+            #[automatically_derived]
+            impl $($generics)* $crate::DeclaredKv for $ty $($bounds)* {
+                const KV_DECLS: $crate::KvTypeDecls = $crate::__private_v0_1::type_decls(
+                    $name,
+                    Self::__KV_STATIC,
+                    Self::__KV_AFTER_LOAD,
+                );
+                #[doc(hidden)]
+                const __KV_CHECKS: () = { $($checks)* };
+            }
+
+            #[automatically_derived]
+            impl $($generics)* $crate::ModelLocalKv for $ty $($bounds)* {
+                fn kv_declare(
+                    &$self_,
+                    $out: &mut $crate::__private_v0_1::Vec<$crate::KvSpec>,
+                ) -> $crate::__private_v0_1::Result<(), $crate::KvError> {
+                    $($declare)*
+                    ::core::result::Result::Ok(())
                 }
-            )?
-            fn __kv_validated(&self) -> ::core::primitive::bool {
-                true
+                $(
+                    fn kv_visit_children(&$self_, $visitor: &mut dyn $crate::ChildVisitor) {
+                        $($children)*
+                    }
+                )?
+                fn __kv_validated(&self) -> ::core::primitive::bool {
+                    true
+                }
             }
-        }
+
+            $($($check)*)?
+            $($crate::__kv_register!($register);)?
+        };
     };
 }
+
+/// One compile-time check of a derived declaration, spanned (by the derive)
+/// at the figure it checks; the owner (`Type.name`) comes with `{` and `}`
+/// doubled, as the message is a format string.
+#[doc(hidden)]
+#[macro_export]
+macro_rules! __kv_check_v0_1 {
+    (count $value:expr, $owner:literal, $key:literal) => {
+        ::core::assert!(
+            $crate::__private_v0_1::positive(($value) as ::core::primitive::i128),
+            ::core::concat!(
+                "kv: `", $owner, "`: `", $key, "` must be a positive integer that fits in u64, ",
+                "but this const expression is zero, negative or too large; change the const, ",
+                "or write `", $key, "` as a literal or as an expression on `self`"
+            )
+        );
+    };
+    (zero $geometry:expr, $owner:literal) => {
+        ::core::assert!(
+            $crate::__private_v0_1::geometry_has_no_zero($geometry),
+            ::core::concat!(
+                "kv: `", $owner, "`: this const geometry has a zero layers, kv_heads, head_dim ",
+                "or v_head_dim; every dimension of a cache must be positive"
+            )
+        );
+    };
+    (position $geometry:expr, $owner:literal) => {
+        ::core::assert!(
+            $crate::__private_v0_1::position_fits($geometry),
+            ::core::concat!(
+                "kv: `", $owner, "`: bytes per position overflow u64 (layers x kv_heads x ",
+                "(head_dim + v_head_dim) x dtype); no cache is that large: check the geometry's parts"
+            )
+        );
+    };
+    (row $fits:expr, $owner:literal) => {
+        ::core::assert!(
+            $fits,
+            ::core::concat!(
+                "kv: `", $owner, "`: bytes per row overflow u64 (bytes per position x positions); ",
+                "lower the `bounded(..)` position count, or check the geometry"
+            )
+        );
+    };
+    (peak $fits:expr, $owner:literal) => {
+        ::core::assert!(
+            $fits,
+            ::core::concat!(
+                "kv: `", $owner, "`: peak bytes overflow u64 (rows x bytes per row); ",
+                "lower the `fixed(..)` row count"
+            )
+        );
+    };
+}
+
+pub use crate::__kv_check_v0_1 as check;
 
 /// Registers a derived type in [`crate::registry`] when the `registry`
 /// feature is on; expands to nothing otherwise.

@@ -251,7 +251,7 @@ fn a_generic_wrapper_needs_no_bound_written_for_its_child() {
 }
 
 #[derive(ModelLocalKv)]
-#[allow(non_camel_case_types)]
+#[allow(non_camel_case_types, dead_code)]
 struct r#Block {
     #[kv(
         cache = "StaticCache",

@@ -103,9 +103,10 @@ pub fn fold_literals(decl: &ValidDecl<'_>, owner_dot_name: &str) -> Folded {
     Folded::Fits
 }
 
-/// `const` assertions for `decl`. A fully const declaration is checked on its
-/// entry in `Self::__KV_STATIC` (at `static_index`) rather than on a second
-/// copy of its geometry: the same checks with a fraction of the tokens.
+/// `const` assertions for `decl`, each a `__kv::check!` (kv-core's
+/// `__kv_check_v0_1!`, which holds the messages). A fully const declaration
+/// is checked on its entry in `Self::__KV_STATIC` (at `static_index`) rather
+/// than on a second copy of its geometry.
 pub fn const_checks(
     decl: &ValidDecl<'_>,
     owner_dot_name: &str,
@@ -115,6 +116,7 @@ pub fn const_checks(
     if decl.literal {
         return checks;
     }
+    // The messages are format strings.
     let owner = owner_dot_name.replace('{', "{{").replace('}', "}}");
     let mut counts: Vec<(&str, &Value)> = Vec::new();
     if let Geometry::Parts {
@@ -138,13 +140,8 @@ pub fn const_checks(
     }
     for (key, value) in counts {
         if let Value::Const(tokens) = value {
-            let message = format!(
-                "kv: `{owner}`: `{key}` must be a positive integer that fits in u64, \
-                 but this const expression is zero, negative or too large; \
-                 change the const, or write `{key}` as a literal or as an expression on `self`"
-            );
             checks.push(quote_spanned! {value.span()=>
-                ::core::assert!(__kv::positive((#tokens) as __kv::i128), #message);
+                __kv::check!(count #tokens, #owner, #key);
             });
         }
     }
@@ -173,27 +170,20 @@ pub fn const_checks(
         Geometry::Parts { .. } => decl.span,
     };
     if let Geometry::Whole(_) = decl.geometry {
-        let zero = format!(
-            "kv: `{owner}`: this const geometry has a zero layers, kv_heads, head_dim or \
-             v_head_dim; every dimension of a cache must be positive"
-        );
         checks.push(quote_spanned! {geometry_span=>
-            ::core::assert!(__kv::geometry_has_no_zero(#geometry), #zero);
+            __kv::check!(zero #geometry, #owner);
         });
     }
-    let position_overflow = position_overflow(&owner);
     checks.push(quote_spanned! {geometry_span=>
-        ::core::assert!(__kv::position_fits(#geometry), #position_overflow);
+        __kv::check!(position #geometry, #owner);
     });
-    let row_overflow = row_overflow(&owner);
     checks.push(quote_spanned! {positions.span()=>
-        ::core::assert!(#bytes_per_row, #row_overflow);
+        __kv::check!(row #bytes_per_row, #owner);
     });
     if let (Some(peak), RowsValue::Fixed(fixed)) = (peak, decl.rows) {
         // A fixed count ignores `max_num_seqs`.
-        let peak_overflow = peak_overflow(&owner);
         checks.push(quote_spanned! {fixed.count.span()=>
-            ::core::assert!(#peak, #peak_overflow);
+            __kv::check!(peak #peak, #owner);
         });
     }
     checks

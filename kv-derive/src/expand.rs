@@ -1,8 +1,8 @@
 //! Code generation from a [`Derive`]: the values of each declaration, its
-//! gate, the children; the fixed text of the impls is kv-core's
-//! `__kv_impl_v0_1!`, so the macro emits (and rustc re-parses) only what
-//! differs per type. Runtime items are named through
-//! `use <crate>::__private_v0_1 as __kv;` inside the `const _` block.
+//! gate, the children; the fixed text (the `const _` block, the impls, the
+//! runtime crate's path) is kv-core's `__kv_impl_v0_1!`, so the macro emits
+//! (and rustc re-parses) only what differs per type. Runtime items are named
+//! `__kv::...`: the macro_rules imports `$crate::__private_v0_1 as __kv`.
 
 use proc_macro2::{Ident, TokenStream};
 use quote::{quote, quote_spanned};
@@ -69,38 +69,29 @@ pub fn expand(derive: &Derive<'_>) -> TokenStream {
     } else {
         quote! { children (__kv_visitor) { #(#children)* } }
     };
-    let private = if derive.decls.is_empty() && derive.children.is_empty() {
-        TokenStream::new()
-    } else {
-        quote! { use #krate::__private_v0_1 as __kv; }
-    };
     let concrete = concrete_type(shell);
     // Evaluated by `cargo check` for a concrete type.
     let force_checks = match &concrete {
         Some(ty) if !checks.is_empty() => {
-            quote! { const _: () = <#ty as __kv::DeclaredKv>::__KV_CHECKS; }
+            quote! { check { const _: () = <#ty as __kv::DeclaredKv>::__KV_CHECKS; } }
         }
         _ => TokenStream::new(),
     };
     // A generic type has no single set of declarations to register.
-    let register = concrete.map(|ty| quote! { #krate::__kv_register!(#ty); });
+    let register = concrete.map(|ty| quote! { register #ty; });
     let header = header(shell, child_bounds(derive));
 
     quote! {
-        #[allow(clippy::all, clippy::pedantic, non_local_definitions)]
-        const _: () = {
-            #private
-            #krate::__kv_impl_v0_1! {
-                #header
-                static [#(#static_specs),*];
-                after_load [#(#after_load),*];
-                checks [#(#checks)*];
-                fn (self, __kv_out) { #evaluate_checks #(#declarations)* }
-                #children
-            }
+        #krate::__kv_impl_v0_1! {
+            #header
+            static [#(#static_specs),*];
+            after_load [#(#after_load),*];
+            checks [#(#checks)*];
+            fn (self, __kv_out) { #evaluate_checks #(#declarations)* }
+            #children
             #force_checks
             #register
-        };
+        }
     }
 }
 
@@ -177,15 +168,13 @@ pub fn fallback(shell: &Shell<'_>) -> TokenStream {
     let where_clause = &shell.generics.where_clause;
     let header = header(shell, quote!(#where_clause));
     quote! {
-        const _: () = {
-            #krate::__kv_impl_v0_1! {
-                #header
-                static [];
-                after_load [];
-                checks [];
-                fn (self, __kv_out) {}
-            }
-        };
+        #krate::__kv_impl_v0_1! {
+            #header
+            static [];
+            after_load [];
+            checks [];
+            fn (self, __kv_out) {}
+        }
     }
 }
 

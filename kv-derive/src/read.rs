@@ -140,7 +140,7 @@ const BECAUSE_ADVICE: &str = "say why, or the value cannot be reviewed";
 
 /// A non-blank string literal.
 pub fn text(tokens: TokenStream, key: &str, errors: &mut Errors) -> Option<LitStr> {
-    match syn::parse2::<LitStr>(tokens.clone()) {
+    match string_literal(&tokens) {
         Ok(lit) if lit.value().trim().is_empty() => {
             let advice = keys::key(key).map_or(BECAUSE_ADVICE, |k| k.advice);
             errors.push(lit.span(), format!("`{key}` is blank; {advice}"));
@@ -154,6 +154,23 @@ pub fn text(tokens: TokenStream, key: &str, errors: &mut Errors) -> Option<LitSt
             );
             None
         }
+    }
+}
+
+/// The one string literal `tokens` hold (inside invisible groups too, as a
+/// `macro_rules!` forwarding `$text:literal` passes it), read without syn's
+/// parser.
+fn string_literal(tokens: &TokenStream) -> Result<LitStr, ()> {
+    let mut trees = tokens.clone().into_iter();
+    match (trees.next(), trees.next()) {
+        (Some(TokenTree::Literal(literal)), None) => match Lit::new(literal) {
+            Lit::Str(lit) => Ok(lit),
+            _ => Err(()),
+        },
+        (Some(TokenTree::Group(group)), None) if group.delimiter() == Delimiter::None => {
+            string_literal(&group.stream())
+        }
+        _ => Err(()),
     }
 }
 
