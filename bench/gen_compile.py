@@ -117,10 +117,10 @@ def geometry(decl):
     else:
         v = ""
     if kv["dtype"] in DTYPES:
-        dtype = f"__kv::DType::{DTYPES[kv['dtype']]}"
+        dtype = f"__kv::{DTYPES[kv['dtype']]}"
     else:
         dtype = f"__kv::IntoDType::into_dtype({kv['dtype']})"
-    return f"__kv::Geometry::new({layers}, {kv_heads}, {head_dim}, {dtype}){v}"
+    return f"__kv::geometry({layers}, {kv_heads}, {head_dim}, {dtype}){v}"
 
 
 def gate_text(decl):
@@ -132,15 +132,15 @@ def spec(decl):
     kv = decl.kv
     count, because = kv["positions"]
     if kv["rows"] == "max_num_seqs":
-        rows = "__kv::Rows::MaxNumSeqs"
+        rows = "__kv::MaxNumSeqs"
     else:
         rcount, rbecause = kv["rows"]
-        rows = f"__kv::Rows::fixed({count_expr(rcount, 'rows')}, {rs(rbecause)})"
+        rows = f"__kv::fixed({count_expr(rcount, 'rows')}, {rs(rbecause)})"
     texts = ", ".join(rs(t) for t in (gate_text(decl), kv.get("assumes", ""), kv.get("note", "")))
     return (
         f"__kv::spec({rs(decl.decl_name())}, {rs(kv['cache'])}, "
         f"{geometry(decl)}, {count_expr(count, 'positions')}, {rs(because)}, "
-        f"__kv::Scope::{SCOPES[kv['scope']]}, {rows}, {texts},)"
+        f"__kv::{SCOPES[kv['scope']]}, {rows}, {texts},)"
     )
 
 
@@ -155,14 +155,14 @@ def after_load_decl(decl):
     else:
         bytes_per_row = "0"
     if kv["rows"] == "max_num_seqs":
-        rows = "__kv::AfterLoadRows::MaxNumSeqs"
+        rows = "__kv::MAX_NUM_SEQS"
     else:
         rcount, rbecause = kv["rows"]
         rc = "0" if rcount[0] == "self" else count_expr(rcount, "rows")
         rows = f"__kv::after_load_fixed({rc}, {rs(rbecause)})"
     return (
         f"__kv::after_load_decl({rs(decl.decl_name())}, {rs(kv['cache'])}, "
-        f"__kv::Scope::{SCOPES[kv['scope']]}, {position_count}, {rs(because)}, {bytes_per_row}, "
+        f"__kv::{SCOPES[kv['scope']]}, {position_count}, {rs(because)}, {bytes_per_row}, "
         f"{rows}, {rs(gate_text(decl))}, {rs(kv.get('assumes', ''))},)"
     )
 

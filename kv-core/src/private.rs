@@ -11,6 +11,23 @@ pub use std::result::Result::Ok;
 pub use std::vec::Vec;
 
 pub use crate::{AfterLoadDecl, AfterLoadRows, DType, DeclaredKv, Geometry, KvSpec, Rows, Scope};
+// Short names for generated code: fewer tokens to generate and parse.
+pub use crate::DType::{BF16, F16, F32, F64, F8E4M3, F8E5M2, I8, U8};
+pub use crate::Rows::MaxNumSeqs;
+pub use crate::Scope::{Invocation, Model, Request, Session};
+
+/// `AfterLoadRows::MaxNumSeqs`, for generated code.
+pub const MAX_NUM_SEQS: AfterLoadRows = AfterLoadRows::MaxNumSeqs;
+
+/// `Geometry::new`, for generated code.
+pub const fn geometry(layers: u64, kv_heads: u64, head_dim: u64, dtype: DType) -> Geometry {
+    Geometry::new(layers, kv_heads, head_dim, dtype)
+}
+
+/// `Rows::fixed`, for generated code.
+pub const fn fixed(count: u64, because: &'static str) -> Rows {
+    Rows::fixed(count, because)
+}
 use crate::{ChildVisitor, KvChild, KvError, KvTypeDecls, Positions, Segment};
 
 /// An integer read after load, converted to `u64` without wrapping.

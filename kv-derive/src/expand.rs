@@ -199,7 +199,7 @@ fn after_load_decl(decl: &ValidDecl<'_>) -> TokenStream {
         quote!(0)
     };
     let rows = match decl.rows {
-        RowsValue::MaxNumSeqs => quote! { __kv::AfterLoadRows::MaxNumSeqs },
+        RowsValue::MaxNumSeqs => quote! { __kv::MAX_NUM_SEQS },
         RowsValue::Fixed(fixed) => {
             let count = if fixed.count.is_after_load() {
                 quote!(0)
@@ -233,7 +233,7 @@ fn text(lit: Option<&syn::LitStr>) -> String {
 
 fn scope(named: Named) -> TokenStream {
     let variant = Ident::new(named.variant, named.span);
-    quote! { __kv::Scope::#variant }
+    quote! { __kv::#variant }
 }
 
 /// A count as a `u64` expression.
@@ -274,25 +274,25 @@ pub fn geometry(decl: &ValidDecl<'_>) -> TokenStream {
             let dtype = match dtype {
                 DTypeValue::Named(named) => {
                     let variant = Ident::new(named.variant, named.span);
-                    quote! { __kv::DType::#variant }
+                    quote! { __kv::#variant }
                 }
                 DTypeValue::Expr(value @ Value::AfterLoad(tokens)) => {
                     quote_spanned! {value.span()=> __kv::IntoDType::into_dtype(#tokens) }
                 }
                 DTypeValue::Expr(value) => value.tokens(),
             };
-            quote! { __kv::Geometry::new(#layers, #kv_heads, #head_dim, #dtype) #with_v_head_dim }
+            quote! { __kv::geometry(#layers, #kv_heads, #head_dim, #dtype) #with_v_head_dim }
         }
     }
 }
 
 fn rows(decl: &ValidDecl<'_>) -> TokenStream {
     match decl.rows {
-        RowsValue::MaxNumSeqs => quote! { __kv::Rows::MaxNumSeqs },
+        RowsValue::MaxNumSeqs => quote! { __kv::MaxNumSeqs },
         RowsValue::Fixed(fixed) => {
             let count = count(&fixed.count, "rows");
             let because = fixed.because.value();
-            quote! { __kv::Rows::fixed(#count, #because) }
+            quote! { __kv::fixed(#count, #because) }
         }
     }
 }
