@@ -21,7 +21,7 @@ pub struct Shell<'a> {
 }
 
 pub enum Parsed<'a> {
-    Struct(Input<'a>),
+    Struct(Box<Input<'a>>),
     /// An enum or union: reported, and only fallback impls are emitted.
     NotAStruct(Shell<'a>),
 }
@@ -155,7 +155,7 @@ pub fn parse<'a>(input: &'a DeriveInput, errors: &mut Errors) -> Parsed<'a> {
             });
         }
     }
-    Parsed::Struct(parsed)
+    Parsed::Struct(Box::new(parsed))
 }
 
 fn not_a_struct<'a>(shell: Shell<'a>, span: Span, errors: &mut Errors) -> Parsed<'a> {
