@@ -103,6 +103,18 @@ pub fn fold_literals(decl: &ValidDecl<'_>, owner_dot_name: &str) -> Folded {
     Folded::Fits
 }
 
+/// `text` with `{` and `}` doubled, for a format string.
+fn format_escaped(text: &str) -> String {
+    let mut escaped = String::with_capacity(text.len());
+    for c in text.chars() {
+        escaped.push(c);
+        if c == '{' || c == '}' {
+            escaped.push(c);
+        }
+    }
+    escaped
+}
+
 /// `const` assertions for `decl`, each a `__kv::check!` (kv-core's
 /// `__kv_check_v0_1!`, which holds the messages). A fully const declaration
 /// is checked on its entry in `Self::__KV_STATIC` (at `static_index`) rather
@@ -117,7 +129,7 @@ pub fn const_checks(
         return checks;
     }
     // The messages are format strings.
-    let owner = owner_dot_name.replace('{', "{{").replace('}', "}}");
+    let owner = format_escaped(owner_dot_name);
     let mut counts: Vec<(&str, &Value)> = Vec::new();
     if let Geometry::Parts {
         layers,

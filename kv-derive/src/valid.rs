@@ -236,17 +236,18 @@ fn resolve_gate(input: &Input<'_>, gate: &Gate, errors: &mut Errors) -> Option<V
                     text: wanted,
                 });
             }
-            let bools: Vec<String> = input
-                .fields
-                .iter()
-                .filter(|f| f.is_bool)
-                .map(|f| unraw(&f.ident))
-                .collect();
-            let has = if bools.is_empty() {
-                "it has no bool fields".to_string()
-            } else {
-                format!("its bool fields are: {}", bools.join(", "))
-            };
+            let mut has = String::new();
+            for field in input.fields.iter().filter(|f| f.is_bool) {
+                has.push_str(if has.is_empty() {
+                    "its bool fields are: "
+                } else {
+                    ", "
+                });
+                has.push_str(&unraw(&field.ident));
+            }
+            if has.is_empty() {
+                has.push_str("it has no bool fields");
+            }
             errors.push(
                 lit.span(),
                 format!(
