@@ -1,10 +1,10 @@
 //! The derive's input as a small AST: the struct, its options, its fields,
 //! children and declarations, read from `#[kv(...)]` attributes.
 
-use proc_macro2::{Ident, Span, TokenStream};
+use proc_macro2::{Ident, Span};
 use quote::ToTokens;
 use syn::spanned::Spanned;
-use syn::{Data, DeriveInput, Generics, Member, Path};
+use syn::{Data, DeriveInput, Generics, Member, Path, Type};
 
 use crate::attr::{self, entries_of, kv_attributes, place_of};
 use crate::keys::{Attrs, Place};
@@ -39,26 +39,33 @@ pub struct Input<'a> {
     pub shell: Shell<'a>,
     /// The struct's options (`crate`, `transparent`), all attributes together.
     pub options: Attrs,
-    pub fields: Vec<Field>,
-    pub children: Vec<Child>,
+    pub fields: Vec<Field<'a>>,
+    pub children: Vec<Child<'a>>,
     pub decls: Vec<Decl>,
 }
 
 /// A named field, for `only_when`.
-pub struct Field {
+pub struct Field<'a> {
     pub ident: Ident,
-    /// Whether its type is written exactly `bool`.
-    pub is_bool: bool,
+    pub ty: &'a Type,
 }
 
-pub struct Child {
+impl Field<'_> {
+    /// Whether its type is written exactly `bool` (asked only to explain an
+    /// error: printing a type is not free).
+    pub fn is_bool(&self) -> bool {
+        self.ty.to_token_stream().to_string() == "bool"
+    }
+}
+
+pub struct Child<'a> {
     pub member: Member,
     /// The path segment: the field's name (without `r#`) or index.
     pub segment: String,
     /// The `child` token.
     pub span: Span,
     /// The field's type, for the `KvChild` bound a generic type needs.
-    pub ty: TokenStream,
+    pub ty: &'a Type,
 }
 
 /// One declaration, as written.
@@ -117,7 +124,7 @@ pub fn parse<'a>(input: &'a DeriveInput, errors: &mut Errors) -> Parsed<'a> {
         if let Some(ident) = &field.ident {
             parsed.fields.push(Field {
                 ident: ident.clone(),
-                is_bool: field.ty.to_token_stream().to_string() == "bool",
+                ty: &field.ty,
             });
         }
         // syn's Clone impls sit behind a feature; build the member afresh instead.
@@ -151,7 +158,7 @@ pub fn parse<'a>(input: &'a DeriveInput, errors: &mut Errors) -> Parsed<'a> {
                     None => index.to_string(),
                 },
                 span: child.span(),
-                ty: field.ty.to_token_stream(),
+                ty: &field.ty,
             });
         }
     }

@@ -5,7 +5,7 @@
 //! `__kv::...`: the macro_rules imports `$crate::__private_v0_1 as __kv`.
 
 use proc_macro2::{Ident, TokenStream};
-use quote::{quote, quote_spanned};
+use quote::{quote, quote_spanned, ToTokens};
 
 use crate::ast::Shell;
 use crate::checks;
@@ -140,10 +140,12 @@ fn child_bounds(derive: &Derive<'_>) -> TokenStream {
         .iter()
         .flat_map(|clause| clause.predicates.iter().map(|p| quote!(#p)))
         .collect();
-    for child in derive.children {
-        if mentions_any(&child.ty, &params) {
-            let ty = &child.ty;
-            predicates.push(quote!(#ty: #krate::KvChild));
+    if !params.is_empty() {
+        for child in derive.children {
+            let ty = child.ty.to_token_stream();
+            if mentions_any(&ty, &params) {
+                predicates.push(quote!(#ty: #krate::KvChild));
+            }
         }
     }
     if predicates.is_empty() {

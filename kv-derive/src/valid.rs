@@ -17,7 +17,7 @@ use crate::Errors;
 pub struct Derive<'a> {
     pub shell: &'a Shell<'a>,
     pub transparent: bool,
-    pub children: &'a [Child],
+    pub children: &'a [Child<'a>],
     pub decls: Vec<ValidDecl<'a>>,
 }
 
@@ -237,7 +237,7 @@ fn resolve_gate(input: &Input<'_>, gate: &Gate, errors: &mut Errors) -> Option<V
                 });
             }
             let mut has = String::new();
-            for field in input.fields.iter().filter(|f| f.is_bool) {
+            for field in input.fields.iter().filter(|f| f.is_bool()) {
                 has.push_str(if has.is_empty() {
                     "its bool fields are: "
                 } else {
