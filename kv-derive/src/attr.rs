@@ -119,7 +119,7 @@ pub fn read(entries: Vec<Entry>, place: Place, attrs: &mut Attrs, errors: &mut E
                 }
                 (Place::Option, _) => format!("`{name}` goes in its own #[kv(...)] on the struct"),
                 (Place::Declaration, _) => {
-                    format!("`{name}` belongs in a declaration, not beside `{name}`'s options")
+                    format!("`{name}` belongs in a declaration, not among the derive's options")
                 }
             };
             errors.push(entry.key.span(), message);

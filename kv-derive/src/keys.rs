@@ -1,8 +1,11 @@
 //! The one table of `#[kv(...)]` keys, the slots they fill, and the tables of
 //! dtype and scope names. Adding a key: one entry in [`KEYS`] with its slot in
-//! [`Attrs`], its reader in `read.rs`, its expansion in `expand.rs`, and a ui
-//! case. Everything else (the walk, duplicate, missing and conflicting keys,
-//! suggestions, the fuzz grammar's key list) reads this table.
+//! [`Attrs`], its reader in `read.rs` (unless an existing one fits: `text`,
+//! `count`), its expansion in `expand.rs` (an optional key is read there from
+//! its slot; a required one also gets a field in `valid::ValidDecl`), its row
+//! in the derive's docs (kv-core/src/lib.rs) and a ui case. Everything else
+//! (the walk, duplicate, missing and conflicting keys, suggestions, the fuzz
+//! mutations' key list) reads this table.
 
 use proc_macro2::{Ident, TokenStream};
 use syn::{LitStr, Path};
