@@ -91,135 +91,135 @@ class Decl:
 
 
 # ---- the expansion, as kv-derive/src/expand.rs writes it ----
+# The fixed text (the `const _` block, the impls, `use ..::__private_v0_1 as __kv`,
+# the check messages) is kv-core's `__kv_impl_v0_1!` and `__kv_check_v0_1!`, as
+# in the derive.
 def rs(text):
     return '"' + text.replace("\\", "\\\\").replace('"', '\\"') + '"'
 
 
-def count_expr(value, key, context):
+def count_expr(value, key):
     kind, tokens = value
     if kind == "lit":
         return tokens
     if kind == "const":
-        return f"(({tokens}) as u64)"
-    assert context == "after_load"
-    return f"{K}::__private::count({tokens}, {rs(key)})?"
+        return f"(({tokens}) as __kv::u64)"
+    return f"__kv::IntoCount::into_count({tokens}, {rs(key)})?"
 
 
-def geometry(decl, context):
+def geometry(decl):
     kv = decl.kv
-    layers = count_expr(kv["layers"], "layers", context)
-    kv_heads = count_expr(kv["kv_heads"], "kv_heads", context)
-    head_dim = count_expr(kv["head_dim"], "head_dim", context)
+    layers = count_expr(kv["layers"], "layers")
+    kv_heads = count_expr(kv["kv_heads"], "kv_heads")
+    head_dim = count_expr(kv["head_dim"], "head_dim")
     if "v_head_dim" in kv:
-        v = f".with_v_head_dim({count_expr(kv['v_head_dim'], 'v_head_dim', context)})"
+        v = f".with_v_head_dim({count_expr(kv['v_head_dim'], 'v_head_dim')})"
     else:
         v = ""
     if kv["dtype"] in DTYPES:
-        dtype = f"{K}::DType::{DTYPES[kv['dtype']]}"
+        dtype = f"__kv::{DTYPES[kv['dtype']]}"
     else:
-        assert context == "after_load"
-        dtype = f"{K}::__private::dtype({kv['dtype']})"
-    return f"{K}::Geometry::new({layers}, {kv_heads}, {head_dim}, {dtype}){v}"
+        dtype = f"__kv::IntoDType::into_dtype({kv['dtype']})"
+    return f"__kv::geometry({layers}, {kv_heads}, {head_dim}, {dtype}){v}"
 
 
-def spec(decl, context):
-    """A `KvSpec` through the `__private::spec` const fn, as expand.rs writes it."""
+def gate_text(decl):
+    return decl.kv.get("only_when", "").removesuffix("()")
+
+
+def spec(decl):
+    """A `KvSpec` through the `__private_v0_1::spec` const fn, as expand.rs writes it."""
     kv = decl.kv
     count, because = kv["positions"]
     if kv["rows"] == "max_num_seqs":
-        rows = f"{K}::Rows::MaxNumSeqs"
+        rows = "__kv::MaxNumSeqs"
     else:
         rcount, rbecause = kv["rows"]
-        rows = f"{K}::Rows::fixed({count_expr(rcount, 'rows', context)}, {rs(rbecause)})"
-    texts = ", ".join(rs(kv.get(key) or "") for key in ("only_when", "assumes", "note"))
+        rows = f"__kv::fixed({count_expr(rcount, 'rows')}, {rs(rbecause)})"
+    texts = ", ".join(rs(t) for t in (gate_text(decl), kv.get("assumes", ""), kv.get("note", "")))
     return (
-        f"{K}::__private::spec({rs(decl.decl_name())}, {rs(kv['cache'])}, "
-        f"{geometry(decl, context)}, {count_expr(count, 'positions', context)}, {rs(because)}, "
-        f"{K}::Scope::{SCOPES[kv['scope']]}, {rows}, {texts})"
+        f"__kv::spec({rs(decl.decl_name())}, {rs(kv['cache'])}, "
+        f"{geometry(decl)}, {count_expr(count, 'positions')}, {rs(because)}, "
+        f"__kv::{SCOPES[kv['scope']]}, {rows}, {texts},)"
     )
-
-
-def option(tokens):
-    if tokens is None:
-        return "::core::option::Option::None"
-    return f"::core::option::Option::Some({tokens})"
 
 
 def after_load_decl(decl):
     """What is known before load of a declaration with after-load values
-    (`after_load_decl` in expand.rs): every part that is const, else None."""
+    (`after_load_decl` in expand.rs): every part that is const, else 0 or ""."""
     kv = decl.kv
     count, because = kv["positions"]
-    position_count = count_expr(count, "positions", "const") if decl.positions_are_const() else None
-    if position_count is not None and decl.geometry_is_const():
-        bytes_per_row = f"{K}::__private::const_bytes_per_row({geometry(decl, 'const')}, {position_count})"
+    position_count = count_expr(count, "positions") if decl.positions_are_const() else "0"
+    if decl.positions_are_const() and decl.geometry_is_const():
+        bytes_per_row = f"__kv::const_bytes_per_row({geometry(decl)}, {position_count})"
     else:
-        bytes_per_row = "::core::option::Option::None"
+        bytes_per_row = "0"
     if kv["rows"] == "max_num_seqs":
-        rows = f"{K}::AfterLoadRows::MaxNumSeqs"
+        rows = "__kv::MAX_NUM_SEQS"
     else:
         rcount, rbecause = kv["rows"]
-        rc = None if rcount[0] == "self" else count_expr(rcount, "rows", "const")
-        rows = f"{K}::AfterLoadRows::Fixed {{ count: {option(rc)}, because: {rs(rbecause)} }}"
-    text = lambda key: option(rs(kv[key]) if key in kv else None)  # noqa: E731
+        rc = "0" if rcount[0] == "self" else count_expr(rcount, "rows")
+        rows = f"__kv::after_load_fixed({rc}, {rs(rbecause)})"
     return (
-        f"{K}::AfterLoadDecl {{ name: {rs(decl.decl_name())}, cache: {rs(kv['cache'])}, "
-        f"scope: {K}::Scope::{SCOPES[kv['scope']]}, positions: {option(position_count)}, "
-        f"positions_bound: {rs(because)}, bytes_per_row: {bytes_per_row}, rows: {rows}, "
-        f"only_when: {text('only_when')}, assumes: {text('assumes')} }}"
+        f"__kv::after_load_decl({rs(decl.decl_name())}, {rs(kv['cache'])}, "
+        f"__kv::{SCOPES[kv['scope']]}, {position_count}, {rs(because)}, {bytes_per_row}, "
+        f"{rows}, {rs(gate_text(decl))}, {rs(kv.get('assumes', ''))},)"
+    )
+
+
+def literal(decl):
+    """Every figure known before load is a literal: checked while expanding
+    (`fold_literals` in kv-derive/src/checks.rs), no generated check."""
+    kv = decl.kv
+    parts = [kv[k] for k in ["layers", "kv_heads", "head_dim", "v_head_dim"] if k in kv]
+    rows = kv["rows"]
+    return (
+        all(kind == "lit" for kind, _ in parts)
+        and kv["dtype"] in DTYPES
+        and kv["positions"][0][0] == "lit"
+        and (rows == "max_num_seqs" or rows[0][0] in ("lit", "self"))
     )
 
 
 def const_checks(decl, owner_dot_name, static_index):
+    """As kv-derive/src/checks.rs: `__kv::check!`s, whose messages live in kv-core."""
     kv = decl.kv
     checks = []
+    if literal(decl):
+        return checks
+    owner = rs(owner_dot_name.replace("{", "{{").replace("}", "}}"))
     counts = [(k, kv[k]) for k in ["layers", "kv_heads", "head_dim", "v_head_dim"] if k in kv]
     counts.append(("positions", kv["positions"][0]))
     if kv["rows"] != "max_num_seqs":
         counts.append(("rows", kv["rows"][0]))
     for key, (kind, tokens) in counts:
         if kind == "const":
-            message = (
-                f"kv: `{owner_dot_name}`: `{key}` must be a positive integer that fits in u64, "
-                "but this const expression is zero, negative or too large"
-            )
-            checks.append(
-                f"::core::assert!(({tokens}) > 0 && (({tokens}) as u128) <= (u64::MAX as u128), {rs(message)});"
-            )
-    # As expand.rs: each product checked where its last factor is written.
-    position_overflow = (
-        f"kv: `{owner_dot_name}`: bytes per position overflow u64 "
-        "(layers x kv_heads x (head_dim + v_head_dim) x dtype)"
-    )
-    row_overflow = f"kv: `{owner_dot_name}`: bytes per row overflow u64 (bytes per position x positions)"
-    peak_overflow = f"kv: `{owner_dot_name}`: peak bytes overflow u64 (rows x bytes per row)"
+            checks.append(f"__kv::check!(count {tokens}, {owner}, {rs(key)});")
     if static_index is not None:
-        spec_ref = f"<Self as {K}::DeclaredKv>::KV_DECLS.static_specs[{static_index}usize]"
+        spec_ref = f"Self::__KV_STATIC[{static_index}usize]"
         geom = f"{spec_ref}.geometry"
-        bytes_per_row = f"{spec_ref}.bytes_per_row()"
-        peak = f"{spec_ref}.peak_bytes(1)" if kv["rows"] != "max_num_seqs" else None
+        bytes_per_row = f"__kv::spec_row_fits(&{spec_ref})"
+        peak = f"__kv::spec_peak_fits(&{spec_ref})" if kv["rows"] != "max_num_seqs" else None
     elif decl.geometry_is_const() and decl.positions_are_const():
-        # After load in part: the const geometry and positions are checked.
-        geom = geometry(decl, "const")
-        position_count = count_expr(kv["positions"][0], "positions", "const")
-        bytes_per_row = f"{K}::Geometry::bytes_per_row(&{geom}, {position_count})"
+        geom = geometry(decl)
+        bytes_per_row = f"__kv::row_fits({geom}, {count_expr(kv['positions'][0], 'positions')})"
         peak = None
     else:
         return checks
-    checks.append(f"::core::assert!({K}::Geometry::bytes_per_position(&{geom}).is_ok(), {rs(position_overflow)});")
-    checks.append(f"::core::assert!(({bytes_per_row}).is_ok(), {rs(row_overflow)});")
+    checks.append(f"__kv::check!(position {geom}, {owner});")
+    checks.append(f"__kv::check!(row {bytes_per_row}, {owner});")
     if peak is not None:
-        checks.append(f"::core::assert!(({peak}).is_ok(), {rs(peak_overflow)});")
+        checks.append(f"__kv::check!(peak {peak}, {owner});")
     return checks
 
 
-def gate(name, field_names):
-    if name in field_names:
-        return f"{K}::__private::gate(self.{name})"
-    return f"{K}::__private::gate(Self::{name}(self))"
+def gate(name):
+    if name.endswith("()"):
+        return f"__kv::gate(Self::{name[:-2]}(self))"
+    return f"__kv::gate(self.{name})"
 
 
-def expansion(ident, struct_decls, field_decls, field_names, children):
+def expansion(ident, struct_decls, field_decls, children):
     decls = struct_decls + field_decls  # the derive reads struct attributes first
     static_specs, after_load, checks, declarations = [], [], [], []
     for decl in decls:
@@ -227,56 +227,34 @@ def expansion(ident, struct_decls, field_decls, field_names, children):
         index = None
         if decl.after_load():
             after_load.append(after_load_decl(decl))
-            push = (
-                f"{K}::__private::declare(__kv_out, {rs(ident)}, {rs(name)}, || {{\n"
-                f"                ::core::result::Result::Ok({spec(decl, 'after_load')})\n"
-                f"            }})?;"
-            )
+            push = f"__kv::declare(__kv_out, {rs(ident)}, {rs(name)}, || __kv::Ok({spec(decl)}))?;"
         else:
             index = len(static_specs)
-            static_specs.append(spec(decl, "const"))
-            push = f"__kv_out.push(<Self as {K}::DeclaredKv>::KV_DECLS.static_specs[{index}usize].clone());"
-        checks.extend(const_checks(decl, f"{ident}.{name}", index if not decl.after_load() else None))
+            static_specs.append(spec(decl))
+            push = f"__kv_out.push(Self::__KV_STATIC[{index}usize].clone());"
+        checks.extend(const_checks(decl, f"{ident}.{name}", index))
         if "only_when" in decl.kv:
-            push = f"if {gate(decl.kv['only_when'], field_names)} {{ {push} }}"
+            push = f"if {gate(decl.kv['only_when'])} {{ {push} }}"
         declarations.append(push)
+    nl = "\n            "
+    if checks:
+        declarations.insert(0, "let () = <Self as __kv::DeclaredKv>::__KV_CHECKS;")
     visit = ""
     if children:
-        body = "\n".join(
-            f"            {K}::__private::visit_field(&self.{c}, {rs(c)}, __kv_visitor);" for c in children
-        )
-        visit = (
-            f"        fn kv_visit_children(&self, __kv_visitor: &mut dyn {K}::ChildVisitor) {{\n{body}\n        }}\n"
-        )
-    force = f"    const _: () = <{ident} as {K}::DeclaredKv>::__KV_CHECKS;\n" if checks else ""
-    nl = "\n            "
-    return f"""#[allow(clippy::all, clippy::pedantic, non_local_definitions)]
-const _: () = {{
-    #[automatically_derived]
-    impl {K}::DeclaredKv for {ident} {{
-        const KV_DECLS: {K}::KvTypeDecls = {K}::KvTypeDecls {{
-            type_name: {rs(ident)},
-            static_specs: &[{", ".join(static_specs)}],
-            after_load: &[{", ".join(after_load)}],
-        }};
-        #[doc(hidden)]
-        const __KV_CHECKS: () = {{ {nl}{nl.join(checks)} }};
+        body = nl.join(f"__kv::visit_field(&self.{c}, {rs(c)}, __kv_visitor);" for c in children)
+        visit = f"        children (__kv_visitor) {{{nl}{body}\n        }}\n"
+    check = f"    check {{ const _: () = <{ident} as __kv::DeclaredKv>::__KV_CHECKS; }}\n" if checks else ""
+    return f"""{K}::__kv_impl_v0_1! {{
+    impl [] {ident} where [];
+    name {rs(ident)};
+    static [{", ".join(static_specs)}];
+    after_load [{", ".join(after_load)}];
+    checks [{nl}{nl.join(checks)}
+    ];
+    fn (self, __kv_out) {{{nl}{nl.join(declarations)}
     }}
-
-    #[automatically_derived]
-    impl {K}::ModelLocalKv for {ident} {{
-        fn kv_declare(
-            &self,
-            __kv_out: &mut {K}::__private::Vec<{K}::KvSpec>,
-        ) -> {K}::__private::Result<(), {K}::KvError> {{
-            let () = <Self as {K}::DeclaredKv>::__KV_CHECKS;
-            {nl.join(declarations)}
-            ::core::result::Result::Ok(())
-        }}
-{visit}    }}
-
-{force}    {K}::__kv_register!({ident});
-}};
+{visit}{check}    register {ident};
+}}
 """
 
 
@@ -312,7 +290,7 @@ class Struct:
         text = "\n".join(out) + "\n"
         if not derive:
             text += "\n" + expansion(
-                self.ident, self.struct_decls, self.field_decls(), self.field_names(), self.children()
+                self.ident, self.struct_decls, self.field_decls(), self.children()
             )
         if self.methods:
             text += f"\nimpl {self.ident} {{\n{self.methods}}}\n"
@@ -349,7 +327,7 @@ def make_struct(m, k):
                     layers=selfv("self.num_layers"), kv_heads=selfv("self.kv_heads"),
                     head_dim=lit(64 + 64 * (i % 2)), dtype="self.dtype",
                     positions=(selfv("self.max_len"), "hardcoded max_cache_len"), scope="invocation",
-                    rows=(lit(1), "calls are serialized"), only_when="active",
+                    rows=(lit(1), "calls are serialized"), only_when="active()",
                 )),
             ],
             methods="    pub fn active(&self) -> bool {\n        self.max_len > 0\n    }\n",

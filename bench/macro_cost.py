@@ -78,11 +78,13 @@ fn main() {
             let mut errors = Errors::default();
             let parsed = ast::parse(&parsed_input, &mut errors);
             let s3 = Instant::now();
-            valid::check(&parsed, &mut errors);
+            let ast::Parsed::Struct(parsed) = &parsed else { panic!("{kind}: not a struct") };
+            let checked = valid::check(parsed, &mut errors);
             let s4 = Instant::now();
             assert!(errors.combined().is_none(), "{kind}: errors");
+            let checked = checked.unwrap();
             let s4b = Instant::now();
-            let out = expand::expand(&parsed);
+            let out = expand::expand(&checked);
             let s5 = Instant::now();
             out_tokens = tokens(&out);
             drop(out);
@@ -153,7 +155,7 @@ def main():
     with open(os.path.join(HARNESS, "Cargo.toml"), "w") as f:
         f.write('[package]\nname = "kv-macro-harness"\nversion = "0.0.0"\nedition = "2021"\npublish = false\n\n'
                 "[dependencies]\n"
-                'syn = { version = "2", default-features = false, features = ["derive", "parsing", "printing", "proc-macro"] }\n'
+                'syn = { version = "3", default-features = false, features = ["derive", "parsing", "printing", "proc-macro"] }\n'
                 'quote = { version = "1", default-features = false }\n'
                 'proc-macro2 = { version = "1", default-features = false }\n\n[workspace]\n')
     subprocess.run(["cp", os.path.join(ROOT, "Cargo.lock"), os.path.join(HARNESS, "Cargo.lock")], check=True)

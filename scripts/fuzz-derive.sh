@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Long fuzz run of #[derive(ModelLocalKv)]: the property tests of
-# kv-derive/src/fuzz_tests.rs in release mode, a million cases or more.
+# kv-derive/src/fuzz/ in release mode, a million cases or more.
 #
 #   scripts/fuzz-derive.sh            # 1,000,000 cases shared out over the properties
 #   scripts/fuzz-derive.sh 5000000    # more

@@ -194,7 +194,7 @@ pub mod derived {
             positions = bounded(self.max_len, because = "max_cache_len"),
             scope = invocation,
             rows = fixed(1, because = "calls are serialized"),
-            only_when = "full",
+            only_when = "full()",
         )]
         pub cache: Option<()>,
         #[kv(child)]

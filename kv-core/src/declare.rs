@@ -13,6 +13,11 @@ use crate::{KvError, KvSpec, Scope};
 ///
 /// Derive it with `#[derive(ModelLocalKv)]`; implement it by hand only for
 /// owners whose declarations the attributes cannot express.
+#[diagnostic::on_unimplemented(
+    message = "`{Self}` does not declare model-local KV: it does not implement `ModelLocalKv`",
+    label = "not a `ModelLocalKv` owner",
+    note = "add `#[derive(ModelLocalKv)]` to `{Self}` (with no `#[kv(...)]` it declares nothing), or implement `ModelLocalKv` by hand"
+)]
 pub trait ModelLocalKv {
     /// Appends the declarations this value holds now (gates already
     /// evaluated). Declaring nothing is valid. An error makes the collector log
@@ -182,6 +187,11 @@ impl dyn ChildVisitor + '_ {
 
 /// A field that may hold declaring owners: an owner itself, or `Option`, `Vec`,
 /// arrays, slices, map values, `Box`/`Rc`/`Arc` of them.
+#[diagnostic::on_unimplemented(
+    message = "`{Self}` cannot be a `#[kv(child)]`: it holds no model-local KV owner",
+    label = "not a `ModelLocalKv` owner, nor a container of owners",
+    note = "derive `ModelLocalKv` on the field's type, or hold owners in `Option`, `Vec`, arrays, slices, map values, `Box`, `Rc` or `Arc`; if the field holds no KV, remove `#[kv(child)]`"
+)]
 pub trait KvChild {
     /// Hands every owner inside to `visitor`, entering index or key segments.
     fn kv_visit(&self, visitor: &mut dyn ChildVisitor);
@@ -287,6 +297,7 @@ fn shared(target: OwnerId, allocation: usize) -> OwnerId {
 /// What a type declares, known without an instance: the declarations whose
 /// every value is a literal or const, and the names of those read after load.
 #[derive(Clone, Copy, Debug)]
+#[non_exhaustive]
 pub struct KvTypeDecls {
     /// The type's name as written (without generic arguments).
     pub type_name: &'static str,
@@ -300,6 +311,7 @@ pub struct KvTypeDecls {
 /// A declaration with a value read after load, and what of it is known
 /// before: its texts always, its figures where they are literal or const.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[non_exhaustive]
 pub struct AfterLoadDecl {
     /// The declaration's name.
     pub name: &'static str,

@@ -75,7 +75,7 @@ mod report;
 
 #[doc(hidden)]
 #[path = "private.rs"]
-pub mod __private;
+pub mod __private_v0_1;
 
 pub use budget::Budget;
 pub use declare::{
@@ -125,12 +125,12 @@ pub use report::{log_model_local_kv, Report};
 /// | `cache` | `"sliding DynamicCache"`: what kind of cache holds it | yes |
 /// | `layers`, `kv_heads`, `head_dim` | a count | yes, or `geometry` |
 /// | `v_head_dim` | a count, where values differ from keys | no |
-/// | `dtype` | `f64`, `f32`, `f16`, `bf16`, `f8e4m3`, `f8e5m2`, `i8`, `u8`, or an expression of type [`DType`] | yes, or `geometry` |
+/// | `dtype` | `f64`, `f32`, `f16`, `bf16`, `f8e4m3`, `f8e5m2`, `i8`, `u8`, or an expression of type [`DType`] (a lower-case word close to a dtype name, like `bf61`, is taken for a misspelling; write such a const by its path) | yes, or `geometry` |
 /// | `geometry` | an expression of type [`Geometry`] or `Result<Geometry, KvError>` | instead of the four above |
 /// | `positions` | `bounded(COUNT, because = "sliding_window(72) - 1")` | yes |
 /// | `scope` | `invocation`, `request`, `session` or `model` (diagnostic only, never a multiplier) | yes |
 /// | `rows` | `max_num_seqs`, or `fixed(COUNT, because = "...")` | yes: never defaults to 1 |
-/// | `only_when` | `"async_chunk"`: a `bool` field or `fn(&self) -> bool`; when false the declaration yields nothing | no |
+/// | `only_when` | `"async_chunk"`: a `bool` field; or `"is_streaming()"`: a `fn(&self) -> bool`; when false the declaration yields nothing | no |
 /// | `assumes` | prose: a condition the model cannot observe | no |
 /// | `note` | prose: the object layout | no |
 ///
@@ -138,17 +138,24 @@ pub use report::{log_model_local_kv, Report};
 /// expression (checked positive and, with the rest of the declaration, free
 /// of `u64` overflow at compile time), or an expression mentioning `self`,
 /// read after load (any integer type; zero, negative and overflow are
-/// run-time errors naming the declaration). A value containing a comma
+/// run-time errors naming the declaration as `Type.name`). A value containing a comma
 /// outside brackets (`f::<A, B>()`) must be wrapped in parentheses. Const
-/// expressions in a generic type are checked when the type is used.
+/// expressions in a generic type are checked when the type is used (a type
+/// generic only over lifetimes is checked like a concrete one).
+///
+/// Each key may be given once per `#[kv(...)]`, `child` once per field and
+/// `crate` once per struct. Names and paths drop the `r#` of raw identifiers
+/// (a field `r#type` declares `type`).
 ///
 /// # Children and options
 ///
 /// - `#[kv(child)]` on a field: the collector visits it (an owner, or
 ///   `Option`, `Vec`, arrays, slices, map values, `Box`/`Rc`/`Arc` of owners).
 ///   In a generic type the `KvChild` bound of such a field is inferred.
-/// - `#[kv(transparent)]` on the struct: children are visited at the
-///   wrapper's own path, for wrappers that forward to their inner model.
+/// - `#[kv(transparent)]` on the struct: its one `#[kv(child)]` field is
+///   visited at the wrapper's own path, for wrappers that forward to their
+///   inner model (a second child would give two declarations one full name).
+///   The wrapper may still declare its own caches.
 /// - `#[kv(crate = "path")]` on the struct: where kv-core is, when it is
 ///   renamed or re-exported.
 ///

@@ -164,7 +164,7 @@ fn is_duplex(_: &Encoder) -> bool {
     positions = bounded(1500, because = "embed_positions rows"),
     scope = session,
     rows = fixed(self.duplex_max_sessions, because = "one cache per duplex session"),
-    only_when = "streaming",
+    only_when = "streaming()",
     assumes = "duplex mode is on: omni_config cannot tell duplex off from one session",
 )]
 struct Encoder {
@@ -194,24 +194,33 @@ fn a_gate_can_be_a_method_and_assumes_is_carried() {
 
 #[test]
 fn after_load_declarations_carry_what_is_known_before_load() {
-    use kv_core::{AfterLoadDecl, AfterLoadRows};
+    use kv_core::AfterLoadRows;
     let encoder = <Encoder as DeclaredKv>::KV_DECLS.after_load[0];
     assert_eq!(
-        encoder,
-        AfterLoadDecl {
-            name: "encoder",
-            cache: "EncoderDecoderCache",
-            scope: Scope::Session,
-            positions: Some(1500),
-            positions_bound: "embed_positions rows",
-            bytes_per_row: Some(147_456_000),
-            rows: AfterLoadRows::Fixed {
-                count: None,
-                because: "one cache per duplex session",
-            },
-            only_when: Some("streaming"),
-            assumes: Some("duplex mode is on: omni_config cannot tell duplex off from one session"),
+        (encoder.name, encoder.cache, encoder.scope),
+        ("encoder", "EncoderDecoderCache", Scope::Session)
+    );
+    assert_eq!(
+        (
+            encoder.positions,
+            encoder.positions_bound,
+            encoder.bytes_per_row
+        ),
+        (Some(1500), "embed_positions rows", Some(147_456_000))
+    );
+    assert_eq!(
+        encoder.rows,
+        AfterLoadRows::Fixed {
+            count: None,
+            because: "one cache per duplex session",
         }
+    );
+    assert_eq!(
+        (encoder.only_when, encoder.assumes),
+        (
+            Some("streaming"),
+            Some("duplex mode is on: omni_config cannot tell duplex off from one session")
+        )
     );
     let talker = <Talker as DeclaredKv>::KV_DECLS.after_load[0];
     assert_eq!(
@@ -248,4 +257,43 @@ fn a_generic_wrapper_needs_no_bound_written_for_its_child() {
         ["retained", "working_copy"],
         "transparent: no segment"
     );
+}
+
+#[derive(ModelLocalKv)]
+#[allow(non_camel_case_types, dead_code)]
+struct r#Block {
+    #[kv(
+        cache = "StaticCache",
+        layers = 1, kv_heads = 2, head_dim = 4, dtype = u8,
+        positions = bounded(8, because = "eight"),
+        scope = request,
+        rows = max_num_seqs,
+        only_when = "r#async",
+    )]
+    r#type: (),
+    r#async: bool,
+    #[kv(child)]
+    r#ref: CodecDecoder,
+}
+
+#[test]
+fn raw_identifiers_lose_their_r_hash_in_names_and_paths() {
+    let block = r#Block {
+        r#type: (),
+        r#async: true,
+        r#ref: CodecDecoder { async_chunk: true },
+    };
+    assert_eq!(<r#Block as DeclaredKv>::KV_DECLS.type_name, "Block");
+    let own = declared(&block).unwrap();
+    assert_eq!(own[0].name, "type");
+    assert_eq!(own[0].only_when.as_deref(), Some("async"));
+    let collection = kv_core::collect(&block);
+    let names: Vec<String> = collection.entries().iter().map(|e| e.full_name()).collect();
+    assert_eq!(names, ["type", "ref.retained", "ref.working_copy"]);
+}
+
+#[test]
+fn derived_owners_say_they_are_validated_as_declared() {
+    assert!(CodecDecoder { async_chunk: true }.__kv_validated());
+    assert!(ming_talker(24, 2).__kv_validated());
 }

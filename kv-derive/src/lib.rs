@@ -1,19 +1,25 @@
 //! `#[derive(ModelLocalKv)]`. Depend on `kv-core`, which re-exports this and
 //! documents the attributes.
 //!
-//! The stages follow thiserror and serde: `ast` reads the attributes into a
-//! small AST (with `attr` reading each value), `valid` checks the rules
-//! across keys, `expand` generates code. Every error is collected with its
-//! span and all are reported at once; the macro never panics on any input.
+//! The stages follow thiserror and serde: `keys` is the one table of keys
+//! (serde's `symbol.rs`, with `Attr<T>` slots), `attr` walks each
+//! `#[kv(...)]` through it, `read` reads each value, `ast` holds the input,
+//! `valid` checks the rules across keys into a declaration whose required
+//! parts cannot be missing, `expand` generates code (`checks` its const
+//! checks). Every error is collected with its span and all are reported at
+//! once; the macro never panics on any input.
 
 use proc_macro::TokenStream;
 use proc_macro2::{Span, TokenStream as TokenStream2};
 
 mod ast;
 mod attr;
+mod checks;
 mod expand;
 #[cfg(test)]
-mod fuzz_tests;
+mod fuzz;
+mod keys;
+mod read;
 mod suggest;
 mod valid;
 
@@ -32,14 +38,18 @@ fn derive(input: TokenStream2) -> TokenStream2 {
     };
     let mut errors = Errors::default();
     let parsed = ast::parse(&input, &mut errors);
-    if !parsed.not_a_struct {
-        valid::check(&parsed, &mut errors);
-    }
-    match errors.combined() {
-        None => expand::expand(&parsed),
-        Some(error) => {
+    let derive = match &parsed {
+        ast::Parsed::Struct(input) => valid::check(input, &mut errors),
+        ast::Parsed::NotAStruct(_) => None,
+    };
+    match (errors.combined(), derive) {
+        (None, Some(derive)) => expand::expand(&derive),
+        (error, _) => {
+            let error = error.unwrap_or_else(|| {
+                syn::Error::new(Span::call_site(), "kv-derive: nothing to derive")
+            });
             let mut tokens = error.to_compile_error();
-            tokens.extend(expand::fallback(&parsed));
+            tokens.extend(expand::fallback(parsed.shell()));
             tokens
         }
     }
@@ -61,6 +71,10 @@ impl Errors {
         message: impl std::fmt::Display,
     ) {
         self.0.push(syn::Error::new_spanned(tokens, message));
+    }
+
+    pub(crate) fn len(&self) -> usize {
+        self.0.len()
     }
 
     fn combined(self) -> Option<syn::Error> {

@@ -1,8 +1,27 @@
-//! "Did you mean" hints for misspelled keys and values.
+//! "Did you mean" hints for misspelled keys and values, and `unraw`.
 
 /// `"; did you mean `rows`?"` when a candidate is close, else `""`.
 pub fn nearest(word: &str, candidates: &[&str]) -> String {
     closest(word, candidates).map_or_else(String::new, |c| format!("; did you mean `{c}`?"))
+}
+
+/// The hint, or else the list of what is valid.
+pub fn or_list(hint: &str, valid: &[&str]) -> String {
+    if hint.is_empty() {
+        format!("; expected one of: {}", valid.join(", "))
+    } else {
+        hint.to_string()
+    }
+}
+
+/// An identifier as text without its `r#`, as thiserror's `unraw`: `r#type`
+/// names the field `type`.
+pub fn unraw(ident: &proc_macro2::Ident) -> String {
+    let text = ident.to_string();
+    match text.strip_prefix("r#") {
+        Some(bare) => bare.to_string(),
+        None => text,
+    }
 }
 
 /// The candidate within a few edits of `word`, if any.

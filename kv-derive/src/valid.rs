@@ -1,92 +1,261 @@
-//! Rules across keys: what every declaration must say, what cannot be said
-//! twice or together. Each broken rule is one error at the offending token.
+//! Rules across keys (what every declaration must say, what cannot be said
+//! twice or together, what `only_when` names), checked into a [`Derive`]:
+//! a declaration whose required parts cannot be missing. Each broken rule is
+//! one error at the offending token.
 
-use crate::ast::{Decl, Input};
+use proc_macro2::{Ident, Span};
+use syn::{LitStr, Member};
+
+use crate::ast::{Child, Decl, Input, Shell};
+use crate::checks::{self, Folded};
+use crate::keys::{Attrs, Need, Place, KEYS};
+use crate::read::{Counted, DTypeValue, Gate, Named, RowsValue, Value};
+use crate::suggest::unraw;
 use crate::Errors;
 
-pub fn check(input: &Input<'_>, errors: &mut Errors) {
-    let mut names: Vec<(String, proc_macro2::Span)> = Vec::new();
-    for decl in &input.decls {
-        check_declaration(decl, errors);
-        if let Some(name) = decl.name_text() {
-            let span = decl.name.as_ref().map_or(decl.span, |n| n.span());
-            if names.iter().any(|(seen, _)| *seen == name) {
-                errors.push(
-                    span,
-                    format!("duplicate declaration name `{name}` on this type; give each a distinct `name`"),
-                );
-            } else {
-                names.push((name, span));
-            }
-        }
+/// A struct whose every declaration is complete: what `expand` needs.
+pub struct Derive<'a> {
+    pub shell: &'a Shell<'a>,
+    pub transparent: bool,
+    pub children: &'a [Child<'a>],
+    pub decls: Vec<ValidDecl<'a>>,
+}
+
+pub struct ValidDecl<'a> {
+    /// The `kv` of `#[kv(...)]`.
+    pub span: Span,
+    /// Explicit, else the field's name without `r#`.
+    pub name: String,
+    pub cache: &'a LitStr,
+    pub geometry: Geometry<'a>,
+    pub positions: &'a Counted,
+    pub scope: Named,
+    pub rows: &'a RowsValue,
+    pub gate: Option<ValidGate>,
+    /// The slots, for the optional keys (`assumes`, `note`): read as given.
+    pub attrs: &'a Attrs,
+    /// Every figure known before load is a literal, checked while expanding:
+    /// no generated check is needed.
+    pub literal: bool,
+}
+
+pub enum Geometry<'a> {
+    Whole(&'a Value),
+    Parts {
+        layers: &'a Value,
+        kv_heads: &'a Value,
+        head_dim: &'a Value,
+        v_head_dim: Option<&'a Value>,
+        dtype: &'a DTypeValue,
+    },
+}
+
+/// `only_when`, resolved: a field or a method, and its text for the report.
+pub struct ValidGate {
+    pub ident: Ident,
+    pub is_field: bool,
+    pub text: String,
+}
+
+impl ValidDecl<'_> {
+    /// Whether any value is read after load.
+    pub fn is_after_load(&self) -> bool {
+        !self.geometry_is_const()
+            || self.positions.count.is_after_load()
+            || matches!(self.rows, RowsValue::Fixed(f) if f.count.is_after_load())
     }
-    if let Some(span) = input.transparent {
-        if input.children.is_empty() {
-            errors.push(
-                span,
-                "a transparent wrapper needs a `#[kv(child)]` field to forward to",
-            );
+
+    /// Whether every part of the geometry is literal or const.
+    pub fn geometry_is_const(&self) -> bool {
+        match &self.geometry {
+            Geometry::Whole(value) => !value.is_after_load(),
+            Geometry::Parts {
+                layers,
+                kv_heads,
+                head_dim,
+                v_head_dim,
+                dtype,
+            } => {
+                [layers, kv_heads, head_dim]
+                    .iter()
+                    .all(|part| !part.is_after_load())
+                    && !v_head_dim.is_some_and(Value::is_after_load)
+                    && !dtype.is_after_load()
+            }
         }
     }
 }
 
-fn check_declaration(decl: &Decl, errors: &mut Errors) {
-    let missing = |key: &str, why: &str, errors: &mut Errors| {
-        if !decl.has(key) {
-            errors.push(decl.span, format!("missing `{key}`: {why}"));
+/// The checked struct, or `None` when any rule is broken (all reported).
+pub fn check<'a>(input: &'a Input<'a>, errors: &mut Errors) -> Option<Derive<'a>> {
+    let before = errors.len();
+    let mut decls = Vec::new();
+    let mut names: Vec<String> = Vec::new();
+    for decl in &input.decls {
+        let Some(mut valid) = declaration(input, decl, errors) else {
+            continue;
+        };
+        let owner_dot_name = format!("{}.{}", input.shell.type_name, valid.name);
+        match checks::fold_literals(&valid, &owner_dot_name) {
+            Folded::NotLiteral => {}
+            Folded::Fits => valid.literal = true,
+            Folded::Overflows(span, message) => errors.push(span, message),
         }
-    };
-    match &decl.field {
-        None => missing(
-            "name",
-            "a declaration on the struct needs `name = \"...\"` (on a field it defaults to the field's name)",
-            errors,
-        ),
-        Some((syn::Member::Unnamed(_), _)) => missing(
-            "name",
-            "a declaration on a tuple field needs `name = \"...\"`",
-            errors,
-        ),
-        Some(_) => {}
+        if names.contains(&valid.name) {
+            let span = decl.attrs.name.get().map_or(decl.span, LitStr::span);
+            errors.push(
+                span,
+                format!(
+                    "duplicate declaration name `{}` on this type; give each a distinct `name`",
+                    valid.name
+                ),
+            );
+        } else {
+            names.push(valid.name.clone());
+        }
+        decls.push(valid);
     }
-    missing(
-        "cache",
-        "say what kind of cache holds this, e.g. `cache = \"StaticCache\"`",
-        errors,
-    );
-    missing(
-        "positions",
-        "say how many positions the cache holds and why, e.g. `positions = bounded(2048, because = \"max_cache_len\")`",
-        errors,
-    );
-    missing(
-        "scope",
-        "one of `invocation`, `request`, `session`, `model`",
-        errors,
-    );
-    missing(
-        "rows",
-        "`rows = max_num_seqs` or `rows = fixed(N, because = \"...\")`; rows never default to 1, which would silently understate",
-        errors,
-    );
-    if decl.has("geometry") {
-        for key in ["layers", "kv_heads", "head_dim", "v_head_dim", "dtype"] {
-            if let Some(ident) = decl.given.iter().find(|k| *k == key) {
-                errors.push(
-                    ident.span(),
-                    format!(
-                        "`{key}` conflicts with `geometry`: give the geometry whole, or its parts"
-                    ),
-                );
+    let transparent = input.options.transparent.key();
+    if let Some(transparent) = transparent {
+        match input.children.as_slice() {
+            [] => errors.push(
+                transparent.span(),
+                "a transparent wrapper needs a `#[kv(child)]` field to forward to",
+            ),
+            [_] => {}
+            [_, rest @ ..] => {
+                for child in rest {
+                    errors.push(
+                        child.span,
+                        "a transparent wrapper forwards to exactly one `#[kv(child)]` field: \
+                         two children at the wrapper's own path would give their declarations \
+                         the same full names; remove `#[kv(transparent)]` or this `child`",
+                    );
+                }
             }
         }
-    } else {
-        for key in ["layers", "kv_heads", "head_dim", "dtype"] {
-            missing(
-                key,
-                "give `layers`, `kv_heads`, `head_dim` and `dtype`, or `geometry = ...` whole",
-                errors,
+    }
+    (errors.len() == before).then_some(Derive {
+        shell: &input.shell,
+        transparent: transparent.is_some(),
+        children: &input.children,
+        decls,
+    })
+}
+
+fn declaration<'a>(
+    input: &Input<'_>,
+    decl: &'a Decl,
+    errors: &mut Errors,
+) -> Option<ValidDecl<'a>> {
+    let attrs = &decl.attrs;
+    let before = errors.len();
+    let whole = attrs.geometry.key().is_some();
+    for key in KEYS.iter().filter(|key| key.place == Place::Declaration) {
+        let given = (key.given)(attrs);
+        if let Some(given) = given {
+            for conflict in key.conflicts {
+                if let Some(other) = crate::keys::key(conflict).and_then(|k| (k.given)(attrs)) {
+                    errors.push(
+                        other.span(),
+                        format!("`{conflict}` conflicts with `{given}`: {}", key.advice),
+                    );
+                }
+            }
+            continue;
+        }
+        if attrs.suggested.contains(&key.name) {
+            continue;
+        }
+        let why = match (key.need, &decl.field) {
+            (Need::Required, _) => key.advice,
+            (Need::UnlessGeometry, _) if !whole => key.advice,
+            (Need::UnlessNamedField, None) => {
+                "a declaration on the struct needs `name = \"...\"` (on a field it defaults to the field's name)"
+            }
+            (Need::UnlessNamedField, Some(Member::Unnamed(_))) => {
+                "a declaration on a tuple field needs `name = \"...\"`"
+            }
+            _ => continue,
+        };
+        errors.push(decl.span, format!("missing `{}`: {why}", key.name));
+    }
+    let gate = match attrs.only_when.get() {
+        Some(gate) => Some(resolve_gate(input, gate, errors)?),
+        None => None,
+    };
+    if errors.len() != before {
+        return None;
+    }
+    let name = match (attrs.name.get(), &decl.field) {
+        (Some(name), _) => name.value(),
+        (None, Some(Member::Named(ident))) => unraw(ident),
+        _ => return None,
+    };
+    let geometry = match attrs.geometry.get() {
+        Some(whole) => Geometry::Whole(whole),
+        None => Geometry::Parts {
+            layers: attrs.layers.get()?,
+            kv_heads: attrs.kv_heads.get()?,
+            head_dim: attrs.head_dim.get()?,
+            v_head_dim: attrs.v_head_dim.get(),
+            dtype: attrs.dtype.get()?,
+        },
+    };
+    // A key given with an invalid value has been reported; its slot is empty.
+    Some(ValidDecl {
+        span: decl.span,
+        name,
+        cache: attrs.cache.get()?,
+        geometry,
+        positions: attrs.positions.get()?,
+        scope: *attrs.scope.get()?,
+        rows: attrs.rows.get()?,
+        gate,
+        attrs,
+        literal: false,
+    })
+}
+
+/// `"field"` must name a field; `"method()"` is checked by typing.
+fn resolve_gate(input: &Input<'_>, gate: &Gate, errors: &mut Errors) -> Option<ValidGate> {
+    match gate {
+        Gate::Method(ident) => Some(ValidGate {
+            ident: ident.clone(),
+            is_field: false,
+            text: unraw(ident),
+        }),
+        Gate::Name(ident, lit) => {
+            let wanted = unraw(ident);
+            if let Some(field) = input.fields.iter().find(|f| unraw(&f.ident) == wanted) {
+                let mut ident = field.ident.clone();
+                ident.set_span(lit.span());
+                return Some(ValidGate {
+                    ident,
+                    is_field: true,
+                    text: wanted,
+                });
+            }
+            let mut has = String::new();
+            for field in input.fields.iter().filter(|f| f.is_bool()) {
+                has.push_str(if has.is_empty() {
+                    "its bool fields are: "
+                } else {
+                    ", "
+                });
+                has.push_str(&unraw(&field.ident));
+            }
+            if has.is_empty() {
+                has.push_str("it has no bool fields");
+            }
+            errors.push(
+                lit.span(),
+                format!(
+                    "`only_when = \"{wanted}\"` names no field of `{}`; {has} (for a method write `only_when = \"{wanted}()\"`)",
+                    input.shell.type_name
+                ),
             );
+            None
         }
     }
 }

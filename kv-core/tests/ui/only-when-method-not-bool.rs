@@ -11,7 +11,7 @@ use kv_core::ModelLocalKv;
     positions = bounded(71, because = "sliding_window(72) - 1"),
     scope = request,
     rows = max_num_seqs,
-    only_when = "sessions",
+    only_when = "sessions()",
 )]
 struct Decoder;
 

@@ -1,0 +1,202 @@
+//! The compile-time checks of const values: each const count is positive and
+//! fits in u64, and a declaration's const products (bytes per position, per
+//! row, the fixed peak) fit in u64. Each check is spanned where its last
+//! factor is written and its message says what to change. A declaration
+//! whose figures are all literals is checked here, while expanding, and
+//! needs no generated check at all.
+
+use proc_macro2::{Span, TokenStream};
+use quote::quote_spanned;
+
+use crate::expand::{count, geometry};
+use crate::keys::dtype_bytes;
+use crate::read::{DTypeValue, RowsValue, Value};
+use crate::valid::{Geometry, ValidDecl};
+
+fn position_overflow(owner: &str) -> String {
+    format!(
+        "kv: `{owner}`: bytes per position overflow u64 (layers x kv_heads x \
+         (head_dim + v_head_dim) x dtype); no cache is that large: check the geometry's parts"
+    )
+}
+
+fn row_overflow(owner: &str) -> String {
+    format!(
+        "kv: `{owner}`: bytes per row overflow u64 (bytes per position x positions); \
+         lower the `bounded(..)` position count, or check the geometry"
+    )
+}
+
+fn peak_overflow(owner: &str) -> String {
+    format!(
+        "kv: `{owner}`: peak bytes overflow u64 (rows x bytes per row); \
+         lower the `fixed(..)` row count"
+    )
+}
+
+/// What checking a declaration's literal figures while expanding found.
+pub enum Folded {
+    /// Some figure is a const or read after load: checked by generated code.
+    NotLiteral,
+    /// Every product fits.
+    Fits,
+    /// The first product that overflows, where its last factor is written.
+    Overflows(Span, String),
+}
+
+/// Checks the products of a declaration whose geometry and positions (and
+/// fixed rows, if any are known before load) are literals.
+pub fn fold_literals(decl: &ValidDecl<'_>, owner_dot_name: &str) -> Folded {
+    let literal = |value: &Value| match value {
+        Value::Literal(value, _) => Some(*value),
+        _ => None,
+    };
+    let Geometry::Parts {
+        layers,
+        kv_heads,
+        head_dim,
+        v_head_dim,
+        dtype: DTypeValue::Named(dtype),
+    } = &decl.geometry
+    else {
+        return Folded::NotLiteral;
+    };
+    let (Some(layers), Some(kv_heads), Some(head_dim), Some(positions)) = (
+        literal(layers),
+        literal(kv_heads),
+        literal(head_dim),
+        literal(&decl.positions.count),
+    ) else {
+        return Folded::NotLiteral;
+    };
+    let v_head_dim = match v_head_dim {
+        None => head_dim,
+        Some(value) => match literal(value) {
+            Some(value) => value,
+            None => return Folded::NotLiteral,
+        },
+    };
+    let rows = match decl.rows {
+        RowsValue::MaxNumSeqs => None,
+        RowsValue::Fixed(fixed) => match &fixed.count {
+            Value::Literal(count, span) => Some((*count, *span)),
+            Value::AfterLoad(_) => None,
+            Value::Const(_) => return Folded::NotLiteral,
+        },
+    };
+    let per_position = head_dim
+        .checked_add(v_head_dim)
+        .and_then(|dims| dims.checked_mul(dtype_bytes(dtype.variant)))
+        .and_then(|bytes| bytes.checked_mul(kv_heads))
+        .and_then(|bytes| bytes.checked_mul(layers));
+    let Some(per_position) = per_position else {
+        return Folded::Overflows(decl.span, position_overflow(owner_dot_name));
+    };
+    let Some(per_row) = per_position.checked_mul(positions) else {
+        return Folded::Overflows(decl.positions.count.span(), row_overflow(owner_dot_name));
+    };
+    if let Some((rows, span)) = rows {
+        if per_row.checked_mul(rows).is_none() {
+            return Folded::Overflows(span, peak_overflow(owner_dot_name));
+        }
+    }
+    Folded::Fits
+}
+
+/// `text` with `{` and `}` doubled, for a format string.
+fn format_escaped(text: &str) -> String {
+    let mut escaped = String::with_capacity(text.len());
+    for c in text.chars() {
+        escaped.push(c);
+        if c == '{' || c == '}' {
+            escaped.push(c);
+        }
+    }
+    escaped
+}
+
+/// `const` assertions for `decl`, each a `__kv::check!` (kv-core's
+/// `__kv_check_v0_1!`, which holds the messages). A fully const declaration
+/// is checked on its entry in `Self::__KV_STATIC` (at `static_index`) rather
+/// than on a second copy of its geometry.
+pub fn const_checks(
+    decl: &ValidDecl<'_>,
+    owner_dot_name: &str,
+    static_index: Option<usize>,
+) -> Vec<TokenStream> {
+    let mut checks = Vec::new();
+    if decl.literal {
+        return checks;
+    }
+    // The messages are format strings.
+    let owner = format_escaped(owner_dot_name);
+    let mut counts: Vec<(&str, &Value)> = Vec::new();
+    if let Geometry::Parts {
+        layers,
+        kv_heads,
+        head_dim,
+        v_head_dim,
+        ..
+    } = &decl.geometry
+    {
+        counts.extend([
+            ("layers", *layers),
+            ("kv_heads", *kv_heads),
+            ("head_dim", *head_dim),
+        ]);
+        counts.extend(v_head_dim.map(|value| ("v_head_dim", value)));
+    }
+    counts.push(("positions", &decl.positions.count));
+    if let RowsValue::Fixed(fixed) = decl.rows {
+        counts.push(("rows", &fixed.count));
+    }
+    for (key, value) in counts {
+        if let Value::Const(tokens) = value {
+            checks.push(quote_spanned! {value.span()=>
+                __kv::check!(count #tokens, #owner, #key);
+            });
+        }
+    }
+    let positions = &decl.positions.count;
+    let (geometry, bytes_per_row, peak) = match static_index {
+        Some(index) => {
+            let spec = quote_spanned! {decl.span=> Self::__KV_STATIC[#index] };
+            (
+                quote_spanned! {decl.span=> __kv::spec_geometry(&#spec) },
+                quote_spanned! {decl.span=> __kv::spec_row_fits(&#spec) },
+                Some(quote_spanned! {decl.span=> __kv::spec_peak_fits(&#spec) }),
+            )
+        }
+        // After load in part: the const geometry and positions, where both are.
+        None if decl.geometry_is_const() && !positions.is_after_load() => {
+            let geometry = geometry(decl);
+            let position_count = count(positions, "positions");
+            let bytes_per_row =
+                quote_spanned! {decl.span=> __kv::row_fits(#geometry, #position_count) };
+            (geometry, bytes_per_row, None)
+        }
+        None => return checks,
+    };
+    let geometry_span = match &decl.geometry {
+        Geometry::Whole(value) => value.span(),
+        Geometry::Parts { .. } => decl.span,
+    };
+    if let Geometry::Whole(_) = decl.geometry {
+        checks.push(quote_spanned! {geometry_span=>
+            __kv::check!(zero #geometry, #owner);
+        });
+    }
+    checks.push(quote_spanned! {geometry_span=>
+        __kv::check!(position #geometry, #owner);
+    });
+    checks.push(quote_spanned! {positions.span()=>
+        __kv::check!(row #bytes_per_row, #owner);
+    });
+    if let (Some(peak), RowsValue::Fixed(fixed)) = (peak, decl.rows) {
+        // A fixed count ignores `max_num_seqs`.
+        checks.push(quote_spanned! {fixed.count.span()=>
+            __kv::check!(peak #peak, #owner);
+        });
+    }
+    checks
+}

@@ -1,0 +1,415 @@
+//! Value readers: each reads one key's value by the grammar that key takes.
+//! Values stay token streams (no `syn::Expr`), so syn needs no `full` feature.
+
+use proc_macro2::{Delimiter, Ident, Literal, Span, TokenStream, TokenTree};
+use syn::spanned::Spanned;
+use syn::{Lit, LitStr, Path};
+
+use crate::attr::{parse_entries, split_top_level};
+use crate::keys::{self, column, DTYPES, ROW_DRIVERS, SCOPES};
+use crate::suggest::{closest, nearest, or_list};
+use crate::Errors;
+
+/// A count or expression, classified by what it can be checked against.
+#[derive(Clone)]
+pub enum Value {
+    /// An integer literal, checked positive and in range here; kept as its
+    /// value, written back unsuffixed so it takes the field's type.
+    Literal(u64, Span),
+    /// An expression with no `self`: a const, checked at compile time.
+    Const(TokenStream),
+    /// An expression on `self`: read after load, checked at run time.
+    AfterLoad(TokenStream),
+}
+
+impl Value {
+    pub fn is_after_load(&self) -> bool {
+        matches!(self, Value::AfterLoad(_))
+    }
+
+    pub fn tokens(&self) -> TokenStream {
+        match self {
+            Value::Literal(value, span) => {
+                let mut literal = Literal::u64_unsuffixed(*value);
+                literal.set_span(*span);
+                TokenTree::Literal(literal).into()
+            }
+            Value::Const(tokens) | Value::AfterLoad(tokens) => tokens.clone(),
+        }
+    }
+
+    pub fn span(&self) -> Span {
+        match self {
+            Value::Literal(_, span) => *span,
+            Value::Const(tokens) | Value::AfterLoad(tokens) => tokens.span(),
+        }
+    }
+}
+
+/// A name from a table (a dtype, a scope), as its variant and where it is written.
+#[derive(Clone, Copy)]
+pub struct Named {
+    pub variant: &'static str,
+    pub span: Span,
+}
+
+/// An element type: a known name, or an expression of type `DType`.
+pub enum DTypeValue {
+    Named(Named),
+    Expr(Value),
+}
+
+impl DTypeValue {
+    pub fn is_after_load(&self) -> bool {
+        matches!(self, DTypeValue::Expr(value) if value.is_after_load())
+    }
+}
+
+pub enum RowsValue {
+    MaxNumSeqs,
+    Fixed(Counted),
+}
+
+/// `only_when = "..."`: a bool field (resolved against the struct's fields
+/// in `valid`), or a `fn(&self) -> bool` written `"name()"`.
+pub enum Gate {
+    Name(Ident, LitStr),
+    Method(Ident),
+}
+
+/// `NAME(COUNT, because = "reason")`, as used by `bounded(..)` and `fixed(..)`.
+pub struct Counted {
+    pub count: Value,
+    pub because: LitStr,
+}
+
+fn mentions_self(tokens: &TokenStream) -> bool {
+    tokens.clone().into_iter().any(|tree| match tree {
+        TokenTree::Ident(ident) => ident == "self",
+        TokenTree::Group(group) => mentions_self(&group.stream()),
+        _ => false,
+    })
+}
+
+/// An expression: `Const` unless it mentions `self`.
+pub fn expression(tokens: TokenStream) -> Value {
+    if mentions_self(&tokens) {
+        Value::AfterLoad(tokens)
+    } else {
+        Value::Const(tokens)
+    }
+}
+
+/// A count: a positive integer literal, a const expression or a `self` expression.
+pub fn count(tokens: TokenStream, key: &str, errors: &mut Errors) -> Option<Value> {
+    let trees: Vec<TokenTree> = tokens.clone().into_iter().collect();
+    match trees.as_slice() {
+        [TokenTree::Literal(literal)] => literal_count(literal, key, errors),
+        [TokenTree::Punct(minus), TokenTree::Literal(_)] if minus.as_char() == '-' => {
+            errors.push_tokens(
+                &tokens,
+                format!("`{key}` is negative; a count must be a positive integer"),
+            );
+            None
+        }
+        _ => Some(expression(tokens)),
+    }
+}
+
+fn literal_count(literal: &Literal, key: &str, errors: &mut Errors) -> Option<Value> {
+    let span = literal.span();
+    match Lit::new(literal.clone()) {
+        Lit::Int(int) => match int.base10_parse::<u64>() {
+            Ok(0) => errors.push(
+                span,
+                format!(
+                    "`{key}` is 0; a count must be positive (to hold nothing, declare nothing)"
+                ),
+            ),
+            Ok(value) => return Some(Value::Literal(value, span)),
+            Err(_) => errors.push(span, format!("`{key}` does not fit in u64")),
+        },
+        Lit::Float(_) => errors.push(span, format!("`{key}` must be an integer, not a float")),
+        _ => errors.push(span, format!("`{key}` must be an integer or an expression")),
+    }
+    None
+}
+
+/// What a blank `because` needs (`because` is part of a value, not a key).
+const BECAUSE_ADVICE: &str = "say why, or the value cannot be reviewed";
+
+/// A non-blank string literal.
+pub fn text(tokens: TokenStream, key: &str, errors: &mut Errors) -> Option<LitStr> {
+    match string_literal(&tokens) {
+        Ok(lit) if lit.value().trim().is_empty() => {
+            let advice = keys::key(key).map_or(BECAUSE_ADVICE, |k| k.advice);
+            errors.push(lit.span(), format!("`{key}` is blank; {advice}"));
+            None
+        }
+        Ok(lit) => Some(lit),
+        Err(_) => {
+            errors.push_tokens(
+                &tokens,
+                format!("`{key}` must be a string literal, like `{key} = \"...\"`"),
+            );
+            None
+        }
+    }
+}
+
+/// The one string literal `tokens` hold (inside invisible groups too, as a
+/// `macro_rules!` forwarding `$text:literal` passes it), read without syn's
+/// parser.
+fn string_literal(tokens: &TokenStream) -> Result<LitStr, ()> {
+    let mut trees = tokens.clone().into_iter();
+    match (trees.next(), trees.next()) {
+        (Some(TokenTree::Literal(literal)), None) => match Lit::new(literal) {
+            Lit::Str(lit) => Ok(lit),
+            _ => Err(()),
+        },
+        (Some(TokenTree::Group(group)), None) if group.delimiter() == Delimiter::None => {
+            string_literal(&group.stream())
+        }
+        _ => Err(()),
+    }
+}
+
+/// `crate = "path"`.
+pub fn krate(tokens: TokenStream, errors: &mut Errors) -> Option<Path> {
+    let lit = text(tokens, "crate", errors)?;
+    match lit.parse::<Path>() {
+        Ok(path) => Some(path),
+        Err(_) => {
+            errors.push(
+                lit.span(),
+                "`crate` must name a path, like `crate = \"my_kv\"`",
+            );
+            None
+        }
+    }
+}
+
+/// Reads `NAME(COUNT, because = "...")` where `tokens` start with `NAME`.
+pub fn counted(
+    function: &Ident,
+    rest: &[TokenTree],
+    key: &str,
+    errors: &mut Errors,
+) -> Option<Counted> {
+    let group = match rest {
+        [TokenTree::Group(group)] if group.delimiter() == Delimiter::Parenthesis => group,
+        _ => {
+            errors.push(
+                function.span(),
+                format!("expected `{function}(COUNT, because = \"...\")`"),
+            );
+            return None;
+        }
+    };
+    let mut parts = split_top_level(group.stream()).into_iter();
+    let Some(count_tokens) = parts.next() else {
+        errors.push(
+            group.span(),
+            format!("`{function}()` needs a count and `because = \"...\"`"),
+        );
+        return None;
+    };
+    let count = if count_tokens.is_empty() {
+        errors.push(
+            group.span(),
+            format!("`{function}(..)` needs a count first: `{function}(N, because = \"...\")`"),
+        );
+        None
+    } else {
+        count(count_tokens.into_iter().collect(), key, errors)
+    };
+    let mut because = None;
+    let mut because_given = false;
+    for part in parts {
+        let entries = parse_entries(part.into_iter().collect(), errors);
+        for entry in entries {
+            if entry.key != "because" {
+                errors.push(
+                    entry.key.span(),
+                    format!(
+                        "unknown key `{}` in `{function}(..)`; it takes a count and `because = \"...\"`",
+                        entry.key
+                    ),
+                );
+                continue;
+            }
+            if because_given {
+                errors.push(entry.key.span(), "duplicate key `because`");
+                continue;
+            }
+            because_given = true;
+            match entry.value {
+                Some(value) => because = text(value, "because", errors),
+                None => errors.push(entry.key.span(), "expected `because = \"...\"`"),
+            }
+        }
+    }
+    if !because_given {
+        let why = if key == "positions" {
+            "say what bounds the positions, e.g. `because = \"sliding_window(72) - 1\"`"
+        } else {
+            "an unexplained count cannot be reviewed"
+        };
+        errors.push(
+            group.span(),
+            format!("`{function}(..)` needs `because = \"...\"`: {why}"),
+        );
+    }
+    Some(Counted {
+        count: count?,
+        because: because?,
+    })
+}
+
+/// Whether `text` is exactly one identifier (raw ones included): Rust keywords
+/// cannot name a field or method, so they cannot be a gate. Exactly: the lexer
+/// drops whitespace and comments, so `" gate "` parses as an identifier but
+/// cannot make one.
+pub fn identifier(text: &str, span: Span) -> Option<Ident> {
+    let mut ident = syn::parse_str::<Ident>(text).ok().filter(|i| i == text)?;
+    ident.set_span(span);
+    Some(ident)
+}
+
+/// `only_when = "field"` or `only_when = "method()"`.
+pub fn gate(value: TokenStream, errors: &mut Errors) -> Option<Gate> {
+    let lit = text(value, "only_when", errors)?;
+    let written = lit.value();
+    let (name, method) = match written.strip_suffix("()") {
+        Some(name) => (name, true),
+        None => (written.as_str(), false),
+    };
+    match identifier(name, lit.span()) {
+        Some(ident) if method => Some(Gate::Method(ident)),
+        Some(ident) => Some(Gate::Name(ident, lit)),
+        None => {
+            errors.push(
+                lit.span(),
+                "`only_when` names a bool field (`\"field\"`) or a `fn(&self) -> bool` \
+                 (`\"method()\"`) of this type; state a condition the model cannot observe \
+                 with `assumes = \"...\"`",
+            );
+            None
+        }
+    }
+}
+
+fn single_ident(value: &TokenStream) -> Option<Ident> {
+    let mut trees = value.clone().into_iter();
+    match (trees.next(), trees.next()) {
+        (Some(TokenTree::Ident(ident)), None) => Some(ident),
+        _ => None,
+    }
+}
+
+fn named(table: &[(&str, &'static str)], ident: &Ident) -> Option<Named> {
+    table
+        .iter()
+        .find(|(name, _)| ident == name)
+        .map(|(_, variant)| Named {
+            variant,
+            span: ident.span(),
+        })
+}
+
+/// A dtype name, or an expression of type `DType`. A word close to a dtype
+/// name (`bf61`) is taken for a misspelling; any other word (`my_dtype`,
+/// `MY_DTYPE`) is a const.
+pub fn dtype(value: TokenStream, errors: &mut Errors) -> Option<DTypeValue> {
+    let Some(ident) = single_ident(&value) else {
+        return Some(DTypeValue::Expr(expression(value)));
+    };
+    if let Some(named) = named(DTYPES, &ident) {
+        return Some(DTypeValue::Named(named));
+    }
+    let text = ident.to_string();
+    let valid = column(DTYPES);
+    let lower = text
+        .chars()
+        .all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '_');
+    if lower {
+        if let Some(suggestion) = closest(&text, &valid) {
+            errors.push(
+                ident.span(),
+                format!("unknown dtype `{text}`; did you mean `{suggestion}`?"),
+            );
+            return None;
+        }
+    }
+    Some(DTypeValue::Expr(expression(value)))
+}
+
+pub fn scope(value: TokenStream, errors: &mut Errors) -> Option<Named> {
+    let valid = column(SCOPES);
+    match single_ident(&value) {
+        Some(ident) => {
+            let found = named(SCOPES, &ident);
+            if found.is_none() {
+                let text = ident.to_string();
+                errors.push(
+                    ident.span(),
+                    format!(
+                        "unknown scope `{text}`{}",
+                        or_list(&nearest(&text, &valid), &valid)
+                    ),
+                );
+            }
+            found
+        }
+        None => {
+            errors.push_tokens(&value, format!("`scope` is one of: {}", valid.join(", ")));
+            None
+        }
+    }
+}
+
+pub fn positions(value: TokenStream, errors: &mut Errors) -> Option<Counted> {
+    let trees: Vec<TokenTree> = value.clone().into_iter().collect();
+    if let [TokenTree::Ident(function), rest @ ..] = trees.as_slice() {
+        if function == "bounded" {
+            return counted(function, rest, "positions", errors);
+        }
+    }
+    errors.push_tokens(
+        &value,
+        "positions need the reason for their bound: write `positions = bounded(N, because = \"...\")`, \
+         e.g. `bounded(71, because = \"sliding_window(72) - 1\")`",
+    );
+    None
+}
+
+pub fn rows(value: TokenStream, errors: &mut Errors) -> Option<RowsValue> {
+    let trees: Vec<TokenTree> = value.clone().into_iter().collect();
+    match trees.as_slice() {
+        [TokenTree::Ident(driver)] if driver == "max_num_seqs" => Some(RowsValue::MaxNumSeqs),
+        [TokenTree::Ident(function), rest @ ..] if function == "fixed" => {
+            counted(function, rest, "rows", errors).map(RowsValue::Fixed)
+        }
+        [TokenTree::Ident(other), ..] => {
+            let text = other.to_string();
+            errors.push(
+                other.span(),
+                format!(
+                    "unknown row driver `{text}`{}",
+                    or_list(
+                        &nearest(&text, ROW_DRIVERS),
+                        &["max_num_seqs", "fixed(N, because = \"...\")"]
+                    )
+                ),
+            );
+            None
+        }
+        _ => {
+            errors.push_tokens(
+                &value,
+                "rows need a driver: `rows = max_num_seqs`, or `rows = fixed(N, because = \"...\")` for a count the model controls",
+            );
+            None
+        }
+    }
+}
