@@ -58,6 +58,7 @@ mod spec;
 mod storage;
 pub mod table;
 pub mod units;
+pub mod values;
 
 // Collection, reports, config reading and JSON export.
 #[cfg(feature = "json")]

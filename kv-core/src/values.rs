@@ -1,0 +1,170 @@
+//! The types a `#[kv(...)]` value read after load may have: a count is any
+//! integer, a geometry a `Geometry` or a `Result` of one, and so on. The
+//! derive converts each value through these traits, so a value of the wrong
+//! type is an error that names the trait and says what to write.
+
+use crate::{DType, Geometry, KvError, RecurrentState, Storage};
+
+/// An integer read after load, converted to `u64` without wrapping.
+#[diagnostic::on_unimplemented(
+    message = "`{Self}` is not a count: a count read after load must be an integer",
+    label = "expected an integer (`u8`..`u128`, `i8`..`i128`, `usize`, `isize`) or a reference to one",
+    note = "`layers`, `kv_heads`, `head_dim`, `v_head_dim` and the counts in `bounded(..)` and `fixed(..)` are integers; convert this value to one"
+)]
+pub trait IntoCount {
+    /// `Err` holds the problem, e.g. "is -3".
+    fn count_problem(self) -> Result<u64, String>;
+
+    /// Converts a count read after load; zero is caught later by `KvSpec::validate`.
+    fn into_count(self, field: &'static str) -> Result<u64, KvError>
+    where
+        Self: Sized,
+    {
+        self.count_problem()
+            .map_err(|problem| KvError::InvalidValue {
+                declaration: String::new(),
+                field,
+                problem,
+            })
+    }
+}
+
+macro_rules! unsigned_count {
+    ($($t:ty),*) => {$(
+        impl IntoCount for $t {
+            fn count_problem(self) -> Result<u64, String> {
+                u64::try_from(self).map_err(|_| format!("is {self}, more than u64 can hold"))
+            }
+        }
+    )*};
+}
+macro_rules! signed_count {
+    ($($t:ty),*) => {$(
+        impl IntoCount for $t {
+            fn count_problem(self) -> Result<u64, String> {
+                u64::try_from(self).map_err(|_| {
+                    if self < 0 {
+                        format!("is {self}; a count cannot be negative")
+                    } else {
+                        format!("is {self}, more than u64 can hold")
+                    }
+                })
+            }
+        }
+    )*};
+}
+unsigned_count!(u8, u16, u32, u64, u128, usize);
+signed_count!(i8, i16, i32, i64, i128, isize);
+
+impl<T: IntoCount + Copy> IntoCount for &T {
+    fn count_problem(self) -> Result<u64, String> {
+        (*self).count_problem()
+    }
+}
+
+/// A geometry read after load: a `Geometry`, or a `Result` of one.
+#[diagnostic::on_unimplemented(
+    message = "`{Self}` is not a geometry: `geometry = ...` takes a `kv_core::Geometry` or a `Result<Geometry, E>` with `E: Into<KvError>`",
+    label = "expected a `Geometry` or a `Result<Geometry, E>`",
+    note = "or give the geometry's parts: `layers`, `kv_heads`, `head_dim` and `dtype`"
+)]
+pub trait IntoGeometry {
+    /// The geometry or the error reading it.
+    fn into_geometry(self) -> Result<Geometry, KvError>;
+}
+
+impl IntoGeometry for Geometry {
+    fn into_geometry(self) -> Result<Geometry, KvError> {
+        Ok(self)
+    }
+}
+
+impl IntoGeometry for &Geometry {
+    fn into_geometry(self) -> Result<Geometry, KvError> {
+        Ok(*self)
+    }
+}
+
+impl<E: Into<KvError>> IntoGeometry for Result<Geometry, E> {
+    fn into_geometry(self) -> Result<Geometry, KvError> {
+        self.map_err(Into::into)
+    }
+}
+
+/// A dtype read after load.
+#[diagnostic::on_unimplemented(
+    message = "`{Self}` is not a dtype: `dtype = ...` takes a name like `bf16` or an expression of type `kv_core::DType`",
+    label = "expected a `kv_core::DType`"
+)]
+pub trait IntoDType {
+    /// The dtype.
+    fn into_dtype(self) -> DType;
+}
+
+impl IntoDType for DType {
+    fn into_dtype(self) -> DType {
+        self
+    }
+}
+
+impl IntoDType for &DType {
+    fn into_dtype(self) -> DType {
+        *self
+    }
+}
+
+/// A storage format read after load.
+#[diagnostic::on_unimplemented(
+    message = "`{Self}` is not a storage format: `kv_format = ...` takes a name like `q8_0` or an expression of type `kv_core::Storage`",
+    label = "expected a `kv_core::Storage` (or a `DType`)"
+)]
+pub trait IntoStorage {
+    /// The storage.
+    fn into_storage(self) -> Storage;
+}
+
+impl IntoStorage for Storage {
+    fn into_storage(self) -> Storage {
+        self
+    }
+}
+
+impl IntoStorage for &Storage {
+    fn into_storage(self) -> Storage {
+        *self
+    }
+}
+
+impl IntoStorage for DType {
+    fn into_storage(self) -> Storage {
+        Storage::Dense(self)
+    }
+}
+
+/// A recurrent state read after load: a `RecurrentState`, or a `Result` of one.
+#[diagnostic::on_unimplemented(
+    message = "`{Self}` is not a recurrent state: `state = ...` takes a `kv_core::RecurrentState` or a `Result<RecurrentState, E>` with `E: Into<KvError>`",
+    label = "expected a `RecurrentState` or a `Result<RecurrentState, E>`"
+)]
+pub trait IntoState {
+    /// The state or the error reading it.
+    fn into_state(self) -> Result<RecurrentState, KvError>;
+}
+
+impl IntoState for RecurrentState {
+    fn into_state(self) -> Result<RecurrentState, KvError> {
+        Ok(self)
+    }
+}
+
+impl IntoState for &RecurrentState {
+    fn into_state(self) -> Result<RecurrentState, KvError> {
+        Ok(self.clone())
+    }
+}
+
+impl<E: Into<KvError>> IntoState for Result<RecurrentState, E> {
+    fn into_state(self) -> Result<RecurrentState, KvError> {
+        self.map_err(Into::into)
+    }
+}
