@@ -124,16 +124,21 @@ pub use report::{log_model_local_kv, Report};
 /// |---|---|---|
 /// | `name` | `"retained"` | on the struct and on tuple fields |
 /// | `cache` | `"sliding DynamicCache"`: what kind of cache holds it | yes |
-/// | `layers`, `kv_heads`, `head_dim` | a count | yes, or `geometry` |
+/// | `layers`, `kv_heads`, `head_dim` | a count | yes, or `geometry`, `latent` or `state` |
 /// | `v_head_dim` | a count, where values differ from keys | no |
-/// | `dtype` | `f64`, `f32`, `f16`, `bf16`, `f8e4m3`, `f8e5m2`, `i8`, `u8`, or an expression of type [`DType`] (a lower-case word close to a dtype name, like `bf61`, is taken for a misspelling; write such a const by its path) | yes, or `geometry` |
-/// | `geometry` | an expression of type [`Geometry`] or `Result<Geometry, KvError>` | instead of the four above |
-/// | `positions` | `bounded(COUNT, because = "sliding_window(72) - 1")` | yes |
+/// | `dtype` | `f64`, `f32`, `f16`, `bf16`, `f8e4m3`, `f8e5m2`, `i8`, `u8`, `i4`, `i2`, `f4e2m1`, or an expression of type [`DType`] (a lower-case word close to a dtype name, like `bf61`, is taken for a misspelling; write such a const by its path) | yes, or `geometry`, `latent` or `state` |
+/// | `kv_format`, `v_format` | how keys (and values) are stored, where it is not `dtype`: a dtype name, a block format (`q8_0`, `q4_0`, `q4_1`, `q5_0`, `q5_1`, `nvfp4`), or an expression of type [`Storage`] | no |
+/// | `geometry` | an expression of type [`Geometry`] or `Result<Geometry, KvError>` | instead of the parts above |
+/// | `latent` | an MLA latent: an expression of type [`Latent`] (or a `Result` of one, read after load) | instead of the attention parts |
+/// | `state` | recurrent state: an expression of type [`RecurrentState`] (or a `Result` of one); it has no `positions` | instead of the attention parts and `positions` |
+/// | `positions` | `bounded(COUNT, because = "...")`, or a policy that writes its own reason: `window(W)`, `window_minus_one(W)`, `window_capped(W, max_cache_len = N)`, `window_plus_chunk(W, chunk = N)`, `vllm_sliding_window(W, max_num_batched_tokens = N, max_model_len = N, block_size = N)`, `vllm_chunked_local(CHUNK, ..the same..)`, `padded(COUNT, multiple = N)`, `grows_by(COUNT, step = N)` ([`PositionPolicy`]); each input a count | yes, except with `state` |
 /// | `scope` | `invocation`, `request`, `session` or `model` (diagnostic only, never a multiplier) | yes |
 /// | `rows` | `max_num_seqs`, or `fixed(COUNT, because = "...")` | yes: never defaults to 1 |
 /// | `only_when` | `"async_chunk"`: a `bool` field; or `"is_streaming()"`: a `fn(&self) -> bool`; when false the declaration yields nothing | no |
 /// | `assumes` | prose: a condition the model cannot observe | no |
 /// | `note` | prose: the object layout | no |
+/// | `on_host` | prose: why it lives in host memory (device is the default) | no |
+/// | `whole_on_every_rank` | prose: why tensor and pipeline parallelism do not divide it | no |
 ///
 /// A count is an integer literal (checked positive by the macro), a const
 /// expression (checked positive and, with the rest of the declaration, free

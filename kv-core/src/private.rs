@@ -12,9 +12,10 @@ pub use std::vec::Vec;
 
 pub use crate::{AfterLoadDecl, AfterLoadRows, DType, DeclaredKv, Geometry, KvSpec, Rows, Scope};
 // Short names for generated code: fewer tokens to generate and parse.
-pub use crate::DType::{BF16, F16, F32, F64, F8E4M3, F8E5M2, I8, U8};
+pub use crate::DType::{BF16, F16, F32, F4E2M1, F64, F8E4M3, F8E5M2, I2, I4, I8, U8};
 pub use crate::Rows::MaxNumSeqs;
 pub use crate::Scope::{Invocation, Model, Request, Session};
+pub use crate::{BlockFormat, PositionPolicy, Storage};
 
 /// `AfterLoadRows::MaxNumSeqs`, for generated code.
 pub const MAX_NUM_SEQS: AfterLoadRows = AfterLoadRows::MaxNumSeqs;
@@ -30,7 +31,7 @@ pub const fn fixed(count: u64, because: &'static str) -> Rows {
 }
 use crate::{ChildVisitor, KvChild, KvError, KvTypeDecls, Layout, Positions, Segment};
 
-pub use crate::values::{IntoCount, IntoDType, IntoGeometry, IntoState, IntoStorage};
+pub use crate::values::{IntoCount, IntoDType, IntoGeometry, IntoLatent, IntoState, IntoStorage};
 
 /// Builds, names and validates one declaration, then appends it.
 pub fn declare(
@@ -72,6 +73,141 @@ pub const fn spec_geometry(spec: &KvSpec) -> Geometry {
         Layout::Attention { geometry, .. } => *geometry,
         // The derive declares attention only; a zero geometry fails the checks.
         _ => Geometry::new(0, 0, 0, DType::U8),
+    }
+}
+
+/// An attention layout, for generated code.
+pub const fn attention(geometry: Geometry, positions: Positions) -> Layout {
+    Layout::Attention {
+        geometry,
+        positions,
+    }
+}
+
+/// An MLA latent layout, for generated code.
+pub const fn latent(latent: crate::Latent, positions: Positions) -> Layout {
+    Layout::Latent { latent, positions }
+}
+
+/// A recurrent-state layout, for generated code.
+pub const fn state(state: crate::RecurrentState) -> Layout {
+    Layout::Recurrent(state)
+}
+
+/// A bare count and its reason, for generated code.
+pub const fn bounded(count: u64, because: &'static str) -> Positions {
+    Positions::bounded(count, because)
+}
+
+/// The positions a policy computes; a count that overflows becomes 0, which
+/// the const checks (or validation, after load) report.
+pub const fn policy(policy: PositionPolicy) -> Positions {
+    Positions {
+        count: policy_count(policy),
+        bound: crate::Bound::Policy(policy),
+    }
+}
+
+/// A policy's count, 0 where it overflows, for what is known before load.
+pub const fn policy_count(policy: PositionPolicy) -> u64 {
+    match policy.count() {
+        Ok(count) => count,
+        Err(_) => 0,
+    }
+}
+
+/// A declaration of any layout, for generated code; `""` stands for an absent
+/// text (the derive rejects blank ones).
+#[allow(clippy::too_many_arguments)]
+pub const fn spec_with(
+    name: &'static str,
+    cache: &'static str,
+    layout: Layout,
+    scope: Scope,
+    rows: Rows,
+    only_when: &'static str,
+    assumes: &'static str,
+    note: &'static str,
+    on_host: &'static str,
+    whole_on_every_rank: &'static str,
+) -> KvSpec {
+    let placement = if on_host.is_empty() {
+        crate::Placement::Device
+    } else {
+        crate::Placement::Host(Cow::Borrowed(on_host))
+    };
+    let sharding = if whole_on_every_rank.is_empty() {
+        crate::Sharding::ByKind
+    } else {
+        crate::Sharding::Whole(Cow::Borrowed(whole_on_every_rank))
+    };
+    KvSpec::from_all_parts(
+        Cow::Borrowed(name),
+        Cow::Borrowed(cache),
+        layout,
+        scope,
+        rows,
+        text(only_when),
+        text(assumes),
+        text(note),
+        placement,
+        sharding,
+    )
+}
+
+/// Whether a block format holds elements in bytes.
+const fn storage_ok(storage: Storage) -> bool {
+    match storage {
+        Storage::Blocks(format) => format.block_elems() > 0 && format.block_bytes() > 0,
+        _ => true,
+    }
+}
+
+/// Whether positions are positive and their policy's inputs too.
+const fn positions_ok(positions: &Positions) -> bool {
+    positions.count > 0
+        && match &positions.bound {
+            crate::Bound::Policy(policy) => policy.zero_input().is_none() && policy.count().is_ok(),
+            crate::Bound::Stated(_) => true,
+        }
+}
+
+/// Whether every dimension and count of a static declaration is positive and
+/// its position policy's inputs are too, for compile-time checks of any layout.
+pub const fn spec_has_no_zero(spec: &KvSpec) -> bool {
+    match &spec.layout {
+        Layout::Attention {
+            geometry,
+            positions,
+        } => {
+            geometry_has_no_zero(*geometry)
+                && storage_ok(geometry.storage)
+                && storage_ok(geometry.value_storage())
+                && positions_ok(positions)
+        }
+        Layout::Latent { latent, positions } => {
+            latent.layers > 0
+                && latent.kv_lora_rank > 0
+                && latent.rope_dim > 0
+                && storage_ok(latent.storage)
+                && positions_ok(positions)
+        }
+        Layout::Recurrent(state) => {
+            let parts: &[crate::StatePart] = match &state.parts {
+                Cow::Borrowed(parts) => parts,
+                Cow::Owned(parts) => parts.as_slice(),
+            };
+            let mut ok = state.layers > 0 && state.slots > 0 && !parts.is_empty();
+            let mut i = 0;
+            while i < parts.len() {
+                let shape = parts[i].shape;
+                ok = ok && shape[0] > 0 && shape[1] > 0 && shape[2] > 0;
+                i += 1;
+            }
+            ok
+        }
+        #[allow(unreachable_patterns)]
+        _ => false,
     }
 }
 
@@ -277,6 +413,16 @@ macro_rules! __kv_check_v0_1 {
             ::core::concat!(
                 "kv: `", $owner, "`: bytes per position overflow u64 (layers x kv_heads x ",
                 "(head_dim + v_head_dim) x dtype); no cache is that large: check the geometry's parts"
+            )
+        );
+    };
+    (valid $ok:expr, $owner:literal) => {
+        ::core::assert!(
+            $ok,
+            ::core::concat!(
+                "kv: `", $owner, "`: this const layout has a zero dimension, a zero input to its ",
+                "position policy, or a policy whose count overflows; every dimension and input ",
+                "must be positive: check the latent, state or policy"
             )
         );
     };

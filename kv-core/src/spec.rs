@@ -215,7 +215,7 @@ impl KvSpec {
         )
     }
 
-    /// The constructor every other one ends in; `const` for generated code.
+    /// A declaration on the device, sharded by kind; `const` for generated code.
     #[allow(clippy::too_many_arguments)]
     pub(crate) const fn from_parts(
         name: Text,
@@ -227,6 +227,34 @@ impl KvSpec {
         assumes: Option<Text>,
         note: Option<Text>,
     ) -> KvSpec {
+        KvSpec::from_all_parts(
+            name,
+            cache,
+            layout,
+            scope,
+            rows,
+            only_when,
+            assumes,
+            note,
+            Placement::Device,
+            Sharding::ByKind,
+        )
+    }
+
+    /// The constructor every other one ends in; `const` for generated code.
+    #[allow(clippy::too_many_arguments)]
+    pub(crate) const fn from_all_parts(
+        name: Text,
+        cache: Text,
+        layout: Layout,
+        scope: Scope,
+        rows: Rows,
+        only_when: Option<Text>,
+        assumes: Option<Text>,
+        note: Option<Text>,
+        placement: Placement,
+        sharding: Sharding,
+    ) -> KvSpec {
         KvSpec {
             name,
             cache,
@@ -236,8 +264,8 @@ impl KvSpec {
             only_when,
             assumes,
             note,
-            placement: Placement::Device,
-            sharding: Sharding::ByKind,
+            placement,
+            sharding,
             layer_group: None,
         }
     }

@@ -3,7 +3,7 @@
 //! derive converts each value through these traits, so a value of the wrong
 //! type is an error that names the trait and says what to write.
 
-use crate::{DType, Geometry, KvError, RecurrentState, Storage};
+use crate::{DType, Geometry, KvError, Latent, RecurrentState, Storage};
 
 /// An integer read after load, converted to `u64` without wrapping.
 #[diagnostic::on_unimplemented(
@@ -165,6 +165,34 @@ impl IntoState for &RecurrentState {
 
 impl<E: Into<KvError>> IntoState for Result<RecurrentState, E> {
     fn into_state(self) -> Result<RecurrentState, KvError> {
+        self.map_err(Into::into)
+    }
+}
+
+/// An MLA latent read after load: a `Latent`, or a `Result` of one.
+#[diagnostic::on_unimplemented(
+    message = "`{Self}` is not an MLA latent: `latent = ...` takes a `kv_core::Latent` or a `Result<Latent, E>` with `E: Into<KvError>`",
+    label = "expected a `Latent` or a `Result<Latent, E>`"
+)]
+pub trait IntoLatent {
+    /// The latent or the error reading it.
+    fn into_latent(self) -> Result<Latent, KvError>;
+}
+
+impl IntoLatent for Latent {
+    fn into_latent(self) -> Result<Latent, KvError> {
+        Ok(self)
+    }
+}
+
+impl IntoLatent for &Latent {
+    fn into_latent(self) -> Result<Latent, KvError> {
+        Ok(*self)
+    }
+}
+
+impl<E: Into<KvError>> IntoLatent for Result<Latent, E> {
+    fn into_latent(self) -> Result<Latent, KvError> {
         self.map_err(Into::into)
     }
 }

@@ -10,7 +10,7 @@ use quote::quote_spanned;
 
 use crate::expand::{count, geometry};
 use crate::keys::dtype_bytes;
-use crate::read::{DTypeValue, RowsValue, Value};
+use crate::read::{DTypeValue, PositionsValue, RowsValue, Value};
 use crate::valid::{Geometry, ValidDecl};
 
 fn position_overflow(owner: &str) -> String {
@@ -57,7 +57,14 @@ pub fn fold_literals(decl: &ValidDecl<'_>, owner_dot_name: &str) -> Folded {
         head_dim,
         v_head_dim,
         dtype: DTypeValue::Named(dtype),
+        kv_format: None,
+        v_format: None,
     } = &decl.geometry
+    else {
+        return Folded::NotLiteral;
+    };
+    let (Some(PositionsValue::Bounded(bounded)), Some(dtype_bytes)) =
+        (decl.positions, dtype_bytes(dtype.variant))
     else {
         return Folded::NotLiteral;
     };
@@ -65,7 +72,7 @@ pub fn fold_literals(decl: &ValidDecl<'_>, owner_dot_name: &str) -> Folded {
         literal(layers),
         literal(kv_heads),
         literal(head_dim),
-        literal(&decl.positions.count),
+        literal(&bounded.count),
     ) else {
         return Folded::NotLiteral;
     };
@@ -86,14 +93,14 @@ pub fn fold_literals(decl: &ValidDecl<'_>, owner_dot_name: &str) -> Folded {
     };
     let per_position = head_dim
         .checked_add(v_head_dim)
-        .and_then(|dims| dims.checked_mul(dtype_bytes(dtype.variant)))
+        .and_then(|dims| dims.checked_mul(dtype_bytes))
         .and_then(|bytes| bytes.checked_mul(kv_heads))
         .and_then(|bytes| bytes.checked_mul(layers));
     let Some(per_position) = per_position else {
         return Folded::Overflows(decl.span, position_overflow(owner_dot_name));
     };
     let Some(per_row) = per_position.checked_mul(positions) else {
-        return Folded::Overflows(decl.positions.count.span(), row_overflow(owner_dot_name));
+        return Folded::Overflows(bounded.count.span(), row_overflow(owner_dot_name));
     };
     if let Some((rows, span)) = rows {
         if per_row.checked_mul(rows).is_none() {
@@ -146,7 +153,9 @@ pub fn const_checks(
         ]);
         counts.extend(v_head_dim.map(|value| ("v_head_dim", value)));
     }
-    counts.push(("positions", &decl.positions.count));
+    if let Some(positions) = decl.positions {
+        counts.extend(positions.counts());
+    }
     if let RowsValue::Fixed(fixed) = decl.rows {
         counts.push(("rows", &fixed.count));
     }
@@ -157,7 +166,34 @@ pub fn const_checks(
             });
         }
     }
-    let positions = &decl.positions.count;
+    // A latent, a state or a position policy: checked whole on its static
+    // entry by kv-core's own byte math (its dimensions, its policy's inputs).
+    let bounded = match decl.positions {
+        Some(PositionsValue::Bounded(bounded)) => Some(&bounded.count),
+        _ => None,
+    };
+    let attention = matches!(decl.geometry, Geometry::Whole(_) | Geometry::Parts { .. });
+    let (Some(positions), true) = (bounded, attention) else {
+        if let Some(index) = static_index {
+            let span = match &decl.geometry {
+                Geometry::Latent(value) | Geometry::State(value) => value.span(),
+                _ => decl.positions.map_or(decl.span, PositionsValue::span),
+            };
+            let spec = quote_spanned! {decl.span=> Self::__KV_STATIC[#index] };
+            checks.push(quote_spanned! {span=>
+                __kv::check!(valid __kv::spec_has_no_zero(&#spec), #owner);
+            });
+            checks.push(quote_spanned! {span=>
+                __kv::check!(row __kv::spec_row_fits(&#spec), #owner);
+            });
+            if let RowsValue::Fixed(fixed) = decl.rows {
+                checks.push(quote_spanned! {fixed.count.span()=>
+                    __kv::check!(peak __kv::spec_peak_fits(&#spec), #owner);
+                });
+            }
+        }
+        return checks;
+    };
     let (geometry, bytes_per_row, peak) = match static_index {
         Some(index) => {
             let spec = quote_spanned! {decl.span=> Self::__KV_STATIC[#index] };
@@ -179,7 +215,7 @@ pub fn const_checks(
     };
     let geometry_span = match &decl.geometry {
         Geometry::Whole(value) => value.span(),
-        Geometry::Parts { .. } => decl.span,
+        _ => decl.span,
     };
     if let Geometry::Whole(_) = decl.geometry {
         checks.push(quote_spanned! {geometry_span=>

@@ -9,7 +9,7 @@ use quote::{quote, quote_spanned, ToTokens};
 
 use crate::ast::Shell;
 use crate::checks;
-use crate::read::{DTypeValue, Named, RowsValue, Value};
+use crate::read::{DTypeValue, Named, PositionsValue, RowsValue, StorageValue, Value};
 use crate::valid::{Derive, Geometry, ValidDecl, ValidGate};
 
 pub fn expand(derive: &Derive<'_>) -> TokenStream {
@@ -186,15 +186,29 @@ fn after_load_decl(decl: &ValidDecl<'_>) -> TokenStream {
     let name = &decl.name;
     let cache = decl.cache.value();
     let scope = scope(decl.scope);
-    let positions = &decl.positions;
-    let bound = positions.because.value();
-    let const_positions = !positions.count.is_after_load();
-    let position_count = if const_positions {
-        count(&positions.count, "positions")
-    } else {
-        quote!(0)
+    let (position_count, bound, bounded) = match decl.positions {
+        None => (
+            quote!(0),
+            "no positions (recurrent state)".to_owned(),
+            false,
+        ),
+        Some(positions) if positions.is_after_load() => (quote!(0), bound_text(positions), false),
+        Some(positions @ PositionsValue::Bounded(counted)) => (
+            count(&counted.count, "positions"),
+            bound_text(positions),
+            true,
+        ),
+        Some(positions @ PositionsValue::Policy(_)) => {
+            let policy = policy(positions);
+            (
+                quote! { __kv::policy_count(#policy) },
+                bound_text(positions),
+                false,
+            )
+        }
     };
-    let bytes_per_row = if const_positions && decl.geometry_is_const() {
+    let attention = matches!(decl.geometry, Geometry::Whole(_) | Geometry::Parts { .. });
+    let bytes_per_row = if bounded && attention && decl.geometry_is_const() {
         let geometry = geometry(decl);
         quote! { __kv::const_bytes_per_row(#geometry, #position_count) }
     } else {
@@ -259,12 +273,15 @@ pub fn geometry(decl: &ValidDecl<'_>) -> TokenStream {
             let tokens = value.tokens();
             quote_spanned! {value.span()=> (#tokens) }
         }
+        Geometry::Latent(value) | Geometry::State(value) => value.tokens(),
         Geometry::Parts {
             layers,
             kv_heads,
             head_dim,
             v_head_dim,
             dtype,
+            kv_format,
+            v_format,
         } => {
             let layers = count(layers, "layers");
             let kv_heads = count(kv_heads, "kv_heads");
@@ -283,7 +300,18 @@ pub fn geometry(decl: &ValidDecl<'_>) -> TokenStream {
                 }
                 DTypeValue::Expr(value) => value.tokens(),
             };
-            quote! { __kv::geometry(#layers, #kv_heads, #head_dim, #dtype) #with_v_head_dim }
+            let with_storage = kv_format.map(|format| {
+                let storage = storage(format);
+                quote! { .with_storage(#storage) }
+            });
+            let with_v_storage = v_format.map(|format| {
+                let storage = storage(format);
+                quote! { .with_v_storage(#storage) }
+            });
+            quote! {
+                __kv::geometry(#layers, #kv_heads, #head_dim, #dtype)
+                    #with_v_head_dim #with_storage #with_v_storage
+            }
         }
     }
 }
@@ -301,23 +329,121 @@ fn rows(decl: &ValidDecl<'_>) -> TokenStream {
 
 /// A `KvSpec` through `__private_v0_1::spec`, a `const fn`: far fewer tokens
 /// than a struct literal, which every build pays for (see BENCHMARKS.md).
+/// Declarations with a latent, a state, a format, a position policy or a
+/// placement go through `spec_with` and a layout built for their kind.
 fn spec(decl: &ValidDecl<'_>) -> TokenStream {
     let name = &decl.name;
     let cache = decl.cache.value();
-    let geometry = geometry(decl);
-    let position_count = count(&decl.positions.count, "positions");
-    let bound = decl.positions.because.value();
     let scope = scope(decl.scope);
     let rows = rows(decl);
     // Blank texts are rejected while parsing, so "" can stand for "not given".
     let only_when = gate_text(&decl.gate);
     let assumes = text(decl.attrs.assumes.get());
     let note = text(decl.attrs.note.get());
+    let plain = matches!(
+        decl.geometry,
+        Geometry::Whole(_)
+            | Geometry::Parts {
+                kv_format: None,
+                v_format: None,
+                ..
+            }
+    ) && decl.attrs.on_host.get().is_none()
+        && decl.attrs.whole_on_every_rank.get().is_none();
+    if let (true, Some(PositionsValue::Bounded(counted))) = (plain, decl.positions) {
+        let geometry = geometry(decl);
+        let position_count = count(&counted.count, "positions");
+        let bound = counted.because.value();
+        return quote! {
+            __kv::spec(
+                #name, #cache, #geometry, #position_count, #bound, #scope, #rows,
+                #only_when, #assumes, #note,
+            )
+        };
+    }
+    let positions = decl.positions.map(|positions| match positions {
+        PositionsValue::Bounded(counted) => {
+            let position_count = count(&counted.count, "positions");
+            let bound = counted.because.value();
+            quote! { __kv::bounded(#position_count, #bound) }
+        }
+        PositionsValue::Policy(_) => {
+            let policy = policy(positions);
+            quote! { __kv::policy(#policy) }
+        }
+    });
+    let layout = match (&decl.geometry, positions) {
+        (Geometry::State(value @ Value::AfterLoad(tokens)), _) => {
+            quote_spanned! {value.span()=> __kv::state(__kv::IntoState::into_state(#tokens)?) }
+        }
+        (Geometry::State(value), _) => {
+            let tokens = value.tokens();
+            quote_spanned! {value.span()=> __kv::state(#tokens) }
+        }
+        (Geometry::Latent(value @ Value::AfterLoad(tokens)), Some(positions)) => {
+            quote_spanned! {value.span()=>
+                __kv::latent(__kv::IntoLatent::into_latent(#tokens)?, #positions)
+            }
+        }
+        (Geometry::Latent(value), Some(positions)) => {
+            let tokens = value.tokens();
+            quote_spanned! {value.span()=> __kv::latent(#tokens, #positions) }
+        }
+        (_, Some(positions)) => {
+            let geometry = geometry(decl);
+            quote! { __kv::attention(#geometry, #positions) }
+        }
+        // Validation gives every kind but a state its positions: never emitted.
+        (_, None) => {
+            quote! { ::core::compile_error!("kv-derive: a declaration without positions") }
+        }
+    };
+    let on_host = text(decl.attrs.on_host.get());
+    let whole = text(decl.attrs.whole_on_every_rank.get());
     quote! {
-        __kv::spec(
-            #name, #cache, #geometry, #position_count, #bound, #scope, #rows,
-            #only_when, #assumes, #note,
+        __kv::spec_with(
+            #name, #cache, #layout, #scope, #rows, #only_when, #assumes, #note, #on_host, #whole,
         )
+    }
+}
+
+/// A position policy's `PositionPolicy` value.
+fn policy(positions: &PositionsValue) -> TokenStream {
+    let PositionsValue::Policy(policy) = positions else {
+        return TokenStream::new();
+    };
+    let variant = Ident::new(policy.policy.variant, policy.span);
+    let fields = policy.inputs.iter().map(|(field, value)| {
+        let field = Ident::new(field, value.span());
+        let value = count(value, "positions");
+        quote! { #field: #value }
+    });
+    quote_spanned! {policy.span=> __kv::PositionPolicy::#variant { #(#fields),* } }
+}
+
+/// What the positions' bound reads before load.
+fn bound_text(positions: &PositionsValue) -> String {
+    match positions {
+        PositionsValue::Bounded(counted) => counted.because.value(),
+        PositionsValue::Policy(policy) => policy.text.clone(),
+    }
+}
+
+/// A storage format as a `Storage` expression.
+fn storage(format: &StorageValue) -> TokenStream {
+    match format {
+        StorageValue::Dense(named) => {
+            let variant = Ident::new(named.variant, named.span);
+            quote! { __kv::Storage::Dense(__kv::#variant) }
+        }
+        StorageValue::Blocks(named) => {
+            let constant = Ident::new(named.variant, named.span);
+            quote! { __kv::Storage::Blocks(__kv::BlockFormat::#constant) }
+        }
+        StorageValue::Expr(value @ Value::AfterLoad(tokens)) => {
+            quote_spanned! {value.span()=> __kv::IntoStorage::into_storage(#tokens) }
+        }
+        StorageValue::Expr(value) => value.tokens(),
     }
 }
 

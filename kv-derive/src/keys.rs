@@ -10,7 +10,7 @@
 use proc_macro2::{Ident, TokenStream};
 use syn::{LitStr, Path};
 
-use crate::read::{self, Counted, DTypeValue, Gate, Named, RowsValue, Value};
+use crate::read::{self, DTypeValue, Gate, Named, PositionsValue, RowsValue, StorageValue, Value};
 use crate::Errors;
 
 /// Where a key may be written.
@@ -31,8 +31,9 @@ pub enum Need {
     Required,
     /// Required on the struct and on tuple fields; a named field names it.
     UnlessNamedField,
-    /// Required unless `geometry` is given whole.
-    UnlessGeometry,
+    /// Required unless one of these keys is given (`geometry` whole, an MLA
+    /// `latent`, a recurrent `state`).
+    UnlessAny(&'static [&'static str]),
 }
 
 /// One key: everything the derive knows about it, in one place.
@@ -55,7 +56,20 @@ pub struct Key {
 }
 
 const GEOMETRY_PARTS: &str =
-    "give `layers`, `kv_heads`, `head_dim` and `dtype`, or `geometry = ...` whole";
+    "give `layers`, `kv_heads`, `head_dim` and `dtype`, or `geometry = ...` whole \
+     (or `latent = ...` for an MLA latent, `state = ...` for recurrent state)";
+/// The keys that replace the attention geometry's parts.
+const WHOLE_LAYOUTS: &[&str] = &["geometry", "latent", "state"];
+/// The attention geometry's parts and formats.
+const ATTENTION_PARTS: &[&str] = &[
+    "layers",
+    "kv_heads",
+    "head_dim",
+    "v_head_dim",
+    "dtype",
+    "kv_format",
+    "v_format",
+];
 const COUNT: &str = "a positive integer, a const expression, or an expression on `self`";
 
 /// Every key of `#[kv(...)]`.
@@ -86,7 +100,7 @@ pub const KEYS: &[Key] = &[
         name: "layers",
         place: Place::Declaration,
         takes_value: true,
-        need: Need::UnlessGeometry,
+        need: Need::UnlessAny(WHOLE_LAYOUTS),
         conflicts: &[],
         example: COUNT,
         advice: GEOMETRY_PARTS,
@@ -97,7 +111,7 @@ pub const KEYS: &[Key] = &[
         name: "kv_heads",
         place: Place::Declaration,
         takes_value: true,
-        need: Need::UnlessGeometry,
+        need: Need::UnlessAny(WHOLE_LAYOUTS),
         conflicts: &[],
         example: COUNT,
         advice: GEOMETRY_PARTS,
@@ -108,7 +122,7 @@ pub const KEYS: &[Key] = &[
         name: "head_dim",
         place: Place::Declaration,
         takes_value: true,
-        need: Need::UnlessGeometry,
+        need: Need::UnlessAny(WHOLE_LAYOUTS),
         conflicts: &[],
         example: COUNT,
         advice: GEOMETRY_PARTS,
@@ -130,7 +144,7 @@ pub const KEYS: &[Key] = &[
         name: "dtype",
         place: Place::Declaration,
         takes_value: true,
-        need: Need::UnlessGeometry,
+        need: Need::UnlessAny(WHOLE_LAYOUTS),
         conflicts: &[],
         example: "a dtype like `bf16`, or an expression of type `kv_core::DType`",
         advice: GEOMETRY_PARTS,
@@ -142,19 +156,75 @@ pub const KEYS: &[Key] = &[
         place: Place::Declaration,
         takes_value: true,
         need: Need::Optional,
-        conflicts: &["layers", "kv_heads", "head_dim", "v_head_dim", "dtype"],
+        conflicts: ATTENTION_PARTS,
         example: "an expression of type `Geometry` or `Result<Geometry, KvError>`",
         advice: "give the geometry whole, or its parts",
         read: |a, k, v, e| set(&mut a.geometry, k, e, |_| Some(read::expression(v))),
         given: |a| a.geometry.key(),
     },
     Key {
+        name: "kv_format",
+        place: Place::Declaration,
+        takes_value: true,
+        need: Need::Optional,
+        conflicts: &[],
+        example: "a format like `q8_0`, `i4` or `bf16`, or an expression of type `kv_core::Storage`",
+        advice: "name how keys and values are stored, e.g. `kv_format = q8_0`",
+        read: |a, k, v, e| set(&mut a.kv_format, k, e, |e| read::storage(v, "kv_format", e)),
+        given: |a| a.kv_format.key(),
+    },
+    Key {
+        name: "v_format",
+        place: Place::Declaration,
+        takes_value: true,
+        need: Need::Optional,
+        conflicts: &[],
+        example: "a format like `q8_0`, `i4` or `bf16`, or an expression of type `kv_core::Storage`",
+        advice: "name how values are stored, where it differs from keys",
+        read: |a, k, v, e| set(&mut a.v_format, k, e, |e| read::storage(v, "v_format", e)),
+        given: |a| a.v_format.key(),
+    },
+    Key {
+        name: "latent",
+        place: Place::Declaration,
+        takes_value: true,
+        need: Need::Optional,
+        conflicts: ATTENTION_PARTS,
+        example: "an expression of type `kv_core::Latent`, like `Latent::new(27, 512, 64, DType::BF16)`",
+        advice: "an MLA latent has no KV heads or head dims of its own: give `latent = ...` \
+                 (layers, kv_lora_rank, rope dim, storage) with `positions`, and no attention parts",
+        read: |a, k, v, e| set(&mut a.latent, k, e, |_| Some(read::expression(v))),
+        given: |a| a.latent.key(),
+    },
+    Key {
+        name: "state",
+        place: Place::Declaration,
+        takes_value: true,
+        need: Need::Optional,
+        conflicts: &[
+            "layers",
+            "kv_heads",
+            "head_dim",
+            "v_head_dim",
+            "dtype",
+            "kv_format",
+            "v_format",
+            "latent",
+            "positions",
+        ],
+        example: "an expression of type `kv_core::RecurrentState`",
+        advice: "recurrent state is per sequence and has no positions or attention geometry: \
+                 give `state = ...` (layers and named parts) without them",
+        read: |a, k, v, e| set(&mut a.state, k, e, |_| Some(read::expression(v))),
+        given: |a| a.state.key(),
+    },
+    Key {
         name: "positions",
         place: Place::Declaration,
         takes_value: true,
-        need: Need::Required,
+        need: Need::UnlessAny(&["state"]),
         conflicts: &[],
-        example: "`positions = bounded(N, because = \"...\")`",
+        example: "`positions = bounded(N, because = \"...\")` or a policy like `window_minus_one(72)`",
         advice: "say how many positions the cache holds and why, e.g. `positions = bounded(2048, because = \"max_cache_len\")`",
         read: |a, k, v, e| set(&mut a.positions, k, e, |e| read::positions(v, e)),
         given: |a| a.positions.key(),
@@ -215,6 +285,32 @@ pub const KEYS: &[Key] = &[
         given: |a| a.note.key(),
     },
     Key {
+        name: "on_host",
+        place: Place::Declaration,
+        takes_value: true,
+        need: Need::Optional,
+        conflicts: &[],
+        example: "a string literal, like `on_host = \"offloaded to CPU between steps\"`",
+        advice: "say why it lives in host memory, or leave it out (device is the default)",
+        read: |a, k, v, e| set(&mut a.on_host, k, e, |e| read::text(v, "on_host", e)),
+        given: |a| a.on_host.key(),
+    },
+    Key {
+        name: "whole_on_every_rank",
+        place: Place::Declaration,
+        takes_value: true,
+        need: Need::Optional,
+        conflicts: &[],
+        example: "a string literal, like `whole_on_every_rank = \"the encoder is not sharded\"`",
+        advice: "say why tensor and pipeline parallelism do not divide it, or leave it out",
+        read: |a, k, v, e| {
+            set(&mut a.whole_on_every_rank, k, e, |e| {
+                read::text(v, "whole_on_every_rank", e)
+            })
+        },
+        given: |a| a.whole_on_every_rank.key(),
+    },
+    Key {
         name: "crate",
         place: Place::Option,
         takes_value: true,
@@ -272,16 +368,95 @@ pub const DTYPES: &[(&str, &str)] = &[
     ("f8e5m2", "F8E5M2"),
     ("i8", "I8"),
     ("u8", "U8"),
+    ("i4", "I4"),
+    ("i2", "I2"),
+    ("f4e2m1", "F4E2M1"),
 ];
 
-/// Bytes per element of a `DType` variant (as `DType::size_in_bytes`), for
-/// checking literal declarations while expanding.
-pub const fn dtype_bytes(variant: &str) -> u64 {
+/// llama.cpp-style block formats by name, with their `BlockFormat` constant.
+pub const BLOCK_FORMATS: &[(&str, &str)] = &[
+    ("q8_0", "Q8_0"),
+    ("q4_0", "Q4_0"),
+    ("q4_1", "Q4_1"),
+    ("q5_0", "Q5_0"),
+    ("q5_1", "Q5_1"),
+    ("nvfp4", "NVFP4"),
+];
+
+/// A position policy: its name in `positions = NAME(..)`, its
+/// `PositionPolicy` variant, the field its first (positional) input fills,
+/// and the fields of its named inputs.
+pub struct Policy {
+    pub name: &'static str,
+    pub variant: &'static str,
+    pub first: &'static str,
+    pub named: &'static [&'static str],
+}
+
+const VLLM_INPUTS: &[&str] = &["max_num_batched_tokens", "max_model_len", "block_size"];
+
+/// The position policies `positions = ...` takes besides `bounded(..)`.
+pub const POLICIES: &[Policy] = &[
+    Policy {
+        name: "window",
+        variant: "Window",
+        first: "window",
+        named: &[],
+    },
+    Policy {
+        name: "window_minus_one",
+        variant: "WindowMinusOne",
+        first: "window",
+        named: &[],
+    },
+    Policy {
+        name: "window_capped",
+        variant: "WindowCapped",
+        first: "window",
+        named: &["max_cache_len"],
+    },
+    Policy {
+        name: "window_plus_chunk",
+        variant: "WindowPlusChunk",
+        first: "window",
+        named: &["chunk"],
+    },
+    Policy {
+        name: "vllm_sliding_window",
+        variant: "VllmSlidingWindow",
+        first: "window",
+        named: VLLM_INPUTS,
+    },
+    Policy {
+        name: "vllm_chunked_local",
+        variant: "VllmChunkedLocal",
+        first: "chunk",
+        named: VLLM_INPUTS,
+    },
+    Policy {
+        name: "padded",
+        variant: "PaddedTo",
+        first: "count",
+        named: &["multiple"],
+    },
+    Policy {
+        name: "grows_by",
+        variant: "GrowsBy",
+        first: "count",
+        named: &["step"],
+    },
+];
+
+/// Bytes per element of a whole-byte `DType` variant, for checking literal
+/// declarations while expanding; `None` for packed types below 8 bits, which
+/// are checked by kv-core's own byte math at compile time instead.
+pub const fn dtype_bytes(variant: &str) -> Option<u64> {
     match variant.as_bytes() {
-        b"F64" => 8,
-        b"F32" => 4,
-        b"F16" | b"BF16" => 2,
-        _ => 1,
+        b"F64" => Some(8),
+        b"F32" => Some(4),
+        b"F16" | b"BF16" => Some(2),
+        b"F8E4M3" | b"F8E5M2" | b"I8" | b"U8" => Some(1),
+        _ => None,
     }
 }
 
@@ -361,7 +536,13 @@ pub struct Attrs {
     pub v_head_dim: Attr<Value>,
     pub dtype: Attr<DTypeValue>,
     pub geometry: Attr<Value>,
-    pub positions: Attr<Counted>,
+    pub positions: Attr<PositionsValue>,
+    pub kv_format: Attr<StorageValue>,
+    pub v_format: Attr<StorageValue>,
+    pub latent: Attr<Value>,
+    pub state: Attr<Value>,
+    pub on_host: Attr<LitStr>,
+    pub whole_on_every_rank: Attr<LitStr>,
     pub scope: Attr<Named>,
     pub rows: Attr<RowsValue>,
     pub only_when: Attr<Gate>,

@@ -6,7 +6,7 @@ use syn::spanned::Spanned;
 use syn::{Lit, LitStr, Path};
 
 use crate::attr::{parse_entries, split_top_level};
-use crate::keys::{self, column, DTYPES, ROW_DRIVERS, SCOPES};
+use crate::keys::{self, column, Policy, BLOCK_FORMATS, DTYPES, POLICIES, ROW_DRIVERS, SCOPES};
 use crate::suggest::{closest, nearest, or_list};
 use crate::Errors;
 
@@ -62,6 +62,63 @@ pub enum DTypeValue {
 impl DTypeValue {
     pub fn is_after_load(&self) -> bool {
         matches!(self, DTypeValue::Expr(value) if value.is_after_load())
+    }
+}
+
+/// A storage format: a dtype name, a block format's name, or an expression
+/// of type `Storage`.
+pub enum StorageValue {
+    Dense(Named),
+    Blocks(Named),
+    Expr(Value),
+}
+
+impl StorageValue {
+    pub fn is_after_load(&self) -> bool {
+        matches!(self, StorageValue::Expr(value) if value.is_after_load())
+    }
+}
+
+/// `positions = ...`: a count with its reason, or a policy whose reason is
+/// generated from its inputs.
+pub enum PositionsValue {
+    Bounded(Counted),
+    Policy(PolicyValue),
+}
+
+/// `NAME(FIRST, input = N, ...)`: a position policy and its inputs, each a count.
+pub struct PolicyValue {
+    pub policy: &'static Policy,
+    /// The policy's name, where it is written.
+    pub span: Span,
+    /// The inputs in the policy's order: its first, then its named ones.
+    pub inputs: Vec<(&'static str, Value)>,
+    /// The policy as written, for what is known before load.
+    pub text: String,
+}
+
+impl PositionsValue {
+    /// The counts written in it, with the field each fills.
+    pub fn counts(&self) -> Vec<(&'static str, &Value)> {
+        match self {
+            PositionsValue::Bounded(counted) => vec![("positions", &counted.count)],
+            PositionsValue::Policy(policy) => policy
+                .inputs
+                .iter()
+                .map(|(field, value)| (*field, value))
+                .collect(),
+        }
+    }
+
+    pub fn is_after_load(&self) -> bool {
+        self.counts().iter().any(|(_, value)| value.is_after_load())
+    }
+
+    pub fn span(&self) -> Span {
+        match self {
+            PositionsValue::Bounded(counted) => counted.count.span(),
+            PositionsValue::Policy(policy) => policy.span,
+        }
     }
 }
 
@@ -368,19 +425,194 @@ pub fn scope(value: TokenStream, errors: &mut Errors) -> Option<Named> {
     }
 }
 
-pub fn positions(value: TokenStream, errors: &mut Errors) -> Option<Counted> {
+/// Every name `positions = NAME(..)` takes.
+fn position_functions() -> Vec<&'static str> {
+    let mut names = vec!["bounded"];
+    names.extend(POLICIES.iter().map(|p| p.name));
+    names
+}
+
+pub fn positions(value: TokenStream, errors: &mut Errors) -> Option<PositionsValue> {
     let trees: Vec<TokenTree> = value.clone().into_iter().collect();
     if let [TokenTree::Ident(function), rest @ ..] = trees.as_slice() {
         if function == "bounded" {
-            return counted(function, rest, "positions", errors);
+            return counted(function, rest, "positions", errors).map(PositionsValue::Bounded);
+        }
+        if let Some(policy) = POLICIES.iter().find(|p| function == p.name) {
+            return policy_value(policy, function, rest, &value, errors)
+                .map(PositionsValue::Policy);
+        }
+        let text = function.to_string();
+        if let Some(suggestion) = closest(&text, &position_functions()) {
+            errors.push(
+                function.span(),
+                format!("unknown position policy `{text}`; did you mean `{suggestion}`?"),
+            );
+            return None;
         }
     }
     errors.push_tokens(
         &value,
-        "positions need the reason for their bound: write `positions = bounded(N, because = \"...\")`, \
-         e.g. `bounded(71, because = \"sliding_window(72) - 1\")`",
+        format!(
+            "positions need the reason for their bound: write `positions = bounded(N, because = \"...\")`, \
+             e.g. `bounded(71, because = \"sliding_window(72) - 1\")`, or a policy that gives its own: {}",
+            POLICIES.iter().map(|p| p.name).collect::<Vec<_>>().join(", ")
+        ),
     );
     None
+}
+
+/// `NAME(FIRST, input = N, ...)` for `policy`.
+fn policy_value(
+    policy: &'static Policy,
+    function: &Ident,
+    rest: &[TokenTree],
+    written: &TokenStream,
+    errors: &mut Errors,
+) -> Option<PolicyValue> {
+    let form = || {
+        let mut form = format!("{}({}", policy.name, policy.first.to_uppercase());
+        for named in policy.named {
+            form.push_str(&format!(", {named} = N"));
+        }
+        form.push(')');
+        form
+    };
+    let group = match rest {
+        [TokenTree::Group(group)] if group.delimiter() == Delimiter::Parenthesis => group,
+        _ => {
+            errors.push(function.span(), format!("expected `{}`", form()));
+            return None;
+        }
+    };
+    let mut parts = split_top_level(group.stream()).into_iter();
+    let first = match parts.next() {
+        Some(tokens) if !tokens.is_empty() => {
+            count(tokens.into_iter().collect(), policy.first, errors)
+        }
+        _ => {
+            errors.push(
+                group.span(),
+                format!(
+                    "`{}(..)` needs its {} first: `{}`",
+                    policy.name,
+                    policy.first,
+                    form()
+                ),
+            );
+            None
+        }
+    };
+    let mut named: Vec<Option<(Ident, Option<Value>)>> =
+        policy.named.iter().map(|_| None).collect();
+    let mut ok = true;
+    for part in parts {
+        for entry in parse_entries(part.into_iter().collect(), errors) {
+            if entry.key == "because" {
+                errors.push(
+                    entry.key.span(),
+                    format!(
+                        "`{}(..)` writes its own reason from its inputs; remove `because`",
+                        policy.name
+                    ),
+                );
+                ok = false;
+                continue;
+            }
+            let Some(index) = policy.named.iter().position(|n| entry.key == n) else {
+                errors.push(
+                    entry.key.span(),
+                    format!(
+                        "unknown input `{}` in `{}(..)`; it takes: `{}`",
+                        entry.key,
+                        policy.name,
+                        form()
+                    ),
+                );
+                ok = false;
+                continue;
+            };
+            if named[index].is_some() {
+                errors.push(entry.key.span(), format!("duplicate key `{}`", entry.key));
+                ok = false;
+                continue;
+            }
+            let value = match entry.value {
+                Some(value) => count(value, policy.named[index], errors),
+                None => {
+                    errors.push(
+                        entry.key.span(),
+                        format!("expected `{} = N`", policy.named[index]),
+                    );
+                    None
+                }
+            };
+            named[index] = Some((entry.key, value));
+        }
+    }
+    let mut inputs = vec![(policy.first, first?)];
+    for (index, slot) in named.into_iter().enumerate() {
+        match slot {
+            Some((_, Some(value))) => inputs.push((policy.named[index], value)),
+            Some((_, None)) => ok = false,
+            None => {
+                errors.push(
+                    group.span(),
+                    format!(
+                        "`{}(..)` needs `{} = N`: `{}`",
+                        policy.name,
+                        policy.named[index],
+                        form()
+                    ),
+                );
+                ok = false;
+            }
+        }
+    }
+    ok.then(|| PolicyValue {
+        policy,
+        span: function.span(),
+        inputs,
+        text: written.to_string(),
+    })
+}
+
+/// A storage format: a dtype or block format name, or an expression of type
+/// `Storage`. A word close to a format name (`q8`) is taken for a
+/// misspelling and the valid names are listed; any other word is a const.
+pub fn storage(value: TokenStream, key: &str, errors: &mut Errors) -> Option<StorageValue> {
+    let Some(ident) = single_ident(&value) else {
+        return Some(StorageValue::Expr(expression(value)));
+    };
+    if let Some(named) = named(DTYPES, &ident) {
+        return Some(StorageValue::Dense(named));
+    }
+    if let Some(named) = named(BLOCK_FORMATS, &ident) {
+        return Some(StorageValue::Blocks(named));
+    }
+    let text = ident.to_string();
+    let mut valid = column(DTYPES);
+    valid.extend(column(BLOCK_FORMATS));
+    let lower = text
+        .chars()
+        .all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '_');
+    // A name the word begins (`q8` of `q8_0`) is a better guess than one a
+    // letter away (`i8`).
+    let prefixed = valid.iter().copied().find(|name| name.starts_with(&text));
+    if lower {
+        if let Some(suggestion) = prefixed.or_else(|| closest(&text, &valid)) {
+            errors.push(
+                ident.span(),
+                format!(
+                    "unknown storage format `{text}` for `{key}`; did you mean `{suggestion}`? \
+                     The formats are: {}",
+                    valid.join(", ")
+                ),
+            );
+            return None;
+        }
+    }
+    Some(StorageValue::Expr(expression(value)))
 }
 
 pub fn rows(value: TokenStream, errors: &mut Errors) -> Option<RowsValue> {

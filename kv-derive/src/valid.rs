@@ -9,7 +9,7 @@ use syn::{LitStr, Member};
 use crate::ast::{Child, Decl, Input, Shell};
 use crate::checks::{self, Folded};
 use crate::keys::{Attrs, Need, Place, KEYS};
-use crate::read::{Counted, DTypeValue, Gate, Named, RowsValue, Value};
+use crate::read::{DTypeValue, Gate, Named, PositionsValue, RowsValue, StorageValue, Value};
 use crate::suggest::unraw;
 use crate::Errors;
 
@@ -28,7 +28,8 @@ pub struct ValidDecl<'a> {
     pub name: String,
     pub cache: &'a LitStr,
     pub geometry: Geometry<'a>,
-    pub positions: &'a Counted,
+    /// `None` for recurrent state, which has no positions.
+    pub positions: Option<&'a PositionsValue>,
     pub scope: Named,
     pub rows: &'a RowsValue,
     pub gate: Option<ValidGate>,
@@ -39,6 +40,8 @@ pub struct ValidDecl<'a> {
     pub literal: bool,
 }
 
+/// What one row is made of: attention geometry (whole or in parts), an MLA
+/// latent, or recurrent state.
 pub enum Geometry<'a> {
     Whole(&'a Value),
     Parts {
@@ -47,7 +50,11 @@ pub enum Geometry<'a> {
         head_dim: &'a Value,
         v_head_dim: Option<&'a Value>,
         dtype: &'a DTypeValue,
+        kv_format: Option<&'a StorageValue>,
+        v_format: Option<&'a StorageValue>,
     },
+    Latent(&'a Value),
+    State(&'a Value),
 }
 
 /// `only_when`, resolved: a field or a method, and its text for the report.
@@ -61,26 +68,32 @@ impl ValidDecl<'_> {
     /// Whether any value is read after load.
     pub fn is_after_load(&self) -> bool {
         !self.geometry_is_const()
-            || self.positions.count.is_after_load()
+            || self.positions.is_some_and(PositionsValue::is_after_load)
             || matches!(self.rows, RowsValue::Fixed(f) if f.count.is_after_load())
     }
 
     /// Whether every part of the geometry is literal or const.
     pub fn geometry_is_const(&self) -> bool {
         match &self.geometry {
-            Geometry::Whole(value) => !value.is_after_load(),
+            Geometry::Whole(value) | Geometry::Latent(value) | Geometry::State(value) => {
+                !value.is_after_load()
+            }
             Geometry::Parts {
                 layers,
                 kv_heads,
                 head_dim,
                 v_head_dim,
                 dtype,
+                kv_format,
+                v_format,
             } => {
                 [layers, kv_heads, head_dim]
                     .iter()
                     .all(|part| !part.is_after_load())
                     && !v_head_dim.is_some_and(Value::is_after_load)
                     && !dtype.is_after_load()
+                    && !kv_format.is_some_and(StorageValue::is_after_load)
+                    && !v_format.is_some_and(StorageValue::is_after_load)
             }
         }
     }
@@ -150,7 +163,6 @@ fn declaration<'a>(
 ) -> Option<ValidDecl<'a>> {
     let attrs = &decl.attrs;
     let before = errors.len();
-    let whole = attrs.geometry.key().is_some();
     for key in KEYS.iter().filter(|key| key.place == Place::Declaration) {
         let given = (key.given)(attrs);
         if let Some(given) = given {
@@ -169,7 +181,13 @@ fn declaration<'a>(
         }
         let why = match (key.need, &decl.field) {
             (Need::Required, _) => key.advice,
-            (Need::UnlessGeometry, _) if !whole => key.advice,
+            (Need::UnlessAny(keys), _)
+                if !keys.iter().any(|other| {
+                    crate::keys::key(other).is_some_and(|k| (k.given)(attrs).is_some())
+                }) =>
+            {
+                key.advice
+            }
             (Need::UnlessNamedField, None) => {
                 "a declaration on the struct needs `name = \"...\"` (on a field it defaults to the field's name)"
             }
@@ -192,15 +210,26 @@ fn declaration<'a>(
         (None, Some(Member::Named(ident))) => unraw(ident),
         _ => return None,
     };
-    let geometry = match attrs.geometry.get() {
-        Some(whole) => Geometry::Whole(whole),
-        None => Geometry::Parts {
+    let geometry = if let Some(whole) = attrs.geometry.get() {
+        Geometry::Whole(whole)
+    } else if let Some(latent) = attrs.latent.get() {
+        Geometry::Latent(latent)
+    } else if let Some(state) = attrs.state.get() {
+        Geometry::State(state)
+    } else {
+        Geometry::Parts {
             layers: attrs.layers.get()?,
             kv_heads: attrs.kv_heads.get()?,
             head_dim: attrs.head_dim.get()?,
             v_head_dim: attrs.v_head_dim.get(),
             dtype: attrs.dtype.get()?,
-        },
+            kv_format: attrs.kv_format.get(),
+            v_format: attrs.v_format.get(),
+        }
+    };
+    let positions = match geometry {
+        Geometry::State(_) => None,
+        _ => Some(attrs.positions.get()?),
     };
     // A key given with an invalid value has been reported; its slot is empty.
     Some(ValidDecl {
@@ -208,7 +237,7 @@ fn declaration<'a>(
         name,
         cache: attrs.cache.get()?,
         geometry,
-        positions: attrs.positions.get()?,
+        positions,
         scope: *attrs.scope.get()?,
         rows: attrs.rows.get()?,
         gate,

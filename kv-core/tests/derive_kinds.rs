@@ -1,0 +1,193 @@
+//! The derive's keys for modern caches: formats, MLA latents, recurrent
+//! state, position policies, placement and sharding, to the byte.
+
+use kv_core::{
+    collect, BlockFormat, Bound, DType, DeclaredKv, KvSpec, Latent, Layout, ModelLocalKv,
+    Placement, PositionPolicy, RecurrentState, Sharding, StatePart, Storage,
+};
+
+/// Jamba-v0.1's Mamba layer state: conv 8192 x 4 and ssm 8192 x 16, f16.
+static JAMBA_PARTS: [StatePart; 2] = [
+    StatePart::mamba_conv(8192, 4, DType::F16),
+    StatePart::mamba_ssm(8192, 16, DType::F16),
+];
+const JAMBA_STATE: RecurrentState = RecurrentState::new(28, &JAMBA_PARTS);
+
+#[derive(ModelLocalKv)]
+#[kv(
+    name = "q8_0",
+    cache = "llama.cpp KV cache",
+    layers = 32, kv_heads = 8, head_dim = 128, dtype = f16, kv_format = q8_0,
+    positions = padded(8000, multiple = 256),
+    scope = request,
+    rows = max_num_seqs,
+)]
+#[kv(
+    name = "fp8_keys",
+    cache = "split formats",
+    layers = 2, kv_heads = 2, head_dim = 64, dtype = bf16, kv_format = f8e4m3, v_format = i4,
+    positions = window_minus_one(72),
+    scope = request,
+    rows = max_num_seqs,
+    on_host = "offloaded between steps",
+)]
+#[kv(
+    name = "latent",
+    cache = "MLA latent",
+    latent = Latent::new(27, 512, 64, DType::BF16),
+    positions = vllm_sliding_window(4096, max_num_batched_tokens = 2048, max_model_len = 8192, block_size = 16),
+    scope = request,
+    rows = max_num_seqs,
+)]
+#[kv(
+    name = "mamba",
+    cache = "MambaCache",
+    state = JAMBA_STATE,
+    scope = request,
+    rows = max_num_seqs,
+    whole_on_every_rank = "test: not sharded",
+)]
+struct Modern;
+
+/// Read after load: the state and the latent come from the model.
+#[derive(ModelLocalKv)]
+#[kv(
+    name = "state",
+    cache = "Gated DeltaNet",
+    state = self.state.clone(),
+    scope = request,
+    rows = max_num_seqs,
+)]
+#[kv(
+    name = "latent",
+    cache = "MLA latent",
+    latent = self.latent,
+    positions = grows_by(self.tokens, step = 512),
+    scope = invocation,
+    rows = fixed(1, because = "one call at a time"),
+)]
+#[kv(
+    name = "quantized",
+    cache = "fp8 per-token-head",
+    layers = 4, kv_heads = 2, head_dim = 128, dtype = bf16,
+    kv_format = self.format,
+    positions = window_capped(self.window, max_cache_len = 4096),
+    scope = request,
+    rows = max_num_seqs,
+)]
+struct Loaded {
+    state: RecurrentState,
+    latent: Latent,
+    tokens: u64,
+    format: Storage,
+    window: u32,
+}
+
+fn spec<'a>(specs: &'a [KvSpec], name: &str) -> &'a KvSpec {
+    specs.iter().find(|s| s.name == name).unwrap()
+}
+
+#[test]
+fn static_modern_declarations_are_exact() {
+    let specs = Modern::KV_DECLS.static_specs;
+    // q8_0: 34 B per 32 elements: 128-wide heads are 4 blocks = 136 B, K and V;
+    // 8000 positions padded to 8192 (llama.cpp pads n_ctx to 256).
+    let q8 = spec(specs, "q8_0");
+    assert_eq!(q8.positions().map(|p| p.count), Some(8192));
+    assert_eq!(q8.bytes_per_row(), Ok(32 * 8 * (136 + 136) * 8192));
+    assert_eq!(
+        q8.geometry().map(|g| g.storage),
+        Some(Storage::Blocks(BlockFormat::Q8_0))
+    );
+    // fp8 keys (64 B per head) and i4 values (32 B), 71 positions.
+    let split = spec(specs, "fp8_keys");
+    assert_eq!(split.bytes_per_row(), Ok(2 * 2 * (64 + 32) * 71));
+    assert_eq!(
+        split.positions().map(|p| p.reason()).as_deref(),
+        Some("sliding_window(72) - 1")
+    );
+    assert_eq!(
+        split.placement,
+        Placement::Host("offloaded between steps".into())
+    );
+    // DeepSeek-V2-Lite's latent: 31,104 B per token, vLLM's sliding count:
+    // min(4095 + 2048, 8192) = 6143 -> 384 blocks + 1 = 385 blocks of 16.
+    let latent = spec(specs, "latent");
+    assert_eq!(latent.positions().map(|p| p.count), Some(385 * 16));
+    assert_eq!(latent.bytes_per_row(), Ok(31_104 * 385 * 16));
+    assert!(matches!(latent.layout, Layout::Latent { .. }));
+    // Jamba's Mamba state: 28 x (8192 x 4 + 8192 x 16) x 2 B per sequence.
+    let mamba = spec(specs, "mamba");
+    assert_eq!(mamba.positions(), None);
+    assert_eq!(mamba.bytes_per_row(), Ok(28 * (8192 * 4 + 8192 * 16) * 2));
+    assert_eq!(mamba.sharding, Sharding::Whole("test: not sharded".into()));
+}
+
+#[test]
+fn after_load_modern_declarations_are_exact_and_validated() {
+    let loaded = Loaded {
+        state: RecurrentState::from_parts(36, vec![StatePart::gated_delta_ssm(32, 128, 128)]),
+        latent: Latent::new(61, 512, 64, DType::BF16),
+        tokens: 1000,
+        format: Storage::Scaled {
+            dtype: DType::F8E4M3,
+            scale_bytes: 4,
+        },
+        window: 1024,
+    };
+    let collection = collect(&loaded);
+    assert!(
+        collection.skipped().is_empty(),
+        "{:?}",
+        collection.skipped()
+    );
+    let specs: Vec<KvSpec> = collection
+        .entries()
+        .iter()
+        .map(|e| e.spec.clone())
+        .collect();
+    assert_eq!(
+        spec(&specs, "state").bytes_per_row(),
+        Ok(36 * 32 * 128 * 128 * 4)
+    );
+    // 1000 positions grown in steps of 512: a capacity of 1024.
+    let latent = spec(&specs, "latent");
+    assert_eq!(latent.bytes_per_row(), Ok(61 * 576 * 2 * 1024));
+    assert!(matches!(
+        latent.positions().map(|p| &p.bound),
+        Some(Bound::Policy(PositionPolicy::GrowsBy {
+            count: 1000,
+            step: 512
+        }))
+    ));
+    // fp8 with one f32 scale per head: 128 + 4 B per head, K and V; min(1024, 4096).
+    assert_eq!(
+        spec(&specs, "quantized").bytes_per_row(),
+        Ok(4 * 2 * (132 + 132) * 1024)
+    );
+    // What is known before load: the policy as written, no positions for a state.
+    let before = Loaded::KV_DECLS.after_load;
+    assert_eq!(before[0].positions, None);
+    assert_eq!(before[0].positions_bound, "no positions (recurrent state)");
+    assert_eq!(
+        before[1].positions_bound,
+        "grows_by(self.tokens, step = 512)"
+    );
+}
+
+#[test]
+fn an_invalid_state_read_after_load_is_skipped_with_its_name() {
+    let loaded = Loaded {
+        state: RecurrentState::from_parts(36, vec![StatePart::gated_delta_ssm(0, 128, 128)]),
+        latent: Latent::new(61, 512, 64, DType::BF16),
+        tokens: 1000,
+        format: Storage::Dense(DType::BF16),
+        window: 1024,
+    };
+    let collection = collect(&loaded);
+    assert_eq!(collection.entries().len(), 0);
+    assert_eq!(
+        collection.skipped()[0].error.to_string(),
+        "kv: `Loaded.state`: `state` is 0; a cache with no extent declares nothing"
+    );
+}
