@@ -385,6 +385,15 @@ mod tests {
     }
 
     #[test]
+    fn segments_display_and_debug_as_written() {
+        let key = "layer.0";
+        assert_eq!(Segment::Field("talker").to_string(), "talker");
+        assert_eq!(Segment::Index(3).to_string(), "3");
+        assert_eq!(Segment::Key(&key).to_string(), "layer.0");
+        assert_eq!(format!("{:?}", Segment::Field("talker")), "Segment(talker)");
+    }
+
+    #[test]
     fn containers_enter_index_and_key_segments() {
         let mut trace = Trace::default();
         let layers = vec![Some(Leaf), None, Some(Leaf)];

@@ -167,6 +167,9 @@ mod tests {
         assert!(DType::I2.rounds_up(5));
         assert!(!DType::I2.rounds_up(4));
         assert!(!DType::BF16.rounds_up(7));
+        // Without overflow at the largest count: u64::MAX x 4 bits ends in half a byte.
+        assert!(DType::I4.rounds_up(u64::MAX));
+        assert!(!DType::I4.rounds_up(u64::MAX - 1));
         assert!(DType::F64.bytes_for(u64::MAX / 8).is_err());
         assert_eq!(DType::U8.bytes_for(u64::MAX / 8), Ok(u64::MAX / 8));
     }

@@ -142,19 +142,15 @@ impl Geometry {
         } else {
             positions
         };
+        // Bytes per position read storage only, never the residual.
         let unquantized = Geometry {
             storage: residual.storage,
             v_storage: None,
-            residual: None,
-            ..*self
-        };
-        let quantized = Geometry {
-            residual: None,
             ..*self
         };
         match (
             per_row(unquantized.bytes_per_position(), kept),
-            per_row(quantized.bytes_per_position(), positions - kept),
+            per_row(self.bytes_per_position(), positions - kept),
         ) {
             (Ok(a), Ok(b)) => match a.checked_add(b) {
                 Some(bytes) => Ok(bytes),
@@ -650,6 +646,12 @@ mod tests {
             .with_residual(5, Storage::Dense(DType::F64))
             .bytes_per_row(u64::MAX)
             .is_err());
+        // Values stored apart are quantized apart; the residual holds both in bf16.
+        let split = Geometry::new(1, 1, 64, DType::BF16)
+            .with_storage(Storage::Dense(DType::I4))
+            .with_v_storage(Storage::Dense(DType::U8))
+            .with_residual(10, Storage::Dense(DType::BF16));
+        assert_eq!(split.bytes_per_row(30), Ok(10 * 2 * 128 + 20 * (32 + 64)));
     }
 
     #[test]

@@ -305,6 +305,14 @@ mod tests {
         );
         assert_eq!(Storage::from_name("q3_k"), None);
         assert!(Storage::names_list().ends_with("q5_1, nvfp4"));
+        for (format, name) in BlockFormat::KNOWN
+            .iter()
+            .zip(["q8_0", "q4_0", "q4_1", "q5_0", "q5_1", "nvfp4"])
+        {
+            assert_eq!(format.name(), name);
+            assert_eq!(Storage::Blocks(*format).to_string(), name);
+        }
+        assert_eq!(Storage::Dense(DType::I4).to_string(), "i4");
         assert_eq!(Storage::Dense(DType::BF16).dtype(), Some(DType::BF16));
         assert_eq!(Storage::Blocks(BlockFormat::Q8_0).dtype(), None);
     }
