@@ -313,6 +313,10 @@ mod tests {
             assert_eq!(Storage::Blocks(*format).to_string(), name);
         }
         assert_eq!(Storage::Dense(DType::I4).to_string(), "i4");
+        let q8 = BlockFormat::Q8_0;
+        assert_eq!((q8.block_elems(), q8.block_bytes()), (32, 34));
+        let nvfp4 = BlockFormat::NVFP4;
+        assert_eq!((nvfp4.block_elems(), nvfp4.block_bytes()), (16, 9));
         assert_eq!(Storage::Dense(DType::BF16).dtype(), Some(DType::BF16));
         assert_eq!(Storage::Blocks(BlockFormat::Q8_0).dtype(), None);
     }

@@ -89,6 +89,34 @@ Largest device figure: 1024.00 MiB on rank tp=0 pp=0"
 }
 
 #[test]
+fn the_largest_device_figure_is_the_stage_with_most_layers() {
+    struct Latent28;
+    impl ModelLocalKv for Latent28 {
+        fn kv_declare(&self, out: &mut Vec<KvSpec>) -> Result<(), KvError> {
+            out.push(KvSpec::latent(
+                "latent",
+                "MLA",
+                kv_core::Latent::new(28, 512, 64, DType::BF16),
+                Positions::bounded(1, "one position"),
+                Scope::Request,
+                Rows::MaxNumSeqs,
+            ));
+            Ok(())
+        }
+    }
+    // pp 3 over 28 layers: 9 each, the remainder to the stage before the last: 9/10/9.
+    let whole = collect(&Latent28);
+    let reports = Parallel::new(1, 3)
+        .unwrap()
+        .ranks()
+        .map(|rank| whole.for_rank(rank).unwrap().export(1))
+        .collect::<Vec<_>>();
+    let cluster = ClusterReport::merge(reports).unwrap();
+    assert_eq!(cluster.largest_device, (10 * 576 * 2, (0, 1)));
+    assert_eq!(cluster.device_bytes, 28 * 576 * 2);
+}
+
+#[test]
 fn mismatches_are_errors_naming_what_differs() {
     let message =
         |reports: Vec<ExportedReport>| ClusterReport::merge(reports).unwrap_err().to_string();
