@@ -22,8 +22,8 @@ use std::path::PathBuf;
 
 use kv_core::units::human_bytes;
 use kv_core::{
-    DType, Geometry, HfConfig, KvError, Latent, LayerKind, ModelLocalKv, Overflow,
-    RecurrentState, StatePart, Storage,
+    DType, Geometry, HfConfig, KvError, Latent, LayerKind, ModelLocalKv, Overflow, RecurrentState,
+    StatePart, Storage,
 };
 
 pub mod peers;
