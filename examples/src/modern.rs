@@ -11,16 +11,19 @@
 //! difference. `cargo run -p kv-examples --example modern_models` prints it;
 //! `... -- --write-docs` writes [`MODERN_DOCS_PATH`].
 //!
-//! Hand-written `ModelLocalKv` impls: the derive has no keys yet for MLA,
-//! recurrent state or block formats.
+//! Each model is a `#[derive(ModelLocalKv)]` struct holding what its `load()`
+//! read from the config (a [`Geometry`] per layer group, with its layer count
+//! from `LayerPattern::count`, a [`Latent`], a [`RecurrentState`], a window);
+//! its `#[kv(...)]` attributes declare the caches from those after-load values
+//! and [`DEPLOYMENT`]'s engine settings.
 
 use std::fmt::Write as _;
 use std::path::PathBuf;
 
 use kv_core::units::human_bytes;
 use kv_core::{
-    BlockFormat, DType, HfConfig, KvError, KvSpec, Latent, LayerKind, ModelLocalKv, Overflow,
-    PositionPolicy, Positions, RecurrentState, Rows, Scope, StatePart, Storage,
+    DType, Geometry, HfConfig, KvError, Latent, LayerKind, ModelLocalKv, Overflow, RecurrentState,
+    StatePart, Storage,
 };
 
 pub mod peers;
@@ -77,24 +80,6 @@ impl Deployment {
             self.max_cache_len
         )
     }
-
-    /// vLLM's full-attention positions: `cdiv(max_model_len, B)` blocks of `B`.
-    fn vllm_full(&self) -> Result<Positions, Overflow> {
-        Positions::from_policy(PositionPolicy::PaddedTo {
-            count: self.max_model_len,
-            multiple: self.block_size,
-        })
-    }
-
-    /// vLLM's `SlidingWindowSpec` positions for `window`.
-    fn vllm_sliding(&self, window: u64) -> Result<Positions, Overflow> {
-        Positions::from_policy(PositionPolicy::VllmSlidingWindow {
-            window,
-            max_num_batched_tokens: self.max_num_batched_tokens,
-            max_model_len: self.max_model_len,
-            block_size: self.block_size,
-        })
-    }
 }
 
 /// Where a shipped config lives: `examples/configs/<name>/config.json`.
@@ -121,73 +106,110 @@ fn missing(what: &'static str, problem: &str) -> KvError {
 }
 
 /// Llama-3-8B in vLLM: one full-attention cache over every layer.
+#[derive(ModelLocalKv)]
+#[kv(
+    name = "kv",
+    cache = "vLLM FullAttentionSpec (paged K/V, bf16)",
+    geometry = self.geometry,
+    positions = padded(DEPLOYMENT.max_model_len, multiple = DEPLOYMENT.block_size),
+    scope = request,
+    rows = max_num_seqs,
+    note = "head_dim 128 = hidden_size 4096 / num_attention_heads 32 (no head_dim key)",
+)]
 pub struct Llama3_8b {
-    /// `examples/configs/llama-3-8b/config.json`, as loaded.
-    pub config: HfConfig,
+    /// Every layer's K/V geometry, read from the config.
+    pub geometry: Geometry,
 }
 
-impl ModelLocalKv for Llama3_8b {
-    fn kv_declare(&self, out: &mut Vec<KvSpec>) -> Result<(), KvError> {
-        let geometry = self.config.geometry()?;
-        let positions = DEPLOYMENT.vllm_full().map_err(overflow("Llama3_8b.kv"))?;
-        out.push(
-            KvSpec::attention(
-                "kv",
-                "vLLM FullAttentionSpec (paged K/V, bf16)",
-                geometry,
-                positions,
-                Scope::Request,
-                Rows::MaxNumSeqs,
-            )
-            .note("head_dim 128 = hidden_size 4096 / num_attention_heads 32 (no head_dim key)"),
-        );
-        Ok(())
+impl Llama3_8b {
+    /// Loads `examples/configs/llama-3-8b/config.json`.
+    pub fn load() -> Result<Llama3_8b, KvError> {
+        let config = HfConfig::from_path(config_path("llama-3-8b"))?;
+        Ok(Llama3_8b {
+            geometry: config.geometry()?,
+        })
     }
 }
 
 /// Mistral-7B-v0.1 in vLLM: every layer slides over `sliding_window` 4096.
+#[derive(ModelLocalKv)]
+#[kv(
+    name = "sliding",
+    cache = "vLLM SlidingWindowSpec (paged K/V, bf16)",
+    geometry = self.geometry,
+    positions = vllm_sliding_window(
+        self.window,
+        max_num_batched_tokens = DEPLOYMENT.max_num_batched_tokens,
+        max_model_len = DEPLOYMENT.max_model_len,
+        block_size = DEPLOYMENT.block_size
+    ),
+    scope = request,
+    rows = max_num_seqs,
+    note = "every layer slides: Mistral-7B-v0.1 has no global layers",
+)]
 pub struct Mistral7b {
-    /// `examples/configs/mistral-7b-v0.1/config.json`, as loaded.
-    pub config: HfConfig,
+    /// Every layer's K/V geometry, read from the config.
+    pub geometry: Geometry,
+    /// `sliding_window`, read from the config.
+    pub window: u64,
 }
 
-impl ModelLocalKv for Mistral7b {
-    fn kv_declare(&self, out: &mut Vec<KvSpec>) -> Result<(), KvError> {
-        let geometry = self.config.geometry()?;
-        let window = self.config.sliding_window()?.ok_or_else(|| {
+impl Mistral7b {
+    /// Loads `examples/configs/mistral-7b-v0.1/config.json`.
+    pub fn load() -> Result<Mistral7b, KvError> {
+        let config = HfConfig::from_path(config_path("mistral-7b-v0.1"))?;
+        let window = config.sliding_window()?.ok_or_else(|| {
             missing(
                 "sliding_window",
                 "Mistral-7B-v0.1 slides every layer; the config says no window",
             )
         })?;
-        let positions = DEPLOYMENT
-            .vllm_sliding(window)
-            .map_err(overflow("Mistral7b.sliding"))?;
-        out.push(
-            KvSpec::attention(
-                "sliding",
-                "vLLM SlidingWindowSpec (paged K/V, bf16)",
-                geometry,
-                positions,
-                Scope::Request,
-                Rows::MaxNumSeqs,
-            )
-            .note("every layer slides: Mistral-7B-v0.1 has no global layers"),
-        );
-        Ok(())
+        Ok(Mistral7b {
+            geometry: config.geometry()?,
+            window,
+        })
     }
-}
-
-/// Gemma-3-27B in vLLM: 52 sliding layers (window 1024) and 10 global ones.
-pub struct Gemma3_27b {
-    /// `examples/configs/gemma-3-27b/config.json`, with
-    /// `sliding_window_pattern` supplied (see [`Gemma3_27b::load`]).
-    pub config: HfConfig,
 }
 
 /// transformers' `Gemma3TextConfig` default for `sliding_window_pattern`:
 /// one global layer in 6.
 pub const GEMMA3_SLIDING_WINDOW_PATTERN: u64 = 6;
+
+/// Gemma-3-27B in vLLM: 52 sliding layers (window 1024) and 10 global ones.
+#[derive(ModelLocalKv)]
+#[kv(
+    name = "sliding",
+    cache = "vLLM SlidingWindowSpec (paged K/V, bf16)",
+    geometry = self.sliding,
+    positions = vllm_sliding_window(
+        self.window,
+        max_num_batched_tokens = DEPLOYMENT.max_num_batched_tokens,
+        max_model_len = DEPLOYMENT.max_model_len,
+        block_size = DEPLOYMENT.block_size
+    ),
+    scope = request,
+    rows = max_num_seqs,
+    note = "sliding_window_pattern 6 given explicitly: the published config leaves it to \
+            transformers' Gemma3TextConfig default (6)",
+)]
+#[kv(
+    name = "global",
+    cache = "vLLM FullAttentionSpec (paged K/V, bf16)",
+    geometry = self.global,
+    positions = padded(DEPLOYMENT.max_model_len, multiple = DEPLOYMENT.block_size),
+    scope = request,
+    rows = max_num_seqs,
+    note = "sliding_window_pattern 6 given explicitly: the published config leaves it to \
+            transformers' Gemma3TextConfig default (6)",
+)]
+pub struct Gemma3_27b {
+    /// The sliding layers' geometry: `LayerPattern::count(SlidingAttention)` layers.
+    pub sliding: Geometry,
+    /// The global layers' geometry: `LayerPattern::count(FullAttention)` layers.
+    pub global: Geometry,
+    /// `sliding_window`, read from the config.
+    pub window: u64,
+}
 
 impl Gemma3_27b {
     /// Loads the published config. It has no `sliding_window_pattern` key:
@@ -196,110 +218,86 @@ impl Gemma3_27b {
     pub fn load() -> Result<Gemma3_27b, KvError> {
         let config = HfConfig::from_path(config_path("gemma-3-27b"))?
             .with_value("sliding_window_pattern", GEMMA3_SLIDING_WINDOW_PATTERN);
-        Ok(Gemma3_27b { config })
-    }
-}
-
-const GEMMA3_PATTERN_NOTE: &str = "sliding_window_pattern 6 given explicitly: the published \
-     config leaves it to transformers' Gemma3TextConfig default (6)";
-
-impl ModelLocalKv for Gemma3_27b {
-    fn kv_declare(&self, out: &mut Vec<KvSpec>) -> Result<(), KvError> {
-        let geometry = self.config.geometry()?;
-        let pattern = self.config.layer_pattern()?;
-        let window = self.config.sliding_window()?.ok_or_else(|| {
+        let geometry = config.geometry()?;
+        let pattern = config.layer_pattern()?;
+        let window = config.sliding_window()?.ok_or_else(|| {
             missing(
                 "sliding_window",
                 "Gemma-3's sliding layers need a window; the config has none",
             )
         })?;
-        let sliding = pattern.count(LayerKind::SlidingAttention);
-        let global = pattern.count(LayerKind::FullAttention);
-        out.push(
-            KvSpec::attention(
-                "sliding",
-                "vLLM SlidingWindowSpec (paged K/V, bf16)",
-                geometry.with_layers(sliding),
-                DEPLOYMENT
-                    .vllm_sliding(window)
-                    .map_err(overflow("Gemma3_27b.sliding"))?,
-                Scope::Request,
-                Rows::MaxNumSeqs,
-            )
-            .note(GEMMA3_PATTERN_NOTE),
-        );
-        out.push(
-            KvSpec::attention(
-                "global",
-                "vLLM FullAttentionSpec (paged K/V, bf16)",
-                geometry.with_layers(global),
-                DEPLOYMENT
-                    .vllm_full()
-                    .map_err(overflow("Gemma3_27b.global"))?,
-                Scope::Request,
-                Rows::MaxNumSeqs,
-            )
-            .note(GEMMA3_PATTERN_NOTE),
-        );
-        Ok(())
+        Ok(Gemma3_27b {
+            sliding: geometry.with_layers(pattern.count(LayerKind::SlidingAttention)),
+            global: geometry.with_layers(pattern.count(LayerKind::FullAttention)),
+            window,
+        })
     }
 }
 
 /// DeepSeek-V2-Lite in vLLM: one MLA latent per token per layer.
+#[derive(ModelLocalKv)]
+#[kv(
+    name = "latent",
+    cache = "vLLM MLAAttentionSpec (paged latent, bf16)",
+    latent = self.latent,
+    positions = padded(DEPLOYMENT.max_model_len, multiple = DEPLOYMENT.block_size),
+    scope = request,
+    rows = max_num_seqs,
+    note = "kv_lora_rank 512 + qk_rope_head_dim 64 per token per layer, shared by all heads",
+)]
 pub struct DeepSeekV2Lite {
-    /// `examples/configs/deepseek-v2-lite/config.json`, as loaded.
-    pub config: HfConfig,
+    /// The MLA latent, read from the config.
+    pub latent: Latent,
 }
 
-impl ModelLocalKv for DeepSeekV2Lite {
-    fn kv_declare(&self, out: &mut Vec<KvSpec>) -> Result<(), KvError> {
-        let mla = self.config.mla()?;
-        let latent = Latent::new(
-            mla.layers,
-            mla.kv_lora_rank,
-            mla.qk_rope_head_dim,
-            mla.dtype,
-        );
-        out.push(
-            KvSpec::latent(
-                "latent",
-                "vLLM MLAAttentionSpec (paged latent, bf16)",
-                latent,
-                DEPLOYMENT
-                    .vllm_full()
-                    .map_err(overflow("DeepSeekV2Lite.latent"))?,
-                Scope::Request,
-                Rows::MaxNumSeqs,
-            )
-            .note(
-                "kv_lora_rank 512 + qk_rope_head_dim 64 per token per layer, shared by all heads",
+impl DeepSeekV2Lite {
+    /// Loads `examples/configs/deepseek-v2-lite/config.json`.
+    pub fn load() -> Result<DeepSeekV2Lite, KvError> {
+        let mla = HfConfig::from_path(config_path("deepseek-v2-lite"))?.mla()?;
+        Ok(DeepSeekV2Lite {
+            latent: Latent::new(
+                mla.layers,
+                mla.kv_lora_rank,
+                mla.qk_rope_head_dim,
+                mla.dtype,
             ),
-        );
-        Ok(())
+        })
     }
 }
 
 /// Jamba-v0.1 in vLLM: 4 attention layers and 28 Mamba layers.
+#[derive(ModelLocalKv)]
+#[kv(
+    name = "attention",
+    cache = "vLLM FullAttentionSpec (paged K/V, bf16)",
+    geometry = self.attention,
+    positions = padded(DEPLOYMENT.max_model_len, multiple = DEPLOYMENT.block_size),
+    scope = request,
+    rows = max_num_seqs,
+)]
+#[kv(
+    name = "mamba",
+    cache = "vLLM MambaSpec (Mamba1 conv + ssm state, bf16)",
+    state = &self.mamba,
+    scope = request,
+    rows = max_num_seqs,
+    assumes = "no speculative decoding: vLLM keeps 1 + num_speculative_tokens states",
+    note = "conv (d_conv - 1 = 3, d_inner 8192), ssm (d_inner 8192, d_state 16) per layer",
+)]
 pub struct JambaV0_1 {
-    /// `examples/configs/jamba-v0.1/config.json`, as loaded.
-    pub config: HfConfig,
+    /// The attention layers' geometry: `LayerPattern::count(FullAttention)` layers.
+    pub attention: Geometry,
+    /// The Mamba layers' state: `LayerPattern::count(Mamba)` layers.
+    pub mamba: RecurrentState,
 }
 
-impl ModelLocalKv for JambaV0_1 {
-    fn kv_declare(&self, out: &mut Vec<KvSpec>) -> Result<(), KvError> {
-        let geometry = self.config.geometry()?;
-        let pattern = self.config.layer_pattern()?;
-        let mamba = self.config.mamba()?;
-        out.push(KvSpec::attention(
-            "attention",
-            "vLLM FullAttentionSpec (paged K/V, bf16)",
-            geometry.with_layers(pattern.count(LayerKind::FullAttention)),
-            DEPLOYMENT
-                .vllm_full()
-                .map_err(overflow("JambaV0_1.attention"))?,
-            Scope::Request,
-            Rows::MaxNumSeqs,
-        ));
+impl JambaV0_1 {
+    /// Loads `examples/configs/jamba-v0.1/config.json`.
+    pub fn load() -> Result<JambaV0_1, KvError> {
+        let config = HfConfig::from_path(config_path("jamba-v0.1"))?;
+        let geometry = config.geometry()?;
+        let pattern = config.layer_pattern()?;
+        let mamba = config.mamba()?;
         // vLLM's Mamba1 state: conv (d_conv - 1, d_inner), ssm (d_inner,
         // d_state), both in the model dtype (mamba_cache_dtype auto).
         // StatePart::mamba_conv is transformers' (d_inner, d_conv), so the
@@ -313,38 +311,50 @@ impl ModelLocalKv for JambaV0_1 {
                 ))
             }
         };
-        let state = RecurrentState::from_parts(
-            pattern.count(LayerKind::Mamba),
-            vec![
-                StatePart::new(
-                    "conv",
-                    [mamba.d_conv.saturating_sub(1), mamba.d_inner, 1],
-                    dtype,
-                ),
-                StatePart::mamba_ssm(mamba.d_inner, mamba.d_state, dtype),
-            ],
-        );
-        out.push(
-            KvSpec::recurrent(
-                "mamba",
-                "vLLM MambaSpec (Mamba1 conv + ssm state, bf16)",
-                state,
-                Scope::Request,
-                Rows::MaxNumSeqs,
-            )
-            .assumes("no speculative decoding: vLLM keeps 1 + num_speculative_tokens states")
-            .note("conv (d_conv - 1 = 3, d_inner 8192), ssm (d_inner 8192, d_state 16) per layer"),
-        );
-        Ok(())
+        Ok(JambaV0_1 {
+            attention: geometry.with_layers(pattern.count(LayerKind::FullAttention)),
+            mamba: RecurrentState::from_parts(
+                pattern.count(LayerKind::Mamba),
+                vec![
+                    StatePart::new(
+                        "conv",
+                        [mamba.d_conv.saturating_sub(1), mamba.d_inner, 1],
+                        dtype,
+                    ),
+                    StatePart::mamba_ssm(mamba.d_inner, mamba.d_state, dtype),
+                ],
+            ),
+        })
     }
 }
 
 /// Qwen3-Next-80B-A3B in vLLM: 12 full-attention layers and 36 Gated
 /// DeltaNet (linear attention) layers.
+#[derive(ModelLocalKv)]
+#[kv(
+    name = "attention",
+    cache = "vLLM FullAttentionSpec (paged K/V, bf16)",
+    geometry = self.attention,
+    positions = padded(DEPLOYMENT.max_model_len, multiple = DEPLOYMENT.block_size),
+    scope = request,
+    rows = max_num_seqs,
+    note = "dtype bf16 given explicitly: the shipped config has no dtype key",
+)]
+#[kv(
+    name = "gated_delta_net",
+    cache = "vLLM MambaSpec (Gated DeltaNet conv + ssm state, bf16)",
+    state = &self.gated_delta_net,
+    scope = request,
+    rows = max_num_seqs,
+    assumes = "no speculative decoding: vLLM keeps 1 + num_speculative_tokens states",
+    note = "conv (2 x 16 x 128 + 32 x 128 = 8192 channels, conv_kernel - 1 = 3), \
+            ssm (32 value heads, 128, 128) per layer",
+)]
 pub struct Qwen3Next80bA3b {
-    /// `examples/configs/qwen3-next-80b-a3b/config.json`, with its dtype
-    /// given (see [`Qwen3Next80bA3b::load`]).
-    pub config: HfConfig,
+    /// The full-attention layers' geometry: `LayerPattern::count(FullAttention)` layers.
+    pub attention: Geometry,
+    /// The Gated DeltaNet layers' state: `LayerPattern::count(LinearAttention)` layers.
+    pub gated_delta_net: RecurrentState,
 }
 
 impl Qwen3Next80bA3b {
@@ -354,28 +364,9 @@ impl Qwen3Next80bA3b {
     pub fn load() -> Result<Qwen3Next80bA3b, KvError> {
         let config =
             HfConfig::from_path(config_path("qwen3-next-80b-a3b"))?.with_dtype(DType::BF16);
-        Ok(Qwen3Next80bA3b { config })
-    }
-}
-
-impl ModelLocalKv for Qwen3Next80bA3b {
-    fn kv_declare(&self, out: &mut Vec<KvSpec>) -> Result<(), KvError> {
-        let geometry = self.config.geometry()?;
-        let pattern = self.config.layer_pattern()?;
-        let linear = self.config.linear_attention()?;
-        out.push(
-            KvSpec::attention(
-                "attention",
-                "vLLM FullAttentionSpec (paged K/V, bf16)",
-                geometry.with_layers(pattern.count(LayerKind::FullAttention)),
-                DEPLOYMENT
-                    .vllm_full()
-                    .map_err(overflow("Qwen3Next80bA3b.attention"))?,
-                Scope::Request,
-                Rows::MaxNumSeqs,
-            )
-            .note("dtype bf16 given explicitly: the shipped config has no dtype key"),
-        );
+        let geometry = config.geometry()?;
+        let pattern = config.layer_pattern()?;
+        let linear = config.linear_attention()?;
         // vLLM's Gated DeltaNet state: conv over conv_kernel - 1 positions and
         // the ssm, both in the model dtype (mamba_cache_dtype auto); kv-core's
         // gated_delta_ssm is mistral.rs' f32, so the storage is given.
@@ -394,24 +385,13 @@ impl ModelLocalKv for Qwen3Next80bA3b {
             linear.key_head_dim,
         )
         .with_storage(Storage::Dense(DType::BF16));
-        out.push(
-            KvSpec::recurrent(
-                "gated_delta_net",
-                "vLLM MambaSpec (Gated DeltaNet conv + ssm state, bf16)",
-                RecurrentState::from_parts(
-                    pattern.count(LayerKind::LinearAttention),
-                    vec![conv, ssm],
-                ),
-                Scope::Request,
-                Rows::MaxNumSeqs,
-            )
-            .assumes("no speculative decoding: vLLM keeps 1 + num_speculative_tokens states")
-            .note(
-                "conv (2 x 16 x 128 + 32 x 128 = 8192 channels, conv_kernel - 1 = 3), \
-                 ssm (32 value heads, 128, 128) per layer",
+        Ok(Qwen3Next80bA3b {
+            attention: geometry.with_layers(pattern.count(LayerKind::FullAttention)),
+            gated_delta_net: RecurrentState::from_parts(
+                pattern.count(LayerKind::LinearAttention),
+                vec![conv, ssm],
             ),
-        );
-        Ok(())
+        })
     }
 }
 
@@ -421,69 +401,73 @@ pub const WHISPER_ENCODER_POSITIONS: u64 = 1500;
 
 /// Whisper-large-v3 in transformers: the decoder's cross-attention cache,
 /// filled once from the encoder's 1500 output positions.
+#[derive(ModelLocalKv)]
+#[kv(
+    name = "cross_attention",
+    cache = "transformers EncoderDecoderCache.cross_attention_cache (f16)",
+    geometry = self.geometry,
+    positions = bounded(
+        WHISPER_ENCODER_POSITIONS,
+        because = "max_source_positions: the encoder's output frames"
+    ),
+    scope = request,
+    rows = max_num_seqs,
+    note = "K and V of every encoder position per decoder layer; the decoder's \
+            self-attention cache is not declared (max_target_positions is not in \
+            the shipped config)",
+)]
 pub struct WhisperLargeV3 {
-    /// `examples/configs/whisper-large-v3/config.json`, as loaded.
-    pub config: HfConfig,
+    /// The decoder layers' K/V geometry, read from the config.
+    pub geometry: Geometry,
 }
 
-impl ModelLocalKv for WhisperLargeV3 {
-    fn kv_declare(&self, out: &mut Vec<KvSpec>) -> Result<(), KvError> {
+impl WhisperLargeV3 {
+    /// Loads `examples/configs/whisper-large-v3/config.json`.
+    pub fn load() -> Result<WhisperLargeV3, KvError> {
         // Layers: num_hidden_layers 32 (= decoder_layers). Heads: kv-core's
         // lookup has no decoder_* keys and reads encoder_attention_heads 20,
         // which equals decoder_attention_heads 20 in large-v3.
-        let geometry = self.config.geometry()?;
-        out.push(
-            KvSpec::attention(
-                "cross_attention",
-                "transformers EncoderDecoderCache.cross_attention_cache (f16)",
-                geometry,
-                Positions::bounded(
-                    WHISPER_ENCODER_POSITIONS,
-                    "max_source_positions: the encoder's output frames",
-                ),
-                Scope::Request,
-                Rows::MaxNumSeqs,
-            )
-            .note(
-                "K and V of every encoder position per decoder layer; the decoder's \
-                 self-attention cache is not declared (max_target_positions is not in \
-                 the shipped config)",
-            ),
-        );
-        Ok(())
+        let config = HfConfig::from_path(config_path("whisper-large-v3"))?;
+        Ok(WhisperLargeV3 {
+            geometry: config.geometry()?,
+        })
     }
 }
 
 /// Llama-3-8B in llama.cpp with `--cache-type-k q8_0 --cache-type-v q8_0`.
+///
+/// `dtype = f16` is llama.cpp's default cache type, which `kv_format = q8_0`
+/// replaces for keys and values alike (the model's own dtype plays no part).
+#[derive(ModelLocalKv)]
+#[kv(
+    name = "kv",
+    cache = "llama.cpp llama_kv_cache, type_k = type_v = q8_0",
+    layers = self.layers, kv_heads = self.kv_heads, head_dim = self.head_dim,
+    dtype = f16, kv_format = q8_0,
+    positions = padded(DEPLOYMENT.llama_n_ctx, multiple = 256),
+    scope = request,
+    rows = max_num_seqs,
+    assumes = "flash attention on: llama.cpp needs it for a quantized V cache",
+    note = "q8_0: blocks of 32 int8 values and one f16 scale, 34 bytes",
+)]
 pub struct Llama3_8bQ8_0 {
-    /// `examples/configs/llama-3-8b/config.json`, as loaded.
-    pub config: HfConfig,
+    /// `num_hidden_layers`, read from the config.
+    pub layers: u64,
+    /// `num_key_value_heads`, read from the config.
+    pub kv_heads: u64,
+    /// `head_dim` (here hidden_size / num_attention_heads), read from the config.
+    pub head_dim: u64,
 }
 
-impl ModelLocalKv for Llama3_8bQ8_0 {
-    fn kv_declare(&self, out: &mut Vec<KvSpec>) -> Result<(), KvError> {
-        let geometry = self
-            .config
-            .geometry()?
-            .with_storage(Storage::Blocks(BlockFormat::Q8_0));
-        let positions = Positions::from_policy(PositionPolicy::PaddedTo {
-            count: DEPLOYMENT.llama_n_ctx,
-            multiple: 256,
+impl Llama3_8bQ8_0 {
+    /// Loads `examples/configs/llama-3-8b/config.json`.
+    pub fn load() -> Result<Llama3_8bQ8_0, KvError> {
+        let geometry = HfConfig::from_path(config_path("llama-3-8b"))?.geometry()?;
+        Ok(Llama3_8bQ8_0 {
+            layers: geometry.layers,
+            kv_heads: geometry.kv_heads,
+            head_dim: geometry.head_dim,
         })
-        .map_err(overflow("Llama3_8bQ8_0.kv"))?;
-        out.push(
-            KvSpec::attention(
-                "kv",
-                "llama.cpp llama_kv_cache, type_k = type_v = q8_0",
-                geometry,
-                positions,
-                Scope::Request,
-                Rows::MaxNumSeqs,
-            )
-            .assumes("flash attention on: llama.cpp needs it for a quantized V cache")
-            .note("q8_0: blocks of 32 int8 values and one f16 scale, 34 bytes"),
-        );
-        Ok(())
     }
 }
 
@@ -497,47 +481,16 @@ pub struct ModernModel {
 
 /// The page's models, in its order, as an engine holds them after load.
 pub fn modern_models() -> Result<Vec<ModernModel>, KvError> {
-    let load = |name: &str| HfConfig::from_path(config_path(name));
     let model = |name, root: Box<dyn ModelLocalKv>| ModernModel { name, root };
     Ok(vec![
-        model(
-            "Llama-3-8B",
-            Box::new(Llama3_8b {
-                config: load("llama-3-8b")?,
-            }),
-        ),
-        model(
-            "Mistral-7B-v0.1",
-            Box::new(Mistral7b {
-                config: load("mistral-7b-v0.1")?,
-            }),
-        ),
+        model("Llama-3-8B", Box::new(Llama3_8b::load()?)),
+        model("Mistral-7B-v0.1", Box::new(Mistral7b::load()?)),
         model("Gemma-3-27B", Box::new(Gemma3_27b::load()?)),
-        model(
-            "DeepSeek-V2-Lite",
-            Box::new(DeepSeekV2Lite {
-                config: load("deepseek-v2-lite")?,
-            }),
-        ),
-        model(
-            "Jamba-v0.1",
-            Box::new(JambaV0_1 {
-                config: load("jamba-v0.1")?,
-            }),
-        ),
+        model("DeepSeek-V2-Lite", Box::new(DeepSeekV2Lite::load()?)),
+        model("Jamba-v0.1", Box::new(JambaV0_1::load()?)),
         model("Qwen3-Next-80B-A3B", Box::new(Qwen3Next80bA3b::load()?)),
-        model(
-            "Whisper-large-v3",
-            Box::new(WhisperLargeV3 {
-                config: load("whisper-large-v3")?,
-            }),
-        ),
-        model(
-            "Llama-3-8B q8_0 KV",
-            Box::new(Llama3_8bQ8_0 {
-                config: load("llama-3-8b")?,
-            }),
-        ),
+        model("Whisper-large-v3", Box::new(WhisperLargeV3::load()?)),
+        model("Llama-3-8B q8_0 KV", Box::new(Llama3_8bQ8_0::load()?)),
     ])
 }
 

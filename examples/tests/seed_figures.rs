@@ -200,13 +200,38 @@ fn the_registry_lists_every_declaring_type_by_module() {
             ("kv_examples::mimo_audio", "MimoLocalTransformer"),
             ("kv_examples::ming_flash_omni", "MingTalker"),
             ("kv_examples::minicpm_o", "MiniCpmOWhisperEncoder"),
+            ("kv_examples::modern", "DeepSeekV2Lite"),
+            ("kv_examples::modern", "Gemma3_27b"),
+            ("kv_examples::modern", "JambaV0_1"),
+            ("kv_examples::modern", "Llama3_8b"),
+            ("kv_examples::modern", "Llama3_8bQ8_0"),
+            ("kv_examples::modern", "Mistral7b"),
+            ("kv_examples::modern", "Qwen3Next80bA3b"),
+            ("kv_examples::modern", "WhisperLargeV3"),
             ("kv_examples::qwen3_tts", "Qwen3TtsCodecDecoder"),
             ("kv_examples::qwen3_tts", "Qwen3TtsGraphWrapper"),
         ]
     );
     let all = kv_core::registry::registered_types().count();
     assert_eq!(
-        all, 10,
-        "the four model roots register too, declaring nothing themselves"
+        all, 18,
+        "the four seed model roots register too, declaring nothing themselves"
+    );
+    // The seed's page lists the seed's six declaring types; the eight modern
+    // models have their own page (docs/modern-models.md).
+    let seed: Vec<&str> = kv_examples::declaring_types()
+        .iter()
+        .map(|d| d.type_name)
+        .collect();
+    assert_eq!(
+        seed,
+        [
+            "MimoGraphPool",
+            "MimoLocalTransformer",
+            "MingTalker",
+            "MiniCpmOWhisperEncoder",
+            "Qwen3TtsCodecDecoder",
+            "Qwen3TtsGraphWrapper",
+        ]
     );
 }
