@@ -36,8 +36,9 @@ const OVERFLOW: &str = "overflow";
 /// What a figure reads when it is known only after the model is loaded.
 const KNOWN_AFTER_LOAD: &str = "known after load";
 
-/// What "Bounded by" reads for recurrent state.
-const NO_POSITIONS: &str = "no positions (recurrent state)";
+/// What "Bounded by" reads for recurrent state (and what the derive writes
+/// as a recurrent state's bound before load).
+pub(crate) const NO_POSITIONS: &str = "no positions (recurrent state)";
 
 const COLUMNS: usize = 6;
 
@@ -194,6 +195,7 @@ impl Table {
         let later = || KNOWN_AFTER_LOAD.to_owned();
         let bound = match decl.positions {
             Some(count) => format!("{count} ({})", decl.positions_bound),
+            None if decl.positions_bound == NO_POSITIONS => NO_POSITIONS.to_owned(),
             None => format!("{KNOWN_AFTER_LOAD} ({})", decl.positions_bound),
         };
         let (rows, row_count) = match decl.rows {

@@ -191,3 +191,30 @@ fn an_invalid_state_read_after_load_is_skipped_with_its_name() {
         "kv: `Loaded.state`: `state` is 0; a cache with no extent declares nothing"
     );
 }
+
+/// `kv_format` gives the storage whole: no `dtype` needed.
+#[derive(ModelLocalKv)]
+#[kv(
+    name = "kv",
+    cache = "llama.cpp q4_0 cache",
+    layers = 2, kv_heads = 4, head_dim = 64, kv_format = q4_0,
+    positions = bounded(10, because = "n_ctx"),
+    scope = request,
+    rows = fixed(1, because = "one sequence"),
+)]
+struct NoDtype;
+
+#[test]
+fn a_format_without_a_dtype_and_a_state_in_the_table() {
+    // q4_0: 18 B per 32 elements, 64-wide heads are 2 blocks = 36 B, K and V.
+    let spec = &NoDtype::KV_DECLS.static_specs[0];
+    assert_eq!(spec.bytes_per_row(), Ok(2 * 4 * (36 + 36) * 10));
+    let table = kv_core::Table::new(1)
+        .types(&[Loaded::KV_DECLS])
+        .to_markdown();
+    let state_row = table.lines().nth(2).unwrap();
+    assert!(
+        state_row.contains("| no positions (recurrent state) "),
+        "{state_row}"
+    );
+}

@@ -56,7 +56,7 @@ pub fn fold_literals(decl: &ValidDecl<'_>, owner_dot_name: &str) -> Folded {
         kv_heads,
         head_dim,
         v_head_dim,
-        dtype: DTypeValue::Named(dtype),
+        dtype: Some(DTypeValue::Named(dtype)),
         kv_format: None,
         v_format: None,
     } = &decl.geometry

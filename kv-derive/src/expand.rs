@@ -291,14 +291,16 @@ pub fn geometry(decl: &ValidDecl<'_>) -> TokenStream {
                 quote! { .with_v_head_dim(#dim) }
             });
             let dtype = match dtype {
-                DTypeValue::Named(named) => {
+                // `kv_format` gives the storage whole; `with_storage` replaces this.
+                None => quote! { __kv::U8 },
+                Some(DTypeValue::Named(named)) => {
                     let variant = Ident::new(named.variant, named.span);
                     quote! { __kv::#variant }
                 }
-                DTypeValue::Expr(value @ Value::AfterLoad(tokens)) => {
+                Some(DTypeValue::Expr(value @ Value::AfterLoad(tokens))) => {
                     quote_spanned! {value.span()=> __kv::IntoDType::into_dtype(#tokens) }
                 }
-                DTypeValue::Expr(value) => value.tokens(),
+                Some(DTypeValue::Expr(value)) => value.tokens(),
             };
             let with_storage = kv_format.map(|format| {
                 let storage = storage(format);

@@ -144,7 +144,7 @@ pub const KEYS: &[Key] = &[
         name: "dtype",
         place: Place::Declaration,
         takes_value: true,
-        need: Need::UnlessAny(WHOLE_LAYOUTS),
+        need: Need::UnlessAny(&["geometry", "latent", "state", "kv_format"]),
         conflicts: &[],
         example: "a dtype like `bf16`, or an expression of type `kv_core::DType`",
         advice: GEOMETRY_PARTS,

@@ -49,7 +49,8 @@ pub enum Geometry<'a> {
         kv_heads: &'a Value,
         head_dim: &'a Value,
         v_head_dim: Option<&'a Value>,
-        dtype: &'a DTypeValue,
+        /// `None` when `kv_format` gives the storage whole.
+        dtype: Option<&'a DTypeValue>,
         kv_format: Option<&'a StorageValue>,
         v_format: Option<&'a StorageValue>,
     },
@@ -91,7 +92,7 @@ impl ValidDecl<'_> {
                     .iter()
                     .all(|part| !part.is_after_load())
                     && !v_head_dim.is_some_and(Value::is_after_load)
-                    && !dtype.is_after_load()
+                    && !dtype.is_some_and(DTypeValue::is_after_load)
                     && !kv_format.is_some_and(StorageValue::is_after_load)
                     && !v_format.is_some_and(StorageValue::is_after_load)
             }
@@ -222,7 +223,10 @@ fn declaration<'a>(
             kv_heads: attrs.kv_heads.get()?,
             head_dim: attrs.head_dim.get()?,
             v_head_dim: attrs.v_head_dim.get(),
-            dtype: attrs.dtype.get()?,
+            dtype: match attrs.kv_format.get() {
+                Some(_) => attrs.dtype.get(),
+                None => Some(attrs.dtype.get()?),
+            },
             kv_format: attrs.kv_format.get(),
             v_format: attrs.v_format.get(),
         }
