@@ -15,22 +15,6 @@ use kv_examples::modern::{
     MODERN_DOCS_PATH,
 };
 
-/// Prints log records to stdout, the way an engine's logger would.
-struct StdoutLogger;
-
-impl log::Log for StdoutLogger {
-    fn enabled(&self, metadata: &log::Metadata<'_>) -> bool {
-        metadata.level() <= log::Level::Info
-    }
-    fn log(&self, record: &log::Record<'_>) {
-        if self.enabled(record.metadata()) {
-            println!("{:<5} {}", record.level(), record.args());
-        }
-    }
-    fn flush(&self) {}
-}
-
-static LOGGER: StdoutLogger = StdoutLogger;
 
 fn main() -> ExitCode {
     let mut write_docs = false;
@@ -47,8 +31,7 @@ fn main() -> ExitCode {
         return write_documentation();
     }
 
-    log::set_logger(&LOGGER).expect("no other logger is installed");
-    log::set_max_level(log::LevelFilter::Info);
+    kv_examples::log_to_stdout();
 
     println!("Deployment: {}\n", DEPLOYMENT.describe());
     let models = match modern_models() {

@@ -11,22 +11,6 @@ use std::process::ExitCode;
 
 use kv_examples::{docs_page, loaded_models, DOCS_CHART_PATH, DOCS_MAX_NUM_SEQS, DOCS_PATH};
 
-/// Prints log records to stdout, the way an engine's logger would.
-struct StdoutLogger;
-
-impl log::Log for StdoutLogger {
-    fn enabled(&self, metadata: &log::Metadata<'_>) -> bool {
-        metadata.level() <= log::Level::Info
-    }
-    fn log(&self, record: &log::Record<'_>) {
-        if self.enabled(record.metadata()) {
-            println!("{:<5} {}", record.level(), record.args());
-        }
-    }
-    fn flush(&self) {}
-}
-
-static LOGGER: StdoutLogger = StdoutLogger;
 
 fn main() -> ExitCode {
     let args: Vec<String> = std::env::args().skip(1).collect();
@@ -47,8 +31,7 @@ fn main() -> ExitCode {
         return write_documentation();
     }
 
-    log::set_logger(&LOGGER).expect("no other logger is installed");
-    log::set_max_level(log::LevelFilter::Info);
+    kv_examples::log_to_stdout();
 
     let models = match loaded_models() {
         Ok(models) => models,

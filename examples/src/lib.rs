@@ -348,3 +348,28 @@ kv_core::assert_kv_budget!(
     max_num_seqs = 256,
     ceiling = 3 * kv_core::units::GIB
 );
+
+/// Prints log records to stdout, the way an engine's logger would.
+struct StdoutLogger;
+
+impl log::Log for StdoutLogger {
+    fn enabled(&self, metadata: &log::Metadata<'_>) -> bool {
+        metadata.level() <= log::Level::Info
+    }
+    fn log(&self, record: &log::Record<'_>) {
+        if self.enabled(record.metadata()) {
+            println!("{:<5} {}", record.level(), record.args());
+        }
+    }
+    fn flush(&self) {}
+}
+
+static LOGGER: StdoutLogger = StdoutLogger;
+
+/// Sends `log` records at `info` and above to stdout, for the examples'
+/// binaries; a logger installed before is left in place.
+pub fn log_to_stdout() {
+    if log::set_logger(&LOGGER).is_ok() {
+        log::set_max_level(log::LevelFilter::Info);
+    }
+}
