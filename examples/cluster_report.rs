@@ -10,9 +10,10 @@
 use std::path::PathBuf;
 use std::process::ExitCode;
 
+use kv_core::export::{ClusterReport, ExportedReport};
 use kv_core::planner::DeviceBudget;
 use kv_core::units::GIB;
-use kv_core::{collect, ClusterReport, ExportedReport, KvError, Parallel};
+use kv_core::{collect, KvError, Parallel};
 use kv_examples::loaded_models;
 
 /// The `max_num_seqs` every rank reports at.

@@ -15,7 +15,6 @@ use kv_examples::modern::{
     MODERN_DOCS_PATH,
 };
 
-
 fn main() -> ExitCode {
     let mut write_docs = false;
     for arg in std::env::args().skip(1) {

@@ -11,7 +11,6 @@ use std::process::ExitCode;
 
 use kv_examples::{docs_page, loaded_models, DOCS_CHART_PATH, DOCS_MAX_NUM_SEQS, DOCS_PATH};
 
-
 fn main() -> ExitCode {
     let args: Vec<String> = std::env::args().skip(1).collect();
     let mut max_num_seqs = DOCS_MAX_NUM_SEQS;

@@ -3,7 +3,8 @@
 
 use candle_core::{bail, Result};
 use candle_transformers::models::{mamba, mamba2};
-use kv_core::{KvSpec, MambaConfig, MambaVersion, RecurrentState, Rows, Scope, StatePart};
+use kv_core::config::{MambaConfig, MambaVersion};
+use kv_core::{KvSpec, RecurrentState, Rows, Scope, StatePart};
 
 use crate::{kv_dtype, Measure, Meter};
 

@@ -7,7 +7,8 @@ use candle_core::{DType, Device, Result, Tensor};
 use candle_nn::VarBuilder;
 use candle_transformers::models::{mamba, mamba2};
 use kv_candle::{assert_spec_bytes, candle_mamba2_state, candle_mamba_state, measured_bytes};
-use kv_core::{HfConfig, KvSpec, MambaVersion, RecurrentState, Rows, Scope, StatePart};
+use kv_core::config::MambaVersion;
+use kv_core::{HfConfig, KvSpec, RecurrentState, Rows, Scope, StatePart};
 
 /// A tiny Mamba1 in transformers' spelling (`hidden_size`, `state_size`, ...)
 /// plus the state-spaces keys candle-transformers' `mamba::Config` reads

@@ -1,14 +1,13 @@
-//! `kv estimate`: declarations estimated from HF configs (`kv_core::estimate`),
+//! `kv estimate`: declarations estimated from HF configs (`kv_core::estimate::estimate`),
 //! collected and divided per rank as a model's own would be.
 
 use std::fmt::Write as _;
 use std::path::{Path, PathBuf};
 
+use kv_core::estimate::EstimateSettings;
+use kv_core::export::ExportedReport;
 use kv_core::units::{human_bytes, MIB};
-use kv_core::{
-    Collection, EstimateSettings, ExportedReport, KvError, KvSpec, Layout, ModelLocalKv, Parallel,
-    Storage,
-};
+use kv_core::{Collection, KvError, KvSpec, Layout, ModelLocalKv, Parallel, Storage};
 use serde_json::{json, Value};
 
 use crate::input::{emit, expand, grouped, read_json, Problem};
@@ -38,10 +37,10 @@ pub struct Args {
     #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u64).range(1..=4096))]
     pp: u64,
     /// vLLM block_size, in tokens.
-    #[arg(long, default_value_t = kv_core::DEFAULT_BLOCK_SIZE, value_parser = clap::value_parser!(u64).range(1..))]
+    #[arg(long, default_value_t = kv_core::estimate::DEFAULT_BLOCK_SIZE, value_parser = clap::value_parser!(u64).range(1..))]
     block_size: u64,
     /// vLLM max_num_batched_tokens (bounds a sliding window's blocks).
-    #[arg(long, default_value_t = kv_core::DEFAULT_MAX_NUM_BATCHED_TOKENS, value_parser = clap::value_parser!(u64).range(1..))]
+    #[arg(long, default_value_t = kv_core::estimate::DEFAULT_MAX_NUM_BATCHED_TOKENS, value_parser = clap::value_parser!(u64).range(1..))]
     max_num_batched_tokens: u64,
     /// KEY=VALUE given over every config (VALUE read as JSON, else as a
     /// string), e.g. sliding_window_pattern=6 or torch_dtype=bfloat16.
@@ -145,7 +144,7 @@ fn estimate_file(
     args: &Args,
 ) -> Result<Estimated, Problem> {
     let config = read_json(file)?;
-    let estimate = kv_core::estimate(&config, settings).map_err(|e| match e {
+    let estimate = kv_core::estimate::estimate(&config, settings).map_err(|e| match e {
         KvError::Config { .. } if !e.to_string().contains("kv estimate --") => Problem::new(
             file,
             format!("{e}; on the command line, give a key with --set KEY=VALUE"),

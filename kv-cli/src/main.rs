@@ -2,9 +2,9 @@
 //! Rust yet, and for engines' logs.
 //!
 //! - `kv estimate CONFIG.json...`: what vLLM holds for each HF config
-//!   (`kv_core::estimate`), one llama.cpp-style line per group.
+//!   (`kv_core::estimate::estimate`), one llama.cpp-style line per group.
 //! - `kv merge rank*.json`: per-rank reports as one cluster view
-//!   (`kv_core::ClusterReport`).
+//!   (`kv_core::export::ClusterReport`).
 //! - `kv table REPORT.json`: a report (`Collection::export`'s JSON) as a table.
 //!
 //! Exit codes: 0 for success, 1 for bad input (each problem one line

@@ -1,8 +1,8 @@
-//! `kv merge`: per-rank reports as one cluster view (`kv_core::ClusterReport`).
+//! `kv merge`: per-rank reports as one cluster view (`kv_core::export::ClusterReport`).
 
 use std::path::PathBuf;
 
-use kv_core::{ClusterReport, ExportedReport};
+use kv_core::export::{ClusterReport, ExportedReport};
 use serde_json::json;
 
 use crate::input::{emit, expand, Problem};

@@ -4,8 +4,8 @@
 use std::fmt::Write as _;
 use std::path::Path;
 
+use kv_core::export::{ExportedDeclaration, ExportedReport};
 use kv_core::units::human_bytes;
-use kv_core::{ExportedDeclaration, ExportedReport};
 
 use crate::input::{emit, read_json, Problem};
 use crate::Format;

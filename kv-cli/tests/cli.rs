@@ -4,9 +4,9 @@
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 
-use kv_core::{
-    ClusterReport, Collection, EstimateSettings, KvError, KvSpec, ModelLocalKv, Parallel,
-};
+use kv_core::estimate::EstimateSettings;
+use kv_core::export::ClusterReport;
+use kv_core::{Collection, KvError, KvSpec, ModelLocalKv, Parallel};
 use serde_json::Value;
 
 fn kv(args: &[&str]) -> Output {
@@ -78,7 +78,7 @@ impl ModelLocalKv for Declared {
 fn library(name: &str, settings: &EstimateSettings) -> Collection {
     let text = std::fs::read_to_string(shipped(name)).unwrap();
     let config: Value = serde_json::from_str(&text).unwrap();
-    let estimate = kv_core::estimate(&config, settings).unwrap();
+    let estimate = kv_core::estimate::estimate(&config, settings).unwrap();
     let collection = kv_core::collect(&Declared(estimate.specs));
     assert!(collection.skipped().is_empty());
     collection

@@ -5,8 +5,9 @@
 use std::collections::BTreeMap;
 use std::fmt;
 
+use crate::json::{ExportedReport, SCHEMA_VERSION};
 use crate::units::mib;
-use crate::{ExportedReport, KvError, SCHEMA_VERSION};
+use crate::KvError;
 
 /// Reports of every rank of one parallel layout, checked to belong together.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -30,7 +31,8 @@ impl ClusterReport {
     /// is an error naming what differs.
     ///
     /// ```
-    /// use kv_core::{ClusterReport, Collection, Parallel};
+    /// use kv_core::{Collection, Parallel};
+    /// use kv_core::export::ClusterReport;
     ///
     /// let layout = Parallel::new(2, 1)?;
     /// let reports = layout

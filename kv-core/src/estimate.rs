@@ -4,9 +4,10 @@
 
 use serde_json::{Map, Value};
 
+use crate::config::MambaVersion;
 use crate::{
-    DType, Geometry, HfConfig, KvError, KvSpec, Latent, LayerKind, LayerPattern, MambaVersion,
-    Overflow, PositionPolicy, Positions, RecurrentState, Rows, Scope, StatePart, Storage,
+    DType, Geometry, HfConfig, KvError, KvSpec, Latent, LayerKind, LayerPattern, Overflow,
+    PositionPolicy, Positions, RecurrentState, Rows, Scope, StatePart, Storage,
 };
 
 /// vLLM's default KV block size, in tokens.
@@ -36,7 +37,8 @@ const SECTIONS: [&str; 2] = ["text_config", "llm_config"];
 /// `MambaSpec` (one state per sequence, no speculative decoding).
 ///
 /// ```
-/// use kv_core::{EstimateSettings, Storage};
+/// use kv_core::{Storage};
+/// use kv_core::estimate::EstimateSettings;
 ///
 /// let settings = EstimateSettings::new()
 ///     .positions(8192)
@@ -159,7 +161,7 @@ pub struct Estimate {
 /// `mamba_cache_dtype auto`), never `kv_format`.
 ///
 /// ```
-/// use kv_core::{estimate, EstimateSettings};
+/// use kv_core::estimate::{estimate, EstimateSettings};
 ///
 /// let llama = serde_json::json!({
 ///     "num_hidden_layers": 32, "num_key_value_heads": 8, "hidden_size": 4096,
@@ -449,7 +451,7 @@ impl Builder<'_> {
         match hf.kv_cache_scheme()? {
             None => Ok((Storage::Dense(dtype), None)),
             Some(scheme) => match (scheme.num_bits, scheme.kind) {
-                (Some(8), Some(crate::KvQuantType::Float)) => Ok((
+                (Some(8), Some(crate::config::KvQuantType::Float)) => Ok((
                     Storage::Dense(DType::F8E4M3),
                     Some(format!("K/V in f8e4m3 as `{}` states", scheme.source)),
                 )),

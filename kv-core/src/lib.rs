@@ -50,7 +50,7 @@ pub mod fresh;
 mod layout;
 #[cfg(feature = "fresh")]
 pub mod page;
-mod parallel;
+pub mod parallel;
 mod positions;
 #[cfg(feature = "registry")]
 pub mod registry;
@@ -63,14 +63,25 @@ pub mod values;
 // Collection, reports, config reading and JSON export.
 #[cfg(feature = "json")]
 mod cluster;
+
+/// Reports across processes (feature `json`): the exported shape of a
+/// report, which reads back equal, and the merge of per-rank reports.
+#[cfg(feature = "json")]
+pub mod export {
+    pub use crate::cluster::ClusterReport;
+    pub use crate::json::{
+        ExportedDeclaration, ExportedParallel, ExportedReport, ExportedSkip, ExportedStatePart,
+        SCHEMA_VERSION,
+    };
+}
 mod collect;
 #[cfg(feature = "json")]
-mod config;
+pub mod config;
 #[cfg(feature = "json")]
-mod estimate;
+pub mod estimate;
 #[cfg(feature = "json")]
 mod json;
-mod pattern;
+pub mod pattern;
 pub mod planner;
 mod report;
 
@@ -86,30 +97,16 @@ pub use declare::{
 pub use dtype::DType;
 pub use error::{KvError, Overflow};
 pub use layout::{Geometry, Latent, Layout, RecurrentState, Residual, StatePart};
-pub use parallel::{pp_partition, LayerGroup, Parallel, Placement, Sharding};
+pub use parallel::{Parallel, Placement, Sharding};
 pub use positions::{Bound, PositionPolicy, Positions};
 pub use spec::{KvSpec, Rows, Scope};
 pub use storage::{BlockFormat, Storage};
 pub use table::Table;
 
-#[cfg(feature = "json")]
-pub use cluster::ClusterReport;
 pub use collect::{collect, Collected, Collection, Skipped, Totals};
 #[cfg(feature = "json")]
-pub use config::{
-    HfConfig, KvCacheScheme, KvQuantType, LinearAttentionConfig, MambaConfig, MambaVersion,
-    MlaConfig,
-};
-#[cfg(feature = "json")]
-pub use estimate::{
-    estimate, Estimate, EstimateSettings, DEFAULT_BLOCK_SIZE, DEFAULT_MAX_NUM_BATCHED_TOKENS,
-};
-#[cfg(feature = "json")]
-pub use json::{
-    ExportedDeclaration, ExportedParallel, ExportedReport, ExportedSkip, ExportedStatePart,
-    SCHEMA_VERSION,
-};
-pub use pattern::{LayerKind, LayerPattern, PatternError};
+pub use config::HfConfig;
+pub use pattern::{LayerKind, LayerPattern};
 pub use report::{log_model_local_kv, Report};
 
 /// Derives [`ModelLocalKv`] and [`DeclaredKv`] from `#[kv(...)]` attributes.

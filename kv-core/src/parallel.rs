@@ -135,9 +135,9 @@ impl fmt::Display for Parallel {
 /// the second-to-last backwards (the last stage also runs the LM head).
 ///
 /// ```
-/// assert_eq!(kv_core::pp_partition(61, 4)?, [15, 15, 16, 15]);
-/// assert_eq!(kv_core::pp_partition(32, 4)?, [8, 8, 8, 8]);
-/// assert!(kv_core::pp_partition(3, 4).is_err());
+/// assert_eq!(kv_core::parallel::pp_partition(61, 4)?, [15, 15, 16, 15]);
+/// assert_eq!(kv_core::parallel::pp_partition(32, 4)?, [8, 8, 8, 8]);
+/// assert!(kv_core::parallel::pp_partition(3, 4).is_err());
 /// # Ok::<(), kv_core::KvError>(())
 /// ```
 pub fn pp_partition(layers: u64, pp: u64) -> Result<Vec<u64>, KvError> {

@@ -159,7 +159,7 @@ impl From<PatternError> for crate::KvError {
 ///     ("attn_layer_period", "attn_layer_offset"),
 /// )?;
 /// assert_eq!(jamba.groups(), vec![(LayerKind::Mamba, 28), (LayerKind::FullAttention, 4)]);
-/// # Ok::<(), kv_core::PatternError>(())
+/// # Ok::<(), kv_core::pattern::PatternError>(())
 /// ```
 #[derive(Clone, Debug, PartialEq, Eq, Hash)]
 pub struct LayerPattern {

@@ -4,9 +4,10 @@
 use std::borrow::Cow;
 use std::fmt;
 
+use crate::parallel::LayerGroup;
 use crate::{
-    Geometry, KvError, Latent, LayerGroup, LayerKind, LayerPattern, Layout, Overflow, Placement,
-    Positions, RecurrentState, Sharding,
+    Geometry, KvError, Latent, LayerKind, LayerPattern, Layout, Overflow, Placement, Positions,
+    RecurrentState, Sharding,
 };
 
 /// Text carried by a declaration: a literal in derived code, owned when built at run time.

@@ -2,9 +2,9 @@
 //! cluster view; every mismatch is an error naming what differs.
 #![cfg(feature = "json")]
 
+use kv_core::export::{ClusterReport, ExportedReport};
 use kv_core::{
-    collect, ClusterReport, DType, ExportedReport, Geometry, KvError, KvSpec, ModelLocalKv,
-    Parallel, Positions, Rows, Scope,
+    collect, DType, Geometry, KvError, KvSpec, ModelLocalKv, Parallel, Positions, Rows, Scope,
 };
 
 struct Llama;
@@ -47,7 +47,7 @@ fn a_report_round_trips_through_json_equal() {
     let text = serde_json::to_string_pretty(&exported).unwrap();
     let read: ExportedReport = serde_json::from_str(&text).unwrap();
     assert_eq!(read, exported);
-    assert_eq!(read.schema_version, kv_core::SCHEMA_VERSION);
+    assert_eq!(read.schema_version, kv_core::export::SCHEMA_VERSION);
     assert_eq!(
         (
             read.parallel.tp,
@@ -150,7 +150,7 @@ fn mismatches_are_errors_naming_what_differs() {
         message(versions),
         format!(
             "kv: cannot merge reports: rank tp=0 pp=0 has schema version 99, this kv reads {}",
-            kv_core::SCHEMA_VERSION
+            kv_core::export::SCHEMA_VERSION
         )
     );
     assert_eq!(

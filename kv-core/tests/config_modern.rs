@@ -3,7 +3,8 @@
 
 #![cfg(feature = "json")]
 
-use kv_core::{DType, Geometry, HfConfig, KvError, KvQuantType, LayerKind, MambaVersion};
+use kv_core::config::{KvQuantType, MambaVersion};
+use kv_core::{DType, Geometry, HfConfig, KvError, LayerKind};
 use serde_json::{json, Value};
 
 fn shipped(name: &str) -> HfConfig {

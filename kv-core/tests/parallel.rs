@@ -1,9 +1,10 @@
 //! Per-rank figures under tensor and pipeline parallelism, against figures
 //! worked out by hand from the engines' rules.
 
+use kv_core::parallel::pp_partition;
 use kv_core::{
-    collect, pp_partition, Collection, DType, Geometry, KvError, KvSpec, Latent, LayerKind,
-    LayerPattern, ModelLocalKv, Parallel, Positions, RecurrentState, Rows, Scope, StatePart,
+    collect, Collection, DType, Geometry, KvError, KvSpec, Latent, LayerKind, LayerPattern,
+    ModelLocalKv, Parallel, Positions, RecurrentState, Rows, Scope, StatePart,
 };
 
 /// A model declaring `specs` at its root.

@@ -4,7 +4,8 @@
 use serde_json::Value;
 
 use super::{keys, positive, shown, HfConfig, LAYERS};
-use crate::{KvError, LayerKind, LayerPattern, PatternError};
+use crate::pattern::PatternError;
+use crate::{KvError, LayerKind, LayerPattern};
 
 const LAYER_TYPES: &str = "layer_types";
 const LAYERS_BLOCK_TYPE: &str = "layers_block_type";

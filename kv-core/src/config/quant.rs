@@ -72,7 +72,8 @@ impl HfConfig {
     /// `kv_cache_quant_algo` other than `"FP8"`, and both keys set at once.
     ///
     /// ```
-    /// use kv_core::{HfConfig, KvQuantType};
+    /// use kv_core::{HfConfig};
+    /// use kv_core::config::KvQuantType;
     ///
     /// let fp8_kv = serde_json::json!({"quantization_config": {
     ///     "quant_method": "compressed-tensors",

@@ -218,7 +218,7 @@ impl HfConfig {
     ///     "mamba_expand": 2, "mamba_d_state": 16, "mamba_d_conv": 4,
     /// });
     /// let mamba = kv_core::HfConfig::from_value(jamba).mamba()?;
-    /// assert_eq!(mamba.version, kv_core::MambaVersion::Mamba1);
+    /// assert_eq!(mamba.version, kv_core::config::MambaVersion::Mamba1);
     /// assert_eq!((mamba.d_inner, mamba.d_state, mamba.d_conv), (8192, 16, 4));
     /// # Ok::<(), kv_core::KvError>(())
     /// ```
