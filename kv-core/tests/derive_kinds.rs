@@ -218,3 +218,59 @@ fn a_format_without_a_dtype_and_a_state_in_the_table() {
         "{state_row}"
     );
 }
+
+/// Placement and sharding on a plain attention declaration, and a format read
+/// after load beside literal positions.
+#[derive(ModelLocalKv)]
+#[kv(
+    name = "offloaded",
+    cache = "CPU-offloaded cache",
+    layers = 2, kv_heads = 2, head_dim = 64, dtype = bf16,
+    positions = bounded(16, because = "test"),
+    scope = request,
+    rows = max_num_seqs,
+    on_host = "offloaded to CPU",
+)]
+#[kv(
+    name = "encoder",
+    cache = "encoder cache",
+    layers = 2, kv_heads = 2, head_dim = 64, dtype = bf16,
+    positions = bounded(16, because = "test"),
+    scope = request,
+    rows = max_num_seqs,
+    whole_on_every_rank = "the encoder is not sharded",
+)]
+#[kv(
+    name = "read_format",
+    cache = "format read after load",
+    layers = 2, kv_heads = 2, head_dim = 64, dtype = bf16, kv_format = self.format,
+    positions = bounded(16, because = "test"),
+    scope = request,
+    rows = max_num_seqs,
+)]
+struct Placed {
+    format: Storage,
+}
+
+#[test]
+fn placement_sharding_and_a_format_read_after_load() {
+    let specs = Placed::KV_DECLS.static_specs;
+    assert_eq!(specs.len(), 2, "the third is read after load");
+    assert_eq!(
+        specs[0].placement,
+        Placement::Host("offloaded to CPU".into())
+    );
+    assert_eq!(specs[0].sharding, Sharding::ByKind);
+    assert_eq!(specs[1].placement, Placement::Device);
+    assert_eq!(
+        specs[1].sharding,
+        Sharding::Whole("the encoder is not sharded".into())
+    );
+    let placed = Placed {
+        format: Storage::Blocks(BlockFormat::Q8_0),
+    };
+    let collection = collect(&placed);
+    let read = &collection.entries()[2].spec;
+    assert_eq!(read.name, "read_format");
+    assert_eq!(read.bytes_per_row(), Ok(2 * 2 * (68 + 68) * 16));
+}
