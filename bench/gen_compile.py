@@ -197,7 +197,7 @@ def const_checks(decl, owner_dot_name, static_index):
             checks.append(f"__kv::check!(count {tokens}, {owner}, {rs(key)});")
     if static_index is not None:
         spec_ref = f"Self::__KV_STATIC[{static_index}usize]"
-        geom = f"{spec_ref}.geometry"
+        geom = f"__kv::spec_geometry(&{spec_ref})"
         bytes_per_row = f"__kv::spec_row_fits(&{spec_ref})"
         peak = f"__kv::spec_peak_fits(&{spec_ref})" if kv["rows"] != "max_num_seqs" else None
     elif decl.geometry_is_const() and decl.positions_are_const():
