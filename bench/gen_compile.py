@@ -29,8 +29,8 @@ of cache the derive gained with the modern keys (2026-12-02):
   19 Loaded field-level after-load `state = self.state.clone()`, children
             `Vec<Mamba>` and `Option<Quant>`
 So 200 structs hold 200 declarations and 200 child fields, as before the
-modern kinds (which replaced the last three of each old kind in a module:
-old kinds 30 structs each, new kinds 10 each).
+modern kinds (which replaced the fourth struct of each old kind in a
+module: old kinds 30 structs each, was 40; new kinds 10 each).
 
 Usage: gen_compile.py OUT_DIR KV_CORE_PATH LOCKFILE [STRUCTS]
 """
