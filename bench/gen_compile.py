@@ -7,7 +7,9 @@
            compile-time checks, same helper calls), so the difference between
            the two is the cost of running the macro and nothing else.
 
-The mix, per module of 20 structs (kind = index % 5):
+The mix, per module of 20 structs: indices 0-14 cycle through five kinds
+(kind = index % 5, three of each), indices 15-19 are one struct of each kind
+of cache the derive gained with the modern keys (2026-12-02):
   0 Leaf   struct-level static declaration, gated on a bool field
   1 Attn   field-level declaration with `self` values, gated on a method
   2 Block  struct-level declaration with const expressions (checked at
@@ -15,6 +17,20 @@ The mix, per module of 20 structs (kind = index % 5):
   3 Plain  no declaration, children only (a plain struct and a Vec)
   4 Mixed  a gated static declaration with note/assumes and v_head_dim, plus a
            field-level `self` declaration with rows = fixed(self...), one child
+  15 Quant  static attention, `kv_format = q8_0` (llama.cpp blocks), gated
+  16 Split  static attention, `kv_format = f8e4m3, v_format = i4`, positions
+            `window_minus_one(72)`, `on_host = "..."`, child `Option<Quant>`
+  17 Mla    static MLA `latent = kv_core::Latent::new(..)`, positions
+            `vllm_sliding_window(WINDOW, ..)` (a const input, checked),
+            child `Vec<Split>`
+  18 Mamba  static recurrent `state = MAMBA_STATE` (a `static` parts array
+            and `RecurrentState::new` in lib.rs), no positions,
+            `whole_on_every_rank = "..."`, child `Option<Mla>`
+  19 Loaded field-level after-load `state = self.state.clone()`, children
+            `Vec<Mamba>` and `Option<Quant>`
+So 200 structs hold 200 declarations and 200 child fields, as before the
+modern kinds (which replaced the fourth struct of each old kind in a
+module: old kinds 30 structs each, was 40; new kinds 10 each).
 
 Usage: gen_compile.py OUT_DIR KV_CORE_PATH LOCKFILE [STRUCTS]
 """
@@ -41,6 +57,22 @@ def selfv(tokens):
     return ("self", tokens)
 
 
+class Policy:
+    """`positions = NAME(FIRST, input = N, ...)`: `inputs` are (field, value)
+    in the policy's order (kv-derive/src/keys.rs's POLICIES)."""
+
+    def __init__(self, name, variant, inputs):
+        self.name = name
+        self.variant = variant
+        self.inputs = inputs
+
+    def text(self):
+        """As written, and as the derive keeps it (`TokenStream::to_string`)."""
+        first, rest = self.inputs[0], self.inputs[1:]
+        args = [first[1][1]] + [f"{field} = {value[1]}" for field, value in rest]
+        return f"{self.name}({', '.join(args)})"
+
+
 class Decl:
     def __init__(self, name=None, field=None, **kv):
         self.name = name  # explicit name, else the field's
@@ -50,20 +82,58 @@ class Decl:
     def decl_name(self):
         return self.name or self.field
 
+    def kind(self):
+        """`attention` (parts), `latent` or `state`, as valid.rs's Geometry."""
+        for kind in ("latent", "state"):
+            if kind in self.kv:
+                return kind
+        return "attention"
+
     def geometry_is_const(self):
+        if self.kind() != "attention":
+            return self.kv[self.kind()][0] != "self"
         keys = ["layers", "kv_heads", "head_dim", "v_head_dim"]
         if any(self.kv.get(k, ("", ""))[0] == "self" for k in keys):
             return False
+        if any(self.kv.get(k, "").startswith("self.") for k in ("kv_format", "v_format")):
+            return False
         return not self.kv["dtype"].startswith("self.")
 
+    def policy(self):
+        """The position policy, or None for `bounded(..)` (or no positions)."""
+        positions = self.kv.get("positions")
+        return positions if isinstance(positions, Policy) else None
+
+    def bounded(self):
+        """`(count, because)` of `bounded(..)`, or None."""
+        positions = self.kv.get("positions")
+        return None if positions is None or isinstance(positions, Policy) else positions
+
+    def position_counts(self):
+        """The counts written in the positions, with the field each fills."""
+        if self.policy():
+            return list(self.policy().inputs)
+        if self.bounded():
+            return [("positions", self.bounded()[0])]
+        return []
+
     def positions_are_const(self):
-        return self.kv["positions"][0][0] != "self"
+        return all(value[0] != "self" for _, value in self.position_counts())
 
     def after_load(self):
         if not self.geometry_is_const() or not self.positions_are_const():
             return True
         rows = self.kv["rows"]
         return rows != "max_num_seqs" and rows[0][0] == "self"
+
+    def plain(self):
+        """Goes through `__kv::spec` (else `__kv::spec_with`), as in expand.rs."""
+        kv = self.kv
+        return (
+            self.kind() == "attention"
+            and not any(k in kv for k in ("kv_format", "v_format", "on_host", "whole_on_every_rank"))
+            and self.bounded() is not None
+        )
 
     # ---- the attribute, as a user writes it ----
     def attribute(self):
@@ -72,19 +142,27 @@ class Decl:
         if self.name:
             parts.append(f'name = "{self.name}"')
         parts.append(f'cache = "{kv["cache"]}"')
+        for key in ["latent", "state"]:
+            if key in kv:
+                parts.append(f"{key} = {kv[key][1]}")
         for key in ["layers", "kv_heads", "head_dim", "v_head_dim"]:
             if key in kv:
                 parts.append(f"{key} = {kv[key][1]}")
-        parts.append(f"dtype = {kv['dtype']}")
-        count, because = kv["positions"]
-        parts.append(f'positions = bounded({count[1]}, because = "{because}")')
+        for key in ["dtype", "kv_format", "v_format"]:
+            if key in kv:
+                parts.append(f"{key} = {kv[key]}")
+        if self.policy():
+            parts.append(f"positions = {self.policy().text()}")
+        elif self.bounded():
+            count, because = self.bounded()
+            parts.append(f'positions = bounded({count[1]}, because = "{because}")')
         parts.append(f"scope = {kv['scope']}")
         if kv["rows"] == "max_num_seqs":
             parts.append("rows = max_num_seqs")
         else:
             count, because = kv["rows"]
             parts.append(f'rows = fixed({count[1]}, because = "{because}")')
-        for key in ["only_when", "assumes", "note"]:
+        for key in ["only_when", "assumes", "note", "on_host", "whole_on_every_rank"]:
             if key in kv:
                 parts.append(f'{key} = "{kv[key]}"')
         return "#[kv(\n    " + ",\n    ".join(parts) + ",\n)]"
@@ -107,8 +185,27 @@ def count_expr(value, key):
     return f"__kv::IntoCount::into_count({tokens}, {rs(key)})?"
 
 
+BLOCK_FORMATS = {"q8_0": "Q8_0", "q4_0": "Q4_0", "q4_1": "Q4_1", "q5_0": "Q5_0", "q5_1": "Q5_1",
+                 "nvfp4": "NVFP4"}
+PACKED = {"i4": "I4", "i2": "I2", "f4e2m1": "F4E2M1"}  # no whole-byte size: never folded
+
+
+def storage(fmt):
+    """A storage format as expand.rs's `storage()` writes it."""
+    if fmt in DTYPES or fmt in PACKED:
+        return f"__kv::Storage::Dense(__kv::{DTYPES.get(fmt) or PACKED[fmt]})"
+    if fmt in BLOCK_FORMATS:
+        return f"__kv::Storage::Blocks(__kv::BlockFormat::{BLOCK_FORMATS[fmt]})"
+    if fmt.startswith("self."):
+        return f"__kv::IntoStorage::into_storage({fmt})"
+    return fmt
+
+
 def geometry(decl):
+    """The geometry: attention parts, or a latent's or state's value as written."""
     kv = decl.kv
+    if decl.kind() != "attention":
+        return kv[decl.kind()][1]
     layers = count_expr(kv["layers"], "layers")
     kv_heads = count_expr(kv["kv_heads"], "kv_heads")
     head_dim = count_expr(kv["head_dim"], "head_dim")
@@ -120,7 +217,37 @@ def geometry(decl):
         dtype = f"__kv::{DTYPES[kv['dtype']]}"
     else:
         dtype = f"__kv::IntoDType::into_dtype({kv['dtype']})"
-    return f"__kv::geometry({layers}, {kv_heads}, {head_dim}, {dtype}){v}"
+    with_storage = f".with_storage({storage(kv['kv_format'])})" if "kv_format" in kv else ""
+    with_v_storage = f".with_v_storage({storage(kv['v_format'])})" if "v_format" in kv else ""
+    return f"__kv::geometry({layers}, {kv_heads}, {head_dim}, {dtype}){v}{with_storage}{with_v_storage}"
+
+
+def policy(decl):
+    """A position policy's `PositionPolicy` value (expand.rs's `policy()`)."""
+    p = decl.policy()
+    fields = ", ".join(f"{field}: {count_expr(value, 'positions')}" for field, value in p.inputs)
+    return f"__kv::PositionPolicy::{p.variant} {{ {fields} }}"
+
+
+def layout(decl):
+    """The `Layout` of a `spec_with` declaration (expand.rs's `spec()`)."""
+    kv = decl.kv
+    if decl.policy():
+        positions = f"__kv::policy({policy(decl)})"
+    elif decl.bounded():
+        count, because = decl.bounded()
+        positions = f"__kv::bounded({count_expr(count, 'positions')}, {rs(because)})"
+    if decl.kind() == "state":
+        kind, tokens = kv["state"]
+        if kind == "self":
+            return f"__kv::state(__kv::IntoState::into_state({tokens})?)"
+        return f"__kv::state({tokens})"
+    if decl.kind() == "latent":
+        kind, tokens = kv["latent"]
+        if kind == "self":
+            return f"__kv::latent(__kv::IntoLatent::into_latent({tokens})?, {positions})"
+        return f"__kv::latent({tokens}, {positions})"
+    return f"__kv::attention({geometry(decl)}, {positions})"
 
 
 def gate_text(decl):
@@ -130,13 +257,19 @@ def gate_text(decl):
 def spec(decl):
     """A `KvSpec` through the `__private_v0_1::spec` const fn, as expand.rs writes it."""
     kv = decl.kv
-    count, because = kv["positions"]
     if kv["rows"] == "max_num_seqs":
         rows = "__kv::MaxNumSeqs"
     else:
         rcount, rbecause = kv["rows"]
         rows = f"__kv::fixed({count_expr(rcount, 'rows')}, {rs(rbecause)})"
     texts = ", ".join(rs(t) for t in (gate_text(decl), kv.get("assumes", ""), kv.get("note", "")))
+    if not decl.plain():
+        places = ", ".join(rs(kv.get(k, "")) for k in ("on_host", "whole_on_every_rank"))
+        return (
+            f"__kv::spec_with({rs(decl.decl_name())}, {rs(kv['cache'])}, {layout(decl)}, "
+            f"__kv::{SCOPES[kv['scope']]}, {rows}, {texts}, {places},)"
+        )
+    count, because = decl.bounded()
     return (
         f"__kv::spec({rs(decl.decl_name())}, {rs(kv['cache'])}, "
         f"{geometry(decl)}, {count_expr(count, 'positions')}, {rs(because)}, "
@@ -148,9 +281,18 @@ def after_load_decl(decl):
     """What is known before load of a declaration with after-load values
     (`after_load_decl` in expand.rs): every part that is const, else 0 or ""."""
     kv = decl.kv
-    count, because = kv["positions"]
-    position_count = count_expr(count, "positions") if decl.positions_are_const() else "0"
-    if decl.positions_are_const() and decl.geometry_is_const():
+    bounded = False
+    if decl.kind() == "state":
+        position_count, because = "0", "no positions (recurrent state)"
+    elif not decl.positions_are_const():
+        position_count = "0"
+        because = decl.policy().text() if decl.policy() else decl.bounded()[1]
+    elif decl.policy():
+        position_count, because = f"__kv::policy_count({policy(decl)})", decl.policy().text()
+    else:
+        count, because = decl.bounded()
+        position_count, bounded = count_expr(count, "positions"), True
+    if bounded and decl.kind() == "attention" and decl.geometry_is_const():
         bytes_per_row = f"__kv::const_bytes_per_row({geometry(decl)}, {position_count})"
     else:
         bytes_per_row = "0"
@@ -173,6 +315,8 @@ def literal(decl):
     kv = decl.kv
     parts = [kv[k] for k in ["layers", "kv_heads", "head_dim", "v_head_dim"] if k in kv]
     rows = kv["rows"]
+    if decl.kind() != "attention" or decl.bounded() is None or "kv_format" in kv or "v_format" in kv:
+        return False
     return (
         all(kind == "lit" for kind, _ in parts)
         and kv["dtype"] in DTYPES
@@ -189,15 +333,24 @@ def const_checks(decl, owner_dot_name, static_index):
         return checks
     owner = rs(owner_dot_name.replace("{", "{{").replace("}", "}}"))
     counts = [(k, kv[k]) for k in ["layers", "kv_heads", "head_dim", "v_head_dim"] if k in kv]
-    counts.append(("positions", kv["positions"][0]))
+    counts.extend(decl.position_counts())
     if kv["rows"] != "max_num_seqs":
         counts.append(("rows", kv["rows"][0]))
     for key, (kind, tokens) in counts:
         if kind == "const":
             checks.append(f"__kv::check!(count {tokens}, {owner}, {rs(key)});")
+    if decl.kind() != "attention" or decl.bounded() is None:
+        # A latent, a state or a policy: checked whole on its static entry.
+        if static_index is not None:
+            spec_ref = f"&Self::__KV_STATIC[{static_index}usize]"
+            checks.append(f"__kv::check!(valid __kv::spec_has_no_zero({spec_ref}), {owner});")
+            checks.append(f"__kv::check!(row __kv::spec_row_fits({spec_ref}), {owner});")
+            if kv["rows"] != "max_num_seqs":
+                checks.append(f"__kv::check!(peak __kv::spec_peak_fits({spec_ref}), {owner});")
+        return checks
     if static_index is not None:
         spec_ref = f"Self::__KV_STATIC[{static_index}usize]"
-        geom = f"{spec_ref}.geometry"
+        geom = f"__kv::spec_geometry(&{spec_ref})"
         bytes_per_row = f"__kv::spec_row_fits(&{spec_ref})"
         peak = f"__kv::spec_peak_fits(&{spec_ref})" if kv["rows"] != "max_num_seqs" else None
     elif decl.geometry_is_const() and decl.positions_are_const():
@@ -303,6 +456,8 @@ def make_struct(m, k):
     prev = lambda d: f"S{m:02}_{k - d:02}"  # noqa: E731
     kind = k % 5
     layers = 1 + i % 32
+    if k >= 15:
+        return make_modern(ident, prev, k - 15, layers)
     if kind == 0:
         return Struct(
             ident,
@@ -379,6 +534,68 @@ def make_struct(m, k):
     )
 
 
+def make_modern(ident, prev, kind, layers):
+    """One struct of each kind of cache the modern keys declare (slots 15-19)."""
+    if kind == 0:
+        return Struct(
+            ident,
+            [Decl(
+                name="q8_0", cache="llama.cpp KV cache",
+                layers=lit(layers), kv_heads=lit(8), head_dim=lit(128), dtype="f16", kv_format="q8_0",
+                positions=(lit(8192), "n_ctx padded to 256"), scope="request",
+                rows="max_num_seqs", only_when="enabled",
+            )],
+            [("enabled", "bool", None), ("hidden", "u32", None)],
+        )
+    if kind == 1:
+        return Struct(
+            ident,
+            [Decl(
+                name="fp8_keys", cache="split formats",
+                layers=lit(layers), kv_heads=lit(2), head_dim=lit(64), dtype="bf16",
+                kv_format="f8e4m3", v_format="i4",
+                positions=Policy("window_minus_one", "WindowMinusOne", [("window", lit(72))]),
+                scope="request", rows="max_num_seqs", on_host="offloaded between steps",
+            )],
+            [("quant", f"Option<{prev(1)}>", "child"), ("scale", "f32", None)],
+        )
+    if kind == 2:
+        return Struct(
+            ident,
+            [Decl(
+                name="latent", cache="MLA latent",
+                latent=const("kv_core::Latent::new(27, 512, 64, kv_core::DType::BF16)"),
+                positions=Policy("vllm_sliding_window", "VllmSlidingWindow", [
+                    ("window", const("WINDOW")), ("max_num_batched_tokens", lit(2048)),
+                    ("max_model_len", lit(8192)), ("block_size", lit(16)),
+                ]),
+                scope="request", rows="max_num_seqs",
+            )],
+            [("layers", f"Vec<{prev(1)}>", "child"), ("name", "String", None)],
+        )
+    if kind == 3:
+        return Struct(
+            ident,
+            [Decl(
+                name="mamba", cache="MambaCache", state=const("MAMBA_STATE"),
+                scope="request", rows="max_num_seqs",
+                whole_on_every_rank="conv and ssm state are not sharded",
+            )],
+            [("mla", f"Option<{prev(1)}>", "child"), ("hidden", "u32", None)],
+        )
+    return Struct(
+        ident, [],
+        [
+            ("state", f"{K}::RecurrentState", Decl(
+                field="state", cache="Gated DeltaNet", state=selfv("self.state.clone()"),
+                scope="request", rows="max_num_seqs",
+            )),
+            ("mamba", f"Vec<{prev(1)}>", "child"),
+            ("quant", f"Option<{prev(4)}>", "child"),
+        ],
+    )
+
+
 def write_crate(root, name, lock, kv_core, modules, derive):
     src = os.path.join(root, name, "src")
     os.makedirs(src, exist_ok=True)
@@ -405,6 +622,12 @@ def write_crate(root, name, lock, kv_core, modules, derive):
             "#![allow(unused_parens)]\n\n"
             "pub const LAYERS: u64 = 24;\npub const HIDDEN: u64 = 1024;\n"
             "pub const HEADS: u64 = 16;\npub const WINDOW: u64 = 1500;\n\n"
+            "/// Jamba-v0.1's Mamba layer state, for `state = MAMBA_STATE`.\n"
+            "pub static MAMBA_PARTS: [::kv_core::StatePart; 2] = [\n"
+            "    ::kv_core::StatePart::mamba_conv(8192, 4, ::kv_core::DType::F16),\n"
+            "    ::kv_core::StatePart::mamba_ssm(8192, 16, ::kv_core::DType::F16),\n"
+            "];\n"
+            "pub const MAMBA_STATE: ::kv_core::RecurrentState = ::kv_core::RecurrentState::new(28, &MAMBA_PARTS);\n\n"
         )
         f.write("".join(f"pub mod {m};\n" for m in mods))
     for m, structs in zip(mods, modules):

@@ -127,6 +127,8 @@ fn main() {
 '''
 
 KINDS = {0: "leaf", 1: "attn", 2: "block", 3: "plain", 4: "mixed"}
+# Slots 15-19 of each module: the modern kinds (bench/gen_compile.py).
+MODERN = {15: "quant", 16: "split", 17: "mla", 18: "mamba", 19: "loaded"}
 
 
 def main():
@@ -139,7 +141,7 @@ def main():
         text = open(os.path.join(src, name)).read()
         for m in re.finditer(r"#\[derive\(::kv_core::ModelLocalKv\)\]\n.*?\n\}\n", text, re.S):
             k = int(re.search(r"pub struct S\d+_(\d+)", m.group(0)).group(1))
-            inputs.append(f"//@@ {KINDS[k % 5]}\n{m.group(0)}")
+            inputs.append(f"//@@ {MODERN.get(k) or KINDS[k % 5]}\n{m.group(0)}")
     os.makedirs(os.path.join(HARNESS, "src"), exist_ok=True)
     with open(os.path.join(HARNESS, "inputs.txt"), "w") as f:
         f.write("\n".join(inputs))
