@@ -81,12 +81,24 @@ fn llama_heads_split_and_layers_split_evenly() {
     // tp 2 x pp 2: 16 layers x 4 heads x 256 x 2 B = 32,768 B per token on every rank.
     let layout = Parallel::new(2, 2).unwrap();
     for r in layout.ranks() {
+        let held = whole.for_rank(r).unwrap();
+        assert_eq!(per_row(&held), [16 * 4 * 256 * 2], "{r}");
         assert_eq!(
-            per_row(&whole.for_rank(r).unwrap()),
-            [16 * 4 * 256 * 2],
-            "{r}"
+            held.entries()[0].share.as_deref(),
+            Some(
+                format!(
+                    "pp stage {} holds 16 of 32 layers (even split 16/16); \
+                     tp splits 8 kv_heads into 4 per rank",
+                    r.pp_rank
+                )
+                .as_str()
+            )
         );
     }
+    // As many stages as layers: one layer each.
+    assert_eq!(pp_partition(32, 32).unwrap(), [1; 32]);
+    let last = whole.for_rank(rank(1, 32, 0, 31)).unwrap();
+    assert_eq!(per_row(&last), [8 * 256 * 2]);
 }
 
 #[test]
