@@ -157,4 +157,10 @@ fn mismatches_are_errors_naming_what_differs() {
         message(Vec::new()),
         "kv: cannot merge reports: no reports to merge"
     );
+    let mut outside = rank_reports(2, 1, 4);
+    outside[1].parallel.tp_rank = 2;
+    assert_eq!(
+        message(outside),
+        "kv: cannot merge reports: rank tp=2 pp=0 is outside its own layout tp=2 pp=1"
+    );
 }
