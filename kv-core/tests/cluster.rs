@@ -163,4 +163,17 @@ fn mismatches_are_errors_naming_what_differs() {
         message(outside),
         "kv: cannot merge reports: rank tp=2 pp=0 is outside its own layout tp=2 pp=1"
     );
+    let mut inconsistent = rank_reports(2, 1, 4);
+    inconsistent[1].total_bytes = Some(1);
+    assert_eq!(
+        message(inconsistent),
+        "kv: cannot merge reports: rank tp=1 pp=0's figures disagree: device 2147483648 B + \
+         host 0 B is not its total 1 B"
+    );
+    let mut overflowed = rank_reports(2, 1, 4);
+    overflowed[0].host_bytes = None;
+    assert_eq!(
+        message(overflowed),
+        "kv: cannot merge reports: rank tp=0 pp=0's total overflows u64 (null in its report)"
+    );
 }
