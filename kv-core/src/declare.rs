@@ -450,6 +450,12 @@ mod tests {
         let rc = Rc::new(Leaf);
         assert_eq!(rc.kv_identity(), Rc::clone(&rc).kv_identity());
         assert!(rc.kv_identity().is_addressable());
+        // A box of a zero-sized owner has a dangling address, the same for
+        // every box: inside an `Arc`, the allocation's address tells them apart.
+        let boxed_a = Arc::new(Box::new(Leaf));
+        let boxed_b = Arc::new(Box::new(Leaf));
+        assert_ne!(boxed_a.kv_identity(), boxed_b.kv_identity());
+        assert_eq!(boxed_a.kv_identity(), Arc::clone(&boxed_a).kv_identity());
         // Through a reference and a box, identity is the target's.
         let by_ref: &Arc<Leaf> = &leaf;
         assert_eq!(by_ref.kv_identity(), leaf.kv_identity());
