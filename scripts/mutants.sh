@@ -43,8 +43,10 @@ case "$crate" in
             -- --lib --tests
         ;;
     kv-derive)
-        exec cargo mutants -p kv-derive --test-workspace true "${shard[@]}" -o "$out" "$@" \
-            -- --lib --tests
+        # cargo-mutants tests only the mutated package; the derive's behaviour
+        # is observed through the crates that use it, named after `--`.
+        exec cargo mutants -p kv-derive "${shard[@]}" -o "$out" "$@" \
+            -- -p kv-core -p kv-examples -p kv-tests --tests
         ;;
     kv-candle)
         exec cargo mutants -p kv-candle --test-package kv-candle "${shard[@]}" -o "$out" "$@" \
