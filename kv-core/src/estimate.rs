@@ -909,4 +909,113 @@ mod tests {
             .contains("kv_cache_scheme"));
         assert_eq!(per_token(&e.specs[0]), 80 * 8 * 256 * 2);
     }
+
+    fn positions(spec: &KvSpec) -> u64 {
+        spec.positions().unwrap().count
+    }
+
+    fn tiny(extra: serde_json::Value) -> Value {
+        let mut config = serde_json::json!({
+            "model_type": "llama",
+            "num_hidden_layers": 2,
+            "num_attention_heads": 4,
+            "num_key_value_heads": 2,
+            "head_dim": 64,
+            "torch_dtype": "bfloat16",
+        });
+        for (key, value) in extra.as_object().unwrap() {
+            config[key] = value.clone();
+        }
+        config
+    }
+
+    #[test]
+    fn max_num_batched_tokens_moves_vllms_sliding_window() {
+        let mistral = shipped("mistral-7b-v0.1");
+        // min(4095 + 2048, 8192) = 6143 -> 384 blocks + 1 = 6160 positions.
+        let default = estimate(&mistral, &at_8192()).unwrap();
+        assert_eq!(positions(&default.specs[0]), 6160);
+        // min(4095 + 4096, 8192) = 8191 -> 512 blocks + 1 = 8208 positions.
+        let wider = estimate(&mistral, &at_8192().max_num_batched_tokens(4096)).unwrap();
+        assert_eq!(positions(&wider.specs[0]), 8208);
+    }
+
+    #[test]
+    fn positions_come_from_the_config_with_the_key_named_and_zero_is_an_error() {
+        let nested = serde_json::json!({
+            "model_type": "llava",
+            "text_config": tiny(serde_json::json!({"max_position_embeddings": 4096})),
+        });
+        let e = estimate(&nested, &EstimateSettings::new()).unwrap();
+        assert_eq!(e.max_model_len, 4096);
+        assert!(
+            e.detected
+                .contains("`text_config.max_position_embeddings` of the config"),
+            "{}",
+            e.detected
+        );
+        let top = estimate(
+            &tiny(serde_json::json!({"max_position_embeddings": 2048})),
+            &EstimateSettings::new(),
+        )
+        .unwrap();
+        assert!(
+            top.detected
+                .contains("`max_position_embeddings` of the config"),
+            "{}",
+            top.detected
+        );
+        for bad in [serde_json::json!(0), serde_json::json!("4096")] {
+            let config = tiny(serde_json::json!({"max_position_embeddings": bad}));
+            assert!(
+                estimate(&config, &EstimateSettings::new()).is_err(),
+                "{bad}"
+            );
+        }
+        let missing = estimate(&tiny(serde_json::json!({})), &EstimateSettings::new())
+            .unwrap_err()
+            .to_string();
+        assert!(
+            missing
+                .contains("looked at the given values, the top level, `text_config`, `llm_config`"),
+            "{missing}"
+        );
+    }
+
+    #[test]
+    fn a_bad_sliding_window_is_an_error_not_no_window() {
+        let config = tiny(serde_json::json!({"sliding_window": "wide"}));
+        assert!(estimate(&config, &at_8192()).is_err());
+        let none = tiny(serde_json::json!({}));
+        assert_eq!(estimate(&none, &at_8192()).unwrap().specs.len(), 1);
+    }
+
+    #[test]
+    fn zero_encoder_positions_and_chunks_are_errors() {
+        let whisper = shipped("whisper-large-v3");
+        let mut zero = whisper.clone();
+        zero["max_source_positions"] = serde_json::json!(0);
+        assert!(estimate(&zero, &at_8192()).is_err());
+        assert!(estimate(&whisper, &at_8192()).is_ok());
+        let chunked = |chunk: u64| {
+            tiny(serde_json::json!({
+                "layer_types": ["chunked_attention", "full_attention"],
+                "attention_chunk_size": chunk,
+            }))
+        };
+        assert!(estimate(&chunked(0), &at_8192()).is_err());
+        let e = estimate(&chunked(1), &at_8192()).unwrap();
+        // cdiv(min(1 + 2048, 8192), 16) = 129 blocks of 16.
+        assert_eq!(positions(&e.specs[0]), 129 * 16);
+    }
+
+    #[test]
+    fn an_8_bit_float_kv_scheme_stores_fp8() {
+        let config = tiny(serde_json::json!({
+            "quantization_config": {"kv_cache_scheme": {"num_bits": 8, "type": "float"}},
+        }));
+        let e = estimate(&config, &at_8192()).unwrap();
+        // 2 layers x 2 heads x (64 + 64) x 1 byte.
+        assert_eq!(per_token(&e.specs[0]), 2 * 2 * 128);
+    }
 }
