@@ -200,6 +200,24 @@ fn compressed_tensors_kv_scheme_is_read_as_data() {
     assert_eq!(scheme.kind, Some(KvQuantType::Int));
     assert_eq!(scheme.strategy.as_deref(), Some("attn_head"));
     assert_eq!((scheme.dynamic, scheme.symmetric), (None, Some(true)));
+    let float = json!({"quantization_config": {
+        "kv_cache_scheme": {"num_bits": 8, "type": "float"},
+    }});
+    let float = HfConfig::from_value(float)
+        .kv_cache_scheme()
+        .unwrap()
+        .unwrap();
+    assert_eq!(
+        (float.num_bits, float.kind),
+        (Some(8), Some(KvQuantType::Float))
+    );
+    // The string form of AMD Quark / `quant_method: "fp8"` checkpoints.
+    let dynamic = json!({"quantization_config": {"kv_cache_scheme": "dynamic"}});
+    let dynamic = HfConfig::from_value(dynamic)
+        .kv_cache_scheme()
+        .unwrap()
+        .unwrap();
+    assert_eq!((dynamic.dynamic, dynamic.num_bits), (Some(true), None));
     // Weight-only checkpoints write `kv_cache_scheme: null`.
     let weight_only = json!({"quantization_config": {"kv_cache_scheme": null}});
     assert_eq!(
