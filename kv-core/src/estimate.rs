@@ -967,9 +967,14 @@ mod tests {
         );
         for bad in [serde_json::json!(0), serde_json::json!("4096")] {
             let config = tiny(serde_json::json!({"max_position_embeddings": bad}));
+            let err = estimate(&config, &EstimateSettings::new())
+                .unwrap_err()
+                .to_string();
             assert!(
-                estimate(&config, &EstimateSettings::new()).is_err(),
-                "{bad}"
+                err.contains(&format!(
+                    "`max_position_embeddings` is {bad}; expected a positive integer"
+                )),
+                "{err}"
             );
         }
         let missing = estimate(&tiny(serde_json::json!({})), &EstimateSettings::new())
