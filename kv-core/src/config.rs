@@ -308,9 +308,18 @@ impl HfConfig {
         })
     }
 
+    /// The first non-null `key`, as `section.key`, and its value: one key,
+    /// for readers beside this module that look up as the config does.
+    pub(crate) fn value(&self, key: &str) -> Option<(String, &Value)> {
+        self.find(&[key])
+    }
+
     /// Like [`HfConfig::find`], but a key set to `null` is found (as `null`),
     /// with the section that holds it.
-    fn find_with_null(&self, key: &str) -> Option<(String, &Value, &Map<String, Value>)> {
+    pub(crate) fn find_with_null(
+        &self,
+        key: &str,
+    ) -> Option<(String, &Value, &Map<String, Value>)> {
         self.sections().find_map(|(section, map)| {
             map.get(key)
                 .map(|value| (qualified(section, key), value, map))

@@ -24,8 +24,8 @@ const ALL_SLIDING: &[&str] = &["mistral", "mixtral", "starcoder2"];
 /// Model types that are Mamba in every layer, with no attention.
 const MAMBA_ONLY: &[&str] = &["mamba", "falcon_mamba", "mamba2"];
 
-/// Sections looked in after explicit values and the top level, as [`HfConfig`] does.
-const SECTIONS: [&str; 2] = ["text_config", "llm_config"];
+/// Where the estimator's own keys are looked for (through [`HfConfig`]).
+const LOOKED_IN: &str = "looked at the given values, the top level, `text_config`, `llm_config`";
 
 /// How [`estimate`] sizes the caches: the engine settings a config does not
 /// hold, and values given over the config.
@@ -173,17 +173,13 @@ pub struct Estimate {
 /// # Ok::<(), kv_core::KvError>(())
 /// ```
 pub fn estimate(config: &Value, settings: &EstimateSettings) -> Result<Estimate, KvError> {
-    let raw = Raw {
-        config,
-        values: &settings.values,
-    };
     let mut hf = HfConfig::from_value(config.clone());
     for (key, value) in &settings.values {
         hf = hf.with_value(key, value.clone());
     }
     let (max_model_len, source) = match settings.positions {
         Some(count) => (count, "given".to_owned()),
-        None => match raw.find("max_position_embeddings") {
+        None => match hf.value("max_position_embeddings") {
             Some((key, value)) => match value.as_u64().filter(|n| *n > 0) {
                 Some(count) => (count, format!("`{key}` of the config")),
                 None => {
@@ -200,7 +196,7 @@ pub fn estimate(config: &Value, settings: &EstimateSettings) -> Result<Estimate,
                         "no positions were given and `max_position_embeddings` is not set \
                          ({}); give them (`kv estimate --positions N`, \
                          EstimateSettings::positions)",
-                        raw.looked_in()
+                        LOOKED_IN
                     ),
                 ))
             }
@@ -223,8 +219,8 @@ pub fn estimate(config: &Value, settings: &EstimateSettings) -> Result<Estimate,
         max_model_len,
         source: format!("max_model_len {max_model_len} ({source})"),
     };
-    let model_type = raw.find("model_type").and_then(|(_, v)| v.as_str());
-    let (detected, specs) = if raw.find("kv_lora_rank").is_some() {
+    let model_type = hf.value("model_type").and_then(|(_, v)| v.as_str());
+    let (detected, specs) = if hf.value("kv_lora_rank").is_some() {
         let mla = hf.mla()?;
         let detected = format!(
             "MLA: `kv_lora_rank` {} + `qk_rope_head_dim` {} per token per layer, {} layers",
@@ -238,16 +234,16 @@ pub fn estimate(config: &Value, settings: &EstimateSettings) -> Result<Estimate,
         );
         let spec = builder.latent(latent, &detected, &hf)?;
         (detected, vec![spec])
-    } else if let Some(pattern) = pattern(&hf, &raw)? {
+    } else if let Some(pattern) = pattern(&hf)? {
         let detected = format!("hybrid layer pattern: {}", pattern.reason());
         let mut specs = Vec::new();
         for (kind, count) in pattern.groups() {
-            let spec = builder.group(&hf, &raw, kind, count, &detected)?;
+            let spec = builder.group(&hf, kind, count, &detected)?;
             specs.push(spec.in_layers(pattern.clone(), kind));
         }
         (detected, specs)
-    } else if let Some((key, encoder)) = raw.find("max_source_positions") {
-        encoder_decoder(&hf, &raw, &builder, &key, encoder)?
+    } else if let Some((key, encoder)) = hf.value("max_source_positions") {
+        encoder_decoder(&hf, &builder, &key, encoder)?
     } else if let Some(kind) = model_type.filter(|t| MAMBA_ONLY.contains(t)) {
         let detected = format!("Mamba in every layer (`model_type` {kind})");
         let spec = builder.mamba(&hf, None, &detected)?;
@@ -285,7 +281,7 @@ pub fn estimate(config: &Value, settings: &EstimateSettings) -> Result<Estimate,
                              slides every layer; kv does not guess: give it \
                              (`kv estimate --set sliding_window_pattern=N`, \
                              EstimateSettings::set)",
-                            raw.looked_in(),
+                            LOOKED_IN,
                             model_type.map_or("(none)".to_owned(), |t| format!("`{t}`"))
                         ),
                     ));
@@ -304,7 +300,6 @@ pub fn estimate(config: &Value, settings: &EstimateSettings) -> Result<Estimate,
 /// encoder's positions, with the decoder's layers and heads.
 fn encoder_decoder(
     hf: &HfConfig,
-    raw: &Raw<'_>,
     builder: &Builder<'_>,
     key: &str,
     encoder: &Value,
@@ -323,7 +318,7 @@ fn encoder_decoder(
         ("decoder_layers", "num_hidden_layers"),
         ("decoder_attention_heads", "num_attention_heads"),
     ] {
-        if let Some((name, value)) = raw.find(from) {
+        if let Some((name, value)) = hf.value(from) {
             decoder = decoder.with_value(to, value.clone());
             said.push(format!("`{name}` {value}"));
         }
@@ -358,7 +353,7 @@ fn encoder_decoder(
 }
 
 /// The layer pattern, `None` when the config sets none of its keys.
-fn pattern(hf: &HfConfig, raw: &Raw<'_>) -> Result<Option<LayerPattern>, KvError> {
+fn pattern(hf: &HfConfig) -> Result<Option<LayerPattern>, KvError> {
     const KEYS: [&str; 6] = [
         "layer_types",
         "layers_block_type",
@@ -367,53 +362,19 @@ fn pattern(hf: &HfConfig, raw: &Raw<'_>) -> Result<Option<LayerPattern>, KvError
         "attn_layer_period",
         "attn_layer_offset",
     ];
-    if KEYS.iter().all(|key| raw.find(key).is_none()) {
+    if KEYS.iter().all(|key| hf.value(key).is_none()) {
         return Ok(None);
     }
     hf.layer_pattern().map(Some)
 }
 
-/// The sliding window; a config without the key has none.
+/// The sliding window; a config without the key has none (a bad value is
+/// still an error).
 fn sliding_window(hf: &HfConfig) -> Result<Option<u64>, KvError> {
-    hf.sliding_window().or_else(|error| match &error {
-        // Only a missing key reads as "no window"; a bad value is an error.
-        KvError::Config { problem, .. } if problem.contains("is not set") => Ok(None),
-        _ => Err(error),
-    })
-}
-
-/// The raw config and the values given over it, looked up as [`HfConfig`] does.
-struct Raw<'a> {
-    config: &'a Value,
-    values: &'a Map<String, Value>,
-}
-
-impl Raw<'_> {
-    /// The first non-null `key`, as `section.key`, and its value.
-    fn find(&self, key: &str) -> Option<(String, &Value)> {
-        let top = self.config.as_object();
-        let sections = std::iter::once(("explicit", Some(self.values)))
-            .chain(std::iter::once(("", top)))
-            .chain(SECTIONS.into_iter().map(|section| {
-                (
-                    section,
-                    top.and_then(|map| map.get(section))
-                        .and_then(Value::as_object),
-                )
-            }));
-        for (section, map) in sections {
-            match map.and_then(|map| map.get(key)) {
-                None | Some(Value::Null) => continue,
-                Some(value) if section.is_empty() => return Some((key.to_owned(), value)),
-                Some(value) => return Some((format!("{section}.{key}"), value)),
-            }
-        }
-        None
+    if hf.find_with_null("sliding_window").is_none() {
+        return Ok(None);
     }
-
-    fn looked_in(&self) -> String {
-        "looked at the given values, the top level, `text_config`, `llm_config`".to_owned()
-    }
+    hf.sliding_window()
 }
 
 fn config_error(what: &'static str, problem: String) -> KvError {
@@ -558,7 +519,6 @@ impl Builder<'_> {
     fn group(
         &self,
         hf: &HfConfig,
-        raw: &Raw<'_>,
         kind: LayerKind,
         count: u64,
         detected: &str,
@@ -582,7 +542,7 @@ impl Builder<'_> {
                 self.sliding(hf.geometry()?.with_layers(count), window, detected, hf)
             }
             LayerKind::ChunkedAttention => {
-                let chunk = match raw.find("attention_chunk_size") {
+                let chunk = match hf.value("attention_chunk_size") {
                     Some((key, value)) => value.as_u64().filter(|n| *n > 0).ok_or_else(|| {
                         config_error(
                             "attention_chunk_size",
@@ -596,7 +556,7 @@ impl Builder<'_> {
                                 "the layer pattern has chunked_attention layers but \
                                  `attention_chunk_size` is not set ({}); give it \
                                  (`kv estimate --set attention_chunk_size=N`)",
-                                raw.looked_in()
+                                LOOKED_IN
                             ),
                         ))
                     }
