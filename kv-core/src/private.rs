@@ -488,18 +488,17 @@ pub const fn spec(
     assumes: &'static str,
     note: &'static str,
 ) -> KvSpec {
-    KvSpec::from_parts(
-        Cow::Borrowed(name),
-        Cow::Borrowed(cache),
-        Layout::Attention {
-            geometry,
-            positions: Positions::bounded(positions, bound),
-        },
+    spec_with(
+        name,
+        cache,
+        attention(geometry, bounded(positions, bound)),
         scope,
         rows,
-        text(only_when),
-        text(assumes),
-        text(note),
+        only_when,
+        assumes,
+        note,
+        "",
+        "",
     )
 }
 
