@@ -283,7 +283,8 @@ def after_load_decl(decl):
     kv = decl.kv
     bounded = False
     if decl.kind() == "state":
-        position_count, because = "0", "no positions (recurrent state)"
+        # kv-core's own text, which its tables recognise.
+        position_count, because = "0", None
     elif not decl.positions_are_const():
         position_count = "0"
         because = decl.policy().text() if decl.policy() else decl.bounded()[1]
@@ -304,7 +305,8 @@ def after_load_decl(decl):
         rows = f"__kv::after_load_fixed({rc}, {rs(rbecause)})"
     return (
         f"__kv::after_load_decl({rs(decl.decl_name())}, {rs(kv['cache'])}, "
-        f"__kv::{SCOPES[kv['scope']]}, {position_count}, {rs(because)}, {bytes_per_row}, "
+        f"__kv::{SCOPES[kv['scope']]}, {position_count}, "
+        f"{'__kv::NO_POSITIONS' if because is None else rs(because)}, {bytes_per_row}, "
         f"{rows}, {rs(gate_text(decl))}, {rs(kv.get('assumes', ''))},)"
     )
 

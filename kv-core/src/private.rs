@@ -94,6 +94,10 @@ pub const fn state(state: crate::RecurrentState) -> Layout {
     Layout::Recurrent(state)
 }
 
+/// The bound a recurrent state shows before load (no positions), for
+/// generated code; the tables recognise it.
+pub const NO_POSITIONS: &str = crate::table::NO_POSITIONS;
+
 /// A bare count and its reason, for generated code.
 pub const fn bounded(count: u64, because: &'static str) -> Positions {
     Positions::bounded(count, because)

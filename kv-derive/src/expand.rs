@@ -186,23 +186,24 @@ fn after_load_decl(decl: &ValidDecl<'_>) -> TokenStream {
     let name = &decl.name;
     let cache = decl.cache.value();
     let scope = scope(decl.scope);
+    // A recurrent state's bound is kv-core's own text, which its tables know.
+    let bound_tokens = |positions| {
+        let text = bound_text(positions);
+        quote!(#text)
+    };
     let (position_count, bound, bounded) = match decl.positions {
-        None => (
-            quote!(0),
-            "no positions (recurrent state)".to_owned(),
-            false,
-        ),
-        Some(positions) if positions.is_after_load() => (quote!(0), bound_text(positions), false),
+        None => (quote!(0), quote! { __kv::NO_POSITIONS }, false),
+        Some(positions) if positions.is_after_load() => (quote!(0), bound_tokens(positions), false),
         Some(positions @ PositionsValue::Bounded(counted)) => (
             count(&counted.count, "positions"),
-            bound_text(positions),
+            bound_tokens(positions),
             true,
         ),
         Some(positions @ PositionsValue::Policy(_)) => {
             let policy = policy(positions);
             (
                 quote! { __kv::policy_count(#policy) },
-                bound_text(positions),
+                bound_tokens(positions),
                 false,
             )
         }
