@@ -274,3 +274,38 @@ fn placement_sharding_and_a_format_read_after_load() {
     assert_eq!(read.name, "read_format");
     assert_eq!(read.bytes_per_row(), Ok(2 * 2 * (68 + 68) * 16));
 }
+
+/// Counts read after load through a reference convert like the value.
+#[derive(ModelLocalKv)]
+#[kv(
+    name = "by_reference",
+    cache = "test",
+    layers = &self.layers, kv_heads = 2, head_dim = 64, dtype = bf16,
+    positions = bounded(&self.tokens, because = "test"),
+    scope = request,
+    rows = max_num_seqs,
+)]
+struct ByReference {
+    layers: i32,
+    tokens: u64,
+}
+
+#[test]
+fn counts_read_through_a_reference() {
+    let ok = collect(&ByReference {
+        layers: 3,
+        tokens: 5,
+    });
+    assert_eq!(
+        ok.entries()[0].spec.bytes_per_row(),
+        Ok(3 * 2 * 128 * 2 * 5)
+    );
+    let negative = collect(&ByReference {
+        layers: -3,
+        tokens: 5,
+    });
+    assert_eq!(
+        negative.skipped()[0].error.to_string(),
+        "kv: `ByReference.by_reference`: `layers` is -3; a count cannot be negative"
+    );
+}
