@@ -51,8 +51,8 @@ command -v cargo-mutants >/dev/null || {
 common=(--profile mutants "${shard[@]}" -o "$out")
 skip_trybuild=(-- --skip compile_errors)
 
-# Pass 2's output accumulates pass 1's (cargo-mutants `--iterate`); the
-# union is taken anyway, so the counts hold whichever way it records them.
+# Pass 2 lists only its own outcomes (its previously_caught.txt lumps pass 1's
+# caught and unviable together, so it is not used).
 union() { cat "$@" 2>/dev/null | sort -u | grep -c . || true; }
 
 # Pass 2 re-runs pass 1's timeouts against the trybuild suite only; one that
@@ -60,7 +60,7 @@ union() { cat "$@" 2>/dev/null | sort -u | grep -c . || true; }
 summary() {
     local one="$out/pass1" two="$out/mutants.out" timed_out
     timed_out=$(sort -u "$one/timeout.txt" 2>/dev/null || true)
-    echo "caught:   $(union "$one/caught.txt" "$two/caught.txt" "$two/previously_caught.txt")"
+    echo "caught:   $(union "$one/caught.txt" "$two/caught.txt")"
     echo "missed:   $(cat "$two/missed.txt" 2>/dev/null | sort -u | grep -cvxF -e "${timed_out:-@none@}" || true)"
     echo "timeout:  $( (cat "$two/timeout.txt"; grep -xF -e "${timed_out:-@none@}" "$two/missed.txt") 2>/dev/null | sort -u | grep -c . || true)"
     echo "unviable: $(union "$one/unviable.txt" "$two/unviable.txt")"

@@ -297,3 +297,64 @@ fn derived_owners_say_they_are_validated_as_declared() {
     assert!(CodecDecoder { async_chunk: true }.__kv_validated());
     assert!(ming_talker(24, 2).__kv_validated());
 }
+
+/// The inferred bound reaches a parameter inside brackets.
+#[derive(kv_core::ModelLocalKv)]
+struct Stages<M> {
+    #[kv(child)]
+    stages: [M; 2],
+}
+
+#[test]
+fn a_bound_is_inferred_for_a_parameter_inside_brackets() {
+    let stages = Stages {
+        stages: [
+            CodecDecoder { async_chunk: true },
+            CodecDecoder { async_chunk: false },
+        ],
+    };
+    let collection = kv_core::collect(&stages);
+    let names: Vec<String> = collection.entries().iter().map(|e| e.full_name()).collect();
+    assert_eq!(
+        names,
+        ["stages.0.retained", "stages.0.working_copy"],
+        "stage 1 is gated off"
+    );
+}
+
+const LAYERS: u64 = 2;
+
+/// A name with braces (kept whole through the const checks' messages), a
+/// count read through `self` inside parentheses, and a reason forwarded by
+/// `macro_rules!`.
+macro_rules! braced_cache {
+    ($reason:literal) => {
+        #[derive(kv_core::ModelLocalKv)]
+        #[kv(
+                    name = "window{0}",
+                    cache = "c",
+                    layers = LAYERS,
+                    kv_heads = u64::from(self.kv_heads),
+                    head_dim = 8,
+                    dtype = u8,
+                    positions = bounded(4, because = $reason),
+                    scope = request,
+                    rows = max_num_seqs,
+                )]
+        struct Braced {
+            kv_heads: u32,
+        }
+    };
+}
+braced_cache!("a reason forwarded by a macro");
+
+#[test]
+fn names_with_braces_self_in_parentheses_and_forwarded_reasons() {
+    let specs = declared(&Braced { kv_heads: 3 }).expect("declares");
+    assert_eq!(specs.len(), 1);
+    assert_eq!(specs[0].name, "window{0}");
+    // 2 layers x 3 heads x (8 + 8) x 1 byte x 4 positions
+    assert_eq!(specs[0].bytes_per_row(), Ok(2 * 3 * 16 * 4));
+    let positions = specs[0].positions().expect("attention has positions");
+    assert_eq!(positions.reason(), "a reason forwarded by a macro");
+}

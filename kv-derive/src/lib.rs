@@ -21,6 +21,8 @@ mod fuzz;
 mod keys;
 mod read;
 mod suggest;
+#[cfg(test)]
+mod tests;
 mod valid;
 
 #[proc_macro_derive(ModelLocalKv, attributes(kv))]

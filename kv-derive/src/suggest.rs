@@ -76,5 +76,9 @@ mod tests {
         assert_eq!(edit_distance("", "abc"), 3);
         assert_eq!(edit_distance("kitten", "sitting"), 3);
         assert_eq!(edit_distance("rows", "rows"), 0);
+        assert_eq!(edit_distance("abc", ""), 3);
+        // one deletion, one insertion
+        assert_eq!(edit_distance("xrows", "rows"), 1);
+        assert_eq!(edit_distance("ros", "rows"), 1);
     }
 }

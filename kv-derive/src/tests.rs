@@ -1,0 +1,160 @@
+//! The derive's diagnostics and reading rules that the compile-fail suite does
+//! not pin, checked on `derive`'s output without the compiler (each was a
+//! mutant that survived every other test).
+
+use std::str::FromStr;
+
+use proc_macro2::{Delimiter, Group, Literal, TokenStream, TokenTree};
+
+use crate::derive;
+use crate::suggest::{closest, nearest};
+
+fn derive_str(source: &str) -> String {
+    let input = TokenStream::from_str(source).expect("test source lexes");
+    derive(input).to_string()
+}
+
+/// A declaration with everything but `extra`; `S` is a unit struct.
+fn declaration(extra: &str) -> String {
+    derive_str(&format!(
+        "#[kv(name = \"n\", cache = \"c\", scope = request, rows = max_num_seqs, {extra})] struct S;"
+    ))
+}
+
+/// The messages of the `compile_error!`s in `output`, in order.
+fn errors(output: &str) -> Vec<&str> {
+    output
+        .split("compile_error ! {")
+        .skip(1)
+        .map(|rest| rest.split('}').next().unwrap_or(rest).trim())
+        .collect()
+}
+
+#[test]
+fn a_declaration_that_broke_a_rule_is_not_checked_further() {
+    // Two declarations named alike, each with a conflict: the conflicts are
+    // reported, and the name check never sees declarations already refused.
+    let both = "name = \"n\", cache = \"c\", scope = request, rows = max_num_seqs, \
+                state = S, positions = bounded(1, because = \"b\")";
+    let output = derive_str(&format!("#[kv({both})] #[kv({both})] struct S;"));
+    let errors = errors(&output);
+    assert_eq!(errors.len(), 2, "{output}");
+    assert!(
+        errors
+            .iter()
+            .all(|e| e.contains("`positions` conflicts with `state`")),
+        "{output}"
+    );
+}
+
+#[test]
+fn a_key_and_its_value_are_joined_by_equals() {
+    let output = derive_str(
+        "#[kv(name = \"n\", cache = \"c\", scope = request, rows: max_num_seqs, geometry = G, \
+         positions = bounded(1, because = \"b\"))] struct S;",
+    );
+    assert!(output.contains("expected `=` after `rows`"), "{output}");
+}
+
+#[test]
+fn literal_figures_that_overflow_per_row_say_so_at_the_position_count() {
+    // 2 bytes per position fit; u64::MAX positions of them do not.
+    let output = declaration(
+        "layers = 1, kv_heads = 1, head_dim = 1, dtype = u8, \
+         positions = bounded(18446744073709551615, because = \"b\")",
+    );
+    assert!(
+        output.contains(
+            "kv: `S.n`: bytes per row overflow u64 (bytes per position x positions); \
+             lower the `bounded(..)` position count"
+        ),
+        "{output}"
+    );
+}
+
+#[test]
+fn only_a_minus_sign_makes_a_count_negative() {
+    let negative = declaration("geometry = G, positions = bounded(-4, because = \"b\")");
+    assert!(negative.contains("is negative"), "{negative}");
+    // `!0` is a const expression (u64::MAX), left to the type checker.
+    let not = declaration("geometry = G, positions = bounded(!0, because = \"b\")");
+    assert!(!not.contains("is negative"), "{not}");
+    assert!(!not.contains("compile_error"), "{not}");
+}
+
+#[test]
+fn a_reason_is_one_string_literal_or_one_forwarded_by_a_macro() {
+    let parenthesized = declaration("geometry = G, positions = bounded(1, because = (\"b\"))");
+    assert!(
+        parenthesized.contains("`because` must be a string literal"),
+        "{parenthesized}"
+    );
+    // `macro_rules!` passes `$reason:literal` inside an invisible group.
+    let mut input = TokenStream::from_str(
+        "#[kv(name = \"n\", cache = \"c\", scope = request, rows = max_num_seqs, geometry = G, \
+         positions = bounded(1, because = REASON))] struct S;",
+    )
+    .expect("lexes");
+    input = replace_ident(input, "REASON", &|| {
+        let literal = TokenTree::Literal(Literal::string("forwarded"));
+        TokenTree::Group(Group::new(Delimiter::None, literal.into()))
+    });
+    let output = derive(input).to_string();
+    assert!(!output.contains("compile_error"), "{output}");
+    assert!(output.contains("\"forwarded\""), "{output}");
+}
+
+/// `tokens` with each identifier `name` replaced by `with()`, groups included.
+fn replace_ident(tokens: TokenStream, name: &str, with: &dyn Fn() -> TokenTree) -> TokenStream {
+    tokens
+        .into_iter()
+        .map(|tree| match tree {
+            TokenTree::Ident(ident) if ident == name => with(),
+            TokenTree::Group(group) => {
+                let inner = replace_ident(group.stream(), name, with);
+                let mut new = Group::new(group.delimiter(), inner);
+                new.set_span(group.span());
+                TokenTree::Group(new)
+            }
+            other => other,
+        })
+        .collect()
+}
+
+#[test]
+fn a_counted_value_takes_parentheses_only() {
+    // The message as a token: its quotes are escaped.
+    let expected = r#"expected `bounded(COUNT, because = \"...\")`"#;
+    for value in ["bounded[1, because = \"b\"]", "bounded{1, because = \"b\"}"] {
+        let output = declaration(&format!("geometry = G, positions = {value}"));
+        assert!(output.contains(expected), "{value}: {output}");
+    }
+}
+
+#[test]
+fn a_declaration_on_a_tuple_field_needs_a_name() {
+    let output = derive_str(
+        "struct S(#[kv(cache = \"c\", scope = request, rows = max_num_seqs, geometry = G, \
+         positions = bounded(1, because = \"b\"))] u8);",
+    );
+    assert!(
+        output
+            .contains("missing `name`: a declaration on a tuple field needs `name = \\\"...\\\"`"),
+        "{output}"
+    );
+}
+
+#[test]
+fn suggestions_reach_as_far_as_the_word_allows() {
+    // "kvhds" is 3 deletions from "kv_heads": within reach of a 5-letter word
+    // (5 / 2 + 1 = 3), not of a 2-letter one.
+    assert_eq!(closest("kvhds", &["kv_heads"]), Some("kv_heads"));
+    assert_eq!(
+        nearest("kvhds", &["kv_heads"]),
+        "; did you mean `kv_heads`?"
+    );
+    assert_eq!(closest("kx", &["kv_heads"]), None);
+    // Deletions and insertions each cost one.
+    assert_eq!(closest("xrows", &["rows"]), Some("rows"));
+    assert_eq!(closest("ros", &["rows"]), Some("rows"));
+}
