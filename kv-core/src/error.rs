@@ -198,6 +198,20 @@ mod tests {
         assert_eq!(err.to_string(), "kv: `Talker.cache`: `layers` is 0");
         let named = err.clone().in_declaration("Other.x");
         assert_eq!(named, err);
+
+        let overflow = KvError::Overflow {
+            declaration: String::new(),
+            step: "bytes per row",
+        }
+        .in_declaration("Talker.cache");
+        assert_eq!(
+            overflow,
+            KvError::Overflow {
+                declaration: "Talker.cache".into(),
+                step: "bytes per row",
+            }
+        );
+        assert_eq!(overflow.clone().in_declaration("Other.x"), overflow);
     }
 
     #[test]
