@@ -103,6 +103,8 @@ fn peak_column_follows_max_num_seqs_and_fixed_rows_do_not() {
         ["4.44 MiB", "max_num_seqs", "4.44 MiB"]
     );
     assert_eq!(at_one.max_num_seqs(), 1);
+    let at_256 = Table::new(256).types(&[MimoAudio::KV_DECLS]);
+    assert_eq!(at_256.max_num_seqs(), 256, "the value given, not a default");
 }
 
 #[test]
