@@ -304,3 +304,46 @@ fn write_line(
     out.push_str(line.trim_end());
     out.push('\n');
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::__private_v0_1::{after_load_decl, after_load_fixed};
+    use crate::Scope;
+
+    const fn decl(bytes_per_row: u64, count: u64) -> AfterLoadDecl {
+        let rows = after_load_fixed(count, "r");
+        after_load_decl(
+            "n",
+            "c",
+            Scope::Model,
+            4,
+            "four",
+            bytes_per_row,
+            rows,
+            "",
+            "",
+        )
+    }
+    const KNOWN: &[AfterLoadDecl] = &[decl(1 << 20, 3)];
+    const OVERFLOWING: &[AfterLoadDecl] = &[decl(u64::MAX, 2)];
+
+    fn table(after_load: &'static [AfterLoadDecl]) -> Table {
+        Table::new(8).types(&[KvTypeDecls {
+            type_name: "T",
+            static_specs: &[],
+            after_load,
+        }])
+    }
+
+    /// The derive never gives an after-load declaration both figures (one of
+    /// them is what is read after load), but the table must not lose a peak
+    /// it can compute, nor wrap one it cannot.
+    #[test]
+    fn an_after_load_row_with_both_figures_known_shows_its_peak() {
+        let known = table(KNOWN);
+        assert_eq!(known.cells[0][3], "1.00 MiB");
+        assert_eq!(known.cells[0][5], "3.00 MiB");
+        assert_eq!(table(OVERFLOWING).cells[0][5], OVERFLOW);
+    }
+}

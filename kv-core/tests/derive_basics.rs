@@ -331,16 +331,16 @@ macro_rules! braced_cache {
     ($reason:literal) => {
         #[derive(kv_core::ModelLocalKv)]
         #[kv(
-                                    name = "window{0}",
-                                    cache = "c",
-                                    layers = LAYERS,
-                                    kv_heads = u64::from(self.kv_heads),
-                                    head_dim = 8,
-                                    dtype = u8,
-                                    positions = bounded(4, because = $reason),
-                                    scope = request,
-                                    rows = max_num_seqs,
-                                )]
+                                                    name = "window{0}",
+                                                    cache = "c",
+                                                    layers = LAYERS,
+                                                    kv_heads = u64::from(self.kv_heads),
+                                                    head_dim = 8,
+                                                    dtype = u8,
+                                                    positions = bounded(4, because = $reason),
+                                                    scope = request,
+                                                    rows = max_num_seqs,
+                                                )]
         struct Braced {
             kv_heads: u32,
         }
