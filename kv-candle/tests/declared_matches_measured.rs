@@ -365,3 +365,22 @@ fn an_owner_the_collector_skips_is_an_error_not_a_smaller_sum() {
         "{message}"
     );
 }
+
+#[test]
+fn caches_report_what_they_were_built_with() -> Result<()> {
+    let full = FullAttentionCaches::from_config(QWEN2, 3, 16, Some(DType::F16))?;
+    assert_eq!((full.batch(), full.max_seq_len()), (3, 16));
+    let sliding = SlidingWindowCaches::from_config(QWEN2, 2, Some(DType::F16))?;
+    assert_eq!(sliding.batch(), 2);
+    let mut fixed = StaticCaches::from_config(QWEN2, 2, 12, Some(DType::F32), &Device::Cpu)?;
+    assert_eq!((fixed.batch(), fixed.max_seq_len()), (2, 12));
+    let cache = &mut fixed.caches[0];
+    assert_eq!((cache.current_seq_len(), cache.max_seq_len()), (0, 12));
+    let k = step(2, QWEN2, 5, DType::F32)?;
+    cache.append(&k, &k)?;
+    assert_eq!(cache.current_seq_len(), 5);
+    cache.reset();
+    assert_eq!(cache.current_seq_len(), 0, "reset forgets what is held");
+    assert_eq!(cache.k_all().dims()[2], 12, "and keeps the allocation");
+    Ok(())
+}

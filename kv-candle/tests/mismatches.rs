@@ -349,3 +349,15 @@ mod quantized {
         Ok(())
     }
 }
+
+/// One layer, 1 head of 4 f32 dims for K and V, 2 positions, 1 row: 64 bytes.
+#[test]
+fn the_spec_assertion_holds_on_a_match() {
+    kv_candle::assert_spec_bytes(&one_layer("c", 1, 4, 2, 1), 1, 64);
+}
+
+#[test]
+#[should_panic(expected = "declaration does not match measurement: declared 64 B != measured 63 B")]
+fn the_spec_assertion_panics_on_a_mismatch() {
+    kv_candle::assert_spec_bytes(&one_layer("c", 1, 4, 2, 1), 1, 63);
+}
