@@ -265,6 +265,15 @@ fn bytes_that_overflow_are_an_error_naming_the_declaration_not_a_panic() {
         })
     );
     assert!(error.to_string().contains("overflow"), "{error}");
+    // The KvError is the source, for callers that walk the chain.
+    let source = std::error::Error::source(&error).expect("a KvError source");
+    assert_eq!(
+        source.to_string(),
+        error
+            .to_string()
+            .replace("cannot chart model-local KV: ", "")
+    );
+    assert!(std::error::Error::source(&ChartError::Draw("x".into())).is_none());
 }
 
 #[test]
