@@ -3,7 +3,7 @@
 # Not run in CI (hours on 2 cores); see BENCHMARKS.md, "Mutation score".
 #
 #   scripts/mutants.sh CRATE [SHARD] [-- EXTRA cargo-mutants ARGS]
-#   scripts/mutants.sh kv-core 1/2        # one of two shards of kv-core's mutants
+#   scripts/mutants.sh kv-core 0/2        # the first of two shards (k counts from 0) of kv-core's mutants
 #   scripts/mutants.sh kv-derive          # all of kv-derive's mutants
 #   scripts/mutants.sh kv-core -- -f kv-core/src/planner.rs   # one file
 #
