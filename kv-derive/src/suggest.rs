@@ -79,6 +79,8 @@ mod tests {
         assert_eq!(edit_distance("abc", ""), 3);
         // one deletion, one insertion
         assert_eq!(edit_distance("xrows", "rows"), 1);
+        assert_eq!(edit_distance("roxws", "rows"), 1);
+        assert_eq!(edit_distance("rowsx", "rows"), 1);
         assert_eq!(edit_distance("ros", "rows"), 1);
     }
 }
