@@ -10,7 +10,8 @@
 # Each crate is tested by the tests that really exercise it:
 # - kv-core: its own tests with every feature its code has (json, fresh,
 #   chart, registry), the compile-fail (trybuild) suite included, since the
-#   const checks are only observable there;
+#   const checks are only observable there, and the examples' tests, which
+#   compare the committed docs page and chart with what kv-core renders;
 # - kv-derive: kv-core's, the examples' and the workspace tests' suites (the
 #   derive's behaviour is what the crates using it observe), the trybuild
 #   suite included; its own unit and fuzz tests run too;
@@ -80,7 +81,11 @@ two_passes() {
 case "$crate" in
     kv-core)
         features=(--features json,fresh,chart,registry)
-        pass1_tests=(--test-package kv-core "${features[@]}" -- --lib --tests "${skip_trybuild[@]}")
+        # kv-examples' tests compare the committed docs (page, table, chart)
+        # with what kv-core renders now: the only check of the chart's pixels.
+        # (cargo-mutants takes one --test-package; others are cargo's -p.)
+        pass1_tests=(--test-package kv-core "${features[@]}"
+            -- -p kv-examples --lib --tests "${skip_trybuild[@]}")
         pass2_tests=(--test-package kv-core "${features[@]}" -- --test ui)
         two_passes -p kv-core "$@"
         ;;
