@@ -198,6 +198,21 @@ mod tests {
     }
 
     #[test]
+    fn a_diff_of_exactly_the_limit_is_shown_whole() {
+        // Against an empty file, a diff is its `@@` line and one line per
+        // generated line.
+        let lines = |n: usize| -> String { (0..n).map(|i| format!("{i}\n")).collect() };
+        let whole = stale(Path::new("p.md"), "", &lines(MAX_DIFF_LINES - 1)).unwrap();
+        assert!(!whole.contains("more diff lines"), "{whole}");
+        assert!(
+            whole.contains(&format!("\n+{}\n", MAX_DIFF_LINES - 2)),
+            "{whole}"
+        );
+        let cut = stale(Path::new("p.md"), "", &lines(MAX_DIFF_LINES)).unwrap();
+        assert!(cut.ends_with("... (1 more diff lines)\n"), "{cut}");
+    }
+
+    #[test]
     fn the_update_variable_counts_unless_empty_or_zero() {
         use std::ffi::OsStr;
         assert!(update_requested(Some(OsStr::new("1"))));

@@ -301,3 +301,39 @@ fn many_declarations_and_long_labels_stay_inside_the_image() {
         assert!((0.0..560.0).contains(&y), "{y}");
     }
 }
+
+/// The y of each legend entry whose text starts with `prefix`, in order.
+fn legend_ys(svg: &str, prefix: &str) -> Vec<f64> {
+    svg.match_indices("<text")
+        .map(|(at, _)| &svg[at..at + svg[at..].find("</text>").unwrap()])
+        .filter(|t| t[t.find('>').unwrap() + 1..].trim().starts_with(prefix))
+        .map(|t| attribute(t, "y").parse().unwrap())
+        .collect()
+}
+
+#[test]
+fn legend_entries_close_up_to_fill_the_height_when_more_than_fit() {
+    let pool = collect(&GraphPool);
+    let spec = &pool.entries()[0].spec;
+    let labels = |n: usize| -> Vec<String> { (0..n).map(|i| format!("entry {i}")).collect() };
+    let spacing = |n: usize| {
+        let labels = labels(n);
+        let svg = Chart::new("Legend")
+            .rows(labels.iter().map(|l| (l.as_str(), spec)))
+            .to_svg()
+            .unwrap();
+        let ys = legend_ys(&svg, "entry ");
+        assert_eq!(ys.len(), n, "{svg}");
+        let steps: Vec<f64> = ys.windows(2).map(|w| w[1] - w[0]).collect();
+        assert!(steps.iter().all(|s| *s == steps[0]), "{steps:?}");
+        steps[0]
+    };
+    // Below the image's 64 px title: 16 px margin, then per group (one
+    // here) a 20 px heading, a 22 px note and 12 px after its entries,
+    // counted for both groups: 560 - 64 - 16 - 2 * 54 = 372 px of entries.
+    // Few entries are 22 px apart; 20 share 372 px: 18 px each.
+    assert_eq!(spacing(3), 22.0);
+    assert_eq!(spacing(20), 18.0);
+    // 40 would get 9 px: the floor is 10.
+    assert_eq!(spacing(40), 10.0);
+}
