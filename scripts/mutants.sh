@@ -18,7 +18,7 @@
 # - kv-candle: its own tests.
 #
 # kv-core and kv-derive run in two passes, because the trybuild suite is the
-# slow one (it re-checks 77 cases against the mutated crates):
+# slow one (it re-checks every compile-fail case against the mutated crates):
 #   1. every mutant against the fast suites (everything but trybuild);
 #   2. `--iterate` on the same output: only what pass 1 missed (or timed out)
 #      runs again, against the trybuild suite alone.
