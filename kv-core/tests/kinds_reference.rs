@@ -3,7 +3,8 @@
 //! in kv's shared byte math cannot pass both sides.
 
 use kv_core::{
-    BlockFormat, DType, Geometry, Latent, PositionPolicy, RecurrentState, StatePart, Storage,
+    BlockFormat, DType, Geometry, Latent, LayerKind, LayerPattern, PositionPolicy, RecurrentState,
+    StatePart, Storage,
 };
 use proptest::prelude::*;
 
@@ -54,6 +55,21 @@ fn format() -> impl Strategy<Value = Format> {
         Just(Format::Blocks(BlockFormat::NVFP4, 16, 9)),
         Just(Format::Scaled(DType::I8, 8, 4)),
         Just(Format::Scaled(DType::F8E5M2, 8, 4)),
+    ]
+}
+
+/// A positive u64: small (so that rules repeat within a range), near the
+/// top (where `+ 1` would wrap), or anywhere.
+fn small_or_any() -> impl Strategy<Value = u64> {
+    prop_oneof![1..100u64, (u64::MAX - 100)..=u64::MAX, 1..=u64::MAX]
+}
+
+fn any_u64() -> impl Strategy<Value = u64> {
+    prop_oneof![
+        Just(0u64),
+        0..1_000u64,
+        (u64::MAX - 1_000)..=u64::MAX,
+        any::<u64>()
     ]
 }
 
@@ -192,5 +208,70 @@ proptest! {
             prop_assert_eq!(count(padded), cdiv(window, block) * block);
             prop_assert_eq!(count(grows), cdiv(window, block) * block);
         }
+    }
+
+    /// Small models: the layer list built as transformers' configs build it
+    /// (`Gemma3TextConfig`, `Qwen3NextConfig`, `JambaConfig`), then counted.
+    #[test]
+    fn hybrid_patterns_count_as_the_configs_list_them(
+        layers in 1..300u64, every in 1..40u64, period in 1..40u64, offset in 0..40u64,
+        start in 0..320u64, len in 0..320u64,
+    ) {
+        let offset = offset % period;
+        let (a, b) = (LayerKind::FullAttention, LayerKind::SlidingAttention);
+        let every_nth: Vec<LayerKind> =
+            (0..layers).map(|i| if (i + 1) % every != 0 { b } else { a }).collect();
+        let period_offset: Vec<LayerKind> =
+            (0..layers).map(|i| if i % period == offset { a } else { b }).collect();
+        let rules = [
+            (LayerPattern::every_nth(layers, every, a, b, "k").unwrap(), every_nth),
+            (LayerPattern::period_offset(layers, period, offset, a, b, ("p", "o")).unwrap(), period_offset),
+        ];
+        let end = start.saturating_add(len);
+        for (pattern, list) in rules {
+            prop_assert_eq!(pattern.kinds().collect::<Vec<_>>(), list.clone());
+            let listed = LayerPattern::from_kinds(list.clone(), "layer_types").unwrap();
+            for kind in [a, b, LayerKind::Mamba] {
+                let whole = list.iter().filter(|k| **k == kind).count() as u64;
+                let lo = start.min(layers) as usize;
+                let hi = end.min(layers) as usize;
+                let part = list[lo..hi.max(lo)].iter().filter(|k| **k == kind).count() as u64;
+                for p in [&pattern, &listed] {
+                    prop_assert_eq!(p.count(kind), whole);
+                    prop_assert_eq!(p.count_in(kind, start, end), part);
+                }
+            }
+        }
+    }
+
+    /// Any size, up to u64::MAX layers: counted in u128 by closed forms
+    /// (multiples of `every` among 1..=x; `i < x` with `i % period == offset`).
+    #[test]
+    fn hybrid_pattern_counts_at_any_size(
+        layers in small_or_any(), every in small_or_any(), period in 1..1_000u64,
+        offset in 0..1_000u64, start in any_u64(), end in any_u64(),
+    ) {
+        let offset = offset % period;
+        let (a, b) = (LayerKind::FullAttention, LayerKind::Mamba);
+        let (lo, hi) = (u128::from(start.min(layers)), u128::from(end.min(layers)));
+        let hi = hi.max(lo);
+        let nth_below = |x: u128| x / u128::from(every);
+        let at_below = |x: u128| {
+            let (p, o) = (u128::from(period), u128::from(offset));
+            x / p + u128::from(x % p > o)
+        };
+        let every_nth = LayerPattern::every_nth(layers, every, a, b, "k").unwrap();
+        let nth = nth_below(hi) - nth_below(lo);
+        prop_assert_eq!(u128::from(every_nth.count_in(a, start, end)), nth);
+        prop_assert_eq!(u128::from(every_nth.count_in(b, start, end)), hi - lo - nth);
+        prop_assert_eq!(u128::from(every_nth.count(a)), nth_below(u128::from(layers)));
+        let period_offset = LayerPattern::period_offset(layers, period, offset, a, b, ("p", "o")).unwrap();
+        let at = at_below(hi) - at_below(lo);
+        prop_assert_eq!(u128::from(period_offset.count_in(a, start, end)), at);
+        prop_assert_eq!(u128::from(period_offset.count_in(b, start, end)), hi - lo - at);
+        prop_assert_eq!(
+            u128::from(period_offset.count(b)),
+            u128::from(layers) - at_below(u128::from(layers))
+        );
     }
 }
