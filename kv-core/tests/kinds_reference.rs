@@ -236,7 +236,9 @@ proptest! {
                 let lo = start.min(layers) as usize;
                 let hi = end.min(layers) as usize;
                 let part = list[lo..hi.max(lo)].iter().filter(|k| **k == kind).count() as u64;
+                let at: Vec<u64> = (0..layers).filter(|i| list[*i as usize] == kind).collect();
                 for p in [&pattern, &listed] {
+                    prop_assert_eq!(p.indices(kind).collect::<Vec<_>>(), at.clone());
                     prop_assert_eq!(p.count(kind), whole);
                     prop_assert_eq!(p.count_in(kind, start, end), part);
                 }
