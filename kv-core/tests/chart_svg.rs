@@ -82,10 +82,21 @@ fn bands(svg: &str) -> Vec<Band> {
         .collect()
 }
 
-fn texts(svg: &str) -> Vec<&str> {
+/// Each `<text>` element: its opening tag (attributes) and its content.
+fn text_elements(svg: &str) -> Vec<(&str, &str)> {
     svg.split("<text")
         .skip(1)
-        .map(|t| t[t.find('>').unwrap() + 1..t.find("</text>").unwrap()].trim())
+        .map(|t| {
+            let open = t.find('>').unwrap();
+            (&t[..open], t[open + 1..t.find("</text>").unwrap()].trim())
+        })
+        .collect()
+}
+
+fn texts(svg: &str) -> Vec<&str> {
+    text_elements(svg)
+        .into_iter()
+        .map(|(_, text)| text)
         .collect()
 }
 
@@ -295,19 +306,17 @@ fn many_declarations_and_long_labels_stay_inside_the_image() {
         "{texts:?}"
     );
     // Every legend text starts inside the image's height.
-    for (at, _) in svg.match_indices("<text") {
-        let element = &svg[at..];
-        let y: f64 = attribute(element, "y").parse().unwrap();
+    for y in text_ys(&svg, "") {
         assert!((0.0..560.0).contains(&y), "{y}");
     }
 }
 
-/// The y of each legend entry whose text starts with `prefix`, in order.
-fn legend_ys(svg: &str, prefix: &str) -> Vec<f64> {
-    svg.match_indices("<text")
-        .map(|(at, _)| &svg[at..at + svg[at..].find("</text>").unwrap()])
-        .filter(|t| t[t.find('>').unwrap() + 1..].trim().starts_with(prefix))
-        .map(|t| attribute(t, "y").parse().unwrap())
+/// The y of each text that starts with `prefix`, in order.
+fn text_ys(svg: &str, prefix: &str) -> Vec<f64> {
+    text_elements(svg)
+        .into_iter()
+        .filter(|(_, text)| text.starts_with(prefix))
+        .map(|(tag, _)| attribute(tag, "y").parse().unwrap())
         .collect()
 }
 
@@ -315,14 +324,13 @@ fn legend_ys(svg: &str, prefix: &str) -> Vec<f64> {
 fn legend_entries_close_up_to_fill_the_height_when_more_than_fit() {
     let pool = collect(&GraphPool);
     let spec = &pool.entries()[0].spec;
-    let labels = |n: usize| -> Vec<String> { (0..n).map(|i| format!("entry {i}")).collect() };
     let spacing = |n: usize| {
-        let labels = labels(n);
+        let labels: Vec<String> = (0..n).map(|i| format!("entry {i}")).collect();
         let svg = Chart::new("Legend")
             .rows(labels.iter().map(|l| (l.as_str(), spec)))
             .to_svg()
             .unwrap();
-        let ys = legend_ys(&svg, "entry ");
+        let ys = text_ys(&svg, "entry ");
         assert_eq!(ys.len(), n, "{svg}");
         let steps: Vec<f64> = ys.windows(2).map(|w| w[1] - w[0]).collect();
         assert!(steps.iter().all(|s| *s == steps[0]), "{steps:?}");

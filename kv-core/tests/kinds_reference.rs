@@ -228,14 +228,14 @@ proptest! {
             (LayerPattern::period_offset(layers, period, offset, a, b, ("p", "o")).unwrap(), period_offset),
         ];
         let end = start.saturating_add(len);
+        let lo = start.min(layers) as usize;
+        let hi = (end.min(layers) as usize).max(lo);
         for (pattern, list) in rules {
             prop_assert_eq!(pattern.kinds().collect::<Vec<_>>(), list.clone());
             let listed = LayerPattern::from_kinds(list.clone(), "layer_types").unwrap();
             for kind in [a, b, LayerKind::Mamba] {
                 let whole = list.iter().filter(|k| **k == kind).count() as u64;
-                let lo = start.min(layers) as usize;
-                let hi = end.min(layers) as usize;
-                let part = list[lo..hi.max(lo)].iter().filter(|k| **k == kind).count() as u64;
+                let part = list[lo..hi].iter().filter(|k| **k == kind).count() as u64;
                 let at: Vec<u64> = (0..layers).filter(|i| list[*i as usize] == kind).collect();
                 for p in [&pattern, &listed] {
                     prop_assert_eq!(p.indices(kind).collect::<Vec<_>>(), at.clone());
