@@ -2,6 +2,8 @@
 //! known only after the checkpoint is loaded. The lookup rules are documented
 //! on [`HfConfig`].
 
+use std::collections::BTreeSet;
+use std::sync::{Arc, Mutex, MutexGuard};
 use std::fmt::Write as _;
 use std::path::Path;
 
@@ -10,30 +12,70 @@ use serde_json::{Map, Value};
 use crate::{DType, Geometry, KvError};
 
 mod layers;
+mod models;
 mod quant;
 mod state;
+mod text;
 
+pub(crate) use models::Holds;
 pub use quant::{KvCacheScheme, KvQuantType};
 pub use state::{LinearAttentionConfig, MambaConfig, MambaVersion, MlaConfig};
+pub use text::parse_json;
 
 const LAYERS: &[&str] = &[
     "num_hidden_layers",
     "encoder_layers",
     "num_layers",
     "n_layer",
+    "n_layers",
 ];
+/// vLLM's `CONFIG_FIELD_ALIASES["total_num_kv_heads"]`, in its order.
 const KV_HEADS: &[&str] = &[
+    "n_head_kv",
+    "num_kv_heads",
     "num_key_value_heads",
+    "multi_query_group_num",
+    "num_attention_groups",
+];
+const HEAD_DIM: &[&str] = &["head_dim", "hidden_size_per_head"];
+const HEAD_DIM_CHATGLM: &[&str] = &["head_dim", "kv_channels"];
+const HIDDEN: &[&str] = &["hidden_size", "d_model", "n_embd"];
+const ATTENTION_HEADS: &[&str] = &[
     "num_attention_heads",
+    "n_head",
+    "n_heads",
     "encoder_attention_heads",
 ];
-const HEAD_DIM: &[&str] = &["head_dim"];
-const HIDDEN: &[&str] = &["hidden_size", "d_model"];
-const ATTENTION_HEADS: &[&str] = &["num_attention_heads", "encoder_attention_heads"];
 const DTYPE: &[&str] = &["torch_dtype", "dtype"];
 
 /// Nested sections searched after the top level, in order.
 const NESTED_SECTIONS: [&str; 2] = ["text_config", "llm_config"];
+
+/// How [`HfConfig`] turns the config's dtype into the one the cache is sized in.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
+#[non_exhaustive]
+pub enum DTypeRule {
+    /// The dtype the config writes.
+    #[default]
+    AsWritten,
+    /// vLLM's `--dtype auto` on a GPU with bf16: a float32 checkpoint is
+    /// served in bfloat16 ("Downcast for float32 models",
+    /// `vllm/config/model.py _resolve_auto_dtype`); any other dtype as written.
+    VllmAuto,
+}
+
+/// Where a value was found.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Section {
+    /// Given over the config ([`HfConfig::with_value`]).
+    Explicit,
+    /// The config's top level.
+    Top,
+    /// `text_config` or `llm_config`.
+    Nested(&'static str),
+    /// The model family's loader default (see `models.rs`).
+    Default(&'static str),
+}
 
 /// A HuggingFace-style model config and the values given explicitly over it.
 ///
@@ -43,10 +85,18 @@ const NESTED_SECTIONS: [&str; 2] = ["text_config", "llm_config"];
 ///
 /// | value | keys |
 /// |---|---|
-/// | layers | `num_hidden_layers`, `encoder_layers`, `num_layers`, `n_layer` (state-spaces Mamba) |
-/// | kv heads | `num_key_value_heads`, `num_attention_heads`, `encoder_attention_heads` |
-/// | head dim | `head_dim`; else hidden (`hidden_size`, `d_model`) / heads (`num_attention_heads`, `encoder_attention_heads`) |
-/// | dtype | `torch_dtype`, `dtype` (newer transformers), parsed by [`DType::from_torch_dtype`] |
+/// | layers | `num_hidden_layers`, `encoder_layers`, `num_layers`, `n_layer`, `n_layers` (MPT, DBRX) |
+/// | kv heads | `n_head_kv`, `num_kv_heads`, `num_key_value_heads`, `multi_query_group_num`, `num_attention_groups` (vLLM's `get_total_num_kv_heads`); else the attention heads, said in [`HfConfig::notes`] |
+/// | attention heads | `num_attention_heads`, `n_head`, `n_heads`, `encoder_attention_heads` |
+/// | head dim | `head_dim`, `hidden_size_per_head`; else hidden (`hidden_size`, `d_model`, `n_embd`) / attention heads |
+/// | dtype | `torch_dtype`, `dtype` (newer transformers), parsed by [`DType::from_torch_dtype`], then [`DTypeRule`] |
+///
+/// Families spell some of these their own way, as vLLM reads them: Falcon and
+/// GPT-BigCode's `multi_query: true` is one KV head (not with Falcon's
+/// `new_decoder_architecture`); MPT and DBRX keep `kv_n_heads` in
+/// `attn_config`; ChatGLM's `multi_query_group_num` counts only with
+/// `multi_query_attention`, and its head dim is `kv_channels`. More KV heads
+/// than attention heads is an error.
 ///
 /// Keys are looked for at the top level first, then in `text_config`, then in
 /// `llm_config`: the first section that holds any of a value's keys decides
@@ -54,6 +104,12 @@ const NESTED_SECTIONS: [&str; 2] = ["text_config", "llm_config"];
 /// a multimodal config that keeps its language model in `text_config` and its
 /// `torch_dtype` at the top level reads both. A key set to `null` counts as
 /// absent (HF writes `null` for "not set").
+///
+/// **Loader defaults.** A key the config leaves out entirely, where the
+/// family's loader fills it (`model_type` `gemma2`, `gemma3`, `gemma3n`,
+/// `llama4`, `falcon`, `gpt_bigcode`: transformers' config classes), takes the
+/// loader's default; each one applied is named with its source in
+/// [`HfConfig::notes`]. A key set to `null` is not defaulted.
 ///
 /// The modern cache kinds have their own readers, each documenting its keys
 /// in the same way and following the same rules:
@@ -63,7 +119,7 @@ const NESTED_SECTIONS: [&str; 2] = ["text_config", "llm_config"];
 /// | [`HfConfig::mla`] | [`MlaConfig`] | `kv_lora_rank`, `qk_rope_head_dim`, layers, dtype |
 /// | [`HfConfig::mamba`] | [`MambaConfig`] | `mamba_d_state` / `state_size`, `mamba_d_conv` / `conv_kernel`, `mamba_expand` / `expand`, groups, heads, head dim, ... |
 /// | [`HfConfig::linear_attention`] | [`LinearAttentionConfig`] | `linear_num_key_heads`, `linear_num_value_heads`, `linear_key_head_dim`, `linear_value_head_dim`, `linear_conv_kernel_dim` |
-/// | [`HfConfig::layer_pattern`] | [`LayerPattern`](crate::LayerPattern) | `layer_types`, `layers_block_type`, `sliding_window_pattern`, `full_attention_interval`, `attn_layer_period` + `attn_layer_offset` |
+/// | [`HfConfig::layer_pattern`] | [`LayerPattern`](crate::LayerPattern) | `layer_types`, `layers_block_type`, `sliding_window_pattern`, `full_attention_interval`, `attn_layer_period` + `attn_layer_offset`, `no_rope_layers` + `attention_chunk_size`, `num_kv_shared_layers` |
 /// | [`HfConfig::sliding_window`] | `Option<u64>` | `sliding_window` (`null`: none), `use_sliding_window` |
 /// | [`HfConfig::kv_cache_scheme`] | `Option<`[`KvCacheScheme`]`>` | `quantization_config.kv_cache_scheme`, `quantization_config.kv_cache_quant_algo` |
 ///
@@ -71,8 +127,10 @@ const NESTED_SECTIONS: [&str; 2] = ["text_config", "llm_config"];
 /// every section looked in; a value that is not a positive integer (a string, a
 /// float, a negative number, zero, more than `u64` holds) is an error naming
 /// the key and the value; a hidden size the heads do not divide is an error,
-/// not a floor. Any value can be given explicitly with the `with_*` methods,
-/// which win over the config; any key at all with [`HfConfig::with_value`].
+/// not a floor. When several of the geometry's keys are missing, one error
+/// ([`KvError::Several`]) names them all. Any value can be given explicitly
+/// with the `with_*` methods, which win over the config; any key at all with
+/// [`HfConfig::with_value`].
 ///
 /// # Example
 ///
@@ -96,7 +154,7 @@ const NESTED_SECTIONS: [&str; 2] = ["text_config", "llm_config"];
 /// assert_eq!(fp8, Geometry::new(2, 8, 64, DType::F8E4M3));
 /// # Ok::<(), kv_core::KvError>(())
 /// ```
-#[derive(Clone, Debug, PartialEq)]
+#[derive(Clone, Debug)]
 pub struct HfConfig {
     config: Value,
     /// Where the config came from, for error messages; `None` for a value.
@@ -105,28 +163,68 @@ pub struct HfConfig {
     kv_heads: Option<u64>,
     head_dim: Option<u64>,
     dtype: Option<DType>,
+    dtype_rule: DTypeRule,
     /// Keys given with [`HfConfig::with_value`], looked at before the config.
     overrides: Map<String, Value>,
     mamba_version: Option<MambaVersion>,
+    /// The family's loader defaults and their source.
+    defaults: Map<String, Value>,
+    defaults_source: &'static str,
+    /// What readers asked for and said, shared by clones (a reader that
+    /// clones the config to give it values still reads this config).
+    tracking: Arc<Mutex<Tracking>>,
+}
+
+/// What readers asked for and said.
+#[derive(Debug, Default)]
+struct Tracking {
+    /// Every key a reader asked for, to tell a given value nothing reads.
+    asked: BTreeSet<String>,
+    /// How values were read, in the order said: defaults applied, rules used.
+    notes: Vec<String>,
+}
+
+/// Two configs are equal when they read alike: what readers asked of them
+/// so far does not count.
+impl PartialEq for HfConfig {
+    fn eq(&self, other: &HfConfig) -> bool {
+        self.config == other.config
+            && self.source == other.source
+            && self.layers == other.layers
+            && self.kv_heads == other.kv_heads
+            && self.head_dim == other.head_dim
+            && self.dtype == other.dtype
+            && self.dtype_rule == other.dtype_rule
+            && self.overrides == other.overrides
+            && self.mamba_version == other.mamba_version
+    }
 }
 
 impl HfConfig {
     /// A config already parsed as JSON.
     pub fn from_value(config: Value) -> HfConfig {
-        HfConfig {
+        let mut hf = HfConfig {
             config,
             source: None,
             layers: None,
             kv_heads: None,
             head_dim: None,
             dtype: None,
+            dtype_rule: DTypeRule::AsWritten,
             overrides: Map::new(),
             mamba_version: None,
-        }
+            defaults: Map::new(),
+            defaults_source: "",
+            tracking: Arc::default(),
+        };
+        hf.load_defaults();
+        hf
     }
 
-    /// Reads and parses a `config.json`. An unreadable file or invalid JSON is
-    /// [`KvError::ConfigFile`]; missing keys are reported by [`HfConfig::geometry`].
+    /// Reads and parses a `config.json` ([`parse_json`]: `NaN` and `Infinity`
+    /// are read, as Python's `json` reads them). An unreadable file or invalid
+    /// JSON is [`KvError::ConfigFile`]; missing keys are reported by
+    /// [`HfConfig::geometry`].
     pub fn from_path(path: impl AsRef<Path>) -> Result<HfConfig, KvError> {
         let path = path.as_ref();
         let file_error = |problem: String| KvError::ConfigFile {
@@ -134,7 +232,7 @@ impl HfConfig {
             problem,
         };
         let text = std::fs::read_to_string(path).map_err(|e| file_error(e.to_string()))?;
-        let config = serde_json::from_str(&text).map_err(|e| file_error(e.to_string()))?;
+        let config = parse_json(&text).map_err(|e| file_error(e.to_string()))?;
         Ok(HfConfig {
             source: Some(path.display().to_string()),
             ..HfConfig::from_value(config)
@@ -166,38 +264,225 @@ impl HfConfig {
         self
     }
 
+    /// Reads the dtype by `rule` (default [`DTypeRule::AsWritten`]).
+    pub fn with_dtype_rule(mut self, rule: DTypeRule) -> HfConfig {
+        self.dtype_rule = rule;
+        self
+    }
+
     /// Uses `value` for `key`, ahead of every section of the config: the way
     /// to supply a key a published config leaves to its loader's default
     /// (Gemma-3-27B's `sliding_window_pattern`, for one) or gets wrong. Errors
     /// name it `explicit.KEY`. `null` counts as absent, as in a config.
     pub fn with_value(mut self, key: &str, value: impl Into<Value>) -> HfConfig {
         self.overrides.insert(key.to_owned(), value.into());
+        if key == "model_type" {
+            self.load_defaults();
+        }
         self
+    }
+
+    /// How values were read, one sentence each: every loader default applied
+    /// (with its source), the dtype rule, the KV-head rule where it is not a
+    /// KV-head key. Filled as readers run; each said once.
+    pub fn notes(&self) -> Vec<String> {
+        self.tracking().notes.clone()
+    }
+
+    fn tracking(&self) -> MutexGuard<'_, Tracking> {
+        // The tracking holds no invariant a panic could break.
+        self.tracking
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+    }
+
+    /// Whether a reader has asked for `key` so far.
+    pub(crate) fn was_asked(&self, key: &str) -> bool {
+        self.tracking().asked.contains(key)
+    }
+
+    /// The keys given with [`HfConfig::with_value`] that no reader has asked
+    /// for so far: after a reader has run, a value nothing reads (a typo, a
+    /// key of another family), which would otherwise change nothing silently.
+    pub fn unread_values(&self) -> Vec<String> {
+        let tracking = self.tracking();
+        self.overrides
+            .keys()
+            .filter(|key| !tracking.asked.contains(key.as_str()))
+            .cloned()
+            .collect()
+    }
+
+    /// The model family's row: the text model's `model_type` first, then the
+    /// top level's.
+    pub(crate) fn family(&self) -> Option<&'static models::ModelType> {
+        self.model_types().into_iter().find_map(models::model_type)
+    }
+
+    /// The `model_type` values present: given, then nested sections, then top.
+    pub(crate) fn model_types(&self) -> Vec<&str> {
+        let top = self.config.as_object();
+        let nested = NESTED_SECTIONS
+            .into_iter()
+            .filter_map(|section| top.and_then(|map| map.get(section)));
+        let given = self.overrides.get("model_type");
+        given
+            .into_iter()
+            .chain(nested.filter_map(|section| section.get("model_type")))
+            .chain(top.and_then(|map| map.get("model_type")))
+            .filter_map(Value::as_str)
+            .collect()
+    }
+
+    fn load_defaults(&mut self) {
+        let (defaults, source) = match self.family() {
+            Some(row) => (
+                row.defaults
+                    .iter()
+                    .filter_map(|(key, text)| {
+                        serde_json::from_str(text).ok().map(|v| ((*key).to_owned(), v))
+                    })
+                    .collect(),
+                row.source,
+            ),
+            None => (Map::new(), ""),
+        };
+        self.defaults = defaults;
+        self.defaults_source = source;
+    }
+
+    pub(crate) fn note(&self, sentence: String) {
+        let notes = &mut self.tracking().notes;
+        if !notes.contains(&sentence) {
+            notes.push(sentence);
+        }
     }
 
     /// The geometry: explicit values where given, the config's otherwise.
     /// Keys and values use `head_dim` alike; see [`HfConfig`] for the
-    /// lookup order.
+    /// lookup order. Every value that cannot be read is reported at once.
     pub fn geometry(&self) -> Result<Geometry, KvError> {
-        let layers = self.count_or("layers", self.layers, LAYERS, ".with_layers(..)")?;
-        let kv_heads = self.count_or("kv_heads", self.kv_heads, KV_HEADS, ".with_kv_heads(..)")?;
-        let head_dim = self.head_dim()?;
+        let layers = self.count_or("layers", self.layers, LAYERS);
+        let kv_heads = self.read_kv_heads();
+        let head_dim = self.head_dim();
         let dtype = match self.dtype {
-            Some(dtype) => dtype,
-            None => self.read_dtype()?,
+            Some(dtype) => Ok(dtype),
+            None => self.read_dtype(),
         };
-        Ok(Geometry::new(layers, kv_heads, head_dim, dtype))
+        match (layers, kv_heads, head_dim, dtype) {
+            (Ok(layers), Ok(kv_heads), Ok(head_dim), Ok(dtype)) => {
+                Ok(Geometry::new(layers, kv_heads, head_dim, dtype))
+            }
+            (layers, kv_heads, head_dim, dtype) => {
+                let errors = [layers.err(), kv_heads.err(), head_dim.err(), dtype.err()];
+                Err(KvError::from_all(errors.into_iter().flatten().collect())
+                    .unwrap_or_else(no_error_collected))
+            }
+        }
+    }
+
+    /// The KV heads, by the family's rule, checked against the attention heads.
+    fn read_kv_heads(&self) -> Result<u64, KvError> {
+        const WHAT: &str = "kv_heads";
+        if let Some(kv_heads) = self.kv_heads {
+            return self.count_or(WHAT, Some(kv_heads), KV_HEADS);
+        }
+        let rule = self.family().map_or(models::KvHeads::Generic, |row| row.kv_heads);
+        let kv_heads = match rule {
+            models::KvHeads::MultiQueryFlag
+                if !self.flag("new_decoder_architecture")? && self.flag("multi_query")? =>
+            {
+                self.note(
+                    "1 KV head: `multi_query` is true (multi-query attention, as vLLM reads \
+                     Falcon and GPT-BigCode)"
+                        .to_owned(),
+                );
+                1
+            }
+            models::KvHeads::AttnConfig => match self.find(&["attn_config"]) {
+                Some((name, Value::Object(attn))) if attn.get("kv_n_heads").is_some() => {
+                    let key = format!("{name}.kv_n_heads");
+                    positive(WHAT, &key, &attn["kv_n_heads"])?
+                }
+                _ => self.attention_heads_as_kv_heads("`attn_config.kv_n_heads`")?,
+            },
+            models::KvHeads::ChatGlm => {
+                if self.flag("multi_query_attention")? {
+                    self.count_or(WHAT, None, &["multi_query_group_num"])?
+                } else {
+                    self.attention_heads_as_kv_heads(
+                        "`multi_query_attention` true with `multi_query_group_num`",
+                    )?
+                }
+            }
+            _ => match self.find(KV_HEADS) {
+                Some((key, value)) => positive(WHAT, &key, value)?,
+                None => self.attention_heads_as_kv_heads(&keys(KV_HEADS))?,
+            },
+        };
+        if let Some((key, heads)) = self.find(ATTENTION_HEADS) {
+            if let Ok(heads) = positive("attention heads", &key, heads) {
+                if kv_heads > heads {
+                    return Err(KvError::Config {
+                        what: WHAT,
+                        problem: format!(
+                            "{kv_heads} KV heads but `{key}` is {heads}: a model cannot have \
+                             more KV heads than attention heads; fix the config"
+                        ),
+                    });
+                }
+            }
+        }
+        Ok(kv_heads)
+    }
+
+    /// No KV-head key: every attention head has its own K/V (vLLM's fallback).
+    fn attention_heads_as_kv_heads(&self, tried: &str) -> Result<u64, KvError> {
+        match self.find(ATTENTION_HEADS) {
+            Some((key, value)) => {
+                let heads = positive("kv_heads", &key, value)?;
+                self.note(format!(
+                    "kv heads = `{key}` {heads}: none of {tried} is set, so every attention \
+                     head keeps its own K/V (multi-head attention, vLLM's fallback)"
+                ));
+                Ok(heads)
+            }
+            None => Err(KvError::Config {
+                what: "kv_heads",
+                problem: format!(
+                    "none of {tried} nor the attention heads ({}) is set; {}; give `{}`",
+                    keys(ATTENTION_HEADS),
+                    self.looked_in(),
+                    KV_HEADS[2]
+                ),
+            }),
+        }
+    }
+
+    /// A boolean key; absent or `null` is false, anything but a bool an error.
+    fn flag(&self, key: &'static str) -> Result<bool, KvError> {
+        match self.find(&[key]) {
+            None => Ok(false),
+            Some((_, Value::Bool(flag))) => Ok(*flag),
+            Some((name, other)) => Err(KvError::Config {
+                what: key,
+                problem: format!("`{name}` is {}; expected true or false", shown(other)),
+            }),
+        }
     }
 
     fn head_dim(&self) -> Result<u64, KvError> {
-        if self.head_dim.is_some() || self.find(HEAD_DIM).is_some() {
-            return self.count_or("head_dim", self.head_dim, HEAD_DIM, ".with_head_dim(..)");
+        let head_dim_keys = match self.family().map(|row| row.kv_heads) {
+            Some(models::KvHeads::ChatGlm) => HEAD_DIM_CHATGLM,
+            _ => HEAD_DIM,
+        };
+        if self.head_dim.is_some() || self.find(head_dim_keys).is_some() {
+            return self.count_or("head_dim", self.head_dim, head_dim_keys);
         }
         let missing = |what: &str| KvError::Config {
             what: "head_dim",
             problem: format!(
-                "`head_dim` is not set and {what}; {}; fix the config or call \
-                 .with_head_dim(..)",
+                "`head_dim` is not set and {what}; {}; give `head_dim`",
                 self.looked_in()
             ),
         };
@@ -220,19 +505,19 @@ impl HfConfig {
                 what: "head_dim",
                 problem: format!(
                     "`{hidden_key}` {hidden} is not divisible by `{heads_key}` {heads}; \
-                     set `head_dim` in the config or call .with_head_dim(..)"
+                     give `head_dim`"
                 ),
             });
         }
         Ok(hidden / heads)
     }
 
-    fn read_dtype(&self) -> Result<DType, KvError> {
+    pub(crate) fn read_dtype(&self) -> Result<DType, KvError> {
         let Some((key, value)) = self.find(DTYPE) else {
             return Err(KvError::Config {
                 what: "dtype",
                 problem: format!(
-                    "none of {} is set; {}; fix the config or call .with_dtype(..)",
+                    "none of {} is set; {}; give `torch_dtype`",
                     keys(DTYPE),
                     self.looked_in()
                 ),
@@ -242,16 +527,32 @@ impl HfConfig {
             what: "dtype",
             problem: format!(
                 "`{key}` is {shown}, not a dtype kv knows (torch names like \"bfloat16\", \
-                 or {}); call .with_dtype(..)",
+                 or {}); give `torch_dtype`",
                 DType::names_list()
             ),
         };
-        match value {
+        let written = match value {
             Value::String(text) => {
-                DType::from_torch_dtype(text).ok_or_else(|| unknown(&shown(value)))
+                DType::from_torch_dtype(text).ok_or_else(|| unknown(&shown(value)))?
             }
-            other => Err(unknown(&shown(other))),
-        }
+            other => return Err(unknown(&shown(other))),
+        };
+        Ok(match self.dtype_rule {
+            DTypeRule::VllmAuto if written == DType::F32 => {
+                self.note(format!(
+                    "dtype bf16: `{key}` is float32, which vLLM's dtype=auto serves in \
+                     bfloat16 (\"Downcast for float32 models\")"
+                ));
+                DType::BF16
+            }
+            DTypeRule::VllmAuto => {
+                self.note(format!(
+                    "dtype {written} as `{key}` writes it (vLLM's dtype=auto)"
+                ));
+                written
+            }
+            DTypeRule::AsWritten => written,
+        })
     }
 
     /// An explicit value (checked positive), else the first of `keys` found.
@@ -260,13 +561,12 @@ impl HfConfig {
         what: &'static str,
         explicit: Option<u64>,
         keys_tried: &[&str],
-        setter: &str,
     ) -> Result<u64, KvError> {
         if let Some(value) = explicit {
             if value == 0 {
                 return Err(KvError::Config {
                     what,
-                    problem: format!("the explicit {setter} is 0; a count must be positive"),
+                    problem: format!("the explicit {what} is 0; a count must be positive"),
                 });
             }
             return Ok(value);
@@ -276,36 +576,80 @@ impl HfConfig {
             None => Err(KvError::Config {
                 what,
                 problem: format!(
-                    "none of {} is set; {}; fix the config or call {setter}",
+                    "none of {} is set; {}; give `{}`",
                     keys(keys_tried),
-                    self.looked_in()
+                    self.looked_in(),
+                    keys_tried.first().copied().unwrap_or(what)
                 ),
             }),
         }
     }
 
-    /// The sections in lookup order: top level (prefix ""), then each nested
-    /// section that is an object.
-    fn sections(&self) -> impl Iterator<Item = (&'static str, &Map<String, Value>)> {
+    /// The sections in lookup order: explicit values, the top level, each
+    /// nested section that is an object, then the family's loader defaults.
+    fn sections(&self) -> impl Iterator<Item = (Section, &Map<String, Value>)> {
         let top = self.config.as_object();
-        let explicit = Some(("explicit", &self.overrides)).filter(|(_, map)| !map.is_empty());
-        let top_level = top.map(|map| ("", map));
+        let explicit =
+            Some((Section::Explicit, &self.overrides)).filter(|(_, map)| !map.is_empty());
+        let top_level = top.map(|map| (Section::Top, map));
         let nested = NESTED_SECTIONS.into_iter().filter_map(move |section| {
             top.and_then(|map| map.get(section))
                 .and_then(Value::as_object)
-                .map(|map| (section, map))
+                .map(|map| (Section::Nested(section), map))
         });
-        explicit.into_iter().chain(top_level).chain(nested)
+        let defaults = Some((Section::Default(self.defaults_source), &self.defaults))
+            .filter(|(_, map)| !map.is_empty());
+        explicit
+            .into_iter()
+            .chain(top_level)
+            .chain(nested)
+            .chain(defaults)
     }
 
-    /// The first non-null key found, as `section.key`, and its value.
+    /// The first non-null key found, as `section.key`, and its value. A
+    /// loader default is used only where no section writes the key at all
+    /// (`null` included), and is noted.
     fn find(&self, keys_tried: &[&str]) -> Option<(String, &Value)> {
-        self.sections().find_map(|(section, map)| {
+        self.find_in(keys_tried, true)
+    }
+
+    /// Whether the config itself (or a given value) writes `key`, not `null`;
+    /// a loader default does not count.
+    pub(crate) fn written(&self, key: &str) -> bool {
+        self.sections().any(|(section, map)| {
+            !matches!(section, Section::Default(_)) && map.get(key).is_some_and(|v| !v.is_null())
+        })
+    }
+
+    /// [`HfConfig::find`], with or without the loader defaults.
+    fn find_in(&self, keys_tried: &[&str], defaults: bool) -> Option<(String, &Value)> {
+        {
+            let asked = &mut self.tracking().asked;
+            for key in keys_tried {
+                if !asked.contains(*key) {
+                    asked.insert((*key).to_owned());
+                }
+            }
+        }
+        let found = self
+            .sections()
+            .filter(|(section, _)| defaults || !matches!(section, Section::Default(_)))
+            .find_map(|(section, map)| {
             keys_tried.iter().find_map(|key| match map.get(*key) {
                 None | Some(Value::Null) => None,
-                Some(value) => Some((qualified(section, key), value)),
+                Some(value) => Some((section, *key, value)),
             })
-        })
+        })?;
+        if let (Section::Default(source), key, value) = found {
+            let written_as_null = self
+                .sections()
+                .any(|(section, map)| section != Section::Default(source) && map.contains_key(key));
+            if written_as_null {
+                return None;
+            }
+            self.note(format!("`{key}` {value} ({source})"));
+        }
+        Some((qualified(found.0, found.1), found.2))
     }
 
     /// The first non-null `key`, as `section.key`, and its value: one key,
@@ -320,10 +664,14 @@ impl HfConfig {
         &self,
         key: &str,
     ) -> Option<(String, &Value, &Map<String, Value>)> {
-        self.sections().find_map(|(section, map)| {
-            map.get(key)
-                .map(|value| (qualified(section, key), value, map))
-        })
+        self.tracking().asked.insert(key.to_owned());
+        let (section, value, map) = self
+            .sections()
+            .find_map(|(section, map)| map.get(key).map(|value| (section, value, map)))?;
+        if let Section::Default(source) = section {
+            self.note(format!("`{key}` {value} ({source})"));
+        }
+        Some((qualified(section, key), value, map))
     }
 
     /// "looked at the top level, `text_config` (absent), ..." and the source.
@@ -345,6 +693,9 @@ impl HfConfig {
             };
             let _ = write!(text, ", then `{section}`{state}");
         }
+        if !self.defaults_source.is_empty() {
+            let _ = write!(text, ", then the {}s", self.defaults_source);
+        }
         if let Some(path) = &self.source {
             let _ = write!(text, " of `{path}`");
         }
@@ -352,12 +703,23 @@ impl HfConfig {
     }
 }
 
-/// `key` at the top level, `section.key` in a section.
-fn qualified(section: &str, key: &str) -> String {
-    if section.is_empty() {
-        key.to_owned()
-    } else {
-        format!("{section}.{key}")
+/// `key` at the top level, `section.key` in a section, `key (source)` for a
+/// loader default.
+fn qualified(section: Section, key: &str) -> String {
+    match section {
+        Section::Top => key.to_owned(),
+        Section::Explicit => format!("explicit.{key}"),
+        Section::Nested(name) => format!("{name}.{key}"),
+        Section::Default(source) => format!("{key} ({source})"),
+    }
+}
+
+/// At least one error was collected when a value failed; an error, not a
+/// panic, should that ever change.
+fn no_error_collected() -> KvError {
+    KvError::Config {
+        what: "geometry",
+        problem: "a value failed without an error".to_owned(),
     }
 }
 

@@ -55,6 +55,9 @@ pub enum KvError {
         /// Why it could not be read; names every key tried.
         problem: String,
     },
+    /// Several problems found in one pass (every missing config key at once),
+    /// in the order found; each is one line of the message.
+    Several(Vec<KvError>),
     /// A config file could not be read or parsed.
     ConfigFile {
         /// The file, as given.
@@ -130,6 +133,30 @@ impl KvError {
             other => other,
         }
     }
+
+    /// The problems as one error: `None` for none, the one itself, or
+    /// [`KvError::Several`]; the same problem found twice is kept once.
+    pub fn from_all(errors: Vec<KvError>) -> Option<KvError> {
+        let mut distinct: Vec<KvError> = Vec::new();
+        for error in errors.into_iter().flat_map(KvError::into_problems) {
+            if !distinct.contains(&error) {
+                distinct.push(error);
+            }
+        }
+        match distinct.len() {
+            0 => None,
+            1 => distinct.pop(),
+            _ => Some(KvError::Several(distinct)),
+        }
+    }
+
+    /// Each problem on its own: the parts of [`KvError::Several`], else itself.
+    pub fn into_problems(self) -> Vec<KvError> {
+        match self {
+            KvError::Several(errors) => errors.into_iter().flat_map(KvError::into_problems).collect(),
+            other => vec![other],
+        }
+    }
 }
 
 impl fmt::Display for KvError {
@@ -148,6 +175,15 @@ impl fmt::Display for KvError {
             } => write!(f, "kv: `{declaration}`: `{field}` {problem}"),
             KvError::Config { what, problem } => {
                 write!(f, "kv: cannot read {what} from the config: {problem}")
+            }
+            KvError::Several(errors) => {
+                for (i, error) in errors.iter().enumerate() {
+                    if i > 0 {
+                        f.write_str("\n")?;
+                    }
+                    write!(f, "{error}")?;
+                }
+                Ok(())
             }
             KvError::ConfigFile { path, problem } => {
                 write!(f, "kv: cannot read config `{path}`: {problem}")
@@ -186,6 +222,29 @@ impl std::error::Error for KvError {}
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn several_problems_are_one_error_with_one_line_each_and_no_repeats() {
+        let missing = |what| KvError::Config {
+            what,
+            problem: "none is set".into(),
+        };
+        assert_eq!(KvError::from_all(Vec::new()), None);
+        assert_eq!(KvError::from_all(vec![missing("layers")]), Some(missing("layers")));
+        let both = KvError::from_all(vec![
+            missing("layers"),
+            missing("dtype"),
+            KvError::Several(vec![missing("layers"), missing("head_dim")]),
+        ])
+        .unwrap();
+        assert_eq!(
+            both.to_string(),
+            "kv: cannot read layers from the config: none is set\n\
+             kv: cannot read dtype from the config: none is set\n\
+             kv: cannot read head_dim from the config: none is set"
+        );
+        assert_eq!(both.into_problems().len(), 3);
+    }
 
     #[test]
     fn in_declaration_fills_a_missing_name_only() {

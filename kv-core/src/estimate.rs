@@ -1,40 +1,78 @@
 //! Declarations estimated from an HF `config.json` alone (feature `json`),
 //! for a checkpoint that has no annotated Rust yet: what vLLM would hold for
 //! it, group by group. See [`estimate`].
+//!
+//! The detection order is here; vLLM's sizing rules per kind of layer are in
+//! `estimate/vllm.rs`, its `max_model_len` rule in `estimate/max_len.rs`.
 
 use serde_json::{Map, Value};
 
-use crate::config::MambaVersion;
-use crate::{
-    DType, Geometry, HfConfig, KvError, KvSpec, Latent, LayerKind, LayerPattern, Overflow,
-    PositionPolicy, Positions, RecurrentState, Rows, Scope, StatePart, Storage,
-};
+use crate::config::{DTypeRule, Holds};
+use crate::{HfConfig, KvError, KvSpec, LayerKind, Overflow, Storage};
+
+mod max_len;
+mod vllm;
+
+use vllm::{Builder, Paging};
 
 /// vLLM's default KV block size, in tokens.
 pub const DEFAULT_BLOCK_SIZE: u64 = 16;
 /// vLLM's `max_num_batched_tokens` for online serving (the scheduler's token
 /// budget per step), which bounds what a sliding-window cache keeps.
 pub const DEFAULT_MAX_NUM_BATCHED_TOKENS: u64 = 2048;
+/// The vLLM release whose rules [`estimate`] follows.
+pub const VLLM_VERSION: &str = "0.33";
 
-/// Model types whose every layer slides over `sliding_window` when the
-/// config gives a window and no layer pattern (vLLM's Mistral, Mixtral and
-/// Starcoder2 models pass `config.sliding_window` to every layer).
-const ALL_SLIDING: &[&str] = &["mistral", "mixtral", "starcoder2"];
+/// The vLLM engine settings that change what a cache holds, beside the
+/// lengths: each is printed with the figures ([`Estimate::convention`]).
+#[derive(Clone, Debug, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct VllmEngine {
+    /// Async scheduling (on by default in vLLM 0.33): one batch more in
+    /// flight, whose tokens sliding and chunked layers keep until it settles.
+    pub async_scheduling: bool,
+    /// Pipeline stages: each keeps a batch in flight.
+    pub pipeline_stages: u64,
+    /// Prefix caching (on by default): Mamba and Gated DeltaNet layers then
+    /// run in cache mode `align` and keep 2 state pages (3 where the layer
+    /// exports prefill checkpoints: Mamba2, Gated DeltaNet).
+    pub prefix_caching: bool,
+    /// `num_speculative_tokens`: each recurrent layer keeps one more state
+    /// page per speculative token.
+    pub speculative_tokens: u64,
+}
 
-/// Model types that are Mamba in every layer, with no attention.
-const MAMBA_ONLY: &[&str] = &["mamba", "falcon_mamba", "mamba2"];
+impl Default for VllmEngine {
+    fn default() -> VllmEngine {
+        VllmEngine {
+            async_scheduling: true,
+            pipeline_stages: 1,
+            prefix_caching: true,
+            speculative_tokens: 0,
+        }
+    }
+}
 
-/// Where the estimator's own keys are looked for (through [`HfConfig`]).
-const LOOKED_IN: &str = "looked at the given values, the top level, `text_config`, `llm_config`";
+impl VllmEngine {
+    /// Batches scheduled and not yet settled (`VllmConfig.max_concurrent_batches`
+    /// with the V2 model runner): the pipeline's stages, plus one with async
+    /// scheduling.
+    pub fn in_flight_batches(&self) -> u64 {
+        self.pipeline_stages
+            .saturating_add(u64::from(self.async_scheduling))
+            .max(1)
+    }
+}
 
 /// How [`estimate`] sizes the caches: the engine settings a config does not
 /// hold, and values given over the config.
 ///
-/// The convention is vLLM's, and each declaration's `cache` names it:
+/// The convention is vLLM 0.33's, and each declaration's `cache` names it:
 /// full attention and MLA hold `cdiv(max_model_len, block_size)` blocks,
 /// sliding attention follows `SlidingWindowSpec`, chunked local attention
-/// `ChunkedLocalAttentionSpec`, and Mamba / Gated DeltaNet state is
-/// `MambaSpec` (one state per sequence, no speculative decoding).
+/// `ChunkedLocalAttentionSpec` (both over the tokens in flight), and Mamba /
+/// Gated DeltaNet state is `MambaSpec`, with the hybrid block size and page
+/// padding of `Platform._align_hybrid_block_size`.
 ///
 /// ```
 /// use kv_core::{Storage};
@@ -45,14 +83,17 @@ const LOOKED_IN: &str = "looked at the given values, the top level, `text_config
 ///     .kv_format(Storage::from_name("q8_0").unwrap())
 ///     .set("sliding_window_pattern", 6);
 /// assert_eq!(settings.block_size, 16);
+/// assert_eq!(settings.engine.in_flight_batches(), 2);
 /// ```
 #[derive(Clone, Debug, PartialEq)]
 #[non_exhaustive]
 pub struct EstimateSettings {
-    /// vLLM `max_model_len`. `None`: read `max_position_embeddings` from the
-    /// config, and say so; it is an error when the config lacks it.
+    /// vLLM `max_model_len`. `None`: derived from the config as vLLM derives
+    /// it (the smallest of `max_position_embeddings`, `n_positions`, ...),
+    /// and said; it is an error when the config sets none.
     pub positions: Option<u64>,
-    /// vLLM `block_size` (default [`DEFAULT_BLOCK_SIZE`]).
+    /// vLLM `block_size` (default [`DEFAULT_BLOCK_SIZE`]); a hybrid model's
+    /// attention raises it as vLLM does.
     pub block_size: u64,
     /// vLLM `max_num_batched_tokens` (default
     /// [`DEFAULT_MAX_NUM_BATCHED_TOKENS`]).
@@ -61,8 +102,15 @@ pub struct EstimateSettings {
     /// `--kv-cache-dtype`); `None`: the model dtype, or what the config's
     /// `kv_cache_scheme` states.
     pub kv_format: Option<Storage>,
-    /// Keys given over the config ([`HfConfig::with_value`]).
+    /// Keys given over the config ([`HfConfig::with_value`]); a dotted key
+    /// (`text_config.layer_types`) sets that section. A key that nothing
+    /// reads is an error.
     pub values: Map<String, Value>,
+    /// The engine settings.
+    pub engine: VllmEngine,
+    /// A `positions` above the model's derived length is refused, as vLLM
+    /// refuses it, unless this is set (vLLM's `VLLM_ALLOW_LONG_MAX_MODEL_LEN`).
+    pub allow_long_max_model_len: bool,
 }
 
 impl Default for EstimateSettings {
@@ -72,8 +120,8 @@ impl Default for EstimateSettings {
 }
 
 impl EstimateSettings {
-    /// No positions (read from the config), vLLM's default block size and
-    /// token budget, the model's dtype, no values given.
+    /// No positions (derived from the config), vLLM's default block size,
+    /// token budget and engine settings, the model's dtype, no values given.
     pub fn new() -> EstimateSettings {
         EstimateSettings {
             positions: None,
@@ -81,6 +129,8 @@ impl EstimateSettings {
             max_num_batched_tokens: DEFAULT_MAX_NUM_BATCHED_TOKENS,
             kv_format: None,
             values: Map::new(),
+            engine: VllmEngine::default(),
+            allow_long_max_model_len: false,
         }
     }
 
@@ -109,9 +159,41 @@ impl EstimateSettings {
     }
 
     /// Uses `value` for `key`, over every section of the config (a key the
-    /// published config leaves to its loader's default).
+    /// published config leaves to its loader's default); `section.key` sets
+    /// the key in that section.
     pub fn set(mut self, key: &str, value: impl Into<Value>) -> EstimateSettings {
         self.values.insert(key.to_owned(), value.into());
+        self
+    }
+
+    /// vLLM's async scheduling (on by default).
+    pub fn async_scheduling(mut self, on: bool) -> EstimateSettings {
+        self.engine.async_scheduling = on;
+        self
+    }
+
+    /// Pipeline-parallel stages (each keeps a batch in flight).
+    pub fn pipeline_stages(mut self, stages: u64) -> EstimateSettings {
+        self.engine.pipeline_stages = stages;
+        self
+    }
+
+    /// vLLM's prefix caching (on by default).
+    pub fn prefix_caching(mut self, on: bool) -> EstimateSettings {
+        self.engine.prefix_caching = on;
+        self
+    }
+
+    /// vLLM's `num_speculative_tokens`.
+    pub fn speculative_tokens(mut self, tokens: u64) -> EstimateSettings {
+        self.engine.speculative_tokens = tokens;
+        self
+    }
+
+    /// Allows `positions` above the model's length (vLLM's
+    /// `VLLM_ALLOW_LONG_MAX_MODEL_LEN=1`).
+    pub fn allow_long_max_model_len(mut self, allow: bool) -> EstimateSettings {
+        self.allow_long_max_model_len = allow;
         self
     }
 }
@@ -121,10 +203,18 @@ impl EstimateSettings {
 #[non_exhaustive]
 pub struct Estimate {
     /// What was detected, in words: MLA, a hybrid pattern (with its rule and
-    /// counts), sliding or plain attention, and where `max_model_len` came from.
+    /// counts), sliding or plain attention, how values were read (loader
+    /// defaults, the dtype and KV-head rules), and where `max_model_len` came
+    /// from.
     pub detected: String,
+    /// The engine convention the figures follow: vLLM's version, the block
+    /// size used (and why, where a hybrid raised it), batches in flight,
+    /// the Mamba cache mode.
+    pub convention: String,
     /// The `max_model_len` the figures are for.
     pub max_model_len: u64,
+    /// The attention block size used, in tokens.
+    pub block_size: u64,
     /// One declaration per group of layers, rows `max_num_seqs`.
     pub specs: Vec<KvSpec>,
 }
@@ -134,30 +224,32 @@ pub struct Estimate {
 /// Detection, in this order, stated in [`Estimate::detected`] and in each
 /// declaration's note:
 ///
-/// 1. **MLA** when `kv_lora_rank` is set: one latent per layer
+/// 1. **A family with no attention** kv sizes (RWKV) is an error that says so.
+/// 2. **MLA** when `kv_lora_rank` is set: one latent per layer
 ///    ([`HfConfig::mla`]).
-/// 2. **A hybrid layer pattern** when [`HfConfig::layer_pattern`] finds one:
-///    one declaration per kind of layer, each placed in the pattern with
-///    [`KvSpec::in_layers`] so pipeline stages split it by layer; full
-///    attention, sliding attention ([`HfConfig::sliding_window`]), chunked
-///    attention (`attention_chunk_size`), Mamba ([`HfConfig::mamba`]) and
-///    Gated DeltaNet ([`HfConfig::linear_attention`]).
-/// 3. **An encoder-decoder** (Whisper) when `max_source_positions` is set:
+/// 3. **A layer pattern** when [`HfConfig::layer_pattern`] finds one (from
+///    the config, or the family's loader default): one declaration per kind
+///    of layer, each placed in the pattern with [`KvSpec::in_layers`] so
+///    pipeline stages split it by layer; full, sliding and chunked attention,
+///    Mamba and Gated DeltaNet. Layers that share another layer's K/V
+///    (`num_kv_shared_layers`) hold none.
+/// 4. **An encoder-decoder** (Whisper) when `max_source_positions` is set:
 ///    the decoder's self-attention over `max_model_len`, and its
 ///    cross-attention over the encoder's `max_source_positions` (vLLM's
-///    `CrossAttentionSpec`: whole blocks), both over `decoder_layers` with
-///    `decoder_attention_heads` where the config has them.
-/// 4. **Mamba only** for `model_type` `mamba`, `falcon_mamba`, `mamba2`.
-/// 5. **Plain attention** otherwise ([`HfConfig::geometry`]). A sliding window
-///    with no layer pattern slides every layer only for the model types whose
-///    engines slide every layer (`mistral`, `mixtral`, `starcoder2`); for any
-///    other it is an error naming `sliding_window_pattern` and `layer_types`,
-///    since loaders default the pattern (transformers' `Gemma3TextConfig`
-///    uses 6) and kv does not guess it.
+///    `CrossAttentionSpec`: whole blocks).
+/// 5. **Mamba only** for `model_type` `mamba`, `falcon_mamba`, `mamba2`.
+/// 6. **Attention in every layer** otherwise ([`HfConfig::geometry`]):
+///    sliding over `sliding_window` where the config sets one (vLLM slides
+///    every layer of a model with a window and no pattern, whatever its
+///    type), else full. A `model_type` kv does not know is said in `detected`.
 ///
-/// Positions are [`EstimateSettings::positions`], else the config's
-/// `max_position_embeddings` (said in `detected` and in every note); neither
-/// is an error. Recurrent state takes the model dtype (vLLM's
+/// Values are read as vLLM reads them: the dtype by
+/// [`DTypeRule::VllmAuto`](crate::config::DTypeRule::VllmAuto) (a float32
+/// checkpoint is served in bf16), KV heads by vLLM's keys, loader defaults
+/// by the family ([`HfConfig`]), `max_model_len` as vLLM derives it (and a
+/// longer one given is refused unless allowed). Every value that cannot be
+/// read is reported at once ([`KvError::Several`]), and a given value that
+/// nothing reads is an error. Recurrent state takes the model dtype (vLLM's
 /// `mamba_cache_dtype auto`), never `kv_format`.
 ///
 /// ```
@@ -173,39 +265,10 @@ pub struct Estimate {
 /// # Ok::<(), kv_core::KvError>(())
 /// ```
 pub fn estimate(config: &Value, settings: &EstimateSettings) -> Result<Estimate, KvError> {
-    let mut hf = HfConfig::from_value(config.clone());
-    for (key, value) in &settings.values {
-        hf = hf.with_value(key, value.clone());
-    }
-    let (max_model_len, source) = match settings.positions {
-        Some(count) => (count, "given".to_owned()),
-        None => match hf.value("max_position_embeddings") {
-            Some((key, value)) => match value.as_u64().filter(|n| *n > 0) {
-                Some(count) => (count, format!("`{key}` of the config")),
-                None => {
-                    return Err(config_error(
-                        "max_model_len",
-                        format!("`{key}` is {value}; expected a positive integer"),
-                    ))
-                }
-            },
-            None => {
-                return Err(config_error(
-                    "max_model_len",
-                    format!(
-                        "no positions were given and `max_position_embeddings` is not set \
-                         ({}); give them (`kv estimate --positions N`, \
-                         EstimateSettings::positions)",
-                        LOOKED_IN
-                    ),
-                ))
-            }
-        },
-    };
     for (name, value) in [
         ("block_size", settings.block_size),
         ("max_num_batched_tokens", settings.max_num_batched_tokens),
-        ("positions", max_model_len),
+        ("pipeline_stages", settings.engine.pipeline_stages),
     ] {
         if value == 0 {
             return Err(config_error(
@@ -214,480 +277,197 @@ pub fn estimate(config: &Value, settings: &EstimateSettings) -> Result<Estimate,
             ));
         }
     }
-    let builder = Builder {
+    if settings.positions == Some(0) {
+        return Err(config_error(
+            "estimate settings",
+            "`positions` is 0; it must be positive".to_owned(),
+        ));
+    }
+    let hf = given_values(config, &settings.values)?.with_dtype_rule(DTypeRule::VllmAuto);
+    if let Some(Holds::Unsized(words)) = hf.family().map(|row| row.holds) {
+        let model_type = hf.model_types().first().copied().unwrap_or_default().to_owned();
+        return Err(config_error(
+            "model",
+            format!("`model_type` {model_type}: {words}"),
+        ));
+    }
+    let (max_model_len, source) = max_len::max_model_len(&hf, settings)?;
+    let (detected, paging, specs) = detect(&hf, settings, max_model_len, &source)?;
+    let unread: Vec<String> = hf
+        .unread_values()
+        .into_iter()
+        .chain(settings.values.keys().filter(|k| k.contains('.')).filter_map(|key| {
+            let (_, inner) = key.split_once('.')?;
+            hf.was_asked(inner).then_some(()).map_or(Some(key.clone()), |()| None)
+        }))
+        .collect();
+    if !unread.is_empty() {
+        return Err(config_error(
+            "given values",
+            format!(
+                "{} given, but nothing kv reads for this config looks at {}; \
+                 check the spelling (a key is read as the config writes it)",
+                unread
+                    .iter()
+                    .map(|k| format!("`{k}`"))
+                    .collect::<Vec<_>>()
+                    .join(", "),
+                if unread.len() == 1 { "it" } else { "them" }
+            ),
+        ));
+    }
+    let mut said = vec![detected];
+    match hf.model_types().first() {
+        Some(model_type) if hf.family().is_none() => said.push(format!(
+            "`model_type` {model_type} is not in kv's table of model families: read by the \
+             generic keys, no loader defaults applied"
+        )),
+        None => said.push("no `model_type`: read by the generic keys".to_owned()),
+        _ => {}
+    }
+    said.extend(hf.notes());
+    said.push(source);
+    Ok(Estimate {
+        detected: said.join("; "),
+        convention: paging.convention(settings),
+        max_model_len,
+        block_size: paging.block_size,
+        specs,
+    })
+}
+
+/// The config with the given values: a plain key over every section, a
+/// dotted key (`text_config.layer_types`) set in its section.
+fn given_values(config: &Value, values: &Map<String, Value>) -> Result<HfConfig, KvError> {
+    let mut config = config.clone();
+    let mut plain = Vec::new();
+    for (key, value) in values {
+        match key.split_once('.') {
+            Some((section, inner)) if !section.is_empty() && !inner.is_empty() => {
+                let Some(map) = config.as_object_mut() else {
+                    return Err(config_error(
+                        "given values",
+                        format!("`{key}`: the config is not a JSON object"),
+                    ));
+                };
+                let entry = map
+                    .entry(section.to_owned())
+                    .or_insert_with(|| Value::Object(Map::new()));
+                match entry.as_object_mut() {
+                    Some(section_map) => {
+                        section_map.insert(inner.to_owned(), value.clone());
+                    }
+                    None => {
+                        return Err(config_error(
+                            "given values",
+                            format!("`{key}`: `{section}` in the config is not an object"),
+                        ))
+                    }
+                }
+            }
+            _ => plain.push((key, value)),
+        }
+    }
+    let mut hf = HfConfig::from_value(config);
+    for (key, value) in plain {
+        hf = hf.with_value(key, value.clone());
+    }
+    Ok(hf)
+}
+
+/// The detection order; returns what was detected, the paging used and the
+/// declarations.
+fn detect(
+    hf: &HfConfig,
+    settings: &EstimateSettings,
+    max_model_len: u64,
+    source: &str,
+) -> Result<(String, Paging, Vec<KvSpec>), KvError> {
+    let plain = Paging::plain(settings.block_size);
+    let builder = |paging: Paging, detected: &str| Builder {
         settings,
         max_model_len,
-        source: format!("max_model_len {max_model_len} ({source})"),
+        paging,
+        note: format!("estimated from config.json: {detected}; {source}"),
     };
-    let model_type = hf.value("model_type").and_then(|(_, v)| v.as_str());
-    let (detected, specs) = if hf.value("kv_lora_rank").is_some() {
+    if hf.value("kv_lora_rank").is_some() {
         let mla = hf.mla()?;
         let detected = format!(
             "MLA: `kv_lora_rank` {} + `qk_rope_head_dim` {} per token per layer, {} layers",
             mla.kv_lora_rank, mla.qk_rope_head_dim, mla.layers
         );
-        let latent = Latent::new(
-            mla.layers,
-            mla.kv_lora_rank,
-            mla.qk_rope_head_dim,
-            mla.dtype,
-        );
-        let spec = builder.latent(latent, &detected, &hf)?;
-        (detected, vec![spec])
-    } else if let Some(pattern) = pattern(&hf)? {
-        let detected = format!("hybrid layer pattern: {}", pattern.reason());
+        let spec = builder(plain, &detected).latent(mla, hf)?;
+        return Ok((detected, plain, vec![spec]));
+    }
+    if hf.has_layer_pattern() {
+        let pattern = hf.layer_pattern()?;
+        let detected = format!("layer pattern: {}", pattern.reason());
+        let groups: Vec<(LayerKind, u64)> = pattern
+            .groups()
+            .into_iter()
+            .filter(|(kind, _)| *kind != LayerKind::KvShared)
+            .collect();
+        let paging = Paging::for_groups(hf, settings, &groups)?;
+        let builder = builder(paging, &detected);
         let mut specs = Vec::new();
-        for (kind, count) in pattern.groups() {
-            let spec = builder.group(&hf, kind, count, &detected)?;
-            specs.push(spec.in_layers(pattern.clone(), kind));
-        }
-        (detected, specs)
-    } else if let Some((key, encoder)) = hf.value("max_source_positions") {
-        encoder_decoder(&hf, &builder, &key, encoder)?
-    } else if let Some(kind) = model_type.filter(|t| MAMBA_ONLY.contains(t)) {
-        let detected = format!("Mamba in every layer (`model_type` {kind})");
-        let spec = builder.mamba(&hf, None, &detected)?;
-        (detected, vec![spec])
-    } else {
-        let geometry = hf.geometry()?;
-        match sliding_window(&hf)? {
-            None => {
-                let detected =
-                    "plain attention: no layer pattern, no sliding window, no MLA".to_owned();
-                let spec = builder.full(geometry, "full_attention", &detected, &hf)?;
-                (detected, vec![spec])
+        let mut errors = Vec::new();
+        for (kind, count) in groups {
+            match builder.group(hf, kind, count) {
+                Ok(spec) => specs.push(spec.in_layers(pattern.clone(), kind)),
+                Err(error) => errors.push(error),
             }
-            Some(window) => match model_type.filter(|t| ALL_SLIDING.contains(t)) {
-                Some(kind) => {
-                    let detected = format!(
-                        "sliding attention in every layer: `sliding_window` {window} and no \
-                         layer pattern (`model_type` {kind} slides every layer)"
-                    );
-                    let spec = builder.sliding(geometry, window, &detected, &hf)?;
-                    (detected, vec![spec])
-                }
-                None => {
-                    let default = if model_type.is_some_and(|t| t.starts_with("gemma3")) {
-                        " (transformers' Gemma3TextConfig defaults it to 6)"
-                    } else {
-                        ""
-                    };
-                    return Err(config_error(
-                        "layer pattern",
-                        format!(
-                            "`sliding_window` is {window} but no layer pattern says which \
-                             layers slide: neither `sliding_window_pattern`{default} nor \
-                             `layer_types` is set ({}) and `model_type` {} is not one that \
-                             slides every layer; kv does not guess: give it \
-                             (`kv estimate --set sliding_window_pattern=N`, \
-                             EstimateSettings::set)",
-                            LOOKED_IN,
-                            model_type.map_or("(none)".to_owned(), |t| format!("`{t}`"))
-                        ),
-                    ));
-                }
-            },
         }
+        if let Some(error) = KvError::from_all(errors) {
+            return Err(error);
+        }
+        return Ok((detected, paging, specs));
+    }
+    if let Some((key, encoder)) = hf.value("max_source_positions") {
+        let (detected, specs) = vllm::encoder_decoder(hf, &key, encoder, |d| builder(plain, d))?;
+        return Ok((detected, plain, specs));
+    }
+    if let Some(Holds::MambaOnly) = hf.family().map(|row| row.holds) {
+        let model_type = hf.model_types().first().copied().unwrap_or_default().to_owned();
+        let detected = format!("Mamba in every layer (`model_type` {model_type})");
+        let layers = hf.mamba()?.layers;
+        let paging = Paging::for_groups(hf, settings, &[(LayerKind::Mamba, layers)])?;
+        let spec = builder(paging, &detected).mamba(hf, layers)?;
+        return Ok((detected, paging, vec![spec]));
+    }
+    let geometry = hf.geometry()?;
+    let window = if hf.find_with_null("sliding_window").is_some() {
+        hf.sliding_window()?
+    } else {
+        None
     };
-    Ok(Estimate {
-        detected: format!("{detected}; {}", builder.source),
-        max_model_len,
-        specs,
-    })
-}
-
-/// Whisper-style: decoder self-attention and cross-attention over the
-/// encoder's positions, with the decoder's layers and heads.
-fn encoder_decoder(
-    hf: &HfConfig,
-    builder: &Builder<'_>,
-    key: &str,
-    encoder: &Value,
-) -> Result<(String, Vec<KvSpec>), KvError> {
-    let encoder_positions = encoder.as_u64().filter(|n| *n > 0).ok_or_else(|| {
-        config_error(
-            "max_source_positions",
-            format!("`{key}` is {encoder}; expected a positive integer"),
-        )
-    })?;
-    // The decoder's layers and heads, where the config gives them apart
-    // from the encoder's; read through HfConfig so they are checked alike.
-    let mut decoder = hf.clone();
-    let mut said = Vec::new();
-    for (from, to) in [
-        ("decoder_layers", "num_hidden_layers"),
-        ("decoder_attention_heads", "num_attention_heads"),
-    ] {
-        if let Some((name, value)) = hf.value(from) {
-            decoder = decoder.with_value(to, value.clone());
-            said.push(format!("`{name}` {value}"));
+    match window {
+        None => {
+            let detected = "attention in every layer: no layer pattern, no sliding window, no MLA";
+            let spec = builder(plain, detected).full(geometry, "full_attention", hf)?;
+            Ok((detected.to_owned(), plain, vec![spec]))
+        }
+        Some(window) => {
+            let detected = format!(
+                "sliding attention in every layer: `sliding_window` {window} and no layer \
+                 pattern (vLLM slides every layer of such a model)"
+            );
+            let spec = builder(plain, &detected).sliding(geometry, window, hf)?;
+            Ok((detected, plain, vec![spec]))
         }
     }
-    let geometry = decoder.geometry()?;
-    let detected = format!(
-        "encoder-decoder: `{key}` {encoder_positions} encoder positions; decoder {} layers, {} heads of {}{}",
-        geometry.layers,
-        geometry.kv_heads,
-        geometry.head_dim,
-        if said.is_empty() {
-            String::new()
-        } else {
-            format!(" ({})", said.join(", "))
-        }
-    );
-    let self_attention = builder.full(geometry, "self_attention", &detected, hf)?;
-    let cross = Positions::from_policy(PositionPolicy::PaddedTo {
-        count: encoder_positions,
-        multiple: builder.settings.block_size,
-    })
-    .map_err(overflow("cross_attention"))?;
-    let cross_attention = builder.attention(
-        "cross_attention",
-        "CrossAttentionSpec",
-        geometry,
-        cross,
-        &detected,
-        hf,
-    )?;
-    Ok((detected, vec![self_attention, cross_attention]))
 }
 
-/// The layer pattern, `None` when the config sets none of its keys.
-fn pattern(hf: &HfConfig) -> Result<Option<LayerPattern>, KvError> {
-    const KEYS: [&str; 6] = [
-        "layer_types",
-        "layers_block_type",
-        "sliding_window_pattern",
-        "full_attention_interval",
-        "attn_layer_period",
-        "attn_layer_offset",
-    ];
-    if KEYS.iter().all(|key| hf.value(key).is_none()) {
-        return Ok(None);
-    }
-    hf.layer_pattern().map(Some)
-}
-
-/// The sliding window; a config without the key has none (a bad value is
-/// still an error).
-fn sliding_window(hf: &HfConfig) -> Result<Option<u64>, KvError> {
-    if hf.find_with_null("sliding_window").is_none() {
-        return Ok(None);
-    }
-    hf.sliding_window()
-}
-
-fn config_error(what: &'static str, problem: String) -> KvError {
+pub(crate) fn config_error(what: &'static str, problem: String) -> KvError {
     KvError::Config { what, problem }
 }
 
-fn overflow(name: &'static str) -> impl Fn(Overflow) -> KvError {
-    move |o| KvError::Overflow {
-        declaration: name.to_owned(),
-        step: o.step,
+/// An overflow in a figure built from config values, naming what it was
+/// built from.
+pub(crate) fn overflow(built_from: String) -> impl Fn(Overflow) -> KvError {
+    move |o| KvError::Config {
+        what: "figures",
+        problem: format!("{} overflows u64 for {built_from}", o.step),
     }
-}
-
-struct Builder<'a> {
-    settings: &'a EstimateSettings,
-    max_model_len: u64,
-    source: String,
-}
-
-impl Builder<'_> {
-    fn note(&self, detected: &str) -> String {
-        format!(
-            "estimated from config.json: {detected}; {}; vLLM block_size {}, \
-             max_num_batched_tokens {}",
-            self.source, self.settings.block_size, self.settings.max_num_batched_tokens
-        )
-    }
-
-    /// The KV storage: `kv_format`, else what the config's scheme says, else
-    /// the model dtype; with a sentence when it is not the model dtype.
-    fn storage(&self, dtype: DType, hf: &HfConfig) -> Result<(Storage, Option<String>), KvError> {
-        if let Some(storage) = self.settings.kv_format {
-            return Ok((storage, Some(format!("K/V stored as {storage} (given)"))));
-        }
-        match hf.kv_cache_scheme()? {
-            None => Ok((Storage::Dense(dtype), None)),
-            Some(scheme) => match (scheme.num_bits, scheme.kind) {
-                (Some(8), Some(crate::config::KvQuantType::Float)) => Ok((
-                    Storage::Dense(DType::F8E4M3),
-                    Some(format!("K/V in f8e4m3 as `{}` states", scheme.source)),
-                )),
-                _ => Ok((
-                    Storage::Dense(dtype),
-                    Some(format!(
-                        "`{}` declares KV quantization without an element format kv reads: \
-                         figures use the model dtype {dtype} (vLLM's --kv-cache-dtype auto); \
-                         give the format with --kv-format",
-                        scheme.source
-                    )),
-                )),
-            },
-        }
-    }
-
-    fn attention(
-        &self,
-        name: &'static str,
-        cache: &str,
-        geometry: Geometry,
-        positions: Positions,
-        detected: &str,
-        hf: &HfConfig,
-    ) -> Result<KvSpec, KvError> {
-        let dtype = geometry.storage.dtype().unwrap_or(DType::BF16);
-        let (storage, said) = self.storage(dtype, hf)?;
-        let spec = KvSpec::attention(
-            name,
-            format!("vLLM {cache} (paged K/V, {storage})"),
-            geometry.with_storage(storage),
-            positions,
-            Scope::Request,
-            Rows::MaxNumSeqs,
-        )
-        .note(self.note(detected));
-        Ok(match said {
-            Some(said) => spec.assumes(said),
-            None => spec,
-        })
-    }
-
-    fn full_positions(&self) -> Result<Positions, KvError> {
-        Positions::from_policy(PositionPolicy::PaddedTo {
-            count: self.max_model_len,
-            multiple: self.settings.block_size,
-        })
-        .map_err(overflow("full_attention"))
-    }
-
-    fn full(
-        &self,
-        geometry: Geometry,
-        name: &'static str,
-        detected: &str,
-        hf: &HfConfig,
-    ) -> Result<KvSpec, KvError> {
-        let positions = self.full_positions()?;
-        self.attention(name, "FullAttentionSpec", geometry, positions, detected, hf)
-    }
-
-    fn sliding(
-        &self,
-        geometry: Geometry,
-        window: u64,
-        detected: &str,
-        hf: &HfConfig,
-    ) -> Result<KvSpec, KvError> {
-        let positions = Positions::from_policy(PositionPolicy::VllmSlidingWindow {
-            window,
-            max_num_batched_tokens: self.settings.max_num_batched_tokens,
-            max_model_len: self.max_model_len,
-            block_size: self.settings.block_size,
-        })
-        .map_err(overflow("sliding_attention"))?;
-        self.attention(
-            "sliding_attention",
-            "SlidingWindowSpec",
-            geometry,
-            positions,
-            detected,
-            hf,
-        )
-    }
-
-    fn latent(&self, latent: Latent, detected: &str, hf: &HfConfig) -> Result<KvSpec, KvError> {
-        let dtype = latent.storage.dtype().unwrap_or(DType::BF16);
-        let (storage, said) = self.storage(dtype, hf)?;
-        let spec = KvSpec::latent(
-            "mla_latent",
-            format!("vLLM MLAAttentionSpec (paged latent, {storage})"),
-            latent.with_storage(storage),
-            self.full_positions()?,
-            Scope::Request,
-            Rows::MaxNumSeqs,
-        )
-        .note(self.note(detected));
-        Ok(match said {
-            Some(said) => spec.assumes(said),
-            None => spec,
-        })
-    }
-
-    fn group(
-        &self,
-        hf: &HfConfig,
-        kind: LayerKind,
-        count: u64,
-        detected: &str,
-    ) -> Result<KvSpec, KvError> {
-        match kind {
-            LayerKind::FullAttention => self.full(
-                hf.geometry()?.with_layers(count),
-                "full_attention",
-                detected,
-                hf,
-            ),
-            LayerKind::SlidingAttention => {
-                let window = hf.sliding_window()?.ok_or_else(|| {
-                    config_error(
-                        "sliding_window",
-                        "the layer pattern has sliding_attention layers but `sliding_window` \
-                         is null; give it (`kv estimate --set sliding_window=N`)"
-                            .to_owned(),
-                    )
-                })?;
-                self.sliding(hf.geometry()?.with_layers(count), window, detected, hf)
-            }
-            LayerKind::ChunkedAttention => {
-                let chunk = match hf.value("attention_chunk_size") {
-                    Some((key, value)) => value.as_u64().filter(|n| *n > 0).ok_or_else(|| {
-                        config_error(
-                            "attention_chunk_size",
-                            format!("`{key}` is {value}; expected a positive integer"),
-                        )
-                    })?,
-                    None => {
-                        return Err(config_error(
-                            "attention_chunk_size",
-                            format!(
-                                "the layer pattern has chunked_attention layers but \
-                                 `attention_chunk_size` is not set ({}); give it \
-                                 (`kv estimate --set attention_chunk_size=N`)",
-                                LOOKED_IN
-                            ),
-                        ))
-                    }
-                };
-                let positions = Positions::from_policy(PositionPolicy::VllmChunkedLocal {
-                    chunk,
-                    max_num_batched_tokens: self.settings.max_num_batched_tokens,
-                    max_model_len: self.max_model_len,
-                    block_size: self.settings.block_size,
-                })
-                .map_err(overflow("chunked_attention"))?;
-                self.attention(
-                    "chunked_attention",
-                    "ChunkedLocalAttentionSpec",
-                    hf.geometry()?.with_layers(count),
-                    positions,
-                    detected,
-                    hf,
-                )
-            }
-            LayerKind::Mamba => self.mamba(hf, Some(count), detected),
-            LayerKind::LinearAttention => {
-                let linear = hf.linear_attention()?;
-                let dtype = model_dtype(hf)?;
-                let conv = StatePart::gated_delta_conv(
-                    linear.key_heads,
-                    linear.key_head_dim,
-                    linear.value_heads,
-                    linear.value_head_dim,
-                    linear.conv_kernel.saturating_sub(1),
-                    dtype,
-                )
-                .map_err(overflow("linear_attention"))?;
-                let ssm = StatePart::gated_delta_ssm(
-                    linear.value_heads,
-                    linear.value_head_dim,
-                    linear.key_head_dim,
-                )
-                .with_storage(Storage::Dense(dtype));
-                Ok(KvSpec::recurrent(
-                    "linear_attention",
-                    format!("vLLM MambaSpec (Gated DeltaNet conv + ssm state, {dtype})"),
-                    RecurrentState::from_parts(count, vec![conv, ssm]),
-                    Scope::Request,
-                    Rows::MaxNumSeqs,
-                )
-                .assumes("no speculative decoding: vLLM keeps 1 + num_speculative_tokens states")
-                .note(format!(
-                    "conv over conv_kernel - 1 = {} positions, ssm (value heads, value dim, \
-                     key dim), model dtype; {}",
-                    linear.conv_kernel.saturating_sub(1),
-                    self.note(detected)
-                )))
-            }
-        }
-    }
-
-    /// Mamba state over `layers` (every layer when `None`).
-    fn mamba(&self, hf: &HfConfig, layers: Option<u64>, detected: &str) -> Result<KvSpec, KvError> {
-        let mamba = hf.mamba()?;
-        let dtype = model_dtype(hf)?;
-        let layers = layers.unwrap_or(mamba.layers);
-        let (parts, version) = match mamba.version {
-            MambaVersion::Mamba1 => (
-                // vLLM's Mamba1 conv is (d_conv - 1, d_inner).
-                vec![
-                    StatePart::new(
-                        "conv",
-                        [mamba.d_conv.saturating_sub(1), mamba.d_inner, 1],
-                        dtype,
-                    )
-                    .split_on(1),
-                    StatePart::mamba_ssm(mamba.d_inner, mamba.d_state, dtype),
-                ],
-                "Mamba1",
-            ),
-            _ => {
-                let missing = |what: &'static str| {
-                    config_error(
-                        what,
-                        format!("Mamba2 state needs its {what}; give it with `kv estimate --set`"),
-                    )
-                };
-                let groups = mamba.n_groups.ok_or_else(|| missing("mamba n_groups"))?;
-                let heads = mamba.heads.ok_or_else(|| missing("mamba heads"))?;
-                let head_dim = mamba.head_dim.ok_or_else(|| missing("mamba head_dim"))?;
-                (
-                    vec![
-                        StatePart::mamba2_conv(
-                            mamba.d_inner,
-                            groups,
-                            mamba.d_state,
-                            mamba.d_conv,
-                            dtype,
-                        )
-                        .map_err(overflow("mamba"))?,
-                        StatePart::mamba2_ssm(heads, head_dim, mamba.d_state, dtype),
-                    ],
-                    "Mamba2",
-                )
-            }
-        };
-        Ok(KvSpec::recurrent(
-            "mamba",
-            format!("vLLM MambaSpec ({version} conv + ssm state, {dtype})"),
-            RecurrentState::from_parts(layers, parts),
-            Scope::Request,
-            Rows::MaxNumSeqs,
-        )
-        .assumes("no speculative decoding: vLLM keeps 1 + num_speculative_tokens states")
-        .note(format!(
-            "d_inner {}, d_state {}, d_conv {}, model dtype; {}",
-            mamba.d_inner,
-            mamba.d_state,
-            mamba.d_conv,
-            self.note(detected)
-        )))
-    }
-}
-
-/// The model dtype, which recurrent state takes (vLLM's `mamba_cache_dtype auto`).
-fn model_dtype(hf: &HfConfig) -> Result<DType, KvError> {
-    // geometry() reads the dtype with HfConfig's rules; layers, heads and
-    // head dim are given so only the dtype can fail.
-    let geometry = hf
-        .clone()
-        .with_layers(1)
-        .with_kv_heads(1)
-        .with_head_dim(1)
-        .geometry()?;
-    Ok(geometry.storage.dtype().unwrap_or(DType::BF16))
 }
 
 #[cfg(test)]

@@ -22,16 +22,21 @@ pub enum LayerKind {
     LinearAttention,
     /// `"mamba"`: a Mamba (state-space) layer.
     Mamba,
+    /// `"kv_shared"`: a layer that reads an earlier layer's K/V and holds none
+    /// of its own (Gemma-3n's last `num_kv_shared_layers`). Not a
+    /// `layer_types` name: [`LayerKind::from_name`] does not accept it.
+    KvShared,
 }
 
 impl LayerKind {
     /// Every kind, in the order reports list them.
-    pub const ALL: [LayerKind; 5] = [
+    pub const ALL: [LayerKind; 6] = [
         LayerKind::FullAttention,
         LayerKind::SlidingAttention,
         LayerKind::ChunkedAttention,
         LayerKind::LinearAttention,
         LayerKind::Mamba,
+        LayerKind::KvShared,
     ];
 
     /// The name as `layer_types` writes it: `"full_attention"`, `"mamba"`, ...
@@ -42,6 +47,7 @@ impl LayerKind {
             LayerKind::ChunkedAttention => "chunked_attention",
             LayerKind::LinearAttention => "linear_attention",
             LayerKind::Mamba => "mamba",
+            LayerKind::KvShared => "kv_shared",
         }
     }
 
@@ -51,12 +57,19 @@ impl LayerKind {
         if name == "attention" {
             return Some(LayerKind::FullAttention);
         }
-        LayerKind::ALL.into_iter().find(|kind| kind.name() == name)
+        LayerKind::ALL
+            .into_iter()
+            .filter(|kind| *kind != LayerKind::KvShared)
+            .find(|kind| kind.name() == name)
     }
 
     /// The accepted names, comma separated, for error messages.
     pub fn names_list() -> String {
-        let mut names: Vec<&str> = LayerKind::ALL.iter().map(|k| k.name()).collect();
+        let mut names: Vec<&str> = LayerKind::ALL
+            .iter()
+            .filter(|kind| **kind != LayerKind::KvShared)
+            .map(|k| k.name())
+            .collect();
         names.push("attention");
         names.join(", ")
     }

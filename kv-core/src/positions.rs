@@ -123,11 +123,15 @@ pub enum PositionPolicy {
         chunk: u64,
     },
     /// vLLM's `SlidingWindowSpec`:
-    /// `(cdiv(min(W - 1 + max_num_batched_tokens, max_model_len), B) + 1)` blocks of `B`.
+    /// `(cdiv(min(W - 1 + in_flight, max_model_len), B) + 1)` blocks of `B`,
+    /// where `in_flight` (this field) is vLLM 0.33's `max_in_flight_tokens`:
+    /// `max_num_batched_tokens` times the batches in flight (2 with async
+    /// scheduling; 1 before vLLM counted them).
     VllmSlidingWindow {
         /// The sliding window.
         window: u64,
-        /// The scheduler's token budget per step.
+        /// Tokens scheduled and not yet settled: `max_num_batched_tokens`
+        /// x batches in flight.
         max_num_batched_tokens: u64,
         /// The engine's longest sequence.
         max_model_len: u64,
@@ -135,7 +139,8 @@ pub enum PositionPolicy {
         block_size: u64,
     },
     /// vLLM's `ChunkedLocalAttentionSpec`:
-    /// `cdiv(min(chunk + max_num_batched_tokens, max_model_len), B)` blocks of `B`.
+    /// `cdiv(min(chunk + in_flight, max_model_len), B)` blocks of `B`, with
+    /// `in_flight` as for [`PositionPolicy::VllmSlidingWindow`].
     VllmChunkedLocal {
         /// The attention chunk.
         chunk: u64,
@@ -334,7 +339,7 @@ impl fmt::Display for PositionPolicy {
                 block_size,
             } => write!(
                 f,
-                "(cdiv(min(sliding_window({window}) - 1 + max_num_batched_tokens({max_num_batched_tokens}), \
+                "(cdiv(min(sliding_window({window}) - 1 + in_flight_tokens({max_num_batched_tokens}), \
                  max_model_len({max_model_len})), block({block_size})) + 1) blocks of {block_size}"
             ),
             PositionPolicy::VllmChunkedLocal {
@@ -344,7 +349,7 @@ impl fmt::Display for PositionPolicy {
                 block_size,
             } => write!(
                 f,
-                "cdiv(min(attention_chunk({chunk}) + max_num_batched_tokens({max_num_batched_tokens}), \
+                "cdiv(min(attention_chunk({chunk}) + in_flight_tokens({max_num_batched_tokens}), \
                  max_model_len({max_model_len})), block({block_size})) blocks of {block_size}"
             ),
             PositionPolicy::PaddedTo { count, multiple } => {
@@ -407,7 +412,7 @@ mod tests {
         assert_eq!(count(short), 129 * 16);
         assert_eq!(
             policy.to_string(),
-            "(cdiv(min(sliding_window(4096) - 1 + max_num_batched_tokens(8192), \
+            "(cdiv(min(sliding_window(4096) - 1 + in_flight_tokens(8192), \
              max_model_len(32768)), block(16)) + 1) blocks of 16"
         );
     }

@@ -22,6 +22,12 @@ const PATTERN_KEYS: &[&str] = &[
     ATTN_LAYER_PERIOD,
     ATTN_LAYER_OFFSET,
 ];
+const NO_ROPE_LAYERS: &str = "no_rope_layers";
+const NO_ROPE_LAYER_INTERVAL: &str = "no_rope_layer_interval";
+const ATTENTION_CHUNK_SIZE: &str = "attention_chunk_size";
+const NUM_KV_SHARED_LAYERS: &str = "num_kv_shared_layers";
+/// Lists built into a pattern are materialized: no real model comes close.
+const MAX_LISTED_LAYERS: u64 = 1 << 20;
 const SLIDING_WINDOW: &str = "sliding_window";
 const USE_SLIDING_WINDOW: &str = "use_sliding_window";
 
@@ -63,9 +69,70 @@ impl HfConfig {
     /// # Ok::<(), kv_core::KvError>(())
     /// ```
     pub fn layer_pattern(&self) -> Result<LayerPattern, KvError> {
+        // A pattern the config writes wins over any a loader would default.
+        let defaults = ![
+            LAYER_TYPES,
+            LAYERS_BLOCK_TYPE,
+            SLIDING_WINDOW_PATTERN,
+            FULL_ATTENTION_INTERVAL,
+            ATTN_LAYER_PERIOD,
+            ATTN_LAYER_OFFSET,
+            NO_ROPE_LAYERS,
+            NO_ROPE_LAYER_INTERVAL,
+        ]
+        .iter()
+        .any(|key| self.written(key));
+        let shared = match self.find(&[NUM_KV_SHARED_LAYERS]) {
+            Some((name, value)) => match value.as_u64() {
+                Some(0) => None,
+                _ => Some((name.clone(), positive(WHAT, &name, value)?)),
+            },
+            None => None,
+        };
+        let pattern = match self.base_pattern(defaults)? {
+            Some(pattern) => pattern,
+            None if shared.is_some() => {
+                let layers = self.count_or("layers", self.layers, LAYERS)?;
+                LayerPattern::every_nth(
+                    layers,
+                    1,
+                    LayerKind::FullAttention,
+                    LayerKind::FullAttention,
+                    "every layer",
+                )
+                .map_err(|e| pattern_error("num_hidden_layers", e))?
+            }
+            None => {
+                return Err(KvError::Config {
+                    what: WHAT,
+                    problem: format!(
+                        "none of {} is set; {}; give one",
+                        keys(PATTERN_KEYS),
+                        self.looked_in()
+                    ),
+                })
+            }
+        };
+        match shared {
+            None => Ok(pattern),
+            Some((name, shared)) => kv_shared_tail(pattern, &name, shared),
+        }
+    }
+
+    /// Whether [`HfConfig::layer_pattern`] finds any key to build from.
+    pub(crate) fn has_layer_pattern(&self) -> bool {
+        PATTERN_KEYS.iter().any(|key| self.find(&[key]).is_some())
+            || self.find(&[NUM_KV_SHARED_LAYERS]).is_some_and(|(_, v)| v.as_u64() != Some(0))
+            || (self.find(&[ATTENTION_CHUNK_SIZE]).is_some()
+                && (self.find(&[NO_ROPE_LAYERS]).is_some()
+                    || self.find(&[NO_ROPE_LAYER_INTERVAL]).is_some()))
+    }
+
+    /// The pattern from the pattern keys; `None` when none is set.
+    fn base_pattern(&self, defaults: bool) -> Result<Option<LayerPattern>, KvError> {
         let lists: Vec<(String, &Value)> = [LAYER_TYPES, LAYERS_BLOCK_TYPE]
             .into_iter()
-            .filter_map(|key| self.find(&[key]))
+            .filter_map(|key| self.find_in(&[key], defaults))
             .collect();
         let every: Vec<(String, &Value, LayerKind, &'static str)> = [
             (SLIDING_WINDOW_PATTERN, LayerKind::SlidingAttention),
@@ -73,23 +140,32 @@ impl HfConfig {
         ]
         .into_iter()
         .filter_map(|(key, rest)| {
-            self.find(&[key])
+            self.find_in(&[key], defaults)
                 .map(|(name, value)| (name, value, rest, key))
         })
         .collect();
-        let period = self.find(&[ATTN_LAYER_PERIOD]);
-        let offset = self.find(&[ATTN_LAYER_OFFSET]);
-        if lists.is_empty() && every.is_empty() && period.is_none() && offset.is_none() {
-            return Err(KvError::Config {
-                what: WHAT,
-                problem: format!(
-                    "none of {} is set; {}; fix the config or call .with_value(..)",
-                    keys(PATTERN_KEYS),
-                    self.looked_in()
-                ),
-            });
+        let period = self.find_in(&[ATTN_LAYER_PERIOD], defaults);
+        let offset = self.find_in(&[ATTN_LAYER_OFFSET], defaults);
+        // Llama 4: layers with RoPE attend within chunks, NoPE layers attend
+        // to everything (transformers' Llama4TextConfig.layer_types).
+        let chunked = match self.find_in(&[ATTENTION_CHUNK_SIZE], defaults) {
+            Some(_) => (
+                self.find_in(&[NO_ROPE_LAYERS], defaults)
+                    .filter(|(_, v)| v.as_array().is_none_or(|list| !list.is_empty())),
+                self.find_in(&[NO_ROPE_LAYER_INTERVAL], defaults),
+            ),
+            None => (None, None),
+        };
+        if lists.is_empty()
+            && every.is_empty()
+            && period.is_none()
+            && offset.is_none()
+            && chunked.0.is_none()
+            && chunked.1.is_none()
+        {
+            return Ok(None);
         }
-        let layers = self.count_or("layers", self.layers, LAYERS, ".with_layers(..)")?;
+        let layers = self.count_or("layers", self.layers, LAYERS)?;
 
         let mut rules: Vec<(String, LayerPattern)> = Vec::new();
         for (name, value, rest, key) in every {
@@ -129,6 +205,23 @@ impl HfConfig {
                 rules.push((format!("{period_name}`/`{offset_name}"), pattern));
             }
         }
+        match chunked {
+            (Some((name, value)), _) => rules.push((name.clone(), no_rope_list(&name, value, layers)?)),
+            (None, Some((name, value))) => {
+                // An empty or absent `no_rope_layers` is built from the interval.
+                let every = positive(WHAT, &name, value)?;
+                let pattern = LayerPattern::every_nth(
+                    layers,
+                    every,
+                    LayerKind::FullAttention,
+                    LayerKind::ChunkedAttention,
+                    NO_ROPE_LAYER_INTERVAL,
+                )
+                .map_err(|e| pattern_error(&name, e))?;
+                rules.push((name, pattern));
+            }
+            (None, None) => {}
+        }
 
         let mut listed: Vec<(String, LayerPattern)> = Vec::new();
         for (name, value) in lists {
@@ -149,7 +242,7 @@ impl HfConfig {
                 what: WHAT,
                 problem: format!(
                     "{} are all set and no `{LAYER_TYPES}` lists the layers; kv does not \
-                     pick one; remove one or give `{LAYER_TYPES}` with .with_value(..)",
+                     pick one; remove one or give `{LAYER_TYPES}`",
                     keys(&names)
                 ),
             });
@@ -171,7 +264,7 @@ impl HfConfig {
                 });
             }
         }
-        Ok(first)
+        Ok(Some(first))
     }
 
     /// The sliding window, in positions: `Some(window)`, or `None` when the
@@ -200,7 +293,7 @@ impl HfConfig {
                 what: SLIDING_WINDOW,
                 problem: format!(
                     "`{SLIDING_WINDOW}` is not set (a config without a window writes it as \
-                     null); {}; fix the config or call .with_value(..)",
+                     null); {}; give `sliding_window`",
                     self.looked_in()
                 ),
             });
@@ -223,6 +316,70 @@ impl HfConfig {
         }
         positive(SLIDING_WINDOW, &name, value).map(Some)
     }
+}
+
+/// Llama 4's `no_rope_layers`: 1 where a layer has RoPE (chunked attention),
+/// 0 where it has none (full attention).
+fn no_rope_list(name: &str, value: &Value, layers: u64) -> Result<LayerPattern, KvError> {
+    let bad = |problem: String| KvError::Config {
+        what: WHAT,
+        problem,
+    };
+    let Value::Array(entries) = value else {
+        return Err(bad(format!("`{name}` is {}; expected a list of 0 and 1", shown(value))));
+    };
+    let mut kinds = Vec::with_capacity(entries.len());
+    for (index, entry) in entries.iter().enumerate() {
+        kinds.push(match entry.as_u64() {
+            Some(1) => LayerKind::ChunkedAttention,
+            Some(0) => LayerKind::FullAttention,
+            _ => {
+                return Err(bad(format!(
+                    "`{name}[{index}]` is {}; expected 1 (RoPE, chunked attention) or 0 \
+                     (NoPE, full attention)",
+                    shown(entry)
+                )))
+            }
+        });
+    }
+    if kinds.len() as u64 != layers {
+        return Err(bad(format!(
+            "`{name}` lists {} layers but the model has {layers}",
+            kinds.len()
+        )));
+    }
+    LayerPattern::from_kinds(kinds, NO_ROPE_LAYERS).map_err(|e| pattern_error(name, e))
+}
+
+/// The pattern with its last `shared` layers holding no K/V of their own
+/// (Gemma-3n's `num_kv_shared_layers`: they read earlier layers' caches).
+fn kv_shared_tail(pattern: LayerPattern, name: &str, shared: u64) -> Result<LayerPattern, KvError> {
+    let layers = pattern.layers();
+    if shared >= layers {
+        return Err(KvError::Config {
+            what: WHAT,
+            problem: format!(
+                "`{name}` is {shared} but the model has {layers} layers: at least one layer \
+                 must keep its own K/V"
+            ),
+        });
+    }
+    if layers > MAX_LISTED_LAYERS {
+        return Err(KvError::Config {
+            what: WHAT,
+            problem: format!(
+                "`{name}` on {layers} layers: kv lists shared layers one by one, up to \
+                 {MAX_LISTED_LAYERS}"
+            ),
+        });
+    }
+    let owners = layers - shared;
+    let kinds: Vec<LayerKind> = pattern
+        .kinds()
+        .enumerate()
+        .map(|(i, kind)| if (i as u64) < owners { kind } else { LayerKind::KvShared })
+        .collect();
+    LayerPattern::from_kinds(kinds, NUM_KV_SHARED_LAYERS).map_err(|e| pattern_error(name, e))
 }
 
 /// A `layer_types`-style list, checked against the layer count.

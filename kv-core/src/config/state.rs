@@ -137,7 +137,6 @@ pub struct LinearAttentionConfig {
     pub conv_kernel: u64,
 }
 
-const SET_VALUE: &str = ".with_value(..)";
 
 impl HfConfig {
     /// Multi-head latent attention dimensions.
@@ -164,14 +163,9 @@ impl HfConfig {
     /// ```
     pub fn mla(&self) -> Result<MlaConfig, KvError> {
         Ok(MlaConfig {
-            layers: self.count_or("layers", self.layers, LAYERS, ".with_layers(..)")?,
-            kv_lora_rank: self.count_or("kv_lora_rank", None, KV_LORA_RANK, SET_VALUE)?,
-            qk_rope_head_dim: self.count_or(
-                "qk_rope_head_dim",
-                None,
-                QK_ROPE_HEAD_DIM,
-                SET_VALUE,
-            )?,
+            layers: self.count_or("layers", self.layers, LAYERS)?,
+            kv_lora_rank: self.count_or("kv_lora_rank", None, KV_LORA_RANK)?,
+            qk_rope_head_dim: self.count_or("qk_rope_head_dim", None, QK_ROPE_HEAD_DIM)?,
             dtype: match self.dtype {
                 Some(dtype) => dtype,
                 None => self.read_dtype()?,
@@ -224,9 +218,9 @@ impl HfConfig {
     /// ```
     pub fn mamba(&self) -> Result<MambaConfig, KvError> {
         let (version, pure) = self.mamba_version_of()?;
-        let layers = self.count_or("layers", self.layers, LAYERS, ".with_layers(..)")?;
-        let hidden = self.count_or("hidden", None, HIDDEN, SET_VALUE)?;
-        let expand = self.count_or("mamba expand", None, EXPAND, SET_VALUE)?;
+        let layers = self.count_or("layers", self.layers, LAYERS)?;
+        let hidden = self.count_or("hidden", None, HIDDEN)?;
+        let expand = self.count_or("mamba expand", None, EXPAND)?;
         let d_inner_keys = if pure { D_INNER_PURE } else { D_INNER };
         let d_inner = match self.find(d_inner_keys) {
             Some((key, value)) => positive("mamba d_inner", &key, value)?,
@@ -238,23 +232,23 @@ impl HfConfig {
                 ),
             })?,
         };
-        let d_state = self.count_or("mamba d_state", None, D_STATE, SET_VALUE)?;
-        let d_conv = self.count_or("mamba d_conv", None, D_CONV, SET_VALUE)?;
+        let d_state = self.count_or("mamba d_state", None, D_STATE)?;
+        let d_conv = self.count_or("mamba d_conv", None, D_CONV)?;
         let (n_groups, heads, head_dim) = match version {
             MambaVersion::Mamba1 => (None, None, None),
             MambaVersion::Mamba2 => {
-                let n_groups = self.count_or("mamba n_groups", None, N_GROUPS, SET_VALUE)?;
+                let n_groups = self.count_or("mamba n_groups", None, N_GROUPS)?;
                 let heads_keys = if pure { HEADS_PURE } else { HEADS };
-                let heads = self.count_or("mamba heads", None, heads_keys, SET_VALUE)?;
+                let heads = self.count_or("mamba heads", None, heads_keys)?;
                 let dim_keys = if pure { HEAD_DIM_PURE } else { HEAD_DIM };
-                let head_dim = self.count_or("mamba head_dim", None, dim_keys, SET_VALUE)?;
+                let head_dim = self.count_or("mamba head_dim", None, dim_keys)?;
                 if heads.checked_mul(head_dim) != Some(d_inner) {
                     return Err(KvError::Config {
                         what: "mamba head_dim",
                         problem: format!(
                             "Mamba2 heads {heads} x head_dim {head_dim} is not d_inner \
-                             {d_inner}; the config contradicts itself, fix it or give the \
-                             values with .with_value(..)"
+                             {d_inner}; the config contradicts itself; fix it or give the \
+                             values"
                         ),
                     });
                 }
@@ -298,8 +292,8 @@ impl HfConfig {
                 Err(KvError::Config {
                     what: "mamba version",
                     problem: format!(
-                        "cannot tell Mamba1 from Mamba2: {seen}, not one of {}; call \
-                         .with_mamba_version(..)",
+                        "cannot tell Mamba1 from Mamba2: {seen}, not one of {}; give \
+                         `model_type` (or say the version: HfConfig::with_mamba_version)",
                         keys(&types)
                     ),
                 })
@@ -320,7 +314,7 @@ impl HfConfig {
     /// Sections, `null`, and errors as for [`HfConfig`]. Layers are not read
     /// here: count the linear ones with [`HfConfig::layer_pattern`].
     pub fn linear_attention(&self) -> Result<LinearAttentionConfig, KvError> {
-        let read = |what, keys_tried| self.count_or(what, None, keys_tried, SET_VALUE);
+        let read = |what, keys_tried| self.count_or(what, None, keys_tried);
         Ok(LinearAttentionConfig {
             key_heads: read("linear key heads", LINEAR_KEY_HEADS)?,
             value_heads: read("linear value heads", LINEAR_VALUE_HEADS)?,

@@ -1,0 +1,263 @@
+//! One row per model family: the defaults its loader applies to keys a
+//! published `config.json` leaves out, and how its engine reads what is there.
+//! A new family is one row. Each row names its source, and `detected` (in
+//! [`crate::estimate`]) and [`HfConfig::notes`](super::HfConfig::notes) say
+//! which defaults were applied.
+
+/// How a family's KV heads are spelled, beyond the generic keys.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum KvHeads {
+    /// `n_head_kv`, `num_kv_heads`, `num_key_value_heads`,
+    /// `multi_query_group_num`, else `num_attention_heads` (vLLM's
+    /// `get_total_num_kv_heads`).
+    Generic,
+    /// `multi_query: true` means one KV head unless
+    /// `new_decoder_architecture` (vLLM's `FalconModelArchConfigConvertor`;
+    /// GPT-BigCode's attention builds one KV head under `multi_query`).
+    MultiQueryFlag,
+    /// `attn_config.kv_n_heads`, else `num_attention_heads` (vLLM's MPT model
+    /// and `DbrxModelArchConfigConvertor`).
+    AttnConfig,
+    /// `multi_query_group_num` when `multi_query_attention`, else
+    /// `num_attention_heads`; head dim `kv_channels` (vLLM's ChatGLM model).
+    ChatGlm,
+}
+
+/// What a family holds, when its keys alone would not say.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Holds {
+    /// Whatever its keys say (attention, a pattern, MLA, ...).
+    ByKeys,
+    /// Mamba state in every layer, no attention.
+    MambaOnly,
+    /// No attention and no state kv sizes: the words say what it keeps.
+    Unsized(&'static str),
+}
+
+/// One family.
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct ModelType {
+    /// The `model_type` values (a multimodal wrapper's and its text model's).
+    pub names: &'static [&'static str],
+    /// Keys the loader fills when the config leaves them out, as JSON text.
+    pub defaults: &'static [(&'static str, &'static str)],
+    /// Where the defaults come from, e.g. "transformers Gemma3TextConfig default".
+    pub source: &'static str,
+    pub kv_heads: KvHeads,
+    pub holds: Holds,
+}
+
+const fn generic(names: &'static [&'static str]) -> ModelType {
+    ModelType {
+        names,
+        defaults: &[],
+        source: "",
+        kv_heads: KvHeads::Generic,
+        holds: Holds::ByKeys,
+    }
+}
+
+/// The table. Defaults are transformers 5.25's config classes (their
+/// dataclass fields and `__post_init__`); engine rules are vLLM 0.33's.
+pub(crate) const MODEL_TYPES: &[ModelType] = &[
+    ModelType {
+        // Gemma2Config: layer_types alternate, sliding first ((i + 1) % 2).
+        names: &["gemma2"],
+        defaults: &[
+            ("sliding_window_pattern", "2"),
+            ("sliding_window", "4096"),
+            ("num_attention_heads", "8"),
+            ("num_key_value_heads", "4"),
+            ("head_dim", "256"),
+            ("max_position_embeddings", "8192"),
+        ],
+        source: "transformers Gemma2Config default",
+        kv_heads: KvHeads::Generic,
+        holds: Holds::ByKeys,
+    },
+    ModelType {
+        // Gemma3TextConfig.__post_init__: sliding_window_pattern 6.
+        names: &["gemma3_text", "gemma3"],
+        defaults: &[
+            ("sliding_window_pattern", "6"),
+            ("sliding_window", "4096"),
+            ("num_attention_heads", "8"),
+            ("num_key_value_heads", "4"),
+            ("head_dim", "256"),
+            ("max_position_embeddings", "131072"),
+        ],
+        source: "transformers Gemma3TextConfig default",
+        kv_heads: KvHeads::Generic,
+        holds: Holds::ByKeys,
+    },
+    ModelType {
+        // Gemma3nTextConfig: every 5th layer full; the last
+        // num_kv_shared_layers reuse earlier layers' K/V.
+        names: &["gemma3n_text", "gemma3n"],
+        defaults: &[
+            ("sliding_window_pattern", "5"),
+            ("sliding_window", "512"),
+            ("num_kv_shared_layers", "15"),
+            ("num_hidden_layers", "35"),
+            ("num_attention_heads", "8"),
+            ("num_key_value_heads", "2"),
+            ("head_dim", "256"),
+            ("max_position_embeddings", "32768"),
+        ],
+        source: "transformers Gemma3nTextConfig default",
+        kv_heads: KvHeads::Generic,
+        holds: Holds::ByKeys,
+    },
+    ModelType {
+        // Llama4TextConfig: a NoPE (full attention) layer every 4th, the
+        // rest chunked over attention_chunk_size.
+        names: &["llama4_text", "llama4"],
+        defaults: &[
+            ("attention_chunk_size", "8192"),
+            ("no_rope_layer_interval", "4"),
+            ("num_attention_heads", "40"),
+            ("num_key_value_heads", "8"),
+            ("head_dim", "128"),
+            ("max_position_embeddings", "131072"),
+        ],
+        source: "transformers Llama4TextConfig default",
+        kv_heads: KvHeads::Generic,
+        holds: Holds::ByKeys,
+    },
+    ModelType {
+        names: &["falcon", "RefinedWeb", "RefinedWebModel"],
+        defaults: &[("multi_query", "true"), ("new_decoder_architecture", "false")],
+        source: "transformers FalconConfig default",
+        kv_heads: KvHeads::MultiQueryFlag,
+        holds: Holds::ByKeys,
+    },
+    ModelType {
+        names: &["gpt_bigcode"],
+        defaults: &[("multi_query", "true")],
+        source: "transformers GPTBigCodeConfig default",
+        kv_heads: KvHeads::MultiQueryFlag,
+        holds: Holds::ByKeys,
+    },
+    ModelType {
+        names: &["mpt", "dbrx"],
+        defaults: &[],
+        source: "",
+        kv_heads: KvHeads::AttnConfig,
+        holds: Holds::ByKeys,
+    },
+    ModelType {
+        names: &["chatglm", "glm"],
+        defaults: &[],
+        source: "",
+        kv_heads: KvHeads::ChatGlm,
+        holds: Holds::ByKeys,
+    },
+    ModelType {
+        names: &["mamba", "falcon_mamba", "mamba2"],
+        defaults: &[],
+        source: "",
+        kv_heads: KvHeads::Generic,
+        holds: Holds::MambaOnly,
+    },
+    ModelType {
+        names: &["rwkv", "rwkv5", "rwkv6", "rwkv7"],
+        defaults: &[],
+        source: "",
+        kv_heads: KvHeads::Generic,
+        holds: Holds::Unsized(
+            "RWKV has no attention: each layer keeps a fixed time-mix and channel-mix \
+             state, which kv's estimator does not size; declare it with \
+             `state(...)` in Rust",
+        ),
+    },
+    // Families read by the generic keys alone: known, so not reported as unknown.
+    generic(&[
+        "llama",
+        "mistral",
+        "mixtral",
+        "ministral",
+        "mistral3",
+        "starcoder2",
+        "qwen2",
+        "qwen2_moe",
+        "qwen2_vl",
+        "qwen2_5_vl",
+        "qwen3",
+        "qwen3_moe",
+        "qwen3_next",
+        "qwen3_vl",
+        "phi",
+        "phi3",
+        "phimoe",
+        "gemma",
+        "cohere",
+        "cohere2",
+        "olmo",
+        "olmo2",
+        "internlm2",
+        "granite",
+        "granitemoe",
+        "granitemoehybrid",
+        "jamba",
+        "bamba",
+        "nemotron_h",
+        "zamba2",
+        "falcon_h1",
+        "deepseek_v2",
+        "deepseek_v3",
+        "kimi_k2",
+        "whisper",
+        "gpt2",
+        "gpt_neox",
+        "gptj",
+        "opt",
+        "bloom",
+        "baichuan",
+        "yi",
+        "exaone",
+        "hunyuan",
+        "hunyuan_v1_dense",
+        "hunyuan_v1_moe",
+        "llava",
+        "internvl_chat",
+        "mllama",
+        "gpt_oss",
+        "glm4",
+        "glm4_moe",
+    ]),
+];
+
+/// The row for `model_type`, if kv knows it.
+pub(crate) fn model_type(name: &str) -> Option<&'static ModelType> {
+    MODEL_TYPES.iter().find(|row| row.names.contains(&name))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn every_default_is_json_and_every_row_with_defaults_names_its_source() {
+        for row in MODEL_TYPES {
+            for (key, text) in row.defaults {
+                assert!(
+                    serde_json::from_str::<serde_json::Value>(text).is_ok(),
+                    "{key}: {text}"
+                );
+            }
+            assert_eq!(row.defaults.is_empty(), row.source.is_empty(), "{:?}", row.names);
+        }
+    }
+
+    #[test]
+    fn no_model_type_is_in_two_rows() {
+        let mut seen = std::collections::BTreeSet::new();
+        for row in MODEL_TYPES {
+            for name in row.names {
+                assert!(seen.insert(*name), "{name} twice");
+            }
+        }
+        assert_eq!(model_type("gemma3").unwrap().source, "transformers Gemma3TextConfig default");
+        assert!(model_type("not_a_model").is_none());
+    }
+}

@@ -1,0 +1,164 @@
+//! `max_model_len` as vLLM derives and checks it
+//! (`vllm/config/model.py _get_and_verify_max_len`,
+//! `ModelArchConfigConvertorBase.derive_max_model_len_and_key`).
+
+use serde_json::Value;
+
+use super::{config_error, EstimateSettings};
+use crate::{HfConfig, KvError};
+
+/// The keys vLLM takes the smallest of, in its order.
+const MAX_LEN_KEYS: [&str; 9] = [
+    "max_position_embeddings",
+    "n_positions",
+    "max_seq_len",
+    "seq_length",
+    "model_max_length",
+    "max_target_positions",
+    "max_sequence_length",
+    "max_seq_length",
+    "seq_len",
+];
+
+/// RoPE types whose `factor` vLLM does not apply again (the config's length
+/// is already scaled).
+const UNSCALED_ROPE: [&str; 6] = [
+    "su",
+    "longrope",
+    "llama3",
+    "yarn",
+    "deepseek_yarn",
+    "deepseek_llama_scaling",
+];
+
+/// The model's length as vLLM derives it, with where it came from.
+struct Derived {
+    len: u64,
+    source: String,
+}
+
+/// The `max_model_len` to size for, and a sentence saying where it came from.
+pub(super) fn max_model_len(
+    hf: &HfConfig,
+    settings: &EstimateSettings,
+) -> Result<(u64, String), KvError> {
+    let derived = derive(hf)?;
+    match (settings.positions, derived) {
+        (Some(given), Some(derived)) if given > derived.len => {
+            if settings.allow_long_max_model_len {
+                Ok((
+                    given,
+                    format!(
+                        "max_model_len {given} (given, above the model's {} from {}, allowed)",
+                        derived.len, derived.source
+                    ),
+                ))
+            } else {
+                Err(config_error(
+                    "max_model_len",
+                    format!(
+                        "the max_model_len given, {given}, is greater than the model's {} \
+                         ({}); vLLM refuses it (VLLM_ALLOW_LONG_MAX_MODEL_LEN), and so does \
+                         kv unless a longer length is allowed",
+                        derived.len, derived.source
+                    ),
+                ))
+            }
+        }
+        (Some(given), _) => Ok((given, format!("max_model_len {given} (given)"))),
+        (None, Some(derived)) => Ok((
+            derived.len,
+            format!("max_model_len {} ({})", derived.len, derived.source),
+        )),
+        (None, None) => Err(config_error(
+            "max_model_len",
+            format!(
+                "no max_model_len was given and the config sets none of {} (looked at the \
+                 given values, the top level, `text_config`, `llm_config`); give the length",
+                MAX_LEN_KEYS
+                    .iter()
+                    .map(|k| format!("`{k}`"))
+                    .collect::<Vec<_>>()
+                    .join(", ")
+            ),
+        )),
+    }
+}
+
+/// vLLM's derived length: the smallest of the length keys, `model_max_length`
+/// over all, times a RoPE `factor` where vLLM applies one; LongRoPE defaults
+/// to `original_max_position_embeddings`. `None` when no key is set.
+fn derive(hf: &HfConfig) -> Result<Option<Derived>, KvError> {
+    let mut found: Option<(u64, String)> = None;
+    for key in MAX_LEN_KEYS {
+        if let Some((name, value)) = hf.value(key) {
+            let len = length(&name, value)?;
+            if found.as_ref().is_none_or(|(least, _)| len < *least) {
+                found = Some((len, name));
+            }
+        }
+    }
+    if let Some((name, value)) = hf.value("model_max_length") {
+        found = Some((length(&name, value)?, name));
+    }
+    let Some((len, key)) = found else {
+        return Ok(None);
+    };
+    let model_type = hf.model_types().first().map(|t| t.to_owned());
+    let Some((rope_key, rope)) = hf
+        .value("rope_scaling")
+        .or_else(|| hf.value("rope_parameters"))
+        .filter(|(_, v)| v.is_object())
+    else {
+        return Ok(Some(Derived {
+            len,
+            source: format!("`{key}` of the config"),
+        }));
+    };
+    let rope_type = rope
+        .get("rope_type")
+        .or_else(|| rope.get("type"))
+        .and_then(Value::as_str)
+        .unwrap_or("default");
+    if rope_type == "longrope" {
+        if let Some((name, value)) = hf.value("original_max_position_embeddings") {
+            return Ok(Some(Derived {
+                len: length(&name, value)?,
+                source: format!("`{name}`: vLLM's default for LongRoPE"),
+            }));
+        }
+    }
+    let gemma3 = model_type.is_some_and(|t| t.contains("gemma3"));
+    let factor = rope.get("factor").and_then(Value::as_f64);
+    match factor {
+        Some(factor) if !gemma3 && !UNSCALED_ROPE.contains(&rope_type) && factor != 1.0 => {
+            let scaled = (len as f64) * factor;
+            if !(scaled.is_finite() && scaled >= 1.0 && scaled < u64::MAX as f64) {
+                return Err(config_error(
+                    "max_model_len",
+                    format!("`{key}` {len} x `{rope_key}.factor` {factor} is not a length"),
+                ));
+            }
+            // vLLM truncates (`int(...)`); a fractional length is cut as it cuts it.
+            Ok(Some(Derived {
+                len: scaled as u64,
+                source: format!(
+                    "`{key}` {len} x `{rope_key}.factor` {factor} ({rope_type} RoPE, as vLLM scales it)"
+                ),
+            }))
+        }
+        _ => Ok(Some(Derived {
+            len,
+            source: format!("`{key}` of the config"),
+        })),
+    }
+}
+
+fn length(name: &str, value: &Value) -> Result<u64, KvError> {
+    value.as_u64().filter(|n| *n > 0).ok_or_else(|| {
+        config_error(
+            "max_model_len",
+            format!("`{name}` is {value}; expected a positive integer"),
+        )
+    })
+}

@@ -1,0 +1,612 @@
+//! vLLM 0.33's sizing rules, one kind of layer each: the spec classes of
+//! `vllm/v1/kv_cache_interface.py` and the hybrid block size of
+//! `vllm/platforms/interface.py Platform._align_hybrid_block_size`.
+
+use serde_json::Value;
+
+use super::{config_error, overflow, EstimateSettings, VLLM_VERSION};
+use crate::config::{MambaVersion, MlaConfig};
+use crate::{
+    DType, Geometry, HfConfig, KvError, KvSpec, Latent, LayerKind, PositionPolicy, Positions,
+    RecurrentState, Rows, Scope, StatePart, Storage,
+};
+
+/// The smallest kernel block of vLLM's attention backends (FlashAttention):
+/// hybrid block sizes are multiples of it.
+const KERNEL_BLOCK: u64 = 16;
+/// FlashInfer's Gated DeltaNet prefill exports checkpoints on a 64-token
+/// grid (`FLASHINFER_GDN_CHECKPOINT_ALIGNMENT`), so in `align` mode a
+/// Gated DeltaNet model's blocks are multiples of 64.
+const GDN_CHECKPOINT_ALIGNMENT: u64 = 64;
+
+/// How blocks and state pages are laid out for one model.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(super) struct Paging {
+    /// The attention block size used, in tokens.
+    pub block_size: u64,
+    /// Recurrent layers run in cache mode `align` (prefix caching on a hybrid).
+    align: bool,
+    /// Where a hybrid raised the block: the state page that set it, the
+    /// attention bytes per token per layer, and the alignment.
+    raised: Option<Raised>,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+struct Raised {
+    state_page: u64,
+    attention_per_token: u64,
+    alignment: u64,
+    requested: u64,
+}
+
+impl Paging {
+    /// Attention alone: the requested block size.
+    pub fn plain(block_size: u64) -> Paging {
+        Paging {
+            block_size,
+            align: false,
+            raised: None,
+        }
+    }
+
+    /// The paging for a model of these layer groups: a hybrid's attention
+    /// block grows until one attention page holds one state page
+    /// (`_align_hybrid_block_size`); an attention-free model has no prefix
+    /// caching (`ModelConfig.is_prefix_caching_supported`), so mode `none`.
+    pub fn for_groups(
+        hf: &HfConfig,
+        settings: &EstimateSettings,
+        groups: &[(LayerKind, u64)],
+    ) -> Result<Paging, KvError> {
+        let recurrent: Vec<LayerKind> = groups
+            .iter()
+            .map(|(kind, _)| *kind)
+            .filter(|kind| matches!(kind, LayerKind::Mamba | LayerKind::LinearAttention))
+            .collect();
+        let attention = groups.iter().any(|(kind, _)| {
+            matches!(
+                kind,
+                LayerKind::FullAttention | LayerKind::SlidingAttention | LayerKind::ChunkedAttention
+            )
+        });
+        let plain = Paging::plain(settings.block_size);
+        if recurrent.is_empty() || !attention {
+            return Ok(plain);
+        }
+        let align = settings.engine.prefix_caching;
+        let geometry = hf.geometry()?.with_layers(1);
+        let (storage, _) = attention_storage(settings, hf, geometry.storage.dtype().unwrap_or(DType::BF16))?;
+        let attention_per_token = geometry
+            .with_storage(storage)
+            .bytes_per_position()
+            .map_err(overflow("one attention layer's bytes per token".to_owned()))?;
+        let mut state_page = 0;
+        for kind in &recurrent {
+            let (parts, _) = state_parts(hf, *kind)?;
+            let bytes = RecurrentState::from_parts(1, parts)
+                .bytes_per_layer()
+                .map_err(overflow("one recurrent layer's state".to_owned()))?;
+            state_page = state_page.max(bytes);
+        }
+        let mut alignment = KERNEL_BLOCK.max(settings.block_size);
+        if align && recurrent.iter().all(|kind| *kind == LayerKind::LinearAttention) {
+            alignment = lcm(alignment, GDN_CHECKPOINT_ALIGNMENT);
+        }
+        let too_big = || overflow("the hybrid block size".to_owned());
+        let per_aligned = alignment
+            .checked_mul(attention_per_token)
+            .ok_or_else(|| too_big()(crate::Overflow { step: "alignment x attention page" }))?;
+        let block = alignment
+            .checked_mul(state_page.div_ceil(per_aligned))
+            .and_then(|b| b.div_ceil(KERNEL_BLOCK).checked_mul(KERNEL_BLOCK))
+            .ok_or_else(|| too_big()(crate::Overflow { step: "the block size" }))?;
+        if block <= settings.block_size {
+            return Ok(Paging { align, ..plain });
+        }
+        Ok(Paging {
+            block_size: block,
+            align,
+            raised: Some(Raised {
+                state_page,
+                attention_per_token,
+                alignment,
+                requested: settings.block_size,
+            }),
+        })
+    }
+
+    /// The padded state page, where a raised block pads it.
+    fn padded_page(&self) -> Option<u64> {
+        let raised = self.raised?;
+        let page = self.block_size.checked_mul(raised.attention_per_token)?;
+        (page > raised.state_page).then_some(page)
+    }
+
+    /// The convention in words, for [`super::Estimate::convention`].
+    pub fn convention(&self, settings: &EstimateSettings) -> String {
+        let engine = &settings.engine;
+        let block = match self.raised {
+            None => format!("block_size {}", self.block_size),
+            Some(raised) => format!(
+                "block_size {} (raised from {}: {} x cdiv(state page {} B, {} x {} B per \
+                 token per attention layer), so one attention page covers one state page)",
+                self.block_size,
+                raised.requested,
+                raised.alignment,
+                raised.state_page,
+                raised.alignment,
+                raised.attention_per_token
+            ),
+        };
+        format!(
+            "vLLM {VLLM_VERSION}: {block}, max_num_batched_tokens {} x {} batch(es) in flight \
+             ({}, pp {}), prefix caching {}, {} speculative token(s)",
+            settings.max_num_batched_tokens,
+            engine.in_flight_batches(),
+            if engine.async_scheduling {
+                "async scheduling"
+            } else {
+                "no async scheduling"
+            },
+            engine.pipeline_stages,
+            if engine.prefix_caching { "on" } else { "off" },
+            engine.speculative_tokens
+        )
+    }
+}
+
+fn lcm(a: u64, b: u64) -> u64 {
+    let (mut x, mut y) = (a, b);
+    while y != 0 {
+        (x, y) = (y, x % y);
+    }
+    a / x * b
+}
+
+/// K/V storage: `kv_format`, else what the config's scheme says, else the
+/// model dtype; with a sentence when it is not the model dtype.
+fn attention_storage(
+    settings: &EstimateSettings,
+    hf: &HfConfig,
+    dtype: DType,
+) -> Result<(Storage, Option<String>), KvError> {
+    if let Some(storage) = settings.kv_format {
+        return Ok((storage, Some(format!("K/V stored as {storage} (given)"))));
+    }
+    match hf.kv_cache_scheme()? {
+        None => Ok((Storage::Dense(dtype), None)),
+        Some(scheme) => match (scheme.num_bits, scheme.kind) {
+            (Some(8), Some(crate::config::KvQuantType::Float)) => Ok((
+                Storage::Dense(DType::F8E4M3),
+                Some(format!("K/V in f8e4m3 as `{}` states", scheme.source)),
+            )),
+            _ => Ok((
+                Storage::Dense(dtype),
+                Some(format!(
+                    "`{}` declares KV quantization without an element format kv reads: \
+                     figures use the model dtype {dtype} (vLLM's --kv-cache-dtype auto); \
+                     give the format as the KV format",
+                    scheme.source
+                )),
+            )),
+        },
+    }
+}
+
+/// A recurrent kind's parts per layer (model dtype), with its words.
+fn state_parts(hf: &HfConfig, kind: LayerKind) -> Result<(Vec<StatePart>, String), KvError> {
+    let dtype = model_dtype(hf)?;
+    let too_big = |what: &str| overflow(format!("the {what} state of one layer"));
+    if kind == LayerKind::LinearAttention {
+        let linear = hf.linear_attention()?;
+        // vLLM keeps conv_kernel - 1 positions of conv state.
+        let conv = StatePart::gated_delta_conv(
+            linear.key_heads,
+            linear.key_head_dim,
+            linear.value_heads,
+            linear.value_head_dim,
+            linear.conv_kernel.saturating_sub(1),
+            dtype,
+        )
+        .map_err(too_big("Gated DeltaNet"))?;
+        let ssm = StatePart::gated_delta_ssm(
+            linear.value_heads,
+            linear.value_head_dim,
+            linear.key_head_dim,
+        )
+        .with_storage(Storage::Dense(dtype));
+        return Ok((
+            vec![conv, ssm],
+            format!(
+                "Gated DeltaNet: conv over conv_kernel - 1 = {} positions, ssm (value heads, \
+                 value dim, key dim), {dtype}",
+                linear.conv_kernel.saturating_sub(1)
+            ),
+        ));
+    }
+    let mamba = hf.mamba()?;
+    let ssm_dtype = ssm_dtype(hf, dtype)?;
+    match mamba.version {
+        MambaVersion::Mamba1 => Ok((
+            // vLLM's Mamba1 conv is (d_conv - 1, d_inner).
+            vec![
+                StatePart::new("conv", [mamba.d_conv.saturating_sub(1), mamba.d_inner, 1], dtype)
+                    .split_on(1),
+                StatePart::mamba_ssm(mamba.d_inner, mamba.d_state, ssm_dtype),
+            ],
+            format!(
+                "Mamba1: d_inner {}, d_state {}, conv over d_conv - 1 = {} positions, conv \
+                 {dtype}, ssm {ssm_dtype}",
+                mamba.d_inner,
+                mamba.d_state,
+                mamba.d_conv.saturating_sub(1)
+            ),
+        )),
+        _ => {
+            let missing = |what: &'static str| {
+                config_error(what, format!("Mamba2 state needs its {what}; give it"))
+            };
+            let groups = mamba.n_groups.ok_or_else(|| missing("mamba n_groups"))?;
+            let heads = mamba.heads.ok_or_else(|| missing("mamba heads"))?;
+            let head_dim = mamba.head_dim.ok_or_else(|| missing("mamba head_dim"))?;
+            Ok((
+                vec![
+                    StatePart::mamba2_conv(mamba.d_inner, groups, mamba.d_state, mamba.d_conv, dtype)
+                        .map_err(too_big("Mamba2"))?,
+                    StatePart::mamba2_ssm(heads, head_dim, mamba.d_state, ssm_dtype),
+                ],
+                format!(
+                    "Mamba2: d_inner {}, d_state {}, {groups} groups, {heads} heads of \
+                     {head_dim}, conv over d_conv - 1 = {} positions, conv {dtype}, ssm \
+                     {ssm_dtype}",
+                    mamba.d_inner,
+                    mamba.d_state,
+                    mamba.d_conv.saturating_sub(1)
+                ),
+            ))
+        }
+    }
+}
+
+/// The ssm state's dtype: the model dtype (`mamba_ssm_cache_dtype auto`),
+/// except NemotronH, whose config (or vLLM's default for it) says float32
+/// (`NemotronHForCausalLMConfig.update_mamba_ssm_cache_dtype`).
+fn ssm_dtype(hf: &HfConfig, dtype: DType) -> Result<DType, KvError> {
+    if !hf.model_types().contains(&"nemotron_h") {
+        return Ok(dtype);
+    }
+    match hf.value("mamba_ssm_cache_dtype") {
+        None => {
+            hf.note("ssm state float32: vLLM's default for NemotronH".to_owned());
+            Ok(DType::F32)
+        }
+        Some((key, Value::String(name))) => DType::from_torch_dtype(name).ok_or_else(|| {
+            config_error("mamba ssm dtype", format!("`{key}` is {name:?}, not a dtype kv knows"))
+        }),
+        Some((key, other)) => Err(config_error(
+            "mamba ssm dtype",
+            format!("`{key}` is {other}; expected a dtype name"),
+        )),
+    }
+}
+
+/// The model dtype, which recurrent state takes (vLLM's `mamba_cache_dtype auto`).
+fn model_dtype(hf: &HfConfig) -> Result<DType, KvError> {
+    // geometry() reads the dtype with HfConfig's rules; layers, heads and
+    // head dim are given so only the dtype can fail.
+    let geometry = hf
+        .clone()
+        .with_layers(1)
+        .with_kv_heads(1)
+        .with_head_dim(1)
+        .geometry()?;
+    Ok(geometry.storage.dtype().unwrap_or(DType::BF16))
+}
+
+/// Builds each kind's declaration.
+pub(super) struct Builder<'a> {
+    pub settings: &'a EstimateSettings,
+    pub max_model_len: u64,
+    pub paging: Paging,
+    /// What every declaration's note starts with.
+    pub note: String,
+}
+
+impl Builder<'_> {
+    fn note(&self) -> String {
+        format!(
+            "{}; {}",
+            self.note,
+            self.paging.convention(self.settings)
+        )
+    }
+
+    fn in_flight_tokens(&self) -> Result<u64, KvError> {
+        self.settings
+            .max_num_batched_tokens
+            .checked_mul(self.settings.engine.in_flight_batches())
+            .ok_or_else(|| {
+                config_error(
+                    "estimate settings",
+                    format!(
+                        "max_num_batched_tokens {} x {} batches in flight overflows u64",
+                        self.settings.max_num_batched_tokens,
+                        self.settings.engine.in_flight_batches()
+                    ),
+                )
+            })
+    }
+
+    fn over_length(&self, what: &str) -> impl Fn(crate::Overflow) -> KvError {
+        let max_model_len = self.max_model_len;
+        let what = what.to_owned();
+        move |o| KvError::Config {
+            what: "max_model_len",
+            problem: format!("{} overflows u64 for {what} at max_model_len {max_model_len}", o.step),
+        }
+    }
+
+    pub fn attention(
+        &self,
+        name: &'static str,
+        cache: &str,
+        geometry: Geometry,
+        positions: Positions,
+        hf: &HfConfig,
+    ) -> Result<KvSpec, KvError> {
+        let dtype = geometry.storage.dtype().unwrap_or(DType::BF16);
+        let (storage, said) = attention_storage(self.settings, hf, dtype)?;
+        let geometry = geometry.with_storage(storage);
+        geometry
+            .bytes_per_row(positions.count)
+            .map_err(self.over_length(name))?;
+        let spec = KvSpec::attention(
+            name,
+            format!(
+                "vLLM {VLLM_VERSION} {cache} (paged K/V, {storage}, block {})",
+                self.paging.block_size
+            ),
+            geometry,
+            positions,
+            Scope::Request,
+            Rows::MaxNumSeqs,
+        )
+        .note(self.note());
+        Ok(match said {
+            Some(said) => spec.assumes(said),
+            None => spec,
+        })
+    }
+
+    fn full_positions(&self, name: &str) -> Result<Positions, KvError> {
+        Positions::from_policy(PositionPolicy::PaddedTo {
+            count: self.max_model_len,
+            multiple: self.paging.block_size,
+        })
+        .map_err(self.over_length(name))
+    }
+
+    pub fn full(&self, geometry: Geometry, name: &'static str, hf: &HfConfig) -> Result<KvSpec, KvError> {
+        let positions = self.full_positions(name)?;
+        self.attention(name, "FullAttentionSpec", geometry, positions, hf)
+    }
+
+    pub fn sliding(&self, geometry: Geometry, window: u64, hf: &HfConfig) -> Result<KvSpec, KvError> {
+        let positions = Positions::from_policy(PositionPolicy::VllmSlidingWindow {
+            window,
+            max_num_batched_tokens: self.in_flight_tokens()?,
+            max_model_len: self.max_model_len,
+            block_size: self.paging.block_size,
+        })
+        .map_err(self.over_length("sliding_attention"))?;
+        self.attention("sliding_attention", "SlidingWindowSpec", geometry, positions, hf)
+    }
+
+    fn chunked(&self, geometry: Geometry, hf: &HfConfig) -> Result<KvSpec, KvError> {
+        let chunk = match hf.value("attention_chunk_size") {
+            Some((key, value)) => value.as_u64().filter(|n| *n > 0).ok_or_else(|| {
+                config_error(
+                    "attention_chunk_size",
+                    format!("`{key}` is {value}; expected a positive integer"),
+                )
+            })?,
+            None => {
+                return Err(config_error(
+                    "attention_chunk_size",
+                    "the layer pattern has chunked_attention layers but `attention_chunk_size` \
+                     is not set (looked at the given values, the top level, `text_config`, \
+                     `llm_config`); give `attention_chunk_size`"
+                        .to_owned(),
+                ))
+            }
+        };
+        let positions = Positions::from_policy(PositionPolicy::VllmChunkedLocal {
+            chunk,
+            max_num_batched_tokens: self.in_flight_tokens()?,
+            max_model_len: self.max_model_len,
+            block_size: self.paging.block_size,
+        })
+        .map_err(self.over_length("chunked_attention"))?;
+        self.attention(
+            "chunked_attention",
+            "ChunkedLocalAttentionSpec",
+            geometry,
+            positions,
+            hf,
+        )
+    }
+
+    pub fn latent(&self, mla: MlaConfig, hf: &HfConfig) -> Result<KvSpec, KvError> {
+        let latent = Latent::new(mla.layers, mla.kv_lora_rank, mla.qk_rope_head_dim, mla.dtype);
+        let dtype = latent.storage.dtype().unwrap_or(DType::BF16);
+        let (storage, said) = attention_storage(self.settings, hf, dtype)?;
+        let latent = latent.with_storage(storage);
+        let positions = self.full_positions("mla_latent")?;
+        latent
+            .bytes_per_row(positions.count)
+            .map_err(self.over_length("mla_latent"))?;
+        let spec = KvSpec::latent(
+            "mla_latent",
+            format!(
+                "vLLM {VLLM_VERSION} MLAAttentionSpec (paged latent, {storage}, block {})",
+                self.paging.block_size
+            ),
+            latent,
+            positions,
+            Scope::Request,
+            Rows::MaxNumSeqs,
+        )
+        .note(self.note());
+        Ok(match said {
+            Some(said) => spec.assumes(said),
+            None => spec,
+        })
+    }
+
+    pub fn group(&self, hf: &HfConfig, kind: LayerKind, count: u64) -> Result<KvSpec, KvError> {
+        match kind {
+            LayerKind::FullAttention => {
+                self.full(hf.geometry()?.with_layers(count), "full_attention", hf)
+            }
+            LayerKind::SlidingAttention => {
+                let window = hf.sliding_window()?.ok_or_else(|| {
+                    config_error(
+                        "sliding_window",
+                        "the layer pattern has sliding_attention layers but `sliding_window` \
+                         is null; give `sliding_window`"
+                            .to_owned(),
+                    )
+                })?;
+                self.sliding(hf.geometry()?.with_layers(count), window, hf)
+            }
+            LayerKind::ChunkedAttention => self.chunked(hf.geometry()?.with_layers(count), hf),
+            LayerKind::Mamba => self.mamba(hf, count),
+            LayerKind::LinearAttention => self.recurrent(hf, LayerKind::LinearAttention, count),
+            // Holds nothing; the caller skips it. An error, not a panic, if not.
+            _ => Err(config_error(
+                "layer pattern",
+                format!("`{kind}` layers hold no cache of their own"),
+            )),
+        }
+    }
+
+    pub fn mamba(&self, hf: &HfConfig, layers: u64) -> Result<KvSpec, KvError> {
+        self.recurrent(hf, LayerKind::Mamba, layers)
+    }
+
+    /// Mamba or Gated DeltaNet state over `layers`: pages of the state,
+    /// padded to the attention page in a hybrid, 2 (or 3 with checkpoints)
+    /// in `align` mode, plus one per speculative token.
+    fn recurrent(&self, hf: &HfConfig, kind: LayerKind, layers: u64) -> Result<KvSpec, KvError> {
+        let (mut parts, words) = state_parts(hf, kind)?;
+        let content = RecurrentState::from_parts(1, parts.clone())
+            .bytes_per_layer()
+            .map_err(overflow(format!("one {kind} layer's state")))?;
+        let padded = self.paging.padded_page();
+        if let Some(page) = padded {
+            // One byte per element, split like the state, so ranks divide it.
+            parts.push(StatePart::new("page_padding", [page - content, 1, 1], DType::U8).split_on(0));
+        }
+        let checkpoints = kind == LayerKind::LinearAttention
+            || hf.mamba().is_ok_and(|m| m.version == MambaVersion::Mamba2);
+        let (mode, pages) = if self.paging.align {
+            ("align", 2 + u64::from(checkpoints))
+        } else {
+            ("none", 1)
+        };
+        let speculative = self.settings.engine.speculative_tokens;
+        let slots = pages.checked_add(speculative).ok_or_else(|| {
+            config_error("estimate settings", format!("{speculative} speculative tokens overflow u64"))
+        })?;
+        let state = RecurrentState::from_parts(layers, parts).with_slots(slots);
+        state
+            .bytes_per_row()
+            .map_err(overflow(format!("{layers} {kind} layers")))?;
+        let page = padded.unwrap_or(content);
+        let name = if kind == LayerKind::Mamba { "mamba" } else { "linear_attention" };
+        let mut spec = KvSpec::recurrent(
+            name,
+            format!(
+                "vLLM {VLLM_VERSION} MambaSpec ({words}; mamba cache mode {mode}: {slots} \
+                 page(s) of {page} B{})",
+                match padded {
+                    Some(_) => format!(", state {content} B padded to the attention page"),
+                    None => String::new(),
+                }
+            ),
+            state,
+            Scope::Request,
+            Rows::MaxNumSeqs,
+        )
+        .note(self.note());
+        spec = spec.assumes(format!(
+            "{} page(s) per layer: {}{}",
+            slots,
+            if self.paging.align {
+                format!(
+                    "prefix caching on, so mode align keeps 2{}",
+                    if checkpoints { " + 1 prefill checkpoint" } else { "" }
+                )
+            } else {
+                "mode none keeps 1".to_owned()
+            },
+            if speculative > 0 {
+                format!(" + {speculative} for speculative tokens")
+            } else {
+                ", no speculative decoding (each speculative token adds one)".to_owned()
+            }
+        ));
+        Ok(spec)
+    }
+}
+
+/// Whisper-style: decoder self-attention and cross-attention over the
+/// encoder's positions, with the decoder's layers and heads.
+pub(super) fn encoder_decoder<'a>(
+    hf: &HfConfig,
+    key: &str,
+    encoder: &Value,
+    builder: impl Fn(&str) -> Builder<'a>,
+) -> Result<(String, Vec<KvSpec>), KvError> {
+    let encoder_positions = encoder.as_u64().filter(|n| *n > 0).ok_or_else(|| {
+        config_error(
+            "max_source_positions",
+            format!("`{key}` is {encoder}; expected a positive integer"),
+        )
+    })?;
+    // The decoder's layers and heads, where the config gives them apart
+    // from the encoder's; read through HfConfig so they are checked alike.
+    let mut decoder = hf.clone();
+    let mut said = Vec::new();
+    for (from, to) in [
+        ("decoder_layers", "num_hidden_layers"),
+        ("decoder_attention_heads", "num_attention_heads"),
+    ] {
+        if let Some((name, value)) = hf.value(from) {
+            decoder = decoder.with_value(to, value.clone());
+            said.push(format!("`{name}` {value}"));
+        }
+    }
+    let geometry = decoder.geometry()?;
+    let detected = format!(
+        "encoder-decoder: `{key}` {encoder_positions} encoder positions; decoder {} layers, {} heads of {}{}",
+        geometry.layers,
+        geometry.kv_heads,
+        geometry.head_dim,
+        if said.is_empty() {
+            String::new()
+        } else {
+            format!(" ({})", said.join(", "))
+        }
+    );
+    let builder = builder(&detected);
+    let self_attention = builder.full(geometry, "self_attention", hf)?;
+    let cross = Positions::from_policy(PositionPolicy::PaddedTo {
+        count: encoder_positions,
+        multiple: builder.paging.block_size,
+    })
+    .map_err(overflow(format!("`{key}` {encoder_positions}")))?;
+    let cross_attention =
+        builder.attention("cross_attention", "CrossAttentionSpec", geometry, cross, hf)?;
+    Ok((detected, vec![self_attention, cross_attention]))
+}
