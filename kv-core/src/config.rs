@@ -800,9 +800,9 @@ mod tests {
         assert_eq!(
             err.to_string(),
             "kv: cannot read layers from the config: none of `num_hidden_layers`, \
-             `encoder_layers`, `num_layers`, `n_layer` is set; looked at the top level, then \
-             `text_config` (absent), then `llm_config` (absent); fix the config or call \
-             .with_layers(..)"
+             `encoder_layers`, `num_layers`, `n_layer`, `n_layers` is set; looked at the top \
+             level, then `text_config` (absent), then `llm_config` (absent); give \
+             `num_hidden_layers`"
         );
     }
 
@@ -813,17 +813,20 @@ mod tests {
             "num_attention_heads",
         );
         let err = error_of(without(config, "hidden_size"));
-        let KvError::Config { what, problem } = err else {
-            panic!("{err:?}")
+        let KvError::Config { what, problem } = &err.into_problems()[0] else {
+            panic!()
         };
-        assert_eq!(what, "kv_heads");
+        assert_eq!(*what, "kv_heads");
         assert!(
             problem.starts_with(
-                "none of `num_key_value_heads`, `num_attention_heads`, \
-                 `encoder_attention_heads` is set; looked at the top level"
+                "none of `n_head_kv`, `num_kv_heads`, `num_key_value_heads`, \
+                 `multi_query_group_num`, `num_attention_groups` nor the attention heads \
+                 (`num_attention_heads`, `n_head`, `n_heads`, `encoder_attention_heads`) is \
+                 set; looked at the top level"
             ),
             "{problem}"
         );
+        assert!(problem.ends_with("give `num_key_value_heads`"), "{problem}");
     }
 
     #[test]
@@ -844,7 +847,7 @@ mod tests {
         assert_eq!(what, "head_dim");
         assert!(
             problem.starts_with(
-                "`head_dim` is not set and no hidden size (`hidden_size`, `d_model`) to derive it from; looked at"
+                "`head_dim` is not set and no hidden size (`hidden_size`, `d_model`, `n_embd`) to derive it from; looked at"
             ),
             "{problem}"
         );
@@ -852,13 +855,20 @@ mod tests {
             without(ming_talker(), "num_attention_heads"),
             "num_key_value_heads",
         ));
-        // kv heads fail first: they share `num_attention_heads`.
+        // kv heads fall back to the attention heads, so both fail, together.
+        let problems = no_heads.into_problems();
         assert!(matches!(
-            no_heads,
-            KvError::Config {
-                what: "kv_heads",
-                ..
-            }
+            problems[..],
+            [
+                KvError::Config {
+                    what: "kv_heads",
+                    ..
+                },
+                KvError::Config {
+                    what: "head_dim",
+                    ..
+                }
+            ]
         ));
         let no_heads = HfConfig::from_value(without(ming_talker(), "num_attention_heads"))
             .geometry()
@@ -866,7 +876,7 @@ mod tests {
         assert!(
             no_heads
                 .to_string()
-                .contains("no attention heads (`num_attention_heads`, `encoder_attention_heads`)"),
+                .contains("no attention heads (`num_attention_heads`, `n_head`, `n_heads`, `encoder_attention_heads`)"),
             "{no_heads}"
         );
     }
@@ -882,7 +892,7 @@ mod tests {
             problem.starts_with("none of `torch_dtype`, `dtype` is set"),
             "{problem}"
         );
-        assert!(problem.ends_with(".with_dtype(..)"), "{problem}");
+        assert!(problem.ends_with("give `torch_dtype`"), "{problem}");
     }
 
     #[test]
@@ -932,7 +942,7 @@ mod tests {
             .with_layers(0)
             .geometry()
             .unwrap_err();
-        assert!(zero.to_string().contains(".with_layers(..) is 0"), "{zero}");
+        assert!(zero.to_string().contains("the explicit layers is 0"), "{zero}");
     }
 
     #[test]
@@ -943,7 +953,7 @@ mod tests {
         assert_eq!(
             err.to_string(),
             "kv: cannot read head_dim from the config: `hidden_size` 900 is not divisible by \
-             `num_attention_heads` 14; set `head_dim` in the config or call .with_head_dim(..)"
+             `num_attention_heads` 14; give `head_dim`"
         );
     }
 
@@ -999,7 +1009,11 @@ mod tests {
         let huge: Value =
             serde_json::from_str(r#"{"num_hidden_layers": 18446744073709551616}"#).unwrap();
         let err = error_of(huge);
-        assert!(err.to_string().ends_with("more than u64 can hold"), "{err}");
+        assert!(
+            err.to_string()
+                .contains("`num_hidden_layers` is 1.8446744073709552e+19; more than u64 can hold"),
+            "{err}"
+        );
         let mut config = ming_talker();
         config["torch_dtype"] = json!("complex64");
         let err = error_of(config);
@@ -1087,11 +1101,16 @@ mod tests {
             json!([1, 2]),
             json!({"text_config": []}),
         ] {
-            let err = error_of(config);
-            assert!(
-                matches!(err, KvError::Config { what: "layers", .. }),
-                "{err:?}"
-            );
+            // Every value is missing, and all are named at once.
+            let problems = error_of(config).into_problems();
+            let whats: Vec<&str> = problems
+                .iter()
+                .map(|p| match p {
+                    KvError::Config { what, .. } => *what,
+                    _ => "?",
+                })
+                .collect();
+            assert_eq!(whats, ["layers", "kv_heads", "head_dim", "dtype"]);
         }
         assert!(error_of(json!([]))
             .to_string()

@@ -11,6 +11,8 @@ use crate::config::{DTypeRule, Holds};
 use crate::{HfConfig, KvError, KvSpec, LayerKind, Overflow, Storage};
 
 mod max_len;
+#[cfg(test)]
+mod published;
 mod vllm;
 
 use vllm::{Builder, Paging};
@@ -501,7 +503,7 @@ mod tests {
         assert_eq!(per_token(&e.specs[0]), 131_072);
         // 8192 positions are 512 whole blocks of 16.
         assert_eq!(e.specs[0].bytes_per_row(), Ok(131_072 * 8192));
-        assert!(e.detected.starts_with("plain attention"), "{}", e.detected);
+        assert!(e.detected.starts_with("attention in every layer"), "{}", e.detected);
         assert!(e.detected.contains("max_model_len 8192 (given)"));
         assert!(e.specs[0].cache.contains("FullAttentionSpec"));
     }
@@ -519,42 +521,54 @@ mod tests {
     fn mistral_slides_every_layer_by_vllm_rules() {
         let e = estimate(&shipped("mistral-7b-v0.1"), &at_8192()).unwrap();
         assert_eq!(e.specs.len(), 1);
-        // min(4095 + 2048, 8192) = 6143 -> 384 blocks of 16, + 1 block = 6160.
-        assert_eq!(e.specs[0].positions().unwrap().count, 6160);
-        assert_eq!(e.specs[0].bytes_per_row(), Ok(131_072 * 6160));
+        // Two batches in flight (async scheduling): min(4095 + 2 x 2048, 8192)
+        // = 8191 -> 512 blocks of 16, + 1 block = 513 blocks = 8208 positions.
+        assert_eq!(e.specs[0].positions().unwrap().count, 8208);
+        assert_eq!(e.specs[0].bytes_per_row(), Ok(131_072 * 8208));
         assert!(e.detected.contains("sliding attention in every layer"));
     }
 
     #[test]
-    fn gemma_3_needs_its_pattern_and_then_splits_52_and_10() {
-        let err = estimate(&shipped("gemma-3-27b"), &at_8192()).unwrap_err();
-        let text = err.to_string();
-        assert!(text.contains("sliding_window_pattern"), "{text}");
-        assert!(text.contains("--set sliding_window_pattern=N"), "{text}");
-        assert!(text.contains("defaults it to 6"), "{text}");
-        let e = estimate(
+    fn gemma_3_takes_its_loaders_pattern_and_splits_52_and_10() {
+        // The published config leaves sliding_window_pattern to transformers'
+        // Gemma3TextConfig, whose default is 6: applied and said.
+        let e = estimate(&shipped("gemma-3-27b"), &at_8192()).unwrap();
+        assert!(
+            e.detected
+                .contains("`sliding_window_pattern` 6 (transformers Gemma3TextConfig default)"),
+            "{}",
+            e.detected
+        );
+        let given = estimate(
             &shipped("gemma-3-27b"),
             &at_8192().set("sliding_window_pattern", 6),
         )
         .unwrap();
+        assert_eq!(given.specs, e.specs);
+        assert!(!given
+            .detected
+            .contains("`sliding_window_pattern` 6 (transformers"));
         let layers: Vec<(&str, u64)> = e
             .specs
             .iter()
             .map(|s| (s.name.as_ref(), s.layout.layers()))
             .collect();
         assert_eq!(layers, [("sliding_attention", 52), ("full_attention", 10)]);
-        // 16 heads x 256 x 2 bytes = 8,192 per layer per token.
+        // 16 heads x 128 x (K + V) x 2 bytes = 8,192 per layer per token.
         assert_eq!(per_token(&e.specs[0]), 52 * 8192);
         assert_eq!(per_token(&e.specs[1]), 10 * 8192);
-        // min(1023 + 2048, 8192) = 3071 -> 192 blocks, + 1 = 3088 positions.
-        assert_eq!(e.specs[0].positions().unwrap().count, 3088);
+        // min(1023 + 2 x 2048, 8192) = 5119 -> 320 blocks, + 1 = 321 blocks.
+        assert_eq!(e.specs[0].positions().unwrap().count, 321 * 16);
         assert_eq!(e.specs[1].positions().unwrap().count, 8192);
+        // vLLM 0.33: 52 x 5136 x 8192 + 10 x 8192 x 8192.
+        let per_row: u64 = e.specs.iter().map(|s| s.bytes_per_row().unwrap()).sum();
+        assert_eq!(per_row, 2_858_942_464);
         assert!(e.specs.iter().all(|s| s.layer_group.is_some()));
         assert!(e.specs.iter().all(|s| s.validate("gemma").is_ok()));
     }
 
     #[test]
-    fn jamba_is_4_attention_and_28_mamba() {
+    fn jamba_is_4_attention_and_28_mamba_in_vllms_hybrid_pages() {
         let e = estimate(&shipped("jamba-v0.1"), &at_8192()).unwrap();
         let layers: Vec<(&str, u64)> = e
             .specs
@@ -562,13 +576,37 @@ mod tests {
             .map(|s| (s.name.as_ref(), s.layout.layers()))
             .collect();
         assert_eq!(layers, [("mamba", 28), ("full_attention", 4)]);
-        // Mamba1 in vLLM: conv 3 x 8192 + ssm 8192 x 16, bf16, per layer.
-        assert_eq!(
-            e.specs[0].bytes_per_row(),
-            Ok(28 * (3 * 8192 + 8192 * 16) * 2)
-        );
-        assert_eq!(per_token(&e.specs[1]), 4 * 8 * 256 * 2);
+        // State page: Mamba1 conv 3 x 8192 + ssm 8192 x 16, bf16 = 311,296 B.
+        // Attention: 8 heads x 128 x 2 x 2 B = 4,096 B per token per layer, so
+        // the block is 16 x cdiv(311,296, 16 x 4,096) = 80 and the state page
+        // is padded to 80 x 4,096 = 327,680 B; prefix caching (align) keeps 2.
+        assert_eq!(e.block_size, 80);
+        assert_eq!(e.specs[0].bytes_per_row(), Ok(28 * 2 * 327_680));
+        // 8192 positions are 103 blocks of 80 (8,240 positions).
+        assert_eq!(e.specs[1].positions().unwrap().count, 103 * 80);
+        assert_eq!(e.specs[1].bytes_per_row(), Ok(4 * 33_751_040));
+        let per_row: u64 = e.specs.iter().map(|s| s.bytes_per_row().unwrap()).sum();
+        assert_eq!(per_row, 153_354_240);
+        assert!(e.convention.contains("block_size 80 (raised from 16"), "{}", e.convention);
+        assert!(e.specs[0].cache.contains("mamba cache mode align: 2 page(s) of 327680 B"));
+        assert!(e.specs[1].cache.contains("block 80"));
         assert!(e.specs.iter().all(|s| s.validate("jamba").is_ok()));
+    }
+
+    #[test]
+    fn jambas_block_follows_the_kv_format_and_speculative_tokens_add_pages() {
+        let fp8 = at_8192().kv_format(Storage::from_name("f8e4m3").unwrap());
+        // 2,048 B per token per layer: 16 x cdiv(311,296, 32,768) = 160.
+        assert_eq!(estimate(&shipped("jamba-v0.1"), &fp8).unwrap().block_size, 160);
+        let nvfp4 = at_8192().kv_format(Storage::from_name("nvfp4").unwrap());
+        // nvfp4: 128 elements = 8 blocks of 9 B, x 8 heads x 2 = 1,152 B per
+        // token per layer: 16 x cdiv(311,296, 18,432) = 16 x 17 = 272.
+        assert_eq!(estimate(&shipped("jamba-v0.1"), &nvfp4).unwrap().block_size, 272);
+        let spec = estimate(&shipped("jamba-v0.1"), &at_8192().speculative_tokens(2)).unwrap();
+        assert_eq!(spec.specs[0].bytes_per_row(), Ok(28 * 4 * 327_680));
+        // Without prefix caching, mode none keeps one page.
+        let none = estimate(&shipped("jamba-v0.1"), &at_8192().prefix_caching(false)).unwrap();
+        assert_eq!(none.specs[0].bytes_per_row(), Ok(28 * 327_680));
     }
 
     #[test]
@@ -586,12 +624,16 @@ mod tests {
             .map(|s| (s.name.as_ref(), s.layout.layers()))
             .collect();
         assert_eq!(layers, [("linear_attention", 36), ("full_attention", 12)]);
-        // conv (2 x 16 x 128 + 32 x 128) x 3 + ssm 32 x 128 x 128, bf16.
-        assert_eq!(
-            e.specs[0].bytes_per_row(),
-            Ok(36 * (8192 * 3 + 32 * 128 * 128) * 2)
-        );
+        // conv (2 x 16 x 128 + 32 x 128) x 3 + ssm 32 x 128 x 128, bf16:
+        // 1,097,728 B. Attention 2 heads x 256 x 2 x 2 B = 2,048 B per token
+        // per layer. Gated DeltaNet checkpoints on a 64-token grid, so the
+        // block is 64 x cdiv(1,097,728, 64 x 2,048) = 576, the page
+        // 576 x 2,048 = 1,179,648 B, and align mode keeps 3 pages.
+        assert_eq!(e.block_size, 576);
+        assert_eq!(e.specs[0].bytes_per_row(), Ok(36 * 3 * 1_179_648));
         assert_eq!(per_token(&e.specs[1]), 12 * 2 * 512 * 2);
+        // cdiv(8192, 576) = 15 blocks = 8,640 positions.
+        assert_eq!(e.specs[1].bytes_per_row(), Ok(12 * 2048 * 8640));
     }
 
     #[test]
@@ -622,7 +664,7 @@ mod tests {
             .unwrap()
             .contains("max_position_embeddings"));
         let err = estimate(&shipped("llama-3-8b"), &EstimateSettings::new()).unwrap_err();
-        assert!(err.to_string().contains("--positions N"), "{err}");
+        assert!(err.to_string().contains("give the length"), "{err}");
     }
 
     #[test]
@@ -672,12 +714,15 @@ mod tests {
     #[test]
     fn max_num_batched_tokens_moves_vllms_sliding_window() {
         let mistral = shipped("mistral-7b-v0.1");
-        // min(4095 + 2048, 8192) = 6143 -> 384 blocks + 1 = 6160 positions.
-        let default = estimate(&mistral, &at_8192()).unwrap();
-        assert_eq!(positions(&default.specs[0]), 6160);
-        // min(4095 + 4096, 8192) = 8191 -> 512 blocks + 1 = 8208 positions.
-        let wider = estimate(&mistral, &at_8192().max_num_batched_tokens(4096)).unwrap();
-        assert_eq!(positions(&wider.specs[0]), 8208);
+        // One batch in flight: min(4095 + 1024, 8192) = 5119 -> 320 blocks + 1.
+        let one = at_8192().async_scheduling(false).max_num_batched_tokens(1024);
+        assert_eq!(positions(&estimate(&mistral, &one).unwrap().specs[0]), 321 * 16);
+        // Two (async scheduling): min(4095 + 2 x 1024, 8192) = 6143 -> 384 + 1.
+        let two = at_8192().max_num_batched_tokens(1024);
+        assert_eq!(positions(&estimate(&mistral, &two).unwrap().specs[0]), 385 * 16);
+        // Three (async, 2 pipeline stages): min(4095 + 3 x 1024, 8192) = 7167 -> 448 + 1.
+        let three = two.pipeline_stages(2);
+        assert_eq!(positions(&estimate(&mistral, &three).unwrap().specs[0]), 449 * 16);
     }
 
     #[test]
@@ -750,8 +795,8 @@ mod tests {
         };
         assert!(estimate(&chunked(0), &at_8192()).is_err());
         let e = estimate(&chunked(1), &at_8192()).unwrap();
-        // cdiv(min(1 + 2048, 8192), 16) = 129 blocks of 16.
-        assert_eq!(positions(&e.specs[0]), 129 * 16);
+        // cdiv(min(1 + 2 x 2048, 8192), 16) = 257 blocks of 16.
+        assert_eq!(positions(&e.specs[0]), 257 * 16);
     }
 
     #[test]

@@ -676,8 +676,12 @@ mod tests {
     #[test]
     fn names_parse_as_hf_writes_them() {
         for kind in LayerKind::ALL {
-            assert_eq!(LayerKind::from_name(kind.name()), Some(kind));
+            let parsed = LayerKind::from_name(kind.name());
+            // A shared layer is kv's word, never a layer_types entry.
+            let expected = (kind != LayerKind::KvShared).then_some(kind);
+            assert_eq!(parsed, expected);
         }
+        assert!(!LayerKind::names_list().contains("kv_shared"));
         assert_eq!(LayerKind::from_name("attention"), Some(Full));
         assert_eq!(LayerKind::from_name("hybrid"), None);
         assert_eq!(LayerKind::from_name("Mamba"), None);

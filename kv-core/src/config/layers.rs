@@ -77,11 +77,14 @@ impl HfConfig {
             FULL_ATTENTION_INTERVAL,
             ATTN_LAYER_PERIOD,
             ATTN_LAYER_OFFSET,
-            NO_ROPE_LAYERS,
             NO_ROPE_LAYER_INTERVAL,
         ]
         .iter()
-        .any(|key| self.written(key));
+        .any(|key| self.written(key))
+            // An empty `no_rope_layers` asks the loader to build it.
+            && !self
+                .find_in(&[NO_ROPE_LAYERS], false)
+                .is_some_and(|(_, v)| v.as_array().is_none_or(|list| !list.is_empty()));
         let shared = match self.find(&[NUM_KV_SHARED_LAYERS]) {
             Some((name, value)) => match value.as_u64() {
                 Some(0) => None,

@@ -1,0 +1,380 @@
+//! Published configs as their `config.json` files spell them (keys and
+//! layout as published; irrelevant keys left out), each with the figure vLLM
+//! 0.33 holds, worked out by hand in the test from vLLM's rules.
+
+use serde_json::{json, Value};
+
+use super::{estimate, Estimate, EstimateSettings};
+use crate::{KvError, KvSpec, LayerKind};
+
+fn at(positions: u64) -> EstimateSettings {
+    EstimateSettings::new().positions(positions)
+}
+
+fn per_token(e: &Estimate) -> u64 {
+    e.specs
+        .iter()
+        .map(|s| s.layout.bytes_per_position().unwrap().unwrap())
+        .sum()
+}
+
+fn per_row(e: &Estimate) -> u64 {
+    e.specs.iter().map(|s| s.bytes_per_row().unwrap()).sum()
+}
+
+fn names(specs: &[KvSpec]) -> Vec<(&str, u64)> {
+    specs
+        .iter()
+        .map(|s| (s.name.as_ref(), s.layout.layers()))
+        .collect()
+}
+
+fn falcon_7b() -> Value {
+    json!({
+        "alibi": false, "architectures": ["FalconForCausalLM"], "bias": false,
+        "hidden_size": 4544, "model_type": "falcon", "multi_query": true,
+        "new_decoder_architecture": false, "num_attention_heads": 71,
+        "num_hidden_layers": 32, "parallel_attn": true, "torch_dtype": "bfloat16",
+        "vocab_size": 65024
+    })
+}
+
+#[test]
+fn falcon_7b_multi_query_holds_one_kv_head() {
+    let e = estimate(&falcon_7b(), &at(2048)).unwrap();
+    // 32 layers x 1 KV head x 64 (4544 / 71) x (K + V) x 2 B.
+    assert_eq!(per_token(&e), 32 * 64 * 2 * 2);
+    assert_eq!(per_token(&e), 8_192);
+    assert!(e.detected.contains("1 KV head: `multi_query` is true"), "{}", e.detected);
+    // FalconConfig defaults multi_query to true: a config without it is MQA too.
+    let mut unset = falcon_7b();
+    unset.as_object_mut().unwrap().remove("multi_query");
+    assert_eq!(per_token(&estimate(&unset, &at(2048)).unwrap()), 8_192);
+}
+
+#[test]
+fn falcon_40b_new_decoder_architecture_reads_its_kv_heads() {
+    let falcon_40b = json!({
+        "model_type": "falcon", "hidden_size": 8192, "num_attention_heads": 128,
+        "num_hidden_layers": 60, "num_kv_heads": 8, "new_decoder_architecture": true,
+        "multi_query": true, "torch_dtype": "bfloat16"
+    });
+    let e = estimate(&falcon_40b, &at(2048)).unwrap();
+    // multi_query is ignored with new_decoder_architecture: 60 x 8 x 64 x 2 x 2.
+    assert_eq!(per_token(&e), 122_880);
+}
+
+#[test]
+fn starcoder_gpt_bigcode_is_multi_query_and_served_in_bf16() {
+    let starcoder = json!({
+        "model_type": "gpt_bigcode", "n_embd": 6144, "n_head": 48, "n_layer": 40,
+        "n_positions": 8192, "multi_query": true, "torch_dtype": "float32"
+    });
+    let e = estimate(&starcoder, &EstimateSettings::new()).unwrap();
+    // 40 layers x 1 KV head x 128 (6144 / 48) x 2 x 2 B (float32 served as bf16).
+    assert_eq!(per_token(&e), 20_480);
+    // max_model_len from n_positions, GPT-2's key.
+    assert_eq!(e.max_model_len, 8192);
+    assert!(e.detected.contains("`n_positions` of the config"), "{}", e.detected);
+    assert!(e.detected.contains("dtype bf16: `torch_dtype` is float32"), "{}", e.detected);
+}
+
+#[test]
+fn mpt_and_dbrx_keep_kv_heads_in_attn_config() {
+    let mpt_7b = json!({
+        "model_type": "mpt", "d_model": 4096, "n_heads": 32, "n_layers": 32,
+        "max_seq_len": 2048, "attn_config": {"attn_type": "multihead_attention"},
+        "torch_dtype": "bfloat16"
+    });
+    let e = estimate(&mpt_7b, &EstimateSettings::new()).unwrap();
+    // No kv_n_heads: every head keeps K/V. 32 x 32 x 128 x 2 x 2 B.
+    assert_eq!(per_token(&e), 524_288);
+    assert_eq!(e.max_model_len, 2048);
+    assert!(e.detected.contains("kv heads = `n_heads` 32"), "{}", e.detected);
+    let dbrx = json!({
+        "model_type": "dbrx", "d_model": 6144, "n_heads": 48, "n_layers": 40,
+        "max_seq_len": 32768, "attn_config": {"kv_n_heads": 8, "rope_theta": 500000},
+        "torch_dtype": "bfloat16"
+    });
+    // 40 x 8 x 128 x 2 x 2 B.
+    assert_eq!(per_token(&estimate(&dbrx, &at(8192)).unwrap()), 163_840);
+}
+
+#[test]
+fn chatglm_groups_kv_heads_and_uses_kv_channels() {
+    let chatglm3 = json!({
+        "model_type": "chatglm", "num_layers": 28, "hidden_size": 4096,
+        "num_attention_heads": 32, "kv_channels": 128, "multi_query_attention": true,
+        "multi_query_group_num": 2, "seq_length": 8192, "torch_dtype": "float16"
+    });
+    let e = estimate(&chatglm3, &EstimateSettings::new()).unwrap();
+    // 28 x 2 groups x 128 x 2 x 2 B, at seq_length 8192.
+    assert_eq!(per_token(&e), 28_672);
+    assert_eq!(e.max_model_len, 8192);
+}
+
+#[test]
+fn a_config_with_more_kv_heads_than_heads_is_refused() {
+    let bad = json!({
+        "model_type": "llama", "num_hidden_layers": 2, "num_attention_heads": 8,
+        "num_key_value_heads": 16, "head_dim": 64, "torch_dtype": "bfloat16"
+    });
+    let err = estimate(&bad, &at(4096)).unwrap_err().to_string();
+    assert!(err.contains("16 KV heads but `num_attention_heads` is 8"), "{err}");
+}
+
+fn gemma_3n_e4b() -> Value {
+    let layer_types: Vec<&str> = (0..35)
+        .map(|i| {
+            if (i + 1) % 5 == 0 {
+                "full_attention"
+            } else {
+                "sliding_attention"
+            }
+        })
+        .collect();
+    json!({
+        "architectures": ["Gemma3nForConditionalGeneration"], "model_type": "gemma3n",
+        "text_config": {
+            "model_type": "gemma3n_text", "hidden_size": 2048, "num_hidden_layers": 35,
+            "num_attention_heads": 8, "num_key_value_heads": 2, "head_dim": 256,
+            "sliding_window": 512, "num_kv_shared_layers": 15, "layer_types": layer_types,
+            "max_position_embeddings": 32768
+        },
+        "torch_dtype": "bfloat16"
+    })
+}
+
+#[test]
+fn gemma_3n_shared_layers_hold_no_kv() {
+    let e = estimate(&gemma_3n_e4b(), &at(8192)).unwrap();
+    // 20 of 35 layers keep K/V: 2 heads x 256 x 2 x 2 B = 2,048 B each.
+    assert_eq!(per_token(&e), 20 * 2048);
+    assert_eq!(per_token(&e), 40_960);
+    // The first 20 layers: every 5th full, so 16 sliding and 4 full.
+    assert_eq!(names(&e.specs), [("sliding_attention", 16), ("full_attention", 4)]);
+    let pattern = &e.specs[0].layer_group.as_ref().unwrap().pattern;
+    assert_eq!(pattern.layers(), 35);
+    assert_eq!(pattern.count(LayerKind::KvShared), 15);
+    // Sliding: min(511 + 4096, 8192) = 4607 -> 288 blocks + 1 = 289 blocks.
+    assert_eq!(e.specs[0].positions().unwrap().count, 289 * 16);
+    assert_eq!(per_row(&e), 16 * 2048 * 289 * 16 + 4 * 2048 * 8192);
+}
+
+fn maverick(no_rope_layers: Value) -> Value {
+    json!({
+        "architectures": ["Llama4ForConditionalGeneration"], "model_type": "llama4",
+        "text_config": {
+            "model_type": "llama4_text", "attention_chunk_size": 8192,
+            "no_rope_layers": no_rope_layers, "num_hidden_layers": 48,
+            "num_attention_heads": 40, "num_key_value_heads": 8, "head_dim": 128,
+            "hidden_size": 5120, "max_position_embeddings": 1048576,
+            "rope_scaling": {"factor": 16.0, "high_freq_factor": 1.0, "low_freq_factor": 1.0,
+                             "original_max_position_embeddings": 8192, "rope_type": "llama3"},
+            "interleave_moe_layer_step": 2
+        },
+        "torch_dtype": "bfloat16"
+    })
+}
+
+#[test]
+fn llama_4_maverick_is_chunked_in_3_of_4_layers() {
+    // no_rope_layers: 1 where a layer has RoPE (chunked), 0 every 4th (NoPE, full).
+    let listed: Vec<u64> = (0..48).map(|i| u64::from((i + 1) % 4 != 0)).collect();
+    for config in [maverick(json!(listed)), maverick(json!([]))] {
+        // An empty list is built from no_rope_layer_interval's default, 4.
+        let e = estimate(&config, &EstimateSettings::new()).unwrap();
+        assert_eq!(e.max_model_len, 1_048_576, "llama3 RoPE is not scaled again");
+        assert_eq!(names(&e.specs), [("chunked_attention", 36), ("full_attention", 12)]);
+        // 8 x 128 x 2 x 2 B = 4,096 B per token per layer.
+        // Full: 12 x 4,096 x 1,048,576. Chunked, two batches in flight:
+        // cdiv(min(8192 + 2 x 2048, 1,048,576), 16) = 768 blocks = 12,288 positions.
+        assert_eq!(
+            per_row(&e),
+            12 * 4096 * 1_048_576 + 36 * 4096 * 12_288,
+            "{}",
+            e.detected
+        );
+        assert_eq!(per_row(&e), 53_351_546_880);
+        // With one batch in flight (vLLM before it counted them): 10,240 positions.
+        let one = estimate(&config, &EstimateSettings::new().async_scheduling(false)).unwrap();
+        assert_eq!(per_row(&one), 53_049_556_992);
+    }
+    // Against every layer full: 48 x 4,096 x 1,048,576 = 206,158,430,208.
+    let e = estimate(&maverick(json!([])), &at(16_384)).unwrap();
+    assert_eq!(per_row(&e), 12 * 4096 * 16_384 + 36 * 4096 * 12_288);
+}
+
+#[test]
+fn gemma_2_9b_alternates_and_is_served_in_bf16() {
+    let gemma_2_9b = json!({
+        "architectures": ["Gemma2ForCausalLM"], "model_type": "gemma2",
+        "cache_implementation": "hybrid", "head_dim": 256, "hidden_size": 3584,
+        "max_position_embeddings": 8192, "num_attention_heads": 16,
+        "num_hidden_layers": 42, "num_key_value_heads": 8, "query_pre_attn_scalar": 256,
+        "sliding_window": 4096, "torch_dtype": "float32"
+    });
+    let e = estimate(&gemma_2_9b, &EstimateSettings::new()).unwrap();
+    assert_eq!(names(&e.specs), [("sliding_attention", 21), ("full_attention", 21)]);
+    // bf16, not f32: 8 x 256 x 2 x 2 B = 8,192 B per token per layer.
+    // Sliding: min(4095 + 4096, 8192) = 8191 -> 512 blocks + 1 = 8,208 positions.
+    assert_eq!(per_row(&e), 21 * 8192 * 8208 + 21 * 8192 * 8192);
+    assert_eq!(per_row(&e), 2_821_324_800);
+    assert!(e.detected.contains("`sliding_window_pattern` 2 (transformers Gemma2Config default)"));
+    assert!(e.detected.contains("Downcast for float32 models"), "{}", e.detected);
+}
+
+#[test]
+fn phi_3_mini_slides_every_layer_with_no_pattern() {
+    let phi_3_mini_4k = json!({
+        "architectures": ["Phi3ForCausalLM"], "model_type": "phi3", "hidden_size": 3072,
+        "max_position_embeddings": 4096, "num_attention_heads": 32,
+        "num_hidden_layers": 32, "num_key_value_heads": 32,
+        "original_max_position_embeddings": 4096, "rope_scaling": null,
+        "sliding_window": 2047, "torch_dtype": "bfloat16"
+    });
+    let e = estimate(&phi_3_mini_4k, &EstimateSettings::new()).unwrap();
+    // min(2046 + 4096, 4096) = 4096 -> 256 blocks + 1 = 4,112 positions.
+    assert_eq!(e.specs[0].positions().unwrap().count, 4112);
+    // 32 x 32 x 96 x 2 x 2 B.
+    assert_eq!(per_row(&e), 393_216 * 4112);
+    assert!(e.detected.starts_with("sliding attention in every layer"));
+}
+
+fn gemma_3_4b() -> Value {
+    json!({
+        "architectures": ["Gemma3ForConditionalGeneration"], "model_type": "gemma3",
+        "text_config": {
+            "hidden_size": 2560, "intermediate_size": 10240, "model_type": "gemma3_text",
+            "num_hidden_layers": 34, "rope_scaling": {"factor": 8.0, "rope_type": "linear"},
+            "sliding_window": 1024
+        },
+        "vision_config": {"num_hidden_layers": 27, "model_type": "siglip_vision_model"},
+        "torch_dtype": "bfloat16"
+    })
+}
+
+#[test]
+fn gemma_3_4b_takes_every_left_out_value_from_its_loader() {
+    let e = estimate(&gemma_3_4b(), &at(8192)).unwrap();
+    for default in [
+        "`num_key_value_heads` 4",
+        "`head_dim` 256",
+        "`sliding_window_pattern` 6",
+    ] {
+        assert!(
+            e.detected
+                .contains(&format!("{default} (transformers Gemma3TextConfig default)")),
+            "{default}: {}",
+            e.detected
+        );
+    }
+    // 34 layers, every 6th full: 5 full, 29 sliding; 4 x 256 x 2 x 2 = 4,096 B.
+    assert_eq!(names(&e.specs), [("sliding_attention", 29), ("full_attention", 5)]);
+    // Sliding: min(1023 + 4096, 8192) = 5119 -> 320 + 1 = 321 blocks.
+    assert_eq!(per_row(&e), 29 * 4096 * 321 * 16 + 5 * 4096 * 8192);
+    // Its length is the loader's 131,072, not scaled by the linear factor
+    // (vLLM skips Gemma-3's).
+    assert_eq!(estimate(&gemma_3_4b(), &EstimateSettings::new()).unwrap().max_model_len, 131_072);
+}
+
+#[test]
+fn a_null_in_the_config_is_not_replaced_by_a_loader_default() {
+    let mut config = gemma_3_4b();
+    config["text_config"]["sliding_window"] = Value::Null;
+    // The pattern still has sliding layers, but the config says no window.
+    let err = estimate(&config, &at(8192)).unwrap_err().to_string();
+    assert!(err.contains("`sliding_window` is null"), "{err}");
+}
+
+#[test]
+fn an_unknown_model_type_is_said_and_rwkv_says_it_has_no_attention() {
+    let odd = json!({
+        "model_type": "brand_new", "num_hidden_layers": 2, "num_attention_heads": 4,
+        "num_key_value_heads": 2, "head_dim": 64, "torch_dtype": "bfloat16"
+    });
+    let e = estimate(&odd, &at(1024)).unwrap();
+    assert!(
+        e.detected
+            .contains("`model_type` brand_new is not in kv's table of model families"),
+        "{}",
+        e.detected
+    );
+    let rwkv = json!({"model_type": "rwkv", "num_hidden_layers": 24, "hidden_size": 2048});
+    let err = estimate(&rwkv, &at(1024)).unwrap_err().to_string();
+    assert!(err.contains("`model_type` rwkv: RWKV has no attention"), "{err}");
+}
+
+#[test]
+fn every_missing_key_is_reported_in_one_run() {
+    let sparse = json!({"model_type": "qwen2", "hidden_size": 896});
+    let err = estimate(&sparse, &at(1024)).unwrap_err();
+    let whats: Vec<&'static str> = err
+        .clone()
+        .into_problems()
+        .iter()
+        .map(|p| match p {
+            KvError::Config { what, .. } => *what,
+            _ => "?",
+        })
+        .collect();
+    assert_eq!(whats, ["layers", "kv_heads", "head_dim", "dtype"]);
+    assert_eq!(err.to_string().lines().count(), 4);
+}
+
+#[test]
+fn a_given_value_nothing_reads_is_an_error_and_a_dotted_key_sets_its_section() {
+    let typo = at(8192).set("sliding_window_patern", 6);
+    let err = estimate(&gemma_3_4b(), &typo).unwrap_err().to_string();
+    assert!(err.contains("`sliding_window_patern` given, but nothing"), "{err}");
+    // text_config.sliding_window_pattern = 2: 17 full, 17 sliding.
+    let dotted = at(8192).set("text_config.sliding_window_pattern", 2);
+    let e = estimate(&gemma_3_4b(), &dotted).unwrap();
+    assert_eq!(names(&e.specs), [("sliding_attention", 17), ("full_attention", 17)]);
+    let unread = at(8192).set("text_config.not_a_key", 2);
+    assert!(estimate(&gemma_3_4b(), &unread).is_err());
+}
+
+#[test]
+fn positions_past_the_models_length_are_refused_unless_allowed() {
+    let err = estimate(&falcon_7b_with_length(), &at(4096)).unwrap_err();
+    assert!(matches!(err, KvError::Config { what: "max_model_len", .. }), "{err}");
+    assert!(err.to_string().contains("greater than the model's 2048"), "{err}");
+    let allowed = at(4096).allow_long_max_model_len(true);
+    assert_eq!(estimate(&falcon_7b_with_length(), &allowed).unwrap().max_model_len, 4096);
+    // An overflowing length names max_model_len, not an internal declaration.
+    let huge = at(u64::MAX).allow_long_max_model_len(true);
+    let err = estimate(&falcon_7b_with_length(), &huge).unwrap_err();
+    assert!(matches!(err, KvError::Config { what: "max_model_len", .. }), "{err}");
+    assert!(err.to_string().contains("full_attention at max_model_len 18446744073709551615"));
+}
+
+fn falcon_7b_with_length() -> Value {
+    let mut config = falcon_7b();
+    config["max_position_embeddings"] = json!(2048);
+    config
+}
+
+#[test]
+fn a_linearly_scaled_rope_lengthens_the_model_as_vllm_does() {
+    let config = json!({
+        "model_type": "llama", "num_hidden_layers": 2, "num_attention_heads": 4,
+        "num_key_value_heads": 2, "head_dim": 64, "torch_dtype": "bfloat16",
+        "max_position_embeddings": 4096, "rope_scaling": {"type": "linear", "factor": 2.0}
+    });
+    let e = estimate(&config, &EstimateSettings::new()).unwrap();
+    assert_eq!(e.max_model_len, 8192);
+}
+
+#[test]
+fn non_finite_floats_in_a_config_file_read_as_python_reads_them() {
+    // Mamba-Codestral's config, as save_pretrained writes it.
+    let text = r#"{"model_type": "mamba2", "hidden_size": 4096, "num_hidden_layers": 64,
+        "expand": 2, "state_size": 128, "conv_kernel": 4, "n_groups": 8, "num_heads": 128,
+        "head_dim": 64, "time_step_limit": [0.0, Infinity], "torch_dtype": "bfloat16"}"#;
+    let config = crate::config::parse_json(text).unwrap();
+    let e = estimate(&config, &at(4096)).unwrap();
+    // Mamba2, attention-free (no prefix caching, one page): conv 3 x (8192 +
+    // 2 x 8 x 128) + ssm 128 x 64 x 128, bf16, x 64 layers.
+    assert_eq!(per_row(&e), 64 * (3 * (8192 + 2 * 8 * 128) + 128 * 64 * 128) * 2);
+}
