@@ -10,22 +10,38 @@ use kv_core::units::{human_bytes, MIB};
 use kv_core::{Collection, KvError, KvSpec, Layout, ModelLocalKv, Parallel, Storage};
 use serde_json::{json, Value};
 
-use crate::input::{emit, expand, grouped, read_json, Problem};
+use crate::input::{emit, expand, grouped, read_config, Problem};
 use crate::Format;
 
 /// `kv estimate` arguments.
 #[derive(clap::Args)]
 pub struct Args {
-    /// HF config.json files, or directories (every *.json in them, sorted).
+    /// HF config.json files, or directories (every config.json under them, sorted).
     #[arg(required = true)]
     configs: Vec<PathBuf>,
     /// Sequences in flight (vLLM max_num_seqs).
     #[arg(long, default_value_t = 256, value_parser = clap::value_parser!(u64).range(1..))]
     max_num_seqs: u64,
-    /// Positions per sequence (vLLM max_model_len); without it the config's
-    /// max_position_embeddings is read, and said.
+    /// Positions per sequence (vLLM max_model_len); without it the model's
+    /// length is derived as vLLM derives it (max_position_embeddings, ...), and said.
     #[arg(long, value_parser = clap::value_parser!(u64).range(1..))]
     positions: Option<u64>,
+    /// Allows --positions above the model's length (vLLM's
+    /// VLLM_ALLOW_LONG_MAX_MODEL_LEN=1); refused otherwise, as vLLM refuses it.
+    #[arg(long)]
+    allow_long_max_model_len: bool,
+    /// vLLM num_speculative_tokens: each Mamba / Gated DeltaNet layer keeps
+    /// one more state page per token.
+    #[arg(long, default_value_t = 0)]
+    speculative_tokens: u64,
+    /// vLLM --no-enable-prefix-caching: Mamba cache mode none (1 state page)
+    /// instead of align (2, or 3 with prefill checkpoints).
+    #[arg(long)]
+    no_prefix_caching: bool,
+    /// vLLM --no-async-scheduling: one batch in flight instead of two, which
+    /// sliding and chunked layers keep tokens for.
+    #[arg(long)]
+    no_async_scheduling: bool,
     /// How attention K/V and MLA latents are stored: a dtype (bf16, f8e4m3,
     /// ...) or a block format (q8_0, q4_0, nvfp4, ...).
     #[arg(long, value_parser = parse_storage)]
@@ -43,7 +59,9 @@ pub struct Args {
     #[arg(long, default_value_t = kv_core::estimate::DEFAULT_MAX_NUM_BATCHED_TOKENS, value_parser = clap::value_parser!(u64).range(1..))]
     max_num_batched_tokens: u64,
     /// KEY=VALUE given over every config (VALUE read as JSON, else as a
-    /// string), e.g. sliding_window_pattern=6 or torch_dtype=bfloat16.
+    /// string), e.g. sliding_window_pattern=6 or torch_dtype=bfloat16;
+    /// SECTION.KEY=VALUE sets it in that section (text_config.layer_types=...).
+    /// A key nothing reads is an error.
     #[arg(long = "set", value_name = "KEY=VALUE", value_parser = parse_set)]
     values: Vec<(String, Value)>,
     /// Output format.
@@ -94,18 +112,25 @@ struct Rank {
 struct Estimated {
     file: String,
     detected: String,
+    convention: String,
     max_model_len: u64,
+    block_size: u64,
     ranks: Vec<Rank>,
 }
 
 pub fn run(args: &Args) -> bool {
-    let (files, mut problems) = expand(&args.configs);
+    let (files, mut problems) = expand(&args.configs, Some("config.json"));
     for problem in &problems {
         problem.report();
     }
     let mut settings = EstimateSettings::new()
         .block_size(args.block_size)
-        .max_num_batched_tokens(args.max_num_batched_tokens);
+        .max_num_batched_tokens(args.max_num_batched_tokens)
+        .pipeline_stages(args.pp)
+        .async_scheduling(!args.no_async_scheduling)
+        .prefix_caching(!args.no_prefix_caching)
+        .speculative_tokens(args.speculative_tokens)
+        .allow_long_max_model_len(args.allow_long_max_model_len);
     if let Some(positions) = args.positions {
         settings = settings.positions(positions);
     }
@@ -124,9 +149,11 @@ pub fn run(args: &Args) -> bool {
                 }
                 done.push(estimated);
             }
-            Err(problem) => {
-                problem.report();
-                problems.push(problem);
+            Err(found) => {
+                for problem in found {
+                    problem.report();
+                    problems.push(problem);
+                }
             }
         }
     }
@@ -142,15 +169,57 @@ fn estimate_file(
     file: &Path,
     settings: &EstimateSettings,
     args: &Args,
-) -> Result<Estimated, Problem> {
-    let config = read_json(file)?;
-    let estimate = kv_core::estimate::estimate(&config, settings).map_err(|e| match e {
-        KvError::Config { .. } if !e.to_string().contains("kv estimate --") => Problem::new(
-            file,
-            format!("{e}; on the command line, give a key with --set KEY=VALUE"),
-        ),
-        e => Problem::new(file, e),
+) -> Result<Estimated, Vec<Problem>> {
+    let config = read_config(file).map_err(|p| vec![p])?;
+    let estimate = kv_core::estimate::estimate(&config, settings).map_err(|e| {
+        e.into_problems()
+            .into_iter()
+            .map(|e| problem(file, e, args))
+            .collect::<Vec<_>>()
     })?;
+    estimated(file, estimate, args).map_err(|p| vec![p])
+}
+
+/// One problem in CLI words: a length the flag gave that the model refuses
+/// or that overflows is bad usage (exit 2, naming the flag); a key a config
+/// lacks is given with --set.
+fn problem(file: &Path, error: KvError, args: &Args) -> Problem {
+    match &error {
+        KvError::Config {
+            what: "max_model_len",
+            problem,
+        } if args.positions.is_some() => {
+            clap::Error::raw(
+                clap::error::ErrorKind::ValueValidation,
+                format!(
+                    "invalid value for '--positions': {}: {problem}{}\n",
+                    file.display(),
+                    if problem.contains("refuses it") {
+                        " (--allow-long-max-model-len allows it)"
+                    } else {
+                        ""
+                    }
+                ),
+            )
+            .exit();
+        }
+        KvError::Config {
+            what: "max_model_len",
+            ..
+        } => Problem::new(file, format!("{error}; give it with --positions N")),
+        KvError::Config { .. } => Problem::new(
+            file,
+            format!("{error}; on the command line, give a key with --set KEY=VALUE"),
+        ),
+        _ => Problem::new(file, error),
+    }
+}
+
+fn estimated(
+    file: &Path,
+    estimate: kv_core::estimate::Estimate,
+    args: &Args,
+) -> Result<Estimated, Problem> {
     let whole = kv_core::collect(&FromConfig(estimate.specs));
     if let Some(skipped) = whole.skipped().first() {
         return Err(Problem::new(file, &skipped.error));
@@ -191,7 +260,9 @@ fn estimate_file(
     Ok(Estimated {
         file: file.display().to_string(),
         detected: estimate.detected,
+        convention: estimate.convention,
         max_model_len: estimate.max_model_len,
+        block_size: estimate.block_size,
         ranks,
     })
 }
@@ -299,13 +370,8 @@ fn totals_line(rank: &Rank, max_num_seqs: u64) -> String {
 
 fn settings_line(estimated: &Estimated, args: &Args) -> String {
     format!(
-        "max_model_len {}, max_num_seqs {}, vLLM block_size {}, max_num_batched_tokens {}, tp {}, pp {}",
-        estimated.max_model_len,
-        args.max_num_seqs,
-        args.block_size,
-        args.max_num_batched_tokens,
-        args.tp,
-        args.pp
+        "max_model_len {}, max_num_seqs {}, tp {}, pp {}; {}",
+        estimated.max_model_len, args.max_num_seqs, args.tp, args.pp, estimated.convention
     )
 }
 
@@ -409,7 +475,8 @@ fn to_json(estimated: &Estimated, args: &Args) -> Value {
         "detected": estimated.detected,
         "max_model_len": estimated.max_model_len,
         "max_num_seqs": args.max_num_seqs,
-        "block_size": args.block_size,
+        "block_size": estimated.block_size,
+        "convention": estimated.convention,
         "max_num_batched_tokens": args.max_num_batched_tokens,
         "tp": args.tp,
         "pp": args.pp,

@@ -40,8 +40,10 @@ impl std::fmt::Display for Problem {
 }
 
 /// The files named: a file as given, a directory as every `*.json` in it
-/// and its subdirectories, sorted by path. An unreadable directory or one with no JSON is a problem.
-pub fn expand(paths: &[PathBuf]) -> (Vec<PathBuf>, Vec<Problem>) {
+/// and its subdirectories (only those named `named`, where given: a
+/// checkpoint folder also holds `tokenizer_config.json` and others), sorted
+/// by path. An unreadable directory or one with no such file is a problem.
+pub fn expand(paths: &[PathBuf], named: Option<&str>) -> (Vec<PathBuf>, Vec<Problem>) {
     let mut files = Vec::new();
     let mut problems = Vec::new();
     for path in paths {
@@ -51,9 +53,16 @@ pub fn expand(paths: &[PathBuf]) -> (Vec<PathBuf>, Vec<Problem>) {
         }
         let mut found = Vec::new();
         walk(path, &mut found, &mut problems);
+        if let Some(name) = named {
+            found.retain(|file| file.file_name().is_some_and(|f| f == name));
+        }
         found.sort();
         if found.is_empty() {
-            problems.push(Problem::new(path, "the directory holds no *.json file"));
+            let wanted = named.unwrap_or("*.json");
+            problems.push(Problem::new(
+                path,
+                format!("the directory holds no {wanted} file"),
+            ));
         }
         files.extend(found);
     }
@@ -85,6 +94,16 @@ pub fn read_json(path: &Path) -> Result<Value, Problem> {
         return Err(Problem::new(path, "the file is empty; expected JSON"));
     }
     serde_json::from_str(&text).map_err(|e| Problem::new(path, format!("invalid JSON: {e}")))
+}
+
+/// A checkpoint's config, read as Python's `json` reads it (`NaN` and
+/// `Infinity` included: `kv_core::config::parse_json`).
+pub fn read_config(path: &Path) -> Result<Value, Problem> {
+    let text = std::fs::read_to_string(path).map_err(|e| Problem::new(path, e))?;
+    if text.trim().is_empty() {
+        return Err(Problem::new(path, "the file is empty; expected JSON"));
+    }
+    kv_core::config::parse_json(&text).map_err(|e| Problem::new(path, format!("invalid JSON: {e}")))
 }
 
 /// `131,072`.

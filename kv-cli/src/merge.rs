@@ -10,7 +10,7 @@ use crate::table::read_report;
 use crate::Format;
 
 pub fn run(paths: &[PathBuf], format: Format) -> bool {
-    let (files, mut problems) = expand(paths);
+    let (files, mut problems) = expand(paths, None);
     let mut reports: Vec<(PathBuf, ExportedReport)> = Vec::new();
     for file in files {
         match read_report(&file) {

@@ -3,9 +3,9 @@
 //! on [`HfConfig`].
 
 use std::collections::BTreeSet;
-use std::sync::{Arc, Mutex, MutexGuard};
 use std::fmt::Write as _;
 use std::path::Path;
+use std::sync::{Arc, Mutex, MutexGuard};
 
 use serde_json::{Map, Value};
 
@@ -340,7 +340,9 @@ impl HfConfig {
                 row.defaults
                     .iter()
                     .filter_map(|(key, text)| {
-                        serde_json::from_str(text).ok().map(|v| ((*key).to_owned(), v))
+                        serde_json::from_str(text)
+                            .ok()
+                            .map(|v| ((*key).to_owned(), v))
                     })
                     .collect(),
                 row.source,
@@ -387,7 +389,9 @@ impl HfConfig {
         if let Some(kv_heads) = self.kv_heads {
             return self.count_or(WHAT, Some(kv_heads), KV_HEADS);
         }
-        let rule = self.family().map_or(models::KvHeads::Generic, |row| row.kv_heads);
+        let rule = self
+            .family()
+            .map_or(models::KvHeads::Generic, |row| row.kv_heads);
         let kv_heads = match rule {
             models::KvHeads::MultiQueryFlag
                 if !self.flag("new_decoder_architecture")? && self.flag("multi_query")? =>
@@ -635,11 +639,11 @@ impl HfConfig {
             .sections()
             .filter(|(section, _)| defaults || !matches!(section, Section::Default(_)))
             .find_map(|(section, map)| {
-            keys_tried.iter().find_map(|key| match map.get(*key) {
-                None | Some(Value::Null) => None,
-                Some(value) => Some((section, *key, value)),
-            })
-        })?;
+                keys_tried.iter().find_map(|key| match map.get(*key) {
+                    None | Some(Value::Null) => None,
+                    Some(value) => Some((section, *key, value)),
+                })
+            })?;
         if let (Section::Default(source), key, value) = found {
             let written_as_null = self
                 .sections()
@@ -942,7 +946,10 @@ mod tests {
             .with_layers(0)
             .geometry()
             .unwrap_err();
-        assert!(zero.to_string().contains("the explicit layers is 0"), "{zero}");
+        assert!(
+            zero.to_string().contains("the explicit layers is 0"),
+            "{zero}"
+        );
     }
 
     #[test]

@@ -153,7 +153,10 @@ impl KvError {
     /// Each problem on its own: the parts of [`KvError::Several`], else itself.
     pub fn into_problems(self) -> Vec<KvError> {
         match self {
-            KvError::Several(errors) => errors.into_iter().flat_map(KvError::into_problems).collect(),
+            KvError::Several(errors) => errors
+                .into_iter()
+                .flat_map(KvError::into_problems)
+                .collect(),
             other => vec![other],
         }
     }
@@ -230,7 +233,10 @@ mod tests {
             problem: "none is set".into(),
         };
         assert_eq!(KvError::from_all(Vec::new()), None);
-        assert_eq!(KvError::from_all(vec![missing("layers")]), Some(missing("layers")));
+        assert_eq!(
+            KvError::from_all(vec![missing("layers")]),
+            Some(missing("layers"))
+        );
         let both = KvError::from_all(vec![
             missing("layers"),
             missing("dtype"),

@@ -287,7 +287,12 @@ pub fn estimate(config: &Value, settings: &EstimateSettings) -> Result<Estimate,
     }
     let hf = given_values(config, &settings.values)?.with_dtype_rule(DTypeRule::VllmAuto);
     if let Some(Holds::Unsized(words)) = hf.family().map(|row| row.holds) {
-        let model_type = hf.model_types().first().copied().unwrap_or_default().to_owned();
+        let model_type = hf
+            .model_types()
+            .first()
+            .copied()
+            .unwrap_or_default()
+            .to_owned();
         return Err(config_error(
             "model",
             format!("`model_type` {model_type}: {words}"),
@@ -298,10 +303,18 @@ pub fn estimate(config: &Value, settings: &EstimateSettings) -> Result<Estimate,
     let unread: Vec<String> = hf
         .unread_values()
         .into_iter()
-        .chain(settings.values.keys().filter(|k| k.contains('.')).filter_map(|key| {
-            let (_, inner) = key.split_once('.')?;
-            hf.was_asked(inner).then_some(()).map_or(Some(key.clone()), |()| None)
-        }))
+        .chain(
+            settings
+                .values
+                .keys()
+                .filter(|k| k.contains('.'))
+                .filter_map(|key| {
+                    let (_, inner) = key.split_once('.')?;
+                    hf.was_asked(inner)
+                        .then_some(())
+                        .map_or(Some(key.clone()), |()| None)
+                }),
+        )
         .collect();
     if !unread.is_empty() {
         return Err(config_error(
@@ -429,7 +442,12 @@ fn detect(
         return Ok((detected, plain, specs));
     }
     if let Some(Holds::MambaOnly) = hf.family().map(|row| row.holds) {
-        let model_type = hf.model_types().first().copied().unwrap_or_default().to_owned();
+        let model_type = hf
+            .model_types()
+            .first()
+            .copied()
+            .unwrap_or_default()
+            .to_owned();
         let detected = format!("Mamba in every layer (`model_type` {model_type})");
         let layers = hf.mamba()?.layers;
         let paging = Paging::for_groups(hf, settings, &[(LayerKind::Mamba, layers)])?;
@@ -503,7 +521,11 @@ mod tests {
         assert_eq!(per_token(&e.specs[0]), 131_072);
         // 8192 positions are 512 whole blocks of 16.
         assert_eq!(e.specs[0].bytes_per_row(), Ok(131_072 * 8192));
-        assert!(e.detected.starts_with("attention in every layer"), "{}", e.detected);
+        assert!(
+            e.detected.starts_with("attention in every layer"),
+            "{}",
+            e.detected
+        );
         assert!(e.detected.contains("max_model_len 8192 (given)"));
         assert!(e.specs[0].cache.contains("FullAttentionSpec"));
     }
@@ -587,8 +609,14 @@ mod tests {
         assert_eq!(e.specs[1].bytes_per_row(), Ok(4 * 33_751_040));
         let per_row: u64 = e.specs.iter().map(|s| s.bytes_per_row().unwrap()).sum();
         assert_eq!(per_row, 153_354_240);
-        assert!(e.convention.contains("block_size 80 (raised from 16"), "{}", e.convention);
-        assert!(e.specs[0].cache.contains("mamba cache mode align: 2 page(s) of 327680 B"));
+        assert!(
+            e.convention.contains("block_size 80 (raised from 16"),
+            "{}",
+            e.convention
+        );
+        assert!(e.specs[0]
+            .cache
+            .contains("mamba cache mode align: 2 page(s) of 327680 B"));
         assert!(e.specs[1].cache.contains("block 80"));
         assert!(e.specs.iter().all(|s| s.validate("jamba").is_ok()));
     }
@@ -597,11 +625,17 @@ mod tests {
     fn jambas_block_follows_the_kv_format_and_speculative_tokens_add_pages() {
         let fp8 = at_8192().kv_format(Storage::from_name("f8e4m3").unwrap());
         // 2,048 B per token per layer: 16 x cdiv(311,296, 32,768) = 160.
-        assert_eq!(estimate(&shipped("jamba-v0.1"), &fp8).unwrap().block_size, 160);
+        assert_eq!(
+            estimate(&shipped("jamba-v0.1"), &fp8).unwrap().block_size,
+            160
+        );
         let nvfp4 = at_8192().kv_format(Storage::from_name("nvfp4").unwrap());
         // nvfp4: 128 elements = 8 blocks of 9 B, x 8 heads x 2 = 1,152 B per
         // token per layer: 16 x cdiv(311,296, 18,432) = 16 x 17 = 272.
-        assert_eq!(estimate(&shipped("jamba-v0.1"), &nvfp4).unwrap().block_size, 272);
+        assert_eq!(
+            estimate(&shipped("jamba-v0.1"), &nvfp4).unwrap().block_size,
+            272
+        );
         let spec = estimate(&shipped("jamba-v0.1"), &at_8192().speculative_tokens(2)).unwrap();
         assert_eq!(spec.specs[0].bytes_per_row(), Ok(28 * 4 * 327_680));
         // Without prefix caching, mode none keeps one page.
@@ -715,14 +749,25 @@ mod tests {
     fn max_num_batched_tokens_moves_vllms_sliding_window() {
         let mistral = shipped("mistral-7b-v0.1");
         // One batch in flight: min(4095 + 1024, 8192) = 5119 -> 320 blocks + 1.
-        let one = at_8192().async_scheduling(false).max_num_batched_tokens(1024);
-        assert_eq!(positions(&estimate(&mistral, &one).unwrap().specs[0]), 321 * 16);
+        let one = at_8192()
+            .async_scheduling(false)
+            .max_num_batched_tokens(1024);
+        assert_eq!(
+            positions(&estimate(&mistral, &one).unwrap().specs[0]),
+            321 * 16
+        );
         // Two (async scheduling): min(4095 + 2 x 1024, 8192) = 6143 -> 384 + 1.
         let two = at_8192().max_num_batched_tokens(1024);
-        assert_eq!(positions(&estimate(&mistral, &two).unwrap().specs[0]), 385 * 16);
+        assert_eq!(
+            positions(&estimate(&mistral, &two).unwrap().specs[0]),
+            385 * 16
+        );
         // Three (async, 2 pipeline stages): min(4095 + 3 x 1024, 8192) = 7167 -> 448 + 1.
         let three = two.pipeline_stages(2);
-        assert_eq!(positions(&estimate(&mistral, &three).unwrap().specs[0]), 449 * 16);
+        assert_eq!(
+            positions(&estimate(&mistral, &three).unwrap().specs[0]),
+            449 * 16
+        );
     }
 
     #[test]

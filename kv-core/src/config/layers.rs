@@ -125,7 +125,9 @@ impl HfConfig {
     /// Whether [`HfConfig::layer_pattern`] finds any key to build from.
     pub(crate) fn has_layer_pattern(&self) -> bool {
         PATTERN_KEYS.iter().any(|key| self.find(&[key]).is_some())
-            || self.find(&[NUM_KV_SHARED_LAYERS]).is_some_and(|(_, v)| v.as_u64() != Some(0))
+            || self
+                .find(&[NUM_KV_SHARED_LAYERS])
+                .is_some_and(|(_, v)| v.as_u64() != Some(0))
             || (self.find(&[ATTENTION_CHUNK_SIZE]).is_some()
                 && (self.find(&[NO_ROPE_LAYERS]).is_some()
                     || self.find(&[NO_ROPE_LAYER_INTERVAL]).is_some()))
@@ -209,7 +211,9 @@ impl HfConfig {
             }
         }
         match chunked {
-            (Some((name, value)), _) => rules.push((name.clone(), no_rope_list(&name, value, layers)?)),
+            (Some((name, value)), _) => {
+                rules.push((name.clone(), no_rope_list(&name, value, layers)?))
+            }
             (None, Some((name, value))) => {
                 // An empty or absent `no_rope_layers` is built from the interval.
                 let every = positive(WHAT, &name, value)?;
@@ -329,7 +333,10 @@ fn no_rope_list(name: &str, value: &Value, layers: u64) -> Result<LayerPattern, 
         problem,
     };
     let Value::Array(entries) = value else {
-        return Err(bad(format!("`{name}` is {}; expected a list of 0 and 1", shown(value))));
+        return Err(bad(format!(
+            "`{name}` is {}; expected a list of 0 and 1",
+            shown(value)
+        )));
     };
     let mut kinds = Vec::with_capacity(entries.len());
     for (index, entry) in entries.iter().enumerate() {
@@ -380,7 +387,13 @@ fn kv_shared_tail(pattern: LayerPattern, name: &str, shared: u64) -> Result<Laye
     let kinds: Vec<LayerKind> = pattern
         .kinds()
         .enumerate()
-        .map(|(i, kind)| if (i as u64) < owners { kind } else { LayerKind::KvShared })
+        .map(|(i, kind)| {
+            if (i as u64) < owners {
+                kind
+            } else {
+                LayerKind::KvShared
+            }
+        })
         .collect();
     LayerPattern::from_kinds(kinds, NUM_KV_SHARED_LAYERS).map_err(|e| pattern_error(name, e))
 }

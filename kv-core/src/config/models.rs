@@ -126,7 +126,10 @@ pub(crate) const MODEL_TYPES: &[ModelType] = &[
     },
     ModelType {
         names: &["falcon", "RefinedWeb", "RefinedWebModel"],
-        defaults: &[("multi_query", "true"), ("new_decoder_architecture", "false")],
+        defaults: &[
+            ("multi_query", "true"),
+            ("new_decoder_architecture", "false"),
+        ],
         source: "transformers FalconConfig default",
         kv_heads: KvHeads::MultiQueryFlag,
         holds: Holds::ByKeys,
@@ -245,7 +248,12 @@ mod tests {
                     "{key}: {text}"
                 );
             }
-            assert_eq!(row.defaults.is_empty(), row.source.is_empty(), "{:?}", row.names);
+            assert_eq!(
+                row.defaults.is_empty(),
+                row.source.is_empty(),
+                "{:?}",
+                row.names
+            );
         }
     }
 
@@ -257,7 +265,10 @@ mod tests {
                 assert!(seen.insert(*name), "{name} twice");
             }
         }
-        assert_eq!(model_type("gemma3").unwrap().source, "transformers Gemma3TextConfig default");
+        assert_eq!(
+            model_type("gemma3").unwrap().source,
+            "transformers Gemma3TextConfig default"
+        );
         assert!(model_type("not_a_model").is_none());
     }
 }

@@ -137,7 +137,6 @@ pub struct LinearAttentionConfig {
     pub conv_kernel: u64,
 }
 
-
 impl HfConfig {
     /// Multi-head latent attention dimensions.
     ///

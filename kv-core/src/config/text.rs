@@ -80,7 +80,9 @@ mod tests {
 
     #[test]
     fn other_invalid_json_keeps_its_strict_error() {
-        let strict = serde_json::from_str::<Value>("{ nope }").unwrap_err().to_string();
+        let strict = serde_json::from_str::<Value>("{ nope }")
+            .unwrap_err()
+            .to_string();
         assert_eq!(parse_json("{ nope }").unwrap_err().to_string(), strict);
         // A non-finite literal does not excuse another error.
         assert!(parse_json("{\"a\": NaN, }").is_err());

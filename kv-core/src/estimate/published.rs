@@ -45,7 +45,11 @@ fn falcon_7b_multi_query_holds_one_kv_head() {
     // 32 layers x 1 KV head x 64 (4544 / 71) x (K + V) x 2 B.
     assert_eq!(per_token(&e), 32 * 64 * 2 * 2);
     assert_eq!(per_token(&e), 8_192);
-    assert!(e.detected.contains("1 KV head: `multi_query` is true"), "{}", e.detected);
+    assert!(
+        e.detected.contains("1 KV head: `multi_query` is true"),
+        "{}",
+        e.detected
+    );
     // FalconConfig defaults multi_query to true: a config without it is MQA too.
     let mut unset = falcon_7b();
     unset.as_object_mut().unwrap().remove("multi_query");
@@ -75,8 +79,16 @@ fn starcoder_gpt_bigcode_is_multi_query_and_served_in_bf16() {
     assert_eq!(per_token(&e), 20_480);
     // max_model_len from n_positions, GPT-2's key.
     assert_eq!(e.max_model_len, 8192);
-    assert!(e.detected.contains("`n_positions` of the config"), "{}", e.detected);
-    assert!(e.detected.contains("dtype bf16: `torch_dtype` is float32"), "{}", e.detected);
+    assert!(
+        e.detected.contains("`n_positions` of the config"),
+        "{}",
+        e.detected
+    );
+    assert!(
+        e.detected.contains("dtype bf16: `torch_dtype` is float32"),
+        "{}",
+        e.detected
+    );
 }
 
 #[test]
@@ -90,7 +102,11 @@ fn mpt_and_dbrx_keep_kv_heads_in_attn_config() {
     // No kv_n_heads: every head keeps K/V. 32 x 32 x 128 x 2 x 2 B.
     assert_eq!(per_token(&e), 524_288);
     assert_eq!(e.max_model_len, 2048);
-    assert!(e.detected.contains("kv heads = `n_heads` 32"), "{}", e.detected);
+    assert!(
+        e.detected.contains("kv heads = `n_heads` 32"),
+        "{}",
+        e.detected
+    );
     let dbrx = json!({
         "model_type": "dbrx", "d_model": 6144, "n_heads": 48, "n_layers": 40,
         "max_seq_len": 32768, "attn_config": {"kv_n_heads": 8, "rope_theta": 500000},
@@ -120,7 +136,10 @@ fn a_config_with_more_kv_heads_than_heads_is_refused() {
         "num_key_value_heads": 16, "head_dim": 64, "torch_dtype": "bfloat16"
     });
     let err = estimate(&bad, &at(4096)).unwrap_err().to_string();
-    assert!(err.contains("16 KV heads but `num_attention_heads` is 8"), "{err}");
+    assert!(
+        err.contains("16 KV heads but `num_attention_heads` is 8"),
+        "{err}"
+    );
 }
 
 fn gemma_3n_e4b() -> Value {
@@ -152,7 +171,10 @@ fn gemma_3n_shared_layers_hold_no_kv() {
     assert_eq!(per_token(&e), 20 * 2048);
     assert_eq!(per_token(&e), 40_960);
     // The first 20 layers: every 5th full, so 16 sliding and 4 full.
-    assert_eq!(names(&e.specs), [("sliding_attention", 16), ("full_attention", 4)]);
+    assert_eq!(
+        names(&e.specs),
+        [("sliding_attention", 16), ("full_attention", 4)]
+    );
     let pattern = &e.specs[0].layer_group.as_ref().unwrap().pattern;
     assert_eq!(pattern.layers(), 35);
     assert_eq!(pattern.count(LayerKind::KvShared), 15);
@@ -184,8 +206,14 @@ fn llama_4_maverick_is_chunked_in_3_of_4_layers() {
     for config in [maverick(json!(listed)), maverick(json!([]))] {
         // An empty list is built from no_rope_layer_interval's default, 4.
         let e = estimate(&config, &EstimateSettings::new()).unwrap();
-        assert_eq!(e.max_model_len, 1_048_576, "llama3 RoPE is not scaled again");
-        assert_eq!(names(&e.specs), [("chunked_attention", 36), ("full_attention", 12)]);
+        assert_eq!(
+            e.max_model_len, 1_048_576,
+            "llama3 RoPE is not scaled again"
+        );
+        assert_eq!(
+            names(&e.specs),
+            [("chunked_attention", 36), ("full_attention", 12)]
+        );
         // 8 x 128 x 2 x 2 B = 4,096 B per token per layer.
         // Full: 12 x 4,096 x 1,048,576. Chunked, two batches in flight:
         // cdiv(min(8192 + 2 x 2048, 1,048,576), 16) = 768 blocks = 12,288 positions.
@@ -215,13 +243,22 @@ fn gemma_2_9b_alternates_and_is_served_in_bf16() {
         "sliding_window": 4096, "torch_dtype": "float32"
     });
     let e = estimate(&gemma_2_9b, &EstimateSettings::new()).unwrap();
-    assert_eq!(names(&e.specs), [("sliding_attention", 21), ("full_attention", 21)]);
+    assert_eq!(
+        names(&e.specs),
+        [("sliding_attention", 21), ("full_attention", 21)]
+    );
     // bf16, not f32: 8 x 256 x 2 x 2 B = 8,192 B per token per layer.
     // Sliding: min(4095 + 4096, 8192) = 8191 -> 512 blocks + 1 = 8,208 positions.
     assert_eq!(per_row(&e), 21 * 8192 * 8208 + 21 * 8192 * 8192);
     assert_eq!(per_row(&e), 2_821_324_800);
-    assert!(e.detected.contains("`sliding_window_pattern` 2 (transformers Gemma2Config default)"));
-    assert!(e.detected.contains("Downcast for float32 models"), "{}", e.detected);
+    assert!(e
+        .detected
+        .contains("`sliding_window_pattern` 2 (transformers Gemma2Config default)"));
+    assert!(
+        e.detected.contains("Downcast for float32 models"),
+        "{}",
+        e.detected
+    );
 }
 
 #[test]
@@ -263,19 +300,28 @@ fn gemma_3_4b_takes_every_left_out_value_from_its_loader() {
         "`sliding_window_pattern` 6",
     ] {
         assert!(
-            e.detected
-                .contains(&format!("{default} (transformers Gemma3TextConfig default)")),
+            e.detected.contains(&format!(
+                "{default} (transformers Gemma3TextConfig default)"
+            )),
             "{default}: {}",
             e.detected
         );
     }
     // 34 layers, every 6th full: 5 full, 29 sliding; 4 x 256 x 2 x 2 = 4,096 B.
-    assert_eq!(names(&e.specs), [("sliding_attention", 29), ("full_attention", 5)]);
+    assert_eq!(
+        names(&e.specs),
+        [("sliding_attention", 29), ("full_attention", 5)]
+    );
     // Sliding: min(1023 + 4096, 8192) = 5119 -> 320 + 1 = 321 blocks.
     assert_eq!(per_row(&e), 29 * 4096 * 321 * 16 + 5 * 4096 * 8192);
     // Its length is the loader's 131,072, not scaled by the linear factor
     // (vLLM skips Gemma-3's).
-    assert_eq!(estimate(&gemma_3_4b(), &EstimateSettings::new()).unwrap().max_model_len, 131_072);
+    assert_eq!(
+        estimate(&gemma_3_4b(), &EstimateSettings::new())
+            .unwrap()
+            .max_model_len,
+        131_072
+    );
 }
 
 #[test]
@@ -302,7 +348,10 @@ fn an_unknown_model_type_is_said_and_rwkv_says_it_has_no_attention() {
     );
     let rwkv = json!({"model_type": "rwkv", "num_hidden_layers": 24, "hidden_size": 2048});
     let err = estimate(&rwkv, &at(1024)).unwrap_err().to_string();
-    assert!(err.contains("`model_type` rwkv: RWKV has no attention"), "{err}");
+    assert!(
+        err.contains("`model_type` rwkv: RWKV has no attention"),
+        "{err}"
+    );
 }
 
 #[test]
@@ -326,11 +375,17 @@ fn every_missing_key_is_reported_in_one_run() {
 fn a_given_value_nothing_reads_is_an_error_and_a_dotted_key_sets_its_section() {
     let typo = at(8192).set("sliding_window_patern", 6);
     let err = estimate(&gemma_3_4b(), &typo).unwrap_err().to_string();
-    assert!(err.contains("`sliding_window_patern` given, but nothing"), "{err}");
+    assert!(
+        err.contains("`sliding_window_patern` given, but nothing"),
+        "{err}"
+    );
     // text_config.sliding_window_pattern = 2: 17 full, 17 sliding.
     let dotted = at(8192).set("text_config.sliding_window_pattern", 2);
     let e = estimate(&gemma_3_4b(), &dotted).unwrap();
-    assert_eq!(names(&e.specs), [("sliding_attention", 17), ("full_attention", 17)]);
+    assert_eq!(
+        names(&e.specs),
+        [("sliding_attention", 17), ("full_attention", 17)]
+    );
     let unread = at(8192).set("text_config.not_a_key", 2);
     assert!(estimate(&gemma_3_4b(), &unread).is_err());
 }
@@ -338,15 +393,43 @@ fn a_given_value_nothing_reads_is_an_error_and_a_dotted_key_sets_its_section() {
 #[test]
 fn positions_past_the_models_length_are_refused_unless_allowed() {
     let err = estimate(&falcon_7b_with_length(), &at(4096)).unwrap_err();
-    assert!(matches!(err, KvError::Config { what: "max_model_len", .. }), "{err}");
-    assert!(err.to_string().contains("greater than the model's 2048"), "{err}");
+    assert!(
+        matches!(
+            err,
+            KvError::Config {
+                what: "max_model_len",
+                ..
+            }
+        ),
+        "{err}"
+    );
+    assert!(
+        err.to_string().contains("greater than the model's 2048"),
+        "{err}"
+    );
     let allowed = at(4096).allow_long_max_model_len(true);
-    assert_eq!(estimate(&falcon_7b_with_length(), &allowed).unwrap().max_model_len, 4096);
+    assert_eq!(
+        estimate(&falcon_7b_with_length(), &allowed)
+            .unwrap()
+            .max_model_len,
+        4096
+    );
     // An overflowing length names max_model_len, not an internal declaration.
     let huge = at(u64::MAX).allow_long_max_model_len(true);
     let err = estimate(&falcon_7b_with_length(), &huge).unwrap_err();
-    assert!(matches!(err, KvError::Config { what: "max_model_len", .. }), "{err}");
-    assert!(err.to_string().contains("full_attention at max_model_len 18446744073709551615"));
+    assert!(
+        matches!(
+            err,
+            KvError::Config {
+                what: "max_model_len",
+                ..
+            }
+        ),
+        "{err}"
+    );
+    assert!(err
+        .to_string()
+        .contains("full_attention at max_model_len 18446744073709551615"));
 }
 
 fn falcon_7b_with_length() -> Value {
@@ -376,5 +459,8 @@ fn non_finite_floats_in_a_config_file_read_as_python_reads_them() {
     let e = estimate(&config, &at(4096)).unwrap();
     // Mamba2, attention-free (no prefix caching, one page): conv 3 x (8192 +
     // 2 x 8 x 128) + ssm 128 x 64 x 128, bf16, x 64 layers.
-    assert_eq!(per_row(&e), 64 * (3 * (8192 + 2 * 8 * 128) + 128 * 64 * 128) * 2);
+    assert_eq!(
+        per_row(&e),
+        64 * (3 * (8192 + 2 * 8 * 128) + 128 * 64 * 128) * 2
+    );
 }

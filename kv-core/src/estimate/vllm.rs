@@ -66,7 +66,9 @@ impl Paging {
         let attention = groups.iter().any(|(kind, _)| {
             matches!(
                 kind,
-                LayerKind::FullAttention | LayerKind::SlidingAttention | LayerKind::ChunkedAttention
+                LayerKind::FullAttention
+                    | LayerKind::SlidingAttention
+                    | LayerKind::ChunkedAttention
             )
         });
         let plain = Paging::plain(settings.block_size);
@@ -75,7 +77,11 @@ impl Paging {
         }
         let align = settings.engine.prefix_caching;
         let geometry = hf.geometry()?.with_layers(1);
-        let (storage, _) = attention_storage(settings, hf, geometry.storage.dtype().unwrap_or(DType::BF16))?;
+        let (storage, _) = attention_storage(
+            settings,
+            hf,
+            geometry.storage.dtype().unwrap_or(DType::BF16),
+        )?;
         let attention_per_token = geometry
             .with_storage(storage)
             .bytes_per_position()
@@ -89,17 +95,27 @@ impl Paging {
             state_page = state_page.max(bytes);
         }
         let mut alignment = KERNEL_BLOCK.max(settings.block_size);
-        if align && recurrent.iter().all(|kind| *kind == LayerKind::LinearAttention) {
+        if align
+            && recurrent
+                .iter()
+                .all(|kind| *kind == LayerKind::LinearAttention)
+        {
             alignment = lcm(alignment, GDN_CHECKPOINT_ALIGNMENT);
         }
         let too_big = || overflow("the hybrid block size".to_owned());
-        let per_aligned = alignment
-            .checked_mul(attention_per_token)
-            .ok_or_else(|| too_big()(crate::Overflow { step: "alignment x attention page" }))?;
+        let per_aligned = alignment.checked_mul(attention_per_token).ok_or_else(|| {
+            too_big()(crate::Overflow {
+                step: "alignment x attention page",
+            })
+        })?;
         let block = alignment
             .checked_mul(state_page.div_ceil(per_aligned))
             .and_then(|b| b.div_ceil(KERNEL_BLOCK).checked_mul(KERNEL_BLOCK))
-            .ok_or_else(|| too_big()(crate::Overflow { step: "the block size" }))?;
+            .ok_or_else(|| {
+                too_big()(crate::Overflow {
+                    step: "the block size",
+                })
+            })?;
         if block <= settings.block_size {
             return Ok(Paging { align, ..plain });
         }
@@ -230,8 +246,12 @@ fn state_parts(hf: &HfConfig, kind: LayerKind) -> Result<(Vec<StatePart>, String
         MambaVersion::Mamba1 => Ok((
             // vLLM's Mamba1 conv is (d_conv - 1, d_inner).
             vec![
-                StatePart::new("conv", [mamba.d_conv.saturating_sub(1), mamba.d_inner, 1], dtype)
-                    .split_on(1),
+                StatePart::new(
+                    "conv",
+                    [mamba.d_conv.saturating_sub(1), mamba.d_inner, 1],
+                    dtype,
+                )
+                .split_on(1),
                 StatePart::mamba_ssm(mamba.d_inner, mamba.d_state, ssm_dtype),
             ],
             format!(
@@ -251,8 +271,14 @@ fn state_parts(hf: &HfConfig, kind: LayerKind) -> Result<(Vec<StatePart>, String
             let head_dim = mamba.head_dim.ok_or_else(|| missing("mamba head_dim"))?;
             Ok((
                 vec![
-                    StatePart::mamba2_conv(mamba.d_inner, groups, mamba.d_state, mamba.d_conv, dtype)
-                        .map_err(too_big("Mamba2"))?,
+                    StatePart::mamba2_conv(
+                        mamba.d_inner,
+                        groups,
+                        mamba.d_state,
+                        mamba.d_conv,
+                        dtype,
+                    )
+                    .map_err(too_big("Mamba2"))?,
                     StatePart::mamba2_ssm(heads, head_dim, mamba.d_state, ssm_dtype),
                 ],
                 format!(
@@ -281,7 +307,10 @@ fn ssm_dtype(hf: &HfConfig, dtype: DType) -> Result<DType, KvError> {
             Ok(DType::F32)
         }
         Some((key, Value::String(name))) => DType::from_torch_dtype(name).ok_or_else(|| {
-            config_error("mamba ssm dtype", format!("`{key}` is {name:?}, not a dtype kv knows"))
+            config_error(
+                "mamba ssm dtype",
+                format!("`{key}` is {name:?}, not a dtype kv knows"),
+            )
         }),
         Some((key, other)) => Err(config_error(
             "mamba ssm dtype",
@@ -314,11 +343,7 @@ pub(super) struct Builder<'a> {
 
 impl Builder<'_> {
     fn note(&self) -> String {
-        format!(
-            "{}; {}",
-            self.note,
-            self.paging.convention(self.settings)
-        )
+        format!("{}; {}", self.note, self.paging.convention(self.settings))
     }
 
     fn in_flight_tokens(&self) -> Result<u64, KvError> {
@@ -337,12 +362,30 @@ impl Builder<'_> {
             })
     }
 
+    /// The positions overflow: the length itself is too long.
     fn over_length(&self, what: &str) -> impl Fn(crate::Overflow) -> KvError {
         let max_model_len = self.max_model_len;
         let what = what.to_owned();
         move |o| KvError::Config {
             what: "max_model_len",
-            problem: format!("{} overflows u64 for {what} at max_model_len {max_model_len}", o.step),
+            problem: format!(
+                "{} overflows u64 for {what} at max_model_len {max_model_len}",
+                o.step
+            ),
+        }
+    }
+
+    /// The bytes overflow: the config's geometry at this length.
+    fn over_bytes(&self, what: &str) -> impl Fn(crate::Overflow) -> KvError {
+        let max_model_len = self.max_model_len;
+        let what = what.to_owned();
+        move |o| KvError::Config {
+            what: "figures",
+            problem: format!(
+                "{} overflows u64 for {what} at max_model_len {max_model_len}: check the \
+                 config's geometry",
+                o.step
+            ),
         }
     }
 
@@ -359,7 +402,7 @@ impl Builder<'_> {
         let geometry = geometry.with_storage(storage);
         geometry
             .bytes_per_row(positions.count)
-            .map_err(self.over_length(name))?;
+            .map_err(self.over_bytes(name))?;
         let spec = KvSpec::attention(
             name,
             format!(
@@ -386,12 +429,22 @@ impl Builder<'_> {
         .map_err(self.over_length(name))
     }
 
-    pub fn full(&self, geometry: Geometry, name: &'static str, hf: &HfConfig) -> Result<KvSpec, KvError> {
+    pub fn full(
+        &self,
+        geometry: Geometry,
+        name: &'static str,
+        hf: &HfConfig,
+    ) -> Result<KvSpec, KvError> {
         let positions = self.full_positions(name)?;
         self.attention(name, "FullAttentionSpec", geometry, positions, hf)
     }
 
-    pub fn sliding(&self, geometry: Geometry, window: u64, hf: &HfConfig) -> Result<KvSpec, KvError> {
+    pub fn sliding(
+        &self,
+        geometry: Geometry,
+        window: u64,
+        hf: &HfConfig,
+    ) -> Result<KvSpec, KvError> {
         let positions = Positions::from_policy(PositionPolicy::VllmSlidingWindow {
             window,
             max_num_batched_tokens: self.in_flight_tokens()?,
@@ -399,27 +452,32 @@ impl Builder<'_> {
             block_size: self.paging.block_size,
         })
         .map_err(self.over_length("sliding_attention"))?;
-        self.attention("sliding_attention", "SlidingWindowSpec", geometry, positions, hf)
+        self.attention(
+            "sliding_attention",
+            "SlidingWindowSpec",
+            geometry,
+            positions,
+            hf,
+        )
     }
 
     fn chunked(&self, geometry: Geometry, hf: &HfConfig) -> Result<KvSpec, KvError> {
-        let chunk = match hf.value("attention_chunk_size") {
-            Some((key, value)) => value.as_u64().filter(|n| *n > 0).ok_or_else(|| {
-                config_error(
-                    "attention_chunk_size",
-                    format!("`{key}` is {value}; expected a positive integer"),
-                )
-            })?,
-            None => {
-                return Err(config_error(
+        let chunk =
+            match hf.value("attention_chunk_size") {
+                Some((key, value)) => value.as_u64().filter(|n| *n > 0).ok_or_else(|| {
+                    config_error(
+                        "attention_chunk_size",
+                        format!("`{key}` is {value}; expected a positive integer"),
+                    )
+                })?,
+                None => return Err(config_error(
                     "attention_chunk_size",
                     "the layer pattern has chunked_attention layers but `attention_chunk_size` \
                      is not set (looked at the given values, the top level, `text_config`, \
                      `llm_config`); give `attention_chunk_size`"
                         .to_owned(),
-                ))
-            }
-        };
+                )),
+            };
         let positions = Positions::from_policy(PositionPolicy::VllmChunkedLocal {
             chunk,
             max_num_batched_tokens: self.in_flight_tokens()?,
@@ -437,14 +495,19 @@ impl Builder<'_> {
     }
 
     pub fn latent(&self, mla: MlaConfig, hf: &HfConfig) -> Result<KvSpec, KvError> {
-        let latent = Latent::new(mla.layers, mla.kv_lora_rank, mla.qk_rope_head_dim, mla.dtype);
+        let latent = Latent::new(
+            mla.layers,
+            mla.kv_lora_rank,
+            mla.qk_rope_head_dim,
+            mla.dtype,
+        );
         let dtype = latent.storage.dtype().unwrap_or(DType::BF16);
         let (storage, said) = attention_storage(self.settings, hf, dtype)?;
         let latent = latent.with_storage(storage);
         let positions = self.full_positions("mla_latent")?;
         latent
             .bytes_per_row(positions.count)
-            .map_err(self.over_length("mla_latent"))?;
+            .map_err(self.over_bytes("mla_latent"))?;
         let spec = KvSpec::latent(
             "mla_latent",
             format!(
@@ -505,7 +568,9 @@ impl Builder<'_> {
         let padded = self.paging.padded_page();
         if let Some(page) = padded {
             // One byte per element, split like the state, so ranks divide it.
-            parts.push(StatePart::new("page_padding", [page - content, 1, 1], DType::U8).split_on(0));
+            parts.push(
+                StatePart::new("page_padding", [page - content, 1, 1], DType::U8).split_on(0),
+            );
         }
         let checkpoints = kind == LayerKind::LinearAttention
             || hf.mamba().is_ok_and(|m| m.version == MambaVersion::Mamba2);
@@ -516,14 +581,21 @@ impl Builder<'_> {
         };
         let speculative = self.settings.engine.speculative_tokens;
         let slots = pages.checked_add(speculative).ok_or_else(|| {
-            config_error("estimate settings", format!("{speculative} speculative tokens overflow u64"))
+            config_error(
+                "estimate settings",
+                format!("{speculative} speculative tokens overflow u64"),
+            )
         })?;
         let state = RecurrentState::from_parts(layers, parts).with_slots(slots);
         state
             .bytes_per_row()
             .map_err(overflow(format!("{layers} {kind} layers")))?;
         let page = padded.unwrap_or(content);
-        let name = if kind == LayerKind::Mamba { "mamba" } else { "linear_attention" };
+        let name = if kind == LayerKind::Mamba {
+            "mamba"
+        } else {
+            "linear_attention"
+        };
         let mut spec = KvSpec::recurrent(
             name,
             format!(
@@ -545,7 +617,11 @@ impl Builder<'_> {
             if self.paging.align {
                 format!(
                     "prefix caching on, so mode align keeps 2{}",
-                    if checkpoints { " + 1 prefill checkpoint" } else { "" }
+                    if checkpoints {
+                        " + 1 prefill checkpoint"
+                    } else {
+                        ""
+                    }
                 )
             } else {
                 "mode none keeps 1".to_owned()
