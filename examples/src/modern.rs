@@ -5,8 +5,11 @@
 //! encoder cross-attention and a quantized (q8_0) cache. Each declaration
 //! names which engine's cache it describes in `cache`.
 //!
-//! [`peers`] holds what vLLM, llama.cpp, transformers and a naive calculator
-//! say for the same models, worked out by hand from their published formulas;
+//! [`peers`] holds what vLLM 0.33, llama.cpp, transformers 5.25 and a naive
+//! calculator say for the same models, worked out by hand from their sources;
+//! the declarations that describe vLLM's cache follow vLLM 0.33's rules
+//! (async scheduling on, prefix caching on), so that they can be set beside
+//! it;
 //! [`side_by_side_markdown`] sets the two side by side and explains every
 //! difference. `cargo run -p kv-examples --example modern_models` prints it;
 //! `... -- --write-docs` writes [`MODERN_DOCS_PATH`].
@@ -35,51 +38,168 @@ pub struct Deployment {
     pub max_model_len: u64,
     /// vLLM `max_num_batched_tokens`: the scheduler's token budget per step.
     pub max_num_batched_tokens: u64,
-    /// vLLM `block_size`: tokens per KV block.
+    /// vLLM `VllmConfig.max_concurrent_batches`: 2 with async scheduling
+    /// (vLLM 0.33's default) at pipeline parallel 1; its
+    /// `max_in_flight_tokens` is this times `max_num_batched_tokens`
+    /// (`vllm/config/vllm.py`).
+    pub vllm_batches_in_flight: u64,
+    /// vLLM `block_size`: tokens per KV block (`CacheConfig.DEFAULT_BLOCK_SIZE`;
+    /// a hybrid raises it, see [`vllm_hybrid_block_size`]).
     pub block_size: u64,
     /// vLLM `max_num_seqs`: sequences in flight.
     pub max_num_seqs: u64,
-    /// llama.cpp `n_ctx` (per sequence; padded to 256 by llama.cpp).
+    /// llama.cpp `n_ctx`: cells in all, the total across its sequences (not
+    /// per sequence), padded to 256.
     pub llama_n_ctx: u64,
     /// llama.cpp `n_ubatch` (its default, 512).
     pub llama_n_ubatch: u64,
-    /// llama.cpp `n_seq` as its SWA size counts it: 1 (no unified cache).
-    pub llama_n_seq: u64,
+    /// llama.cpp `n_seq_max`: 1, so one sequence holds all `n_ctx` cells (with
+    /// n separate caches each would get `GGML_PAD(n_ctx / n, 256)`).
+    pub llama_n_seq_max: u64,
     /// transformers `StaticCache(max_cache_len=...)`.
     pub max_cache_len: u64,
 }
 
-/// `max_model_len` 8192, `max_num_batched_tokens` 2048, block 16,
-/// `max_num_seqs` 256; llama.cpp `n_ctx` 8192, `n_ubatch` 512, one sequence
-/// per cache; transformers `StaticCache(max_cache_len=8192)`.
+/// `max_model_len` 8192, `max_num_batched_tokens` 2048 with 2 batches in
+/// flight, block 16, `max_num_seqs` 256; llama.cpp `n_ctx` 8192 for one
+/// sequence, `n_ubatch` 512; transformers `StaticCache(max_cache_len=8192)`.
 pub const DEPLOYMENT: Deployment = Deployment {
     max_model_len: 8192,
     max_num_batched_tokens: 2048,
+    vllm_batches_in_flight: 2,
     block_size: 16,
     max_num_seqs: 256,
     llama_n_ctx: 8192,
     llama_n_ubatch: 512,
-    llama_n_seq: 1,
+    llama_n_seq_max: 1,
     max_cache_len: 8192,
 };
+
+/// vLLM 0.33's `max_in_flight_tokens` at [`DEPLOYMENT`]: 2 batches in flight
+/// (async scheduling, pipeline parallel 1) x `max_num_batched_tokens` 2048 =
+/// 4096, what `SlidingWindowSpec.max_admission_blocks_per_request` adds to
+/// the window.
+pub const VLLM_IN_FLIGHT_TOKENS: u64 =
+    DEPLOYMENT.vllm_batches_in_flight * DEPLOYMENT.max_num_batched_tokens;
+
+/// The versions whose rules the peers' figures follow.
+pub const PEER_VERSIONS: &str = "vLLM 0.33.0, transformers 5.25.0";
 
 impl Deployment {
     /// The deployment in one line, as the page states it.
     pub fn describe(&self) -> String {
         format!(
-            "vLLM: max_model_len {}, max_num_batched_tokens {}, block_size {}, max_num_seqs {}; \
-             llama.cpp: n_ctx {}, n_ubatch {}, n_seq {} (swa_full off); \
-             transformers: StaticCache(max_cache_len={})",
+            "vLLM 0.33: max_model_len {}, max_num_batched_tokens {}, block_size {}, max_num_seqs {}, \
+             async scheduling on and pipeline parallel 1 ({} batches in flight: {} tokens), \
+             prefix caching on (Mamba cache mode align), no speculative decoding, one Hopper GPU \
+             (FlashAttention; FlashInfer GDN prefill); \
+             llama.cpp: n_ctx {} cells in all (the total across sequences, not per sequence), \
+             n_seq_max {}, n_ubatch {}, swa_full off (llama-server's default; the C API's \
+             llama_context_default_params turns it on), separate caches (llama-server's auto \
+             -np gives 4 slots sharing n_ctx in one unified cache); \
+             transformers 5.25: StaticCache(max_cache_len={})",
             self.max_model_len,
             self.max_num_batched_tokens,
             self.block_size,
             self.max_num_seqs,
+            self.vllm_batches_in_flight,
+            self.vllm_batches_in_flight * self.max_num_batched_tokens,
             self.llama_n_ctx,
+            self.llama_n_seq_max,
             self.llama_n_ubatch,
-            self.llama_n_seq,
             self.max_cache_len
         )
     }
+}
+
+/// vLLM 0.33's attention block for a hybrid of attention and recurrent state
+/// (`vllm/platforms/interface.py` `Platform._align_hybrid_block_size`): the
+/// block grows in steps of `alignment` tokens until one attention page
+/// (block x attention bytes per token per layer) holds one state page,
+/// `alignment x cdiv(state_page, alignment x attention_bytes_per_token)`, and
+/// never shrinks below `block_size`. `alignment` is the attention backend's
+/// smallest kernel block (16 for FlashAttention) and, in Mamba cache mode
+/// `align`, its lcm with the layers' prefill checkpoint alignment. `None` on
+/// overflow or a zero input.
+pub const fn vllm_hybrid_block_size(
+    state_page: u64,
+    attention_bytes_per_token: u64,
+    alignment: u64,
+    block_size: u64,
+) -> Option<u64> {
+    let Some(step) = alignment.checked_mul(attention_bytes_per_token) else {
+        return None;
+    };
+    if step == 0 {
+        return None;
+    }
+    match state_page.div_ceil(step).checked_mul(alignment) {
+        Some(block) if block > block_size => Some(block),
+        Some(_) => Some(block_size),
+        None => None,
+    }
+}
+
+/// FlashInfer's Gated DeltaNet prefill emits states every multiple of 64
+/// tokens (`vllm/v1/attention/backends/gdn_attn.py`
+/// `FLASHINFER_GDN_CHECKPOINT_ALIGNMENT`); in Mamba cache mode `align` vLLM
+/// 0.33 keeps hybrid blocks on it (`get_mamba_prefill_checkpoint_alignment`).
+pub const FLASHINFER_GDN_CHECKPOINT_ALIGNMENT: u64 = 64;
+
+const fn gcd(a: u64, b: u64) -> u64 {
+    if b == 0 {
+        a
+    } else {
+        gcd(b, a % b)
+    }
+}
+
+/// The least common multiple, as vLLM combines block alignments (`math.lcm`).
+const fn lcm(a: u64, b: u64) -> u64 {
+    if a == 0 || b == 0 {
+        0
+    } else {
+        a / gcd(a, b) * b
+    }
+}
+
+/// A recurrent state as vLLM 0.33 keeps it beside attention: `parts`, then
+/// `page_padding` bytes up to the attention page of the block
+/// [`vllm_hybrid_block_size`] gives, `pages` pages per layer. Returns the
+/// block and the state.
+fn vllm_hybrid_state(
+    layers: u64,
+    mut parts: Vec<StatePart>,
+    attention: &Geometry,
+    alignment: u64,
+    pages: u64,
+    declaration: &'static str,
+) -> Result<(u64, RecurrentState), KvError> {
+    let state_page = RecurrentState::from_parts(1, parts.clone())
+        .bytes_per_layer()
+        .map_err(overflow(declaration))?;
+    let per_token = attention
+        .with_layers(1)
+        .bytes_per_position()
+        .map_err(overflow(declaration))?;
+    let too_big = || KvError::Overflow {
+        declaration: declaration.to_owned(),
+        step: "vLLM's hybrid block size",
+    };
+    let block = vllm_hybrid_block_size(state_page, per_token, alignment, DEPLOYMENT.block_size)
+        .ok_or_else(too_big)?;
+    let page = block.checked_mul(per_token).ok_or_else(too_big)?;
+    if page > state_page {
+        parts.push(StatePart::new(
+            "page_padding",
+            [page - state_page, 1, 1],
+            DType::U8,
+        ));
+    }
+    Ok((
+        block,
+        RecurrentState::from_parts(layers, parts).with_slots(pages),
+    ))
 }
 
 /// Where a shipped config lives: `examples/configs/<name>/config.json`.
@@ -131,7 +251,7 @@ impl Llama3_8b {
     }
 }
 
-/// Mistral-7B-v0.1 in vLLM: every layer slides over `sliding_window` 4096.
+/// Mistral-7B-v0.1 in vLLM 0.33: every layer slides over `sliding_window` 4096.
 #[derive(ModelLocalKv)]
 #[kv(
     name = "sliding",
@@ -139,12 +259,15 @@ impl Llama3_8b {
     geometry = self.geometry,
     positions = vllm_sliding_window(
         self.window,
-        max_num_batched_tokens = DEPLOYMENT.max_num_batched_tokens,
+        max_num_batched_tokens = VLLM_IN_FLIGHT_TOKENS,
         max_model_len = DEPLOYMENT.max_model_len,
         block_size = DEPLOYMENT.block_size
     ),
     scope = request,
     rows = max_num_seqs,
+    assumes = "2 batches in flight (async scheduling) x max_num_batched_tokens 2048 = \
+               4096 tokens past the window (vLLM 0.33 VllmConfig.max_in_flight_tokens, \
+               pipeline parallel 1)",
     note = "every layer slides: Mistral-7B-v0.1 has no global layers",
 )]
 pub struct Mistral7b {
@@ -175,7 +298,7 @@ impl Mistral7b {
 /// one global layer in 6.
 pub const GEMMA3_SLIDING_WINDOW_PATTERN: u64 = 6;
 
-/// Gemma-3-27B in vLLM: 52 sliding layers (window 1024) and 10 global ones.
+/// Gemma-3-27B in vLLM 0.33: 52 sliding layers (window 1024) and 10 global ones.
 #[derive(ModelLocalKv)]
 #[kv(
     name = "sliding",
@@ -183,12 +306,15 @@ pub const GEMMA3_SLIDING_WINDOW_PATTERN: u64 = 6;
     geometry = self.sliding,
     positions = vllm_sliding_window(
         self.window,
-        max_num_batched_tokens = DEPLOYMENT.max_num_batched_tokens,
+        max_num_batched_tokens = VLLM_IN_FLIGHT_TOKENS,
         max_model_len = DEPLOYMENT.max_model_len,
         block_size = DEPLOYMENT.block_size
     ),
     scope = request,
     rows = max_num_seqs,
+    assumes = "2 batches in flight (async scheduling) x max_num_batched_tokens 2048 = \
+               4096 tokens past the window (vLLM 0.33 VllmConfig.max_in_flight_tokens, \
+               pipeline parallel 1)",
     note = "sliding_window_pattern 6 given explicitly: the published config leaves it to \
             transformers' Gemma3TextConfig default (6)",
 )]
@@ -265,15 +391,19 @@ impl DeepSeekV2Lite {
     }
 }
 
-/// Jamba-v0.1 in vLLM: 4 attention layers and 28 Mamba layers.
+/// Jamba-v0.1 in vLLM 0.33: 4 attention layers and 28 Mamba layers, the
+/// attention block raised until one page holds one Mamba state page.
 #[derive(ModelLocalKv)]
 #[kv(
     name = "attention",
     cache = "vLLM FullAttentionSpec (paged K/V, bf16)",
     geometry = self.attention,
-    positions = padded(DEPLOYMENT.max_model_len, multiple = DEPLOYMENT.block_size),
+    positions = padded(DEPLOYMENT.max_model_len, multiple = self.block),
     scope = request,
     rows = max_num_seqs,
+    note = "block 80 = 16 x cdiv(Mamba page 311,296 B, 16 x 4,096 B per token per layer): \
+            vLLM 0.33 raises a hybrid's attention block until one page holds one Mamba \
+            state page (vllm/platforms/interface.py Platform._align_hybrid_block_size)",
 )]
 #[kv(
     name = "mamba",
@@ -281,13 +411,19 @@ impl DeepSeekV2Lite {
     state = &self.mamba,
     scope = request,
     rows = max_num_seqs,
-    assumes = "no speculative decoding: vLLM keeps 1 + num_speculative_tokens states",
-    note = "conv (d_conv - 1 = 3, d_inner 8192), ssm (d_inner 8192, d_state 16) per layer",
+    assumes = "prefix caching on (vLLM 0.33's default): Mamba cache mode align keeps 2 pages \
+               per Mamba1 layer (MambaSpec.max_memory_usage_bytes); no speculative decoding, \
+               which would add a page per speculative token",
+    note = "conv (d_conv - 1 = 3, d_inner 8192), ssm (d_inner 8192, d_state 16) = 311,296 B, \
+            padded to the 80-token attention page, 327,680 B, per page",
 )]
 pub struct JambaV0_1 {
     /// The attention layers' geometry: `LayerPattern::count(FullAttention)` layers.
     pub attention: Geometry,
-    /// The Mamba layers' state: `LayerPattern::count(Mamba)` layers.
+    /// vLLM's attention block for this hybrid ([`vllm_hybrid_block_size`]).
+    pub block: u64,
+    /// The Mamba layers' state: `LayerPattern::count(Mamba)` layers, 2 pages
+    /// each, every page padded to the attention page.
     pub mamba: RecurrentState,
 }
 
@@ -311,34 +447,49 @@ impl JambaV0_1 {
                 ))
             }
         };
+        let attention = geometry.with_layers(pattern.count(LayerKind::FullAttention));
+        // Mamba1 layers export no prefill checkpoints, so the block aligns to
+        // FlashAttention's 16 alone; align mode keeps 2 pages per layer.
+        let (block, mamba) = vllm_hybrid_state(
+            pattern.count(LayerKind::Mamba),
+            vec![
+                StatePart::new(
+                    "conv",
+                    [mamba.d_conv.saturating_sub(1), mamba.d_inner, 1],
+                    dtype,
+                ),
+                StatePart::mamba_ssm(mamba.d_inner, mamba.d_state, dtype),
+            ],
+            &attention,
+            DEPLOYMENT.block_size,
+            2,
+            "JambaV0_1.mamba",
+        )?;
         Ok(JambaV0_1 {
-            attention: geometry.with_layers(pattern.count(LayerKind::FullAttention)),
-            mamba: RecurrentState::from_parts(
-                pattern.count(LayerKind::Mamba),
-                vec![
-                    StatePart::new(
-                        "conv",
-                        [mamba.d_conv.saturating_sub(1), mamba.d_inner, 1],
-                        dtype,
-                    ),
-                    StatePart::mamba_ssm(mamba.d_inner, mamba.d_state, dtype),
-                ],
-            ),
+            attention,
+            block,
+            mamba,
         })
     }
 }
 
-/// Qwen3-Next-80B-A3B in vLLM: 12 full-attention layers and 36 Gated
-/// DeltaNet (linear attention) layers.
+/// Qwen3-Next-80B-A3B in vLLM 0.33: 12 full-attention layers and 36 Gated
+/// DeltaNet (linear attention) layers, the attention block raised until one
+/// page holds one DeltaNet state page.
 #[derive(ModelLocalKv)]
 #[kv(
     name = "attention",
     cache = "vLLM FullAttentionSpec (paged K/V, bf16)",
     geometry = self.attention,
-    positions = padded(DEPLOYMENT.max_model_len, multiple = DEPLOYMENT.block_size),
+    positions = padded(DEPLOYMENT.max_model_len, multiple = self.block),
     scope = request,
     rows = max_num_seqs,
-    note = "dtype bf16 given explicitly: the shipped config has no dtype key",
+    assumes = "a Hopper GPU, where vLLM 0.33's GDN prefill backend is FlashInfer: blocks \
+               align to its 64-token checkpoints (with Triton, to 16: block 544)",
+    note = "block 576 = 64 x cdiv(DeltaNet page 1,097,728 B, 64 x 2,048 B per token per \
+            layer): vLLM 0.33 raises a hybrid's attention block until one page holds one \
+            state page (vllm/platforms/interface.py Platform._align_hybrid_block_size); \
+            dtype bf16 given explicitly: the shipped config has no dtype key",
 )]
 #[kv(
     name = "gated_delta_net",
@@ -346,14 +497,20 @@ impl JambaV0_1 {
     state = &self.gated_delta_net,
     scope = request,
     rows = max_num_seqs,
-    assumes = "no speculative decoding: vLLM keeps 1 + num_speculative_tokens states",
+    assumes = "prefix caching on (vLLM 0.33's default) and FlashInfer GDN prefill (Hopper): \
+               Mamba cache mode align keeps 2 pages + 1 prefill checkpoint page per layer \
+               (MambaSpec.max_memory_usage_bytes; with Triton, 2); no speculative decoding",
     note = "conv (2 x 16 x 128 + 32 x 128 = 8192 channels, conv_kernel - 1 = 3), \
-            ssm (32 value heads, 128, 128) per layer",
+            ssm (32 value heads, 128, 128) = 1,097,728 B, padded to the 576-token \
+            attention page, 1,179,648 B, per page",
 )]
 pub struct Qwen3Next80bA3b {
     /// The full-attention layers' geometry: `LayerPattern::count(FullAttention)` layers.
     pub attention: Geometry,
-    /// The Gated DeltaNet layers' state: `LayerPattern::count(LinearAttention)` layers.
+    /// vLLM's attention block for this hybrid ([`vllm_hybrid_block_size`]).
+    pub block: u64,
+    /// The Gated DeltaNet layers' state: `LayerPattern::count(LinearAttention)`
+    /// layers, 3 pages each, every page padded to the attention page.
     pub gated_delta_net: RecurrentState,
 }
 
@@ -385,12 +542,21 @@ impl Qwen3Next80bA3b {
             linear.key_head_dim,
         )
         .with_storage(Storage::Dense(DType::BF16));
+        let attention = geometry.with_layers(pattern.count(LayerKind::FullAttention));
+        // FlashInfer's GDN layers export prefill checkpoints: the block aligns
+        // to lcm(16, 64) and align mode keeps 2 + 1 checkpoint pages.
+        let (block, gated_delta_net) = vllm_hybrid_state(
+            pattern.count(LayerKind::LinearAttention),
+            vec![conv, ssm],
+            &attention,
+            lcm(DEPLOYMENT.block_size, FLASHINFER_GDN_CHECKPOINT_ALIGNMENT),
+            3,
+            "Qwen3Next80bA3b.gated_delta_net",
+        )?;
         Ok(Qwen3Next80bA3b {
-            attention: geometry.with_layers(pattern.count(LayerKind::FullAttention)),
-            gated_delta_net: RecurrentState::from_parts(
-                pattern.count(LayerKind::LinearAttention),
-                vec![conv, ssm],
-            ),
+            attention,
+            block,
+            gated_delta_net,
         })
     }
 }
@@ -434,7 +600,8 @@ impl WhisperLargeV3 {
     }
 }
 
-/// Llama-3-8B in llama.cpp with `--cache-type-k q8_0 --cache-type-v q8_0`.
+/// Llama-3-8B in llama.cpp with `--cache-type-k q8_0 --cache-type-v q8_0`,
+/// one sequence at `n_ctx` 8192.
 ///
 /// `dtype = f16` is llama.cpp's default cache type, which `kv_format = q8_0`
 /// replaces for keys and values alike (the model's own dtype plays no part).
@@ -446,7 +613,11 @@ impl WhisperLargeV3 {
     dtype = f16, kv_format = q8_0,
     positions = padded(DEPLOYMENT.llama_n_ctx, multiple = 256),
     scope = request,
-    rows = max_num_seqs,
+    rows = fixed(
+        1,
+        because = "llama.cpp's n_ctx 8192 is the total across its sequences, all one \
+                   sequence's here (n_seq_max 1)"
+    ),
     assumes = "flash attention on: llama.cpp needs it for a quantized V cache",
     note = "q8_0: blocks of 32 int8 values and one f16 scale, 34 bytes",
 )]
@@ -686,7 +857,7 @@ pub fn modern_docs_markdown() -> Result<String, KvError> {
          `{MODERN_DOCS_COMMAND}`; do not edit. -->\n\n\
          Each model is declared as a model author would (`examples/src/modern.rs`), reading \
          its geometry from its published `config.json` (`examples/configs/`). The peers' \
-         figures are worked out by hand from their published formulas \
+         figures are worked out by hand from their sources ({PEER_VERSIONS}, llama.cpp) \
          (`examples/src/modern/peers.rs`, checked against independent hand arithmetic in \
          `examples/tests/peers.rs`); they are never computed by kv.\n\n\
          **Deployment.** {}.\n\n",
