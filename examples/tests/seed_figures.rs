@@ -149,7 +149,13 @@ fn ming_without_its_config_is_skipped_not_fatal() {
     let collection = collect(&ming);
     assert!(collection.entries().is_empty());
     let error = &collection.skipped()[0].error;
-    assert!(matches!(error, KvError::Config { .. }), "{error}");
+    // Every value the config lacks is named at once, each a config error.
+    let problems = error.clone().into_problems();
+    assert_eq!(problems.len(), 3, "{error}");
+    assert!(
+        problems.iter().all(|p| matches!(p, KvError::Config { .. })),
+        "{error}"
+    );
     assert!(error.to_string().contains("num_hidden_layers"), "{error}");
 }
 

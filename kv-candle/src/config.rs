@@ -2,7 +2,6 @@
 //! the geometry, read by kv-core's [`HfConfig`], and the sliding window.
 
 use kv_core::{Geometry, HfConfig, KvError};
-use serde_json::Value;
 
 /// What the caches here need from a config.
 #[derive(Clone, Debug, PartialEq)]
@@ -16,31 +15,16 @@ pub(crate) struct ModelConfig {
 /// Reads a config's text: the geometry through [`HfConfig`] (a missing key is
 /// an error naming every key tried), and the sliding window.
 pub(crate) fn parse(text: &str) -> Result<ModelConfig, KvError> {
-    let value: Value = serde_json::from_str(text).map_err(|e| KvError::ConfigFile {
+    let value = kv_core::config::parse_json(text).map_err(|e| KvError::ConfigFile {
         path: "<config.json text>".into(),
         problem: e.to_string(),
     })?;
-    // Qwen2 writes `sliding_window` even when `use_sliding_window` is false.
-    let sliding_window = match value.get("use_sliding_window") {
-        Some(Value::Bool(false)) => None,
-        _ => match value.get("sliding_window") {
-            None | Some(Value::Null) => None,
-            Some(window) => match window.as_u64() {
-                Some(count) if count > 0 => Some(count),
-                _ => {
-                    return Err(KvError::Config {
-                        what: "sliding_window",
-                        problem: format!(
-                            "`sliding_window` is {window}; expected a positive integer"
-                        ),
-                    })
-                }
-            },
-        },
-    };
+    let config = HfConfig::from_value(value);
+    // kv-core's reader: `null`, absent, or `use_sliding_window: false` (Qwen2
+    // writes a window it does not use) is no window.
     Ok(ModelConfig {
-        geometry: HfConfig::from_value(value).geometry()?,
-        sliding_window,
+        sliding_window: config.sliding_window_if_set()?,
+        geometry: config.geometry()?,
     })
 }
 
@@ -95,7 +79,7 @@ mod tests {
         let err = parse(&format!(r#"{{{base}, "sliding_window": 0}}"#)).unwrap_err();
         assert_eq!(
             err.to_string(),
-            "kv: cannot read sliding_window from the config: `sliding_window` is 0; expected a positive integer"
+            "kv: cannot read sliding_window from the config: `sliding_window` is 0; a count must be positive"
         );
         let config = parse(&format!(r#"{{{base}, "sliding_window": 4096}}"#)).unwrap();
         assert_eq!(config.sliding_window, Some(4096));

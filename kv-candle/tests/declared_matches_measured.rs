@@ -256,7 +256,7 @@ fn construction_errors_name_the_problem() {
     let err = FullAttentionCaches::from_config("{}", 1, 16, None).unwrap_err();
     assert!(
         err.to_string().contains(
-            "none of `num_hidden_layers`, `encoder_layers`, `num_layers`, `n_layer` is set"
+            "none of `num_hidden_layers`, `encoder_layers`, `num_layers`, `n_layer`, `n_layers` is set"
         ),
         "{err}"
     );

@@ -313,10 +313,12 @@ impl HfConfig {
             .collect()
     }
 
-    /// The model family's row: the text model's `model_type` first, then the
-    /// top level's.
+    /// The model family's row, by the first `model_type` of
+    /// [`HfConfig::model_types`] (the text model's, where it has its own).
     pub(crate) fn family(&self) -> Option<&'static models::ModelType> {
-        self.model_types().into_iter().find_map(models::model_type)
+        self.model_types()
+            .first()
+            .and_then(|name| models::model_type(name))
     }
 
     /// The `model_type` values present: given, then nested sections, then top.

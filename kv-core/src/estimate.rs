@@ -237,8 +237,8 @@ pub struct Estimate {
 ///    (`num_kv_shared_layers`) hold none.
 /// 4. **An encoder-decoder** (Whisper) when `max_source_positions` is set:
 ///    the decoder's self-attention over `max_model_len`, and its
-///    cross-attention over the encoder's `max_source_positions` (vLLM's
-///    `CrossAttentionSpec`: whole blocks).
+///    cross-attention over `max_num_encoder_input_tokens` (vLLM 0.33's
+///    `CrossAttentionSpec`; the scheduler sets it to `max_num_batched_tokens`).
 /// 5. **Mamba only** for `model_type` `mamba`, `falcon_mamba`, `mamba2`.
 /// 6. **Attention in every layer** otherwise ([`HfConfig::geometry`]):
 ///    sliding over `sliding_window` where the config sets one (vLLM slides
@@ -455,12 +455,7 @@ fn detect(
         return Ok((detected, paging, vec![spec]));
     }
     let geometry = hf.geometry()?;
-    let window = if hf.find_with_null("sliding_window").is_some() {
-        hf.sliding_window()?
-    } else {
-        None
-    };
-    match window {
+    match hf.sliding_window_if_set()? {
         None => {
             let detected = "attention in every layer: no layer pattern, no sliding window, no MLA";
             let spec = builder(plain, detected).full(geometry, "full_attention", hf)?;
@@ -678,9 +673,10 @@ mod tests {
         // 32 decoder layers x 20 heads x (64 + 64) x 2 bytes (f16).
         assert_eq!(per_token(&e.specs[0]), 32 * 20 * 128 * 2);
         assert_eq!(per_token(&e.specs[0]), 163_840);
-        // 1500 encoder positions in whole blocks of 16: 94 blocks.
-        assert_eq!(e.specs[1].positions().unwrap().count, 1504);
-        assert_eq!(e.specs[1].bytes_per_row(), Ok(163_840 * 1504));
+        // vLLM 0.33 holds max_num_encoder_input_tokens (= max_num_batched_tokens
+        // 2048) of cross-attention, not the encoder's 1500: 128 blocks of 16.
+        assert_eq!(e.specs[1].positions().unwrap().count, 2048);
+        assert_eq!(e.specs[1].bytes_per_row(), Ok(163_840 * 2048));
         assert!(e.detected.starts_with("encoder-decoder"), "{}", e.detected);
         assert!(e.specs[1].cache.contains("CrossAttentionSpec"));
     }

@@ -330,8 +330,11 @@ fn ming_talker_from_its_config_file_is_25_165_824_bytes() {
     };
     let collection = log_model_local_kv(&broken, 256);
     assert!(collection.entries().is_empty());
+    // Every missing value is named at once, layers first.
+    let problems = collection.skipped()[0].error.clone().into_problems();
+    assert_eq!(problems.len(), 4);
     assert!(matches!(
-        collection.skipped()[0].error,
+        problems[0],
         KvError::Config { what: "layers", .. }
     ));
 }

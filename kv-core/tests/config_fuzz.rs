@@ -116,11 +116,19 @@ fn check(result: Result<kv_core::Geometry, KvError>) -> Result<(), TestCaseError
         Ok(geometry) => {
             prop_assert!(geometry.layers > 0 && geometry.kv_heads > 0 && geometry.head_dim > 0);
         }
-        Err(KvError::Config { what, problem }) => {
-            prop_assert!(["layers", "kv_heads", "head_dim", "dtype"].contains(&what));
-            prop_assert!(!problem.is_empty());
+        Err(error) => {
+            // One problem, or several at once: each a config error about a
+            // geometry value.
+            for problem in error.into_problems() {
+                match problem {
+                    KvError::Config { what, problem } => {
+                        prop_assert!(["layers", "kv_heads", "head_dim", "dtype"].contains(&what));
+                        prop_assert!(!problem.is_empty());
+                    }
+                    other => prop_assert!(false, "unexpected error kind: {other}"),
+                }
+            }
         }
-        Err(other) => prop_assert!(false, "unexpected error kind: {other}"),
     }
     Ok(())
 }

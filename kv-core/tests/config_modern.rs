@@ -76,18 +76,23 @@ fn gemma_3_27b_has_52_sliding_and_10_global_layers() {
     );
     assert_eq!(gemma.sliding_window().unwrap(), Some(1024));
 
-    // The published file leaves the pattern to transformers' default: an
-    // error naming every key tried, not a guess.
-    let (what, problem) = config_error(gemma.layer_pattern());
+    // The published file leaves the pattern to transformers' Gemma3TextConfig,
+    // whose default (6) is applied and said in the notes.
+    let defaulted = gemma.layer_pattern().unwrap();
+    assert!(gemma.notes().contains(
+        &"`sliding_window_pattern` 6 (transformers Gemma3TextConfig default)".to_owned()
+    ));
+    // A family kv has no row for gets no default: the error names every key.
+    let unknown = shipped("gemma-3-27b").with_value("model_type", "not_gemma");
+    let (what, problem) = config_error(unknown.layer_pattern());
     assert_eq!(what, "layer pattern");
     assert_eq!(
         problem,
         format!(
             "none of `layer_types`, `layers_block_type`, `sliding_window_pattern`, \
              `full_attention_interval`, `attn_layer_period`, `attn_layer_offset` is set; \
-             looked at the top level, then `text_config`, then `llm_config` (absent) of \
-             `{}/../examples/configs/gemma-3-27b/config.json`; fix the config or call \
-             .with_value(..)",
+             looked at the explicit values, then the top level, then `text_config`, then \
+             `llm_config` (absent) of `{}/../examples/configs/gemma-3-27b/config.json`; give one",
             env!("CARGO_MANIFEST_DIR")
         )
     );
@@ -96,6 +101,7 @@ fn gemma_3_27b_has_52_sliding_and_10_global_layers() {
         .with_value("sliding_window_pattern", 6)
         .layer_pattern()
         .unwrap();
+    assert_eq!(pattern, defaulted);
     assert_eq!(pattern.count(LayerKind::SlidingAttention), 52);
     assert_eq!(pattern.count(LayerKind::FullAttention), 10);
     assert_eq!(
@@ -294,10 +300,7 @@ fn missing_modern_keys_name_every_key_and_section() {
         ),
         "{problem}"
     );
-    assert!(
-        problem.ends_with("; fix the config or call .with_value(..)"),
-        "{problem}"
-    );
+    assert!(problem.ends_with("; give `kv_lora_rank`"), "{problem}");
 
     let (what, problem) = config_error(llama.linear_attention());
     assert_eq!(what, "linear key heads");
@@ -326,7 +329,7 @@ fn missing_modern_keys_name_every_key_and_section() {
         "{problem}"
     );
     assert!(
-        problem.ends_with("call .with_mamba_version(..)"),
+        problem.ends_with("give `model_type` (or say the version: HfConfig::with_mamba_version)"),
         "{problem}"
     );
 

@@ -82,9 +82,9 @@ impl HfConfig {
         .iter()
         .any(|key| self.written(key))
             // An empty `no_rope_layers` asks the loader to build it.
-            && !self
+            && self
                 .find_in(&[NO_ROPE_LAYERS], false)
-                .is_some_and(|(_, v)| v.as_array().is_none_or(|list| !list.is_empty()));
+                .is_none_or(|(_, v)| v.as_array().is_some_and(Vec::is_empty));
         let shared = match self.find(&[NUM_KV_SHARED_LAYERS]) {
             Some((name, value)) => match value.as_u64() {
                 Some(0) => None,
@@ -322,6 +322,26 @@ impl HfConfig {
             }
         }
         positive(SLIDING_WINDOW, &name, value).map(Some)
+    }
+}
+
+impl HfConfig {
+    /// [`HfConfig::sliding_window`] for a reader that takes a config with no
+    /// `sliding_window` key at all as having no window (a plain Llama config
+    /// does not write it); a bad value is still an error.
+    ///
+    /// ```
+    /// let qwen2 = serde_json::json!({"sliding_window": 32768, "use_sliding_window": false});
+    /// assert_eq!(kv_core::HfConfig::from_value(qwen2).sliding_window_if_set()?, None);
+    /// let llama = serde_json::json!({"num_hidden_layers": 32});
+    /// assert_eq!(kv_core::HfConfig::from_value(llama).sliding_window_if_set()?, None);
+    /// # Ok::<(), kv_core::KvError>(())
+    /// ```
+    pub fn sliding_window_if_set(&self) -> Result<Option<u64>, KvError> {
+        if self.find_with_null(SLIDING_WINDOW).is_none() {
+            return Ok(None);
+        }
+        self.sliding_window()
     }
 }
 

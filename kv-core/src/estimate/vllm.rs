@@ -677,12 +677,26 @@ pub(super) fn encoder_decoder<'a>(
     );
     let builder = builder(&detected);
     let self_attention = builder.full(geometry, "self_attention", hf)?;
+    // vLLM 0.33 sizes it by the scheduler's max_num_encoder_input_tokens,
+    // which is max_num_batched_tokens (`SchedulerConfig.__post_init__`), not
+    // by the encoder's length (`CrossAttentionSpec.max_memory_usage_bytes`).
+    let encoder_tokens = builder.settings.max_num_batched_tokens;
     let cross = Positions::from_policy(PositionPolicy::PaddedTo {
-        count: encoder_positions,
+        count: encoder_tokens,
         multiple: builder.paging.block_size,
     })
-    .map_err(overflow(format!("`{key}` {encoder_positions}")))?;
-    let cross_attention =
-        builder.attention("cross_attention", "CrossAttentionSpec", geometry, cross, hf)?;
+    .map_err(overflow(format!(
+        "max_num_encoder_input_tokens {encoder_tokens}"
+    )))?;
+    let cross_attention = builder.attention(
+        "cross_attention",
+        &format!(
+            "CrossAttentionSpec over max_num_encoder_input_tokens (= max_num_batched_tokens \
+             {encoder_tokens}; the encoder's `{key}` is {encoder_positions})"
+        ),
+        geometry,
+        cross,
+        hf,
+    )?;
     Ok((detected, vec![self_attention, cross_attention]))
 }
