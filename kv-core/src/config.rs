@@ -664,6 +664,19 @@ impl HfConfig {
         self.find(&[key])
     }
 
+    /// `key` as a positive count with its qualified name, `None` when no
+    /// section sets it; a value that is not one is an error naming it.
+    pub(crate) fn count_if_set(
+        &self,
+        what: &'static str,
+        key: &str,
+    ) -> Result<Option<(String, u64)>, KvError> {
+        match self.find(&[key]) {
+            Some((name, value)) => positive(what, &name, value).map(|count| Some((name, count))),
+            None => Ok(None),
+        }
+    }
+
     /// Like [`HfConfig::find`], but a key set to `null` is found (as `null`),
     /// with the section that holds it.
     pub(crate) fn find_with_null(

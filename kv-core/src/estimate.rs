@@ -791,15 +791,16 @@ mod tests {
             "{}",
             top.detected
         );
-        for bad in [serde_json::json!(0), serde_json::json!("4096")] {
+        for (bad, why) in [
+            (serde_json::json!(0), "a count must be positive"),
+            (serde_json::json!("4096"), "expected a positive integer"),
+        ] {
             let config = tiny(serde_json::json!({"max_position_embeddings": bad}));
             let err = estimate(&config, &EstimateSettings::new())
                 .unwrap_err()
                 .to_string();
             assert!(
-                err.contains(&format!(
-                    "`max_position_embeddings` is {bad}; expected a positive integer"
-                )),
+                err.contains(&format!("`max_position_embeddings` is {bad}; {why}")),
                 "{err}"
             );
         }

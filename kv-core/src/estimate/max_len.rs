@@ -7,6 +7,8 @@ use serde_json::Value;
 use super::{config_error, EstimateSettings};
 use crate::{HfConfig, KvError};
 
+const WHAT: &str = "max_model_len";
+
 /// The keys vLLM takes the smallest of, in its order.
 const MAX_LEN_KEYS: [&str; 9] = [
     "max_position_embeddings",
@@ -91,15 +93,14 @@ pub(super) fn max_model_len(
 fn derive(hf: &HfConfig) -> Result<Option<Derived>, KvError> {
     let mut found: Option<(u64, String)> = None;
     for key in MAX_LEN_KEYS {
-        if let Some((name, value)) = hf.value(key) {
-            let len = length(&name, value)?;
+        if let Some((name, len)) = hf.count_if_set(WHAT, key)? {
             if found.as_ref().is_none_or(|(least, _)| len < *least) {
                 found = Some((len, name));
             }
         }
     }
-    if let Some((name, value)) = hf.value("model_max_length") {
-        found = Some((length(&name, value)?, name));
+    if let Some((name, len)) = hf.count_if_set(WHAT, "model_max_length")? {
+        found = Some((len, name));
     }
     let Some((len, key)) = found else {
         return Ok(None);
@@ -121,9 +122,9 @@ fn derive(hf: &HfConfig) -> Result<Option<Derived>, KvError> {
         .and_then(Value::as_str)
         .unwrap_or("default");
     if rope_type == "longrope" {
-        if let Some((name, value)) = hf.value("original_max_position_embeddings") {
+        if let Some((name, len)) = hf.count_if_set(WHAT, "original_max_position_embeddings")? {
             return Ok(Some(Derived {
-                len: length(&name, value)?,
+                len,
                 source: format!("`{name}`: vLLM's default for LongRoPE"),
             }));
         }
@@ -152,13 +153,4 @@ fn derive(hf: &HfConfig) -> Result<Option<Derived>, KvError> {
             source: format!("`{key}` of the config"),
         })),
     }
-}
-
-fn length(name: &str, value: &Value) -> Result<u64, KvError> {
-    value.as_u64().filter(|n| *n > 0).ok_or_else(|| {
-        config_error(
-            "max_model_len",
-            format!("`{name}` is {value}; expected a positive integer"),
-        )
-    })
 }

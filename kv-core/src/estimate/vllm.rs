@@ -462,22 +462,16 @@ impl Builder<'_> {
     }
 
     fn chunked(&self, geometry: Geometry, hf: &HfConfig) -> Result<KvSpec, KvError> {
-        let chunk =
-            match hf.value("attention_chunk_size") {
-                Some((key, value)) => value.as_u64().filter(|n| *n > 0).ok_or_else(|| {
-                    config_error(
-                        "attention_chunk_size",
-                        format!("`{key}` is {value}; expected a positive integer"),
-                    )
-                })?,
-                None => return Err(config_error(
-                    "attention_chunk_size",
-                    "the layer pattern has chunked_attention layers but `attention_chunk_size` \
-                     is not set (looked at the given values, the top level, `text_config`, \
-                     `llm_config`); give `attention_chunk_size`"
-                        .to_owned(),
-                )),
-            };
+        let Some((_, chunk)) = hf.count_if_set("attention_chunk_size", "attention_chunk_size")?
+        else {
+            return Err(config_error(
+                "attention_chunk_size",
+                "the layer pattern has chunked_attention layers but `attention_chunk_size` \
+                 is not set (looked at the given values, the top level, `text_config`, \
+                 `llm_config`); give `attention_chunk_size`"
+                    .to_owned(),
+            ));
+        };
         let positions = Positions::from_policy(PositionPolicy::VllmChunkedLocal {
             chunk,
             max_num_batched_tokens: self.in_flight_tokens()?,
@@ -644,12 +638,14 @@ pub(super) fn encoder_decoder<'a>(
     encoder: &Value,
     builder: impl Fn(&str) -> Builder<'a>,
 ) -> Result<(String, Vec<KvSpec>), KvError> {
-    let encoder_positions = encoder.as_u64().filter(|n| *n > 0).ok_or_else(|| {
-        config_error(
+    let Some((_, encoder_positions)) =
+        hf.count_if_set("max_source_positions", "max_source_positions")?
+    else {
+        return Err(config_error(
             "max_source_positions",
-            format!("`{key}` is {encoder}; expected a positive integer"),
-        )
-    })?;
+            format!("`{key}` is {encoder}"),
+        ));
+    };
     // The decoder's layers and heads, where the config gives them apart
     // from the encoder's; read through HfConfig so they are checked alike.
     let mut decoder = hf.clone();
