@@ -246,7 +246,7 @@ pub struct Estimate {
 ///    type), else full. A `model_type` kv does not know is said in `detected`.
 ///
 /// Values are read as vLLM reads them: the dtype by
-/// [`DTypeRule::VllmAuto`](crate::config::DTypeRule::VllmAuto) (a float32
+/// [`DTypeRule::VllmAuto`] (a float32
 /// checkpoint is served in bf16), KV heads by vLLM's keys, loader defaults
 /// by the family ([`HfConfig`]), `max_model_len` as vLLM derives it (and a
 /// longer one given is refused unless allowed). Every value that cannot be

@@ -464,3 +464,61 @@ fn non_finite_floats_in_a_config_file_read_as_python_reads_them() {
         64 * (3 * (8192 + 2 * 8 * 128) + 128 * 64 * 128) * 2
     );
 }
+
+#[test]
+fn qwen2_5_writes_a_window_it_does_not_use() {
+    let qwen2_5_7b = json!({
+        "architectures": ["Qwen2ForCausalLM"], "model_type": "qwen2", "hidden_size": 3584,
+        "max_position_embeddings": 32768, "max_window_layers": 28,
+        "num_attention_heads": 28, "num_hidden_layers": 28, "num_key_value_heads": 4,
+        "sliding_window": 131072, "use_sliding_window": false, "torch_dtype": "bfloat16"
+    });
+    let e = estimate(&qwen2_5_7b, &at(8192)).unwrap();
+    assert!(
+        e.detected.starts_with("attention in every layer"),
+        "{}",
+        e.detected
+    );
+    // 28 x 4 x 128 x 2 x 2 B over 8192 positions.
+    assert_eq!(per_row(&e), 57_344 * 8192);
+}
+
+#[test]
+fn a_mamba2_hybrid_keeps_three_pages_in_align_mode() {
+    // Granite-4.0-H's key layout: a layer_types list of "mamba" and
+    // "attention", mamba_* keys for the Mamba2 mixer.
+    let mut layer_types = vec!["mamba"; 40];
+    for i in [5, 15, 25, 35] {
+        layer_types[i] = "attention";
+    }
+    let granite = json!({
+        "architectures": ["GraniteMoeHybridForCausalLM"], "model_type": "granitemoehybrid",
+        "hidden_size": 4096, "num_hidden_layers": 40, "num_attention_heads": 32,
+        "num_key_value_heads": 8, "layer_types": layer_types, "mamba_d_conv": 4,
+        "mamba_d_head": 64, "mamba_d_state": 128, "mamba_expand": 2, "mamba_n_groups": 1,
+        "mamba_n_heads": 128, "max_position_embeddings": 131072, "torch_dtype": "bfloat16"
+    });
+    let e = estimate(&granite, &at(8192)).unwrap();
+    assert_eq!(names(&e.specs), [("mamba", 36), ("full_attention", 4)]);
+    // State: conv 3 x (8192 + 2 x 1 x 128) + ssm 128 x 64 x 128 elements, bf16
+    // = 2,147,840 B. Attention: 8 x 128 x 2 x 2 = 4,096 B per token per
+    // layer, so the block is 16 x cdiv(2,147,840, 65,536) = 528 and the page
+    // 528 x 4,096 = 2,162,688 B. Mamba2 exports a prefill checkpoint: 3 pages.
+    assert_eq!(e.block_size, 528);
+    assert_eq!(e.specs[0].bytes_per_row(), Ok(36 * 3 * 2_162_688));
+    // cdiv(8192, 528) = 16 blocks = 8,448 positions.
+    assert_eq!(e.specs[1].bytes_per_row(), Ok(4 * 4096 * 8448));
+}
+
+#[test]
+fn an_mla_model_is_one_latent_per_layer() {
+    let kimi_k2 = json!({
+        "architectures": ["DeepseekV3ForCausalLM"], "model_type": "kimi_k2",
+        "num_hidden_layers": 61, "kv_lora_rank": 512, "qk_rope_head_dim": 64,
+        "qk_nope_head_dim": 128, "num_attention_heads": 64, "num_key_value_heads": 64,
+        "max_position_embeddings": 131072, "torch_dtype": "bfloat16"
+    });
+    let e = estimate(&kimi_k2, &at(8192)).unwrap();
+    // 61 x (512 + 64) x 2 B.
+    assert_eq!(per_token(&e), 70_272);
+}
