@@ -428,32 +428,94 @@ fn render(estimated: &Estimated, args: &Args) -> String {
             let _ = writeln!(out, "{}", estimated.file);
             let _ = writeln!(out, "  detected: {}", estimated.detected);
             let _ = writeln!(out, "  settings: {}", settings_line(estimated, args));
+            let indent = if several { "    " } else { "  " };
+            // Ranks that hold the same are printed once, with their count.
+            let mut groups: Vec<(String, Vec<(u64, u64)>)> = Vec::new();
             for rank in &estimated.ranks {
-                let indent = if several {
-                    let p = rank.collection.parallel();
-                    let _ = writeln!(out, "  rank tp={} pp={}:", p.tp_rank, p.pp_rank);
-                    "    "
-                } else {
-                    "  "
-                };
+                let mut body = String::new();
                 for entry in rank.collection.entries() {
                     let _ = writeln!(
-                        out,
+                        body,
                         "{indent}{}",
                         group_line(&entry.spec, args.max_num_seqs)
                     );
                     if let Some(assumes) = &entry.spec.assumes {
-                        let _ = writeln!(out, "{indent}  (assumes {assumes})");
+                        let _ = writeln!(body, "{indent}  (assumes {assumes})");
                     }
                     if let Some(share) = &entry.share {
-                        let _ = writeln!(out, "{indent}  ({share})");
+                        let _ = writeln!(body, "{indent}  ({share})");
                     }
                 }
-                let _ = writeln!(out, "{indent}{}", totals_line(rank, args.max_num_seqs));
+                let _ = writeln!(body, "{indent}{}", totals_line(rank, args.max_num_seqs));
+                let p = rank.collection.parallel();
+                match groups.iter_mut().find(|(b, _)| *b == body) {
+                    Some((_, ranks)) => ranks.push((p.tp_rank, p.pp_rank)),
+                    None => groups.push((body, vec![(p.tp_rank, p.pp_rank)])),
+                }
+            }
+            for (body, ranks) in &groups {
+                if several {
+                    let _ = writeln!(out, "  {}:", rank_set(ranks));
+                }
+                out.push_str(body);
+            }
+            if several {
+                let _ = writeln!(out, "  {}", cluster_line(&estimated.ranks));
             }
         }
     }
     out
+}
+
+/// `rank tp=0 pp=1`, or `ranks tp=0-15 pp=0 (16 identical)`.
+fn rank_set(ranks: &[(u64, u64)]) -> String {
+    if let [(tp, pp)] = ranks {
+        return format!("rank tp={tp} pp={pp}");
+    }
+    let mut stages: Vec<(u64, Vec<u64>)> = Vec::new();
+    for (tp, pp) in ranks {
+        match stages.iter_mut().find(|(stage, _)| stage == pp) {
+            Some((_, tps)) => tps.push(*tp),
+            None => stages.push((*pp, vec![*tp])),
+        }
+    }
+    let parts: Vec<String> = stages
+        .iter()
+        .map(|(pp, tps)| {
+            let contiguous = tps.windows(2).all(|w| w[1] == w[0] + 1);
+            let tp = match (tps.first(), tps.last()) {
+                (Some(first), Some(last)) if contiguous && first != last => {
+                    format!("{first}-{last}")
+                }
+                _ => tps.iter().map(u64::to_string).collect::<Vec<_>>().join(","),
+            };
+            format!("tp={tp} pp={pp}")
+        })
+        .collect();
+    format!("ranks {} ({} identical)", parts.join(", "), ranks.len())
+}
+
+/// The cluster: every rank's bytes added up, and the largest rank.
+fn cluster_line(ranks: &[Rank]) -> String {
+    let sum = |of: fn(&Rank) -> u64| {
+        ranks
+            .iter()
+            .try_fold(0u64, |total, rank| total.checked_add(of(rank)))
+    };
+    let shown = |bytes: Option<u64>| {
+        bytes.map_or_else(
+            || "overflow".to_owned(),
+            |b| format!("{} B ({})", grouped(b), human_bytes(b)),
+        )
+    };
+    let largest = ranks.iter().map(|rank| rank.peak).max().unwrap_or(0);
+    format!(
+        "cluster: {} ranks, {} per row, {} at peak in all; largest rank {} at peak",
+        ranks.len(),
+        shown(sum(|rank| rank.per_row)),
+        shown(sum(|rank| rank.peak)),
+        shown(Some(largest))
+    )
 }
 
 fn to_json(estimated: &Estimated, args: &Args) -> Value {

@@ -686,3 +686,28 @@ fn table_prints_a_report() {
         assert!(err.contains(key), "{name}: {err}");
     }
 }
+
+#[test]
+fn identical_ranks_print_once_with_their_count_and_the_cluster_total() {
+    let llama = shipped("llama-3-8b");
+    let out = kv(&["estimate", &llama, "--positions", "8192", "--tp", "16"]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    let text = stdout(&out);
+    assert_eq!(text.matches("full_attention: size").count(), 1, "{text}");
+    assert!(text.contains("  ranks tp=0-15 pp=0 (16 identical):"), "{text}");
+    // 8 KV heads on 16 ranks: one head each (replicated), 32 layers x 256 x
+    // 2 B x 8192 positions x 256 rows = 34,359,738,368 B per rank; 16 ranks.
+    assert!(
+        text.contains(
+            "cluster: 16 ranks, 2,147,483,648 B (2.00 GiB) per row, \
+             549,755,813,888 B (512.00 GiB) at peak in all; largest rank \
+             34,359,738,368 B (32.00 GiB) at peak"
+        ),
+        "{text}"
+    );
+    // Stages hold different layers: each stage is its own block.
+    let out = kv(&["estimate", &llama, "--positions", "8192", "--tp", "2", "--pp", "2"]);
+    let text = stdout(&out);
+    assert!(text.contains("  ranks tp=0-1 pp=0 (2 identical):"), "{text}");
+    assert!(text.contains("  ranks tp=0-1 pp=1 (2 identical):"), "{text}");
+}
