@@ -694,7 +694,10 @@ fn identical_ranks_print_once_with_their_count_and_the_cluster_total() {
     assert!(out.status.success(), "{}", stderr(&out));
     let text = stdout(&out);
     assert_eq!(text.matches("full_attention: size").count(), 1, "{text}");
-    assert!(text.contains("  ranks tp=0-15 pp=0 (16 identical):"), "{text}");
+    assert!(
+        text.contains("  ranks tp=0-15 pp=0 (16 identical):"),
+        "{text}"
+    );
     // 8 KV heads on 16 ranks: one head each (replicated), 32 layers x 256 x
     // 2 B x 8192 positions x 256 rows = 34,359,738,368 B per rank; 16 ranks.
     assert!(
@@ -706,8 +709,23 @@ fn identical_ranks_print_once_with_their_count_and_the_cluster_total() {
         "{text}"
     );
     // Stages hold different layers: each stage is its own block.
-    let out = kv(&["estimate", &llama, "--positions", "8192", "--tp", "2", "--pp", "2"]);
+    let out = kv(&[
+        "estimate",
+        &llama,
+        "--positions",
+        "8192",
+        "--tp",
+        "2",
+        "--pp",
+        "2",
+    ]);
     let text = stdout(&out);
-    assert!(text.contains("  ranks tp=0-1 pp=0 (2 identical):"), "{text}");
-    assert!(text.contains("  ranks tp=0-1 pp=1 (2 identical):"), "{text}");
+    assert!(
+        text.contains("  ranks tp=0-1 pp=0 (2 identical):"),
+        "{text}"
+    );
+    assert!(
+        text.contains("  ranks tp=0-1 pp=1 (2 identical):"),
+        "{text}"
+    );
 }
