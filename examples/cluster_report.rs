@@ -3,7 +3,7 @@
 //! back, merged, and printed as one cluster table, with each rank's plan.
 //!
 //! ```sh
-//! cargo run --example cluster_report                 # reports in a temporary folder
+//! cargo run --example cluster_report                 # reports in a temporary folder, removed after
 //! cargo run --example cluster_report -- DIR          # reports written to DIR/rank-tpT-ppP.json
 //! ```
 
@@ -20,11 +20,21 @@ use kv_examples::loaded_models;
 const MAX_NUM_SEQS: u64 = 256;
 
 fn main() -> ExitCode {
-    let dir = match std::env::args().nth(1) {
-        Some(dir) => PathBuf::from(dir),
-        None => std::env::temp_dir().join(format!("kv-cluster-report-{}", std::process::id())),
+    // A folder named on the command line is kept; a temporary one is removed.
+    let (dir, temporary) = match std::env::args().nth(1) {
+        Some(dir) => (PathBuf::from(dir), false),
+        None => (
+            std::env::temp_dir().join(format!("kv-cluster-report-{}", std::process::id())),
+            true,
+        ),
     };
-    match run(&dir) {
+    let result = run(&dir);
+    if temporary {
+        if let Err(error) = std::fs::remove_dir_all(&dir) {
+            eprintln!("could not remove {}: {error}", dir.display());
+        }
+    }
+    match result {
         Ok(()) => ExitCode::SUCCESS,
         Err(error) => {
             eprintln!("{error}");
@@ -65,7 +75,7 @@ fn run(dir: &std::path::Path) -> Result<(), Box<dyn std::error::Error>> {
         .collect::<Result<Vec<_>, _>>()?;
     let cluster = ClusterReport::merge(reports).map_err(|e: KvError| e.to_string())?;
     println!();
-    println!("{name}, reports in {}:", dir.display());
+    println!("{name}, {} rank reports merged:", paths.len());
     println!("{cluster}");
     Ok(())
 }
