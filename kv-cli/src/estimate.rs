@@ -5,10 +5,10 @@ use std::fmt::Write as _;
 use std::path::{Path, PathBuf};
 
 use kv_core::estimate::EstimateSettings;
-use kv_core::export::ExportedReport;
+use kv_core::export::ExportedEstimate;
 use kv_core::units::{human_bytes, MIB};
-use kv_core::{Collection, KvError, KvSpec, Layout, ModelLocalKv, Parallel, Storage};
-use serde_json::{json, Value};
+use kv_core::{Collection, KvError, KvSpec, Layout, Parallel, Storage};
+use serde_json::Value;
 
 use crate::input::{emit, expand, grouped, read_config, Problem};
 use crate::Format;
@@ -89,17 +89,6 @@ fn parse_set(text: &str) -> Result<(String, Value), String> {
     Ok((key.trim().to_owned(), value))
 }
 
-/// Declarations estimated from a config, as an owner the collector can visit
-/// (reports name it `kv::estimate::FromConfig`).
-struct FromConfig(Vec<KvSpec>);
-
-impl ModelLocalKv for FromConfig {
-    fn kv_declare(&self, out: &mut Vec<KvSpec>) -> Result<(), KvError> {
-        out.extend(self.0.iter().cloned());
-        Ok(())
-    }
-}
-
 /// One rank's figures.
 struct Rank {
     collection: Collection,
@@ -108,13 +97,13 @@ struct Rank {
     peak: u64,
 }
 
-/// One config's estimate.
+/// One config's estimate, divided per rank by kv-core.
 struct Estimated {
     file: String,
     detected: String,
     convention: String,
     max_model_len: u64,
-    block_size: u64,
+    exported: ExportedEstimate,
     ranks: Vec<Rank>,
 }
 
@@ -158,7 +147,7 @@ pub fn run(args: &Args) -> bool {
         }
     }
     if args.format == Format::Json {
-        let all: Vec<Value> = done.iter().map(|e| to_json(e, args)).collect();
+        let all: Vec<Value> = done.iter().map(to_json).collect();
         let text = serde_json::to_string_pretty(&Value::Array(all)).unwrap_or_default();
         emit(&(text + "\n"));
     }
@@ -220,49 +209,29 @@ fn estimated(
     estimate: kv_core::estimate::Estimate,
     args: &Args,
 ) -> Result<Estimated, Problem> {
-    let whole = kv_core::collect(&FromConfig(estimate.specs));
-    if let Some(skipped) = whole.skipped().first() {
-        return Err(Problem::new(file, &skipped.error));
-    }
-    let layout = Parallel::new(args.tp, args.pp).map_err(|e| Problem::new(file, e))?;
-    let mut ranks = Vec::new();
-    for rank in layout.ranks() {
-        let collection = whole.for_rank(rank).map_err(|e| Problem::new(file, e))?;
-        let overflow = |what: &str| Problem::new(file, format!("{what} overflows u64"));
-        let mut per_token: u64 = 0;
-        let mut per_row: u64 = 0;
-        for entry in collection.entries() {
-            if let Some(bytes) = entry.spec.layout.bytes_per_position() {
-                let bytes = bytes.map_err(|o| Problem::new(file, o))?;
-                per_token = per_token
-                    .checked_add(bytes)
-                    .ok_or_else(|| overflow("bytes per token"))?;
-            }
-            let row = entry
-                .spec
-                .bytes_per_row()
-                .map_err(|o| Problem::new(file, o))?;
-            per_row = per_row
-                .checked_add(row)
-                .ok_or_else(|| overflow("bytes per row"))?;
-        }
-        let peak = collection
-            .totals(args.max_num_seqs)
-            .map_err(|e| Problem::new(file, e))?
-            .total;
-        ranks.push(Rank {
-            collection,
-            per_token,
-            per_row,
-            peak,
-        });
-    }
+    let source = file.display().to_string();
+    let problem = |e: KvError| Problem::new(file, e);
+    let layout = Parallel::new(args.tp, args.pp).map_err(problem)?;
+    let ranks = estimate
+        .ranks(layout, args.max_num_seqs)
+        .map_err(problem)?
+        .into_iter()
+        .map(|rank| Rank {
+            per_token: rank.totals.per_position,
+            per_row: rank.totals.per_row,
+            peak: rank.totals.total,
+            collection: rank.collection,
+        })
+        .collect();
+    let exported = estimate
+        .export(&source, layout, args.max_num_seqs)
+        .map_err(problem)?;
     Ok(Estimated {
-        file: file.display().to_string(),
+        file: source,
         detected: estimate.detected,
         convention: estimate.convention,
         max_model_len: estimate.max_model_len,
-        block_size: estimate.block_size,
+        exported,
         ranks,
     })
 }
@@ -518,30 +487,6 @@ fn cluster_line(ranks: &[Rank]) -> String {
     )
 }
 
-fn to_json(estimated: &Estimated, args: &Args) -> Value {
-    let ranks: Vec<Value> = estimated
-        .ranks
-        .iter()
-        .map(|rank| {
-            let report: ExportedReport = rank.collection.export(args.max_num_seqs);
-            json!({
-                "per_token_bytes": rank.per_token,
-                "per_row_bytes": rank.per_row,
-                "peak_bytes": rank.peak,
-                "report": report,
-            })
-        })
-        .collect();
-    json!({
-        "file": estimated.file,
-        "detected": estimated.detected,
-        "max_model_len": estimated.max_model_len,
-        "max_num_seqs": args.max_num_seqs,
-        "block_size": estimated.block_size,
-        "convention": estimated.convention,
-        "max_num_batched_tokens": args.max_num_batched_tokens,
-        "tp": args.tp,
-        "pp": args.pp,
-        "ranks": ranks,
-    })
+fn to_json(estimated: &Estimated) -> Value {
+    serde_json::to_value(&estimated.exported).unwrap_or(Value::Null)
 }

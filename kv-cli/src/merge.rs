@@ -3,7 +3,6 @@
 use std::path::PathBuf;
 
 use kv_core::export::{ClusterReport, ExportedReport};
-use serde_json::json;
 
 use crate::input::{emit, expand, Problem};
 use crate::table::read_report;
@@ -105,17 +104,10 @@ fn mismatches(reports: &[(PathBuf, ExportedReport)]) -> Vec<Problem> {
 }
 
 fn render(cluster: &ClusterReport, format: Format) -> String {
-    let (bytes, (tp, pp)) = cluster.largest_device;
     match format {
         Format::Json => {
-            let value = json!({
-                "ranks": cluster.ranks.len(),
-                "total_bytes": cluster.total_bytes,
-                "device_bytes": cluster.device_bytes,
-                "largest_device": {"bytes": bytes, "tp_rank": tp, "pp_rank": pp},
-                "reports": cluster.ranks,
-            });
-            serde_json::to_string_pretty(&value).unwrap_or_default() + "\n"
+            // kv-core's exported shape: versioned, host bytes included, reads back.
+            serde_json::to_string_pretty(&cluster.export()).unwrap_or_default() + "\n"
         }
         Format::Markdown | Format::Text => format!("{cluster}\n"),
     }

@@ -189,7 +189,7 @@ fn estimate_prints_the_library_figures_for_every_shipped_config() {
         // The same export, but for the owner's type name (the test's, here).
         let mut expected = collection.to_json(256);
         for d in expected["declarations"].as_array_mut().unwrap() {
-            d["owner_type"] = "kv::estimate::FromConfig".into();
+            d["owner_type"] = "kv_core::estimate::export::FromConfig".into();
         }
         assert_eq!(rank["report"], expected, "{name}");
     }
@@ -583,7 +583,26 @@ fn merge_prints_the_cluster_view() {
     let out = kv(&["merge", dir.to_str().unwrap(), "--format", "json"]);
     let json: Value = serde_json::from_str(&stdout(&out)).unwrap();
     assert_eq!(json["total_bytes"], cluster.total_bytes);
-    assert_eq!(json["ranks"], 2);
+    assert_eq!(json["rank_count"], 2);
+    assert_eq!(json["schema_version"], kv_core::export::SCHEMA_VERSION);
+    // It is kv-core's shape, and reads back into the same cluster view.
+    let back: kv_core::export::ExportedCluster = serde_json::from_str(&stdout(&out)).unwrap();
+    assert_eq!(back.merge_again().unwrap(), cluster);
+    // So does an estimate's JSON.
+    let out = kv(&[
+        "estimate",
+        &shipped("jamba-v0.1"),
+        "--positions",
+        "8192",
+        "--format",
+        "json",
+    ]);
+    let estimates: Vec<kv_core::export::ExportedEstimate> =
+        serde_json::from_str(&stdout(&out)).unwrap();
+    assert_eq!(estimates[0].schema_version, kv_core::export::SCHEMA_VERSION);
+    assert_eq!(estimates[0].block_size, 80);
+    // 153,354,240 B per row: Jamba's hybrid pages (kv-core's estimate tests).
+    assert_eq!(estimates[0].ranks[0].per_row_bytes, 153_354_240);
 }
 
 #[test]

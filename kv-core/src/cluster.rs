@@ -5,6 +5,8 @@
 use std::collections::BTreeMap;
 use std::fmt;
 
+use serde::{Deserialize, Serialize};
+
 use crate::json::{ExportedReport, SCHEMA_VERSION};
 use crate::units::mib;
 use crate::KvError;
@@ -139,6 +141,104 @@ impl ClusterReport {
             host_bytes,
             largest_device,
         })
+    }
+}
+
+/// A cluster view as exported (`kv merge --format json`): the same family
+/// as [`ExportedReport`], with every rank's report, and it reads back into
+/// the same [`ClusterReport`] ([`ExportedCluster::merge_again`]).
+///
+/// ```
+/// use kv_core::{Collection, Parallel};
+/// use kv_core::export::{ClusterReport, ExportedCluster};
+///
+/// let layout = Parallel::new(2, 1)?;
+/// let reports = layout
+///     .ranks()
+///     .map(|rank| Collection::default().for_rank(rank).map(|c| c.export(8)))
+///     .collect::<Result<Vec<_>, _>>()?;
+/// let cluster = ClusterReport::merge(reports)?;
+/// let text = serde_json::to_string(&cluster.export()).unwrap();
+/// let back: ExportedCluster = serde_json::from_str(&text).unwrap();
+/// assert_eq!(back.merge_again()?, cluster);
+/// # Ok::<(), kv_core::KvError>(())
+/// ```
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[non_exhaustive]
+pub struct ExportedCluster {
+    /// [`SCHEMA_VERSION`] of the writer.
+    pub schema_version: u32,
+    /// Ranks merged.
+    pub rank_count: u64,
+    /// Peak bytes over every rank.
+    pub total_bytes: u64,
+    /// Device bytes over every rank.
+    pub device_bytes: u64,
+    /// Host bytes over every rank.
+    pub host_bytes: u64,
+    /// The largest device figure of any rank.
+    pub largest_device_bytes: u64,
+    /// That rank's TP rank.
+    pub largest_device_tp_rank: u64,
+    /// That rank's pipeline stage.
+    pub largest_device_pp_rank: u64,
+    /// Every rank's report, by stage then TP rank.
+    pub reports: Vec<ExportedReport>,
+}
+
+impl ClusterReport {
+    /// The exported shape.
+    pub fn export(&self) -> ExportedCluster {
+        let (bytes, (tp_rank, pp_rank)) = self.largest_device;
+        ExportedCluster {
+            schema_version: SCHEMA_VERSION,
+            rank_count: self.ranks.len() as u64,
+            total_bytes: self.total_bytes,
+            device_bytes: self.device_bytes,
+            host_bytes: self.host_bytes,
+            largest_device_bytes: bytes,
+            largest_device_tp_rank: tp_rank,
+            largest_device_pp_rank: pp_rank,
+            reports: self.ranks.clone(),
+        }
+    }
+}
+
+impl ExportedCluster {
+    /// The cluster view again, merged from the reports it carries (so every
+    /// check of [`ClusterReport::merge`] holds); an error when the figures
+    /// it states disagree with them.
+    pub fn merge_again(self) -> Result<ClusterReport, KvError> {
+        if self.schema_version != SCHEMA_VERSION {
+            return Err(KvError::Merge {
+                problem: format!(
+                    "the cluster has schema version {}, this kv reads {SCHEMA_VERSION}",
+                    self.schema_version
+                ),
+            });
+        }
+        let stated = (
+            self.total_bytes,
+            self.device_bytes,
+            self.host_bytes,
+            self.largest_device_bytes,
+        );
+        let merged = ClusterReport::merge(self.reports)?;
+        let found = (
+            merged.total_bytes,
+            merged.device_bytes,
+            merged.host_bytes,
+            merged.largest_device.0,
+        );
+        if stated != found {
+            return Err(KvError::Merge {
+                problem: format!(
+                    "the cluster states (total, device, host, largest) = {stated:?} B but its \
+                     reports add up to {found:?} B"
+                ),
+            });
+        }
+        Ok(merged)
     }
 }
 

@@ -99,6 +99,11 @@ pub struct Totals {
     pub resident: u64,
     /// Scopes `request`, `session`, `invocation`: allocated after profiling.
     pub after_profiling: u64,
+    /// Bytes one more position adds to one row, over every declaration that
+    /// keeps positions (recurrent state keeps none).
+    pub per_position: u64,
+    /// Bytes of one row of every declaration, whatever its row count.
+    pub per_row: u64,
 }
 
 /// Everything a model tree declares now, in visiting order.
@@ -202,6 +207,8 @@ impl Collection {
             host: 0,
             resident: 0,
             after_profiling: 0,
+            per_position: 0,
+            per_row: 0,
         };
         for entry in &self.entries {
             let overflow = |step| KvError::Overflow {
@@ -232,6 +239,18 @@ impl Collection {
                 .total
                 .checked_add(peak)
                 .ok_or_else(|| overflow("sum of peak bytes"))?;
+            if let Some(per_position) = entry.spec.layout.bytes_per_position() {
+                let per_position = per_position.map_err(|o| overflow(o.step))?;
+                totals.per_position = totals
+                    .per_position
+                    .checked_add(per_position)
+                    .ok_or_else(|| overflow("sum of bytes per position"))?;
+            }
+            let per_row = entry.spec.bytes_per_row().map_err(|o| overflow(o.step))?;
+            totals.per_row = totals
+                .per_row
+                .checked_add(per_row)
+                .ok_or_else(|| overflow("sum of bytes per row"))?;
         }
         Ok(totals)
     }

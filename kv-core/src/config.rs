@@ -239,6 +239,14 @@ impl HfConfig {
         })
     }
 
+    #[cfg(test)]
+    fn from_path_text_for_tests(config: Value) -> HfConfig {
+        HfConfig {
+            source: Some("config.json".to_owned()),
+            ..HfConfig::from_value(config)
+        }
+    }
+
     /// Uses `layers` instead of reading it.
     pub fn with_layers(mut self, layers: u64) -> HfConfig {
         self.layers = Some(layers);
@@ -1050,6 +1058,29 @@ mod tests {
             error_of(config),
             KvError::Config { what: "dtype", .. }
         ));
+    }
+
+    #[test]
+    fn configs_are_equal_when_they_read_alike_whatever_was_asked() {
+        let a = HfConfig::from_value(ming_talker());
+        let b = HfConfig::from_value(ming_talker());
+        a.geometry().unwrap();
+        assert!(a.was_asked("num_hidden_layers") && !b.was_asked("num_hidden_layers"));
+        assert_eq!(a, b);
+        let differ: [HfConfig; 9] = [
+            HfConfig::from_value(json!({})),
+            HfConfig::from_path_text_for_tests(ming_talker()),
+            b.clone().with_layers(1),
+            b.clone().with_kv_heads(1),
+            b.clone().with_head_dim(1),
+            b.clone().with_dtype(DType::F16),
+            b.clone().with_dtype_rule(DTypeRule::VllmAuto),
+            b.clone().with_value("x", 1),
+            b.clone().with_mamba_version(MambaVersion::Mamba1),
+        ];
+        for other in differ {
+            assert_ne!(other, b, "{other:?}");
+        }
     }
 
     #[test]

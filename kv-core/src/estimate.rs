@@ -10,10 +10,13 @@ use serde_json::{Map, Value};
 use crate::config::{DTypeRule, Holds};
 use crate::{HfConfig, KvError, KvSpec, LayerKind, Overflow, Storage};
 
+mod export;
 mod max_len;
 #[cfg(test)]
 mod published;
 mod vllm;
+
+pub use export::{EstimateRank, ExportedEstimate, ExportedEstimateRank};
 
 use vllm::{Builder, Paging};
 

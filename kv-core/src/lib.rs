@@ -68,7 +68,8 @@ mod cluster;
 /// report, which reads back equal, and the merge of per-rank reports.
 #[cfg(feature = "json")]
 pub mod export {
-    pub use crate::cluster::ClusterReport;
+    pub use crate::cluster::{ClusterReport, ExportedCluster};
+    pub use crate::estimate::{ExportedEstimate, ExportedEstimateRank};
     pub use crate::json::{
         ExportedDeclaration, ExportedParallel, ExportedReport, ExportedSkip, ExportedStatePart,
         SCHEMA_VERSION,

@@ -338,3 +338,43 @@ fn ming_talker_from_its_config_file_is_25_165_824_bytes() {
         KvError::Config { what: "layers", .. }
     ));
 }
+
+#[test]
+fn totals_give_bytes_per_position_and_per_row_over_every_declaration() {
+    struct Hybrid;
+    impl kv_core::ModelLocalKv for Hybrid {
+        fn kv_declare(&self, out: &mut Vec<kv_core::KvSpec>) -> Result<(), KvError> {
+            out.push(kv_core::KvSpec::attention(
+                "cache",
+                "StaticCache",
+                kv_core::Geometry::new(24, 2, 64, kv_core::DType::BF16),
+                kv_core::Positions::bounded(2048, "max_cache_len"),
+                kv_core::Scope::Invocation,
+                kv_core::Rows::fixed(1, "calls are serialized"),
+            ));
+            out.push(kv_core::KvSpec::recurrent(
+                "state",
+                "MambaCache",
+                kv_core::RecurrentState::from_parts(
+                    4,
+                    vec![kv_core::StatePart::new(
+                        "ssm",
+                        [16, 8, 1],
+                        kv_core::DType::F32,
+                    )],
+                ),
+                kv_core::Scope::Request,
+                kv_core::Rows::MaxNumSeqs,
+            ));
+            Ok(())
+        }
+    }
+    let totals = collect(&Hybrid).totals(10).unwrap();
+    // Attention: 24 layers x 2 heads x 64 x (K + V) x 2 B = 12,288 B per
+    // position; the state keeps none.
+    assert_eq!(totals.per_position, 12_288);
+    // Rows: 12,288 x 2048 + 4 layers x 16 x 8 x 4 B.
+    assert_eq!(totals.per_row, 25_165_824 + 2_048);
+    // Peak: one attention row, ten state rows.
+    assert_eq!(totals.total, 25_165_824 + 10 * 2_048);
+}
