@@ -348,37 +348,20 @@ impl HfConfig {
 /// Llama 4's `no_rope_layers`: 1 where a layer has RoPE (chunked attention),
 /// 0 where it has none (full attention).
 fn no_rope_list(name: &str, value: &Value, layers: u64) -> Result<LayerPattern, KvError> {
-    let bad = |problem: String| KvError::Config {
-        what: WHAT,
-        problem,
-    };
-    let Value::Array(entries) = value else {
-        return Err(bad(format!(
-            "`{name}` is {}; expected a list of 0 and 1",
-            shown(value)
-        )));
-    };
-    let mut kinds = Vec::with_capacity(entries.len());
-    for (index, entry) in entries.iter().enumerate() {
-        kinds.push(match entry.as_u64() {
-            Some(1) => LayerKind::ChunkedAttention,
-            Some(0) => LayerKind::FullAttention,
-            _ => {
-                return Err(bad(format!(
-                    "`{name}[{index}]` is {}; expected 1 (RoPE, chunked attention) or 0 \
-                     (NoPE, full attention)",
-                    shown(entry)
-                )))
-            }
-        });
-    }
-    if kinds.len() as u64 != layers {
-        return Err(bad(format!(
-            "`{name}` lists {} layers but the model has {layers}",
-            kinds.len()
-        )));
-    }
-    LayerPattern::from_kinds(kinds, NO_ROPE_LAYERS).map_err(|e| pattern_error(name, e))
+    kinds_list(
+        (name, NO_ROPE_LAYERS),
+        value,
+        layers,
+        (
+            "a list of 0 and 1",
+            "; expected 1 (RoPE, chunked attention) or 0 (NoPE, full attention)",
+        ),
+        |entry| match entry.as_u64() {
+            Some(1) => Some(LayerKind::ChunkedAttention),
+            Some(0) => Some(LayerKind::FullAttention),
+            _ => None,
+        },
+    )
 }
 
 /// The pattern with its last `shared` layers holding no K/V of their own
@@ -425,24 +408,41 @@ fn list_pattern(
     value: &Value,
     layers: u64,
 ) -> Result<LayerPattern, KvError> {
+    let unknown = format!(", not a layer kind kv knows ({})", LayerKind::names_list());
+    kinds_list(
+        (name, key),
+        value,
+        layers,
+        ("a list of layer kinds", &unknown),
+        |entry| entry.as_str().and_then(LayerKind::from_name),
+    )
+}
+
+/// A list with one entry per layer, each read by `kind_of`; `(list, entry)`
+/// say what the list and a bad entry should have been.
+fn kinds_list(
+    (name, key): (&str, &'static str),
+    value: &Value,
+    layers: u64,
+    (list, entry_expected): (&str, &str),
+    kind_of: impl Fn(&Value) -> Option<LayerKind>,
+) -> Result<LayerPattern, KvError> {
     let bad = |problem: String| KvError::Config {
         what: WHAT,
         problem,
     };
     let Value::Array(entries) = value else {
         return Err(bad(format!(
-            "`{name}` is {}; expected a list of layer kinds",
+            "`{name}` is {}; expected {list}",
             shown(value)
         )));
     };
     let mut kinds = Vec::with_capacity(entries.len());
     for (index, entry) in entries.iter().enumerate() {
-        let kind = entry.as_str().and_then(LayerKind::from_name);
-        let Some(kind) = kind else {
+        let Some(kind) = kind_of(entry) else {
             return Err(bad(format!(
-                "`{name}[{index}]` is {}, not a layer kind kv knows ({})",
-                shown(entry),
-                LayerKind::names_list()
+                "`{name}[{index}]` is {}{entry_expected}",
+                shown(entry)
             )));
         };
         kinds.push(kind);

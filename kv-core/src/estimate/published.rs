@@ -522,3 +522,43 @@ fn an_mla_model_is_one_latent_per_layer() {
     // 61 x (512 + 64) x 2 B.
     assert_eq!(per_token(&e), 70_272);
 }
+
+#[test]
+fn a_bad_no_rope_list_or_sharing_every_layer_is_an_error_naming_the_key() {
+    let err = estimate(&maverick(json!([1, 1, 0])), &at(8192))
+        .unwrap_err()
+        .to_string();
+    assert!(
+        err.contains("`text_config.no_rope_layers` lists 3 layers but the model has 48"),
+        "{err}"
+    );
+    let mut listed: Vec<Value> = (0..48).map(|_| json!(1)).collect();
+    listed[5] = json!(2);
+    let err = estimate(&maverick(json!(listed)), &at(8192))
+        .unwrap_err()
+        .to_string();
+    assert!(
+        err.contains(
+            "`text_config.no_rope_layers[5]` is 2; expected 1 (RoPE, chunked attention) or 0"
+        ),
+        "{err}"
+    );
+    let err = estimate(&maverick(json!("every 4th")), &at(8192))
+        .unwrap_err()
+        .to_string();
+    assert!(err.contains("expected a list of 0 and 1"), "{err}");
+    let mut all_shared = gemma_3n_e4b();
+    all_shared["text_config"]["num_kv_shared_layers"] = json!(35);
+    let err = estimate(&all_shared, &at(8192)).unwrap_err().to_string();
+    assert!(
+        err.contains("`text_config.num_kv_shared_layers` is 35 but the model has 35 layers"),
+        "{err}"
+    );
+    // Zero shared layers: every layer keeps its own K/V.
+    let mut none_shared = gemma_3n_e4b();
+    none_shared["text_config"]["num_kv_shared_layers"] = json!(0);
+    assert_eq!(
+        per_token(&estimate(&none_shared, &at(8192)).unwrap()),
+        35 * 2048
+    );
+}

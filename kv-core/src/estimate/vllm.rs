@@ -364,26 +364,26 @@ impl Builder<'_> {
 
     /// The positions overflow: the length itself is too long.
     fn over_length(&self, what: &str) -> impl Fn(crate::Overflow) -> KvError {
-        let max_model_len = self.max_model_len;
-        let what = what.to_owned();
-        move |o| KvError::Config {
-            what: "max_model_len",
-            problem: format!(
-                "{} overflows u64 for {what} at max_model_len {max_model_len}",
-                o.step
-            ),
-        }
+        self.overflows(what, "max_model_len", "")
     }
 
     /// The bytes overflow: the config's geometry at this length.
     fn over_bytes(&self, what: &str) -> impl Fn(crate::Overflow) -> KvError {
+        self.overflows(what, "figures", ": check the config's geometry")
+    }
+
+    fn overflows(
+        &self,
+        what: &str,
+        blamed: &'static str,
+        advice: &'static str,
+    ) -> impl Fn(crate::Overflow) -> KvError {
         let max_model_len = self.max_model_len;
         let what = what.to_owned();
         move |o| KvError::Config {
-            what: "figures",
+            what: blamed,
             problem: format!(
-                "{} overflows u64 for {what} at max_model_len {max_model_len}: check the \
-                 config's geometry",
+                "{} overflows u64 for {what} at max_model_len {max_model_len}{advice}",
                 o.step
             ),
         }
