@@ -70,17 +70,10 @@ impl HfConfig {
     /// ```
     pub fn layer_pattern(&self) -> Result<LayerPattern, KvError> {
         // A pattern the config writes wins over any a loader would default.
-        let defaults = ![
-            LAYER_TYPES,
-            LAYERS_BLOCK_TYPE,
-            SLIDING_WINDOW_PATTERN,
-            FULL_ATTENTION_INTERVAL,
-            ATTN_LAYER_PERIOD,
-            ATTN_LAYER_OFFSET,
-            NO_ROPE_LAYER_INTERVAL,
-        ]
-        .iter()
-        .any(|key| self.written(key))
+        let defaults = !PATTERN_KEYS
+            .iter()
+            .chain([&NO_ROPE_LAYER_INTERVAL])
+            .any(|key| self.written(key))
             // An empty `no_rope_layers` asks the loader to build it.
             && self
                 .find_in(&[NO_ROPE_LAYERS], false)

@@ -445,20 +445,32 @@ impl Builder<'_> {
         window: u64,
         hf: &HfConfig,
     ) -> Result<KvSpec, KvError> {
-        let positions = Positions::from_policy(PositionPolicy::VllmSlidingWindow {
+        let policy = PositionPolicy::VllmSlidingWindow {
             window,
             max_num_batched_tokens: self.in_flight_tokens()?,
             max_model_len: self.max_model_len,
             block_size: self.paging.block_size,
-        })
-        .map_err(self.over_length("sliding_attention"))?;
-        self.attention(
+        };
+        self.by_policy(
             "sliding_attention",
             "SlidingWindowSpec",
+            policy,
             geometry,
-            positions,
             hf,
         )
+    }
+
+    /// Attention whose positions follow one of vLLM's policies.
+    fn by_policy(
+        &self,
+        name: &'static str,
+        cache: &str,
+        policy: PositionPolicy,
+        geometry: Geometry,
+        hf: &HfConfig,
+    ) -> Result<KvSpec, KvError> {
+        let positions = Positions::from_policy(policy).map_err(self.over_length(name))?;
+        self.attention(name, cache, geometry, positions, hf)
     }
 
     fn chunked(&self, geometry: Geometry, hf: &HfConfig) -> Result<KvSpec, KvError> {
@@ -472,18 +484,17 @@ impl Builder<'_> {
                     .to_owned(),
             ));
         };
-        let positions = Positions::from_policy(PositionPolicy::VllmChunkedLocal {
+        let policy = PositionPolicy::VllmChunkedLocal {
             chunk,
             max_num_batched_tokens: self.in_flight_tokens()?,
             max_model_len: self.max_model_len,
             block_size: self.paging.block_size,
-        })
-        .map_err(self.over_length("chunked_attention"))?;
-        self.attention(
+        };
+        self.by_policy(
             "chunked_attention",
             "ChunkedLocalAttentionSpec",
+            policy,
             geometry,
-            positions,
             hf,
         )
     }
