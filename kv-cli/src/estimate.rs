@@ -250,65 +250,34 @@ fn group_line(spec: &KvSpec, max_num_seqs: u64) -> String {
         |_| "overflow".to_owned(),
         |b| format!("{:7.2}", mib(b.into())),
     );
-    let (cells, parts): (u64, Vec<(String, u128)>) = match &spec.layout {
-        Layout::Attention {
-            geometry,
-            positions,
-        } => {
-            let each = |storage: Storage, dim: u64| {
-                let head = storage.bytes_for(dim).map_or(0, u128::from);
-                head * u128::from(geometry.kv_heads)
-                    * u128::from(geometry.layers)
-                    * u128::from(positions.count)
-                    * rows
-            };
-            (
-                positions.count,
-                vec![
-                    (
-                        format!("K ({})", geometry.storage),
-                        each(geometry.storage, geometry.head_dim),
-                    ),
-                    (
-                        format!("V ({})", geometry.value_storage()),
-                        each(geometry.value_storage(), geometry.value_head_dim()),
-                    ),
-                ],
-            )
-        }
-        Layout::Latent { latent, positions } => {
-            let per_position = latent.bytes_per_position().map_or(0, u128::from);
-            (
-                positions.count,
-                vec![(
-                    format!("latent ({})", latent.storage),
-                    per_position * u128::from(positions.count) * rows,
-                )],
-            )
-        }
-        Layout::Recurrent(state) => (
-            state.slots.saturating_mul(spec.row_count(max_num_seqs)),
-            state
-                .parts
-                .iter()
-                .map(|part| {
-                    let bytes = part.bytes().map_or(0, u128::from)
-                        * u128::from(state.layers)
-                        * u128::from(state.slots)
-                        * rows;
-                    (format!("{} ({})", part.name, part.storage), bytes)
-                })
-                .collect(),
-        ),
-        _ => (0, Vec::new()),
+    // Cells: positions per row, or the states a row keeps.
+    let cells = match &spec.layout {
+        Layout::Recurrent(state) => state.slots.saturating_mul(spec.row_count(max_num_seqs)),
+        layout => layout.positions().map_or(0, |p| p.count),
     };
+    let parts: Vec<(String, Option<u128>)> = spec
+        .layout
+        .parts()
+        .into_iter()
+        .map(|part| {
+            let label = format!("{} ({})", part.name, part.storage);
+            (label, part.bytes_per_row.ok().map(|b| u128::from(b) * rows))
+        })
+        .collect();
     let mut line = format!(
         "{}: size = {size} MiB ({cells:6} cells, {layers:3} layers, {:2}/{max_num_seqs} seqs)",
         spec.name,
         spec.row_count(max_num_seqs)
     );
     for (label, bytes) in parts {
-        let _ = write!(line, ", {label}: {:7.2} MiB", mib(bytes));
+        match bytes {
+            Some(bytes) => {
+                let _ = write!(line, ", {label}: {:7.2} MiB", mib(bytes));
+            }
+            None => {
+                let _ = write!(line, ", {label}: overflow");
+            }
+        }
     }
     let per_token = match spec.layout.bytes_per_position() {
         Some(Ok(bytes)) => format!("{} B", grouped(bytes)),

@@ -51,6 +51,7 @@ mod layout;
 #[cfg(feature = "fresh")]
 pub mod page;
 pub mod parallel;
+mod parts;
 mod positions;
 #[cfg(feature = "registry")]
 pub mod registry;
@@ -99,6 +100,7 @@ pub use dtype::DType;
 pub use error::{KvError, Overflow};
 pub use layout::{Geometry, Latent, Layout, RecurrentState, Residual, StatePart};
 pub use parallel::{Parallel, Placement, Sharding};
+pub use parts::LayoutPart;
 pub use positions::{Bound, PositionPolicy, Positions};
 pub use spec::{KvSpec, Rows, Scope};
 pub use storage::{BlockFormat, Storage};
