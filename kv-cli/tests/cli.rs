@@ -679,6 +679,11 @@ fn table_prints_a_report() {
         text.contains(&format!("total {total} at max_num_seqs=256")),
         "{text}"
     );
+    // One renderer: the table is kv_core::Table's, as for the live model.
+    let live = kv_core::table::Table::new(256)
+        .rows(whole.entries().iter().map(|e| (e.path.as_str(), &e.spec)))
+        .to_markdown();
+    assert!(text.starts_with(&live), "{text}");
     let out = kv(&["table", &file]);
     assert!(stdout(&out).starts_with("Model "));
 

@@ -109,6 +109,57 @@ impl Table {
         self
     }
 
+    /// Appends the declarations of an exported report (feature `json`), each
+    /// labelled with its path; the figures are the report's own, so a report
+    /// read back renders as the model it came from.
+    ///
+    /// ```
+    /// use kv_core::table::Table;
+    /// use kv_core::{collect, DType, Geometry, KvError, KvSpec, ModelLocalKv, Positions, Rows, Scope};
+    ///
+    /// struct Talker;
+    /// impl ModelLocalKv for Talker {
+    ///     fn kv_declare(&self, out: &mut Vec<KvSpec>) -> Result<(), KvError> {
+    ///         out.push(KvSpec::attention("cache", "StaticCache", Geometry::new(24, 2, 64, DType::BF16),
+    ///             Positions::bounded(2048, "max_cache_len"), Scope::Invocation,
+    ///             Rows::fixed(1, "calls are serialized")));
+    ///         Ok(())
+    ///     }
+    /// }
+    /// let collection = collect(&Talker);
+    /// let live = Table::new(256).rows(collection.entries().iter().map(|e| (e.path.as_str(), &e.spec)));
+    /// let exported = Table::new(256).report(&collection.export(256));
+    /// assert_eq!(exported.to_markdown(), live.to_markdown());
+    /// ```
+    #[cfg(feature = "json")]
+    pub fn report(mut self, report: &crate::export::ExportedReport) -> Table {
+        let size = |bytes: Option<u64>| {
+            size_cell(bytes.ok_or(Overflow {
+                step: "the report's figure",
+            }))
+        };
+        for d in &report.declarations {
+            let bound = match (d.positions, &d.positions_bound) {
+                (Some(count), Some(reason)) => format!("{count} ({reason})"),
+                (Some(count), None) => count.to_string(),
+                (None, _) => NO_POSITIONS.to_owned(),
+            };
+            let rows = match &d.rows_reason {
+                Some(because) => format!("fixed {} ({because})", d.rows),
+                None => d.rows_driver.clone(),
+            };
+            self.cells.push([
+                model_cell(&d.path, &d.name),
+                cache_cell(&d.cache, d.only_when.as_deref(), d.assumes.as_deref()),
+                bound,
+                size(d.bytes_per_row),
+                rows,
+                size(d.peak_bytes),
+            ]);
+        }
+        self
+    }
+
     /// The `max_num_seqs` the peak column is computed at.
     pub fn max_num_seqs(&self) -> u64 {
         self.max_num_seqs
