@@ -1084,6 +1084,23 @@ mod tests {
     }
 
     #[test]
+    fn a_model_type_given_over_the_config_brings_its_loader_defaults() {
+        let bare = json!({"num_hidden_layers": 4, "num_attention_heads": 8,
+                          "num_key_value_heads": 4, "torch_dtype": "bfloat16"});
+        // No head_dim and no hidden size: nothing to derive it from.
+        assert!(HfConfig::from_value(bare.clone()).geometry().is_err());
+        let gemma = HfConfig::from_value(bare).with_value("model_type", "gemma3_text");
+        assert_eq!(gemma.geometry().unwrap().head_dim, 256);
+        assert_eq!(
+            gemma.notes(),
+            ["`head_dim` 256 (transformers Gemma3TextConfig default)"]
+        );
+        // Any other key given leaves the family alone.
+        let other = HfConfig::from_value(json!({"model_type": "gemma3_text"})).with_value("x", 1);
+        assert!(other.family().is_some());
+    }
+
+    #[test]
     fn null_counts_as_absent() {
         let mut config = ming_talker();
         config["head_dim"] = Value::Null;
