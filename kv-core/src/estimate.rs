@@ -361,7 +361,7 @@ fn given_values(config: &Value, values: &Map<String, Value>) -> Result<HfConfig,
     let mut plain = Vec::new();
     for (key, value) in values {
         match key.split_once('.') {
-            Some((section, inner)) if !section.is_empty() && !inner.is_empty() => {
+            Some((section, inner)) => {
                 let Some(map) = config.as_object_mut() else {
                     return Err(config_error(
                         "given values",
@@ -383,7 +383,7 @@ fn given_values(config: &Value, values: &Map<String, Value>) -> Result<HfConfig,
                     }
                 }
             }
-            _ => plain.push((key, value)),
+            None => plain.push((key, value)),
         }
     }
     let mut hf = HfConfig::from_value(config);

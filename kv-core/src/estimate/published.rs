@@ -562,3 +562,76 @@ fn a_bad_no_rope_list_or_sharing_every_layer_is_an_error_naming_the_key() {
         35 * 2048
     );
 }
+
+#[test]
+fn chatglm_without_multi_query_attention_keeps_every_head_in_its_dtype() {
+    let chatglm = json!({
+        "model_type": "chatglm", "num_layers": 28, "num_attention_heads": 32,
+        "kv_channels": 128, "multi_query_attention": false, "multi_query_group_num": 2,
+        "seq_length": 8192, "torch_dtype": "float16"
+    });
+    let e = estimate(&chatglm, &EstimateSettings::new()).unwrap();
+    // vLLM's ChatGLM counts groups only with multi_query_attention: 32 heads
+    // of kv_channels 128 (no hidden size to derive it from), float16 kept.
+    assert_eq!(per_token(&e), 28 * 32 * 128 * 2 * 2);
+    let geometry = e.specs[0].geometry().unwrap();
+    assert_eq!(geometry.storage, crate::Storage::Dense(crate::DType::F16));
+    assert!(
+        e.detected.contains("kv heads = `num_attention_heads` 32"),
+        "{}",
+        e.detected
+    );
+}
+
+#[test]
+fn a_pattern_the_config_writes_wins_over_the_loaders() {
+    // Gemma-3-4B with its own layer_types (every 4th full), which the loader's
+    // default (every 6th) would contradict.
+    let layer_types: Vec<&str> = (0..34)
+        .map(|i| {
+            if (i + 1) % 4 == 0 {
+                "full_attention"
+            } else {
+                "sliding_attention"
+            }
+        })
+        .collect();
+    let mut config = gemma_3_4b();
+    config["text_config"]["layer_types"] = json!(layer_types);
+    let e = estimate(&config, &at(8192)).unwrap();
+    assert_eq!(
+        names(&e.specs),
+        [("sliding_attention", 26), ("full_attention", 8)]
+    );
+    assert!(
+        !e.detected.contains("`sliding_window_pattern` 6"),
+        "{}",
+        e.detected
+    );
+}
+
+#[test]
+fn the_family_is_said_only_when_kv_does_not_know_it() {
+    let known = estimate(&falcon_7b(), &at(2048)).unwrap();
+    assert!(
+        !known.detected.contains("not in kv's table"),
+        "{}",
+        known.detected
+    );
+    assert!(
+        !known.detected.contains("no `model_type`"),
+        "{}",
+        known.detected
+    );
+    let mut anonymous = falcon_7b();
+    anonymous.as_object_mut().unwrap().remove("model_type");
+    let e = estimate(&anonymous, &at(2048)).unwrap();
+    assert!(
+        e.detected
+            .contains("no `model_type`: read by the generic keys"),
+        "{}",
+        e.detected
+    );
+    // Without its family, Falcon's multi_query is not read: 71 KV heads.
+    assert_eq!(per_token(&e), 32 * 71 * 64 * 2 * 2);
+}
