@@ -635,3 +635,130 @@ fn the_family_is_said_only_when_kv_does_not_know_it() {
     // Without its family, Falcon's multi_query is not read: 71 KV heads.
     assert_eq!(per_token(&e), 32 * 71 * 64 * 2 * 2);
 }
+
+#[test]
+fn sharing_without_a_pattern_and_patterns_from_chunk_keys_alone() {
+    let plain = |extra: Value| {
+        let mut config = json!({
+            "model_type": "brand_new", "num_hidden_layers": 8, "num_attention_heads": 4,
+            "num_key_value_heads": 2, "head_dim": 64, "torch_dtype": "bfloat16"
+        });
+        for (key, value) in extra.as_object().unwrap() {
+            config[key] = value.clone();
+        }
+        config
+    };
+    // The last 3 of 8 layers share: 5 full layers of 2 x 64 x 2 x 2 B.
+    let e = estimate(&plain(json!({"num_kv_shared_layers": 3})), &at(1024)).unwrap();
+    assert_eq!(names(&e.specs), [("full_attention", 5)]);
+    // None shared, or a chunk size with no NoPE keys: plain attention.
+    for extra in [
+        json!({"num_kv_shared_layers": 0}),
+        json!({"attention_chunk_size": 256}),
+    ] {
+        let e = estimate(&plain(extra), &at(1024)).unwrap();
+        assert!(
+            e.detected.starts_with("attention in every layer"),
+            "{}",
+            e.detected
+        );
+        assert_eq!(per_token(&e), 8 * 256 * 2);
+    }
+    // A chunk size with its own no_rope_layers list, in any family.
+    let listed = json!({"attention_chunk_size": 256, "no_rope_layers": [1, 0, 1, 0, 1, 0, 1, 0]});
+    let e = estimate(&plain(listed), &at(1024)).unwrap();
+    assert_eq!(
+        names(&e.specs),
+        [("chunked_attention", 4), ("full_attention", 4)]
+    );
+}
+
+#[test]
+fn a_no_rope_list_unlike_the_loaders_interval_is_the_configs() {
+    // Every 2nd layer NoPE, against Llama4TextConfig's default of every 4th.
+    let listed: Vec<u64> = (0..48).map(|i| u64::from((i + 1) % 2 != 0)).collect();
+    let e = estimate(&maverick(json!(listed)), &at(8192)).unwrap();
+    assert_eq!(
+        names(&e.specs),
+        [("chunked_attention", 24), ("full_attention", 24)]
+    );
+}
+
+#[test]
+fn shared_layers_are_listed_up_to_a_bound() {
+    let config = |layers: u64| {
+        crate::HfConfig::from_value(json!({
+            "num_hidden_layers": layers, "num_kv_shared_layers": 1,
+        }))
+    };
+    let at_bound = config(1 << 20).layer_pattern().unwrap();
+    assert_eq!(at_bound.count(LayerKind::KvShared), 1);
+    let err = config((1 << 20) + 1)
+        .layer_pattern()
+        .unwrap_err()
+        .to_string();
+    assert!(
+        err.contains("kv lists shared layers one by one, up to 1048576"),
+        "{err}"
+    );
+}
+
+#[test]
+fn the_models_length_is_the_smallest_key_and_longrope_starts_short() {
+    let base = |extra: Value| {
+        let mut config = json!({
+            "model_type": "llama", "num_hidden_layers": 2, "num_attention_heads": 4,
+            "num_key_value_heads": 2, "head_dim": 64, "torch_dtype": "bfloat16"
+        });
+        for (key, value) in extra.as_object().unwrap() {
+            config[key] = value.clone();
+        }
+        config
+    };
+    let e = estimate(
+        &base(json!({"max_position_embeddings": 4096, "n_positions": 2048})),
+        &EstimateSettings::new(),
+    )
+    .unwrap();
+    assert_eq!(e.max_model_len, 2048);
+    assert!(
+        e.detected.contains("(`n_positions` of the config)"),
+        "{}",
+        e.detected
+    );
+    // On a tie the first key vLLM lists is named.
+    let e = estimate(
+        &base(json!({"max_position_embeddings": 4096, "max_seq_len": 4096})),
+        &EstimateSettings::new(),
+    )
+    .unwrap();
+    assert!(
+        e.detected
+            .contains("(`max_position_embeddings` of the config)"),
+        "{}",
+        e.detected
+    );
+    // The model's own length may be given.
+    assert!(estimate(&base(json!({"max_position_embeddings": 4096})), &at(4096)).is_ok());
+    // Phi-3-mini-128k: LongRoPE defaults to the original length.
+    let phi3_128k = base(json!({
+        "max_position_embeddings": 131072, "original_max_position_embeddings": 4096,
+        "rope_scaling": {"type": "longrope", "long_factor": [1.0], "short_factor": [1.0]}
+    }));
+    let e = estimate(&phi3_128k, &EstimateSettings::new()).unwrap();
+    assert_eq!(e.max_model_len, 4096);
+    assert!(
+        e.detected.contains("vLLM's default for LongRoPE"),
+        "{}",
+        e.detected
+    );
+    // Without LongRoPE the original length is not used.
+    let mut plain = phi3_128k.clone();
+    plain["rope_scaling"] = Value::Null;
+    assert_eq!(
+        estimate(&plain, &EstimateSettings::new())
+            .unwrap()
+            .max_model_len,
+        131_072
+    );
+}
