@@ -762,3 +762,78 @@ fn the_models_length_is_the_smallest_key_and_longrope_starts_short() {
         131_072
     );
 }
+
+/// A small Jamba-like hybrid: 4 layers (one attention), Mamba1 with
+/// `d_inner` 2 x `hidden`.
+fn small_hybrid(hidden: u64, d_state: u64) -> Value {
+    json!({
+        "model_type": "jamba", "num_hidden_layers": 4, "attn_layer_period": 4,
+        "attn_layer_offset": 3, "hidden_size": hidden, "num_attention_heads": 8,
+        "num_key_value_heads": 8, "head_dim": 128, "mamba_d_state": d_state,
+        "mamba_d_conv": 4, "mamba_expand": 2, "torch_dtype": "bfloat16"
+    })
+}
+
+#[test]
+fn a_hybrid_state_smaller_than_a_block_is_padded_to_one_attention_page() {
+    // State: d_inner 512 x (3 conv + 16 ssm) x 2 B = 19,456 B; one attention
+    // page at block 16 is 16 x 8 x 128 x 2 x 2 = 65,536 B: the block stays 16
+    // and the state page is padded to 65,536 B, 2 pages in align mode.
+    let e = estimate(&small_hybrid(256, 16), &at(1024)).unwrap();
+    assert_eq!(e.block_size, 16);
+    assert_eq!(e.specs[0].bytes_per_row(), Ok(3 * 2 * 65_536));
+    assert!(
+        e.convention
+            .contains("already holds the state page of 19456 B"),
+        "{}",
+        e.convention
+    );
+    // Exactly one page (d_inner 2048 x (3 + 13) x 2 B = 65,536 B): no padding.
+    let e = estimate(&small_hybrid(1024, 13), &at(1024)).unwrap();
+    assert_eq!(e.block_size, 16);
+    assert_eq!(e.specs[0].bytes_per_row(), Ok(3 * 2 * 65_536));
+    let crate::Layout::Recurrent(state) = &e.specs[0].layout else {
+        panic!("{:?}", e.specs[0].layout)
+    };
+    assert!(state.parts.iter().all(|p| p.name != "page_padding"));
+}
+
+#[test]
+fn a_gated_deltanet_block_is_a_multiple_of_the_asked_block_and_64() {
+    let mut qwen3_next: Value = serde_json::from_str(
+        &std::fs::read_to_string(concat!(
+            env!("CARGO_MANIFEST_DIR"),
+            "/../examples/configs/qwen3-next-80b-a3b/config.json"
+        ))
+        .unwrap(),
+    )
+    .unwrap();
+    qwen3_next["torch_dtype"] = json!("bfloat16");
+    // lcm(80, 64) = 320: 320 x cdiv(1,097,728, 320 x 2,048) = 640.
+    let e = estimate(&qwen3_next, &at(8192).block_size(80)).unwrap();
+    assert_eq!(e.block_size, 640);
+}
+
+#[test]
+fn a_rope_factor_that_makes_no_length_is_an_error() {
+    let scaled = |len: u64, factor: f64| {
+        json!({
+            "model_type": "llama", "num_hidden_layers": 2, "num_attention_heads": 4,
+            "num_key_value_heads": 2, "head_dim": 64, "torch_dtype": "bfloat16",
+            "max_position_embeddings": len,
+            "rope_scaling": {"rope_type": "linear", "factor": factor}
+        })
+    };
+    for (len, factor) in [(4096, 0.0), (4096, 1e300), (1 << 32, 4_294_967_296.0)] {
+        let err = estimate(&scaled(len, factor), &EstimateSettings::new())
+            .unwrap_err()
+            .to_string();
+        assert!(err.contains("is not a length"), "{len} x {factor}: {err}");
+    }
+    assert_eq!(
+        estimate(&scaled(4096, 0.5), &EstimateSettings::new())
+            .unwrap()
+            .max_model_len,
+        2048
+    );
+}

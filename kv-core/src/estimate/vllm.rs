@@ -26,13 +26,13 @@ pub(super) struct Paging {
     pub block_size: u64,
     /// Recurrent layers run in cache mode `align` (prefix caching on a hybrid).
     align: bool,
-    /// Where a hybrid raised the block: the state page that set it, the
-    /// attention bytes per token per layer, and the alignment.
-    raised: Option<Raised>,
+    /// A hybrid's sizes: the state page, the attention bytes per token per
+    /// layer, and the alignment that set the block.
+    hybrid: Option<Hybrid>,
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-struct Raised {
+struct Hybrid {
     state_page: u64,
     attention_per_token: u64,
     alignment: u64,
@@ -45,7 +45,7 @@ impl Paging {
         Paging {
             block_size,
             align: false,
-            raised: None,
+            hybrid: None,
         }
     }
 
@@ -116,13 +116,11 @@ impl Paging {
                     step: "the block size",
                 })
             })?;
-        if block <= settings.block_size {
-            return Ok(Paging { align, ..plain });
-        }
+        // vLLM raises the block, never lowers it below the one asked for.
         Ok(Paging {
-            block_size: block,
+            block_size: block.max(settings.block_size),
             align,
-            raised: Some(Raised {
+            hybrid: Some(Hybrid {
                 state_page,
                 attention_per_token,
                 alignment,
@@ -131,18 +129,24 @@ impl Paging {
         })
     }
 
-    /// The padded state page, where a raised block pads it.
+    /// The padded state page: in a hybrid, every state page is padded to
+    /// one attention page, where that is larger.
     fn padded_page(&self) -> Option<u64> {
-        let raised = self.raised?;
-        let page = self.block_size.checked_mul(raised.attention_per_token)?;
-        (page > raised.state_page).then_some(page)
+        let hybrid = self.hybrid?;
+        let page = self.block_size.checked_mul(hybrid.attention_per_token)?;
+        (page > hybrid.state_page).then_some(page)
     }
 
     /// The convention in words, for [`super::Estimate::convention`].
     pub fn convention(&self, settings: &EstimateSettings) -> String {
         let engine = &settings.engine;
-        let block = match self.raised {
+        let block = match self.hybrid {
             None => format!("block_size {}", self.block_size),
+            Some(hybrid) if self.block_size == hybrid.requested => format!(
+                "block_size {} (one attention page, {} x {} B, already holds the state page \
+                 of {} B)",
+                self.block_size, self.block_size, hybrid.attention_per_token, hybrid.state_page
+            ),
             Some(raised) => format!(
                 "block_size {} (raised from {}: {} x cdiv(state page {} B, {} x {} B per \
                  token per attention layer), so one attention page covers one state page)",
