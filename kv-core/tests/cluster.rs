@@ -177,3 +177,26 @@ fn mismatches_are_errors_naming_what_differs() {
         "kv: cannot merge reports: rank tp=0 pp=0's total overflows u64 (null in its report)"
     );
 }
+
+#[test]
+fn an_exported_cluster_reads_back_and_its_stated_figures_are_checked() {
+    let cluster = ClusterReport::merge(rank_reports(2, 2, 256)).unwrap();
+    let exported = cluster.export();
+    // Llama-3-8B, 1 GiB per sequence over 4 ranks, at 256 sequences.
+    assert_eq!(exported.total_bytes, 256 << 30);
+    assert_eq!(exported.rank_count, 4);
+    assert_eq!(exported.largest_device_bytes, 64 << 30);
+    let text = serde_json::to_string(&exported).unwrap();
+    let back: kv_core::export::ExportedCluster = serde_json::from_str(&text).unwrap();
+    assert_eq!(back.clone().merge_again().unwrap(), cluster);
+    let mut tampered: serde_json::Value = serde_json::from_str(&text).unwrap();
+    tampered["total_bytes"] = 1.into();
+    let tampered: kv_core::export::ExportedCluster = serde_json::from_value(tampered).unwrap();
+    let err = tampered.merge_again().unwrap_err().to_string();
+    assert!(err.contains("but its reports add up to"), "{err}");
+    let mut future: serde_json::Value = serde_json::from_str(&text).unwrap();
+    future["schema_version"] = 99.into();
+    let future: kv_core::export::ExportedCluster = serde_json::from_value(future).unwrap();
+    let err = future.merge_again().unwrap_err().to_string();
+    assert!(err.contains("schema version 99"), "{err}");
+}
