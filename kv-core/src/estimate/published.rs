@@ -837,3 +837,31 @@ fn a_rope_factor_that_makes_no_length_is_an_error() {
         2048
     );
 }
+
+#[test]
+fn an_estimate_divides_per_rank_and_exports_what_it_divided() {
+    let e = estimate(&falcon_40b_like(), &at(2048)).unwrap();
+    assert_eq!(e.collection().unwrap().entries().len(), 1);
+    let ranks = e.ranks(crate::Parallel::new(2, 2).unwrap(), 10).unwrap();
+    assert_eq!(ranks.len(), 4);
+    // 60 layers, 8 KV heads of 64: each rank holds 30 layers x 4 heads x 256 B.
+    for rank in &ranks {
+        assert_eq!(rank.totals.per_position, 30 * 4 * 64 * 2 * 2);
+        assert_eq!(rank.totals.per_row, 30 * 4 * 64 * 2 * 2 * 2048);
+        assert_eq!(rank.totals.total, 10 * 30 * 4 * 64 * 2 * 2 * 2048);
+    }
+    let exported = e
+        .export("falcon", crate::Parallel::new(2, 2).unwrap(), 10)
+        .unwrap();
+    assert_eq!(exported.ranks.len(), 4);
+    assert_eq!(exported.ranks[3].per_row_bytes, ranks[3].totals.per_row);
+    assert_eq!(exported.ranks[3].report.parallel.pp_rank, 1);
+}
+
+fn falcon_40b_like() -> Value {
+    json!({
+        "model_type": "falcon", "hidden_size": 8192, "num_attention_heads": 128,
+        "num_hidden_layers": 60, "num_kv_heads": 8, "new_decoder_architecture": true,
+        "max_position_embeddings": 2048, "torch_dtype": "bfloat16"
+    })
+}
