@@ -452,6 +452,58 @@ macro_rules! __kv_check_v0_1 {
 
 pub use crate::__kv_check_v0_1 as check;
 
+/// Asks, for a concrete field type, whether it declares model-local KV (it
+/// implements [`KvChild`]): the inherent `DECLARES_KV` exists only where that
+/// bound holds, and a path prefers it to [`DeclaresNoKv`]'s, which every type
+/// has (autoref-style specialisation on stable Rust). In generic code the bound
+/// cannot be proven, so a field whose type names a type parameter always reads
+/// `false`: the derive checks only fields of concrete types.
+pub struct Unmarked<T: ?Sized>(core::marker::PhantomData<T>);
+
+impl<T: KvChild + ?Sized> Unmarked<T> {
+    /// The field's type declares model-local KV.
+    pub const DECLARES_KV: bool = true;
+}
+
+/// The fallback of [`Unmarked`]: a type that is no `KvChild` declares nothing.
+pub trait DeclaresNoKv {
+    /// The field's type declares no model-local KV.
+    const DECLARES_KV: bool = false;
+}
+
+impl<T: ?Sized> DeclaresNoKv for Unmarked<T> {}
+
+/// A field not marked `#[kv(child)]` or `#[kv(skip, because = "...")]` must
+/// not hold model-local KV: its declarations would vanish from every report.
+/// Spanned (by the derive) at the field; `$field` is `Type.field`, `$written`
+/// the field's type as written (`$ty` has its lifetimes made `'static`).
+#[doc(hidden)]
+#[macro_export]
+macro_rules! __kv_unmarked_v0_1 {
+    ($ty:ty, $field:literal, $written:literal) => {
+        const _: () = {
+            #[allow(unused_imports)]
+            use $crate::__private_v0_1::DeclaresNoKv as _;
+            ::core::assert!(
+                !$crate::__private_v0_1::Unmarked::<$ty>::DECLARES_KV,
+                "{}",
+                ::core::concat!(
+                    "kv: `",
+                    $field,
+                    "` holds `",
+                    $written,
+                    "`, which declares ",
+                    "model-local KV, but the field is not marked, so those declarations would ",
+                    "be missing from every report: add `#[kv(child)]` to count them, or ",
+                    "`#[kv(skip, because = \"...\")]` to leave them out and say why"
+                )
+            );
+        };
+    };
+}
+
+pub use crate::__kv_unmarked_v0_1 as unmarked;
+
 /// Registers a derived type in [`crate::registry`] when the `registry`
 /// feature is on; expands to nothing otherwise.
 #[cfg(feature = "registry")]

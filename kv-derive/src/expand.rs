@@ -4,10 +4,10 @@
 //! (and rustc re-parses) only what differs per type. Runtime items are named
 //! `__kv::...`: the macro_rules imports `$crate::__private_v0_1 as __kv`.
 
-use proc_macro2::{Ident, TokenStream};
+use proc_macro2::{Delimiter, Group, Ident, TokenStream, TokenTree};
 use quote::{quote, quote_spanned, ToTokens};
 
-use crate::ast::Shell;
+use crate::ast::{Shell, Unmarked};
 use crate::checks;
 use crate::read::{DTypeValue, Named, PositionsValue, RowsValue, StorageValue, Value};
 use crate::valid::{Derive, Geometry, ValidDecl, ValidGate};
@@ -70,12 +70,18 @@ pub fn expand(derive: &Derive<'_>) -> TokenStream {
         quote! { children (__kv_visitor) { #(#children)* } }
     };
     let concrete = concrete_type(shell);
+    let mut check = TokenStream::new();
     // Evaluated by `cargo check` for a concrete type.
-    let force_checks = match &concrete {
-        Some(ty) if !checks.is_empty() => {
-            quote! { check { const _: () = <#ty as __kv::DeclaredKv>::__KV_CHECKS; } }
-        }
-        _ => TokenStream::new(),
+    if let (Some(ty), false) = (&concrete, checks.is_empty()) {
+        check.extend(quote! { const _: () = <#ty as __kv::DeclaredKv>::__KV_CHECKS; });
+    }
+    for field in derive.unmarked {
+        check.extend(unmarked_check(shell, field));
+    }
+    let force_checks = if check.is_empty() {
+        TokenStream::new()
+    } else {
+        quote! { check { #check } }
     };
     // A generic type has no single set of declarations to register.
     let register = concrete.map(|ty| quote! { register #ty; });
@@ -121,6 +127,130 @@ fn concrete_type(shell: &Shell<'_>) -> Option<TokenStream> {
     }
     let statics = (0..lifetimes).map(|_| quote!('static));
     Some(quote!(#ident<#(#statics),*>))
+}
+
+/// Types no model can implement `KvChild` for: not checked, to keep the
+/// expansion small.
+const PRIMITIVES: &[&str] = &[
+    "bool", "char", "str", "String", "u8", "u16", "u32", "u64", "u128", "usize", "i8", "i16",
+    "i32", "i64", "i128", "isize", "f32", "f64",
+];
+
+/// `__kv::unmarked!(Type, "Owner.field");`, spanned from the field's name to
+/// the end of its type, for a field marked neither `child` nor `skip` whose
+/// type can be checked where the struct is defined: one that names no type or
+/// const parameter and not `Self` (its lifetimes become `'static`). A field of
+/// a primitive type is not checked.
+fn unmarked_check(shell: &Shell<'_>, field: &Unmarked<'_>) -> Option<TokenStream> {
+    let tokens = field.ty.to_token_stream();
+    let mut trees = tokens.clone().into_iter();
+    match (trees.next(), trees.next()) {
+        (Some(TokenTree::Ident(ident)), None) if PRIMITIVES.iter().any(|p| ident == p) => {
+            return None
+        }
+        (Some(TokenTree::Group(unit)), None) if unit.stream().is_empty() => return None,
+        _ => {}
+    }
+    let generics = shell.generics;
+    let mut params: Vec<String> = generics
+        .type_params()
+        .map(|param| param.ident.to_string())
+        .collect();
+    params.extend(generics.const_params().map(|param| param.ident.to_string()));
+    params.push("Self".to_string());
+    let lifetimes: Vec<String> = generics
+        .lifetimes()
+        .map(|param| param.lifetime.ident.to_string())
+        .collect();
+    let ty = with_static_lifetimes(tokens.clone(), &params, &lifetimes)?;
+    let end = tokens.into_iter().last()?.span();
+    let label = format!("{}.{}", shell.type_name, field.segment);
+    let written = type_text(field.ty.to_token_stream());
+    let path = quote_spanned! {field.span=> __kv::unmarked! };
+    let args = quote_spanned! {end=> (#ty, #label, #written) };
+    Some(quote! { #path #args; })
+}
+
+/// A type as a person writes it (`Box<dyn Trait>`, `&'a T`, `[T; 2]`), for
+/// messages: `TokenStream`'s own text spaces every token.
+pub(crate) fn type_text(tokens: TokenStream) -> String {
+    let mut text = String::new();
+    let mut word_before = false;
+    let mut keyword_before = false;
+    for tree in tokens {
+        let word = matches!(tree, TokenTree::Ident(_) | TokenTree::Literal(_));
+        match &tree {
+            TokenTree::Group(group) => {
+                // `&mut [T]`, `dyn (A)`; but `Fn(u8)`.
+                if keyword_before {
+                    text.push(' ');
+                }
+                let (open, close) = match group.delimiter() {
+                    Delimiter::Parenthesis => ("(", ")"),
+                    Delimiter::Bracket => ("[", "]"),
+                    Delimiter::Brace => ("{ ", " }"),
+                    Delimiter::None => ("", ""),
+                };
+                text.push_str(open);
+                text.push_str(&type_text(group.stream()));
+                text.push_str(close);
+            }
+            TokenTree::Punct(punct) => match punct.as_char() {
+                ',' | ';' => {
+                    text.push(punct.as_char());
+                    text.push(' ');
+                }
+                '+' | '=' => {
+                    text.push(' ');
+                    text.push(punct.as_char());
+                    text.push(' ');
+                }
+                other => text.push(other),
+            },
+            _ => {
+                if word && word_before {
+                    text.push(' ');
+                }
+                text.push_str(&tree.to_string());
+            }
+        }
+        word_before = word;
+        keyword_before = matches!(&tree, TokenTree::Ident(i) if ["mut", "dyn", "impl", "const"].iter().any(|k| i == k));
+    }
+    text
+}
+
+/// `tokens` with each of `lifetimes` replaced by `'static`, or `None` when
+/// they name one of `params`.
+fn with_static_lifetimes(
+    tokens: TokenStream,
+    params: &[String],
+    lifetimes: &[String],
+) -> Option<TokenStream> {
+    let mut out = Vec::new();
+    let mut after_tick = false;
+    for tree in tokens {
+        let tree = match tree {
+            TokenTree::Ident(ident) if after_tick => {
+                if lifetimes.iter().any(|name| ident == name) {
+                    TokenTree::Ident(Ident::new("static", ident.span()))
+                } else {
+                    TokenTree::Ident(ident)
+                }
+            }
+            TokenTree::Ident(ident) if params.iter().any(|name| ident == name) => return None,
+            TokenTree::Group(group) => {
+                let inner = with_static_lifetimes(group.stream(), params, lifetimes)?;
+                let mut new = Group::new(group.delimiter(), inner);
+                new.set_span(group.span());
+                TokenTree::Group(new)
+            }
+            other => other,
+        };
+        after_tick = matches!(&tree, TokenTree::Punct(p) if p.as_char() == '\'');
+        out.push(tree);
+    }
+    Some(out.into_iter().collect())
 }
 
 /// The type's where clause, plus `FieldType: KvChild` for each child field

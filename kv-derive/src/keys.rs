@@ -20,8 +20,8 @@ pub enum Place {
     Declaration,
     /// Alone in a `#[kv(...)]` on the struct: configures the derive.
     Option,
-    /// Alone in a `#[kv(...)]` on a field: marks a child.
-    Child,
+    /// Alone in a `#[kv(...)]` on a field: marks it a child, or skipped.
+    Field,
 }
 
 /// Whether a declaration must give a key.
@@ -70,6 +70,8 @@ const ATTENTION_PARTS: &[&str] = &[
     "kv_format",
     "v_format",
 ];
+/// What a blank `because` needs, in `skip` and in `bounded(..)` / `fixed(..)`.
+pub const BECAUSE_ADVICE: &str = "say why, or the value cannot be reviewed";
 const COUNT: &str = "a positive integer, a const expression, or an expression on `self`";
 
 /// Every key of `#[kv(...)]`.
@@ -334,7 +336,7 @@ pub const KEYS: &[Key] = &[
     },
     Key {
         name: "child",
-        place: Place::Child,
+        place: Place::Field,
         takes_value: false,
         need: Need::Optional,
         conflicts: &[],
@@ -342,6 +344,28 @@ pub const KEYS: &[Key] = &[
         advice: "",
         read: |a, k, _, e| set(&mut a.child, k, e, |_| Some(())),
         given: |a| a.child.key(),
+    },
+    Key {
+        name: "skip",
+        place: Place::Field,
+        takes_value: false,
+        need: Need::Optional,
+        conflicts: &[],
+        example: "`#[kv(skip, because = \"...\")]`",
+        advice: "",
+        read: |a, k, _, e| set(&mut a.skip, k, e, |_| Some(())),
+        given: |a| a.skip.key(),
+    },
+    Key {
+        name: "because",
+        place: Place::Field,
+        takes_value: true,
+        need: Need::Optional,
+        conflicts: &[],
+        example: "a string literal, like `because = \"the draft model is reported by its own engine\"`",
+        advice: BECAUSE_ADVICE,
+        read: |a, k, v, e| set(&mut a.because, k, e, |e| read::text(v, "because", e)),
+        given: |a| a.because.key(),
     },
 ];
 
@@ -551,6 +575,8 @@ pub struct Attrs {
     pub krate: Attr<Path>,
     pub transparent: Attr<()>,
     pub child: Attr<()>,
+    pub skip: Attr<()>,
+    pub because: Attr<LitStr>,
     /// Required keys an unknown key was taken for ("did you mean `rows`?"):
     /// not reported missing as well.
     pub suggested: Vec<&'static str>,

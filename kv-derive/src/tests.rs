@@ -158,3 +158,67 @@ fn suggestions_reach_as_far_as_the_word_allows() {
     assert_eq!(closest("xrows", &["rows"]), Some("rows"));
     assert_eq!(closest("ros", &["rows"]), Some("rows"));
 }
+
+/// The `__kv::unmarked!` checks in `output`, as `(checked type, label, written)`.
+fn unmarked(output: &str) -> Vec<String> {
+    output
+        .split("__kv :: unmarked ! (")
+        .skip(1)
+        .map(|rest| rest.split(") ;").next().unwrap_or(rest).trim().to_string())
+        .collect()
+}
+
+#[test]
+fn only_unmarked_fields_of_checkable_types_are_checked() {
+    let output = derive_str(
+        "struct M<'a, T, const N: usize> { \
+           a: u32, b: bool, c: String, d: (), e: f64, \
+           owner: Decoder, \
+           #[kv(child)] child: Decoder, \
+           #[kv(skip, because = \"why\")] skipped: Decoder, \
+           param: T, in_vec: Vec<T>, sized: [u8; N], me: Box<Self>, \
+           borrowed: &'a Decoder, fixed: &'static Decoder, \
+         }",
+    );
+    assert_eq!(
+        unmarked(&output),
+        [
+            "Decoder , \"M.owner\" , \"Decoder\"",
+            "& 'static Decoder , \"M.borrowed\" , \"&'a Decoder\"",
+            "& 'static Decoder , \"M.fixed\" , \"&'static Decoder\"",
+        ],
+        "{output}"
+    );
+    // A tuple field is named by its index; a unit struct has nothing to check.
+    let tuple = derive_str("struct T(u8, Decoder);");
+    assert_eq!(unmarked(&tuple), ["Decoder , \"T.1\" , \"Decoder\""]);
+    assert!(unmarked(&derive_str("struct U;")).is_empty());
+    // A type that is no primitive though it starts with one is checked.
+    let path = derive_str("struct P { a: u32::Wrapper, b: (u8, Decoder) }");
+    assert_eq!(unmarked(&path).len(), 2, "{path}");
+}
+
+#[test]
+fn a_type_is_written_back_as_a_person_writes_it() {
+    use crate::expand::type_text;
+    let text = |source: &str| type_text(TokenStream::from_str(source).expect("lexes"));
+    assert_eq!(
+        text("Option < Box < dyn Trait + Send > >"),
+        "Option<Box<dyn Trait + Send>>"
+    );
+    assert_eq!(text("& 'a mut [Layer ; 2]"), "&'a mut [Layer; 2]");
+    assert_eq!(text("HashMap<String,Layer>"), "HashMap<String, Layer>");
+    assert_eq!(text("(u8, Decoder)"), "(u8, Decoder)");
+    assert_eq!(text("Foo<Item = u8>"), "Foo<Item = u8>");
+    assert_eq!(text("[u8; { 1 }]"), "[u8; { 1 }]");
+}
+
+#[test]
+fn a_field_marker_stands_alone_on_a_field() {
+    let on_struct = derive_str("#[kv(skip, because = \"x\")] struct S;");
+    let errors = errors(&on_struct);
+    assert_eq!(errors.len(), 2, "{on_struct}");
+    assert!(errors[0].contains("`skip` marks a field"), "{on_struct}");
+    let child = derive_str("#[kv(child)] struct S;");
+    assert!(child.contains("`child` marks a field"), "{child}");
+}

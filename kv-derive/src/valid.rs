@@ -6,7 +6,7 @@
 use proc_macro2::{Ident, Span};
 use syn::{LitStr, Member};
 
-use crate::ast::{Child, Decl, Input, Shell};
+use crate::ast::{Child, Decl, Input, Shell, Unmarked};
 use crate::checks::{self, Folded};
 use crate::keys::{Attrs, Need, Place, KEYS};
 use crate::read::{DTypeValue, Gate, Named, PositionsValue, RowsValue, StorageValue, Value};
@@ -18,6 +18,7 @@ pub struct Derive<'a> {
     pub shell: &'a Shell<'a>,
     pub transparent: bool,
     pub children: &'a [Child<'a>],
+    pub unmarked: &'a [Unmarked<'a>],
     pub decls: Vec<ValidDecl<'a>>,
 }
 
@@ -153,6 +154,7 @@ pub fn check<'a>(input: &'a Input<'a>, errors: &mut Errors) -> Option<Derive<'a>
         shell: &input.shell,
         transparent: transparent.is_some(),
         children: &input.children,
+        unmarked: &input.unmarked,
         decls,
     })
 }
