@@ -61,10 +61,7 @@ pub fn visit_transparent(child: &dyn KvChild, visitor: &mut dyn ChildVisitor) {
 
 /// Whether no dimension of a const geometry is zero, for compile-time checks.
 pub const fn geometry_has_no_zero(geometry: Geometry) -> bool {
-    geometry.layers > 0
-        && geometry.kv_heads > 0
-        && geometry.head_dim > 0
-        && geometry.value_head_dim() > 0
+    geometry.first_zero().is_none()
 }
 
 /// The attention geometry of a derived (attention) spec, for the const checks.
@@ -159,60 +156,22 @@ pub const fn spec_with(
     )
 }
 
-/// Whether a block format holds elements in bytes.
-const fn storage_ok(storage: Storage) -> bool {
-    match storage {
-        Storage::Blocks(format) => format.block_elems() > 0 && format.block_bytes() > 0,
+/// Whether a policy's inputs are positive and its count fits.
+const fn policy_ok(positions: Option<&Positions>) -> bool {
+    match positions {
+        Some(Positions {
+            bound: crate::Bound::Policy(policy),
+            ..
+        }) => policy.zero_input().is_none() && policy.count().is_ok(),
         _ => true,
     }
 }
 
-/// Whether positions are positive and their policy's inputs too.
-const fn positions_ok(positions: &Positions) -> bool {
-    positions.count > 0
-        && match &positions.bound {
-            crate::Bound::Policy(policy) => policy.zero_input().is_none() && policy.count().is_ok(),
-            crate::Bound::Stated(_) => true,
-        }
-}
-
 /// Whether every dimension and count of a static declaration is positive and
-/// its position policy's inputs are too, for compile-time checks of any layout.
+/// its position policy's inputs are too, for compile-time checks of any
+/// layout: the walk `KvSpec::validate` makes (`Layout::first_zero`).
 pub const fn spec_has_no_zero(spec: &KvSpec) -> bool {
-    match &spec.layout {
-        Layout::Attention {
-            geometry,
-            positions,
-        } => {
-            geometry_has_no_zero(*geometry)
-                && storage_ok(geometry.storage)
-                && storage_ok(geometry.value_storage())
-                && positions_ok(positions)
-        }
-        Layout::Latent { latent, positions } => {
-            latent.layers > 0
-                && latent.kv_lora_rank > 0
-                && latent.rope_dim > 0
-                && storage_ok(latent.storage)
-                && positions_ok(positions)
-        }
-        Layout::Recurrent(state) => {
-            let parts: &[crate::StatePart] = match &state.parts {
-                Cow::Borrowed(parts) => parts,
-                Cow::Owned(parts) => parts.as_slice(),
-            };
-            let mut ok = state.layers > 0 && state.slots > 0 && !parts.is_empty();
-            let mut i = 0;
-            while i < parts.len() {
-                let shape = parts[i].shape;
-                ok = ok && shape[0] > 0 && shape[1] > 0 && shape[2] > 0;
-                i += 1;
-            }
-            ok
-        }
-        #[allow(unreachable_patterns)]
-        _ => false,
-    }
+    spec.layout.first_zero().is_none() && policy_ok(spec.layout.positions())
 }
 
 /// Whether a const count (cast to `i128`) is positive and fits in `u64`.
@@ -396,9 +355,15 @@ macro_rules! __kv_check_v0_1 {
         ::core::assert!(
             $crate::__private_v0_1::positive(($value) as ::core::primitive::i128),
             ::core::concat!(
-                "kv: `", $owner, "`: `", $key, "` must be a positive integer that fits in u64, ",
+                "kv: `",
+                $owner,
+                "`: `",
+                $key,
+                "` must be a positive integer that fits in u64, ",
                 "but this const expression is zero, negative or too large; change the const, ",
-                "or write `", $key, "` as a literal or as an expression on `self`"
+                "or write `",
+                $key,
+                "` as a literal or as an expression on `self`"
             )
         );
     };
@@ -406,7 +371,9 @@ macro_rules! __kv_check_v0_1 {
         ::core::assert!(
             $crate::__private_v0_1::geometry_has_no_zero($geometry),
             ::core::concat!(
-                "kv: `", $owner, "`: this const geometry has a zero layers, kv_heads, head_dim ",
+                "kv: `",
+                $owner,
+                "`: this const geometry has a zero layers, kv_heads, head_dim ",
                 "or v_head_dim; every dimension of a cache must be positive"
             )
         );
@@ -415,8 +382,12 @@ macro_rules! __kv_check_v0_1 {
         ::core::assert!(
             $crate::__private_v0_1::position_fits($geometry),
             ::core::concat!(
-                "kv: `", $owner, "`: bytes per position overflow u64 (layers x kv_heads x ",
-                "(head_dim + v_head_dim) x dtype); no cache is that large: check the geometry's parts"
+                "kv: `",
+                $owner,
+                "`: ",
+                $crate::__kv_step_v0_1!(position),
+                " overflows u64; ",
+                "no cache is that large: check the geometry's parts"
             )
         );
     };
@@ -424,7 +395,9 @@ macro_rules! __kv_check_v0_1 {
         ::core::assert!(
             $ok,
             ::core::concat!(
-                "kv: `", $owner, "`: this const layout has a zero dimension, a zero input to its ",
+                "kv: `",
+                $owner,
+                "`: this const layout has a zero dimension, a zero input to its ",
                 "position policy, or a policy whose count overflows; every dimension and input ",
                 "must be positive: check the latent, state or policy"
             )
@@ -434,7 +407,11 @@ macro_rules! __kv_check_v0_1 {
         ::core::assert!(
             $fits,
             ::core::concat!(
-                "kv: `", $owner, "`: bytes per row overflow u64 (bytes per position x positions); ",
+                "kv: `",
+                $owner,
+                "`: ",
+                $crate::__kv_step_v0_1!(row),
+                " overflows u64; ",
                 "lower the `bounded(..)` position count, or check the geometry"
             )
         );
@@ -443,7 +420,11 @@ macro_rules! __kv_check_v0_1 {
         ::core::assert!(
             $fits,
             ::core::concat!(
-                "kv: `", $owner, "`: peak bytes overflow u64 (rows x bytes per row); ",
+                "kv: `",
+                $owner,
+                "`: ",
+                $crate::__kv_step_v0_1!(peak),
+                " overflows u64; ",
                 "lower the `fixed(..)` row count"
             )
         );

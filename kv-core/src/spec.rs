@@ -337,9 +337,7 @@ impl KvSpec {
         match self.bytes_per_row() {
             Ok(per_row) => match per_row.checked_mul(self.row_count(max_num_seqs)) {
                 Some(bytes) => Ok(bytes),
-                None => Err(Overflow {
-                    step: "peak bytes (rows x bytes per row)",
-                }),
+                None => Err(Overflow::PEAK),
             },
             Err(overflow) => Err(overflow),
         }
@@ -365,13 +363,11 @@ impl KvSpec {
                 "is blank; say what kind of cache holds this",
             ));
         }
-        for (field, value) in counts(&self.layout) {
-            if value == 0 {
-                return Err(invalid(
-                    field,
-                    "is 0; a cache with no extent declares nothing",
-                ));
-            }
+        if let Some(field) = self.layout.first_zero() {
+            return Err(invalid(
+                field,
+                "is 0; a cache with no extent declares nothing",
+            ));
         }
         if let Some(positions) = self.layout.positions() {
             match &positions.bound {
@@ -455,61 +451,10 @@ impl KvSpec {
             Rows::Fixed { .. } => self.peak_bytes(0),
             Rows::MaxNumSeqs => self.bytes_per_row(),
         };
-        checked.map(|_| ()).map_err(|o| KvError::Overflow {
-            declaration: declaration(),
-            step: o.step,
-        })
+        checked
+            .map(|_| ())
+            .map_err(|o| KvError::from(o).in_declaration(&declaration()))
     }
-}
-
-/// Every count of a layout that must be positive, with its key's name.
-fn counts(layout: &Layout) -> Vec<(&'static str, u64)> {
-    let storage = |storage: crate::Storage, key| match storage {
-        crate::Storage::Blocks(format) => {
-            vec![(key, format.block_elems()), (key, format.block_bytes())]
-        }
-        _ => Vec::new(),
-    };
-    let mut out = Vec::new();
-    match layout {
-        Layout::Attention {
-            geometry: g,
-            positions,
-        } => {
-            out.extend([
-                ("layers", g.layers),
-                ("kv_heads", g.kv_heads),
-                ("head_dim", g.head_dim),
-                ("v_head_dim", g.value_head_dim()),
-                ("positions", positions.count),
-            ]);
-            out.extend(storage(g.storage, "kv_format"));
-            out.extend(storage(g.value_storage(), "v_format"));
-        }
-        Layout::Latent {
-            latent: l,
-            positions,
-        } => {
-            out.extend([
-                ("layers", l.layers),
-                ("kv_lora_rank", l.kv_lora_rank),
-                ("rope_dim", l.rope_dim),
-                ("positions", positions.count),
-            ]);
-            out.extend(storage(l.storage, "kv_format"));
-        }
-        Layout::Recurrent(state) => {
-            out.extend([("layers", state.layers), ("slots", state.slots)]);
-            if state.parts.is_empty() {
-                out.push(("state", 0));
-            }
-            for part in state.parts.iter() {
-                out.extend(part.shape.map(|dim| ("state", dim)));
-                out.extend(storage(part.storage, "state"));
-            }
-        }
-    }
-    out
 }
 
 #[cfg(test)]

@@ -1,11 +1,12 @@
 //! The compile-time checks of const values: each const count is positive and
 //! fits in u64, and a declaration's const products (bytes per position, per
 //! row, the fixed peak) fit in u64. Each check is spanned where its last
-//! factor is written and its message says what to change. A declaration
-//! whose figures are all literals is checked here, while expanding, and
-//! needs no generated check at all.
+//! factor is written; the messages are kv-core's (`__kv_check_v0_1!`). A
+//! declaration whose figures are all literals that fit is found so here,
+//! while expanding, and needs no generated check at all; one that overflows
+//! gets kv-core's checks like any const declaration.
 
-use proc_macro2::{Span, TokenStream};
+use proc_macro2::TokenStream;
 use quote::quote_spanned;
 
 use crate::expand::{count, geometry};
@@ -13,40 +14,11 @@ use crate::keys::dtype_bytes;
 use crate::read::{DTypeValue, PositionsValue, RowsValue, Value};
 use crate::valid::{Geometry, ValidDecl};
 
-fn position_overflow(owner: &str) -> String {
-    format!(
-        "kv: `{owner}`: bytes per position overflow u64 (layers x kv_heads x \
-         (head_dim + v_head_dim) x dtype); no cache is that large: check the geometry's parts"
-    )
-}
-
-fn row_overflow(owner: &str) -> String {
-    format!(
-        "kv: `{owner}`: bytes per row overflow u64 (bytes per position x positions); \
-         lower the `bounded(..)` position count, or check the geometry"
-    )
-}
-
-fn peak_overflow(owner: &str) -> String {
-    format!(
-        "kv: `{owner}`: peak bytes overflow u64 (rows x bytes per row); \
-         lower the `fixed(..)` row count"
-    )
-}
-
-/// What checking a declaration's literal figures while expanding found.
-pub enum Folded {
-    /// Some figure is a const or read after load: checked by generated code.
-    NotLiteral,
-    /// Every product fits.
-    Fits,
-    /// The first product that overflows, where its last factor is written.
-    Overflows(Span, String),
-}
-
-/// Checks the products of a declaration whose geometry and positions (and
-/// fixed rows, if any are known before load) are literals.
-pub fn fold_literals(decl: &ValidDecl<'_>, owner_dot_name: &str) -> Folded {
+/// Whether a declaration's figures known before load (its geometry and
+/// positions, and fixed rows where they are) are all literals whose products
+/// fit in u64: such a declaration needs no generated check. One that
+/// overflows is left to kv-core's checks, which hold the texts.
+pub fn literals_fit(decl: &ValidDecl<'_>) -> bool {
     let literal = |value: &Value| match value {
         Value::Literal(value, _) => Some(*value),
         _ => None,
@@ -61,12 +33,12 @@ pub fn fold_literals(decl: &ValidDecl<'_>, owner_dot_name: &str) -> Folded {
         v_format: None,
     } = &decl.geometry
     else {
-        return Folded::NotLiteral;
+        return false;
     };
     let (Some(PositionsValue::Bounded(bounded)), Some(dtype_bytes)) =
         (decl.positions, dtype_bytes(dtype.variant))
     else {
-        return Folded::NotLiteral;
+        return false;
     };
     let (Some(layers), Some(kv_heads), Some(head_dim), Some(positions)) = (
         literal(layers),
@@ -74,40 +46,34 @@ pub fn fold_literals(decl: &ValidDecl<'_>, owner_dot_name: &str) -> Folded {
         literal(head_dim),
         literal(&bounded.count),
     ) else {
-        return Folded::NotLiteral;
+        return false;
     };
     let v_head_dim = match v_head_dim {
         None => head_dim,
         Some(value) => match literal(value) {
             Some(value) => value,
-            None => return Folded::NotLiteral,
+            None => return false,
         },
     };
     let rows = match decl.rows {
         RowsValue::MaxNumSeqs => None,
         RowsValue::Fixed(fixed) => match &fixed.count {
-            Value::Literal(count, span) => Some((*count, *span)),
+            Value::Literal(count, _) => Some(*count),
             Value::AfterLoad(_) => None,
-            Value::Const(_) => return Folded::NotLiteral,
+            Value::Const(_) => return false,
         },
     };
-    let per_position = head_dim
+    let per_row = head_dim
         .checked_add(v_head_dim)
         .and_then(|dims| dims.checked_mul(dtype_bytes))
         .and_then(|bytes| bytes.checked_mul(kv_heads))
-        .and_then(|bytes| bytes.checked_mul(layers));
-    let Some(per_position) = per_position else {
-        return Folded::Overflows(decl.span, position_overflow(owner_dot_name));
-    };
-    let Some(per_row) = per_position.checked_mul(positions) else {
-        return Folded::Overflows(bounded.count.span(), row_overflow(owner_dot_name));
-    };
-    if let Some((rows, span)) = rows {
-        if per_row.checked_mul(rows).is_none() {
-            return Folded::Overflows(span, peak_overflow(owner_dot_name));
-        }
+        .and_then(|bytes| bytes.checked_mul(layers))
+        .and_then(|per_position| per_position.checked_mul(positions));
+    match (per_row, rows) {
+        (None, _) => false,
+        (Some(per_row), Some(rows)) => per_row.checked_mul(rows).is_some(),
+        (Some(_), None) => true,
     }
-    Folded::Fits
 }
 
 /// `text` with `{` and `}` doubled, for a format string.

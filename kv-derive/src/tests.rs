@@ -57,19 +57,30 @@ fn a_key_and_its_value_are_joined_by_equals() {
 }
 
 #[test]
-fn literal_figures_that_overflow_per_row_say_so_at_the_position_count() {
-    // 2 bytes per position fit; u64::MAX positions of them do not.
+fn literal_figures_that_overflow_are_left_to_kv_cores_checks() {
+    // 2 bytes per position fit; u64::MAX positions of them do not: kv-core's
+    // row check (its text) is generated, where fitting literals get none.
     let output = declaration(
         "layers = 1, kv_heads = 1, head_dim = 1, dtype = u8, \
          positions = bounded(18446744073709551615, because = \"b\")",
     );
-    assert!(
-        output.contains(
-            "kv: `S.n`: bytes per row overflow u64 (bytes per position x positions); \
-             lower the `bounded(..)` position count"
-        ),
-        "{output}"
+    assert!(!output.contains("compile_error"), "{output}");
+    assert!(output.contains("__kv :: check ! (row"), "{output}");
+    let fits = declaration(
+        "layers = 1, kv_heads = 1, head_dim = 1, dtype = u8, \
+         positions = bounded(4, because = \"b\"), ",
     );
+    assert!(!fits.contains("__kv :: check !"), "{fits}");
+    // A fixed peak that overflows is checked; one that fits is not.
+    let peak = |rows: &str| {
+        derive_str(&format!(
+            "#[kv(name = \"n\", cache = \"c\", scope = request, rows = fixed({rows}, because = \"r\"), \
+             layers = 1, kv_heads = 1, head_dim = 1, dtype = u8, \
+             positions = bounded(4294967296, because = \"b\"))] struct S;"
+        ))
+    };
+    assert!(peak("4294967296").contains("__kv :: check ! (peak"));
+    assert!(!peak("2").contains("__kv :: check !"));
 }
 
 #[test]

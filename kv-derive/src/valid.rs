@@ -7,7 +7,7 @@ use proc_macro2::{Ident, Span};
 use syn::{LitStr, Member};
 
 use crate::ast::{Child, Decl, Input, Shell, Unmarked};
-use crate::checks::{self, Folded};
+use crate::checks;
 use crate::keys::{Attrs, Need, Place, KEYS};
 use crate::read::{DTypeValue, Gate, Named, PositionsValue, RowsValue, StorageValue, Value};
 use crate::suggest::unraw;
@@ -110,12 +110,7 @@ pub fn check<'a>(input: &'a Input<'a>, errors: &mut Errors) -> Option<Derive<'a>
         let Some(mut valid) = declaration(input, decl, errors) else {
             continue;
         };
-        let owner_dot_name = format!("{}.{}", input.shell.type_name, valid.name);
-        match checks::fold_literals(&valid, &owner_dot_name) {
-            Folded::NotLiteral => {}
-            Folded::Fits => valid.literal = true,
-            Folded::Overflows(span, message) => errors.push(span, message),
-        }
+        valid.literal = checks::literals_fit(&valid);
         if names.contains(&valid.name) {
             let span = decl.attrs.name.get().map_or(decl.span, LitStr::span);
             errors.push(
