@@ -9,10 +9,10 @@
 use proc_macro2::TokenStream;
 use quote::quote_spanned;
 
-use crate::expand::{count, geometry};
+use crate::exprs::{count, geometry};
 use crate::keys::dtype_bytes;
 use crate::read::{DTypeValue, PositionsValue, RowsValue, Value};
-use crate::valid::{Geometry, ValidDecl};
+use crate::valid::{Geometry, Kind, ValidDecl};
 
 /// Whether a declaration's figures known before load (its geometry and
 /// positions, and fixed rows where they are) are all literals whose products
@@ -23,21 +23,22 @@ pub fn literals_fit(decl: &ValidDecl<'_>) -> bool {
         Value::Literal(value, _) => Some(*value),
         _ => None,
     };
-    let Geometry::Parts {
-        layers,
-        kv_heads,
-        head_dim,
-        v_head_dim,
-        dtype: Some(DTypeValue::Named(dtype)),
-        kv_format: None,
-        v_format: None,
-    } = &decl.geometry
+    let Kind::Attention(
+        Geometry::Parts {
+            layers,
+            kv_heads,
+            head_dim,
+            v_head_dim,
+            dtype: Some(DTypeValue::Named(dtype)),
+            kv_format: None,
+            v_format: None,
+        },
+        PositionsValue::Bounded(bounded),
+    ) = &decl.kind
     else {
         return false;
     };
-    let (Some(PositionsValue::Bounded(bounded)), Some(dtype_bytes)) =
-        (decl.positions, dtype_bytes(dtype.variant))
-    else {
+    let Some(dtype_bytes) = dtype_bytes(dtype.variant) else {
         return false;
     };
     let (Some(layers), Some(kv_heads), Some(head_dim), Some(positions)) = (
@@ -104,13 +105,16 @@ pub fn const_checks(
     // The messages are format strings.
     let owner = format_escaped(owner_dot_name);
     let mut counts: Vec<(&str, &Value)> = Vec::new();
-    if let Geometry::Parts {
-        layers,
-        kv_heads,
-        head_dim,
-        v_head_dim,
-        ..
-    } = &decl.geometry
+    if let Kind::Attention(
+        Geometry::Parts {
+            layers,
+            kv_heads,
+            head_dim,
+            v_head_dim,
+            ..
+        },
+        _,
+    ) = &decl.kind
     {
         counts.extend([
             ("layers", *layers),
@@ -119,7 +123,7 @@ pub fn const_checks(
         ]);
         counts.extend(v_head_dim.map(|value| ("v_head_dim", value)));
     }
-    if let Some(positions) = decl.positions {
+    if let Some(positions) = decl.positions() {
         counts.extend(positions.counts());
     }
     if let RowsValue::Fixed(fixed) = decl.rows {
@@ -134,31 +138,29 @@ pub fn const_checks(
     }
     // A latent, a state or a position policy: checked whole on its static
     // entry by kv-core's own byte math (its dimensions, its policy's inputs).
-    let bounded = match decl.positions {
-        Some(PositionsValue::Bounded(bounded)) => Some(&bounded.count),
-        _ => None,
-    };
-    let attention = matches!(decl.geometry, Geometry::Whole(_) | Geometry::Parts { .. });
-    let (Some(positions), true) = (bounded, attention) else {
-        if let Some(index) = static_index {
-            let span = match &decl.geometry {
-                Geometry::Latent(value) | Geometry::State(value) => value.span(),
-                _ => decl.positions.map_or(decl.span, PositionsValue::span),
-            };
-            let spec = quote_spanned! {decl.span=> Self::__KV_STATIC[#index] };
-            checks.push(quote_spanned! {span=>
-                __kv::check!(valid __kv::spec_has_no_zero(&#spec), #owner);
-            });
-            checks.push(quote_spanned! {span=>
-                __kv::check!(row __kv::spec_row_fits(&#spec), #owner);
-            });
-            if let RowsValue::Fixed(fixed) = decl.rows {
-                checks.push(quote_spanned! {fixed.count.span()=>
-                    __kv::check!(peak __kv::spec_peak_fits(&#spec), #owner);
+    let (attention, positions) = match &decl.kind {
+        Kind::Attention(attention, PositionsValue::Bounded(bounded)) => (attention, &bounded.count),
+        other => {
+            if let Some(index) = static_index {
+                let span = match other {
+                    Kind::Latent(value, _) | Kind::State(value) => value.span(),
+                    Kind::Attention(_, positions) => positions.span(),
+                };
+                let spec = quote_spanned! {decl.span=> Self::__KV_STATIC[#index] };
+                checks.push(quote_spanned! {span=>
+                    __kv::check!(valid __kv::spec_has_no_zero(&#spec), #owner);
                 });
+                checks.push(quote_spanned! {span=>
+                    __kv::check!(row __kv::spec_row_fits(&#spec), #owner);
+                });
+                if let RowsValue::Fixed(fixed) = decl.rows {
+                    checks.push(quote_spanned! {fixed.count.span()=>
+                        __kv::check!(peak __kv::spec_peak_fits(&#spec), #owner);
+                    });
+                }
             }
+            return checks;
         }
-        return checks;
     };
     let (geometry, bytes_per_row, peak) = match static_index {
         Some(index) => {
@@ -170,8 +172,8 @@ pub fn const_checks(
             )
         }
         // After load in part: the const geometry and positions, where both are.
-        None if decl.geometry_is_const() && !positions.is_after_load() => {
-            let geometry = geometry(decl);
+        None if attention.is_const() && !positions.is_after_load() => {
+            let geometry = geometry(attention);
             let position_count = count(positions, "positions");
             let bytes_per_row =
                 quote_spanned! {decl.span=> __kv::row_fits(#geometry, #position_count) };
@@ -179,11 +181,11 @@ pub fn const_checks(
         }
         None => return checks,
     };
-    let geometry_span = match &decl.geometry {
+    let geometry_span = match attention {
         Geometry::Whole(value) => value.span(),
-        _ => decl.span,
+        Geometry::Parts { .. } => decl.span,
     };
-    if let Geometry::Whole(_) = decl.geometry {
+    if let Geometry::Whole(_) = attention {
         checks.push(quote_spanned! {geometry_span=>
             __kv::check!(zero #geometry, #owner);
         });
