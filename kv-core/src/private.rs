@@ -17,6 +17,57 @@ pub use crate::Rows::MaxNumSeqs;
 pub use crate::Scope::{Invocation, Model, Request, Session};
 pub use crate::{BlockFormat, PositionPolicy, Storage};
 
+/// Every position policy by the name `positions = NAME(..)` takes, with its
+/// inputs 1, 2, 3, ... in the order the derive reads them (the first, then the
+/// named ones): kv-derive's table of policies is tested against this one.
+pub const POLICIES: [(&str, PositionPolicy); 8] = [
+    ("window", PositionPolicy::Window { window: 1 }),
+    (
+        "window_minus_one",
+        PositionPolicy::WindowMinusOne { window: 1 },
+    ),
+    (
+        "window_capped",
+        PositionPolicy::WindowCapped {
+            window: 1,
+            max_cache_len: 2,
+        },
+    ),
+    (
+        "window_plus_chunk",
+        PositionPolicy::WindowPlusChunk {
+            window: 1,
+            chunk: 2,
+        },
+    ),
+    (
+        "vllm_sliding_window",
+        PositionPolicy::VllmSlidingWindow {
+            window: 1,
+            max_num_batched_tokens: 2,
+            max_model_len: 3,
+            block_size: 4,
+        },
+    ),
+    (
+        "vllm_chunked_local",
+        PositionPolicy::VllmChunkedLocal {
+            chunk: 1,
+            max_num_batched_tokens: 2,
+            max_model_len: 3,
+            block_size: 4,
+        },
+    ),
+    (
+        "padded",
+        PositionPolicy::PaddedTo {
+            count: 1,
+            multiple: 2,
+        },
+    ),
+    ("grows_by", PositionPolicy::GrowsBy { count: 1, step: 2 }),
+];
+
 /// `AfterLoadRows::MaxNumSeqs`, for generated code.
 pub const MAX_NUM_SEQS: AfterLoadRows = AfterLoadRows::MaxNumSeqs;
 
@@ -683,6 +734,27 @@ mod tests {
             let zero = RecurrentState::from_parts(2, parts);
             assert!(!spec_has_no_zero(&state(zero)), "dimension {dim}");
         }
+    }
+
+    #[test]
+    fn every_position_policy_is_listed_once() {
+        let mut seen = [false; POLICIES.len()];
+        for (_, policy) in POLICIES {
+            // A new variant fails this match until it is listed.
+            let index = match policy {
+                PositionPolicy::Window { .. } => 0,
+                PositionPolicy::WindowMinusOne { .. } => 1,
+                PositionPolicy::WindowCapped { .. } => 2,
+                PositionPolicy::WindowPlusChunk { .. } => 3,
+                PositionPolicy::VllmSlidingWindow { .. } => 4,
+                PositionPolicy::VllmChunkedLocal { .. } => 5,
+                PositionPolicy::PaddedTo { .. } => 6,
+                PositionPolicy::GrowsBy { .. } => 7,
+            };
+            assert!(!seen[index], "{policy:?} twice");
+            seen[index] = true;
+        }
+        assert!(seen.iter().all(|s| *s));
     }
 
     #[test]

@@ -28,6 +28,14 @@ pub enum Scope {
 }
 
 impl Scope {
+    /// Every scope, shortest-lived first.
+    pub const ALL: [Scope; 4] = [
+        Scope::Invocation,
+        Scope::Request,
+        Scope::Session,
+        Scope::Model,
+    ];
+
     /// The lower-case name used in attributes and reports.
     pub const fn name(self) -> &'static str {
         match self {
@@ -747,6 +755,22 @@ mod tests {
             Rows::fixed(1, "calls are serialized").to_string(),
             "fixed(1; calls are serialized)"
         );
+    }
+
+    #[test]
+    fn every_scope_is_listed_once_by_its_name() {
+        let names: Vec<&str> = Scope::ALL.iter().map(|s| s.name()).collect();
+        assert_eq!(names, ["invocation", "request", "session", "model"]);
+        for scope in Scope::ALL {
+            // A new variant fails this match until it is listed.
+            let index = match scope {
+                Scope::Invocation => 0,
+                Scope::Request => 1,
+                Scope::Session => 2,
+                Scope::Model => 3,
+            };
+            assert_eq!(Scope::ALL[index], scope);
+        }
     }
 
     #[test]

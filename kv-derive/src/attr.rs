@@ -130,7 +130,7 @@ pub fn read(entries: Vec<Entry>, place: Place, attrs: &mut Attrs, errors: &mut E
             errors.push(entry.key.span(), message);
             continue;
         }
-        match (key.takes_value, entry.value) {
+        match (key.takes_value(), entry.value) {
             (true, Some(value)) => (key.read)(attrs, &entry.key, value, errors),
             (true, None) => {
                 errors.push(

@@ -233,3 +233,145 @@ fn a_field_marker_stands_alone_on_a_field() {
     let child = derive_str("#[kv(child)] struct S;");
     assert!(child.contains("`child` marks a field"), "{child}");
 }
+
+// ---------------------------------------------------------------------------
+// The key table, written once: conflicts name keys, the docs have a row for
+// every key, and the name tables equal kv-core's.
+
+mod tables {
+    use crate::keys::{
+        column, dtype_bytes, key, Need, Place, BLOCK_FORMATS, DTYPES, KEYS, POLICIES, SCOPES,
+    };
+    use kv_core::__private_v0_1 as private;
+    use kv_core::{BlockFormat, DType, Scope};
+
+    #[test]
+    fn every_conflict_and_alternative_names_a_key() {
+        for k in KEYS {
+            for conflict in k.conflicts {
+                assert!(key(conflict).is_some(), "{}: {conflict}", k.name);
+                assert_ne!(*conflict, k.name);
+            }
+            if let Need::UnlessAny(others) = k.need {
+                for other in others {
+                    assert!(key(other).is_some(), "{}: {other}", k.name);
+                }
+            }
+            assert_eq!(key(k.name).map(|found| found.name), Some(k.name));
+        }
+        let mut names: Vec<&str> = KEYS.iter().map(|k| k.name).collect();
+        names.sort_unstable();
+        names.dedup();
+        assert_eq!(names.len(), KEYS.len(), "a key is listed twice");
+    }
+
+    /// The derive's documentation, on kv-core's re-export.
+    const DOCS: &str = include_str!("../../kv-core/src/lib.rs");
+
+    /// The first cells of the derive's table of declaration keys.
+    fn documented_rows() -> Vec<&'static str> {
+        DOCS.lines()
+            .filter_map(|line| line.trim().strip_prefix("/// | `"))
+            .map(|row| row.split(" |").next().unwrap_or(row))
+            .collect()
+    }
+
+    #[test]
+    fn every_key_is_documented_and_every_documented_key_exists() {
+        let rows = documented_rows();
+        for k in KEYS {
+            let ticked = format!("`{}`", k.name);
+            match k.place {
+                Place::Declaration => assert!(
+                    rows.iter().any(|row| format!("`{row}").contains(&ticked)),
+                    "no row for `{}` in the derive's table (kv-core/src/lib.rs)",
+                    k.name
+                ),
+                // Options and field markers are documented in their `#[kv(...)]`.
+                Place::Option | Place::Field => assert!(
+                    DOCS.lines().any(|line| line.contains("#[kv(")
+                        && line.split("#[kv(").skip(1).any(|rest| rest
+                            .split(')')
+                            .next()
+                            .is_some_and(|inside| {
+                                inside
+                                    .split(|c: char| !(c.is_alphanumeric() || c == '_'))
+                                    .any(|word| word == k.name)
+                            }))),
+                    "`#[kv({} ...)]` is not documented",
+                    k.name
+                ),
+            }
+        }
+        for row in rows {
+            for name in format!("`{row}").split('`').skip(1).step_by(2) {
+                assert!(
+                    key(name).is_some_and(|k| k.place == Place::Declaration),
+                    "the docs' table names `{name}`, which is no declaration key"
+                );
+            }
+        }
+    }
+
+    #[test]
+    fn dtype_names_equal_kv_cores() {
+        let core: Vec<(&str, String)> = DType::ALL
+            .iter()
+            .map(|d| (d.name(), format!("{d:?}")))
+            .collect();
+        let derive: Vec<(&str, String)> = DTYPES.iter().map(|(n, v)| (*n, v.to_string())).collect();
+        assert_eq!(derive, core);
+        for dtype in DType::ALL {
+            let whole_bytes = (dtype.bits() % 8 == 0).then(|| dtype.bits() / 8);
+            assert_eq!(dtype_bytes(&format!("{dtype:?}")), whole_bytes, "{dtype:?}");
+        }
+    }
+
+    #[test]
+    fn block_format_and_scope_names_equal_kv_cores() {
+        let core: Vec<String> = BlockFormat::KNOWN
+            .iter()
+            .map(|f| f.name().to_string())
+            .collect();
+        assert_eq!(column(BLOCK_FORMATS), core);
+        // The derive names each by its constant, `BlockFormat::Q8_0`.
+        for (name, constant) in BLOCK_FORMATS {
+            assert_eq!(name.to_uppercase(), *constant);
+        }
+        let scopes: Vec<(&str, String)> = Scope::ALL
+            .iter()
+            .map(|s| (s.name(), format!("{s:?}")))
+            .collect();
+        let derive: Vec<(&str, String)> = SCOPES.iter().map(|(n, v)| (*n, v.to_string())).collect();
+        assert_eq!(derive, scopes);
+    }
+
+    #[test]
+    fn position_policies_equal_kv_cores() {
+        assert_eq!(POLICIES.len(), private::POLICIES.len());
+        for (policy, (name, core)) in POLICIES.iter().zip(private::POLICIES) {
+            assert_eq!(policy.name, name);
+            // Inputs 1, 2, ... in the derive's order name kv-core's fields.
+            let mut fields = vec![format!("{}: 1", policy.first)];
+            for (i, named) in policy.named.iter().enumerate() {
+                fields.push(format!("{named}: {}", i + 2));
+            }
+            let expected = format!("{} {{ {} }}", policy.variant, fields.join(", "));
+            assert_eq!(format!("{core:?}"), expected);
+        }
+    }
+}
+
+#[test]
+fn a_latent_or_a_state_conflicts_with_a_whole_geometry() {
+    for (layout, conflict) in [
+        (
+            "latent = L, positions = bounded(1, because = \"b\")",
+            "`geometry` conflicts with `latent`",
+        ),
+        ("state = S", "`geometry` conflicts with `state`"),
+    ] {
+        let output = declaration(&format!("geometry = G, {layout}"));
+        assert!(output.contains(conflict), "{layout}: {output}");
+    }
+}
