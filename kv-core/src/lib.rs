@@ -168,7 +168,8 @@ pub use report::{log_model_local_kv, Report};
 ///   const parameter of the struct, or `Self` (the check is resolved where the
 ///   struct is defined, where the parameter is unknown: mark such a field
 ///   `#[kv(child)]` if it may hold an owner, or `skip` it); not a field whose
-///   type is a primitive (`u32`, `bool`, `String`, `()`, ...); and not an
+///   type is written with primitives and standard containers alone (`u32`,
+///   `String`, `Option<()>`, `Vec<f32>`, `&'a [u8]`); and not an
 ///   owner behind a type that is no `KvChild` (a `Mutex`, a `RefCell`, your
 ///   own wrapper), which the collector could not visit either.
 /// - `#[kv(transparent)]` on the struct: its one `#[kv(child)]` field is

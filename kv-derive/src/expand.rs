@@ -130,27 +130,73 @@ fn concrete_type(shell: &Shell<'_>) -> Option<TokenStream> {
     Some(quote!(#ident<#(#statics),*>))
 }
 
-/// Types no model can implement `KvChild` for: not checked, to keep the
-/// expansion small.
-const PRIMITIVES: &[&str] = &[
-    "bool", "char", "str", "String", "u8", "u16", "u32", "u64", "u128", "usize", "i8", "i16",
-    "i32", "i64", "i128", "isize", "f32", "f64",
+/// Names that cannot make a type hold an owner: primitives, and the standard
+/// containers and their paths. A type written with these alone (`u32`,
+/// `Option<()>`, `Vec<Vec<f32>>`, `&'a [u8]`) is not checked, to keep the
+/// expansion small: no model can implement `KvChild` for it.
+const INERT: &[&str] = &[
+    "bool",
+    "char",
+    "str",
+    "String",
+    "u8",
+    "u16",
+    "u32",
+    "u64",
+    "u128",
+    "usize",
+    "i8",
+    "i16",
+    "i32",
+    "i64",
+    "i128",
+    "isize",
+    "f32",
+    "f64",
+    "Option",
+    "Vec",
+    "Box",
+    "Rc",
+    "Arc",
+    "HashMap",
+    "BTreeMap",
+    "PhantomData",
+    "std",
+    "core",
+    "alloc",
+    "collections",
+    "marker",
+    "rc",
+    "sync",
+    "boxed",
+    "vec",
+    "option",
+    "mut",
 ];
 
-/// `__kv::unmarked!(Type, "Owner.field");`, spanned from the field's name to
-/// the end of its type, for a field marked neither `child` nor `skip` whose
-/// type can be checked where the struct is defined: one that names no type or
-/// const parameter and not `Self` (its lifetimes become `'static`). A field of
-/// a primitive type is not checked.
+/// Whether every name in `tokens` is inert or a lifetime's.
+fn is_inert(tokens: TokenStream) -> bool {
+    let mut after_tick = false;
+    tokens.into_iter().all(|tree| {
+        let inert = match &tree {
+            TokenTree::Ident(ident) => after_tick || INERT.iter().any(|name| ident == name),
+            TokenTree::Group(group) => is_inert(group.stream()),
+            _ => true,
+        };
+        after_tick = matches!(&tree, TokenTree::Punct(p) if p.as_char() == '\'');
+        inert
+    })
+}
+
+/// `__kv::unmarked!(Type, "Owner.field", "Type as written");`, spanned from
+/// the field's name to the end of its type, for a field marked neither
+/// `child` nor `skip` whose type can be checked where the struct is defined:
+/// one that names no type or const parameter and not `Self` (its lifetimes
+/// become `'static`). A field of an inert type is not checked.
 fn unmarked_check(shell: &Shell<'_>, field: &Unmarked<'_>) -> Option<TokenStream> {
     let tokens = field.ty.to_token_stream();
-    let mut trees = tokens.clone().into_iter();
-    match (trees.next(), trees.next()) {
-        (Some(TokenTree::Ident(ident)), None) if PRIMITIVES.iter().any(|p| ident == p) => {
-            return None
-        }
-        (Some(TokenTree::Group(unit)), None) if unit.stream().is_empty() => return None,
-        _ => {}
+    if is_inert(tokens.clone()) {
+        return None;
     }
     let generics = shell.generics;
     let mut params: Vec<String> = generics

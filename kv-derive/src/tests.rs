@@ -204,9 +204,17 @@ fn only_unmarked_fields_of_checkable_types_are_checked() {
     let tuple = derive_str("struct T(u8, Decoder);");
     assert_eq!(unmarked(&tuple), ["Decoder , \"T.1\" , \"Decoder\""]);
     assert!(unmarked(&derive_str("struct U;")).is_empty());
-    // A type that is no primitive though it starts with one is checked.
-    let path = derive_str("struct P { a: u32::Wrapper, b: (u8, Decoder) }");
-    assert_eq!(unmarked(&path).len(), 2, "{path}");
+    // A type written with inert names alone is not checked; one naming
+    // anything else is, wherever the name is.
+    let inert = derive_str(
+        "struct I<'a> { a: Option<()>, b: Vec<Vec<f32>>, c: &'a [u8], d: std::rc::Rc<str>, \
+         e: &'a mut Option<Box<u8>>, f: core::marker::PhantomData<u8> }",
+    );
+    assert!(unmarked(&inert).is_empty(), "{inert}");
+    let path = derive_str(
+        "struct P<'a> { a: u32::Wrapper, b: (u8, Decoder), c: Option<Decoder>, d: &'a Decoder }",
+    );
+    assert_eq!(unmarked(&path).len(), 4, "{path}");
 }
 
 #[test]
