@@ -648,7 +648,7 @@ def write_crate(root, name, lock, kv_core, modules, derive):
             "pub const HEADS: u64 = 16;\npub const WINDOW: u64 = 1500;\n\n"
             "/// Jamba-v0.1's Mamba layer state, for `state = MAMBA_STATE`.\n"
             "pub static MAMBA_PARTS: [::kv_core::StatePart; 2] = [\n"
-            "    ::kv_core::StatePart::mamba_conv(8192, 4, ::kv_core::DType::F16),\n"
+            "    ::kv_core::StatePart::mamba_conv_transformers(8192, 4, ::kv_core::DType::F16),\n"
             "    ::kv_core::StatePart::mamba_ssm(8192, 16, ::kv_core::DType::F16),\n"
             "];\n"
             "pub const MAMBA_STATE: ::kv_core::RecurrentState = ::kv_core::RecurrentState::new(28, &MAMBA_PARTS);\n\n"
