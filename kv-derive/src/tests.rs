@@ -383,3 +383,38 @@ fn a_latent_or_a_state_conflicts_with_a_whole_geometry() {
         assert!(output.contains(conflict), "{layout}: {output}");
     }
 }
+
+#[test]
+fn field_markers_say_what_is_missing_or_contradictory() {
+    let case = |attr: &str| derive_str(&format!("struct M {{ {attr} f: D }}"));
+    let no_reason = case("#[kv(skip)]");
+    assert_eq!(errors(&no_reason).len(), 1, "{no_reason}");
+    assert!(no_reason.contains("`skip` needs `because"), "{no_reason}");
+    let no_skip = case("#[kv(because = \"r\")]");
+    assert_eq!(errors(&no_skip).len(), 1, "{no_skip}");
+    assert!(no_skip.contains("`because` explains a `skip`"), "{no_skip}");
+    let both = case("#[kv(child, skip, because = \"r\")]");
+    assert_eq!(errors(&both).len(), 1, "{both}");
+    assert!(both.contains("either a `child`"), "{both}");
+    // A skipped field is neither visited nor checked; a child is visited.
+    let skipped = case("#[kv(skip, because = \"r\")]");
+    assert!(!skipped.contains("compile_error"), "{skipped}");
+    assert!(!skipped.contains("unmarked"), "{skipped}");
+    assert!(!skipped.contains("visit_field"), "{skipped}");
+    let child = case("#[kv(child)]");
+    assert!(
+        child.contains("visit_field") && !child.contains("unmarked"),
+        "{child}"
+    );
+    // A misplaced declaration key names both markers; `child` on the struct its own fix.
+    let misplaced = case("#[kv(skip, because = \"r\", rows = max_num_seqs)]");
+    assert!(
+        misplaced.contains("`child` and `skip` stand alone"),
+        "{misplaced}"
+    );
+    let on_struct = derive_str("#[kv(child)] struct S;");
+    assert!(
+        on_struct.contains("put `#[kv(child)]` on the field"),
+        "{on_struct}"
+    );
+}
