@@ -35,6 +35,7 @@ module: old kinds 30 structs each, was 40; new kinds 10 each).
 Usage: gen_compile.py OUT_DIR KV_CORE_PATH LOCKFILE [STRUCTS]
 """
 
+import re
 import os
 import shutil
 import sys
@@ -374,7 +375,25 @@ def gate(name):
     return f"__kv::gate(self.{name})"
 
 
-def expansion(ident, struct_decls, field_decls, children):
+# Names that cannot make a field's type hold an owner (kv-derive's `INERT`):
+# a field typed with these alone gets no unmarked-field check.
+INERT = set("""bool char str String u8 u16 u32 u64 u128 usize i8 i16 i32 i64 i128 isize f32 f64
+    Option Vec Box Rc Arc HashMap BTreeMap PhantomData std core alloc collections marker rc sync
+    boxed vec option mut""".split())
+
+
+def unmarked_checks(ident, unmarked):
+    """`__kv::unmarked!` for each field neither a child nor of an inert type."""
+    out = []
+    for name, ty in unmarked:
+        words = re.findall(r"[A-Za-z_][A-Za-z0-9_]*", re.sub(r"'\w+", "", ty))
+        if all(w in INERT for w in words):
+            continue
+        out.append(f"__kv::unmarked!({ty}, {rs(f'{ident}.{name}')}, {rs(ty)});")
+    return out
+
+
+def expansion(ident, struct_decls, field_decls, children, unmarked=()):
     decls = struct_decls + field_decls  # the derive reads struct attributes first
     static_specs, after_load, checks, declarations = [], [], [], []
     for decl in decls:
@@ -398,7 +417,9 @@ def expansion(ident, struct_decls, field_decls, children):
     if children:
         body = nl.join(f"__kv::visit_field(&self.{c}, {rs(c)}, __kv_visitor);" for c in children)
         visit = f"        children (__kv_visitor) {{{nl}{body}\n        }}\n"
-    check = f"    check {{ const _: () = <{ident} as __kv::DeclaredKv>::__KV_CHECKS; }}\n" if checks else ""
+    check_items = [f"const _: () = <{ident} as __kv::DeclaredKv>::__KV_CHECKS;"] if checks else []
+    check_items += unmarked_checks(ident, unmarked)
+    check = f"    check {{ {' '.join(check_items)} }}\n" if check_items else ""
     return f"""{K}::__kv_impl_v0_1! {{
     impl [] {ident} where [];
     name {rs(ident)};
@@ -445,7 +466,8 @@ class Struct:
         text = "\n".join(out) + "\n"
         if not derive:
             text += "\n" + expansion(
-                self.ident, self.struct_decls, self.field_decls(), self.children()
+                self.ident, self.struct_decls, self.field_decls(), self.children(),
+                [(n, ty) for (n, ty, d) in self.fields if d != "child"],
             )
         if self.methods:
             text += f"\nimpl {self.ident} {{\n{self.methods}}}\n"
@@ -626,7 +648,7 @@ def write_crate(root, name, lock, kv_core, modules, derive):
             "pub const HEADS: u64 = 16;\npub const WINDOW: u64 = 1500;\n\n"
             "/// Jamba-v0.1's Mamba layer state, for `state = MAMBA_STATE`.\n"
             "pub static MAMBA_PARTS: [::kv_core::StatePart; 2] = [\n"
-            "    ::kv_core::StatePart::mamba_conv(8192, 4, ::kv_core::DType::F16),\n"
+            "    ::kv_core::StatePart::mamba_conv_transformers(8192, 4, ::kv_core::DType::F16),\n"
             "    ::kv_core::StatePart::mamba_ssm(8192, 16, ::kv_core::DType::F16),\n"
             "];\n"
             "pub const MAMBA_STATE: ::kv_core::RecurrentState = ::kv_core::RecurrentState::new(28, &MAMBA_PARTS);\n\n"

@@ -89,7 +89,11 @@ pub fn candle_mamba_state(
     )?;
     let dt = kv_dtype(dtype)?;
     let parts = vec![
-        StatePart::mamba_conv(config.d_inner.saturating_mul(2), CANDLE_MAMBA_D_CONV, dt),
+        StatePart::mamba_conv_transformers(
+            config.d_inner.saturating_mul(2),
+            CANDLE_MAMBA_D_CONV,
+            dt,
+        ),
         StatePart::mamba_ssm(config.d_inner, CANDLE_MAMBA_D_STATE, dt),
     ];
     Ok(KvSpec::recurrent(
@@ -127,7 +131,7 @@ pub fn candle_mamba2_state(
     let dt = kv_dtype(dtype)?;
     // kv's Mamba2 channel count, over candle's d_conv positions.
     let vllm_conv =
-        StatePart::mamba2_conv(config.d_inner, n_groups, config.d_state, config.d_conv, dt)
+        StatePart::mamba2_conv_vllm(config.d_inner, n_groups, config.d_state, config.d_conv, dt)
             .map_err(|o| candle_core::Error::Msg(format!("kv-candle: {}", o.step)))?;
     let parts = vec![
         StatePart::new("conv", [CANDLE_MAMBA_D_CONV, vllm_conv.shape[1], 1], dt),

@@ -175,7 +175,7 @@ mod recurrent {
         state(
             "transformers MambaCache",
             vec![
-                StatePart::mamba_conv(32, 4, f32),
+                StatePart::mamba_conv_transformers(32, 4, f32),
                 StatePart::mamba_ssm(32, 16, f32),
             ],
             batch,
@@ -241,7 +241,7 @@ mod recurrent {
             let vllm = state(
                 "vLLM MambaSpec",
                 vec![
-                    StatePart::mamba2_conv(64, 2, 16, 4, kv_core::DType::F32).unwrap(),
+                    StatePart::mamba2_conv_vllm(64, 2, 16, 4, kv_core::DType::F32).unwrap(),
                     mamba2_ssm(),
                 ],
                 batch,

@@ -166,7 +166,7 @@ fn mamba2_state_holds_its_declaration_at_every_decode_step() -> Result<()> {
             // The same, written with kv's Mamba2 constructors: the ssm part is
             // vLLM's; the conv part is kv's channel count over 4 positions.
             let dt = kv_dtype(dtype);
-            let vllm_conv = StatePart::mamba2_conv(64, 2, 16, 4, dt).unwrap();
+            let vllm_conv = StatePart::mamba2_conv_vllm(64, 2, 16, 4, dt).unwrap();
             assert_eq!(vllm_conv.shape, [3, 128, 1]);
             let by_hand = recurrent(
                 "candle-transformers mamba2::State",

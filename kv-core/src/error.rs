@@ -19,6 +19,49 @@ impl fmt::Display for Overflow {
 
 impl std::error::Error for Overflow {}
 
+/// The steps of a declaration's byte math, as literals: the one source of the
+/// texts that [`Overflow`]s carry at run time and that the derive's
+/// compile-time checks print (inside `concat!`).
+#[doc(hidden)]
+#[macro_export]
+macro_rules! __kv_step_v0_1 {
+    (position) => {
+        "bytes per position (layers x kv_heads x (head_dim + v_head_dim) x dtype)"
+    };
+    (row) => {
+        "bytes per row (bytes per position x positions)"
+    };
+    (peak) => {
+        "peak bytes (rows x bytes per row)"
+    };
+}
+
+impl Overflow {
+    /// Bytes per position of an attention geometry.
+    pub(crate) const PER_POSITION: Overflow = Overflow {
+        step: crate::__kv_step_v0_1!(position),
+    };
+    /// Bytes per position times positions.
+    pub(crate) const PER_ROW: Overflow = Overflow {
+        step: crate::__kv_step_v0_1!(row),
+    };
+    /// Bytes per row times rows.
+    pub(crate) const PEAK: Overflow = Overflow {
+        step: crate::__kv_step_v0_1!(peak),
+    };
+}
+
+/// An overflow raised before its declaration is known: the name is filled in
+/// by [`KvError::in_declaration`].
+impl From<Overflow> for KvError {
+    fn from(overflow: Overflow) -> KvError {
+        KvError::Overflow {
+            declaration: String::new(),
+            step: overflow.step,
+        }
+    }
+}
+
 /// Every error kv reports at run time. Messages name what failed and how to fix it.
 ///
 /// A `declaration` field is always `Type.name`: the declaring type's name as
@@ -277,6 +320,27 @@ mod tests {
             }
         );
         assert_eq!(overflow.clone().in_declaration("Other.x"), overflow);
+    }
+
+    #[test]
+    fn an_overflow_becomes_an_error_named_by_its_declaration() {
+        let err = KvError::from(Overflow::PER_ROW).in_declaration("Talker.cache");
+        assert_eq!(
+            err.to_string(),
+            "kv: `Talker.cache`: bytes per row (bytes per position x positions) overflows u64; \
+             check the geometry"
+        );
+        assert_eq!(
+            KvError::from(Overflow::PEAK),
+            KvError::Overflow {
+                declaration: String::new(),
+                step: "peak bytes (rows x bytes per row)",
+            }
+        );
+        assert_eq!(
+            Overflow::PER_POSITION.step,
+            "bytes per position (layers x kv_heads x (head_dim + v_head_dim) x dtype)"
+        );
     }
 
     #[test]

@@ -435,7 +435,7 @@ mod round_trip {
                 RecurrentState::from_parts(
                     28,
                     vec![
-                        StatePart::mamba_conv(8192, 4, DType::F16),
+                        StatePart::mamba_conv_transformers(8192, 4, DType::F16),
                         StatePart::mamba_ssm(8192, 16, DType::F16),
                     ],
                 ),

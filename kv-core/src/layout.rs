@@ -163,17 +163,13 @@ impl Geometry {
     }
 }
 
-const PER_POSITION: Overflow = Overflow {
-    step: "bytes per position (layers x kv_heads x (head_dim + v_head_dim) x dtype)",
-};
+const PER_POSITION: Overflow = Overflow::PER_POSITION;
 
 const fn per_row(per_position: Result<u64, Overflow>, positions: u64) -> Result<u64, Overflow> {
     match per_position {
         Ok(bytes) => match bytes.checked_mul(positions) {
             Some(bytes) => Ok(bytes),
-            None => Err(Overflow {
-                step: "bytes per row (bytes per position x positions)",
-            }),
+            None => Err(Overflow::PER_ROW),
         },
         Err(overflow) => Err(overflow),
     }
@@ -283,6 +279,28 @@ const SHAPE: Overflow = Overflow {
     step: "a recurrent state part's shape",
 };
 
+/// A Mamba2 conv state of `positions x (d_inner + 2 x n_groups x d_state)`,
+/// split across tensor-parallel ranks by channel.
+const fn mamba2_conv(
+    d_inner: u64,
+    n_groups: u64,
+    d_state: u64,
+    positions: u64,
+    dtype: DType,
+) -> Result<StatePart, Overflow> {
+    let channels = match n_groups.checked_mul(d_state) {
+        Some(groups) => match groups.checked_mul(2) {
+            Some(both) => d_inner.checked_add(both),
+            None => None,
+        },
+        None => None,
+    };
+    match channels {
+        Some(channels) => Ok(StatePart::new("conv", [positions, channels, 1], dtype).split_on(1)),
+        None => Err(SHAPE),
+    }
+}
+
 impl StatePart {
     /// A part of `shape` elements of `dtype`.
     pub const fn new(name: &'static str, shape: [u64; 3], dtype: DType) -> StatePart {
@@ -300,41 +318,50 @@ impl StatePart {
         self
     }
 
-    /// Mamba1 conv state, `d_inner x d_conv` (transformers' `MambaCache`).
-    pub const fn mamba_conv(d_inner: u64, d_conv: u64, dtype: DType) -> StatePart {
-        StatePart::new("conv", [d_inner, d_conv, 1], dtype).split_on(0)
+    /// Mamba1 conv state as transformers' `MambaCache` (and candle's Mamba1
+    /// `State`) keep it: `d_inner x d_conv`, the whole kernel. vLLM and
+    /// llama.cpp keep one position less: [`StatePart::mamba_conv_vllm`].
+    pub const fn mamba_conv_transformers(d_inner: u64, d_conv: u64, dtype: DType) -> StatePart {
+        StatePart::conv(d_inner, d_conv, dtype)
     }
 
-    /// Mamba1 SSM state, `d_inner x d_state`.
+    /// Mamba1 conv state as vLLM's `MambaSpec` (and llama.cpp's `r` tensor)
+    /// keep it: `d_inner x (d_conv - 1)`, the kernel less the newest input.
+    /// transformers keeps the whole kernel: [`StatePart::mamba_conv_transformers`].
+    pub const fn mamba_conv_vllm(d_inner: u64, d_conv: u64, dtype: DType) -> StatePart {
+        StatePart::conv(d_inner, d_conv.saturating_sub(1), dtype)
+    }
+
+    /// Mamba1 SSM state, `d_inner x d_state` (every engine alike).
     pub const fn mamba_ssm(d_inner: u64, d_state: u64, dtype: DType) -> StatePart {
         StatePart::new("ssm", [d_inner, d_state, 1], dtype).split_on(0)
     }
 
-    /// Mamba2 conv state, `(d_conv - 1) x (d_inner + 2 x n_groups x d_state)`
-    /// (vLLM's `MambaSpec`; llama.cpp's `r` tensor).
-    pub const fn mamba2_conv(
+    /// Mamba2 conv state as vLLM's `MambaSpec` (and llama.cpp's `r` tensor)
+    /// keep it: `(d_conv - 1) x (d_inner + 2 x n_groups x d_state)`.
+    /// transformers and candle keep the whole kernel:
+    /// [`StatePart::mamba2_conv_transformers`].
+    pub const fn mamba2_conv_vllm(
         d_inner: u64,
         n_groups: u64,
         d_state: u64,
         d_conv: u64,
         dtype: DType,
     ) -> Result<StatePart, Overflow> {
-        let channels = match n_groups.checked_mul(d_state) {
-            Some(groups) => match groups.checked_mul(2) {
-                Some(both) => d_inner.checked_add(both),
-                None => None,
-            },
-            None => None,
-        };
-        match channels {
-            Some(channels) => {
-                Ok(
-                    StatePart::new("conv", [d_conv.saturating_sub(1), channels, 1], dtype)
-                        .split_on(1),
-                )
-            }
-            None => Err(SHAPE),
-        }
+        mamba2_conv(d_inner, n_groups, d_state, d_conv.saturating_sub(1), dtype)
+    }
+
+    /// Mamba2 conv state as transformers' `Mamba2Cache` (and candle's Mamba2
+    /// `State`) keep it: `d_conv x (d_inner + 2 x n_groups x d_state)`, the
+    /// whole kernel. vLLM keeps one position less: [`StatePart::mamba2_conv_vllm`].
+    pub const fn mamba2_conv_transformers(
+        d_inner: u64,
+        n_groups: u64,
+        d_state: u64,
+        d_conv: u64,
+        dtype: DType,
+    ) -> Result<StatePart, Overflow> {
+        mamba2_conv(d_inner, n_groups, d_state, d_conv, dtype)
     }
 
     /// Mamba2 SSM state, `heads x head_dim x d_state`.
@@ -376,9 +403,10 @@ impl StatePart {
         StatePart::new("ssm", [v_heads, v_dim, k_dim], DType::F32).split_on(0)
     }
 
-    /// A convolution state of `channels x positions` (vLLM's Mamba1 conv
-    /// keeps `d_conv - 1` positions of `d_inner` channels; transformers'
-    /// keeps `d_conv`), split across tensor-parallel ranks by channel.
+    /// A convolution state of `channels x positions`, split across
+    /// tensor-parallel ranks by channel (the Mamba constructors name their
+    /// engine's convention: vLLM keeps `d_conv - 1` positions, transformers
+    /// `d_conv`).
     pub const fn conv(channels: u64, positions: u64, dtype: DType) -> StatePart {
         StatePart::new("conv", [channels, positions, 1], dtype).split_on(0)
     }
@@ -512,7 +540,111 @@ pub enum Layout {
     Recurrent(RecurrentState),
 }
 
+/// The key of a storage format's first zero (a block format of no elements or
+/// no bytes), named `key`.
+const fn storage_zero(storage: Storage, key: &'static str) -> Option<&'static str> {
+    match storage {
+        Storage::Blocks(format) if format.block_elems() == 0 || format.block_bytes() == 0 => {
+            Some(key)
+        }
+        _ => None,
+    }
+}
+
+/// The first of `counts` that is zero, by its key.
+const fn first_zero_of(counts: &[(&'static str, u64)]) -> Option<&'static str> {
+    let mut i = 0;
+    while i < counts.len() {
+        if counts[i].1 == 0 {
+            return Some(counts[i].0);
+        }
+        i += 1;
+    }
+    None
+}
+
+impl Geometry {
+    /// The key of the first zero dimension (`layers`, `kv_heads`, `head_dim`,
+    /// `v_head_dim`), if any.
+    pub(crate) const fn first_zero(&self) -> Option<&'static str> {
+        first_zero_of(&[
+            ("layers", self.layers),
+            ("kv_heads", self.kv_heads),
+            ("head_dim", self.head_dim),
+            ("v_head_dim", self.value_head_dim()),
+        ])
+    }
+}
+
 impl Layout {
+    /// The key of the first count that is zero (a dimension, the positions, a
+    /// block format's elements or bytes, a state's parts), if any: the one
+    /// walk behind both the derive's compile-time checks and
+    /// [`KvSpec::validate`](crate::KvSpec::validate).
+    pub(crate) const fn first_zero(&self) -> Option<&'static str> {
+        match self {
+            Layout::Attention {
+                geometry,
+                positions,
+            } => {
+                if let Some(key) = geometry.first_zero() {
+                    return Some(key);
+                }
+                if positions.count == 0 {
+                    return Some("positions");
+                }
+                if let Some(key) = storage_zero(geometry.storage, "kv_format") {
+                    return Some(key);
+                }
+                storage_zero(geometry.value_storage(), "v_format")
+            }
+            Layout::Latent { latent, positions } => {
+                let counts = [
+                    ("layers", latent.layers),
+                    ("kv_lora_rank", latent.kv_lora_rank),
+                    ("rope_dim", latent.rope_dim),
+                    ("positions", positions.count),
+                ];
+                if let Some(key) = first_zero_of(&counts) {
+                    return Some(key);
+                }
+                if let Some(key) = storage_zero(latent.storage, "kv_format") {
+                    return Some(key);
+                }
+                match latent.rope_storage {
+                    Some(storage) => storage_zero(storage, "kv_format"),
+                    None => None,
+                }
+            }
+            Layout::Recurrent(state) => {
+                if let Some(key) =
+                    first_zero_of(&[("layers", state.layers), ("slots", state.slots)])
+                {
+                    return Some(key);
+                }
+                let parts: &[StatePart] = match &state.parts {
+                    Cow::Borrowed(parts) => parts,
+                    Cow::Owned(parts) => parts.as_slice(),
+                };
+                if parts.is_empty() {
+                    return Some("state");
+                }
+                let mut i = 0;
+                while i < parts.len() {
+                    let shape = parts[i].shape;
+                    if shape[0] == 0 || shape[1] == 0 || shape[2] == 0 {
+                        return Some("state");
+                    }
+                    if let Some(key) = storage_zero(parts[i].storage, "state") {
+                        return Some(key);
+                    }
+                    i += 1;
+                }
+                None
+            }
+        }
+    }
+
     /// `attention`, `mla latent` or `recurrent`.
     pub const fn kind(&self) -> &'static str {
         match self {
@@ -671,7 +803,7 @@ mod tests {
         // Jamba-v0.1 Mamba layer: d_inner 8192, d_conv 4, d_state 16, f16 conv/ssm:
         // conv 8192 x 4 x 2 + ssm 8192 x 16 x 2 = 65,536 + 262,144 B per layer.
         static JAMBA: [StatePart; 2] = [
-            StatePart::mamba_conv(8192, 4, DType::F16),
+            StatePart::mamba_conv_transformers(8192, 4, DType::F16),
             StatePart::mamba_ssm(8192, 16, DType::F16),
         ];
         let state = RecurrentState::new(28, &JAMBA);
@@ -682,9 +814,32 @@ mod tests {
     }
 
     #[test]
+    fn each_conv_constructor_names_its_engines_convention() {
+        // transformers (and candle) keep the whole kernel; vLLM and llama.cpp one less.
+        let transformers = StatePart::mamba_conv_transformers(8192, 4, DType::F16);
+        let vllm = StatePart::mamba_conv_vllm(8192, 4, DType::F16);
+        assert_eq!(transformers.shape, [8192, 4, 1]);
+        assert_eq!(vllm.shape, [8192, 3, 1]);
+        assert_eq!((transformers.split, vllm.split), (Some(0), Some(0)));
+        assert_eq!(
+            StatePart::mamba_conv_vllm(8, 0, DType::F16).shape,
+            [8, 0, 1]
+        );
+        let channels = 4096 + 2 * 8 * 128;
+        let vllm2 = StatePart::mamba2_conv_vllm(4096, 8, 128, 4, DType::BF16).unwrap();
+        let transformers2 =
+            StatePart::mamba2_conv_transformers(4096, 8, 128, 4, DType::BF16).unwrap();
+        assert_eq!(vllm2.shape, [3, channels, 1]);
+        assert_eq!(transformers2.shape, [4, channels, 1]);
+        assert_eq!((vllm2.split, transformers2.split), (Some(1), Some(1)));
+        assert_eq!(vllm2.name, "conv");
+        assert!(StatePart::mamba2_conv_transformers(1, 2, u64::MAX, 4, DType::F32).is_err());
+    }
+
+    #[test]
     fn mamba2_and_gated_delta_shapes() {
         // Mamba2: (d_conv - 1) x (d_inner + 2 x n_groups x d_state).
-        let conv = StatePart::mamba2_conv(4096, 8, 128, 4, DType::BF16).unwrap();
+        let conv = StatePart::mamba2_conv_vllm(4096, 8, 128, 4, DType::BF16).unwrap();
         assert_eq!(conv.shape, [3, 4096 + 2 * 8 * 128, 1]);
         let ssm = StatePart::mamba2_ssm(64, 64, 128, DType::F32);
         assert_eq!(ssm.bytes(), Ok(64 * 64 * 128 * 4));
@@ -693,7 +848,7 @@ mod tests {
         assert_eq!(gdn.bytes(), Ok(32 * 128 * 128 * 4));
         let gdn_conv = StatePart::gated_delta_conv(16, 128, 32, 128, 3, DType::BF16).unwrap();
         assert_eq!(gdn_conv.elements(), Ok((4096 + 4096) * 3));
-        assert!(StatePart::mamba2_conv(1, u64::MAX, 2, 4, DType::F32).is_err());
+        assert!(StatePart::mamba2_conv_vllm(1, u64::MAX, 2, 4, DType::F32).is_err());
         assert!(StatePart::gated_delta_conv(u64::MAX, 2, 1, 1, 1, DType::F32).is_err());
     }
 

@@ -158,6 +158,23 @@ pub use report::{log_model_local_kv, Report};
 /// - `#[kv(child)]` on a field: the collector visits it (an owner, or
 ///   `Option`, `Vec`, arrays, slices, map values, `Box`/`Rc`/`Arc` of owners).
 ///   In a generic type the `KvChild` bound of such a field is inferred.
+/// - `#[kv(skip, because = "...")]` on a field: its model-local KV is left out
+///   on purpose (a draft model reported by its own engine, a view of another
+///   field), and the reason says why; a blank reason is an error.
+/// - A field marked neither way must not hold KV: a field whose type declares
+///   model-local KV (implements [`KvChild`]: an owner, or an `Option`, `Vec`,
+///   array, slice, map, `Box`, `Rc`, `Arc` or `&` of owners) is a compile
+///   error under the field, naming its type and both ways out, so that a
+///   forgotten `child` cannot silently drop a child's declarations from every
+///   report. What is checked and what is not: every field of a concrete type,
+///   a lifetime-generic one included; not a field whose type names a type or
+///   const parameter of the struct, or `Self` (the check is resolved where the
+///   struct is defined, where the parameter is unknown: mark such a field
+///   `#[kv(child)]` if it may hold an owner, or `skip` it); not a field whose
+///   type is written with primitives and standard containers alone (`u32`,
+///   `String`, `Option<()>`, `Vec<f32>`, `&'a [u8]`); and not an
+///   owner behind a type that is no `KvChild` (a `Mutex`, a `RefCell`, your
+///   own wrapper), which the collector could not visit either.
 /// - `#[kv(transparent)]` on the struct: its one `#[kv(child)]` field is
 ///   visited at the wrapper's own path, for wrappers that forward to their
 ///   inner model (a second child would give two declarations one full name).

@@ -17,6 +17,57 @@ pub use crate::Rows::MaxNumSeqs;
 pub use crate::Scope::{Invocation, Model, Request, Session};
 pub use crate::{BlockFormat, PositionPolicy, Storage};
 
+/// Every position policy by the name `positions = NAME(..)` takes, with its
+/// inputs 1, 2, 3, ... in the order the derive reads them (the first, then the
+/// named ones): kv-derive's table of policies is tested against this one.
+pub const POLICIES: [(&str, PositionPolicy); 8] = [
+    ("window", PositionPolicy::Window { window: 1 }),
+    (
+        "window_minus_one",
+        PositionPolicy::WindowMinusOne { window: 1 },
+    ),
+    (
+        "window_capped",
+        PositionPolicy::WindowCapped {
+            window: 1,
+            max_cache_len: 2,
+        },
+    ),
+    (
+        "window_plus_chunk",
+        PositionPolicy::WindowPlusChunk {
+            window: 1,
+            chunk: 2,
+        },
+    ),
+    (
+        "vllm_sliding_window",
+        PositionPolicy::VllmSlidingWindow {
+            window: 1,
+            max_num_batched_tokens: 2,
+            max_model_len: 3,
+            block_size: 4,
+        },
+    ),
+    (
+        "vllm_chunked_local",
+        PositionPolicy::VllmChunkedLocal {
+            chunk: 1,
+            max_num_batched_tokens: 2,
+            max_model_len: 3,
+            block_size: 4,
+        },
+    ),
+    (
+        "padded",
+        PositionPolicy::PaddedTo {
+            count: 1,
+            multiple: 2,
+        },
+    ),
+    ("grows_by", PositionPolicy::GrowsBy { count: 1, step: 2 }),
+];
+
 /// `AfterLoadRows::MaxNumSeqs`, for generated code.
 pub const MAX_NUM_SEQS: AfterLoadRows = AfterLoadRows::MaxNumSeqs;
 
@@ -61,10 +112,7 @@ pub fn visit_transparent(child: &dyn KvChild, visitor: &mut dyn ChildVisitor) {
 
 /// Whether no dimension of a const geometry is zero, for compile-time checks.
 pub const fn geometry_has_no_zero(geometry: Geometry) -> bool {
-    geometry.layers > 0
-        && geometry.kv_heads > 0
-        && geometry.head_dim > 0
-        && geometry.value_head_dim() > 0
+    geometry.first_zero().is_none()
 }
 
 /// The attention geometry of a derived (attention) spec, for the const checks.
@@ -159,60 +207,22 @@ pub const fn spec_with(
     )
 }
 
-/// Whether a block format holds elements in bytes.
-const fn storage_ok(storage: Storage) -> bool {
-    match storage {
-        Storage::Blocks(format) => format.block_elems() > 0 && format.block_bytes() > 0,
+/// Whether a policy's inputs are positive and its count fits.
+const fn policy_ok(positions: Option<&Positions>) -> bool {
+    match positions {
+        Some(Positions {
+            bound: crate::Bound::Policy(policy),
+            ..
+        }) => policy.zero_input().is_none() && policy.count().is_ok(),
         _ => true,
     }
 }
 
-/// Whether positions are positive and their policy's inputs too.
-const fn positions_ok(positions: &Positions) -> bool {
-    positions.count > 0
-        && match &positions.bound {
-            crate::Bound::Policy(policy) => policy.zero_input().is_none() && policy.count().is_ok(),
-            crate::Bound::Stated(_) => true,
-        }
-}
-
 /// Whether every dimension and count of a static declaration is positive and
-/// its position policy's inputs are too, for compile-time checks of any layout.
+/// its position policy's inputs are too, for compile-time checks of any
+/// layout: the walk `KvSpec::validate` makes (`Layout::first_zero`).
 pub const fn spec_has_no_zero(spec: &KvSpec) -> bool {
-    match &spec.layout {
-        Layout::Attention {
-            geometry,
-            positions,
-        } => {
-            geometry_has_no_zero(*geometry)
-                && storage_ok(geometry.storage)
-                && storage_ok(geometry.value_storage())
-                && positions_ok(positions)
-        }
-        Layout::Latent { latent, positions } => {
-            latent.layers > 0
-                && latent.kv_lora_rank > 0
-                && latent.rope_dim > 0
-                && storage_ok(latent.storage)
-                && positions_ok(positions)
-        }
-        Layout::Recurrent(state) => {
-            let parts: &[crate::StatePart] = match &state.parts {
-                Cow::Borrowed(parts) => parts,
-                Cow::Owned(parts) => parts.as_slice(),
-            };
-            let mut ok = state.layers > 0 && state.slots > 0 && !parts.is_empty();
-            let mut i = 0;
-            while i < parts.len() {
-                let shape = parts[i].shape;
-                ok = ok && shape[0] > 0 && shape[1] > 0 && shape[2] > 0;
-                i += 1;
-            }
-            ok
-        }
-        #[allow(unreachable_patterns)]
-        _ => false,
-    }
+    spec.layout.first_zero().is_none() && policy_ok(spec.layout.positions())
 }
 
 /// Whether a const count (cast to `i128`) is positive and fits in `u64`.
@@ -396,9 +406,15 @@ macro_rules! __kv_check_v0_1 {
         ::core::assert!(
             $crate::__private_v0_1::positive(($value) as ::core::primitive::i128),
             ::core::concat!(
-                "kv: `", $owner, "`: `", $key, "` must be a positive integer that fits in u64, ",
+                "kv: `",
+                $owner,
+                "`: `",
+                $key,
+                "` must be a positive integer that fits in u64, ",
                 "but this const expression is zero, negative or too large; change the const, ",
-                "or write `", $key, "` as a literal or as an expression on `self`"
+                "or write `",
+                $key,
+                "` as a literal or as an expression on `self`"
             )
         );
     };
@@ -406,7 +422,9 @@ macro_rules! __kv_check_v0_1 {
         ::core::assert!(
             $crate::__private_v0_1::geometry_has_no_zero($geometry),
             ::core::concat!(
-                "kv: `", $owner, "`: this const geometry has a zero layers, kv_heads, head_dim ",
+                "kv: `",
+                $owner,
+                "`: this const geometry has a zero layers, kv_heads, head_dim ",
                 "or v_head_dim; every dimension of a cache must be positive"
             )
         );
@@ -415,8 +433,12 @@ macro_rules! __kv_check_v0_1 {
         ::core::assert!(
             $crate::__private_v0_1::position_fits($geometry),
             ::core::concat!(
-                "kv: `", $owner, "`: bytes per position overflow u64 (layers x kv_heads x ",
-                "(head_dim + v_head_dim) x dtype); no cache is that large: check the geometry's parts"
+                "kv: `",
+                $owner,
+                "`: ",
+                $crate::__kv_step_v0_1!(position),
+                " overflows u64; ",
+                "no cache is that large: check the geometry's parts"
             )
         );
     };
@@ -424,7 +446,9 @@ macro_rules! __kv_check_v0_1 {
         ::core::assert!(
             $ok,
             ::core::concat!(
-                "kv: `", $owner, "`: this const layout has a zero dimension, a zero input to its ",
+                "kv: `",
+                $owner,
+                "`: this const layout has a zero dimension, a zero input to its ",
                 "position policy, or a policy whose count overflows; every dimension and input ",
                 "must be positive: check the latent, state or policy"
             )
@@ -434,7 +458,11 @@ macro_rules! __kv_check_v0_1 {
         ::core::assert!(
             $fits,
             ::core::concat!(
-                "kv: `", $owner, "`: bytes per row overflow u64 (bytes per position x positions); ",
+                "kv: `",
+                $owner,
+                "`: ",
+                $crate::__kv_step_v0_1!(row),
+                " overflows u64; ",
                 "lower the `bounded(..)` position count, or check the geometry"
             )
         );
@@ -443,7 +471,11 @@ macro_rules! __kv_check_v0_1 {
         ::core::assert!(
             $fits,
             ::core::concat!(
-                "kv: `", $owner, "`: peak bytes overflow u64 (rows x bytes per row); ",
+                "kv: `",
+                $owner,
+                "`: ",
+                $crate::__kv_step_v0_1!(peak),
+                " overflows u64; ",
                 "lower the `fixed(..)` row count"
             )
         );
@@ -451,6 +483,58 @@ macro_rules! __kv_check_v0_1 {
 }
 
 pub use crate::__kv_check_v0_1 as check;
+
+/// Asks, for a concrete field type, whether it declares model-local KV (it
+/// implements [`KvChild`]): the inherent `DECLARES_KV` exists only where that
+/// bound holds, and a path prefers it to [`DeclaresNoKv`]'s, which every type
+/// has (autoref-style specialisation on stable Rust). In generic code the bound
+/// cannot be proven, so a field whose type names a type parameter always reads
+/// `false`: the derive checks only fields of concrete types.
+pub struct Unmarked<T: ?Sized>(core::marker::PhantomData<T>);
+
+impl<T: KvChild + ?Sized> Unmarked<T> {
+    /// The field's type declares model-local KV.
+    pub const DECLARES_KV: bool = true;
+}
+
+/// The fallback of [`Unmarked`]: a type that is no `KvChild` declares nothing.
+pub trait DeclaresNoKv {
+    /// The field's type declares no model-local KV.
+    const DECLARES_KV: bool = false;
+}
+
+impl<T: ?Sized> DeclaresNoKv for Unmarked<T> {}
+
+/// A field not marked `#[kv(child)]` or `#[kv(skip, because = "...")]` must
+/// not hold model-local KV: its declarations would vanish from every report.
+/// Spanned (by the derive) at the field; `$field` is `Type.field`, `$written`
+/// the field's type as written (`$ty` has its lifetimes made `'static`).
+#[doc(hidden)]
+#[macro_export]
+macro_rules! __kv_unmarked_v0_1 {
+    ($ty:ty, $field:literal, $written:literal) => {
+        const _: () = {
+            #[allow(unused_imports)]
+            use $crate::__private_v0_1::DeclaresNoKv as _;
+            ::core::assert!(
+                !$crate::__private_v0_1::Unmarked::<$ty>::DECLARES_KV,
+                "{}",
+                ::core::concat!(
+                    "kv: `",
+                    $field,
+                    "` holds `",
+                    $written,
+                    "`, which declares ",
+                    "model-local KV, but the field is not marked, so those declarations would ",
+                    "be missing from every report: add `#[kv(child)]` to count them, or ",
+                    "`#[kv(skip, because = \"...\")]` to leave them out and say why"
+                )
+            );
+        };
+    };
+}
+
+pub use crate::__kv_unmarked_v0_1 as unmarked;
 
 /// Registers a derived type in [`crate::registry`] when the `registry`
 /// feature is on; expands to nothing otherwise.
@@ -650,6 +734,27 @@ mod tests {
             let zero = RecurrentState::from_parts(2, parts);
             assert!(!spec_has_no_zero(&state(zero)), "dimension {dim}");
         }
+    }
+
+    #[test]
+    fn every_position_policy_is_listed_once() {
+        let mut seen = [false; POLICIES.len()];
+        for (_, policy) in POLICIES {
+            // A new variant fails this match until it is listed.
+            let index = match policy {
+                PositionPolicy::Window { .. } => 0,
+                PositionPolicy::WindowMinusOne { .. } => 1,
+                PositionPolicy::WindowCapped { .. } => 2,
+                PositionPolicy::WindowPlusChunk { .. } => 3,
+                PositionPolicy::VllmSlidingWindow { .. } => 4,
+                PositionPolicy::VllmChunkedLocal { .. } => 5,
+                PositionPolicy::PaddedTo { .. } => 6,
+                PositionPolicy::GrowsBy { .. } => 7,
+            };
+            assert!(!seen[index], "{policy:?} twice");
+            seen[index] = true;
+        }
+        assert!(seen.iter().all(|s| *s));
     }
 
     #[test]

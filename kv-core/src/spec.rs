@@ -28,6 +28,14 @@ pub enum Scope {
 }
 
 impl Scope {
+    /// Every scope, shortest-lived first.
+    pub const ALL: [Scope; 4] = [
+        Scope::Invocation,
+        Scope::Request,
+        Scope::Session,
+        Scope::Model,
+    ];
+
     /// The lower-case name used in attributes and reports.
     pub const fn name(self) -> &'static str {
         match self {
@@ -337,9 +345,7 @@ impl KvSpec {
         match self.bytes_per_row() {
             Ok(per_row) => match per_row.checked_mul(self.row_count(max_num_seqs)) {
                 Some(bytes) => Ok(bytes),
-                None => Err(Overflow {
-                    step: "peak bytes (rows x bytes per row)",
-                }),
+                None => Err(Overflow::PEAK),
             },
             Err(overflow) => Err(overflow),
         }
@@ -365,13 +371,11 @@ impl KvSpec {
                 "is blank; say what kind of cache holds this",
             ));
         }
-        for (field, value) in counts(&self.layout) {
-            if value == 0 {
-                return Err(invalid(
-                    field,
-                    "is 0; a cache with no extent declares nothing",
-                ));
-            }
+        if let Some(field) = self.layout.first_zero() {
+            return Err(invalid(
+                field,
+                "is 0; a cache with no extent declares nothing",
+            ));
         }
         if let Some(positions) = self.layout.positions() {
             match &positions.bound {
@@ -455,61 +459,10 @@ impl KvSpec {
             Rows::Fixed { .. } => self.peak_bytes(0),
             Rows::MaxNumSeqs => self.bytes_per_row(),
         };
-        checked.map(|_| ()).map_err(|o| KvError::Overflow {
-            declaration: declaration(),
-            step: o.step,
-        })
+        checked
+            .map(|_| ())
+            .map_err(|o| KvError::from(o).in_declaration(&declaration()))
     }
-}
-
-/// Every count of a layout that must be positive, with its key's name.
-fn counts(layout: &Layout) -> Vec<(&'static str, u64)> {
-    let storage = |storage: crate::Storage, key| match storage {
-        crate::Storage::Blocks(format) => {
-            vec![(key, format.block_elems()), (key, format.block_bytes())]
-        }
-        _ => Vec::new(),
-    };
-    let mut out = Vec::new();
-    match layout {
-        Layout::Attention {
-            geometry: g,
-            positions,
-        } => {
-            out.extend([
-                ("layers", g.layers),
-                ("kv_heads", g.kv_heads),
-                ("head_dim", g.head_dim),
-                ("v_head_dim", g.value_head_dim()),
-                ("positions", positions.count),
-            ]);
-            out.extend(storage(g.storage, "kv_format"));
-            out.extend(storage(g.value_storage(), "v_format"));
-        }
-        Layout::Latent {
-            latent: l,
-            positions,
-        } => {
-            out.extend([
-                ("layers", l.layers),
-                ("kv_lora_rank", l.kv_lora_rank),
-                ("rope_dim", l.rope_dim),
-                ("positions", positions.count),
-            ]);
-            out.extend(storage(l.storage, "kv_format"));
-        }
-        Layout::Recurrent(state) => {
-            out.extend([("layers", state.layers), ("slots", state.slots)]);
-            if state.parts.is_empty() {
-                out.push(("state", 0));
-            }
-            for part in state.parts.iter() {
-                out.extend(part.shape.map(|dim| ("state", dim)));
-                out.extend(storage(part.storage, "state"));
-            }
-        }
-    }
-    out
 }
 
 #[cfg(test)]
@@ -802,6 +755,22 @@ mod tests {
             Rows::fixed(1, "calls are serialized").to_string(),
             "fixed(1; calls are serialized)"
         );
+    }
+
+    #[test]
+    fn every_scope_is_listed_once_by_its_name() {
+        let names: Vec<&str> = Scope::ALL.iter().map(|s| s.name()).collect();
+        assert_eq!(names, ["invocation", "request", "session", "model"]);
+        for scope in Scope::ALL {
+            // A new variant fails this match until it is listed.
+            let index = match scope {
+                Scope::Invocation => 0,
+                Scope::Request => 1,
+                Scope::Session => 2,
+                Scope::Model => 3,
+            };
+            assert_eq!(Scope::ALL[index], scope);
+        }
     }
 
     #[test]

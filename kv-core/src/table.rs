@@ -261,9 +261,9 @@ impl Table {
             } => (format!("fixed, {KNOWN_AFTER_LOAD} ({because})"), None),
         };
         let peak = match (decl.bytes_per_row, row_count) {
-            (Some(per_row), Some(rows)) => size_cell(per_row.checked_mul(rows).ok_or(Overflow {
-                step: "peak bytes (rows x bytes per row)",
-            })),
+            (Some(per_row), Some(rows)) => {
+                size_cell(per_row.checked_mul(rows).ok_or(Overflow::PEAK))
+            }
             _ => later(),
         };
         self.cells.push([

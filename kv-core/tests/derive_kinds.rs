@@ -8,7 +8,7 @@ use kv_core::{
 
 /// Jamba-v0.1's Mamba layer state: conv 8192 x 4 and ssm 8192 x 16, f16.
 static JAMBA_PARTS: [StatePart; 2] = [
-    StatePart::mamba_conv(8192, 4, DType::F16),
+    StatePart::mamba_conv_transformers(8192, 4, DType::F16),
     StatePart::mamba_ssm(8192, 16, DType::F16),
 ];
 const JAMBA_STATE: RecurrentState = RecurrentState::new(28, &JAMBA_PARTS);

@@ -151,9 +151,9 @@ proptest! {
         heads in 1..128u64, head_dim in 1..256u64,
     ) {
         let parts = vec![
-            StatePart::mamba_conv(d_inner, d_conv, DType::BF16),
+            StatePart::mamba_conv_transformers(d_inner, d_conv, DType::BF16),
             StatePart::mamba_ssm(d_inner, d_state, DType::F32),
-            StatePart::mamba2_conv(d_inner, groups, d_state, d_conv, DType::BF16).unwrap(),
+            StatePart::mamba2_conv_vllm(d_inner, groups, d_state, d_conv, DType::BF16).unwrap(),
             StatePart::mamba2_ssm(heads, head_dim, d_state, DType::F16),
             StatePart::gated_delta_conv(heads, head_dim, groups, d_state, d_conv, DType::BF16).unwrap(),
             StatePart::gated_delta_ssm(groups, d_state, head_dim),

@@ -161,7 +161,7 @@ fn jamba() -> Model {
         RecurrentState::from_parts(
             28,
             vec![
-                StatePart::mamba_conv(8192, 4, DType::BF16),
+                StatePart::mamba_conv_transformers(8192, 4, DType::BF16),
                 StatePart::mamba_ssm(8192, 16, DType::BF16),
             ],
         ),

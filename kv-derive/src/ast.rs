@@ -41,7 +41,18 @@ pub struct Input<'a> {
     pub options: Attrs,
     pub fields: Vec<Field<'a>>,
     pub children: Vec<Child<'a>>,
+    /// Fields marked neither `child` nor `skip`: their types must declare no KV.
+    pub unmarked: Vec<Unmarked<'a>>,
     pub decls: Vec<Decl>,
+}
+
+/// A field marked neither `#[kv(child)]` nor `#[kv(skip, because = "...")]`.
+pub struct Unmarked<'a> {
+    /// The field's name (without `r#`) or index.
+    pub segment: String,
+    /// Where the field starts: its name, or its type on a tuple field.
+    pub span: Span,
+    pub ty: &'a Type,
 }
 
 /// A named field, for `only_when`.
@@ -86,7 +97,12 @@ pub fn parse<'a>(input: &'a DeriveInput, errors: &mut Errors) -> Parsed<'a> {
         };
         // An attribute of options only configures the derive; any other key
         // makes it a declaration, where an option key is reported as misplaced.
-        if entries.iter().all(|e| place_of(e) == Some(Place::Option)) {
+        // Field markers alone (`child`, `skip`) are misplaced options, not a
+        // declaration missing every key.
+        if entries
+            .iter()
+            .all(|e| matches!(place_of(e), Some(Place::Option | Place::Field)))
+        {
             attr::read(entries, Place::Option, &mut options, errors);
         } else {
             let mut attrs = Attrs::default();
@@ -118,6 +134,7 @@ pub fn parse<'a>(input: &'a DeriveInput, errors: &mut Errors) -> Parsed<'a> {
         options,
         fields: Vec::new(),
         children: Vec::new(),
+        unmarked: Vec::new(),
         decls,
     };
     for (index, field) in fields.iter().enumerate() {
@@ -138,8 +155,8 @@ pub fn parse<'a>(input: &'a DeriveInput, errors: &mut Errors) -> Parsed<'a> {
             let Some(entries) = entries_of(attribute, errors) else {
                 continue;
             };
-            if entries.iter().any(|e| place_of(e) == Some(Place::Child)) {
-                attr::read(entries, Place::Child, &mut flags, errors);
+            if entries.iter().any(|e| place_of(e) == Some(Place::Field)) {
+                attr::read(entries, Place::Field, &mut flags, errors);
                 continue;
             }
             let mut attrs = Attrs::default();
@@ -150,19 +167,52 @@ pub fn parse<'a>(input: &'a DeriveInput, errors: &mut Errors) -> Parsed<'a> {
                 attrs,
             });
         }
+        let segment = match &field.ident {
+            Some(ident) => unraw(ident),
+            None => index.to_string(),
+        };
+        check_markers(&flags, errors);
         if let Some(child) = flags.child.key() {
             parsed.children.push(Child {
                 member: member(),
-                segment: match &field.ident {
-                    Some(ident) => unraw(ident),
-                    None => index.to_string(),
-                },
+                segment,
                 span: child.span(),
+                ty: &field.ty,
+            });
+        } else if flags.skip.key().is_none() && flags.because.key().is_none() {
+            parsed.unmarked.push(Unmarked {
+                segment,
+                span: field
+                    .ident
+                    .as_ref()
+                    .map_or_else(|| field.ty.span(), Ident::span),
                 ty: &field.ty,
             });
         }
     }
     Parsed::Struct(Box::new(parsed))
+}
+
+/// `skip` needs its reason, `because` its `skip`, and a field is a child or
+/// skipped, not both.
+fn check_markers(flags: &Attrs, errors: &mut Errors) {
+    match (flags.skip.key(), flags.because.key()) {
+        (Some(skip), None) => errors.push(
+            skip.span(),
+            "`skip` needs `because = \"...\"`: say why this field's model-local KV is not counted",
+        ),
+        (None, Some(because)) => errors.push(
+            because.span(),
+            "`because` explains a `skip`: write `#[kv(skip, because = \"...\")]`, or remove it",
+        ),
+        _ => {}
+    }
+    if let (Some(_), Some(skip)) = (flags.child.key(), flags.skip.key()) {
+        errors.push(
+            skip.span(),
+            "a field is either a `child` (its KV is counted) or skipped (it is not): remove one",
+        );
+    }
 }
 
 fn not_a_struct<'a>(shell: Shell<'a>, span: Span, errors: &mut Errors) -> Parsed<'a> {

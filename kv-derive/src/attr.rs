@@ -110,13 +110,18 @@ pub fn read(entries: Vec<Entry>, place: Place, attrs: &mut Attrs, errors: &mut E
         };
         if key.place != place {
             let message = match (key.place, place) {
-                (_, Place::Child) => {
-                    "`child` stands alone: put declarations in their own #[kv(...)]".to_string()
+                (_, Place::Field) => {
+                    "`child` and `skip` stand alone: put declarations in their own #[kv(...)]"
+                        .to_string()
                 }
-                (Place::Child, _) => {
+                (Place::Field, _) if name == "child" => {
                     "`child` marks a field: put `#[kv(child)]` on the field that holds the child"
                         .to_string()
                 }
+                (Place::Field, _) => format!(
+                    "`{name}` marks a field: put `#[kv(skip, because = \"...\")]` on the field \
+                     whose model-local KV is left out"
+                ),
                 (Place::Option, _) => format!("`{name}` goes in its own #[kv(...)] on the struct"),
                 (Place::Declaration, _) => {
                     format!("`{name}` belongs in a declaration, not among the derive's options")
@@ -125,7 +130,7 @@ pub fn read(entries: Vec<Entry>, place: Place, attrs: &mut Attrs, errors: &mut E
             errors.push(entry.key.span(), message);
             continue;
         }
-        match (key.takes_value, entry.value) {
+        match (key.takes_value(), entry.value) {
             (true, Some(value)) => (key.read)(attrs, &entry.key, value, errors),
             (true, None) => {
                 errors.push(

@@ -1,72 +1,45 @@
 //! The compile-time checks of const values: each const count is positive and
 //! fits in u64, and a declaration's const products (bytes per position, per
 //! row, the fixed peak) fit in u64. Each check is spanned where its last
-//! factor is written and its message says what to change. A declaration
-//! whose figures are all literals is checked here, while expanding, and
-//! needs no generated check at all.
+//! factor is written; the messages are kv-core's (`__kv_check_v0_1!`). A
+//! declaration whose figures are all literals that fit is found so here,
+//! while expanding, and needs no generated check at all; one that overflows
+//! gets kv-core's checks like any const declaration.
 
-use proc_macro2::{Span, TokenStream};
+use proc_macro2::TokenStream;
 use quote::quote_spanned;
 
-use crate::expand::{count, geometry};
+use crate::exprs::{count, geometry};
 use crate::keys::dtype_bytes;
 use crate::read::{DTypeValue, PositionsValue, RowsValue, Value};
-use crate::valid::{Geometry, ValidDecl};
+use crate::valid::{Geometry, Kind, ValidDecl};
 
-fn position_overflow(owner: &str) -> String {
-    format!(
-        "kv: `{owner}`: bytes per position overflow u64 (layers x kv_heads x \
-         (head_dim + v_head_dim) x dtype); no cache is that large: check the geometry's parts"
-    )
-}
-
-fn row_overflow(owner: &str) -> String {
-    format!(
-        "kv: `{owner}`: bytes per row overflow u64 (bytes per position x positions); \
-         lower the `bounded(..)` position count, or check the geometry"
-    )
-}
-
-fn peak_overflow(owner: &str) -> String {
-    format!(
-        "kv: `{owner}`: peak bytes overflow u64 (rows x bytes per row); \
-         lower the `fixed(..)` row count"
-    )
-}
-
-/// What checking a declaration's literal figures while expanding found.
-pub enum Folded {
-    /// Some figure is a const or read after load: checked by generated code.
-    NotLiteral,
-    /// Every product fits.
-    Fits,
-    /// The first product that overflows, where its last factor is written.
-    Overflows(Span, String),
-}
-
-/// Checks the products of a declaration whose geometry and positions (and
-/// fixed rows, if any are known before load) are literals.
-pub fn fold_literals(decl: &ValidDecl<'_>, owner_dot_name: &str) -> Folded {
+/// Whether a declaration's figures known before load (its geometry and
+/// positions, and fixed rows where they are) are all literals whose products
+/// fit in u64: such a declaration needs no generated check. One that
+/// overflows is left to kv-core's checks, which hold the texts.
+pub fn literals_fit(decl: &ValidDecl<'_>) -> bool {
     let literal = |value: &Value| match value {
         Value::Literal(value, _) => Some(*value),
         _ => None,
     };
-    let Geometry::Parts {
-        layers,
-        kv_heads,
-        head_dim,
-        v_head_dim,
-        dtype: Some(DTypeValue::Named(dtype)),
-        kv_format: None,
-        v_format: None,
-    } = &decl.geometry
+    let Kind::Attention(
+        Geometry::Parts {
+            layers,
+            kv_heads,
+            head_dim,
+            v_head_dim,
+            dtype: Some(DTypeValue::Named(dtype)),
+            kv_format: None,
+            v_format: None,
+        },
+        PositionsValue::Bounded(bounded),
+    ) = &decl.kind
     else {
-        return Folded::NotLiteral;
+        return false;
     };
-    let (Some(PositionsValue::Bounded(bounded)), Some(dtype_bytes)) =
-        (decl.positions, dtype_bytes(dtype.variant))
-    else {
-        return Folded::NotLiteral;
+    let Some(dtype_bytes) = dtype_bytes(dtype.variant) else {
+        return false;
     };
     let (Some(layers), Some(kv_heads), Some(head_dim), Some(positions)) = (
         literal(layers),
@@ -74,40 +47,34 @@ pub fn fold_literals(decl: &ValidDecl<'_>, owner_dot_name: &str) -> Folded {
         literal(head_dim),
         literal(&bounded.count),
     ) else {
-        return Folded::NotLiteral;
+        return false;
     };
     let v_head_dim = match v_head_dim {
         None => head_dim,
         Some(value) => match literal(value) {
             Some(value) => value,
-            None => return Folded::NotLiteral,
+            None => return false,
         },
     };
     let rows = match decl.rows {
         RowsValue::MaxNumSeqs => None,
         RowsValue::Fixed(fixed) => match &fixed.count {
-            Value::Literal(count, span) => Some((*count, *span)),
+            Value::Literal(count, _) => Some(*count),
             Value::AfterLoad(_) => None,
-            Value::Const(_) => return Folded::NotLiteral,
+            Value::Const(_) => return false,
         },
     };
-    let per_position = head_dim
+    let per_row = head_dim
         .checked_add(v_head_dim)
         .and_then(|dims| dims.checked_mul(dtype_bytes))
         .and_then(|bytes| bytes.checked_mul(kv_heads))
-        .and_then(|bytes| bytes.checked_mul(layers));
-    let Some(per_position) = per_position else {
-        return Folded::Overflows(decl.span, position_overflow(owner_dot_name));
-    };
-    let Some(per_row) = per_position.checked_mul(positions) else {
-        return Folded::Overflows(bounded.count.span(), row_overflow(owner_dot_name));
-    };
-    if let Some((rows, span)) = rows {
-        if per_row.checked_mul(rows).is_none() {
-            return Folded::Overflows(span, peak_overflow(owner_dot_name));
-        }
+        .and_then(|bytes| bytes.checked_mul(layers))
+        .and_then(|per_position| per_position.checked_mul(positions));
+    match (per_row, rows) {
+        (None, _) => false,
+        (Some(per_row), Some(rows)) => per_row.checked_mul(rows).is_some(),
+        (Some(_), None) => true,
     }
-    Folded::Fits
 }
 
 /// `text` with `{` and `}` doubled, for a format string.
@@ -138,13 +105,16 @@ pub fn const_checks(
     // The messages are format strings.
     let owner = format_escaped(owner_dot_name);
     let mut counts: Vec<(&str, &Value)> = Vec::new();
-    if let Geometry::Parts {
-        layers,
-        kv_heads,
-        head_dim,
-        v_head_dim,
-        ..
-    } = &decl.geometry
+    if let Kind::Attention(
+        Geometry::Parts {
+            layers,
+            kv_heads,
+            head_dim,
+            v_head_dim,
+            ..
+        },
+        _,
+    ) = &decl.kind
     {
         counts.extend([
             ("layers", *layers),
@@ -153,7 +123,7 @@ pub fn const_checks(
         ]);
         counts.extend(v_head_dim.map(|value| ("v_head_dim", value)));
     }
-    if let Some(positions) = decl.positions {
+    if let Some(positions) = decl.positions() {
         counts.extend(positions.counts());
     }
     if let RowsValue::Fixed(fixed) = decl.rows {
@@ -168,31 +138,29 @@ pub fn const_checks(
     }
     // A latent, a state or a position policy: checked whole on its static
     // entry by kv-core's own byte math (its dimensions, its policy's inputs).
-    let bounded = match decl.positions {
-        Some(PositionsValue::Bounded(bounded)) => Some(&bounded.count),
-        _ => None,
-    };
-    let attention = matches!(decl.geometry, Geometry::Whole(_) | Geometry::Parts { .. });
-    let (Some(positions), true) = (bounded, attention) else {
-        if let Some(index) = static_index {
-            let span = match &decl.geometry {
-                Geometry::Latent(value) | Geometry::State(value) => value.span(),
-                _ => decl.positions.map_or(decl.span, PositionsValue::span),
-            };
-            let spec = quote_spanned! {decl.span=> Self::__KV_STATIC[#index] };
-            checks.push(quote_spanned! {span=>
-                __kv::check!(valid __kv::spec_has_no_zero(&#spec), #owner);
-            });
-            checks.push(quote_spanned! {span=>
-                __kv::check!(row __kv::spec_row_fits(&#spec), #owner);
-            });
-            if let RowsValue::Fixed(fixed) = decl.rows {
-                checks.push(quote_spanned! {fixed.count.span()=>
-                    __kv::check!(peak __kv::spec_peak_fits(&#spec), #owner);
+    let (attention, positions) = match &decl.kind {
+        Kind::Attention(attention, PositionsValue::Bounded(bounded)) => (attention, &bounded.count),
+        other => {
+            if let Some(index) = static_index {
+                let span = match other {
+                    Kind::Latent(value, _) | Kind::State(value) => value.span(),
+                    Kind::Attention(_, positions) => positions.span(),
+                };
+                let spec = quote_spanned! {decl.span=> Self::__KV_STATIC[#index] };
+                checks.push(quote_spanned! {span=>
+                    __kv::check!(valid __kv::spec_has_no_zero(&#spec), #owner);
                 });
+                checks.push(quote_spanned! {span=>
+                    __kv::check!(row __kv::spec_row_fits(&#spec), #owner);
+                });
+                if let RowsValue::Fixed(fixed) = decl.rows {
+                    checks.push(quote_spanned! {fixed.count.span()=>
+                        __kv::check!(peak __kv::spec_peak_fits(&#spec), #owner);
+                    });
+                }
             }
+            return checks;
         }
-        return checks;
     };
     let (geometry, bytes_per_row, peak) = match static_index {
         Some(index) => {
@@ -204,8 +172,8 @@ pub fn const_checks(
             )
         }
         // After load in part: the const geometry and positions, where both are.
-        None if decl.geometry_is_const() && !positions.is_after_load() => {
-            let geometry = geometry(decl);
+        None if attention.is_const() && !positions.is_after_load() => {
+            let geometry = geometry(attention);
             let position_count = count(positions, "positions");
             let bytes_per_row =
                 quote_spanned! {decl.span=> __kv::row_fits(#geometry, #position_count) };
@@ -213,11 +181,11 @@ pub fn const_checks(
         }
         None => return checks,
     };
-    let geometry_span = match &decl.geometry {
+    let geometry_span = match attention {
         Geometry::Whole(value) => value.span(),
-        _ => decl.span,
+        Geometry::Parts { .. } => decl.span,
     };
-    if let Geometry::Whole(_) = decl.geometry {
+    if let Geometry::Whole(_) = attention {
         checks.push(quote_spanned! {geometry_span=>
             __kv::check!(zero #geometry, #owner);
         });

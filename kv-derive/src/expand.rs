@@ -4,13 +4,14 @@
 //! (and rustc re-parses) only what differs per type. Runtime items are named
 //! `__kv::...`: the macro_rules imports `$crate::__private_v0_1 as __kv`.
 
-use proc_macro2::{Ident, TokenStream};
+use proc_macro2::{Delimiter, Group, Ident, TokenStream, TokenTree};
 use quote::{quote, quote_spanned, ToTokens};
 
-use crate::ast::Shell;
+use crate::ast::{Shell, Unmarked};
 use crate::checks;
-use crate::read::{DTypeValue, Named, PositionsValue, RowsValue, StorageValue, Value};
-use crate::valid::{Derive, Geometry, ValidDecl, ValidGate};
+use crate::exprs::{self, count};
+use crate::read::{Named, PositionsValue, RowsValue, Value};
+use crate::valid::{Derive, Kind, ValidDecl, ValidGate};
 
 pub fn expand(derive: &Derive<'_>) -> TokenStream {
     let shell = derive.shell;
@@ -70,12 +71,18 @@ pub fn expand(derive: &Derive<'_>) -> TokenStream {
         quote! { children (__kv_visitor) { #(#children)* } }
     };
     let concrete = concrete_type(shell);
+    let mut check = TokenStream::new();
     // Evaluated by `cargo check` for a concrete type.
-    let force_checks = match &concrete {
-        Some(ty) if !checks.is_empty() => {
-            quote! { check { const _: () = <#ty as __kv::DeclaredKv>::__KV_CHECKS; } }
-        }
-        _ => TokenStream::new(),
+    if let (Some(ty), false) = (&concrete, checks.is_empty()) {
+        check.extend(quote! { const _: () = <#ty as __kv::DeclaredKv>::__KV_CHECKS; });
+    }
+    for field in derive.unmarked {
+        check.extend(unmarked_check(shell, field));
+    }
+    let force_checks = if check.is_empty() {
+        TokenStream::new()
+    } else {
+        quote! { check { #check } }
     };
     // A generic type has no single set of declarations to register.
     let register = concrete.map(|ty| quote! { register #ty; });
@@ -121,6 +128,176 @@ fn concrete_type(shell: &Shell<'_>) -> Option<TokenStream> {
     }
     let statics = (0..lifetimes).map(|_| quote!('static));
     Some(quote!(#ident<#(#statics),*>))
+}
+
+/// Names that cannot make a type hold an owner: primitives, and the standard
+/// containers and their paths. A type written with these alone (`u32`,
+/// `Option<()>`, `Vec<Vec<f32>>`, `&'a [u8]`) is not checked, to keep the
+/// expansion small: no model can implement `KvChild` for it.
+const INERT: &[&str] = &[
+    "bool",
+    "char",
+    "str",
+    "String",
+    "u8",
+    "u16",
+    "u32",
+    "u64",
+    "u128",
+    "usize",
+    "i8",
+    "i16",
+    "i32",
+    "i64",
+    "i128",
+    "isize",
+    "f32",
+    "f64",
+    "Option",
+    "Vec",
+    "Box",
+    "Rc",
+    "Arc",
+    "HashMap",
+    "BTreeMap",
+    "PhantomData",
+    "std",
+    "core",
+    "alloc",
+    "collections",
+    "marker",
+    "rc",
+    "sync",
+    "boxed",
+    "vec",
+    "option",
+    "mut",
+];
+
+/// Whether every name in `tokens` is inert or a lifetime's.
+fn is_inert(tokens: TokenStream) -> bool {
+    let mut after_tick = false;
+    tokens.into_iter().all(|tree| {
+        let inert = match &tree {
+            TokenTree::Ident(ident) => after_tick || INERT.iter().any(|name| ident == name),
+            TokenTree::Group(group) => is_inert(group.stream()),
+            _ => true,
+        };
+        after_tick = matches!(&tree, TokenTree::Punct(p) if p.as_char() == '\'');
+        inert
+    })
+}
+
+/// `__kv::unmarked!(Type, "Owner.field", "Type as written");`, spanned from
+/// the field's name to the end of its type, for a field marked neither
+/// `child` nor `skip` whose type can be checked where the struct is defined:
+/// one that names no type or const parameter and not `Self` (its lifetimes
+/// become `'static`). A field of an inert type is not checked.
+fn unmarked_check(shell: &Shell<'_>, field: &Unmarked<'_>) -> Option<TokenStream> {
+    let tokens = field.ty.to_token_stream();
+    if is_inert(tokens.clone()) {
+        return None;
+    }
+    let generics = shell.generics;
+    let mut params: Vec<String> = generics
+        .type_params()
+        .map(|param| param.ident.to_string())
+        .collect();
+    params.extend(generics.const_params().map(|param| param.ident.to_string()));
+    params.push("Self".to_string());
+    let lifetimes: Vec<String> = generics
+        .lifetimes()
+        .map(|param| param.lifetime.ident.to_string())
+        .collect();
+    let ty = with_static_lifetimes(tokens.clone(), &params, &lifetimes)?;
+    let end = tokens.into_iter().last()?.span();
+    let label = format!("{}.{}", shell.type_name, field.segment);
+    let written = type_text(field.ty.to_token_stream());
+    let path = quote_spanned! {field.span=> __kv::unmarked! };
+    let args = quote_spanned! {end=> (#ty, #label, #written) };
+    Some(quote! { #path #args; })
+}
+
+/// A type as a person writes it (`Box<dyn Trait>`, `&'a T`, `[T; 2]`), for
+/// messages: `TokenStream`'s own text spaces every token.
+pub(crate) fn type_text(tokens: TokenStream) -> String {
+    let mut text = String::new();
+    let mut word_before = false;
+    let mut keyword_before = false;
+    for tree in tokens {
+        let word = matches!(tree, TokenTree::Ident(_) | TokenTree::Literal(_));
+        match &tree {
+            TokenTree::Group(group) => {
+                // `&mut [T]`, `dyn (A)`; but `Fn(u8)`.
+                if keyword_before {
+                    text.push(' ');
+                }
+                let (open, close) = match group.delimiter() {
+                    Delimiter::Parenthesis => ("(", ")"),
+                    Delimiter::Bracket => ("[", "]"),
+                    Delimiter::Brace => ("{ ", " }"),
+                    Delimiter::None => ("", ""),
+                };
+                text.push_str(open);
+                text.push_str(&type_text(group.stream()));
+                text.push_str(close);
+            }
+            TokenTree::Punct(punct) => match punct.as_char() {
+                ',' | ';' => {
+                    text.push(punct.as_char());
+                    text.push(' ');
+                }
+                '+' | '=' => {
+                    text.push(' ');
+                    text.push(punct.as_char());
+                    text.push(' ');
+                }
+                other => text.push(other),
+            },
+            _ => {
+                if word && word_before {
+                    text.push(' ');
+                }
+                text.push_str(&tree.to_string());
+            }
+        }
+        word_before = word;
+        keyword_before = matches!(&tree, TokenTree::Ident(i) if ["mut", "dyn", "impl", "const"].iter().any(|k| i == k));
+    }
+    text
+}
+
+/// `tokens` with each of `lifetimes` replaced by `'static`, or `None` when
+/// they name one of `params`.
+fn with_static_lifetimes(
+    tokens: TokenStream,
+    params: &[String],
+    lifetimes: &[String],
+) -> Option<TokenStream> {
+    let mut out = Vec::new();
+    let mut after_tick = false;
+    for tree in tokens {
+        let tree = match tree {
+            TokenTree::Ident(ident) if after_tick => {
+                if lifetimes.iter().any(|name| ident == name) {
+                    TokenTree::Ident(Ident::new("static", ident.span()))
+                } else {
+                    TokenTree::Ident(ident)
+                }
+            }
+            TokenTree::Ident(ident) if params.iter().any(|name| ident == name) => return None,
+            TokenTree::Group(group) => {
+                let inner = with_static_lifetimes(group.stream(), params, lifetimes)?;
+                let mut new = Group::new(group.delimiter(), inner);
+                new.set_span(group.span());
+                TokenTree::Group(new)
+            }
+            other => other,
+        };
+        after_tick = matches!(&tree, TokenTree::Punct(p) if p.as_char() == '\'');
+        out.push(tree);
+    }
+    Some(out.into_iter().collect())
 }
 
 /// The type's where clause, plus `FieldType: KvChild` for each child field
@@ -186,34 +363,30 @@ fn after_load_decl(decl: &ValidDecl<'_>) -> TokenStream {
     let name = &decl.name;
     let cache = decl.cache.value();
     let scope = scope(decl.scope);
-    // A recurrent state's bound is kv-core's own text, which its tables know.
-    let bound_tokens = |positions| {
-        let text = bound_text(positions);
-        quote!(#text)
-    };
-    let (position_count, bound, bounded) = match decl.positions {
-        None => (quote!(0), quote! { __kv::NO_POSITIONS }, false),
-        Some(positions) if positions.is_after_load() => (quote!(0), bound_tokens(positions), false),
-        Some(positions @ PositionsValue::Bounded(counted)) => (
-            count(&counted.count, "positions"),
-            bound_tokens(positions),
-            true,
-        ),
-        Some(positions @ PositionsValue::Policy(_)) => {
-            let policy = policy(positions);
-            (
-                quote! { __kv::policy_count(#policy) },
-                bound_tokens(positions),
-                false,
-            )
+    let (position_count, bound) = match decl.positions() {
+        // A recurrent state's bound is kv-core's own text, which its tables know.
+        None => (quote!(0), quote! { __kv::NO_POSITIONS }),
+        Some(positions) => {
+            let text = bound_text(positions);
+            let count = match positions {
+                _ if positions.is_after_load() => quote!(0),
+                PositionsValue::Bounded(counted) => count(&counted.count, "positions"),
+                PositionsValue::Policy(policy) => {
+                    let policy = exprs::policy(policy);
+                    quote! { __kv::policy_count(#policy) }
+                }
+            };
+            (count, quote!(#text))
         }
     };
-    let attention = matches!(decl.geometry, Geometry::Whole(_) | Geometry::Parts { .. });
-    let bytes_per_row = if bounded && attention && decl.geometry_is_const() {
-        let geometry = geometry(decl);
-        quote! { __kv::const_bytes_per_row(#geometry, #position_count) }
-    } else {
-        quote!(0)
+    let bytes_per_row = match &decl.kind {
+        Kind::Attention(geometry, PositionsValue::Bounded(counted))
+            if geometry.is_const() && !counted.count.is_after_load() =>
+        {
+            let geometry = exprs::geometry(geometry);
+            quote! { __kv::const_bytes_per_row(#geometry, #position_count) }
+        }
+        _ => quote!(0),
     };
     let rows = match decl.rows {
         RowsValue::MaxNumSeqs => quote! { __kv::MAX_NUM_SEQS },
@@ -228,7 +401,7 @@ fn after_load_decl(decl: &ValidDecl<'_>) -> TokenStream {
         }
     };
     let only_when = gate_text(&decl.gate);
-    let assumes = text(decl.attrs.assumes.get());
+    let assumes = text(decl.texts.assumes);
     quote! {
         __kv::after_load_decl(
             #name, #cache, #scope, #position_count, #bound, #bytes_per_row, #rows,
@@ -253,72 +426,6 @@ fn scope(named: Named) -> TokenStream {
     quote! { __kv::#variant }
 }
 
-/// A count as a `u64` expression.
-pub fn count(value: &Value, key: &str) -> TokenStream {
-    match value {
-        Value::Literal(..) => value.tokens(),
-        Value::Const(tokens) => quote_spanned! {value.span()=> ((#tokens) as __kv::u64) },
-        Value::AfterLoad(tokens) => {
-            quote_spanned! {value.span()=> __kv::IntoCount::into_count(#tokens, #key)? }
-        }
-    }
-}
-
-/// The geometry as a `Geometry` expression.
-pub fn geometry(decl: &ValidDecl<'_>) -> TokenStream {
-    match &decl.geometry {
-        Geometry::Whole(value @ Value::AfterLoad(tokens)) => {
-            quote_spanned! {value.span()=> __kv::IntoGeometry::into_geometry(#tokens)? }
-        }
-        Geometry::Whole(value) => {
-            let tokens = value.tokens();
-            quote_spanned! {value.span()=> (#tokens) }
-        }
-        Geometry::Latent(value) | Geometry::State(value) => value.tokens(),
-        Geometry::Parts {
-            layers,
-            kv_heads,
-            head_dim,
-            v_head_dim,
-            dtype,
-            kv_format,
-            v_format,
-        } => {
-            let layers = count(layers, "layers");
-            let kv_heads = count(kv_heads, "kv_heads");
-            let head_dim = count(head_dim, "head_dim");
-            let with_v_head_dim = v_head_dim.map(|value| {
-                let dim = count(value, "v_head_dim");
-                quote! { .with_v_head_dim(#dim) }
-            });
-            let dtype = match dtype {
-                // `kv_format` gives the storage whole; `with_storage` replaces this.
-                None => quote! { __kv::U8 },
-                Some(DTypeValue::Named(named)) => {
-                    let variant = Ident::new(named.variant, named.span);
-                    quote! { __kv::#variant }
-                }
-                Some(DTypeValue::Expr(value @ Value::AfterLoad(tokens))) => {
-                    quote_spanned! {value.span()=> __kv::IntoDType::into_dtype(#tokens) }
-                }
-                Some(DTypeValue::Expr(value)) => value.tokens(),
-            };
-            let with_storage = kv_format.map(|format| {
-                let storage = storage(format);
-                quote! { .with_storage(#storage) }
-            });
-            let with_v_storage = v_format.map(|format| {
-                let storage = storage(format);
-                quote! { .with_v_storage(#storage) }
-            });
-            quote! {
-                __kv::geometry(#layers, #kv_heads, #head_dim, #dtype)
-                    #with_v_head_dim #with_storage #with_v_storage
-            }
-        }
-    }
-}
-
 fn rows(decl: &ValidDecl<'_>) -> TokenStream {
     match decl.rows {
         RowsValue::MaxNumSeqs => quote! { __kv::MaxNumSeqs },
@@ -341,68 +448,49 @@ fn spec(decl: &ValidDecl<'_>) -> TokenStream {
     let rows = rows(decl);
     // Blank texts are rejected while parsing, so "" can stand for "not given".
     let only_when = gate_text(&decl.gate);
-    let assumes = text(decl.attrs.assumes.get());
-    let note = text(decl.attrs.note.get());
-    let plain = matches!(
-        decl.geometry,
-        Geometry::Whole(_)
-            | Geometry::Parts {
-                kv_format: None,
-                v_format: None,
-                ..
-            }
-    ) && decl.attrs.on_host.get().is_none()
-        && decl.attrs.whole_on_every_rank.get().is_none();
-    if let (true, Some(PositionsValue::Bounded(counted))) = (plain, decl.positions) {
-        let geometry = geometry(decl);
-        let position_count = count(&counted.count, "positions");
-        let bound = counted.because.value();
-        return quote! {
-            __kv::spec(
-                #name, #cache, #geometry, #position_count, #bound, #scope, #rows,
-                #only_when, #assumes, #note,
-            )
-        };
-    }
-    let positions = decl.positions.map(|positions| match positions {
-        PositionsValue::Bounded(counted) => {
+    let assumes = text(decl.texts.assumes);
+    let note = text(decl.texts.note);
+    let placed = decl.texts.on_host.is_some() || decl.texts.whole_on_every_rank.is_some();
+    let layout = match &decl.kind {
+        Kind::Attention(geometry, PositionsValue::Bounded(counted))
+            if !placed && !geometry.has_formats() =>
+        {
+            let geometry = exprs::geometry(geometry);
             let position_count = count(&counted.count, "positions");
             let bound = counted.because.value();
-            quote! { __kv::bounded(#position_count, #bound) }
+            return quote! {
+                __kv::spec(
+                    #name, #cache, #geometry, #position_count, #bound, #scope, #rows,
+                    #only_when, #assumes, #note,
+                )
+            };
         }
-        PositionsValue::Policy(_) => {
-            let policy = policy(positions);
-            quote! { __kv::policy(#policy) }
+        Kind::Attention(geometry, positions) => {
+            let geometry = exprs::geometry(geometry);
+            let positions = positions_expression(positions);
+            quote! { __kv::attention(#geometry, #positions) }
         }
-    });
-    let layout = match (&decl.geometry, positions) {
-        (Geometry::State(value @ Value::AfterLoad(tokens)), _) => {
-            quote_spanned! {value.span()=> __kv::state(__kv::IntoState::into_state(#tokens)?) }
-        }
-        (Geometry::State(value), _) => {
-            let tokens = value.tokens();
-            quote_spanned! {value.span()=> __kv::state(#tokens) }
-        }
-        (Geometry::Latent(value @ Value::AfterLoad(tokens)), Some(positions)) => {
+        Kind::Latent(value @ Value::AfterLoad(tokens), positions) => {
+            let positions = positions_expression(positions);
             quote_spanned! {value.span()=>
                 __kv::latent(__kv::IntoLatent::into_latent(#tokens)?, #positions)
             }
         }
-        (Geometry::Latent(value), Some(positions)) => {
+        Kind::Latent(value, positions) => {
             let tokens = value.tokens();
+            let positions = positions_expression(positions);
             quote_spanned! {value.span()=> __kv::latent(#tokens, #positions) }
         }
-        (_, Some(positions)) => {
-            let geometry = geometry(decl);
-            quote! { __kv::attention(#geometry, #positions) }
+        Kind::State(value @ Value::AfterLoad(tokens)) => {
+            quote_spanned! {value.span()=> __kv::state(__kv::IntoState::into_state(#tokens)?) }
         }
-        // Validation gives every kind but a state its positions: never emitted.
-        (_, None) => {
-            quote! { ::core::compile_error!("kv-derive: a declaration without positions") }
+        Kind::State(value) => {
+            let tokens = value.tokens();
+            quote_spanned! {value.span()=> __kv::state(#tokens) }
         }
     };
-    let on_host = text(decl.attrs.on_host.get());
-    let whole = text(decl.attrs.whole_on_every_rank.get());
+    let on_host = text(decl.texts.on_host);
+    let whole = text(decl.texts.whole_on_every_rank);
     quote! {
         __kv::spec_with(
             #name, #cache, #layout, #scope, #rows, #only_when, #assumes, #note, #on_host, #whole,
@@ -410,18 +498,19 @@ fn spec(decl: &ValidDecl<'_>) -> TokenStream {
     }
 }
 
-/// A position policy's `PositionPolicy` value.
-fn policy(positions: &PositionsValue) -> TokenStream {
-    let PositionsValue::Policy(policy) = positions else {
-        return TokenStream::new();
-    };
-    let variant = Ident::new(policy.policy.variant, policy.span);
-    let fields = policy.inputs.iter().map(|(field, value)| {
-        let field = Ident::new(field, value.span());
-        let value = count(value, "positions");
-        quote! { #field: #value }
-    });
-    quote_spanned! {policy.span=> __kv::PositionPolicy::#variant { #(#fields),* } }
+/// Positions as a `Positions` expression.
+fn positions_expression(positions: &PositionsValue) -> TokenStream {
+    match positions {
+        PositionsValue::Bounded(counted) => {
+            let position_count = count(&counted.count, "positions");
+            let bound = counted.because.value();
+            quote! { __kv::bounded(#position_count, #bound) }
+        }
+        PositionsValue::Policy(policy) => {
+            let policy = exprs::policy(policy);
+            quote! { __kv::policy(#policy) }
+        }
+    }
 }
 
 /// What the positions' bound reads before load.
@@ -429,24 +518,6 @@ fn bound_text(positions: &PositionsValue) -> String {
     match positions {
         PositionsValue::Bounded(counted) => counted.because.value(),
         PositionsValue::Policy(policy) => policy.text.clone(),
-    }
-}
-
-/// A storage format as a `Storage` expression.
-fn storage(format: &StorageValue) -> TokenStream {
-    match format {
-        StorageValue::Dense(named) => {
-            let variant = Ident::new(named.variant, named.span);
-            quote! { __kv::Storage::Dense(__kv::#variant) }
-        }
-        StorageValue::Blocks(named) => {
-            let constant = Ident::new(named.variant, named.span);
-            quote! { __kv::Storage::Blocks(__kv::BlockFormat::#constant) }
-        }
-        StorageValue::Expr(value @ Value::AfterLoad(tokens)) => {
-            quote_spanned! {value.span()=> __kv::IntoStorage::into_storage(#tokens) }
-        }
-        StorageValue::Expr(value) => value.tokens(),
     }
 }
 

@@ -1,11 +1,14 @@
 //! The one table of `#[kv(...)]` keys, the slots they fill, and the tables of
-//! dtype and scope names. Adding a key: one entry in [`KEYS`] with its slot in
-//! [`Attrs`], its reader in `read.rs` (unless an existing one fits: `text`,
+//! dtype and scope names. Each key is written once, in [`keys!`]: its name,
+//! its slot in [`Attrs`] and its constant in [`name`] (conflict lists are
+//! built from those constants, so a misspelt one does not compile), its
+//! place, value form, need, conflicts and texts. Adding a key: its entry
+//! there, its reader in `read.rs` (unless an existing one fits: `text`,
 //! `count`), its expansion in `expand.rs` (an optional key is read there from
 //! its slot; a required one also gets a field in `valid::ValidDecl`), its row
-//! in the derive's docs (kv-core/src/lib.rs) and a ui case. Everything else
-//! (the walk, duplicate, missing and conflicting keys, suggestions, the fuzz
-//! mutations' key list) reads this table.
+//! in the derive's docs (kv-core/src/lib.rs; a test fails without it) and a
+//! ui case. Everything else (the walk, duplicate, missing and conflicting
+//! keys, suggestions, the fuzzer's grammar and mutations) reads this table.
 
 use proc_macro2::{Ident, TokenStream};
 use syn::{LitStr, Path};
@@ -20,8 +23,8 @@ pub enum Place {
     Declaration,
     /// Alone in a `#[kv(...)]` on the struct: configures the derive.
     Option,
-    /// Alone in a `#[kv(...)]` on a field: marks a child.
-    Child,
+    /// Alone in a `#[kv(...)]` on a field: marks it a child, or skipped.
+    Field,
 }
 
 /// Whether a declaration must give a key.
@@ -36,14 +39,42 @@ pub enum Need {
     UnlessAny(&'static [&'static str]),
 }
 
+/// What a key's value is, for the fuzzer's grammar (which writes a valid
+/// value of each form) and for readers of the table.
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+pub enum Form {
+    /// `#[kv(key)]`, no value.
+    Flag,
+    /// A non-blank string literal.
+    Text,
+    /// A count: a literal, a const expression or an expression on `self`.
+    Count,
+    /// A dtype name or an expression of type `DType`.
+    DType,
+    /// A dtype or block format name, or an expression of type `Storage`.
+    Storage,
+    /// An expression of the key's type (`Geometry`, `Latent`, `RecurrentState`).
+    Expression,
+    /// `bounded(..)` or a position policy.
+    Positions,
+    /// A scope name.
+    Scope,
+    /// `max_num_seqs` or `fixed(..)`.
+    Rows,
+    /// A bool field's name or a method as `"name()"`.
+    Gate,
+    /// A path as a string literal.
+    Path,
+}
+
 /// One key: everything the derive knows about it, in one place.
 pub struct Key {
     pub name: &'static str,
     pub place: Place,
-    /// `false` for flags like `child`, written without `= value`.
-    pub takes_value: bool,
+    pub form: Form,
     pub need: Need,
-    /// Keys that cannot be given together with this one.
+    /// Keys that cannot be given together with this one (named by [`name`]'s
+    /// constants, so a misspelt one does not compile).
     pub conflicts: &'static [&'static str],
     /// A valid value, shown when the value is absent.
     pub example: &'static str,
@@ -55,295 +86,334 @@ pub struct Key {
     pub given: fn(&Attrs) -> Option<&Ident>,
 }
 
+/// Each key written once: its slot in [`Attrs`], its constant in [`name`],
+/// its entry in [`KEYS`].
+macro_rules! keys {
+    ($(
+        $field:ident: $ty:ty = $name:literal {
+            place: $place:ident,
+            form: $form:ident,
+            need: $need:expr,
+            conflicts: $conflicts:expr,
+            example: $example:expr,
+            advice: $advice:expr,
+            read: |$value:pat_param, $errors:ident| $read:expr,
+        }
+    )*) => {
+        /// Every key's name, as a constant named like its slot.
+        #[allow(non_upper_case_globals)]
+        pub mod name {
+            $(pub const $field: &str = $name;)*
+        }
+
+        /// Every key of `#[kv(...)]`.
+        pub const KEYS: &[Key] = &[$(
+            Key {
+                name: name::$field,
+                place: Place::$place,
+                form: Form::$form,
+                need: $need,
+                conflicts: $conflicts,
+                example: $example,
+                advice: $advice,
+                read: |attrs, key, $value, errors| {
+                    set(&mut attrs.$field, key, errors, |$errors| $read)
+                },
+                given: |attrs| attrs.$field.key(),
+            },
+        )*];
+
+        /// The slots of one `#[kv(...)]` (a declaration), or of all option or
+        /// field-marker attributes of one struct or field.
+        #[derive(Default)]
+        pub struct Attrs {
+            $(pub $field: Attr<$ty>,)*
+            /// Required keys an unknown key was taken for ("did you mean
+            /// `rows`?"): not reported missing as well.
+            pub suggested: Vec<&'static str>,
+        }
+    };
+}
+
 const GEOMETRY_PARTS: &str =
     "give `layers`, `kv_heads`, `head_dim` and `dtype`, or `geometry = ...` whole \
      (or `latent = ...` for an MLA latent, `state = ...` for recurrent state)";
 /// The keys that replace the attention geometry's parts.
-const WHOLE_LAYOUTS: &[&str] = &["geometry", "latent", "state"];
+const WHOLE_LAYOUTS: &[&str] = &[name::geometry, name::latent, name::state];
 /// The attention geometry's parts and formats.
 const ATTENTION_PARTS: &[&str] = &[
-    "layers",
-    "kv_heads",
-    "head_dim",
-    "v_head_dim",
-    "dtype",
-    "kv_format",
-    "v_format",
+    name::layers,
+    name::kv_heads,
+    name::head_dim,
+    name::v_head_dim,
+    name::dtype,
+    name::kv_format,
+    name::v_format,
 ];
+/// What an MLA latent replaces: the attention geometry, whole or in parts.
+const NOT_WITH_LATENT: &[&str] = &[
+    name::layers,
+    name::kv_heads,
+    name::head_dim,
+    name::v_head_dim,
+    name::dtype,
+    name::kv_format,
+    name::v_format,
+    name::geometry,
+];
+/// What recurrent state replaces: any other layout, and positions.
+const NOT_WITH_STATE: &[&str] = &[
+    name::layers,
+    name::kv_heads,
+    name::head_dim,
+    name::v_head_dim,
+    name::dtype,
+    name::kv_format,
+    name::v_format,
+    name::geometry,
+    name::latent,
+    name::positions,
+];
+/// What a blank `because` needs, in `skip` and in `bounded(..)` / `fixed(..)`.
+pub const BECAUSE_ADVICE: &str = "say why, or the value cannot be reviewed";
 const COUNT: &str = "a positive integer, a const expression, or an expression on `self`";
 
-/// Every key of `#[kv(...)]`.
-pub const KEYS: &[Key] = &[
-    Key {
-        name: "name",
-        place: Place::Declaration,
-        takes_value: true,
+keys! {
+    name: LitStr = "name" {
+        place: Declaration,
+        form: Text,
         need: Need::UnlessNamedField,
         conflicts: &[],
         example: "a string literal, like `name = \"retained\"`",
         advice: "name the declaration",
-        read: |a, k, v, e| set(&mut a.name, k, e, |e| read::text(v, "name", e)),
-        given: |a| a.name.key(),
-    },
-    Key {
-        name: "cache",
-        place: Place::Declaration,
-        takes_value: true,
+        read: |v, e| read::text(v, name::name, e),
+    }
+    cache: LitStr = "cache" {
+        place: Declaration,
+        form: Text,
         need: Need::Required,
         conflicts: &[],
         example: "a string literal, like `cache = \"StaticCache\"`",
         advice: "say what kind of cache holds this, e.g. `cache = \"StaticCache\"`",
-        read: |a, k, v, e| set(&mut a.cache, k, e, |e| read::text(v, "cache", e)),
-        given: |a| a.cache.key(),
-    },
-    Key {
-        name: "layers",
-        place: Place::Declaration,
-        takes_value: true,
+        read: |v, e| read::text(v, name::cache, e),
+    }
+    layers: Value = "layers" {
+        place: Declaration,
+        form: Count,
         need: Need::UnlessAny(WHOLE_LAYOUTS),
         conflicts: &[],
         example: COUNT,
         advice: GEOMETRY_PARTS,
-        read: |a, k, v, e| set(&mut a.layers, k, e, |e| read::count(v, "layers", e)),
-        given: |a| a.layers.key(),
-    },
-    Key {
-        name: "kv_heads",
-        place: Place::Declaration,
-        takes_value: true,
+        read: |v, e| read::count(v, name::layers, e),
+    }
+    kv_heads: Value = "kv_heads" {
+        place: Declaration,
+        form: Count,
         need: Need::UnlessAny(WHOLE_LAYOUTS),
         conflicts: &[],
         example: COUNT,
         advice: GEOMETRY_PARTS,
-        read: |a, k, v, e| set(&mut a.kv_heads, k, e, |e| read::count(v, "kv_heads", e)),
-        given: |a| a.kv_heads.key(),
-    },
-    Key {
-        name: "head_dim",
-        place: Place::Declaration,
-        takes_value: true,
+        read: |v, e| read::count(v, name::kv_heads, e),
+    }
+    head_dim: Value = "head_dim" {
+        place: Declaration,
+        form: Count,
         need: Need::UnlessAny(WHOLE_LAYOUTS),
         conflicts: &[],
         example: COUNT,
         advice: GEOMETRY_PARTS,
-        read: |a, k, v, e| set(&mut a.head_dim, k, e, |e| read::count(v, "head_dim", e)),
-        given: |a| a.head_dim.key(),
-    },
-    Key {
-        name: "v_head_dim",
-        place: Place::Declaration,
-        takes_value: true,
+        read: |v, e| read::count(v, name::head_dim, e),
+    }
+    v_head_dim: Value = "v_head_dim" {
+        place: Declaration,
+        form: Count,
         need: Need::Optional,
         conflicts: &[],
         example: COUNT,
         advice: GEOMETRY_PARTS,
-        read: |a, k, v, e| set(&mut a.v_head_dim, k, e, |e| read::count(v, "v_head_dim", e)),
-        given: |a| a.v_head_dim.key(),
-    },
-    Key {
-        name: "dtype",
-        place: Place::Declaration,
-        takes_value: true,
-        need: Need::UnlessAny(&["geometry", "latent", "state", "kv_format"]),
+        read: |v, e| read::count(v, name::v_head_dim, e),
+    }
+    dtype: DTypeValue = "dtype" {
+        place: Declaration,
+        form: DType,
+        need: Need::UnlessAny(&[name::geometry, name::latent, name::state, name::kv_format]),
         conflicts: &[],
         example: "a dtype like `bf16`, or an expression of type `kv_core::DType`",
         advice: GEOMETRY_PARTS,
-        read: |a, k, v, e| set(&mut a.dtype, k, e, |e| read::dtype(v, e)),
-        given: |a| a.dtype.key(),
-    },
-    Key {
-        name: "geometry",
-        place: Place::Declaration,
-        takes_value: true,
+        read: |v, e| read::dtype(v, e),
+    }
+    geometry: Value = "geometry" {
+        place: Declaration,
+        form: Expression,
         need: Need::Optional,
         conflicts: ATTENTION_PARTS,
         example: "an expression of type `Geometry` or `Result<Geometry, KvError>`",
         advice: "give the geometry whole, or its parts",
-        read: |a, k, v, e| set(&mut a.geometry, k, e, |_| Some(read::expression(v))),
-        given: |a| a.geometry.key(),
-    },
-    Key {
-        name: "kv_format",
-        place: Place::Declaration,
-        takes_value: true,
+        read: |v, _e| Some(read::expression(v)),
+    }
+    kv_format: StorageValue = "kv_format" {
+        place: Declaration,
+        form: Storage,
         need: Need::Optional,
         conflicts: &[],
         example: "a format like `q8_0`, `i4` or `bf16`, or an expression of type `kv_core::Storage`",
         advice: "name how keys and values are stored, e.g. `kv_format = q8_0`",
-        read: |a, k, v, e| set(&mut a.kv_format, k, e, |e| read::storage(v, "kv_format", e)),
-        given: |a| a.kv_format.key(),
-    },
-    Key {
-        name: "v_format",
-        place: Place::Declaration,
-        takes_value: true,
+        read: |v, e| read::storage(v, name::kv_format, e),
+    }
+    v_format: StorageValue = "v_format" {
+        place: Declaration,
+        form: Storage,
         need: Need::Optional,
         conflicts: &[],
         example: "a format like `q8_0`, `i4` or `bf16`, or an expression of type `kv_core::Storage`",
         advice: "name how values are stored, where it differs from keys",
-        read: |a, k, v, e| set(&mut a.v_format, k, e, |e| read::storage(v, "v_format", e)),
-        given: |a| a.v_format.key(),
-    },
-    Key {
-        name: "latent",
-        place: Place::Declaration,
-        takes_value: true,
+        read: |v, e| read::storage(v, name::v_format, e),
+    }
+    latent: Value = "latent" {
+        place: Declaration,
+        form: Expression,
         need: Need::Optional,
-        conflicts: ATTENTION_PARTS,
+        conflicts: NOT_WITH_LATENT,
         example: "an expression of type `kv_core::Latent`, like `Latent::new(27, 512, 64, DType::BF16)`",
         advice: "an MLA latent has no KV heads or head dims of its own: give `latent = ...` \
                  (layers, kv_lora_rank, rope dim, storage) with `positions`, and no attention parts",
-        read: |a, k, v, e| set(&mut a.latent, k, e, |_| Some(read::expression(v))),
-        given: |a| a.latent.key(),
-    },
-    Key {
-        name: "state",
-        place: Place::Declaration,
-        takes_value: true,
+        read: |v, _e| Some(read::expression(v)),
+    }
+    state: Value = "state" {
+        place: Declaration,
+        form: Expression,
         need: Need::Optional,
-        conflicts: &[
-            "layers",
-            "kv_heads",
-            "head_dim",
-            "v_head_dim",
-            "dtype",
-            "kv_format",
-            "v_format",
-            "latent",
-            "positions",
-        ],
+        conflicts: NOT_WITH_STATE,
         example: "an expression of type `kv_core::RecurrentState`",
         advice: "recurrent state is per sequence and has no positions or attention geometry: \
                  give `state = ...` (layers and named parts) without them",
-        read: |a, k, v, e| set(&mut a.state, k, e, |_| Some(read::expression(v))),
-        given: |a| a.state.key(),
-    },
-    Key {
-        name: "positions",
-        place: Place::Declaration,
-        takes_value: true,
-        need: Need::UnlessAny(&["state"]),
+        read: |v, _e| Some(read::expression(v)),
+    }
+    positions: PositionsValue = "positions" {
+        place: Declaration,
+        form: Positions,
+        need: Need::UnlessAny(&[name::state]),
         conflicts: &[],
         example: "`positions = bounded(N, because = \"...\")` or a policy like `window_minus_one(72)`",
         advice: "say how many positions the cache holds and why, e.g. `positions = bounded(2048, because = \"max_cache_len\")`",
-        read: |a, k, v, e| set(&mut a.positions, k, e, |e| read::positions(v, e)),
-        given: |a| a.positions.key(),
-    },
-    Key {
-        name: "scope",
-        place: Place::Declaration,
-        takes_value: true,
+        read: |v, e| read::positions(v, e),
+    }
+    scope: Named = "scope" {
+        place: Declaration,
+        form: Scope,
         need: Need::Required,
         conflicts: &[],
         example: "one of `invocation`, `request`, `session`, `model`",
         advice: "one of `invocation`, `request`, `session`, `model`",
-        read: |a, k, v, e| set(&mut a.scope, k, e, |e| read::scope(v, e)),
-        given: |a| a.scope.key(),
-    },
-    Key {
-        name: "rows",
-        place: Place::Declaration,
-        takes_value: true,
+        read: |v, e| read::scope(v, e),
+    }
+    rows: RowsValue = "rows" {
+        place: Declaration,
+        form: Rows,
         need: Need::Required,
         conflicts: &[],
         example: "`rows = max_num_seqs` or `rows = fixed(N, because = \"...\")`",
         advice: "`rows = max_num_seqs` or `rows = fixed(N, because = \"...\")`; rows never default to 1, which would silently understate",
-        read: |a, k, v, e| set(&mut a.rows, k, e, |e| read::rows(v, e)),
-        given: |a| a.rows.key(),
-    },
-    Key {
-        name: "only_when",
-        place: Place::Declaration,
-        takes_value: true,
+        read: |v, e| read::rows(v, e),
+    }
+    only_when: Gate = "only_when" {
+        place: Declaration,
+        form: Gate,
         need: Need::Optional,
         conflicts: &[],
         example: "`only_when = \"bool_field\"` or `only_when = \"method()\"`",
         advice: "name a bool field, or a `fn(&self) -> bool` as `\"method()\"`, or leave it out",
-        read: |a, k, v, e| set(&mut a.only_when, k, e, |e| read::gate(v, e)),
-        given: |a| a.only_when.key(),
-    },
-    Key {
-        name: "assumes",
-        place: Place::Declaration,
-        takes_value: true,
+        read: |v, e| read::gate(v, e),
+    }
+    assumes: LitStr = "assumes" {
+        place: Declaration,
+        form: Text,
         need: Need::Optional,
         conflicts: &[],
         example: "a string literal, like `assumes = \"one session at a time\"`",
         advice: "say something or leave it out",
-        read: |a, k, v, e| set(&mut a.assumes, k, e, |e| read::text(v, "assumes", e)),
-        given: |a| a.assumes.key(),
-    },
-    Key {
-        name: "note",
-        place: Place::Declaration,
-        takes_value: true,
+        read: |v, e| read::text(v, name::assumes, e),
+    }
+    note: LitStr = "note" {
+        place: Declaration,
+        form: Text,
         need: Need::Optional,
         conflicts: &[],
         example: "a string literal, like `note = \"one tensor per layer\"`",
         advice: "say something or leave it out",
-        read: |a, k, v, e| set(&mut a.note, k, e, |e| read::text(v, "note", e)),
-        given: |a| a.note.key(),
-    },
-    Key {
-        name: "on_host",
-        place: Place::Declaration,
-        takes_value: true,
+        read: |v, e| read::text(v, name::note, e),
+    }
+    on_host: LitStr = "on_host" {
+        place: Declaration,
+        form: Text,
         need: Need::Optional,
         conflicts: &[],
         example: "a string literal, like `on_host = \"offloaded to CPU between steps\"`",
         advice: "say why it lives in host memory, or leave it out (device is the default)",
-        read: |a, k, v, e| set(&mut a.on_host, k, e, |e| read::text(v, "on_host", e)),
-        given: |a| a.on_host.key(),
-    },
-    Key {
-        name: "whole_on_every_rank",
-        place: Place::Declaration,
-        takes_value: true,
+        read: |v, e| read::text(v, name::on_host, e),
+    }
+    whole_on_every_rank: LitStr = "whole_on_every_rank" {
+        place: Declaration,
+        form: Text,
         need: Need::Optional,
         conflicts: &[],
         example: "a string literal, like `whole_on_every_rank = \"the encoder is not sharded\"`",
         advice: "say why tensor and pipeline parallelism do not divide it, or leave it out",
-        read: |a, k, v, e| {
-            set(&mut a.whole_on_every_rank, k, e, |e| {
-                read::text(v, "whole_on_every_rank", e)
-            })
-        },
-        given: |a| a.whole_on_every_rank.key(),
-    },
-    Key {
-        name: "crate",
-        place: Place::Option,
-        takes_value: true,
+        read: |v, e| read::text(v, name::whole_on_every_rank, e),
+    }
+    krate: Path = "crate" {
+        place: Option,
+        form: Path,
         need: Need::Optional,
         conflicts: &[],
         example: "`crate = \"path::to::kv_core\"`",
         advice: "name the path kv-core is reachable at",
-        read: |a, k, v, e| set(&mut a.krate, k, e, |e| read::krate(v, e)),
-        given: |a| a.krate.key(),
-    },
-    Key {
-        name: "transparent",
-        place: Place::Option,
-        takes_value: false,
+        read: |v, e| read::krate(v, e),
+    }
+    transparent: () = "transparent" {
+        place: Option,
+        form: Flag,
         need: Need::Optional,
         conflicts: &[],
         example: "`#[kv(transparent)]`",
         advice: "",
-        read: |a, k, _, e| set(&mut a.transparent, k, e, |_| Some(())),
-        given: |a| a.transparent.key(),
-    },
-    Key {
-        name: "child",
-        place: Place::Child,
-        takes_value: false,
+        read: |_, _e| Some(()),
+    }
+    child: () = "child" {
+        place: Field,
+        form: Flag,
         need: Need::Optional,
         conflicts: &[],
         example: "`#[kv(child)]`",
         advice: "",
-        read: |a, k, _, e| set(&mut a.child, k, e, |_| Some(())),
-        given: |a| a.child.key(),
-    },
-];
+        read: |_, _e| Some(()),
+    }
+    skip: () = "skip" {
+        place: Field,
+        form: Flag,
+        need: Need::Optional,
+        conflicts: &[],
+        example: "`#[kv(skip, because = \"...\")]`",
+        advice: "",
+        read: |_, _e| Some(()),
+    }
+    because: LitStr = "because" {
+        place: Field,
+        form: Text,
+        need: Need::Optional,
+        conflicts: &[],
+        example: "a string literal, like `because = \"the draft model is reported by its own engine\"`",
+        advice: BECAUSE_ADVICE,
+        read: |v, e| read::text(v, name::because, e),
+    }
+}
+
+impl Key {
+    /// `false` for flags like `child`, written without `= value`.
+    pub fn takes_value(&self) -> bool {
+        self.form != Form::Flag
+    }
+}
 
 /// The key named `name`.
 pub fn key(name: &str) -> Option<&'static Key> {
@@ -522,36 +592,4 @@ fn set<T>(
     }
     slot.key = Some(key.clone());
     slot.value = read(errors);
-}
-
-/// The slots of one `#[kv(...)]` (a declaration), or of all option or child
-/// attributes of one struct or field.
-#[derive(Default)]
-pub struct Attrs {
-    pub name: Attr<LitStr>,
-    pub cache: Attr<LitStr>,
-    pub layers: Attr<Value>,
-    pub kv_heads: Attr<Value>,
-    pub head_dim: Attr<Value>,
-    pub v_head_dim: Attr<Value>,
-    pub dtype: Attr<DTypeValue>,
-    pub geometry: Attr<Value>,
-    pub positions: Attr<PositionsValue>,
-    pub kv_format: Attr<StorageValue>,
-    pub v_format: Attr<StorageValue>,
-    pub latent: Attr<Value>,
-    pub state: Attr<Value>,
-    pub on_host: Attr<LitStr>,
-    pub whole_on_every_rank: Attr<LitStr>,
-    pub scope: Attr<Named>,
-    pub rows: Attr<RowsValue>,
-    pub only_when: Attr<Gate>,
-    pub assumes: Attr<LitStr>,
-    pub note: Attr<LitStr>,
-    pub krate: Attr<Path>,
-    pub transparent: Attr<()>,
-    pub child: Attr<()>,
-    /// Required keys an unknown key was taken for ("did you mean `rows`?"):
-    /// not reported missing as well.
-    pub suggested: Vec<&'static str>,
 }

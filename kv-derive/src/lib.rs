@@ -5,8 +5,9 @@
 //! (serde's `symbol.rs`, with `Attr<T>` slots), `attr` walks each
 //! `#[kv(...)]` through it, `read` reads each value, `ast` holds the input,
 //! `valid` checks the rules across keys into a declaration whose required
-//! parts cannot be missing, `expand` generates code (`checks` its const
-//! checks). Every error is collected with its span and all are reported at
+//! parts cannot be missing (its kind carries its positions: attention and a
+//! latent have them, a state has none), `expand` generates code (`checks` its
+//! const checks; both write values through `exprs`). Every error is collected with its span and all are reported at
 //! once; the macro never panics on any input.
 
 use proc_macro::TokenStream;
@@ -16,6 +17,7 @@ mod ast;
 mod attr;
 mod checks;
 mod expand;
+mod exprs;
 #[cfg(test)]
 mod fuzz;
 mod keys;

@@ -192,14 +192,11 @@ fn literal_count(literal: &Literal, key: &str, errors: &mut Errors) -> Option<Va
     None
 }
 
-/// What a blank `because` needs (`because` is part of a value, not a key).
-const BECAUSE_ADVICE: &str = "say why, or the value cannot be reviewed";
-
 /// A non-blank string literal.
 pub fn text(tokens: TokenStream, key: &str, errors: &mut Errors) -> Option<LitStr> {
     match string_literal(&tokens) {
         Ok(lit) if lit.value().trim().is_empty() => {
-            let advice = keys::key(key).map_or(BECAUSE_ADVICE, |k| k.advice);
+            let advice = keys::key(key).map_or(keys::BECAUSE_ADVICE, |k| k.advice);
             errors.push(lit.span(), format!("`{key}` is blank; {advice}"));
             None
         }

@@ -57,19 +57,30 @@ fn a_key_and_its_value_are_joined_by_equals() {
 }
 
 #[test]
-fn literal_figures_that_overflow_per_row_say_so_at_the_position_count() {
-    // 2 bytes per position fit; u64::MAX positions of them do not.
+fn literal_figures_that_overflow_are_left_to_kv_cores_checks() {
+    // 2 bytes per position fit; u64::MAX positions of them do not: kv-core's
+    // row check (its text) is generated, where fitting literals get none.
     let output = declaration(
         "layers = 1, kv_heads = 1, head_dim = 1, dtype = u8, \
          positions = bounded(18446744073709551615, because = \"b\")",
     );
-    assert!(
-        output.contains(
-            "kv: `S.n`: bytes per row overflow u64 (bytes per position x positions); \
-             lower the `bounded(..)` position count"
-        ),
-        "{output}"
+    assert!(!output.contains("compile_error"), "{output}");
+    assert!(output.contains("__kv :: check ! (row"), "{output}");
+    let fits = declaration(
+        "layers = 1, kv_heads = 1, head_dim = 1, dtype = u8, \
+         positions = bounded(4, because = \"b\"), ",
     );
+    assert!(!fits.contains("__kv :: check !"), "{fits}");
+    // A fixed peak that overflows is checked; one that fits is not.
+    let peak = |rows: &str| {
+        derive_str(&format!(
+            "#[kv(name = \"n\", cache = \"c\", scope = request, rows = fixed({rows}, because = \"r\"), \
+             layers = 1, kv_heads = 1, head_dim = 1, dtype = u8, \
+             positions = bounded(4294967296, because = \"b\"))] struct S;"
+        ))
+    };
+    assert!(peak("4294967296").contains("__kv :: check ! (peak"));
+    assert!(!peak("2").contains("__kv :: check !"));
 }
 
 #[test]
@@ -157,4 +168,253 @@ fn suggestions_reach_as_far_as_the_word_allows() {
     // Deletions and insertions each cost one.
     assert_eq!(closest("xrows", &["rows"]), Some("rows"));
     assert_eq!(closest("ros", &["rows"]), Some("rows"));
+}
+
+/// The `__kv::unmarked!` checks in `output`, as `(checked type, label, written)`.
+fn unmarked(output: &str) -> Vec<String> {
+    output
+        .split("__kv :: unmarked ! (")
+        .skip(1)
+        .map(|rest| rest.split(") ;").next().unwrap_or(rest).trim().to_string())
+        .collect()
+}
+
+#[test]
+fn only_unmarked_fields_of_checkable_types_are_checked() {
+    let output = derive_str(
+        "struct M<'a, T, const N: usize> { \
+           a: u32, b: bool, c: String, d: (), e: f64, \
+           owner: Decoder, \
+           #[kv(child)] child: Decoder, \
+           #[kv(skip, because = \"why\")] skipped: Decoder, \
+           param: T, in_vec: Vec<T>, sized: [u8; N], me: Box<Self>, \
+           borrowed: &'a Decoder, fixed: &'static Decoder, \
+         }",
+    );
+    assert_eq!(
+        unmarked(&output),
+        [
+            "Decoder , \"M.owner\" , \"Decoder\"",
+            "& 'static Decoder , \"M.borrowed\" , \"&'a Decoder\"",
+            "& 'static Decoder , \"M.fixed\" , \"&'static Decoder\"",
+        ],
+        "{output}"
+    );
+    // A tuple field is named by its index; a unit struct has nothing to check.
+    let tuple = derive_str("struct T(u8, Decoder);");
+    assert_eq!(unmarked(&tuple), ["Decoder , \"T.1\" , \"Decoder\""]);
+    assert!(unmarked(&derive_str("struct U;")).is_empty());
+    // A type written with inert names alone is not checked; one naming
+    // anything else is, wherever the name is.
+    let inert = derive_str(
+        "struct I<'a> { a: Option<()>, b: Vec<Vec<f32>>, c: &'a [u8], d: std::rc::Rc<str>, \
+         e: &'a mut Option<Box<u8>>, f: core::marker::PhantomData<u8> }",
+    );
+    assert!(unmarked(&inert).is_empty(), "{inert}");
+    let path = derive_str(
+        "struct P<'a> { a: u32::Wrapper, b: (u8, Decoder), c: Option<Decoder>, d: &'a Decoder }",
+    );
+    assert_eq!(unmarked(&path).len(), 4, "{path}");
+}
+
+#[test]
+fn a_type_is_written_back_as_a_person_writes_it() {
+    use crate::expand::type_text;
+    let text = |source: &str| type_text(TokenStream::from_str(source).expect("lexes"));
+    assert_eq!(
+        text("Option < Box < dyn Trait + Send > >"),
+        "Option<Box<dyn Trait + Send>>"
+    );
+    assert_eq!(text("& 'a mut [Layer ; 2]"), "&'a mut [Layer; 2]");
+    assert_eq!(text("HashMap<String,Layer>"), "HashMap<String, Layer>");
+    assert_eq!(text("(u8, Decoder)"), "(u8, Decoder)");
+    assert_eq!(text("Foo<Item = u8>"), "Foo<Item = u8>");
+    assert_eq!(text("[u8; { 1 }]"), "[u8; { 1 }]");
+}
+
+#[test]
+fn a_field_marker_stands_alone_on_a_field() {
+    let on_struct = derive_str("#[kv(skip, because = \"x\")] struct S;");
+    let errors = errors(&on_struct);
+    assert_eq!(errors.len(), 2, "{on_struct}");
+    assert!(errors[0].contains("`skip` marks a field"), "{on_struct}");
+    let child = derive_str("#[kv(child)] struct S;");
+    assert!(child.contains("`child` marks a field"), "{child}");
+}
+
+// ---------------------------------------------------------------------------
+// The key table, written once: conflicts name keys, the docs have a row for
+// every key, and the name tables equal kv-core's.
+
+mod tables {
+    use crate::keys::{
+        column, dtype_bytes, key, Need, Place, BLOCK_FORMATS, DTYPES, KEYS, POLICIES, SCOPES,
+    };
+    use kv_core::__private_v0_1 as private;
+    use kv_core::{BlockFormat, DType, Scope};
+
+    #[test]
+    fn every_conflict_and_alternative_names_a_key() {
+        for k in KEYS {
+            for conflict in k.conflicts {
+                assert!(key(conflict).is_some(), "{}: {conflict}", k.name);
+                assert_ne!(*conflict, k.name);
+            }
+            if let Need::UnlessAny(others) = k.need {
+                for other in others {
+                    assert!(key(other).is_some(), "{}: {other}", k.name);
+                }
+            }
+            assert_eq!(key(k.name).map(|found| found.name), Some(k.name));
+        }
+        let mut names: Vec<&str> = KEYS.iter().map(|k| k.name).collect();
+        names.sort_unstable();
+        names.dedup();
+        assert_eq!(names.len(), KEYS.len(), "a key is listed twice");
+    }
+
+    /// The derive's documentation, on kv-core's re-export.
+    const DOCS: &str = include_str!("../../kv-core/src/lib.rs");
+
+    /// The first cells of the derive's table of declaration keys.
+    fn documented_rows() -> Vec<&'static str> {
+        DOCS.lines()
+            .filter_map(|line| line.trim().strip_prefix("/// | `"))
+            .map(|row| row.split(" |").next().unwrap_or(row))
+            .collect()
+    }
+
+    #[test]
+    fn every_key_is_documented_and_every_documented_key_exists() {
+        let rows = documented_rows();
+        for k in KEYS {
+            let ticked = format!("`{}`", k.name);
+            match k.place {
+                Place::Declaration => assert!(
+                    rows.iter().any(|row| format!("`{row}").contains(&ticked)),
+                    "no row for `{}` in the derive's table (kv-core/src/lib.rs)",
+                    k.name
+                ),
+                // Options and field markers are documented in their `#[kv(...)]`.
+                Place::Option | Place::Field => assert!(
+                    DOCS.lines().any(|line| line.contains("#[kv(")
+                        && line.split("#[kv(").skip(1).any(|rest| rest
+                            .split(')')
+                            .next()
+                            .is_some_and(|inside| {
+                                inside
+                                    .split(|c: char| !(c.is_alphanumeric() || c == '_'))
+                                    .any(|word| word == k.name)
+                            }))),
+                    "`#[kv({} ...)]` is not documented",
+                    k.name
+                ),
+            }
+        }
+        for row in rows {
+            for name in format!("`{row}").split('`').skip(1).step_by(2) {
+                assert!(
+                    key(name).is_some_and(|k| k.place == Place::Declaration),
+                    "the docs' table names `{name}`, which is no declaration key"
+                );
+            }
+        }
+    }
+
+    #[test]
+    fn dtype_names_equal_kv_cores() {
+        let core: Vec<(&str, String)> = DType::ALL
+            .iter()
+            .map(|d| (d.name(), format!("{d:?}")))
+            .collect();
+        let derive: Vec<(&str, String)> = DTYPES.iter().map(|(n, v)| (*n, v.to_string())).collect();
+        assert_eq!(derive, core);
+        for dtype in DType::ALL {
+            let whole_bytes = (dtype.bits() % 8 == 0).then(|| dtype.bits() / 8);
+            assert_eq!(dtype_bytes(&format!("{dtype:?}")), whole_bytes, "{dtype:?}");
+        }
+    }
+
+    #[test]
+    fn block_format_and_scope_names_equal_kv_cores() {
+        let core: Vec<String> = BlockFormat::KNOWN
+            .iter()
+            .map(|f| f.name().to_string())
+            .collect();
+        assert_eq!(column(BLOCK_FORMATS), core);
+        // The derive names each by its constant, `BlockFormat::Q8_0`.
+        for (name, constant) in BLOCK_FORMATS {
+            assert_eq!(name.to_uppercase(), *constant);
+        }
+        let scopes: Vec<(&str, String)> = Scope::ALL
+            .iter()
+            .map(|s| (s.name(), format!("{s:?}")))
+            .collect();
+        let derive: Vec<(&str, String)> = SCOPES.iter().map(|(n, v)| (*n, v.to_string())).collect();
+        assert_eq!(derive, scopes);
+    }
+
+    #[test]
+    fn position_policies_equal_kv_cores() {
+        assert_eq!(POLICIES.len(), private::POLICIES.len());
+        for (policy, (name, core)) in POLICIES.iter().zip(private::POLICIES) {
+            assert_eq!(policy.name, name);
+            // Inputs 1, 2, ... in the derive's order name kv-core's fields.
+            let mut fields = vec![format!("{}: 1", policy.first)];
+            for (i, named) in policy.named.iter().enumerate() {
+                fields.push(format!("{named}: {}", i + 2));
+            }
+            let expected = format!("{} {{ {} }}", policy.variant, fields.join(", "));
+            assert_eq!(format!("{core:?}"), expected);
+        }
+    }
+}
+
+#[test]
+fn a_latent_or_a_state_conflicts_with_a_whole_geometry() {
+    for (layout, conflict) in [
+        (
+            "latent = L, positions = bounded(1, because = \"b\")",
+            "`geometry` conflicts with `latent`",
+        ),
+        ("state = S", "`geometry` conflicts with `state`"),
+    ] {
+        let output = declaration(&format!("geometry = G, {layout}"));
+        assert!(output.contains(conflict), "{layout}: {output}");
+    }
+}
+
+#[test]
+fn field_markers_say_what_is_missing_or_contradictory() {
+    let case = |attr: &str| derive_str(&format!("struct M {{ {attr} f: D }}"));
+    let no_reason = case("#[kv(skip)]");
+    assert_eq!(errors(&no_reason).len(), 1, "{no_reason}");
+    assert!(no_reason.contains("`skip` needs `because"), "{no_reason}");
+    let no_skip = case("#[kv(because = \"r\")]");
+    assert_eq!(errors(&no_skip).len(), 1, "{no_skip}");
+    assert!(no_skip.contains("`because` explains a `skip`"), "{no_skip}");
+    let both = case("#[kv(child, skip, because = \"r\")]");
+    assert_eq!(errors(&both).len(), 1, "{both}");
+    assert!(both.contains("either a `child`"), "{both}");
+    // A skipped field is neither visited nor checked; a child is visited.
+    let skipped = case("#[kv(skip, because = \"r\")]");
+    assert!(!skipped.contains("compile_error"), "{skipped}");
+    assert!(!skipped.contains("unmarked"), "{skipped}");
+    assert!(!skipped.contains("visit_field"), "{skipped}");
+    let child = case("#[kv(child)]");
+    assert!(
+        child.contains("visit_field") && !child.contains("unmarked"),
+        "{child}"
+    );
+    // A misplaced declaration key names both markers; `child` on the struct its own fix.
+    let misplaced = case("#[kv(skip, because = \"r\", rows = max_num_seqs)]");
+    assert!(
+        misplaced.contains("`child` and `skip` stand alone"),
+        "{misplaced}"
+    );
+    let on_struct = derive_str("#[kv(child)] struct S;");
+    assert!(
+        on_struct.contains("put `#[kv(child)]` on the field"),
+        "{on_struct}"
+    );
 }

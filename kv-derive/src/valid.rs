@@ -6,9 +6,9 @@
 use proc_macro2::{Ident, Span};
 use syn::{LitStr, Member};
 
-use crate::ast::{Child, Decl, Input, Shell};
-use crate::checks::{self, Folded};
-use crate::keys::{Attrs, Need, Place, KEYS};
+use crate::ast::{Child, Decl, Input, Shell, Unmarked};
+use crate::checks;
+use crate::keys::{Need, Place, KEYS};
 use crate::read::{DTypeValue, Gate, Named, PositionsValue, RowsValue, StorageValue, Value};
 use crate::suggest::unraw;
 use crate::Errors;
@@ -18,6 +18,7 @@ pub struct Derive<'a> {
     pub shell: &'a Shell<'a>,
     pub transparent: bool,
     pub children: &'a [Child<'a>],
+    pub unmarked: &'a [Unmarked<'a>],
     pub decls: Vec<ValidDecl<'a>>,
 }
 
@@ -27,21 +28,25 @@ pub struct ValidDecl<'a> {
     /// Explicit, else the field's name without `r#`.
     pub name: String,
     pub cache: &'a LitStr,
-    pub geometry: Geometry<'a>,
-    /// `None` for recurrent state, which has no positions.
-    pub positions: Option<&'a PositionsValue>,
+    pub kind: Kind<'a>,
     pub scope: Named,
     pub rows: &'a RowsValue,
     pub gate: Option<ValidGate>,
-    /// The slots, for the optional keys (`assumes`, `note`): read as given.
-    pub attrs: &'a Attrs,
-    /// Every figure known before load is a literal, checked while expanding:
+    pub texts: Texts<'a>,
+    /// Every figure known before load is a literal and their products fit:
     /// no generated check is needed.
     pub literal: bool,
 }
 
-/// What one row is made of: attention geometry (whole or in parts), an MLA
-/// latent, or recurrent state.
+/// What one row is made of, each kind with what it needs: attention and an
+/// MLA latent have positions, recurrent state has none.
+pub enum Kind<'a> {
+    Attention(Geometry<'a>, &'a PositionsValue),
+    Latent(&'a Value, &'a PositionsValue),
+    State(&'a Value),
+}
+
+/// An attention geometry, whole or in parts.
 pub enum Geometry<'a> {
     Whole(&'a Value),
     Parts {
@@ -54,8 +59,15 @@ pub enum Geometry<'a> {
         kv_format: Option<&'a StorageValue>,
         v_format: Option<&'a StorageValue>,
     },
-    Latent(&'a Value),
-    State(&'a Value),
+}
+
+/// The optional texts, each non-blank where given (blank ones are refused
+/// while reading).
+pub struct Texts<'a> {
+    pub assumes: Option<&'a LitStr>,
+    pub note: Option<&'a LitStr>,
+    pub on_host: Option<&'a LitStr>,
+    pub whole_on_every_rank: Option<&'a LitStr>,
 }
 
 /// `only_when`, resolved: a field or a method, and its text for the report.
@@ -65,20 +77,25 @@ pub struct ValidGate {
     pub text: String,
 }
 
-impl ValidDecl<'_> {
-    /// Whether any value is read after load.
-    pub fn is_after_load(&self) -> bool {
-        !self.geometry_is_const()
-            || self.positions.is_some_and(PositionsValue::is_after_load)
-            || matches!(self.rows, RowsValue::Fixed(f) if f.count.is_after_load())
+impl Geometry<'_> {
+    /// Whether it gives a storage format (`kv_format`, `v_format`).
+    pub fn has_formats(&self) -> bool {
+        matches!(
+            self,
+            Geometry::Parts {
+                kv_format: Some(_),
+                ..
+            } | Geometry::Parts {
+                v_format: Some(_),
+                ..
+            }
+        )
     }
 
-    /// Whether every part of the geometry is literal or const.
-    pub fn geometry_is_const(&self) -> bool {
-        match &self.geometry {
-            Geometry::Whole(value) | Geometry::Latent(value) | Geometry::State(value) => {
-                !value.is_after_load()
-            }
+    /// Whether every part is literal or const.
+    pub fn is_const(&self) -> bool {
+        match self {
+            Geometry::Whole(value) => !value.is_after_load(),
             Geometry::Parts {
                 layers,
                 kv_heads,
@@ -100,6 +117,31 @@ impl ValidDecl<'_> {
     }
 }
 
+impl<'a> ValidDecl<'a> {
+    /// The positions, for the kinds that have them.
+    pub fn positions(&self) -> Option<&'a PositionsValue> {
+        match self.kind {
+            Kind::Attention(_, positions) | Kind::Latent(_, positions) => Some(positions),
+            Kind::State(_) => None,
+        }
+    }
+
+    /// Whether any value is read after load.
+    pub fn is_after_load(&self) -> bool {
+        !self.layout_is_const()
+            || self.positions().is_some_and(PositionsValue::is_after_load)
+            || matches!(self.rows, RowsValue::Fixed(f) if f.count.is_after_load())
+    }
+
+    /// Whether the geometry, latent or state is literal or const.
+    pub fn layout_is_const(&self) -> bool {
+        match &self.kind {
+            Kind::Attention(geometry, _) => geometry.is_const(),
+            Kind::Latent(value, _) | Kind::State(value) => !value.is_after_load(),
+        }
+    }
+}
+
 /// The checked struct, or `None` when any rule is broken (all reported).
 pub fn check<'a>(input: &'a Input<'a>, errors: &mut Errors) -> Option<Derive<'a>> {
     let before = errors.len();
@@ -109,12 +151,7 @@ pub fn check<'a>(input: &'a Input<'a>, errors: &mut Errors) -> Option<Derive<'a>
         let Some(mut valid) = declaration(input, decl, errors) else {
             continue;
         };
-        let owner_dot_name = format!("{}.{}", input.shell.type_name, valid.name);
-        match checks::fold_literals(&valid, &owner_dot_name) {
-            Folded::NotLiteral => {}
-            Folded::Fits => valid.literal = true,
-            Folded::Overflows(span, message) => errors.push(span, message),
-        }
+        valid.literal = checks::literals_fit(&valid);
         if names.contains(&valid.name) {
             let span = decl.attrs.name.get().map_or(decl.span, LitStr::span);
             errors.push(
@@ -153,6 +190,7 @@ pub fn check<'a>(input: &'a Input<'a>, errors: &mut Errors) -> Option<Derive<'a>
         shell: &input.shell,
         transparent: transparent.is_some(),
         children: &input.children,
+        unmarked: &input.unmarked,
         decls,
     })
 }
@@ -211,41 +249,43 @@ fn declaration<'a>(
         (None, Some(Member::Named(ident))) => unraw(ident),
         _ => return None,
     };
-    let geometry = if let Some(whole) = attrs.geometry.get() {
-        Geometry::Whole(whole)
-    } else if let Some(latent) = attrs.latent.get() {
-        Geometry::Latent(latent)
+    let kind = if let Some(latent) = attrs.latent.get() {
+        Kind::Latent(latent, attrs.positions.get()?)
     } else if let Some(state) = attrs.state.get() {
-        Geometry::State(state)
+        Kind::State(state)
     } else {
-        Geometry::Parts {
-            layers: attrs.layers.get()?,
-            kv_heads: attrs.kv_heads.get()?,
-            head_dim: attrs.head_dim.get()?,
-            v_head_dim: attrs.v_head_dim.get(),
-            dtype: match attrs.kv_format.get() {
-                Some(_) => attrs.dtype.get(),
-                None => Some(attrs.dtype.get()?),
+        let geometry = match attrs.geometry.get() {
+            Some(whole) => Geometry::Whole(whole),
+            None => Geometry::Parts {
+                layers: attrs.layers.get()?,
+                kv_heads: attrs.kv_heads.get()?,
+                head_dim: attrs.head_dim.get()?,
+                v_head_dim: attrs.v_head_dim.get(),
+                dtype: match attrs.kv_format.get() {
+                    Some(_) => attrs.dtype.get(),
+                    None => Some(attrs.dtype.get()?),
+                },
+                kv_format: attrs.kv_format.get(),
+                v_format: attrs.v_format.get(),
             },
-            kv_format: attrs.kv_format.get(),
-            v_format: attrs.v_format.get(),
-        }
-    };
-    let positions = match geometry {
-        Geometry::State(_) => None,
-        _ => Some(attrs.positions.get()?),
+        };
+        Kind::Attention(geometry, attrs.positions.get()?)
     };
     // A key given with an invalid value has been reported; its slot is empty.
     Some(ValidDecl {
         span: decl.span,
         name,
         cache: attrs.cache.get()?,
-        geometry,
-        positions,
+        kind,
         scope: *attrs.scope.get()?,
         rows: attrs.rows.get()?,
         gate,
-        attrs,
+        texts: Texts {
+            assumes: attrs.assumes.get(),
+            note: attrs.note.get(),
+            on_host: attrs.on_host.get(),
+            whole_on_every_rank: attrs.whole_on_every_rank.get(),
+        },
         literal: false,
     })
 }

@@ -275,7 +275,7 @@ fn state_parts(hf: &HfConfig, kind: LayerKind) -> Result<(Vec<StatePart>, String
             let head_dim = mamba.head_dim.ok_or_else(|| missing("mamba head_dim"))?;
             Ok((
                 vec![
-                    StatePart::mamba2_conv(
+                    StatePart::mamba2_conv_vllm(
                         mamba.d_inner,
                         groups,
                         mamba.d_state,

@@ -1,7 +1,8 @@
 use kv_core::ModelLocalKv;
 
 // All literals in f64 and f32: multiplied while expanding with their element
-// sizes (8 and 4 bytes), each reported at its fixed row count.
+// sizes (8 and 4 bytes), each reported at its fixed row count by kv-core's
+// checks (one type's checks stop at its first overflow, so two types).
 #[derive(ModelLocalKv)]
 #[kv(
     name = "doubles",
@@ -11,6 +12,12 @@ use kv_core::ModelLocalKv;
     scope = session,
     rows = fixed(16, because = "one cache per session"),
 )]
+struct Encoder;
+
+mod f32s {
+use kv_core::ModelLocalKv;
+
+#[derive(ModelLocalKv)]
 #[kv(
     name = "floats",
     cache = "EncoderDecoderCache",
@@ -20,5 +27,6 @@ use kv_core::ModelLocalKv;
     rows = fixed(32, because = "one cache per session"),
 )]
 struct Encoder;
+}
 
 fn main() {}

@@ -1,9 +1,13 @@
 //! The valid grammar: structs of every shape, generics, struct- and
-//! field-level `#[kv(...)]`, children, options. Keys, dtypes and scopes come
-//! from the derive's own tables (`crate::keys`).
+//! field-level `#[kv(...)]`, children, skipped fields, options. Declarations
+//! are built from the key table (`crate::keys::KEYS`): every declaration key
+//! is written with a valid value of its `Form`, in every combination its
+//! `Need` and `conflicts` allow, so a new key is fuzzed the day it lands
+//! (`the_valid_grammar_writes_every_key` fails until it is). Dtypes, block
+//! formats, scopes and position policies come from the derive's own tables.
 
 use super::*;
-use crate::keys::{column, DTYPES, SCOPES};
+use crate::keys::{column, Form, Key, Need, Place, BLOCK_FORMATS, DTYPES, KEYS, POLICIES, SCOPES};
 
 // ---------------------------------------------------------------------------
 // The valid grammar.
@@ -80,6 +84,26 @@ pub(crate) const GEOMETRIES: &[&str] = &[
     "self.geometry",
     "self.config.geometry()",
     "kv_core::Geometry::from_config(&self.config)",
+];
+pub(crate) const LATENTS: &[&str] = &[
+    "LATENT",
+    "kv_core::Latent::new(27, 512, 64, kv_core::DType::BF16)",
+    "self.latent",
+    "self.config.latent()",
+];
+pub(crate) const STATES: &[&str] = &[
+    "STATE",
+    "kv_core::RecurrentState::new(28, &PARTS)",
+    "self.state.clone()",
+    "self.config.recurrent_state()",
+];
+pub(crate) const STORAGE_EXPRESSIONS: &[&str] = &[
+    "STORAGE",
+    "Q8_0",
+    "kv_core::Storage::Dense(kv_core::DType::I8)",
+    "kv_core::Storage::Blocks(kv_core::BlockFormat::Q4_0)",
+    "self.format",
+    "self.config.kv_storage()",
 ];
 pub(crate) const GATES: &[&str] = &["async_chunk", "streaming", "f0", "r#type", "é", "_private"];
 pub(crate) const CRATE_PATHS: &[&str] =
@@ -172,65 +196,123 @@ pub(crate) fn entry(key: &str, value: String) -> (String, Option<String>) {
     (key.to_string(), Some(value))
 }
 
-/// The geometry, whole or as parts.
-pub(crate) fn geometry_entries() -> impl Strategy<Value = Entries> {
+/// A valid value of `key`, by its form.
+pub(crate) fn value(key: &'static Key) -> BoxedStrategy<String> {
+    match key.form {
+        Form::Text => text().boxed(),
+        Form::Count => count().boxed(),
+        Form::DType => dtype().boxed(),
+        Form::Storage => storage().boxed(),
+        Form::Expression => {
+            let examples = match key.name {
+                "geometry" => GEOMETRIES,
+                "latent" => LATENTS,
+                "state" => STATES,
+                other => panic!("the fuzz grammar has no expressions for `{other}`"),
+            };
+            select(examples).prop_map(String::from).boxed()
+        }
+        Form::Positions => positions().boxed(),
+        Form::Scope => select(column(SCOPES)).prop_map(String::from).boxed(),
+        Form::Rows => prop_oneof![Just("max_num_seqs".to_string()), because("fixed")].boxed(),
+        // A method: a bare name must be a field, which a random struct may lack.
+        Form::Gate => select(GATES)
+            .prop_map(|gate| Literal::string(&format!("{gate}()")).to_string())
+            .boxed(),
+        Form::Path => select(CRATE_PATHS)
+            .prop_map(|path| Literal::string(path).to_string())
+            .boxed(),
+        Form::Flag => Just(String::new()).boxed(),
+    }
+}
+
+/// A storage format: a dtype or block format name, or an expression.
+pub(crate) fn storage() -> impl Strategy<Value = String> {
     prop_oneof![
-        select(GEOMETRIES).prop_map(|g| vec![entry("geometry", g.to_string())]),
-        (
-            count(),
-            count(),
-            count(),
-            proptest::option::of(count()),
-            dtype()
-        )
-            .prop_map(|(layers, kv_heads, head_dim, v_head_dim, dtype)| {
-                let mut entries = vec![
-                    entry("layers", layers),
-                    entry("kv_heads", kv_heads),
-                    entry("head_dim", head_dim),
-                    entry("dtype", dtype),
-                ];
-                if let Some(v) = v_head_dim {
-                    entries.push(entry("v_head_dim", v));
-                }
-                entries
-            }),
+        select(column(DTYPES)).prop_map(String::from),
+        select(column(BLOCK_FORMATS)).prop_map(String::from),
+        select(STORAGE_EXPRESSIONS).prop_map(String::from),
     ]
 }
 
-/// A declaration's entries other than `name`, in a random order.
+/// `bounded(..)` or any position policy, each input a count.
+pub(crate) fn positions() -> impl Strategy<Value = String> {
+    let policy = (0..POLICIES.len(), vec(count(), 5), any::<bool>()).prop_map(
+        |(policy, counts, trailing)| {
+            let policy = &POLICIES[policy];
+            let mut text = format!("{}({}", policy.name, counts[0]);
+            for (input, count) in policy.named.iter().zip(&counts[1..]) {
+                text.push_str(&format!(", {input} = {count}"));
+            }
+            if trailing {
+                text.push(',');
+            }
+            text.push(')');
+            text
+        },
+    );
+    prop_oneof![because("bounded"), policy]
+}
+
+/// The declaration keys the grammar chooses among (`name` is the model's).
+fn declaration_keys() -> Vec<&'static Key> {
+    KEYS.iter()
+        .filter(|key| key.place == Place::Declaration && key.name != "name")
+        .collect()
+}
+
+/// Whether `a` and `b` cannot be given together, by either's conflicts.
+fn conflict(a: &Key, b: &Key) -> bool {
+    a.conflicts.contains(&b.name) || b.conflicts.contains(&a.name)
+}
+
+/// The keys of one valid declaration: each optional key wanted (`wanted[i]`,
+/// in the shuffled `order`) is given unless it conflicts with one already
+/// given; then every required key, and every key needed because none of its
+/// alternatives was given.
+pub(crate) fn choose(keys: &[&'static Key], order: &[usize], wanted: &[bool]) -> Vec<usize> {
+    let mut chosen: Vec<usize> = Vec::new();
+    let fits = |chosen: &[usize], i: usize| chosen.iter().all(|&c| !conflict(keys[c], keys[i]));
+    for &i in order {
+        if wanted[i] && keys[i].need != Need::Required && fits(&chosen, i) {
+            chosen.push(i);
+        }
+    }
+    for (i, key) in keys.iter().enumerate() {
+        if chosen.contains(&i) {
+            continue;
+        }
+        let needed = match key.need {
+            Need::Required => true,
+            Need::UnlessAny(others) => !others
+                .iter()
+                .any(|other| chosen.iter().any(|&c| keys[c].name == *other)),
+            Need::Optional | Need::UnlessNamedField => false,
+        };
+        if needed && fits(&chosen, i) {
+            chosen.push(i);
+        }
+    }
+    chosen
+}
+
+/// A declaration's entries other than `name`, from the key table, in a
+/// random order.
 pub(crate) fn declaration_entries() -> impl Strategy<Value = Entries> {
+    let keys = declaration_keys();
+    let values: Vec<BoxedStrategy<String>> = keys.iter().map(|key| value(key)).collect();
+    let order: Vec<usize> = (0..keys.len()).collect();
     (
-        text(),
-        geometry_entries(),
-        because("bounded"),
-        select(column(SCOPES)),
-        prop_oneof![Just("max_num_seqs".to_string()), because("fixed")],
-        proptest::option::of(select(GATES)),
-        proptest::option::of(text()),
-        proptest::option::of(text()),
+        values,
+        vec(prop::bool::weighted(0.3), keys.len()),
+        Just(order).prop_shuffle(),
     )
-        .prop_map(
-            |(cache, geometry, positions, scope, rows, gate, assumes, note)| {
-                let mut entries = vec![entry("cache", cache)];
-                entries.extend(geometry);
-                entries.push(entry("positions", positions));
-                entries.push(entry("scope", scope.to_string()));
-                entries.push(entry("rows", rows));
-                if let Some(gate) = gate {
-                    // A method: a bare name must be a field, which a random struct may lack.
-                    let gate = format!("{gate}()");
-                    entries.push(entry("only_when", Literal::string(&gate).to_string()));
-                }
-                if let Some(assumes) = assumes {
-                    entries.push(entry("assumes", assumes));
-                }
-                if let Some(note) = note {
-                    entries.push(entry("note", note));
-                }
-                entries
-            },
-        )
+        .prop_map(move |(values, wanted, order)| {
+            choose(&keys, &order, &wanted)
+                .into_iter()
+                .map(|i| entry(keys[i].name, values[i].clone()))
+                .collect::<Entries>()
+        })
         .prop_flat_map(|entries| Just(entries).prop_shuffle())
 }
 
@@ -278,6 +360,8 @@ pub(crate) struct FieldModel {
     pub(crate) vis: &'static str,
     pub(crate) ty: &'static str,
     pub(crate) child: bool,
+    /// `#[kv(skip, because = ...)]` with this reason, on a field not a child.
+    pub(crate) skip: Option<String>,
     pub(crate) decls: Vec<DeclModel>,
     pub(crate) other: Vec<&'static str>,
 }
@@ -288,14 +372,16 @@ pub(crate) fn field() -> impl Strategy<Value = FieldModel> {
         select(VISIBILITIES),
         select(FIELD_TYPES),
         prop::bool::weighted(0.2),
+        proptest::option::weighted(0.15, text()),
         vec(declaration(), 0..3),
         vec(select(OTHER_ATTRS), 0..2),
     )
-        .prop_map(|(raw, vis, ty, child, decls, other)| FieldModel {
+        .prop_map(|(raw, vis, ty, child, skip, decls, other)| FieldModel {
             raw,
             vis,
             ty,
             child,
+            skip: skip.filter(|_| !child),
             decls,
             other,
         })
@@ -435,6 +521,9 @@ impl Model {
             }
             if f.child {
                 text.push_str("#[kv(child)] ");
+            }
+            if let Some(reason) = &f.skip {
+                write!(text, "#[kv(skip, because = {reason})] ").unwrap();
             }
             let tuple = self.kind == Kind::Tuple;
             for (i, decl) in f.decls.iter().enumerate() {
