@@ -436,8 +436,8 @@ impl JambaV0_1 {
         let mamba = config.mamba()?;
         // vLLM's Mamba1 state: conv (d_conv - 1, d_inner), ssm (d_inner,
         // d_state), both in the model dtype (mamba_cache_dtype auto).
-        // StatePart::mamba_conv is transformers' (d_inner, d_conv), so the
-        // conv part is spelled out.
+        // The conv part is spelled out in vLLM's own order, (d_conv - 1,
+        // d_inner); StatePart::mamba_conv_vllm holds the same bytes.
         let dtype = match geometry.storage {
             Storage::Dense(dtype) => dtype,
             _ => {

@@ -248,14 +248,9 @@ fn state_parts(hf: &HfConfig, kind: LayerKind) -> Result<(Vec<StatePart>, String
     let ssm_dtype = ssm_dtype(hf, dtype)?;
     match mamba.version {
         MambaVersion::Mamba1 => Ok((
-            // vLLM's Mamba1 conv is (d_conv - 1, d_inner).
+            // vLLM keeps d_conv - 1 positions of conv state.
             vec![
-                StatePart::new(
-                    "conv",
-                    [mamba.d_conv.saturating_sub(1), mamba.d_inner, 1],
-                    dtype,
-                )
-                .split_on(1),
+                StatePart::mamba_conv_vllm(mamba.d_inner, mamba.d_conv, dtype),
                 StatePart::mamba_ssm(mamba.d_inner, mamba.d_state, ssm_dtype),
             ],
             format!(
