@@ -492,6 +492,8 @@ pub(crate) fn overflow(built_from: String) -> impl Fn(Overflow) -> KvError {
 mod tests {
     use std::path::PathBuf;
 
+    use super::published::tiny;
+
     use super::*;
 
     fn shipped(name: &str) -> Value {
@@ -727,21 +729,6 @@ mod tests {
 
     fn positions(spec: &KvSpec) -> u64 {
         spec.positions().unwrap().count
-    }
-
-    fn tiny(extra: serde_json::Value) -> Value {
-        let mut config = serde_json::json!({
-            "model_type": "llama",
-            "num_hidden_layers": 2,
-            "num_attention_heads": 4,
-            "num_key_value_heads": 2,
-            "head_dim": 64,
-            "torch_dtype": "bfloat16",
-        });
-        for (key, value) in extra.as_object().unwrap() {
-            config[key] = value.clone();
-        }
-        config
     }
 
     #[test]

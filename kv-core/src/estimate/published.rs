@@ -29,6 +29,27 @@ fn names(specs: &[KvSpec]) -> Vec<(&str, u64)> {
         .collect()
 }
 
+/// `config` with each of `extra`'s keys set over it.
+pub(super) fn with_keys(mut config: Value, extra: Value) -> Value {
+    if let (Some(map), Some(extra)) = (config.as_object_mut(), extra.as_object()) {
+        for (key, value) in extra {
+            map.insert(key.clone(), value.clone());
+        }
+    }
+    config
+}
+
+/// A two-layer Llama (4 heads, 2 KV heads of 64, bf16), with `extra`'s keys.
+pub(super) fn tiny(extra: Value) -> Value {
+    with_keys(
+        json!({
+            "model_type": "llama", "num_hidden_layers": 2, "num_attention_heads": 4,
+            "num_key_value_heads": 2, "head_dim": 64, "torch_dtype": "bfloat16"
+        }),
+        extra,
+    )
+}
+
 fn falcon_7b() -> Value {
     json!({
         "alibi": false, "architectures": ["FalconForCausalLM"], "bias": false,
@@ -440,11 +461,9 @@ fn falcon_7b_with_length() -> Value {
 
 #[test]
 fn a_linearly_scaled_rope_lengthens_the_model_as_vllm_does() {
-    let config = json!({
-        "model_type": "llama", "num_hidden_layers": 2, "num_attention_heads": 4,
-        "num_key_value_heads": 2, "head_dim": 64, "torch_dtype": "bfloat16",
+    let config = tiny(json!({
         "max_position_embeddings": 4096, "rope_scaling": {"type": "linear", "factor": 2.0}
-    });
+    }));
     let e = estimate(&config, &EstimateSettings::new()).unwrap();
     assert_eq!(e.max_model_len, 8192);
 }
@@ -639,14 +658,13 @@ fn the_family_is_said_only_when_kv_does_not_know_it() {
 #[test]
 fn sharing_without_a_pattern_and_patterns_from_chunk_keys_alone() {
     let plain = |extra: Value| {
-        let mut config = json!({
-            "model_type": "brand_new", "num_hidden_layers": 8, "num_attention_heads": 4,
-            "num_key_value_heads": 2, "head_dim": 64, "torch_dtype": "bfloat16"
-        });
-        for (key, value) in extra.as_object().unwrap() {
-            config[key] = value.clone();
-        }
-        config
+        with_keys(
+            json!({
+                "model_type": "brand_new", "num_hidden_layers": 8, "num_attention_heads": 4,
+                "num_key_value_heads": 2, "head_dim": 64, "torch_dtype": "bfloat16"
+            }),
+            extra,
+        )
     };
     // The last 3 of 8 layers share: 5 full layers of 2 x 64 x 2 x 2 B.
     let e = estimate(&plain(json!({"num_kv_shared_layers": 3})), &at(1024)).unwrap();
@@ -705,18 +723,8 @@ fn shared_layers_are_listed_up_to_a_bound() {
 
 #[test]
 fn the_models_length_is_the_smallest_key_and_longrope_starts_short() {
-    let base = |extra: Value| {
-        let mut config = json!({
-            "model_type": "llama", "num_hidden_layers": 2, "num_attention_heads": 4,
-            "num_key_value_heads": 2, "head_dim": 64, "torch_dtype": "bfloat16"
-        });
-        for (key, value) in extra.as_object().unwrap() {
-            config[key] = value.clone();
-        }
-        config
-    };
     let e = estimate(
-        &base(json!({"max_position_embeddings": 4096, "n_positions": 2048})),
+        &tiny(json!({"max_position_embeddings": 4096, "n_positions": 2048})),
         &EstimateSettings::new(),
     )
     .unwrap();
@@ -728,7 +736,7 @@ fn the_models_length_is_the_smallest_key_and_longrope_starts_short() {
     );
     // On a tie the first key vLLM lists is named.
     let e = estimate(
-        &base(json!({"max_position_embeddings": 4096, "max_seq_len": 4096})),
+        &tiny(json!({"max_position_embeddings": 4096, "max_seq_len": 4096})),
         &EstimateSettings::new(),
     )
     .unwrap();
@@ -739,9 +747,9 @@ fn the_models_length_is_the_smallest_key_and_longrope_starts_short() {
         e.detected
     );
     // The model's own length may be given.
-    assert!(estimate(&base(json!({"max_position_embeddings": 4096})), &at(4096)).is_ok());
+    assert!(estimate(&tiny(json!({"max_position_embeddings": 4096})), &at(4096)).is_ok());
     // Phi-3-mini-128k: LongRoPE defaults to the original length.
-    let phi3_128k = base(json!({
+    let phi3_128k = tiny(json!({
         "max_position_embeddings": 131072, "original_max_position_embeddings": 4096,
         "rope_scaling": {"type": "longrope", "long_factor": [1.0], "short_factor": [1.0]}
     }));
@@ -817,12 +825,10 @@ fn a_gated_deltanet_block_is_a_multiple_of_the_asked_block_and_64() {
 #[test]
 fn a_rope_factor_that_makes_no_length_is_an_error() {
     let scaled = |len: u64, factor: f64| {
-        json!({
-            "model_type": "llama", "num_hidden_layers": 2, "num_attention_heads": 4,
-            "num_key_value_heads": 2, "head_dim": 64, "torch_dtype": "bfloat16",
+        tiny(json!({
             "max_position_embeddings": len,
             "rope_scaling": {"rope_type": "linear", "factor": factor}
-        })
+        }))
     };
     for (len, factor) in [(4096, 0.0), (4096, 1e300), (1 << 32, 4_294_967_296.0)] {
         let err = estimate(&scaled(len, factor), &EstimateSettings::new())

@@ -404,20 +404,31 @@ impl Builder<'_> {
             .map_err(self.over_bytes(name))?;
         let spec = KvSpec::attention(
             name,
-            format!(
-                "vLLM {VLLM_VERSION} {cache} (paged K/V, {storage}, block {})",
-                self.paging.block_size
-            ),
+            self.cache(cache, "K/V", storage),
             geometry,
             positions,
             Scope::Request,
             Rows::MaxNumSeqs,
+        );
+        Ok(self.noted(spec, said))
+    }
+
+    /// `vLLM 0.33 SPEC (paged WHAT, STORAGE, block N)`.
+    fn cache(&self, spec: &str, what: &str, storage: Storage) -> String {
+        format!(
+            "vLLM {VLLM_VERSION} {spec} (paged {what}, {storage}, block {})",
+            self.paging.block_size
         )
-        .note(self.note());
-        Ok(match said {
+    }
+
+    /// The spec with the estimate's note, and the storage sentence where
+    /// the K/V are not stored in the model dtype.
+    fn noted(&self, spec: KvSpec, said: Option<String>) -> KvSpec {
+        let spec = spec.note(self.note());
+        match said {
             Some(said) => spec.assumes(said),
             None => spec,
-        })
+        }
     }
 
     fn full_positions(&self, name: &str) -> Result<Positions, KvError> {
@@ -514,20 +525,13 @@ impl Builder<'_> {
             .map_err(self.over_bytes("mla_latent"))?;
         let spec = KvSpec::latent(
             "mla_latent",
-            format!(
-                "vLLM {VLLM_VERSION} MLAAttentionSpec (paged latent, {storage}, block {})",
-                self.paging.block_size
-            ),
+            self.cache("MLAAttentionSpec", "latent", storage),
             latent,
             positions,
             Scope::Request,
             Rows::MaxNumSeqs,
-        )
-        .note(self.note());
-        Ok(match said {
-            Some(said) => spec.assumes(said),
-            None => spec,
-        })
+        );
+        Ok(self.noted(spec, said))
     }
 
     pub fn group(&self, hf: &HfConfig, kind: LayerKind, count: u64) -> Result<KvSpec, KvError> {
