@@ -2,7 +2,8 @@
 
 use std::path::PathBuf;
 
-use kv_core::export::{ClusterReport, ExportedReport};
+use kv_core::export::ClusterReport;
+use kv_core::KvError;
 
 use crate::input::{emit, expand, Problem};
 use crate::table::read_report;
@@ -10,97 +11,41 @@ use crate::Format;
 
 pub fn run(paths: &[PathBuf], format: Format) -> bool {
     let (files, mut problems) = expand(paths, None);
-    let mut reports: Vec<(PathBuf, ExportedReport)> = Vec::new();
+    let mut reports = Vec::new();
     for file in files {
         match read_report(&file) {
-            Ok(report) => reports.push((file, report)),
+            Ok(report) => reports.push((file.display().to_string(), report)),
             Err(problem) => problems.push(problem),
         }
     }
-    problems.extend(mismatches(&reports));
     if problems.is_empty() {
-        let names: Vec<String> = reports
-            .iter()
-            .map(|(f, _)| f.display().to_string())
-            .collect();
-        match ClusterReport::merge(reports.into_iter().map(|(_, r)| r)) {
+        let names: Vec<String> = reports.iter().map(|(file, _)| file.clone()).collect();
+        match ClusterReport::merge_labelled(reports) {
             Ok(cluster) => {
                 emit(&render(&cluster, format));
                 return true;
             }
-            Err(e) => problems.push(Problem {
-                file: names.join(", "),
-                message: e.to_string(),
-            }),
+            // One line per problem, naming the file at fault (every file for
+            // a problem of the whole set, such as a missing rank).
+            Err(error) => problems.extend(error.into_problems().into_iter().map(|e| match e {
+                KvError::Merge {
+                    report: Some(file),
+                    problem,
+                } => Problem {
+                    file,
+                    message: format!("cannot merge: {problem}"),
+                },
+                other => Problem {
+                    file: names.join(", "),
+                    message: other.to_string(),
+                },
+            })),
         }
     }
     for problem in &problems {
         problem.report();
     }
     false
-}
-
-/// Each report that does not belong with the first, named by file and key.
-fn mismatches(reports: &[(PathBuf, ExportedReport)]) -> Vec<Problem> {
-    let mut problems = Vec::new();
-    let Some((first_file, first)) = reports.first() else {
-        return problems;
-    };
-    let first_name = first_file.display();
-    let mut seen: Vec<(u64, u64, &PathBuf)> = Vec::new();
-    for (file, report) in reports {
-        // kv-core's cluster view reads host bytes as total - device; a report
-        // whose figures do not add up is refused here, naming the key.
-        if let (Some(total), Some(device), Some(host)) =
-            (report.total_bytes, report.device_bytes, report.host_bytes)
-        {
-            if device.checked_add(host) != Some(total) {
-                problems.push(Problem::new(
-                    file,
-                    format!(
-                        "not a consistent report: `total_bytes` is {total}, not \
-                         `device_bytes` {device} + `host_bytes` {host}"
-                    ),
-                ));
-                continue;
-            }
-        }
-        let (p, q) = (report.parallel, first.parallel);
-        let differs = [
-            (
-                "schema_version",
-                u64::from(report.schema_version),
-                u64::from(first.schema_version),
-            ),
-            ("max_num_seqs", report.max_num_seqs, first.max_num_seqs),
-            ("parallel.tp", p.tp, q.tp),
-            ("parallel.pp", p.pp, q.pp),
-        ];
-        if let Some((key, this, that)) = differs.iter().find(|(_, a, b)| a != b) {
-            problems.push(Problem::new(
-                file,
-                format!("cannot merge: `{key}` is {this} but {that} in {first_name}"),
-            ));
-            continue;
-        }
-        if let Some((_, _, other)) = seen
-            .iter()
-            .find(|(tp, pp, _)| (*tp, *pp) == (p.tp_rank, p.pp_rank))
-        {
-            problems.push(Problem::new(
-                file,
-                format!(
-                    "cannot merge: `parallel` rank tp={} pp={} is also {}",
-                    p.tp_rank,
-                    p.pp_rank,
-                    other.display()
-                ),
-            ));
-            continue;
-        }
-        seen.push((p.tp_rank, p.pp_rank, file));
-    }
-    problems
 }
 
 fn render(cluster: &ClusterReport, format: Format) -> String {

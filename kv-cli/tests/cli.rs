@@ -616,14 +616,23 @@ fn merge_names_the_file_that_does_not_belong() {
     let err = stderr(&out);
     assert_eq!(err.lines().count(), 1, "{err}");
     assert!(err.starts_with(&format!("kv: {}: ", odd[1])), "{err}");
-    assert!(err.contains("`max_num_seqs` is 128 but 256"), "{err}");
+    assert!(
+        err.contains(&format!(
+            "cannot merge: rank tp=1 pp=0 is at max_num_seqs=128, the first report ({}) at \
+             max_num_seqs=256",
+            files[0]
+        )),
+        "{err}"
+    );
     // The same rank twice.
     let out = kv(&["merge", &files[0], &files[0]]);
     assert_eq!(out.status.code(), Some(1));
-    assert!(
-        stderr(&out).contains("rank tp=0 pp=0 is also"),
-        "{}",
-        stderr(&out)
+    assert_eq!(
+        stderr(&out),
+        format!(
+            "kv: {0}: cannot merge: rank tp=0 pp=0 appears twice (also {0})\n",
+            files[0]
+        )
     );
     // A rank missing: kv-core's message, naming the files.
     let out = kv(&["merge", &files[0]]);
@@ -640,9 +649,10 @@ fn merge_names_the_file_that_does_not_belong() {
     let err = stderr(&out);
     assert!(err.starts_with(&format!("kv: {bad}: ")), "{err}");
     assert!(
-        err.contains("`total_bytes` is 0, not `device_bytes`"),
+        err.contains("cannot merge: rank tp=1 pp=0's figures disagree: device "),
         "{err}"
     );
+    assert!(err.trim_end().ends_with("is not its total 0 B"), "{err}");
     assert!(!err.contains("panicked"), "{err}");
     // Not a report: the key serde missed.
     let out = kv(&["merge", &files[0], &shipped("llama-3-8b")]);

@@ -29,8 +29,10 @@ pub struct ClusterReport {
 
 impl ClusterReport {
     /// Merges per-rank reports. Every rank of the layout must be there once,
-    /// with the same schema version, layout and `max_num_seqs`; each mismatch
-    /// is an error naming what differs.
+    /// with the same schema version, layout and `max_num_seqs`, and figures
+    /// that add up; every mismatch is reported at once
+    /// ([`KvError::Several`] when there are more than one), naming what
+    /// differs. [`ClusterReport::merge_labelled`] also names each report.
     ///
     /// ```
     /// use kv_core::{Collection, Parallel};
@@ -49,99 +51,173 @@ impl ClusterReport {
     pub fn merge(
         reports: impl IntoIterator<Item = ExportedReport>,
     ) -> Result<ClusterReport, KvError> {
-        let error = |problem: String| KvError::Merge { problem };
-        let mut by_rank: BTreeMap<(u64, u64), ExportedReport> = BTreeMap::new();
-        let mut first: Option<(u32, u64, u64, u64)> = None;
-        for report in reports {
-            let p = report.parallel;
-            let rank = (p.pp_rank, p.tp_rank);
-            let named = format!("rank tp={} pp={}", p.tp_rank, p.pp_rank);
-            if report.schema_version != SCHEMA_VERSION {
-                return Err(error(format!(
-                    "{named} has schema version {}, this kv reads {SCHEMA_VERSION}",
-                    report.schema_version
-                )));
-            }
-            let key = (report.schema_version, report.max_num_seqs, p.tp, p.pp);
-            match first {
-                None => first = Some(key),
-                Some((_, max_num_seqs, tp, pp)) => {
-                    if (p.tp, p.pp) != (tp, pp) {
-                        return Err(error(format!(
-                            "{named} is for tp={} pp={}, the first report for tp={tp} pp={pp}",
-                            p.tp, p.pp
-                        )));
-                    }
-                    if report.max_num_seqs != max_num_seqs {
-                        return Err(error(format!(
-                            "{named} is at max_num_seqs={}, the first report at max_num_seqs={max_num_seqs}",
-                            report.max_num_seqs
-                        )));
-                    }
+        merge_named(reports.into_iter().map(|report| (None, report)).collect())
+    }
+
+    /// [`ClusterReport::merge`] of reports with a label each (the file it
+    /// was read from): each problem is a [`KvError::Merge`] whose `report`
+    /// is the label of the report at fault, and whose text names the other
+    /// report by its label, so a tool can print one line per file.
+    ///
+    /// ```
+    /// use kv_core::{Collection, KvError, Parallel};
+    /// use kv_core::export::ClusterReport;
+    ///
+    /// let rank0 = Collection::default().for_rank(Parallel::new(2, 1)?.at(0, 0)?)?;
+    /// let error = ClusterReport::merge_labelled([("a.json", rank0.export(8)), ("b.json", rank0.export(8))])
+    ///     .unwrap_err();
+    /// let KvError::Merge { report, problem } = error else { unreachable!() };
+    /// assert_eq!(report.as_deref(), Some("b.json"));
+    /// assert_eq!(problem, "rank tp=0 pp=0 appears twice (also a.json)");
+    /// # Ok::<(), kv_core::KvError>(())
+    /// ```
+    pub fn merge_labelled<L: fmt::Display>(
+        reports: impl IntoIterator<Item = (L, ExportedReport)>,
+    ) -> Result<ClusterReport, KvError> {
+        merge_named(
+            reports
+                .into_iter()
+                .map(|(label, report)| (Some(label.to_string()), report))
+                .collect(),
+        )
+    }
+}
+
+/// The merge, with each report's label where it has one.
+fn merge_named(reports: Vec<(Option<String>, ExportedReport)>) -> Result<ClusterReport, KvError> {
+    let error = |report: Option<&String>, problem: String| KvError::Merge {
+        report: report.cloned(),
+        problem,
+    };
+    let rank_of = |report: &ExportedReport| {
+        let p = report.parallel;
+        format!("rank tp={} pp={}", p.tp_rank, p.pp_rank)
+    };
+    // How a problem names another report: by its label, else by its rank.
+    let other = |(label, report): &(Option<String>, ExportedReport)| {
+        label.clone().unwrap_or_else(|| rank_of(report))
+    };
+    let mut problems = Vec::new();
+    let mut first: Option<usize> = None;
+    // (pp_rank, tp_rank) -> (index, [total, device, host]) of each report
+    // that passed every check.
+    let mut by_rank: BTreeMap<(u64, u64), (usize, [u64; 3])> = BTreeMap::new();
+    for (index, (label, report)) in reports.iter().enumerate() {
+        let p = report.parallel;
+        let named = rank_of(report);
+        let mut problem = |text: String| problems.push(error(label.as_ref(), text));
+        if report.schema_version != SCHEMA_VERSION {
+            problem(format!(
+                "{named} has schema version {}, this kv reads {SCHEMA_VERSION}",
+                report.schema_version
+            ));
+            continue;
+        }
+        match first {
+            None => first = Some(index),
+            Some(first) => {
+                let reference = &reports[first].1;
+                let q = reference.parallel;
+                if (p.tp, p.pp) != (q.tp, q.pp) {
+                    problem(format!(
+                        "{named} is for tp={} pp={}, the first report ({}) for tp={} pp={}",
+                        p.tp,
+                        p.pp,
+                        other(&reports[first]),
+                        q.tp,
+                        q.pp
+                    ));
+                    continue;
+                }
+                if report.max_num_seqs != reference.max_num_seqs {
+                    problem(format!(
+                        "{named} is at max_num_seqs={}, the first report ({}) at max_num_seqs={}",
+                        report.max_num_seqs,
+                        other(&reports[first]),
+                        reference.max_num_seqs
+                    ));
+                    continue;
                 }
             }
-            if p.tp_rank >= p.tp || p.pp_rank >= p.pp {
-                return Err(error(format!(
-                    "{named} is outside its own layout tp={} pp={}",
-                    p.tp, p.pp
-                )));
-            }
-            if by_rank.insert(rank, report).is_some() {
-                return Err(error(format!("{named} appears twice")));
-            }
         }
-        let Some((_, _, tp, pp)) = first else {
-            return Err(error("no reports to merge".into()));
+        if p.tp_rank >= p.tp || p.pp_rank >= p.pp {
+            problem(format!(
+                "{named} is outside its own layout tp={} pp={}",
+                p.tp, p.pp
+            ));
+            continue;
+        }
+        let (Some(total), Some(device), Some(host)) =
+            (report.total_bytes, report.device_bytes, report.host_bytes)
+        else {
+            problem(format!(
+                "{named}'s total overflows u64 (null in its report)"
+            ));
+            continue;
         };
-        let missing: Vec<String> = (0..pp)
-            .flat_map(|pp_rank| (0..tp).map(move |tp_rank| (pp_rank, tp_rank)))
-            .filter(|rank| !by_rank.contains_key(rank))
-            .map(|(pp_rank, tp_rank)| format!("tp={tp_rank} pp={pp_rank}"))
-            .collect();
-        if !missing.is_empty() {
-            return Err(error(format!(
+        if device.checked_add(host) != Some(total) {
+            problem(format!(
+                "{named}'s figures disagree: device {device} B + host {host} B is not its \
+                 total {total} B"
+            ));
+            continue;
+        }
+        if let Some(&(seen, _)) = by_rank.get(&(p.pp_rank, p.tp_rank)) {
+            let also = match &reports[seen].0 {
+                Some(label) => format!(" (also {label})"),
+                None => String::new(),
+            };
+            problem(format!("{named} appears twice{also}"));
+            continue;
+        }
+        by_rank.insert((p.pp_rank, p.tp_rank), (index, [total, device, host]));
+    }
+    if let Some(problem) = KvError::from_all(problems) {
+        return Err(problem);
+    }
+    let Some(first) = first else {
+        return Err(error(None, "no reports to merge".into()));
+    };
+    let (tp, pp) = (reports[first].1.parallel.tp, reports[first].1.parallel.pp);
+    let missing: Vec<String> = (0..pp)
+        .flat_map(|pp_rank| (0..tp).map(move |tp_rank| (pp_rank, tp_rank)))
+        .filter(|rank| !by_rank.contains_key(rank))
+        .map(|(pp_rank, tp_rank)| format!("tp={tp_rank} pp={pp_rank}"))
+        .collect();
+    if !missing.is_empty() {
+        return Err(error(
+            None,
+            format!(
                 "missing rank(s) {} of the tp={tp} pp={pp} layout",
                 missing.join(", ")
-            )));
-        }
-        let (mut total_bytes, mut device_bytes, mut host_bytes) = (0u64, 0u64, 0u64);
-        let mut largest: Option<(u64, (u64, u64))> = None;
-        for report in by_rank.values() {
-            let p = report.parallel;
-            let named = format!("rank tp={} pp={}", p.tp_rank, p.pp_rank);
-            let (Some(total), Some(device), Some(host)) =
-                (report.total_bytes, report.device_bytes, report.host_bytes)
-            else {
-                return Err(error(format!(
-                    "{named}'s total overflows u64 (null in its report)"
-                )));
-            };
-            if device.checked_add(host) != Some(total) {
-                return Err(error(format!(
-                    "{named}'s figures disagree: device {device} B + host {host} B is not its \
-                     total {total} B"
-                )));
-            }
-            let sum = |a: u64, b: u64| {
-                a.checked_add(b)
-                    .ok_or_else(|| error("the cluster sum overflows u64".into()))
-            };
-            total_bytes = sum(total_bytes, total)?;
-            device_bytes = sum(device_bytes, device)?;
-            host_bytes = sum(host_bytes, host)?;
-            if largest.is_none_or(|(most, _)| device > most) {
-                largest = Some((device, (p.tp_rank, p.pp_rank)));
-            }
-        }
-        let largest_device = largest.ok_or_else(|| error("no reports to merge".into()))?;
-        Ok(ClusterReport {
-            ranks: by_rank.into_values().collect(),
-            total_bytes,
-            device_bytes,
-            host_bytes,
-            largest_device,
-        })
+            ),
+        ));
     }
+    let (mut total_bytes, mut device_bytes, mut host_bytes) = (0u64, 0u64, 0u64);
+    let mut largest: Option<(u64, (u64, u64))> = None;
+    let sum = |a: u64, b: u64| {
+        a.checked_add(b)
+            .ok_or_else(|| error(None, "the cluster sum overflows u64".into()))
+    };
+    let mut ranks = Vec::with_capacity(by_rank.len());
+    for &(index, [total, device, host]) in by_rank.values() {
+        let report = &reports[index].1;
+        total_bytes = sum(total_bytes, total)?;
+        device_bytes = sum(device_bytes, device)?;
+        host_bytes = sum(host_bytes, host)?;
+        if largest.is_none_or(|(most, _)| device > most) {
+            largest = Some((device, (report.parallel.tp_rank, report.parallel.pp_rank)));
+        }
+        ranks.push(report.clone());
+    }
+    let largest_device = largest.ok_or_else(|| error(None, "no reports to merge".into()))?;
+    Ok(ClusterReport {
+        ranks,
+        total_bytes,
+        device_bytes,
+        host_bytes,
+        largest_device,
+    })
 }
 
 /// A cluster view as exported (`kv merge --format json`): the same family
@@ -211,6 +287,7 @@ impl ExportedCluster {
     pub fn merge_again(self) -> Result<ClusterReport, KvError> {
         if self.schema_version != SCHEMA_VERSION {
             return Err(KvError::Merge {
+                report: None,
                 problem: format!(
                     "the cluster has schema version {}, this kv reads {SCHEMA_VERSION}",
                     self.schema_version
@@ -232,6 +309,7 @@ impl ExportedCluster {
         );
         if stated != found {
             return Err(KvError::Merge {
+                report: None,
                 problem: format!(
                     "the cluster states (total, device, host, largest) = {stated:?} B but its \
                      reports add up to {found:?} B"

@@ -125,7 +125,11 @@ pub enum KvError {
     },
     /// Reports cannot be merged into one cluster view.
     Merge {
-        /// What differs, naming the reports.
+        /// The label of the report at fault (a file name, as given to
+        /// `ClusterReport::merge_labelled`), or `None` for a problem of the
+        /// whole set (a missing rank) or of unlabelled reports.
+        report: Option<String>,
+        /// What differs, naming the ranks (and the other report's label).
         problem: String,
     },
     /// A planner's input cannot be planned with.
@@ -248,7 +252,14 @@ impl fmt::Display for KvError {
                     write!(f, "kv: `{declaration}`: {problem}")
                 }
             }
-            KvError::Merge { problem } => write!(f, "kv: cannot merge reports: {problem}"),
+            KvError::Merge {
+                report: None,
+                problem,
+            } => write!(f, "kv: cannot merge reports: {problem}"),
+            KvError::Merge {
+                report: Some(report),
+                problem,
+            } => write!(f, "kv: cannot merge reports: {report}: {problem}"),
             KvError::Plan { problem } => write!(f, "kv: cannot plan: {problem}"),
             KvError::OverBudget {
                 declared,

@@ -136,13 +136,15 @@ fn mismatches_are_errors_naming_what_differs() {
     layouts.push(rank_reports(1, 2, 4).remove(1));
     assert_eq!(
         message(layouts),
-        "kv: cannot merge reports: rank tp=0 pp=1 is for tp=1 pp=2, the first report for tp=2 pp=1"
+        "kv: cannot merge reports: rank tp=0 pp=1 is for tp=1 pp=2, the first report \
+         (rank tp=0 pp=0) for tp=2 pp=1"
     );
     let mut seqs = rank_reports(2, 1, 4);
     seqs[1] = rank_reports(2, 1, 8).remove(1);
     assert_eq!(
         message(seqs),
-        "kv: cannot merge reports: rank tp=1 pp=0 is at max_num_seqs=8, the first report at max_num_seqs=4"
+        "kv: cannot merge reports: rank tp=1 pp=0 is at max_num_seqs=8, the first report \
+         (rank tp=0 pp=0) at max_num_seqs=4"
     );
     let mut versions = rank_reports(2, 1, 4);
     versions[0].schema_version = 99;
@@ -199,4 +201,92 @@ fn an_exported_cluster_reads_back_and_its_stated_figures_are_checked() {
     let future: kv_core::export::ExportedCluster = serde_json::from_value(future).unwrap();
     let err = future.merge_again().unwrap_err().to_string();
     assert!(err.contains("schema version 99"), "{err}");
+}
+
+#[test]
+fn labelled_reports_name_the_report_at_fault_and_every_problem_at_once() {
+    let problems = |reports: Vec<(&str, ExportedReport)>| {
+        ClusterReport::merge_labelled(reports)
+            .unwrap_err()
+            .into_problems()
+            .into_iter()
+            .map(|problem| match problem {
+                KvError::Merge { report, problem } => (report, problem),
+                other => panic!("not a merge problem: {other}"),
+            })
+            .collect::<Vec<_>>()
+    };
+    let good = rank_reports(2, 1, 4);
+    let mut future = good[1].clone();
+    future.schema_version = 99;
+    let other_seqs = rank_reports(2, 1, 8).remove(1);
+    let mut inconsistent = good[1].clone();
+    inconsistent.host_bytes = Some(1);
+    // Four bad reports after a good one: each named, all in one error.
+    let found = problems(vec![
+        ("a.json", good[0].clone()),
+        ("b.json", future),
+        ("c.json", other_seqs),
+        ("d.json", inconsistent),
+        ("e.json", good[0].clone()),
+    ]);
+    let label = |text: &str| Some(text.to_string());
+    assert_eq!(
+        found,
+        vec![
+            (
+                label("b.json"),
+                format!(
+                    "rank tp=1 pp=0 has schema version 99, this kv reads {}",
+                    kv_core::export::SCHEMA_VERSION
+                )
+            ),
+            (
+                label("c.json"),
+                "rank tp=1 pp=0 is at max_num_seqs=8, the first report (a.json) at \
+                 max_num_seqs=4"
+                    .to_string()
+            ),
+            (
+                label("d.json"),
+                "rank tp=1 pp=0's figures disagree: device 2147483648 B + host 1 B is not its \
+                 total 2147483648 B"
+                    .to_string()
+            ),
+            (
+                label("e.json"),
+                "rank tp=0 pp=0 appears twice (also a.json)".to_string()
+            ),
+        ]
+    );
+    // The message of a labelled problem names the report.
+    let error = ClusterReport::merge_labelled([("a.json", good[0].clone())]).unwrap_err();
+    assert_eq!(
+        error.to_string(),
+        "kv: cannot merge reports: missing rank(s) tp=1 pp=0 of the tp=2 pp=1 layout"
+    );
+    let error =
+        ClusterReport::merge_labelled([("a.json", good[0].clone()), ("a.json", good[0].clone())])
+            .unwrap_err();
+    assert_eq!(
+        error.to_string(),
+        "kv: cannot merge reports: a.json: rank tp=0 pp=0 appears twice (also a.json)"
+    );
+    // A report of another schema is not the one the others are held to.
+    let mut first_future = good[0].clone();
+    first_future.schema_version = 99;
+    let found = problems(vec![
+        ("old.json", first_future),
+        ("b.json", good[1].clone()),
+        ("c.json", rank_reports(2, 1, 8).remove(0)),
+    ]);
+    assert_eq!(found.len(), 2, "{found:?}");
+    assert_eq!(found[1].0, label("c.json"));
+    assert!(
+        found[1].1.contains("the first report (b.json)"),
+        "{found:?}"
+    );
+    // Labelled and unlabelled merges of good reports agree.
+    let labelled = ClusterReport::merge_labelled(good.iter().map(|r| ("x", r.clone()))).unwrap();
+    assert_eq!(labelled, ClusterReport::merge(good).unwrap());
 }

@@ -179,7 +179,9 @@ fn is_inert(tokens: TokenStream) -> bool {
     let mut after_tick = false;
     tokens.into_iter().all(|tree| {
         let inert = match &tree {
-            TokenTree::Ident(ident) => after_tick || INERT.iter().any(|name| ident == name),
+            // One `to_string` per name: in a real expansion each is a call
+            // into the compiler, and comparing an `Ident` with a `&str` makes one.
+            TokenTree::Ident(ident) => after_tick || INERT.contains(&ident.to_string().as_str()),
             TokenTree::Group(group) => is_inert(group.stream()),
             _ => true,
         };
@@ -210,9 +212,9 @@ fn unmarked_check(shell: &Shell<'_>, field: &Unmarked<'_>) -> Option<TokenStream
         .map(|param| param.lifetime.ident.to_string())
         .collect();
     let ty = with_static_lifetimes(tokens.clone(), &params, &lifetimes)?;
-    let end = tokens.into_iter().last()?.span();
+    let end = tokens.clone().into_iter().last()?.span();
     let label = format!("{}.{}", shell.type_name, field.segment);
-    let written = type_text(field.ty.to_token_stream());
+    let written = type_text(tokens);
     let path = quote_spanned! {field.span=> __kv::unmarked! };
     let args = quote_spanned! {end=> (#ty, #label, #written) };
     Some(quote! { #path #args; })
@@ -279,13 +281,13 @@ fn with_static_lifetimes(
     for tree in tokens {
         let tree = match tree {
             TokenTree::Ident(ident) if after_tick => {
-                if lifetimes.iter().any(|name| ident == name) {
+                if lifetimes.contains(&ident.to_string()) {
                     TokenTree::Ident(Ident::new("static", ident.span()))
                 } else {
                     TokenTree::Ident(ident)
                 }
             }
-            TokenTree::Ident(ident) if params.iter().any(|name| ident == name) => return None,
+            TokenTree::Ident(ident) if params.contains(&ident.to_string()) => return None,
             TokenTree::Group(group) => {
                 let inner = with_static_lifetimes(group.stream(), params, lifetimes)?;
                 let mut new = Group::new(group.delimiter(), inner);
@@ -334,7 +336,7 @@ fn child_bounds(derive: &Derive<'_>) -> TokenStream {
 
 fn mentions_any(tokens: &TokenStream, idents: &[String]) -> bool {
     tokens.clone().into_iter().any(|tree| match tree {
-        proc_macro2::TokenTree::Ident(ident) => idents.iter().any(|name| ident == name),
+        proc_macro2::TokenTree::Ident(ident) => idents.contains(&ident.to_string()),
         proc_macro2::TokenTree::Group(group) => mentions_any(&group.stream(), idents),
         _ => false,
     })
