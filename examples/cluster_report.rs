@@ -11,7 +11,7 @@ use std::path::PathBuf;
 use std::process::ExitCode;
 
 use kv_core::export::{ClusterReport, ExportedReport};
-use kv_core::planner::DeviceBudget;
+use kv_core::planner::Allowance;
 use kv_core::units::GIB;
 use kv_core::{collect, KvError, Parallel};
 use kv_examples::loaded_models;
@@ -59,7 +59,7 @@ fn run(dir: &std::path::Path) -> Result<(), Box<dyn std::error::Error>> {
             &path,
             serde_json::to_string_pretty(&held.export(MAX_NUM_SEQS))?,
         )?;
-        println!("{}", held.plan(DeviceBudget::Bytes(GIB))?);
+        println!("{}", held.plan(Allowance::Bytes(GIB))?);
         paths.push(path);
     }
 

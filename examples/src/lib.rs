@@ -8,8 +8,9 @@
 use std::path::Path;
 use std::sync::Arc;
 
+use kv_core::declare::KvTypeDecls;
 use kv_core::HfConfig;
-use kv_core::{KvError, KvTypeDecls, ModelLocalKv};
+use kv_core::{KvError, ModelLocalKv};
 
 pub mod modern;
 

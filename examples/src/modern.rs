@@ -23,10 +23,11 @@
 use std::fmt::Write as _;
 use std::path::PathBuf;
 
+use kv_core::pattern::LayerKind;
 use kv_core::units::human_bytes;
 use kv_core::{
-    DType, Geometry, HfConfig, KvError, Latent, LayerKind, ModelLocalKv, Overflow, RecurrentState,
-    StatePart, Storage,
+    DType, Geometry, HfConfig, KvError, Latent, ModelLocalKv, Overflow, RecurrentState, StatePart,
+    Storage,
 };
 
 pub mod peers;

@@ -6,7 +6,9 @@
 //! from `modern::peers::PEERS` (the data the page prints), which is checked
 //! against these hand-written numbers too: a slip in either side fails.
 
-use kv_core::{BlockFormat, HfConfig, KvSpec, LayerKind, Layout, ModelLocalKv, Storage};
+use kv_core::pattern::LayerKind;
+use kv_core::spec::Layout;
+use kv_core::{BlockFormat, HfConfig, KvSpec, ModelLocalKv, Storage};
 use kv_examples::modern::{
     config_path, kv_figures, modern_models, peers, KvFigures, DEPLOYMENT,
     GEMMA3_SLIDING_WINDOW_PATTERN,

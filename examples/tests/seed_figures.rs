@@ -1,7 +1,8 @@
 //! The example's declarations reproduce the seed's figures exactly.
 
+use kv_core::budget::Budget;
 use kv_core::units::{human_bytes, GIB, MIB};
-use kv_core::{collect, Budget, Collection, KvError, ModelLocalKv, Rows, Scope};
+use kv_core::{collect, Collection, KvError, ModelLocalKv, Rows, Scope};
 use kv_examples::*;
 
 fn collected(name: &str) -> Collection {

@@ -15,7 +15,8 @@ use std::alloc::{GlobalAlloc, Layout, System};
 use std::cell::Cell;
 use std::fmt::Write as _;
 
-use kv_core::{ChildVisitor, KvSpec, ModelLocalKv, Segment};
+use kv_core::{KvSpec, ModelLocalKv};
+use kv_core::declare::{ChildVisitor, Segment};
 
 /// A global allocator that counts allocations (and reallocations) per thread,
 /// so tests running in parallel do not see each other's. Install it with
@@ -278,10 +279,8 @@ pub mod derived {
 pub mod hand {
     use std::borrow::Cow;
 
-    use kv_core::{
-        ChildVisitor, DType, Geometry, KvError, KvSpec, ModelLocalKv, Positions, Rows, Scope,
-        Segment,
-    };
+    use kv_core::{DType, Geometry, KvError, KvSpec, ModelLocalKv, Positions, Rows, Scope};
+    use kv_core::declare::{ChildVisitor, Segment};
 
     fn field(visitor: &mut dyn ChildVisitor, name: &'static str, child: &dyn ModelLocalKv) {
         visitor.enter(Segment::Field(name));

@@ -266,7 +266,8 @@ fn construction_errors_name_the_problem() {
 
 #[test]
 fn derived_declarations_say_what_the_attributes_say() -> Result<()> {
-    use kv_core::{DeclaredKv, Rows, Scope};
+    use kv_core::declare::DeclaredKv;
+    use kv_core::{Rows, Scope};
     let full = FullAttentionCaches::from_config(QWEN2, 2, 32, None)?;
     let sliding = SlidingWindowCaches::from_config(QWEN2, 2, None)?;
     let fixed = StaticCaches::from_config(QWEN3, 1, 4, None, &Device::Cpu)?;

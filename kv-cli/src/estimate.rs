@@ -6,8 +6,9 @@ use std::path::{Path, PathBuf};
 
 use kv_core::estimate::EstimateSettings;
 use kv_core::export::ExportedEstimate;
+use kv_core::spec::Layout;
 use kv_core::units::{human_bytes, MIB};
-use kv_core::{Collection, KvError, KvSpec, Layout, Parallel, Storage};
+use kv_core::{Collection, KvError, KvSpec, Parallel, Storage};
 use serde_json::Value;
 
 use crate::input::{emit, expand, grouped, read_config, Problem};

@@ -5,8 +5,8 @@ use std::fmt::Write as _;
 use std::path::Path;
 
 use kv_core::export::ExportedReport;
-use kv_core::table::Table;
 use kv_core::units::human_bytes;
+use kv_core::Table;
 
 use crate::input::{emit, read_json, Problem};
 use crate::Format;

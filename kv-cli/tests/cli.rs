@@ -690,7 +690,7 @@ fn table_prints_a_report() {
         "{text}"
     );
     // One renderer: the table is kv_core::Table's, as for the live model.
-    let live = kv_core::table::Table::new(256)
+    let live = kv_core::Table::new(256)
         .rows(whole.entries().iter().map(|e| (e.path.as_str(), &e.spec)))
         .to_markdown();
     assert!(text.starts_with(&live), "{text}");

@@ -24,7 +24,8 @@ const SUM_STEP: &str = "total peak bytes (sum over declarations)";
 ///
 /// ```
 /// use kv_core::budget::static_peak_bytes;
-/// use kv_core::{DeclaredKv, ModelLocalKv};
+/// use kv_core::ModelLocalKv;
+/// use kv_core::declare::DeclaredKv;
 ///
 /// #[derive(ModelLocalKv)]
 /// #[kv(
@@ -143,7 +144,7 @@ impl Budget {
 }
 
 /// Fails the build when a type's static model-local KV at `max_num_seqs` is
-/// over `ceiling` bytes. The type implements [`DeclaredKv`](crate::DeclaredKv)
+/// over `ceiling` bytes. The type implements [`DeclaredKv`](crate::declare::DeclaredKv)
 /// (usually through `#[derive(ModelLocalKv)]`); its static declarations are
 /// summed, gated ones included, with every product and the sum checked.
 ///
@@ -161,7 +162,7 @@ impl Budget {
 macro_rules! assert_kv_budget {
     ($ty:ty, max_num_seqs = $max_num_seqs:expr, ceiling = $ceiling:expr $(,)?) => {
         const _: () = {
-            let specs = <$ty as $crate::DeclaredKv>::KV_DECLS.static_specs;
+            let specs = <$ty as $crate::declare::DeclaredKv>::KV_DECLS.static_specs;
             let max_num_seqs: u64 = $max_num_seqs;
             let ceiling: u64 = $ceiling;
             if $crate::budget::static_peak_bytes(specs, max_num_seqs).is_err() {

@@ -1,6 +1,13 @@
 //! The traits a model implements (usually through `#[derive(ModelLocalKv)]`):
 //! what a value declares now, which children it has, and what its type
-//! declares without an instance.
+//! declares without an instance; the tree's plumbing the collector walks
+//! ([`KvChild`], [`ChildVisitor`], [`OwnerId`], [`Segment`]); and, in
+//! [`after_load`], the types a value read after load may have.
+//!
+//! [`ModelLocalKv`] is also at the crate's root: a model author implements
+//! or derives it, and rarely names anything else here.
+
+pub mod after_load;
 
 use std::collections::{BTreeMap, HashMap};
 use std::fmt;
@@ -132,7 +139,8 @@ impl fmt::Debug for Segment<'_> {
 /// a visitor (such as the collector) implements the three methods below.
 ///
 /// ```
-/// use kv_core::{ChildVisitor, KvError, KvSpec, ModelLocalKv};
+/// use kv_core::{KvError, KvSpec, ModelLocalKv};
+/// use kv_core::declare::ChildVisitor;
 ///
 /// struct Layer;
 /// impl ModelLocalKv for Layer {

@@ -69,7 +69,7 @@ impl From<Overflow> for KvError {
 /// name (`Talker.cache`). Where a bare [`KvSpec`](crate::KvSpec) is handled
 /// without its owner (a chart row, a single-spec comparison), it is the label
 /// the caller gave it. Where in the model tree the declaration was found is
-/// the report's and [`Skipped`](crate::Skipped)'s business, not the error's.
+/// the report's and [`Skipped`](crate::collection::Skipped)'s business, not the error's.
 #[derive(Clone, Debug, PartialEq, Eq)]
 #[non_exhaustive]
 pub enum KvError {

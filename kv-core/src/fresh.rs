@@ -16,7 +16,8 @@
 //! ```
 //! use kv_core::fresh::assert_fresh;
 //! use kv_core::page::Page;
-//! use kv_core::{DeclaredKv, ModelLocalKv};
+//! use kv_core::ModelLocalKv;
+//! use kv_core::declare::DeclaredKv;
 //!
 //! #[derive(ModelLocalKv)]
 //! #[kv(

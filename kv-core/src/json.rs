@@ -4,7 +4,8 @@
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
-use crate::{Collected, Collection, Layout, Parallel, Rows, Skipped};
+use crate::collect::Skipped;
+use crate::{Collected, Collection, Layout, Parallel, Rows};
 
 /// The version of the JSON shape below; bumped whenever a field changes meaning
 /// or is removed.
@@ -27,7 +28,7 @@ pub struct ExportedReport {
     pub device_bytes: Option<u64>,
     /// Peak bytes placed on the host.
     pub host_bytes: Option<u64>,
-    /// Peak bytes of scope `model` (see [`crate::Totals`]).
+    /// Peak bytes of scope `model` (see [`crate::collection::Totals`]).
     pub resident_bytes: Option<u64>,
     /// Peak bytes of the other scopes.
     pub after_profiling_bytes: Option<u64>,

@@ -10,9 +10,9 @@
 //!   multiplier). All byte math is checked `const fn`.
 //! - Read geometry after load: [`HfConfig`] (feature `json`).
 //! - Collect and report at start-up: [`log_model_local_kv`], [`collect`],
-//!   [`Collection`], [`Report`]; JSON with `Collection::to_json`.
+//!   [`Collection`], [`collection::Report`]; JSON with `Collection::to_json`.
 //! - Document and bound: [`Table`], [`budget`] ([`assert_kv_budget!`],
-//!   [`Budget`]), and, with feature `registry`, every derived type in the
+//!   [`budget::Budget`]), and, with feature `registry`, every derived type in the
 //!   binary (`registry`).
 //!
 //! ```
@@ -42,7 +42,7 @@
 pub mod budget;
 #[cfg(feature = "chart")]
 pub mod chart;
-mod declare;
+pub mod declare;
 mod dtype;
 mod error;
 #[cfg(feature = "fresh")]
@@ -50,16 +50,13 @@ pub mod fresh;
 mod layout;
 #[cfg(feature = "fresh")]
 pub mod page;
-pub mod parallel;
+mod parallel;
 mod parts;
 mod positions;
 #[cfg(feature = "registry")]
 pub mod registry;
-mod spec;
-mod storage;
-pub mod table;
+mod table;
 pub mod units;
-pub mod values;
 
 // Collection, reports, config reading and JSON export.
 #[cfg(feature = "json")]
@@ -76,6 +73,15 @@ pub mod export {
         SCHEMA_VERSION,
     };
 }
+
+/// What [`collect`](crate::collect()) found: each declaration with its path
+/// in the model tree, each declarer skipped with its error, the totals, and
+/// the start-up report.
+pub mod collection {
+    pub use crate::collect::{Collected, Collection, Skipped, Totals};
+    pub use crate::report::Report;
+}
+
 mod collect;
 #[cfg(feature = "json")]
 pub mod config;
@@ -86,33 +92,40 @@ mod json;
 pub mod pattern;
 pub mod planner;
 mod report;
+pub mod spec;
+mod storage;
 
 #[doc(hidden)]
 #[path = "private.rs"]
 pub mod __private_v0_1;
 
-pub use budget::Budget;
-pub use declare::{
-    AfterLoadDecl, AfterLoadRows, ChildVisitor, DeclaredKv, KvChild, KvTypeDecls, ModelLocalKv,
-    OwnerId, Segment,
-};
+// The root: what a model author and an engine call.
 pub use dtype::DType;
 pub use error::{KvError, Overflow};
-pub use layout::{Geometry, Latent, Layout, RecurrentState, Residual, StatePart};
+pub use layout::{Geometry, Latent, RecurrentState, StatePart};
 pub use parallel::{Parallel, Placement, Sharding};
-pub use parts::LayoutPart;
-pub use positions::{Bound, PositionPolicy, Positions};
+pub use positions::{PositionPolicy, Positions};
 pub use spec::{KvSpec, Rows, Scope};
 pub use storage::{BlockFormat, Storage};
 pub use table::Table;
 
-pub use collect::{collect, Collected, Collection, Skipped, Totals};
+pub use collect::{collect, Collection};
 #[cfg(feature = "json")]
 pub use config::HfConfig;
-pub use pattern::{LayerKind, LayerPattern};
-pub use report::{log_model_local_kv, Report};
+pub use declare::ModelLocalKv;
+pub use pattern::LayerPattern;
+pub use report::log_model_local_kv;
 
-/// Derives [`ModelLocalKv`] and [`DeclaredKv`] from `#[kv(...)]` attributes.
+// Inside the crate, by their short names.
+pub(crate) use collect::Collected;
+pub(crate) use declare::{
+    AfterLoadDecl, AfterLoadRows, ChildVisitor, KvChild, KvTypeDecls, OwnerId, Segment,
+};
+pub(crate) use layout::Layout;
+pub(crate) use pattern::LayerKind;
+pub(crate) use positions::Bound;
+
+/// Derives [`ModelLocalKv`] and [`DeclaredKv`](declare::DeclaredKv) from `#[kv(...)]` attributes.
 ///
 /// # Declarations
 ///

@@ -6,7 +6,8 @@
 //!
 //! ```
 //! use kv_core::page::Page;
-//! use kv_core::{DeclaredKv, ModelLocalKv};
+//! use kv_core::ModelLocalKv;
+//! use kv_core::declare::DeclaredKv;
 //!
 //! #[derive(ModelLocalKv)]
 //! #[kv(

@@ -27,7 +27,7 @@ use crate::{KvError, KvSpec, LayerKind, LayerPattern, Layout};
 /// - recurrent-state heads (the dimension a state part names as split) are
 ///   split like attention heads;
 /// - layers are split across PP stages by vLLM's `get_pp_indices`
-///   ([`pp_partition`]); a hybrid group ([`LayerGroup`]) holds the layers of
+///   ([`Parallel::stage_layers`]); a hybrid group ([`LayerGroup`](crate::spec::LayerGroup)) holds the layers of
 ///   its kind in its stage's range of the model's layers;
 /// - data-parallel replicas are independent engines: report each on its own.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
@@ -130,17 +130,27 @@ impl fmt::Display for Parallel {
     }
 }
 
-/// Layers per pipeline stage, as vLLM's `get_pp_indices` cuts them: equal
-/// parts, the remainder one layer each to the stages before the last, from
-/// the second-to-last backwards (the last stage also runs the LM head).
-///
-/// ```
-/// assert_eq!(kv_core::parallel::pp_partition(61, 4)?, [15, 15, 16, 15]);
-/// assert_eq!(kv_core::parallel::pp_partition(32, 4)?, [8, 8, 8, 8]);
-/// assert!(kv_core::parallel::pp_partition(3, 4).is_err());
-/// # Ok::<(), kv_core::KvError>(())
-/// ```
-pub fn pp_partition(layers: u64, pp: u64) -> Result<Vec<u64>, KvError> {
+impl Parallel {
+    /// Layers per pipeline stage of this layout's `pp`, as vLLM's
+    /// `get_pp_indices` cuts them: equal parts, the remainder one layer each
+    /// to the stages before the last, from the second-to-last backwards (the
+    /// last stage also runs the LM head).
+    ///
+    /// ```
+    /// use kv_core::Parallel;
+    ///
+    /// assert_eq!(Parallel::new(1, 4)?.stage_layers(61)?, [15, 15, 16, 15]);
+    /// assert_eq!(Parallel::new(2, 4)?.stage_layers(32)?, [8, 8, 8, 8]);
+    /// assert!(Parallel::new(1, 4)?.stage_layers(3).is_err());
+    /// # Ok::<(), kv_core::KvError>(())
+    /// ```
+    pub fn stage_layers(&self, layers: u64) -> Result<Vec<u64>, KvError> {
+        pp_partition(layers, self.pp)
+    }
+}
+
+/// [`Parallel::stage_layers`] for `pp` stages.
+pub(crate) fn pp_partition(layers: u64, pp: u64) -> Result<Vec<u64>, KvError> {
     if pp == 0 {
         return Err(KvError::Parallel {
             declaration: String::new(),

@@ -46,7 +46,8 @@ impl Layout {
     /// [`Layout::bytes_per_row`] whenever neither overflows.
     ///
     /// ```
-    /// use kv_core::{DType, Geometry, Layout, Positions, Storage};
+    /// use kv_core::{DType, Geometry, Positions, Storage};
+    /// use kv_core::spec::Layout;
     ///
     /// let layout = Layout::Attention {
     ///     geometry: Geometry::new(32, 8, 128, DType::BF16)

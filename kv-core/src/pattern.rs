@@ -152,7 +152,8 @@ impl From<PatternError> for crate::KvError {
 /// two cannot disagree.
 ///
 /// ```
-/// use kv_core::{LayerKind, LayerPattern};
+/// use kv_core::LayerPattern;
+/// use kv_core::pattern::LayerKind;
 ///
 /// // Gemma-3-27B: 62 layers, `sliding_window_pattern` 6.
 /// let gemma = LayerPattern::every_nth(

@@ -15,7 +15,7 @@ use crate::{Collection, KvError, Parallel};
 /// The device bytes model-local KV may take on one rank.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 #[non_exhaustive]
-pub enum DeviceBudget {
+pub enum Allowance {
     /// This many bytes, as given.
     Bytes(u64),
     /// `floor(total x utilization) - weights`, as vLLM sizes the memory it
@@ -67,13 +67,13 @@ impl Utilization {
     }
 }
 
-impl DeviceBudget {
+impl Allowance {
     /// The bytes this budget allows; weights above the usable memory are an
     /// error, never a wrap.
     pub fn bytes(&self) -> Result<u64, KvError> {
         match *self {
-            DeviceBudget::Bytes(bytes) => Ok(bytes),
-            DeviceBudget::FromMemory {
+            Allowance::Bytes(bytes) => Ok(bytes),
+            Allowance::FromMemory {
                 total,
                 weights,
                 utilization,
@@ -98,7 +98,7 @@ impl DeviceBudget {
 
 /// The largest `max_num_seqs` that fits.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum MaxNumSeqs {
+pub enum SeqsThatFit {
     /// Up to this many sequences fit.
     UpTo(u64),
     /// Nothing depends on `max_num_seqs` and the fixed part fits: every value fits.
@@ -118,9 +118,9 @@ pub struct Plan {
     /// Device bytes each sequence adds.
     pub per_seq: u64,
     /// The largest `max_num_seqs` that fits.
-    pub max_num_seqs: MaxNumSeqs,
+    pub fits: SeqsThatFit,
     /// Device bytes allocated after profiling at that `max_num_seqs` (for
-    /// [`MaxNumSeqs::Any`], the fixed after-profiling part): what an engine
+    /// [`SeqsThatFit::Any`], the fixed after-profiling part): what an engine
     /// reserves before sizing its paged KV pool.
     pub reserve: u64,
     /// Device bytes of scope `model`, already charged by profiling, at that
@@ -136,7 +136,7 @@ impl Collection {
     /// that overflows; never zero or a wrap.
     ///
     /// ```
-    /// use kv_core::planner::{DeviceBudget, MaxNumSeqs};
+    /// use kv_core::planner::{Allowance, SeqsThatFit};
     /// use kv_core::{DType, Geometry, KvError, KvSpec, ModelLocalKv, Positions, Rows, Scope};
     ///
     /// struct Decoder;
@@ -149,13 +149,13 @@ impl Collection {
     ///         Ok(())
     ///     }
     /// }
-    /// let plan = kv_core::collect(&Decoder).plan(DeviceBudget::Bytes(1 << 30))?;
+    /// let plan = kv_core::collect(&Decoder).plan(Allowance::Bytes(1 << 30))?;
     /// // 4,653,056 B a sequence: 230 fit in 1 GiB.
-    /// assert_eq!(plan.max_num_seqs, MaxNumSeqs::UpTo(230));
+    /// assert_eq!(plan.fits, SeqsThatFit::UpTo(230));
     /// assert_eq!(plan.reserve, 230 * 4_653_056);
     /// # Ok::<(), KvError>(())
     /// ```
-    pub fn plan(&self, budget: DeviceBudget) -> Result<Plan, KvError> {
+    pub fn plan(&self, budget: Allowance) -> Result<Plan, KvError> {
         let budget = budget.bytes()?;
         let mut fixed: u64 = 0;
         let mut per_seq: u64 = 0;
@@ -196,8 +196,8 @@ impl Collection {
                  not depend on max_num_seqs; no max_num_seqs fits"
             ),
         })?;
-        let max_num_seqs = match room.checked_div(per_seq) {
-            None => MaxNumSeqs::Any,
+        let fits = match room.checked_div(per_seq) {
+            None => SeqsThatFit::Any,
             Some(0) => {
                 return Err(KvError::Plan {
                     problem: format!(
@@ -206,11 +206,11 @@ impl Collection {
                     ),
                 })
             }
-            Some(n) => MaxNumSeqs::UpTo(n),
+            Some(n) => SeqsThatFit::UpTo(n),
         };
-        let seqs = match max_num_seqs {
-            MaxNumSeqs::UpTo(n) => n,
-            MaxNumSeqs::Any => 0,
+        let seqs = match fits {
+            SeqsThatFit::UpTo(n) => n,
+            SeqsThatFit::Any => 0,
         };
         // Each product is at most per_seq x n <= room: none overflows.
         let reserve = after_fixed + after_per_seq * seqs;
@@ -220,7 +220,7 @@ impl Collection {
             budget,
             fixed,
             per_seq,
-            max_num_seqs,
+            fits,
             reserve,
             resident,
         })
@@ -228,7 +228,7 @@ impl Collection {
 
     /// [`Collection::plan`], logged as one line at `info` (or the error at
     /// `warn`); never panics.
-    pub fn log_plan(&self, budget: DeviceBudget) -> Result<Plan, KvError> {
+    pub fn log_plan(&self, budget: Allowance) -> Result<Plan, KvError> {
         let plan = self.plan(budget);
         match &plan {
             Ok(plan) => log::info!("{plan}"),
@@ -254,9 +254,9 @@ impl fmt::Display for Plan {
         if !self.parallel.is_single() {
             write!(f, " ({})", self.parallel)?;
         }
-        match self.max_num_seqs {
-            MaxNumSeqs::UpTo(n) => write!(f, ": maximum max_num_seqs {n}")?,
-            MaxNumSeqs::Any => f.write_str(": any max_num_seqs fits")?,
+        match self.fits {
+            SeqsThatFit::UpTo(n) => write!(f, ": maximum max_num_seqs {n}")?,
+            SeqsThatFit::Any => f.write_str(": any max_num_seqs fits")?,
         }
         write!(
             f,

@@ -10,7 +10,8 @@ pub use std::result::Result;
 pub use std::result::Result::Ok;
 pub use std::vec::Vec;
 
-pub use crate::{AfterLoadDecl, AfterLoadRows, DType, DeclaredKv, Geometry, KvSpec, Rows, Scope};
+pub use crate::declare::{AfterLoadDecl, AfterLoadRows, DeclaredKv};
+pub use crate::{DType, Geometry, KvSpec, Rows, Scope};
 // Short names for generated code: fewer tokens to generate and parse.
 pub use crate::DType::{BF16, F16, F32, F4E2M1, F64, F8E4M3, F8E5M2, I2, I4, I8, U8};
 pub use crate::Rows::MaxNumSeqs;
@@ -82,7 +83,9 @@ pub const fn fixed(count: u64, because: &'static str) -> Rows {
 }
 use crate::{ChildVisitor, KvChild, KvError, KvTypeDecls, Layout, Positions, Segment};
 
-pub use crate::values::{IntoCount, IntoDType, IntoGeometry, IntoLatent, IntoState, IntoStorage};
+pub use crate::declare::after_load::{
+    IntoCount, IntoDType, IntoGeometry, IntoLatent, IntoState, IntoStorage,
+};
 
 /// Builds, names and validates one declaration, then appends it.
 pub fn declare(
@@ -357,12 +360,12 @@ macro_rules! __kv_impl_v0_1 {
                 #[doc(hidden)]
                 const __KV_STATIC: &'static [$crate::KvSpec] = &[$($static),*];
                 #[doc(hidden)]
-                const __KV_AFTER_LOAD: &'static [$crate::AfterLoadDecl] = &[$($after_load),*];
+                const __KV_AFTER_LOAD: &'static [$crate::declare::AfterLoadDecl] = &[$($after_load),*];
             }
 
             #[automatically_derived]
-            impl $($generics)* $crate::DeclaredKv for $ty $($bounds)* {
-                const KV_DECLS: $crate::KvTypeDecls = $crate::__private_v0_1::type_decls(
+            impl $($generics)* $crate::declare::DeclaredKv for $ty $($bounds)* {
+                const KV_DECLS: $crate::declare::KvTypeDecls = $crate::__private_v0_1::type_decls(
                     $name,
                     Self::__KV_STATIC,
                     Self::__KV_AFTER_LOAD,
@@ -381,7 +384,7 @@ macro_rules! __kv_impl_v0_1 {
                     ::core::result::Result::Ok(())
                 }
                 $(
-                    fn kv_visit_children(&$self_, $visitor: &mut dyn $crate::ChildVisitor) {
+                    fn kv_visit_children(&$self_, $visitor: &mut dyn $crate::declare::ChildVisitor) {
                         $($children)*
                     }
                 )?
@@ -545,7 +548,7 @@ macro_rules! __kv_register {
     ($ty:ty) => {
         $crate::__private_v0_1::inventory::submit! {
             $crate::registry::Registered {
-                decls: <$ty as $crate::DeclaredKv>::KV_DECLS,
+                decls: <$ty as $crate::declare::DeclaredKv>::KV_DECLS,
                 module_path: ::core::module_path!(),
             }
         }

@@ -1,12 +1,22 @@
 //! What one declared allocation is: geometry, positions and their bound, rows
 //! and their driver, scope, conditions. All byte math is checked `const fn`.
+//!
+//! [`KvSpec`], [`Rows`] and [`Scope`] are also at the crate's root; the
+//! parts a model author rarely names are here: the [`Layout`] a spec
+//! resolves to, its parts with their bytes ([`LayoutPart`]), a sliding
+//! layer's full-attention [`Residual`], the [`Bound`] that says why its
+//! positions stop where they do, and a hybrid declaration's [`LayerGroup`].
+
+pub use crate::layout::{Layout, Residual};
+pub use crate::parallel::LayerGroup;
+pub use crate::parts::LayoutPart;
+pub use crate::positions::Bound;
 
 use std::borrow::Cow;
 use std::fmt;
 
-use crate::parallel::LayerGroup;
 use crate::{
-    Geometry, KvError, Latent, LayerKind, LayerPattern, Layout, Overflow, Placement, Positions,
+    Geometry, KvError, Latent, LayerKind, LayerPattern, Overflow, Placement, Positions,
     RecurrentState, Sharding,
 };
 

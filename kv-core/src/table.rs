@@ -46,7 +46,7 @@ const COLUMNS: usize = 6;
 /// aligned plain text.
 ///
 /// ```
-/// use kv_core::table::Table;
+/// use kv_core::Table;
 /// use kv_core::{DType, Geometry, KvSpec, Positions, Rows, Scope};
 ///
 /// let retained = KvSpec::attention(
@@ -114,7 +114,7 @@ impl Table {
     /// read back renders as the model it came from.
     ///
     /// ```
-    /// use kv_core::table::Table;
+    /// use kv_core::Table;
     /// use kv_core::{collect, DType, Geometry, KvError, KvSpec, ModelLocalKv, Positions, Rows, Scope};
     ///
     /// struct Talker;

@@ -1,12 +1,13 @@
 //! Budgets are ceilings: under passes, over fails with the figures, and
 //! removing a cache never fails a budget.
 
+use kv_core::budget::Budget;
 use kv_core::budget::{static_peak_bytes, within_budget};
+use kv_core::collection::Collected;
+use kv_core::declare::DeclaredKv;
+use kv_core::spec::Layout;
 use kv_core::units::{GIB, MIB};
-use kv_core::{
-    Budget, Collected, DType, DeclaredKv, Geometry, KvError, KvSpec, Layout, ModelLocalKv,
-    Positions, Rows, Scope,
-};
+use kv_core::{DType, Geometry, KvError, KvSpec, ModelLocalKv, Positions, Rows, Scope};
 
 const RETAINED_BYTES: u64 = 4_653_056;
 const POOL_BYTES: u64 = 188_153_856;

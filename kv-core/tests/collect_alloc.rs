@@ -3,7 +3,8 @@
 use std::alloc::{GlobalAlloc, Layout, System};
 use std::cell::Cell;
 
-use kv_core::{collect, ChildVisitor, KvError, KvSpec, ModelLocalKv};
+use kv_core::declare::ChildVisitor;
+use kv_core::{collect, KvError, KvSpec, ModelLocalKv};
 
 /// Counts this thread's allocations, so parallel tests do not disturb it.
 struct Counting;

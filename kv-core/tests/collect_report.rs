@@ -193,7 +193,7 @@ impl ModelLocalKv for Trio {
     fn kv_declare(&self, _: &mut Vec<KvSpec>) -> Result<(), KvError> {
         Ok(())
     }
-    fn kv_visit_children(&self, visitor: &mut dyn kv_core::ChildVisitor) {
+    fn kv_visit_children(&self, visitor: &mut dyn kv_core::declare::ChildVisitor) {
         visitor.field("parts", &self.0);
     }
 }

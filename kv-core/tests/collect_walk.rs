@@ -6,7 +6,8 @@ use std::collections::BTreeMap;
 use std::sync::{Arc, Mutex};
 
 use collect_support::*;
-use kv_core::{collect, ChildVisitor, DType, Geometry, KvError, KvSpec, ModelLocalKv, Rows, Scope};
+use kv_core::declare::ChildVisitor;
+use kv_core::{collect, DType, Geometry, KvError, KvSpec, ModelLocalKv, Rows, Scope};
 
 fn full_names(collection: &kv_core::Collection) -> Vec<String> {
     collection.entries().iter().map(|e| e.full_name()).collect()
@@ -300,7 +301,7 @@ impl ModelLocalKv for Failing {
     }
     fn kv_visit_children(&self, visitor: &mut dyn ChildVisitor) {
         if let Failing::PanicsListingChildren = self {
-            visitor.enter(kv_core::Segment::Field("inner"));
+            visitor.enter(kv_core::declare::Segment::Field("inner"));
             visitor.field("first", &Layer { tag: 7 });
             panic!("lost my children");
         }

@@ -4,7 +4,8 @@
 #![cfg(feature = "json")]
 
 use kv_core::config::{KvQuantType, MambaVersion};
-use kv_core::{DType, Geometry, HfConfig, KvError, LayerKind};
+use kv_core::pattern::LayerKind;
+use kv_core::{DType, Geometry, HfConfig, KvError};
 use serde_json::{json, Value};
 
 fn shipped(name: &str) -> HfConfig {

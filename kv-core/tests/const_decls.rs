@@ -3,7 +3,8 @@
 //! const assertions, so tables and budgets built from them cost nothing at run
 //! time (issue #6).
 
-use kv_core::{DType, DeclaredKv, KvSpec, KvTypeDecls, ModelLocalKv, Rows, Scope};
+use kv_core::declare::{DeclaredKv, KvTypeDecls};
+use kv_core::{DType, KvSpec, ModelLocalKv, Rows, Scope};
 
 #[derive(ModelLocalKv)]
 #[kv(
@@ -137,7 +138,7 @@ fn static_specs_borrow_their_text() {
         assert!(matches!(spec.cache, std::borrow::Cow::Borrowed(_)));
         assert!(matches!(
             spec.positions().map(|p| &p.bound),
-            Some(kv_core::Bound::Stated(std::borrow::Cow::Borrowed(_)))
+            Some(kv_core::spec::Bound::Stated(std::borrow::Cow::Borrowed(_)))
         ));
     }
 }

@@ -1,7 +1,8 @@
 //! The derive on the shapes model code has: struct- and field-level
 //! declarations, gates, after-load values, generics, children.
 
-use kv_core::{DType, DeclaredKv, KvError, KvSpec, ModelLocalKv, Rows, Scope};
+use kv_core::declare::DeclaredKv;
+use kv_core::{DType, KvError, KvSpec, ModelLocalKv, Rows, Scope};
 
 fn declared(model: &dyn ModelLocalKv) -> Result<Vec<KvSpec>, KvError> {
     let mut out = Vec::new();
@@ -50,7 +51,7 @@ fn gated_declarations_hold_only_when_their_gate_is_open() {
 
 #[test]
 fn static_declarations_are_listed_without_an_instance() {
-    const DECLS: kv_core::KvTypeDecls = <CodecDecoder as DeclaredKv>::KV_DECLS;
+    const DECLS: kv_core::declare::KvTypeDecls = <CodecDecoder as DeclaredKv>::KV_DECLS;
     const PER_ROW: u64 = match DECLS.static_specs[0].bytes_per_row() {
         Ok(bytes) => bytes,
         Err(_) => panic!(),
@@ -194,7 +195,7 @@ fn a_gate_can_be_a_method_and_assumes_is_carried() {
 
 #[test]
 fn after_load_declarations_carry_what_is_known_before_load() {
-    use kv_core::AfterLoadRows;
+    use kv_core::declare::AfterLoadRows;
     let encoder = <Encoder as DeclaredKv>::KV_DECLS.after_load[0];
     assert_eq!(
         (encoder.name, encoder.cache, encoder.scope),

@@ -1,9 +1,11 @@
 //! The derive's keys for modern caches: formats, MLA latents, recurrent
 //! state, position policies, placement and sharding, to the byte.
 
+use kv_core::declare::DeclaredKv;
+use kv_core::spec::{Bound, Layout};
 use kv_core::{
-    collect, BlockFormat, Bound, DType, DeclaredKv, KvSpec, Latent, Layout, ModelLocalKv,
-    Placement, PositionPolicy, RecurrentState, Sharding, StatePart, Storage,
+    collect, BlockFormat, DType, KvSpec, Latent, ModelLocalKv, Placement, PositionPolicy,
+    RecurrentState, Sharding, StatePart, Storage,
 };
 
 /// Jamba-v0.1's Mamba layer state: conv 8192 x 4 and ssm 8192 x 16, f16.

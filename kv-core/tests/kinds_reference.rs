@@ -2,9 +2,10 @@
 //! here from the published formulas, in u128 so it cannot overflow: a mutant
 //! in kv's shared byte math cannot pass both sides.
 
+use kv_core::pattern::LayerKind;
 use kv_core::{
-    BlockFormat, DType, Geometry, Latent, LayerKind, LayerPattern, PositionPolicy, RecurrentState,
-    StatePart, Storage,
+    BlockFormat, DType, Geometry, Latent, LayerPattern, PositionPolicy, RecurrentState, StatePart,
+    Storage,
 };
 use proptest::prelude::*;
 

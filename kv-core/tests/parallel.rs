@@ -1,10 +1,10 @@
 //! Per-rank figures under tensor and pipeline parallelism, against figures
 //! worked out by hand from the engines' rules.
 
-use kv_core::parallel::pp_partition;
+use kv_core::pattern::LayerKind;
 use kv_core::{
-    collect, Collection, DType, Geometry, KvError, KvSpec, Latent, LayerKind, LayerPattern,
-    ModelLocalKv, Parallel, Positions, RecurrentState, Rows, Scope, StatePart,
+    collect, Collection, DType, Geometry, KvError, KvSpec, Latent, LayerPattern, ModelLocalKv,
+    Parallel, Positions, RecurrentState, Rows, Scope, StatePart,
 };
 
 /// A model declaring `specs` at its root.
@@ -96,7 +96,10 @@ fn llama_heads_split_and_layers_split_evenly() {
         );
     }
     // As many stages as layers: one layer each.
-    assert_eq!(pp_partition(32, 32).unwrap(), [1; 32]);
+    assert_eq!(
+        Parallel::new(1, 32).unwrap().stage_layers(32).unwrap(),
+        [1; 32]
+    );
     let last = whole.for_rank(rank(1, 32, 0, 31)).unwrap();
     assert_eq!(per_row(&last), [8 * 256 * 2]);
 }
@@ -116,7 +119,10 @@ fn mla_latents_are_replicated_on_tp_and_split_on_pp_unevenly_and_said_so() {
     assert_eq!(per_row(&whole), [31_104]);
     // pp 2 over 27 layers: 13 each, the remainder to the stage before the
     // last: [14, 13]. tp 2 replicates the latent.
-    assert_eq!(pp_partition(27, 2).unwrap(), [14, 13]);
+    assert_eq!(
+        Parallel::new(1, 2).unwrap().stage_layers(27).unwrap(),
+        [14, 13]
+    );
     let stage0 = whole.for_rank(rank(2, 2, 1, 0)).unwrap();
     assert_eq!(per_row(&stage0), [14 * 576 * 2]);
     let stage1 = whole.for_rank(rank(2, 2, 0, 1)).unwrap();
@@ -353,7 +359,7 @@ fn host_placement_is_split_from_device_and_not_budgeted() {
         "{report}"
     );
     assert!(report.contains("on host: offloaded to CPU"), "{report}");
-    let budget = kv_core::Budget {
+    let budget = kv_core::budget::Budget {
         ceiling_bytes: 2 * 24_576,
         max_num_seqs: 2,
     };

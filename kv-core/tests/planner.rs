@@ -2,7 +2,7 @@
 //! `max_num_seqs`, computed here from the declarations' dimensions by hand,
 //! not by kv's byte math.
 
-use kv_core::planner::{DeviceBudget, MaxNumSeqs, Utilization};
+use kv_core::planner::{Allowance, SeqsThatFit, Utilization};
 use kv_core::{collect, DType, Geometry, KvError, KvSpec, ModelLocalKv, Positions, Rows, Scope};
 use proptest::prelude::*;
 
@@ -109,7 +109,7 @@ proptest! {
         budget in 0..200_000_000u64,
     ) {
         let model = Model(decls.iter().enumerate().map(|(i, d)| d.spec(i)).collect());
-        let plan = collect(&model).plan(DeviceBudget::Bytes(budget));
+        let plan = collect(&model).plan(Allowance::Bytes(budget));
         let fits = |n: u64| device_bytes(&decls, n) <= budget;
         let depends_on_n = decls.iter().any(|d| !d.host && d.fixed_rows.is_none());
         if !fits(0) {
@@ -119,7 +119,7 @@ proptest! {
         } else if !depends_on_n {
             // Fixed-only: every value fits.
             let plan = plan.unwrap();
-            prop_assert_eq!(plan.max_num_seqs, MaxNumSeqs::Any);
+            prop_assert_eq!(plan.fits, SeqsThatFit::Any);
             prop_assert_eq!(plan.reserve, after_profiling(&decls, 0));
         } else if !fits(1) {
             let err = plan.unwrap_err().to_string();
@@ -128,7 +128,7 @@ proptest! {
             let plan = plan.unwrap();
             let best = (1..=SEARCH_LIMIT).take_while(|n| fits(*n)).last().unwrap();
             if best < SEARCH_LIMIT {
-                prop_assert_eq!(plan.max_num_seqs, MaxNumSeqs::UpTo(best));
+                prop_assert_eq!(plan.fits, SeqsThatFit::UpTo(best));
                 prop_assert_eq!(plan.reserve, after_profiling(&decls, best));
                 prop_assert_eq!(
                     plan.resident + plan.reserve,
@@ -136,7 +136,7 @@ proptest! {
                 );
             } else {
                 // Past the search: check the answer fits and one more does not.
-                let MaxNumSeqs::UpTo(n) = plan.max_num_seqs else {
+                let SeqsThatFit::UpTo(n) = plan.fits else {
                     return Err(TestCaseError::fail("expected a bound"));
                 };
                 prop_assert!(fits(n) && !fits(n + 1));
@@ -150,21 +150,21 @@ fn a_budget_from_memory_is_exact_and_never_wraps() {
     let ninety = Utilization::fraction(0.9).unwrap();
     assert_eq!(ninety.as_ppm(), 900_000);
     // 80 GiB x 0.9 - 60 GiB of weights.
-    let budget = DeviceBudget::FromMemory {
+    let budget = Allowance::FromMemory {
         total: 80 << 30,
         weights: 60 << 30,
         utilization: ninety,
     };
     assert_eq!(budget.bytes(), Ok((80u64 << 30) / 10 * 9 - (60 << 30)));
     // The largest device: u64::MAX x 100% is exact.
-    let huge = DeviceBudget::FromMemory {
+    let huge = Allowance::FromMemory {
         total: u64::MAX,
         weights: 0,
         utilization: Utilization::ppm(1_000_000).unwrap(),
     };
     assert_eq!(huge.bytes(), Ok(u64::MAX));
     // Weights above the usable memory: an error naming both, never a wrap.
-    let over = DeviceBudget::FromMemory {
+    let over = Allowance::FromMemory {
         total: 1000,
         weights: 901,
         utilization: ninety,
@@ -206,10 +206,10 @@ fn the_plan_logs_one_line_like_vllms_maximum_concurrency() {
     };
     let model = Model(vec![decl.spec(0), pool.spec(1)]);
     // bf16 here: 2,326,528 B a row; the pool holds 5 rows.
-    let plan = collect(&model).plan(DeviceBudget::Bytes(1 << 30)).unwrap();
+    let plan = collect(&model).plan(Allowance::Bytes(1 << 30)).unwrap();
     assert_eq!(
-        plan.max_num_seqs,
-        MaxNumSeqs::UpTo((1_073_741_824 - 5 * 2_326_528) / 2_326_528)
+        plan.fits,
+        SeqsThatFit::UpTo((1_073_741_824 - 5 * 2_326_528) / 2_326_528)
     );
     assert_eq!(
         plan.to_string(),

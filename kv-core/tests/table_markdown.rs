@@ -1,8 +1,8 @@
 //! Markdown and text tables built from the seed's figures.
 
-use kv_core::{
-    DType, DeclaredKv, Geometry, KvSpec, Layout, ModelLocalKv, Positions, Rows, Scope, Table,
-};
+use kv_core::declare::DeclaredKv;
+use kv_core::spec::Layout;
+use kv_core::{DType, Geometry, KvSpec, ModelLocalKv, Positions, Rows, Scope, Table};
 
 const KNOWN_AFTER_LOAD: &str = "known after load";
 const OVERFLOW: &str = "overflow";

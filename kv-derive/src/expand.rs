@@ -323,7 +323,7 @@ fn child_bounds(derive: &Derive<'_>) -> TokenStream {
         for child in derive.children {
             let ty = child.ty.to_token_stream();
             if mentions_any(&ty, &params) {
-                predicates.push(quote!(#ty: #krate::KvChild));
+                predicates.push(quote!(#ty: #krate::declare::KvChild));
             }
         }
     }

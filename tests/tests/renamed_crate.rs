@@ -1,7 +1,8 @@
 //! A crate that depends on kv-core under another name points the derive at it
 //! with `#[kv(crate = "...")]`.
 
-use renamed_kv::{DeclaredKv, ModelLocalKv};
+use renamed_kv::declare::DeclaredKv;
+use renamed_kv::ModelLocalKv;
 
 #[derive(renamed_kv::ModelLocalKv)]
 #[kv(crate = "renamed_kv")]

@@ -60,7 +60,8 @@ impl HfConfig {
     /// `.with_value("sliding_window_pattern", 6)`.
     ///
     /// ```
-    /// use kv_core::{HfConfig, LayerKind};
+    /// use kv_core::HfConfig;
+    /// use kv_core::pattern::LayerKind;
     ///
     /// let qwen3_next = serde_json::json!({"num_hidden_layers": 48, "full_attention_interval": 4});
     /// let pattern = HfConfig::from_value(qwen3_next).layer_pattern()?;

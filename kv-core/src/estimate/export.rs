@@ -4,8 +4,9 @@
 use serde::{Deserialize, Serialize};
 
 use super::Estimate;
+use crate::collect::Totals;
 use crate::json::{ExportedReport, SCHEMA_VERSION};
-use crate::{collect, Collection, KvError, KvSpec, ModelLocalKv, Parallel, Totals};
+use crate::{collect, Collection, KvError, KvSpec, ModelLocalKv, Parallel};
 
 /// The declarations of an estimate, as an owner the collector visits
 /// (reports name them `FromConfig.NAME`).

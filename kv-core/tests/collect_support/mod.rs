@@ -2,9 +2,8 @@
 //! like the declarers of the original design (FACTS.md).
 #![allow(dead_code)]
 
-use kv_core::{
-    ChildVisitor, DType, Geometry, KvError, KvSpec, ModelLocalKv, Positions, Rows, Scope,
-};
+use kv_core::declare::ChildVisitor;
+use kv_core::{DType, Geometry, KvError, KvSpec, ModelLocalKv, Positions, Rows, Scope};
 
 pub const QWEN3_TTS_ROW: u64 = 4_653_056;
 

@@ -1,6 +1,7 @@
 //! Inputs the derive once got wrong, accepted now.
 #![allow(non_camel_case_types, non_upper_case_globals, dead_code)]
-use kv_core::{DType, DeclaredKv, ModelLocalKv};
+use kv_core::{DType, ModelLocalKv};
+use kv_core::declare::DeclaredKv;
 
 // Shadowed primitives: generated code names `::core::primitive` types only.
 struct u64;

@@ -1,5 +1,6 @@
 //! The attribute forms the seed's models use, all accepted.
-use kv_core::{DeclaredKv, ModelLocalKv};
+use kv_core::ModelLocalKv;
+use kv_core::declare::DeclaredKv;
 
 const BUCKETS: [u64; 9] = [1, 2, 4, 6, 8, 16, 32, 64, 128];
 const fn bucket_sum() -> u64 {
