@@ -93,7 +93,7 @@ fn parse_set(text: &str) -> Result<(String, Value), String> {
 /// One rank's figures.
 struct Rank {
     collection: Collection,
-    per_token: u64,
+    per_position: u64,
     per_row: u64,
     peak: u64,
 }
@@ -170,29 +170,32 @@ fn estimate_file(
     estimated(file, estimate, args).map_err(|p| vec![p])
 }
 
+/// A length given with --positions that cannot be used: bad usage, exit 2.
+fn usage(file: &Path, problem: &str) -> ! {
+    let problem = problem.strip_prefix("kv: ").unwrap_or(problem);
+    clap::Error::raw(
+        clap::error::ErrorKind::ValueValidation,
+        format!(
+            "invalid value for '--positions': {}: {problem}\n",
+            file.display()
+        ),
+    )
+    .exit()
+}
+
 /// One problem in CLI words: a length the flag gave that the model refuses
 /// or that overflows is bad usage (exit 2, naming the flag); a key a config
 /// lacks is given with --set.
 fn problem(file: &Path, error: KvError, args: &Args) -> Problem {
     match &error {
+        KvError::LongerThanModel { .. } => usage(
+            file,
+            &format!("{error} (--allow-long-max-model-len allows it)"),
+        ),
         KvError::Config {
             what: "max_model_len",
             problem,
-        } if args.positions.is_some() => {
-            clap::Error::raw(
-                clap::error::ErrorKind::ValueValidation,
-                format!(
-                    "invalid value for '--positions': {}: {problem}{}\n",
-                    file.display(),
-                    if problem.contains("refuses it") {
-                        " (--allow-long-max-model-len allows it)"
-                    } else {
-                        ""
-                    }
-                ),
-            )
-            .exit();
-        }
+        } if args.positions.is_some() => usage(file, problem),
         KvError::Config {
             what: "max_model_len",
             ..
@@ -218,7 +221,7 @@ fn estimated(
         .map_err(problem)?
         .into_iter()
         .map(|rank| Rank {
-            per_token: rank.totals.per_position,
+            per_position: rank.totals.per_position,
             per_row: rank.totals.per_row,
             peak: rank.totals.total,
             collection: rank.collection,
@@ -280,7 +283,7 @@ fn group_line(spec: &KvSpec, max_num_seqs: u64) -> String {
             }
         }
     }
-    let per_token = match spec.layout.bytes_per_position() {
+    let per_position = match spec.layout.bytes_per_position() {
         Some(Ok(bytes)) => format!("{} B", grouped(bytes)),
         Some(Err(_)) => "overflow".to_owned(),
         None => "none (state)".to_owned(),
@@ -291,15 +294,15 @@ fn group_line(spec: &KvSpec, max_num_seqs: u64) -> String {
     let peak = peak.map_or_else(|_| "overflow".to_owned(), |b| format!("{} B", grouped(b)));
     let _ = write!(
         line,
-        "; per token {per_token}, per row {per_row}, at peak {peak}"
+        "; per position {per_position}, per row {per_row}, at peak {peak}"
     );
     line
 }
 
 fn totals_line(rank: &Rank, max_num_seqs: u64) -> String {
     format!(
-        "total: {} B per token, {} B per row ({}), {} B at peak ({}) at max_num_seqs {max_num_seqs}",
-        grouped(rank.per_token),
+        "total: {} B per position, {} B per row ({}), {} B at peak ({}) at max_num_seqs {max_num_seqs}",
+        grouped(rank.per_position),
         grouped(rank.per_row),
         human_bytes(rank.per_row),
         grouped(rank.peak),
@@ -324,7 +327,7 @@ fn render(estimated: &Estimated, args: &Args) -> String {
             let _ = writeln!(out, "Settings: {}.\n", settings_line(estimated, args));
             let _ = writeln!(
                 out,
-                "| rank | group | cache | layers | positions | per token | per row | at peak |"
+                "| rank | group | cache | layers | positions | per position | per row | at peak |"
             );
             let _ = writeln!(
                 out,
@@ -356,7 +359,7 @@ fn render(estimated: &Estimated, args: &Args) -> String {
                 let _ = writeln!(
                     out,
                     "| {name} | **total** | | | | {} B | {} B | {} B |",
-                    grouped(rank.per_token),
+                    grouped(rank.per_position),
                     grouped(rank.per_row),
                     grouped(rank.peak)
                 );

@@ -41,7 +41,7 @@ pub enum Format {
 
 #[derive(Subcommand)]
 enum Command {
-    /// Estimates, from HF config.json files, what vLLM holds per token, per
+    /// Estimates, from HF config.json files, what vLLM holds per position, per
     /// row and at peak, group by group.
     Estimate(estimate::Args),
     /// Merges per-rank reports (Collection::export JSON) into one cluster view.

@@ -127,7 +127,7 @@ fn estimate_prints_the_library_figures_for_every_shipped_config() {
         }
         let collection = library(name, &settings);
         let totals = collection.totals(256).unwrap();
-        let per_token: u64 = collection
+        let per_position: u64 = collection
             .entries()
             .iter()
             .filter_map(|e| e.spec.layout.bytes_per_position())
@@ -145,8 +145,8 @@ fn estimate_prints_the_library_figures_for_every_shipped_config() {
         assert!(out.status.success(), "{name}: {}", stderr(&out));
         let text = stdout(&out);
         let expected = format!(
-            "total: {} B per token, {} B per row",
-            grouped(per_token),
+            "total: {} B per position, {} B per row",
+            grouped(per_position),
             grouped(per_row)
         );
         assert!(
@@ -183,7 +183,7 @@ fn estimate_prints_the_library_figures_for_every_shipped_config() {
         assert!(out.status.success(), "{name}: {}", stderr(&out));
         let json: Value = serde_json::from_str(&stdout(&out)).unwrap();
         let rank = &json[0]["ranks"][0];
-        assert_eq!(rank["per_token_bytes"], per_token, "{name}");
+        assert_eq!(rank["per_position_bytes"], per_position, "{name}");
         assert_eq!(rank["per_row_bytes"], per_row, "{name}");
         assert_eq!(rank["peak_bytes"], totals.total, "{name}");
         // The same export, but for the owner's type name (the test's, here).
@@ -200,7 +200,7 @@ fn hand_worked_figures_reach_the_output() {
     let out = kv(&["estimate", &shipped("llama-3-8b"), "--positions", "8192"]);
     let text = stdout(&out);
     // 32 layers x 8 heads x (128 + 128) x 2 bytes.
-    assert!(text.contains("total: 131,072 B per token"), "{text}");
+    assert!(text.contains("total: 131,072 B per position"), "{text}");
     assert!(text.contains(
         "full_attention: size = 262144.00 MiB (  8192 cells,  32 layers, 256/256 seqs), \
          K (bf16): 131072.00 MiB, V (bf16): 131072.00 MiB"
@@ -212,7 +212,7 @@ fn hand_worked_figures_reach_the_output() {
         "8192",
     ]);
     // 27 layers x (512 + 64) x 2 bytes.
-    assert!(stdout(&out).contains("total: 31,104 B per token"));
+    assert!(stdout(&out).contains("total: 31,104 B per position"));
     let out = kv(&[
         "estimate",
         &shipped("gemma-3-27b"),
@@ -250,7 +250,11 @@ fn positions_come_from_max_position_embeddings_or_are_asked_for() {
     assert_eq!(out.status.code(), Some(2));
     let err = stderr(&out);
     assert!(
-        err.contains("'--positions'") && err.contains("--allow-long-max-model-len"),
+        err.contains(&format!(
+            "invalid value for '--positions': {}: max_model_len 65536 is greater than the \
+             model's ",
+            shipped("ming-talker")
+        )) && err.contains("(--allow-long-max-model-len allows it)"),
         "{err}"
     );
     let out = kv(&[
@@ -498,7 +502,10 @@ fn markdown_json_kv_format_and_ranks() {
         "q8_0",
     ]);
     // 128 elements in q8_0: 4 blocks of 34 bytes, for K and V, 8 heads, 32 layers.
-    assert!(stdout(&out).contains(&format!("total: {} B per token", grouped(32 * 8 * 2 * 136))));
+    assert!(stdout(&out).contains(&format!(
+        "total: {} B per position",
+        grouped(32 * 8 * 2 * 136)
+    )));
 
     let out = kv(&[
         "estimate",

@@ -90,6 +90,18 @@ pub enum KvError {
         /// What is wrong with it.
         problem: String,
     },
+    /// A `max_model_len` given above the model's own, refused as vLLM
+    /// refuses it unless a longer length is allowed
+    /// (`EstimateSettings::allow_long_max_model_len`, vLLM's
+    /// `VLLM_ALLOW_LONG_MAX_MODEL_LEN`).
+    LongerThanModel {
+        /// The length given.
+        given: u64,
+        /// The model's own length.
+        model: u64,
+        /// Where the model's length came from (the config key, or the rule).
+        source: String,
+    },
     /// Geometry could not be read from a config: a key is missing, has the
     /// wrong type, or holds a value that is not a positive integer.
     Config {
@@ -226,6 +238,16 @@ impl fmt::Display for KvError {
             KvError::Config { what, problem } => {
                 write!(f, "kv: cannot read {what} from the config: {problem}")
             }
+            KvError::LongerThanModel {
+                given,
+                model,
+                source,
+            } => write!(
+                f,
+                "kv: max_model_len {given} is greater than the model's {model} ({source}); \
+                 vLLM refuses it (VLLM_ALLOW_LONG_MAX_MODEL_LEN), and so does kv unless a \
+                 longer length is allowed"
+            ),
             KvError::Several(errors) => {
                 for (i, error) in errors.iter().enumerate() {
                     if i > 0 {

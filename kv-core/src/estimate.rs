@@ -508,17 +508,17 @@ mod tests {
         EstimateSettings::new().positions(8192)
     }
 
-    fn per_token(spec: &KvSpec) -> u64 {
+    fn per_position(spec: &KvSpec) -> u64 {
         spec.layout.bytes_per_position().unwrap().unwrap()
     }
 
     #[test]
-    fn llama_3_8b_is_131_072_bytes_per_token() {
+    fn llama_3_8b_is_131_072_bytes_per_position() {
         let e = estimate(&shipped("llama-3-8b"), &at_8192()).unwrap();
         assert_eq!(e.specs.len(), 1);
         // 32 layers x 8 heads x (128 + 128) x 2 bytes.
-        assert_eq!(per_token(&e.specs[0]), 32 * 8 * 256 * 2);
-        assert_eq!(per_token(&e.specs[0]), 131_072);
+        assert_eq!(per_position(&e.specs[0]), 32 * 8 * 256 * 2);
+        assert_eq!(per_position(&e.specs[0]), 131_072);
         // 8192 positions are 512 whole blocks of 16.
         assert_eq!(e.specs[0].bytes_per_row(), Ok(131_072 * 8192));
         assert!(
@@ -531,11 +531,11 @@ mod tests {
     }
 
     #[test]
-    fn deepseek_v2_lite_is_31_104_bytes_per_token() {
+    fn deepseek_v2_lite_is_31_104_bytes_per_position() {
         let e = estimate(&shipped("deepseek-v2-lite"), &at_8192()).unwrap();
         // 27 layers x (512 + 64) x 2 bytes, no K/V doubling.
-        assert_eq!(per_token(&e.specs[0]), 27 * 576 * 2);
-        assert_eq!(per_token(&e.specs[0]), 31_104);
+        assert_eq!(per_position(&e.specs[0]), 27 * 576 * 2);
+        assert_eq!(per_position(&e.specs[0]), 31_104);
         assert!(e.detected.starts_with("MLA"));
     }
 
@@ -577,8 +577,8 @@ mod tests {
             .collect();
         assert_eq!(layers, [("sliding_attention", 52), ("full_attention", 10)]);
         // 16 heads x 128 x (K + V) x 2 bytes = 8,192 per layer per token.
-        assert_eq!(per_token(&e.specs[0]), 52 * 8192);
-        assert_eq!(per_token(&e.specs[1]), 10 * 8192);
+        assert_eq!(per_position(&e.specs[0]), 52 * 8192);
+        assert_eq!(per_position(&e.specs[1]), 10 * 8192);
         // min(1023 + 2 x 2048, 8192) = 5119 -> 320 blocks, + 1 = 321 blocks.
         assert_eq!(e.specs[0].positions().unwrap().count, 321 * 16);
         assert_eq!(e.specs[1].positions().unwrap().count, 8192);
@@ -665,7 +665,7 @@ mod tests {
         // 576 x 2,048 = 1,179,648 B, and align mode keeps 3 pages.
         assert_eq!(e.block_size, 576);
         assert_eq!(e.specs[0].bytes_per_row(), Ok(36 * 3 * 1_179_648));
-        assert_eq!(per_token(&e.specs[1]), 12 * 2 * 512 * 2);
+        assert_eq!(per_position(&e.specs[1]), 12 * 2 * 512 * 2);
         // cdiv(8192, 576) = 15 blocks = 8,640 positions.
         assert_eq!(e.specs[1].bytes_per_row(), Ok(12 * 2048 * 8640));
     }
@@ -676,8 +676,8 @@ mod tests {
         let names: Vec<&str> = e.specs.iter().map(|s| s.name.as_ref()).collect();
         assert_eq!(names, ["self_attention", "cross_attention"]);
         // 32 decoder layers x 20 heads x (64 + 64) x 2 bytes (f16).
-        assert_eq!(per_token(&e.specs[0]), 32 * 20 * 128 * 2);
-        assert_eq!(per_token(&e.specs[0]), 163_840);
+        assert_eq!(per_position(&e.specs[0]), 32 * 20 * 128 * 2);
+        assert_eq!(per_position(&e.specs[0]), 163_840);
         // vLLM 0.33 holds max_num_encoder_input_tokens (= max_num_batched_tokens
         // 2048) of cross-attention, not the encoder's 1500: 128 blocks of 16.
         assert_eq!(e.specs[1].positions().unwrap().count, 2048);
@@ -707,7 +707,7 @@ mod tests {
         let q8 = at_8192().kv_format(Storage::from_name("q8_0").unwrap());
         let e = estimate(&shipped("llama-3-8b"), &q8).unwrap();
         // 128 elements = 4 blocks of 34 bytes, for K and for V.
-        assert_eq!(per_token(&e.specs[0]), 32 * 8 * 2 * 4 * 34);
+        assert_eq!(per_position(&e.specs[0]), 32 * 8 * 2 * 4 * 34);
         let zero = estimate(&shipped("llama-3-8b"), &at_8192().block_size(0)).unwrap_err();
         assert!(zero.to_string().contains("`block_size` is 0"));
         let bad = estimate(&serde_json::json!({"num_hidden_layers": "x"}), &at_8192());
@@ -724,7 +724,7 @@ mod tests {
             .as_deref()
             .unwrap()
             .contains("kv_cache_scheme"));
-        assert_eq!(per_token(&e.specs[0]), 80 * 8 * 256 * 2);
+        assert_eq!(per_position(&e.specs[0]), 80 * 8 * 256 * 2);
     }
 
     fn positions(spec: &KvSpec) -> u64 {
@@ -838,6 +838,6 @@ mod tests {
         }));
         let e = estimate(&config, &at_8192()).unwrap();
         // 2 layers x 2 heads x (64 + 64) x 1 byte.
-        assert_eq!(per_token(&e.specs[0]), 2 * 2 * 128);
+        assert_eq!(per_position(&e.specs[0]), 2 * 2 * 128);
     }
 }

@@ -84,7 +84,7 @@ impl Estimate {
             .ranks(parallel, max_num_seqs)?
             .into_iter()
             .map(|rank| ExportedEstimateRank {
-                per_token_bytes: rank.totals.per_position,
+                per_position_bytes: rank.totals.per_position,
                 per_row_bytes: rank.totals.per_row,
                 peak_bytes: rank.totals.total,
                 report: rank.collection.export(max_num_seqs),
@@ -149,7 +149,8 @@ pub struct ExportedEstimate {
 #[non_exhaustive]
 pub struct ExportedEstimateRank {
     /// Bytes one position adds to one row ([`Totals::per_position`]).
-    pub per_token_bytes: u64,
+    #[serde(alias = "per_token_bytes")]
+    pub per_position_bytes: u64,
     /// Bytes of one row ([`Totals::per_row`]).
     pub per_row_bytes: u64,
     /// Peak bytes at `max_num_seqs` ([`Totals::total`]).

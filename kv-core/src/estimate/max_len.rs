@@ -56,15 +56,11 @@ pub(super) fn max_model_len(
                     ),
                 ))
             } else {
-                Err(config_error(
-                    "max_model_len",
-                    format!(
-                        "the max_model_len given, {given}, is greater than the model's {} \
-                         ({}); vLLM refuses it (VLLM_ALLOW_LONG_MAX_MODEL_LEN), and so does \
-                         kv unless a longer length is allowed",
-                        derived.len, derived.source
-                    ),
-                ))
+                Err(KvError::LongerThanModel {
+                    given,
+                    model: derived.len,
+                    source: derived.source,
+                })
             }
         }
         (Some(given), _) => Ok((given, format!("max_model_len {given} (given)"))),

@@ -11,7 +11,7 @@ fn at(positions: u64) -> EstimateSettings {
     EstimateSettings::new().positions(positions)
 }
 
-fn per_token(e: &Estimate) -> u64 {
+fn per_position(e: &Estimate) -> u64 {
     e.specs
         .iter()
         .map(|s| s.layout.bytes_per_position().unwrap().unwrap())
@@ -64,8 +64,8 @@ fn falcon_7b() -> Value {
 fn falcon_7b_multi_query_holds_one_kv_head() {
     let e = estimate(&falcon_7b(), &at(2048)).unwrap();
     // 32 layers x 1 KV head x 64 (4544 / 71) x (K + V) x 2 B.
-    assert_eq!(per_token(&e), 32 * 64 * 2 * 2);
-    assert_eq!(per_token(&e), 8_192);
+    assert_eq!(per_position(&e), 32 * 64 * 2 * 2);
+    assert_eq!(per_position(&e), 8_192);
     assert!(
         e.detected.contains("1 KV head: `multi_query` is true"),
         "{}",
@@ -74,7 +74,7 @@ fn falcon_7b_multi_query_holds_one_kv_head() {
     // FalconConfig defaults multi_query to true: a config without it is MQA too.
     let mut unset = falcon_7b();
     unset.as_object_mut().unwrap().remove("multi_query");
-    assert_eq!(per_token(&estimate(&unset, &at(2048)).unwrap()), 8_192);
+    assert_eq!(per_position(&estimate(&unset, &at(2048)).unwrap()), 8_192);
 }
 
 #[test]
@@ -86,7 +86,7 @@ fn falcon_40b_new_decoder_architecture_reads_its_kv_heads() {
     });
     let e = estimate(&falcon_40b, &at(2048)).unwrap();
     // multi_query is ignored with new_decoder_architecture: 60 x 8 x 64 x 2 x 2.
-    assert_eq!(per_token(&e), 122_880);
+    assert_eq!(per_position(&e), 122_880);
 }
 
 #[test]
@@ -97,7 +97,7 @@ fn starcoder_gpt_bigcode_is_multi_query_and_served_in_bf16() {
     });
     let e = estimate(&starcoder, &EstimateSettings::new()).unwrap();
     // 40 layers x 1 KV head x 128 (6144 / 48) x 2 x 2 B (float32 served as bf16).
-    assert_eq!(per_token(&e), 20_480);
+    assert_eq!(per_position(&e), 20_480);
     // max_model_len from n_positions, GPT-2's key.
     assert_eq!(e.max_model_len, 8192);
     assert!(
@@ -121,7 +121,7 @@ fn mpt_and_dbrx_keep_kv_heads_in_attn_config() {
     });
     let e = estimate(&mpt_7b, &EstimateSettings::new()).unwrap();
     // No kv_n_heads: every head keeps K/V. 32 x 32 x 128 x 2 x 2 B.
-    assert_eq!(per_token(&e), 524_288);
+    assert_eq!(per_position(&e), 524_288);
     assert_eq!(e.max_model_len, 2048);
     assert!(
         e.detected.contains("kv heads = `n_heads` 32"),
@@ -134,7 +134,7 @@ fn mpt_and_dbrx_keep_kv_heads_in_attn_config() {
         "torch_dtype": "bfloat16"
     });
     // 40 x 8 x 128 x 2 x 2 B.
-    assert_eq!(per_token(&estimate(&dbrx, &at(8192)).unwrap()), 163_840);
+    assert_eq!(per_position(&estimate(&dbrx, &at(8192)).unwrap()), 163_840);
 }
 
 #[test]
@@ -146,7 +146,7 @@ fn chatglm_groups_kv_heads_and_uses_kv_channels() {
     });
     let e = estimate(&chatglm3, &EstimateSettings::new()).unwrap();
     // 28 x 2 groups x 128 x 2 x 2 B, at seq_length 8192.
-    assert_eq!(per_token(&e), 28_672);
+    assert_eq!(per_position(&e), 28_672);
     assert_eq!(e.max_model_len, 8192);
 }
 
@@ -189,8 +189,8 @@ fn gemma_3n_e4b() -> Value {
 fn gemma_3n_shared_layers_hold_no_kv() {
     let e = estimate(&gemma_3n_e4b(), &at(8192)).unwrap();
     // 20 of 35 layers keep K/V: 2 heads x 256 x 2 x 2 B = 2,048 B each.
-    assert_eq!(per_token(&e), 20 * 2048);
-    assert_eq!(per_token(&e), 40_960);
+    assert_eq!(per_position(&e), 20 * 2048);
+    assert_eq!(per_position(&e), 40_960);
     // The first 20 layers: every 5th full, so 16 sliding and 4 full.
     assert_eq!(
         names(&e.specs),
@@ -414,19 +414,19 @@ fn a_given_value_nothing_reads_is_an_error_and_a_dotted_key_sets_its_section() {
 #[test]
 fn positions_past_the_models_length_are_refused_unless_allowed() {
     let err = estimate(&falcon_7b_with_length(), &at(4096)).unwrap_err();
-    assert!(
-        matches!(
-            err,
-            KvError::Config {
-                what: "max_model_len",
-                ..
-            }
-        ),
-        "{err}"
+    assert_eq!(
+        err,
+        KvError::LongerThanModel {
+            given: 4096,
+            model: 2048,
+            source: "`max_position_embeddings` of the config".into(),
+        }
     );
-    assert!(
-        err.to_string().contains("greater than the model's 2048"),
-        "{err}"
+    assert_eq!(
+        err.to_string(),
+        "kv: max_model_len 4096 is greater than the model's 2048 (`max_position_embeddings` \
+         of the config); vLLM refuses it (VLLM_ALLOW_LONG_MAX_MODEL_LEN), and so does kv \
+         unless a longer length is allowed"
     );
     let allowed = at(4096).allow_long_max_model_len(true);
     assert_eq!(
@@ -539,7 +539,7 @@ fn an_mla_model_is_one_latent_per_layer() {
     });
     let e = estimate(&kimi_k2, &at(8192)).unwrap();
     // 61 x (512 + 64) x 2 B.
-    assert_eq!(per_token(&e), 70_272);
+    assert_eq!(per_position(&e), 70_272);
 }
 
 #[test]
@@ -577,7 +577,7 @@ fn a_bad_no_rope_list_or_sharing_every_layer_is_an_error_naming_the_key() {
     let mut none_shared = gemma_3n_e4b();
     none_shared["text_config"]["num_kv_shared_layers"] = json!(0);
     assert_eq!(
-        per_token(&estimate(&none_shared, &at(8192)).unwrap()),
+        per_position(&estimate(&none_shared, &at(8192)).unwrap()),
         35 * 2048
     );
 }
@@ -592,7 +592,7 @@ fn chatglm_without_multi_query_attention_keeps_every_head_in_its_dtype() {
     let e = estimate(&chatglm, &EstimateSettings::new()).unwrap();
     // vLLM's ChatGLM counts groups only with multi_query_attention: 32 heads
     // of kv_channels 128 (no hidden size to derive it from), float16 kept.
-    assert_eq!(per_token(&e), 28 * 32 * 128 * 2 * 2);
+    assert_eq!(per_position(&e), 28 * 32 * 128 * 2 * 2);
     let geometry = e.specs[0].geometry().unwrap();
     assert_eq!(geometry.storage, crate::Storage::Dense(crate::DType::F16));
     assert!(
@@ -652,7 +652,7 @@ fn the_family_is_said_only_when_kv_does_not_know_it() {
         e.detected
     );
     // Without its family, Falcon's multi_query is not read: 71 KV heads.
-    assert_eq!(per_token(&e), 32 * 71 * 64 * 2 * 2);
+    assert_eq!(per_position(&e), 32 * 71 * 64 * 2 * 2);
 }
 
 #[test]
@@ -680,7 +680,7 @@ fn sharing_without_a_pattern_and_patterns_from_chunk_keys_alone() {
             "{}",
             e.detected
         );
-        assert_eq!(per_token(&e), 8 * 256 * 2);
+        assert_eq!(per_position(&e), 8 * 256 * 2);
     }
     // A chunk size with its own no_rope_layers list, in any family.
     let listed = json!({"attention_chunk_size": 256, "no_rope_layers": [1, 0, 1, 0, 1, 0, 1, 0]});
