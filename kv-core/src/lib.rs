@@ -3,17 +3,32 @@
 //! an inference engine's paged KV manager, so that their memory is computed,
 //! checked, logged and documented instead of guessed.
 //!
+//! The root holds what a model author and an engine call:
+//!
 //! - Declare: `#[derive(ModelLocalKv)]` (every attribute is documented on
 //!   [the derive](derive@ModelLocalKv)), or implement [`ModelLocalKv`] by hand.
-//!   A declaration is a [`KvSpec`]: [`Geometry`], [`Positions`] with the reason
-//!   for their bound, [`Rows`] with their driver, [`Scope`] (never a
-//!   multiplier). All byte math is checked `const fn`.
+//!   A declaration is a [`KvSpec`]: a [`Geometry`] (or a [`Latent`], or a
+//!   [`RecurrentState`] of [`StatePart`]s) stored as a [`DType`] or a
+//!   [`Storage`] ([`BlockFormat`]), [`Positions`] with the reason for their
+//!   bound ([`PositionPolicy`]), [`Rows`] with their driver, [`Scope`] (never
+//!   a multiplier), and how tensor and pipeline parallelism split it
+//!   ([`Placement`], [`Sharding`], over a [`LayerPattern`]). All byte math is
+//!   checked `const fn`; an error is a [`KvError`] (an [`Overflow`] in const
+//!   code).
 //! - Read geometry after load: [`HfConfig`] (feature `json`).
 //! - Collect and report at start-up: [`log_model_local_kv`], [`collect`],
-//!   [`Collection`], [`collection::Report`]; JSON with `Collection::to_json`.
-//! - Document and bound: [`Table`], [`budget`] ([`assert_kv_budget!`],
-//!   [`budget::Budget`]), and, with feature `registry`, every derived type in the
-//!   binary (`registry`).
+//!   [`Collection`] (per rank of a [`Parallel`] layout); document with
+//!   [`Table`].
+//!
+//! The rest is in modules: [`declare`] (the traits behind the derive, the
+//! tree the collector walks, the types a value read after load may have),
+//! [`spec`] (a spec's layout and its parts), [`collection`] (what was
+//! collected, skipped and totalled; the start-up report), [`pattern`] (kinds
+//! of layer), [`budget`] (compile-time ceilings, [`assert_kv_budget!`]),
+//! [`planner`] (how many sequences fit a device), [`units`], and with feature
+//! `json` [`config`], [`estimate`] (what vLLM holds for a config.json) and
+//! [`export`] (reports as JSON, merged across ranks); with features:
+//! `registry`, `fresh` and `page`, `chart`.
 //!
 //! ```
 //! use kv_core::{log_model_local_kv, ModelLocalKv};
