@@ -52,7 +52,7 @@ fn render(cluster: &ClusterReport, format: Format) -> String {
     match format {
         Format::Json => {
             // kv-core's exported shape: versioned, host bytes included, reads back.
-            serde_json::to_string_pretty(&cluster.export()).unwrap_or_default() + "\n"
+            serde_json::to_string_pretty(cluster).unwrap_or_default() + "\n"
         }
         Format::Markdown | Format::Text => format!("{cluster}\n"),
     }

@@ -320,6 +320,13 @@ impl ExportedCluster {
     }
 }
 
+/// Serialized as its [`ExportedCluster`], the shape that reads back.
+impl Serialize for ClusterReport {
+    fn serialize<S: serde::Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        self.export().serialize(serializer)
+    }
+}
+
 impl fmt::Display for ClusterReport {
     /// The cluster table: one line per rank, the sum, the largest device figure.
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {

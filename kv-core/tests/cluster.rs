@@ -189,6 +189,8 @@ fn an_exported_cluster_reads_back_and_its_stated_figures_are_checked() {
     assert_eq!(exported.rank_count, 4);
     assert_eq!(exported.largest_device_bytes, 64 << 30);
     let text = serde_json::to_string(&exported).unwrap();
+    // The cluster view serializes as its exported shape.
+    assert_eq!(serde_json::to_string(&cluster).unwrap(), text);
     let back: kv_core::export::ExportedCluster = serde_json::from_str(&text).unwrap();
     assert_eq!(back.clone().merge_again().unwrap(), cluster);
     let mut tampered: serde_json::Value = serde_json::from_str(&text).unwrap();
