@@ -179,17 +179,28 @@ fn merge_named(reports: Vec<(Option<String>, ExportedReport)>) -> Result<Cluster
         return Err(error(None, "no reports to merge".into()));
     };
     let (tp, pp) = (reports[first].1.parallel.tp, reports[first].1.parallel.pp);
-    let missing: Vec<String> = (0..pp)
-        .flat_map(|pp_rank| (0..tp).map(move |tp_rank| (pp_rank, tp_rank)))
-        .filter(|rank| !by_rank.contains_key(rank))
-        .map(|(pp_rank, tp_rank)| format!("tp={tp_rank} pp={pp_rank}"))
-        .collect();
-    if !missing.is_empty() {
+    // Every report kept is a distinct rank inside the layout, so the ranks
+    // missing are the layout's size less the reports; a report may state a
+    // huge layout, so at most a few are named (found lazily, in order).
+    let given = by_rank.len() as u128;
+    let missing = u128::from(tp) * u128::from(pp) - given;
+    if missing > 0 {
+        const NAMED: usize = 8;
+        let named: Vec<String> = (0..pp)
+            .flat_map(|pp_rank| (0..tp).map(move |tp_rank| (pp_rank, tp_rank)))
+            .filter(|rank| !by_rank.contains_key(rank))
+            .take(NAMED)
+            .map(|(pp_rank, tp_rank)| format!("tp={tp_rank} pp={pp_rank}"))
+            .collect();
+        let more = match missing - named.len() as u128 {
+            0 => String::new(),
+            more => format!(" and {more} more"),
+        };
         return Err(error(
             None,
             format!(
-                "missing rank(s) {} of the tp={tp} pp={pp} layout",
-                missing.join(", ")
+                "missing rank(s) {}{more} of the tp={tp} pp={pp} layout",
+                named.join(", ")
             ),
         ));
     }

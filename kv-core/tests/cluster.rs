@@ -159,6 +159,28 @@ fn mismatches_are_errors_naming_what_differs() {
         message(Vec::new()),
         "kv: cannot merge reports: no reports to merge"
     );
+    // A report may state any layout: the ranks missing are counted, a few named.
+    let mut huge = rank_reports(1, 1, 4);
+    huge[0].parallel.tp = u64::MAX;
+    huge[0].parallel.pp = u64::MAX;
+    assert_eq!(
+        message(huge),
+        format!(
+            "kv: cannot merge reports: missing rank(s) tp=1 pp=0, tp=2 pp=0, tp=3 pp=0, \
+             tp=4 pp=0, tp=5 pp=0, tp=6 pp=0, tp=7 pp=0, tp=8 pp=0 and {} more of the \
+             tp={} pp={} layout",
+            u128::from(u64::MAX) * u128::from(u64::MAX) - 9,
+            u64::MAX,
+            u64::MAX
+        )
+    );
+    let mut nine = rank_reports(1, 9, 4);
+    nine.remove(8);
+    nine.remove(0);
+    assert_eq!(
+        message(nine),
+        "kv: cannot merge reports: missing rank(s) tp=0 pp=0, tp=0 pp=8 of the tp=1 pp=9 layout"
+    );
     let mut outside = rank_reports(2, 1, 4);
     outside[1].parallel.tp_rank = 2;
     assert_eq!(

@@ -158,3 +158,26 @@ pub struct ExportedEstimateRank {
     /// The rank's report.
     pub report: ExportedReport,
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::estimate::{estimate, EstimateSettings};
+
+    #[test]
+    fn an_estimate_written_before_the_rename_reads_back() {
+        let llama = serde_json::json!({
+            "num_hidden_layers": 2, "num_key_value_heads": 2, "hidden_size": 64,
+            "num_attention_heads": 4, "torch_dtype": "float16",
+        });
+        let e = estimate(&llama, &EstimateSettings::new().positions(16)).unwrap();
+        let exported = e.export("c.json", Parallel::SINGLE, 1).unwrap();
+        // 2 layers x 2 heads x 16 dims x (K + V) x 2 bytes.
+        assert_eq!(exported.ranks[0].per_position_bytes, 2 * 2 * 16 * 2 * 2);
+        let text = serde_json::to_string(&exported).unwrap();
+        assert!(text.contains("\"per_position_bytes\":256"), "{text}");
+        let old = text.replace("per_position_bytes", "per_token_bytes");
+        let back: ExportedEstimate = serde_json::from_str(&old).unwrap();
+        assert_eq!(back, exported);
+    }
+}
