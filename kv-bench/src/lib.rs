@@ -15,8 +15,8 @@ use std::alloc::{GlobalAlloc, Layout, System};
 use std::cell::Cell;
 use std::fmt::Write as _;
 
-use kv_core::{KvSpec, ModelLocalKv};
 use kv_core::declare::{ChildVisitor, Segment};
+use kv_core::{KvSpec, ModelLocalKv};
 
 /// A global allocator that counts allocations (and reallocations) per thread,
 /// so tests running in parallel do not see each other's. Install it with
@@ -277,10 +277,9 @@ pub mod derived {
 /// would without the derive: a `const` spec pushed for the static declaration,
 /// the after-load one built, validated and pushed, children visited directly.
 pub mod hand {
-    use std::borrow::Cow;
 
-    use kv_core::{DType, Geometry, KvError, KvSpec, ModelLocalKv, Positions, Rows, Scope};
     use kv_core::declare::{ChildVisitor, Segment};
+    use kv_core::{DType, Geometry, KvError, KvSpec, ModelLocalKv, Positions, Rows, Scope};
 
     fn field(visitor: &mut dyn ChildVisitor, name: &'static str, child: &dyn ModelLocalKv) {
         visitor.enter(Segment::Field(name));
@@ -344,45 +343,35 @@ pub mod hand {
         pub o: Linear,
     }
 
-    const WINDOW: KvSpec = KvSpec {
-        name: Cow::Borrowed("window"),
-        cache: Cow::Borrowed("sliding DynamicCache"),
-        geometry: Geometry::new(1, 8, 128, DType::BF16),
-        positions: Positions {
-            count: 4095,
-            bound: Cow::Borrowed("sliding_window(4096) - 1"),
-        },
-        scope: Scope::Request,
-        rows: Rows::MaxNumSeqs,
-        only_when: Some(Cow::Borrowed("sliding")),
-        assumes: None,
-        note: None,
-    };
-
     impl ModelLocalKv for Attention {
         fn kv_declare(&self, out: &mut Vec<KvSpec>) -> Result<(), KvError> {
             if self.sliding {
-                out.push(WINDOW);
+                out.push(
+                    KvSpec::attention(
+                        "window",
+                        "sliding DynamicCache",
+                        Geometry::new(1, 8, 128, DType::BF16),
+                        Positions::bounded(4095, "sliding_window(4096) - 1"),
+                        Scope::Request,
+                        Rows::MaxNumSeqs,
+                    )
+                    .only_when("sliding"),
+                );
             } else {
-                let spec = KvSpec {
-                    name: Cow::Borrowed("cache"),
-                    cache: Cow::Borrowed("StaticCache"),
-                    geometry: Geometry::new(
+                let spec = KvSpec::attention(
+                    "cache",
+                    "StaticCache",
+                    Geometry::new(
                         1,
                         count(self.kv_heads, "kv_heads")?,
                         u64::from(self.head_dim),
                         DType::BF16,
                     ),
-                    positions: Positions {
-                        count: count(self.max_len, "positions")?,
-                        bound: Cow::Borrowed("max_cache_len"),
-                    },
-                    scope: Scope::Invocation,
-                    rows: Rows::fixed(1, "calls are serialized"),
-                    only_when: Some(Cow::Borrowed("full")),
-                    assumes: None,
-                    note: None,
-                };
+                    Positions::bounded(count(self.max_len, "positions")?, "max_cache_len"),
+                    Scope::Invocation,
+                    Rows::fixed(1, "calls are serialized"),
+                )
+                .only_when("full");
                 spec.validate("Attention")?;
                 out.push(spec);
             }

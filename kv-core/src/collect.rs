@@ -328,12 +328,16 @@ impl Walker {
             // The derive validated its own specs; a hand-written declarer's are checked here.
             Ok(Ok(true)) => Ok(()),
             Ok(Ok(false)) if self.buffer.is_empty() => Ok(()),
-            Ok(Ok(false)) => {
-                let owner_name = short_type_name(owner_type);
-                self.buffer
-                    .iter()
-                    .try_for_each(|spec| spec.validate(&owner_name))
-            }
+            // The owner's name only names an error: checked without it first,
+            // so a valid spec costs no allocation.
+            Ok(Ok(false)) => self.buffer.iter().try_for_each(|spec| {
+                spec.validate("").or_else(|unnamed| {
+                    Err(spec
+                        .validate(&short_type_name(owner_type))
+                        .err()
+                        .unwrap_or(unnamed))
+                })
+            }),
             Ok(Err(error)) => Err(error),
             Err(payload) => Err(self.panicked("kv_declare", &*payload)),
         };
