@@ -327,7 +327,6 @@ impl Walker {
         let result = match declared {
             // The derive validated its own specs; a hand-written declarer's are checked here.
             Ok(Ok(true)) => Ok(()),
-            Ok(Ok(false)) if self.buffer.is_empty() => Ok(()),
             // The owner's name only names an error: checked without it first,
             // so a valid spec costs no allocation.
             Ok(Ok(false)) => self.buffer.iter().try_for_each(|spec| {
