@@ -395,6 +395,11 @@ fn failing_siblings_are_skipped_and_the_rest_collected() {
         "{:?}",
         skipped[3]
     );
+    // A hand-written declarer's invalid spec is named by its owner's type.
+    let KvError::InvalidValue { declaration, .. } = skipped[3].1 else {
+        unreachable!("checked above")
+    };
+    assert_eq!(declaration, "Failing.bad");
     assert_eq!(
         skipped[4],
         (
