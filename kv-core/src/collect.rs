@@ -330,11 +330,10 @@ impl Walker {
             // The owner's name only names an error: checked without it first,
             // so a valid spec costs no allocation.
             Ok(Ok(false)) => self.buffer.iter().try_for_each(|spec| {
-                spec.validate("").or_else(|unnamed| {
-                    Err(spec
-                        .validate(&short_type_name(owner_type))
+                spec.validate("").map_err(|unnamed| {
+                    spec.validate(&short_type_name(owner_type))
                         .err()
-                        .unwrap_or(unnamed))
+                        .unwrap_or(unnamed)
                 })
             }),
             Ok(Err(error)) => Err(error),
