@@ -1,5 +1,5 @@
 //! The modern models side by side with the peers: each model's start-up
-//! report, its declarations, and a table of kv's bytes per token and per row
+//! report, its declarations, and a table of kv's bytes per position and per row
 //! next to vLLM's, llama.cpp's, transformers' and a naive calculator's, with
 //! one line per difference.
 //!

@@ -700,7 +700,7 @@ pub fn kv_figures(model: &dyn ModelLocalKv) -> Result<KvFigures, KvError> {
             figures.per_token = figures
                 .per_token
                 .checked_add(per_position.map_err(named)?)
-                .ok_or_else(|| total("bytes per token"))?;
+                .ok_or_else(|| total("bytes per position"))?;
         }
         figures.per_row = figures
             .per_row
@@ -780,13 +780,13 @@ pub fn side_by_side_markdown() -> Result<String, KvError> {
     }
     let header = [
         "Model",
-        "kv per token",
+        "kv per position",
         "kv per row",
-        "vLLM per token",
+        "vLLM per position",
         "vLLM per row",
-        "llama.cpp per token",
+        "llama.cpp per position",
         "llama.cpp per row",
-        "transformers per token",
+        "transformers per position",
         "transformers per row",
         "naive per row",
         "naive error",

@@ -38,7 +38,7 @@ fn the_page_holds_the_report_the_table_and_every_explanation() {
     let page = modern_docs_markdown().unwrap();
     for needle in [
         "Model-local KV (outside the paged manager)",
-        "| Model | kv per token | kv per row | vLLM per token",
+        "| Model | kv per position | kv per row | vLLM per position",
         "131,072 B",
         "31,104 B",
         "234.38 MiB",
