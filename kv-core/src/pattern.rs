@@ -3,6 +3,7 @@
 //! each, so that no one counts them by hand. See [`LayerPattern`].
 
 use core::fmt;
+use std::borrow::Cow;
 
 /// What a layer holds, as HF configs name it in `layer_types` /
 /// `layers_block_type`.
@@ -198,7 +199,7 @@ enum Rule {
     },
     List {
         kinds: Vec<LayerKind>,
-        key: &'static str,
+        key: Cow<'static, str>,
     },
 }
 
@@ -270,17 +271,21 @@ impl LayerPattern {
     }
 
     /// One kind per layer, in layer order (`layer_types`,
-    /// `layers_block_type`). `key` names the list. Error: an empty list.
+    /// `layers_block_type`). `key` names the list (or says how it was
+    /// built). Error: an empty list.
     pub fn from_kinds(
         kinds: Vec<LayerKind>,
-        key: &'static str,
+        key: impl Into<Cow<'static, str>>,
     ) -> Result<LayerPattern, PatternError> {
         if kinds.is_empty() {
             return Err(PatternError::NoLayers);
         }
         Ok(LayerPattern {
             layers: kinds.len() as u64,
-            rule: Rule::List { kinds, key },
+            rule: Rule::List {
+                kinds,
+                key: key.into(),
+            },
         })
     }
 
@@ -293,7 +298,8 @@ impl LayerPattern {
     /// built from.
     pub fn source(&self) -> String {
         match &self.rule {
-            Rule::EveryNth { key, .. } | Rule::List { key, .. } => (*key).to_owned(),
+            Rule::EveryNth { key, .. } => (*key).to_owned(),
+            Rule::List { key, .. } => key.to_string(),
             Rule::PeriodOffset { keys, .. } => format!("{}/{}", keys.0, keys.1),
         }
     }

@@ -392,7 +392,12 @@ fn kv_shared_tail(pattern: LayerPattern, name: &str, shared: u64) -> Result<Laye
             }
         })
         .collect();
-    LayerPattern::from_kinds(kinds, NUM_KV_SHARED_LAYERS).map_err(|e| pattern_error(name, e))
+    // The reason keeps where the kinds came from, and says what sharing did.
+    let key = format!(
+        "{}, the last {shared} kv_shared by {NUM_KV_SHARED_LAYERS}",
+        pattern.source()
+    );
+    LayerPattern::from_kinds(kinds, key).map_err(|e| pattern_error(name, e))
 }
 
 /// A `layer_types`-style list, checked against the layer count.

@@ -199,6 +199,11 @@ fn gemma_3n_shared_layers_hold_no_kv() {
     let pattern = &e.specs[0].layer_group.as_ref().unwrap().pattern;
     assert_eq!(pattern.layers(), 35);
     assert_eq!(pattern.count(LayerKind::KvShared), 15);
+    // The reason keeps the list the kinds came from.
+    assert_eq!(
+        pattern.source(),
+        "layer_types, the last 15 kv_shared by num_kv_shared_layers"
+    );
     // Sliding: min(511 + 4096, 8192) = 4607 -> 288 blocks + 1 = 289 blocks.
     assert_eq!(e.specs[0].positions().unwrap().count, 289 * 16);
     assert_eq!(per_row(&e), 16 * 2048 * 289 * 16 + 4 * 2048 * 8192);
