@@ -5,7 +5,7 @@ use std::fmt::Write as _;
 use std::path::{Path, PathBuf};
 
 use kv_core::estimate::EstimateSettings;
-use kv_core::export::ExportedEstimate;
+use kv_core::export::{ExportedEstimate, ExportedEstimateCluster};
 use kv_core::spec::Layout;
 use kv_core::units::{human_bytes, MIB};
 use kv_core::{Collection, KvError, KvSpec, Parallel, Storage};
@@ -402,7 +402,7 @@ fn render(estimated: &Estimated, args: &Args) -> String {
                 out.push_str(body);
             }
             if several {
-                let _ = writeln!(out, "  {}", cluster_line(&estimated.ranks));
+                let _ = writeln!(out, "  {}", cluster_line(&estimated.exported.cluster));
             }
         }
     }
@@ -437,26 +437,15 @@ fn rank_set(ranks: &[(u64, u64)]) -> String {
     format!("ranks {} ({} identical)", parts.join(", "), ranks.len())
 }
 
-/// The cluster: every rank's bytes added up, and the largest rank.
-fn cluster_line(ranks: &[Rank]) -> String {
-    let sum = |of: fn(&Rank) -> u64| {
-        ranks
-            .iter()
-            .try_fold(0u64, |total, rank| total.checked_add(of(rank)))
-    };
-    let shown = |bytes: Option<u64>| {
-        bytes.map_or_else(
-            || "overflow".to_owned(),
-            |b| format!("{} B ({})", grouped(b), human_bytes(b)),
-        )
-    };
-    let largest = ranks.iter().map(|rank| rank.peak).max().unwrap_or(0);
+/// The cluster: every rank's bytes added up, and the largest rank (kv-core's).
+fn cluster_line(cluster: &ExportedEstimateCluster) -> String {
+    let shown = |b: u64| format!("{} B ({})", grouped(b), human_bytes(b));
     format!(
         "cluster: {} ranks, {} per row, {} at peak in all; largest rank {} at peak",
-        ranks.len(),
-        shown(sum(|rank| rank.per_row)),
-        shown(sum(|rank| rank.peak)),
-        shown(Some(largest))
+        cluster.rank_count,
+        shown(cluster.per_row_bytes),
+        shown(cluster.peak_bytes),
+        shown(cluster.largest_peak_bytes)
     )
 }
 

@@ -610,6 +610,13 @@ fn merge_prints_the_cluster_view() {
     assert_eq!(estimates[0].block_size, 80);
     // 153,354,240 B per row: Jamba's hybrid pages (kv-core's estimate tests).
     assert_eq!(estimates[0].ranks[0].per_row_bytes, 153_354_240);
+    // One rank: the cluster is that rank.
+    assert_eq!(estimates[0].cluster.rank_count, 1);
+    assert_eq!(estimates[0].cluster.per_row_bytes, 153_354_240);
+    assert_eq!(
+        estimates[0].cluster.largest_peak_bytes,
+        estimates[0].ranks[0].peak_bytes
+    );
 }
 
 #[test]

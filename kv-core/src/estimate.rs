@@ -16,7 +16,7 @@ mod max_len;
 mod published;
 mod vllm;
 
-pub use export::{EstimateRank, ExportedEstimate, ExportedEstimateRank};
+pub use export::{EstimateRank, ExportedEstimate, ExportedEstimateCluster, ExportedEstimateRank};
 
 use vllm::{Builder, Paging};
 

@@ -82,7 +82,7 @@ mod cluster;
 #[cfg(feature = "json")]
 pub mod export {
     pub use crate::cluster::{ClusterReport, ExportedCluster};
-    pub use crate::estimate::{ExportedEstimate, ExportedEstimateRank};
+    pub use crate::estimate::{ExportedEstimate, ExportedEstimateCluster, ExportedEstimateRank};
     pub use crate::json::{
         ExportedDeclaration, ExportedParallel, ExportedReport, ExportedSkip, ExportedStatePart,
         SCHEMA_VERSION,

@@ -80,7 +80,7 @@ impl Estimate {
         parallel: Parallel,
         max_num_seqs: u64,
     ) -> Result<ExportedEstimate, KvError> {
-        let ranks = self
+        let ranks: Vec<ExportedEstimateRank> = self
             .ranks(parallel, max_num_seqs)?
             .into_iter()
             .map(|rank| ExportedEstimateRank {
@@ -90,6 +90,7 @@ impl Estimate {
                 report: rank.collection.export(max_num_seqs),
             })
             .collect();
+        let cluster = ExportedEstimateCluster::of(&ranks)?;
         Ok(ExportedEstimate {
             schema_version: SCHEMA_VERSION,
             source: source.to_owned(),
@@ -99,6 +100,7 @@ impl Estimate {
             block_size: self.block_size,
             max_num_seqs,
             ranks,
+            cluster,
         })
     }
 }
@@ -142,6 +144,48 @@ pub struct ExportedEstimate {
     pub max_num_seqs: u64,
     /// One per rank, in [`Parallel::ranks`] order; each report names its rank.
     pub ranks: Vec<ExportedEstimateRank>,
+    /// Every rank together.
+    pub cluster: ExportedEstimateCluster,
+}
+
+/// Every rank of an [`ExportedEstimate`] together (`kv estimate`'s
+/// `cluster:` line): bytes added over the ranks, and the largest rank's
+/// peak, the figure that decides whether the layout fits its devices.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[non_exhaustive]
+pub struct ExportedEstimateCluster {
+    /// The number of ranks, `tp x pp`.
+    pub rank_count: u64,
+    /// Bytes of one row on every rank, added.
+    pub per_row_bytes: u64,
+    /// Peak bytes at `max_num_seqs` on every rank, added.
+    pub peak_bytes: u64,
+    /// The largest peak of any one rank.
+    pub largest_peak_bytes: u64,
+}
+
+impl ExportedEstimateCluster {
+    /// The ranks added up; a sum over `u64` is an error naming it.
+    fn of(ranks: &[ExportedEstimateRank]) -> Result<ExportedEstimateCluster, KvError> {
+        let sum = |what: &str, of: fn(&ExportedEstimateRank) -> u64| {
+            ranks
+                .iter()
+                .try_fold(0u64, |total, rank| total.checked_add(of(rank)))
+                .ok_or_else(|| KvError::Config {
+                    what: "figures",
+                    problem: format!(
+                        "the cluster's {what}, added over {} ranks, overflows u64",
+                        ranks.len()
+                    ),
+                })
+        };
+        Ok(ExportedEstimateCluster {
+            rank_count: ranks.len() as u64,
+            per_row_bytes: sum("bytes per row", |rank| rank.per_row_bytes)?,
+            peak_bytes: sum("peak bytes", |rank| rank.peak_bytes)?,
+            largest_peak_bytes: ranks.iter().map(|rank| rank.peak_bytes).max().unwrap_or(0),
+        })
+    }
 }
 
 /// One rank of an [`ExportedEstimate`].
@@ -149,7 +193,6 @@ pub struct ExportedEstimate {
 #[non_exhaustive]
 pub struct ExportedEstimateRank {
     /// Bytes one position adds to one row ([`Totals::per_position`]).
-    #[serde(alias = "per_token_bytes")]
     pub per_position_bytes: u64,
     /// Bytes of one row ([`Totals::per_row`]).
     pub per_row_bytes: u64,
@@ -165,19 +208,50 @@ mod tests {
     use crate::estimate::{estimate, EstimateSettings};
 
     #[test]
-    fn an_estimate_written_before_the_rename_reads_back() {
+    fn the_cluster_adds_the_ranks_and_names_the_largest() {
+        // 2 layers, 2 KV heads of 64 / 4 = 16 dims, f16: 2 x 2 x 16 x (K + V)
+        // x 2 B = 256 B per position; at tp 2 each rank holds one head, 128 B.
         let llama = serde_json::json!({
             "num_hidden_layers": 2, "num_key_value_heads": 2, "hidden_size": 64,
             "num_attention_heads": 4, "torch_dtype": "float16",
         });
         let e = estimate(&llama, &EstimateSettings::new().positions(16)).unwrap();
-        let exported = e.export("c.json", Parallel::SINGLE, 1).unwrap();
-        // 2 layers x 2 heads x 16 dims x (K + V) x 2 bytes.
-        assert_eq!(exported.ranks[0].per_position_bytes, 2 * 2 * 16 * 2 * 2);
+        let exported = e.export("c.json", Parallel::new(2, 1).unwrap(), 3).unwrap();
+        assert_eq!(exported.ranks[0].per_position_bytes, 128);
+        // 16 positions (one block of 16) per row, 3 rows.
+        assert_eq!(exported.ranks[1].per_row_bytes, 128 * 16);
+        assert_eq!(
+            exported.cluster,
+            ExportedEstimateCluster {
+                rank_count: 2,
+                per_row_bytes: 2 * 128 * 16,
+                peak_bytes: 2 * 128 * 16 * 3,
+                largest_peak_bytes: 128 * 16 * 3,
+            }
+        );
         let text = serde_json::to_string(&exported).unwrap();
-        assert!(text.contains("\"per_position_bytes\":256"), "{text}");
-        let old = text.replace("per_position_bytes", "per_token_bytes");
-        let back: ExportedEstimate = serde_json::from_str(&old).unwrap();
+        assert!(text.contains("\"per_position_bytes\":128"), "{text}");
+        let back: ExportedEstimate = serde_json::from_str(&text).unwrap();
         assert_eq!(back, exported);
+    }
+
+    #[test]
+    fn a_cluster_sum_past_u64_is_an_error() {
+        let rank = |peak_bytes| ExportedEstimateRank {
+            per_position_bytes: 1,
+            per_row_bytes: 1,
+            peak_bytes,
+            report: crate::Collection::default().export(1),
+        };
+        let error = ExportedEstimateCluster::of(&[rank(u64::MAX), rank(1)]).unwrap_err();
+        assert_eq!(
+            error.to_string(),
+            "kv: cannot read figures from the config: the cluster's peak bytes, added over 2 \
+             ranks, overflows u64"
+        );
+        let fits = ExportedEstimateCluster::of(&[rank(u64::MAX - 1), rank(1)]).unwrap();
+        assert_eq!(fits.peak_bytes, u64::MAX);
+        assert_eq!(fits.largest_peak_bytes, u64::MAX - 1);
+        assert_eq!(fits.per_row_bytes, 2);
     }
 }
