@@ -120,14 +120,18 @@ pub use error::{KvError, Overflow};
 pub use layout::{Geometry, Latent, RecurrentState, StatePart};
 pub use parallel::{Parallel, Placement, Sharding};
 pub use positions::{PositionPolicy, Positions};
+#[doc(inline)]
 pub use spec::{KvSpec, Rows, Scope};
 pub use storage::{BlockFormat, Storage};
 pub use table::Table;
 
 pub use collect::{collect, Collection};
 #[cfg(feature = "json")]
+#[doc(inline)]
 pub use config::HfConfig;
+#[doc(inline)]
 pub use declare::ModelLocalKv;
+#[doc(inline)]
 pub use pattern::LayerPattern;
 pub use report::log_model_local_kv;
 
