@@ -4,11 +4,12 @@
 use std::fmt::Write as _;
 use std::path::{Path, PathBuf};
 
-use kv_core::estimate::EstimateSettings;
+use kv_core::collection::Totals;
+use kv_core::estimate::{EstimateRank, EstimateSettings};
 use kv_core::export::{ExportedEstimate, ExportedEstimateCluster};
 use kv_core::spec::Layout;
 use kv_core::units::{human_bytes, MIB};
-use kv_core::{Collection, KvError, KvSpec, Parallel, Storage};
+use kv_core::{KvError, KvSpec, Parallel, Storage};
 use serde_json::Value;
 
 use crate::input::{emit, expand, grouped, read_config, Problem};
@@ -90,22 +91,11 @@ fn parse_set(text: &str) -> Result<(String, Value), String> {
     Ok((key.trim().to_owned(), value))
 }
 
-/// One rank's figures.
-struct Rank {
-    collection: Collection,
-    per_position: u64,
-    per_row: u64,
-    peak: u64,
-}
-
-/// One config's estimate, divided per rank by kv-core.
+/// One config's estimate, divided per rank by kv-core: the ranks (their
+/// declarations, for the group lines) and the exported figures.
 struct Estimated {
-    file: String,
-    detected: String,
-    convention: String,
-    max_model_len: u64,
     exported: ExportedEstimate,
-    ranks: Vec<Rank>,
+    ranks: Vec<EstimateRank>,
 }
 
 pub fn run(args: &Args) -> bool {
@@ -216,28 +206,11 @@ fn estimated(
     let source = file.display().to_string();
     let problem = |e: KvError| Problem::new(file, e);
     let layout = Parallel::new(args.tp, args.pp).map_err(problem)?;
-    let ranks = estimate
-        .ranks(layout, args.max_num_seqs)
-        .map_err(problem)?
-        .into_iter()
-        .map(|rank| Rank {
-            per_position: rank.totals.per_position,
-            per_row: rank.totals.per_row,
-            peak: rank.totals.total,
-            collection: rank.collection,
-        })
-        .collect();
+    let ranks = estimate.ranks(layout, args.max_num_seqs).map_err(problem)?;
     let exported = estimate
         .export(&source, layout, args.max_num_seqs)
         .map_err(problem)?;
-    Ok(Estimated {
-        file: source,
-        detected: estimate.detected,
-        convention: estimate.convention,
-        max_model_len: estimate.max_model_len,
-        exported,
-        ranks,
-    })
+    Ok(Estimated { exported, ranks })
 }
 
 fn mib(bytes: u128) -> f64 {
@@ -299,21 +272,25 @@ fn group_line(spec: &KvSpec, max_num_seqs: u64) -> String {
     line
 }
 
-fn totals_line(rank: &Rank, max_num_seqs: u64) -> String {
+fn totals_line(totals: &Totals, max_num_seqs: u64) -> String {
     format!(
         "total: {} B per position, {} B per row ({}), {} B at peak ({}) at max_num_seqs {max_num_seqs}",
-        grouped(rank.per_position),
-        grouped(rank.per_row),
-        human_bytes(rank.per_row),
-        grouped(rank.peak),
-        human_bytes(rank.peak)
+        grouped(totals.per_position),
+        grouped(totals.per_row),
+        human_bytes(totals.per_row),
+        grouped(totals.total),
+        human_bytes(totals.total)
     )
 }
 
 fn settings_line(estimated: &Estimated, args: &Args) -> String {
     format!(
         "max_model_len {}, max_num_seqs {}, tp {}, pp {}; {}",
-        estimated.max_model_len, args.max_num_seqs, args.tp, args.pp, estimated.convention
+        estimated.exported.max_model_len,
+        args.max_num_seqs,
+        args.tp,
+        args.pp,
+        estimated.exported.convention
     )
 }
 
@@ -322,8 +299,8 @@ fn render(estimated: &Estimated, args: &Args) -> String {
     let several = estimated.ranks.len() > 1;
     match args.format {
         Format::Markdown => {
-            let _ = writeln!(out, "### `{}`\n", estimated.file);
-            let _ = writeln!(out, "Detected: {}.\n", estimated.detected);
+            let _ = writeln!(out, "### `{}`\n", estimated.exported.source);
+            let _ = writeln!(out, "Detected: {}.\n", estimated.exported.detected);
             let _ = writeln!(out, "Settings: {}.\n", settings_line(estimated, args));
             let _ = writeln!(
                 out,
@@ -359,16 +336,16 @@ fn render(estimated: &Estimated, args: &Args) -> String {
                 let _ = writeln!(
                     out,
                     "| {name} | **total** | | | | {} B | {} B | {} B |",
-                    grouped(rank.per_position),
-                    grouped(rank.per_row),
-                    grouped(rank.peak)
+                    grouped(rank.totals.per_position),
+                    grouped(rank.totals.per_row),
+                    grouped(rank.totals.total)
                 );
             }
             out.push('\n');
         }
         _ => {
-            let _ = writeln!(out, "{}", estimated.file);
-            let _ = writeln!(out, "  detected: {}", estimated.detected);
+            let _ = writeln!(out, "{}", estimated.exported.source);
+            let _ = writeln!(out, "  detected: {}", estimated.exported.detected);
             let _ = writeln!(out, "  settings: {}", settings_line(estimated, args));
             let indent = if several { "    " } else { "  " };
             // Ranks that hold the same are printed once, with their count.
@@ -388,7 +365,11 @@ fn render(estimated: &Estimated, args: &Args) -> String {
                         let _ = writeln!(body, "{indent}  ({share})");
                     }
                 }
-                let _ = writeln!(body, "{indent}{}", totals_line(rank, args.max_num_seqs));
+                let _ = writeln!(
+                    body,
+                    "{indent}{}",
+                    totals_line(&rank.totals, args.max_num_seqs)
+                );
                 let p = rank.collection.parallel();
                 match groups.iter_mut().find(|(b, _)| *b == body) {
                     Some((_, ranks)) => ranks.push((p.tp_rank, p.pp_rank)),
