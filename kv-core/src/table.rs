@@ -140,12 +140,12 @@ impl Table {
         };
         for d in &report.declarations {
             let bound = match (d.positions, &d.positions_bound) {
-                (Some(count), Some(reason)) => format!("{count} ({reason})"),
+                (Some(count), Some(reason)) => bounded_cell(count, reason),
                 (Some(count), None) => count.to_string(),
                 (None, _) => NO_POSITIONS.to_owned(),
             };
             let rows = match &d.rows_reason {
-                Some(because) => format!("fixed {} ({because})", d.rows),
+                Some(because) => fixed_cell(d.rows, because),
                 None => d.rows_driver.clone(),
             };
             self.cells.push([
@@ -225,7 +225,7 @@ impl Table {
     fn push_spec(&mut self, label: &str, spec: &KvSpec) {
         let rows = match &spec.rows {
             Rows::MaxNumSeqs => "max_num_seqs".to_owned(),
-            Rows::Fixed { count, because } => format!("fixed {count} ({because})"),
+            Rows::Fixed { count, because } => fixed_cell(*count, because),
         };
         self.cells.push([
             model_cell(label, &spec.name),
@@ -245,7 +245,7 @@ impl Table {
     fn push_after_load(&mut self, label: &str, decl: &AfterLoadDecl) {
         let later = || KNOWN_AFTER_LOAD.to_owned();
         let bound = match decl.positions {
-            Some(count) => format!("{count} ({})", decl.positions_bound),
+            Some(count) => bounded_cell(count, decl.positions_bound),
             None if decl.positions_bound == NO_POSITIONS => NO_POSITIONS.to_owned(),
             None => format!("{KNOWN_AFTER_LOAD} ({})", decl.positions_bound),
         };
@@ -254,7 +254,7 @@ impl Table {
             AfterLoadRows::Fixed {
                 count: Some(count),
                 because,
-            } => (format!("fixed {count} ({because})"), Some(count)),
+            } => (fixed_cell(count, because), Some(count)),
             AfterLoadRows::Fixed {
                 count: None,
                 because,
@@ -279,6 +279,16 @@ impl Table {
 
 /// Which columns are right-aligned: the two sizes (Per row, Peak).
 const RIGHT_ALIGNED: [bool; COLUMNS] = [false, false, false, true, false, true];
+
+/// Bounded by: `71 (sliding_window(72) - 1)`, as `Positions` displays itself.
+fn bounded_cell(count: u64, reason: &str) -> String {
+    format!("{count} ({reason})")
+}
+
+/// Rows: `fixed 261 (sum of captured buckets)`.
+fn fixed_cell(count: u64, because: &str) -> String {
+    format!("fixed {count} ({because})")
+}
 
 fn model_cell(label: &str, name: &str) -> String {
     if label.is_empty() {
