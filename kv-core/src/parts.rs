@@ -68,8 +68,7 @@ impl Layout {
             } => {
                 let kept = g.residual.map_or(0, |r| r.positions.min(positions.count));
                 let quantized = positions.count - kept;
-                let heads = [g.kv_heads, g.layers];
-                let with = |positions: u64| [heads[0], heads[1], positions];
+                let with = |positions: u64| [g.kv_heads, g.layers, positions];
                 let mut parts = vec![
                     part(
                         "K",
