@@ -3,10 +3,10 @@
 
 use serde::{Deserialize, Serialize};
 
-use super::Estimate;
+use super::{overflow, Estimate};
 use crate::collect::Totals;
 use crate::json::{ExportedReport, SCHEMA_VERSION};
-use crate::{collect, Collection, KvError, KvSpec, ModelLocalKv, Parallel};
+use crate::{collect, Collection, KvError, KvSpec, ModelLocalKv, Overflow, Parallel};
 
 /// The declarations of an estimate, as an owner the collector visits
 /// (reports name them `FromConfig.NAME`).
@@ -167,22 +167,17 @@ pub struct ExportedEstimateCluster {
 impl ExportedEstimateCluster {
     /// The ranks added up; a sum over `u64` is an error naming it.
     fn of(ranks: &[ExportedEstimateRank]) -> Result<ExportedEstimateCluster, KvError> {
-        let sum = |what: &str, of: fn(&ExportedEstimateRank) -> u64| {
+        let sum = |step: &'static str, of: fn(&ExportedEstimateRank) -> u64| {
             ranks
                 .iter()
                 .try_fold(0u64, |total, rank| total.checked_add(of(rank)))
-                .ok_or_else(|| KvError::Config {
-                    what: "figures",
-                    problem: format!(
-                        "the cluster's {what}, added over {} ranks, overflows u64",
-                        ranks.len()
-                    ),
-                })
+                .ok_or(Overflow { step })
+                .map_err(overflow(format!("{} ranks added", ranks.len())))
         };
         Ok(ExportedEstimateCluster {
             rank_count: ranks.len() as u64,
-            per_row_bytes: sum("bytes per row", |rank| rank.per_row_bytes)?,
-            peak_bytes: sum("peak bytes", |rank| rank.peak_bytes)?,
+            per_row_bytes: sum("the cluster's bytes per row", |rank| rank.per_row_bytes)?,
+            peak_bytes: sum("the cluster's peak bytes", |rank| rank.peak_bytes)?,
             largest_peak_bytes: ranks.iter().map(|rank| rank.peak_bytes).max().unwrap_or(0),
         })
     }
@@ -246,8 +241,8 @@ mod tests {
         let error = ExportedEstimateCluster::of(&[rank(u64::MAX), rank(1)]).unwrap_err();
         assert_eq!(
             error.to_string(),
-            "kv: cannot read figures from the config: the cluster's peak bytes, added over 2 \
-             ranks, overflows u64"
+            "kv: cannot read figures from the config: the cluster's peak bytes overflows u64 \
+             for 2 ranks added"
         );
         let fits = ExportedEstimateCluster::of(&[rank(u64::MAX - 1), rank(1)]).unwrap();
         assert_eq!(fits.peak_bytes, u64::MAX);
