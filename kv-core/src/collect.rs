@@ -135,6 +135,7 @@ pub struct Totals {
 pub struct Collection {
     entries: Vec<Collected>,
     skipped: Vec<Skipped>,
+    poisoned: Vec<String>,
     parallel: Parallel,
 }
 
@@ -147,6 +148,13 @@ impl Collection {
     /// The owners whose declarations were dropped.
     pub fn skipped(&self) -> &[Skipped] {
         &self.skipped
+    }
+
+    /// The paths read through a poisoned lock (a thread panicked while
+    /// holding it): counted, since the cache is still there, but what it holds
+    /// may be half-written.
+    pub fn poisoned(&self) -> &[String] {
+        &self.poisoned
     }
 
     /// The parallel layout and rank these figures are for.
@@ -194,6 +202,7 @@ impl Collection {
         Ok(Collection {
             entries,
             skipped: self.skipped.clone(),
+            poisoned: self.poisoned.clone(),
             parallel,
         })
     }
@@ -269,6 +278,12 @@ impl Collection {
 /// [`Collection::skipped`]; none of its declarations are kept, but its children
 /// are still visited. A panic in `kv_visit_children` is recorded the same way;
 /// the children reached before it stay collected.
+///
+/// Collecting never waits: a child behind a lock held elsewhere (a `Mutex`,
+/// an `RwLock` locked for writing) or a `RefCell` borrowed mutably is kept in
+/// [`Collection::skipped`] as [`KvError::Unreachable`], naming its path; one
+/// behind a poisoned lock is read and its path kept in
+/// [`Collection::poisoned`]. Both are logged with `log::warn!`.
 pub fn collect(root: &dyn ModelLocalKv) -> Collection {
     let mut walker = Walker::default();
     walker.owner(root);
@@ -376,6 +391,28 @@ impl ChildVisitor for Walker {
         if let Some(depth) = self.depths.pop() {
             self.path.truncate(depth);
         }
+    }
+
+    fn unreachable(&mut self, container: &'static str, why: &'static str) {
+        let error = KvError::Unreachable {
+            path: self.path.clone(),
+            container,
+            why,
+        };
+        self.skip(container, error);
+    }
+
+    fn poisoned(&mut self, container: &'static str) {
+        let path = if self.path.is_empty() {
+            "<root>"
+        } else {
+            &self.path
+        };
+        log::warn!(
+            "kv: `{path}` is behind a poisoned {container} (a thread panicked while holding \
+             it); its declarations are counted all the same"
+        );
+        self.collection.poisoned.push(self.path.clone());
     }
 
     fn owner(&mut self, owner: &dyn ModelLocalKv) {

@@ -9,10 +9,11 @@
 
 pub mod after_load;
 
+use std::cell::{OnceCell, RefCell};
 use std::collections::{BTreeMap, HashMap};
 use std::fmt;
 use std::rc::Rc;
-use std::sync::Arc;
+use std::sync::{Arc, Mutex, OnceLock, RwLock, TryLockError};
 
 use crate::{KvError, KvSpec, Scope};
 
@@ -163,6 +164,22 @@ pub trait ChildVisitor {
     fn leave(&mut self);
     /// An owner at the current path.
     fn owner(&mut self, owner: &dyn ModelLocalKv);
+
+    /// The child at the current path could not be read without waiting or
+    /// panicking (a `Mutex` locked elsewhere, a `RefCell` borrowed mutably):
+    /// `container` names it, `why` says what held it. The default ignores it;
+    /// the collector records it in [`Collection::skipped`](crate::Collection::skipped).
+    fn unreachable(&mut self, container: &'static str, why: &'static str) {
+        let _ = (container, why);
+    }
+
+    /// The child at the current path is behind a poisoned lock (a thread
+    /// panicked while holding it). It is read all the same; the default
+    /// ignores this, the collector records it in
+    /// [`Collection::poisoned`](crate::Collection::poisoned).
+    fn poisoned(&mut self, container: &'static str) {
+        let _ = container;
+    }
 }
 
 impl dyn ChildVisitor + '_ {
@@ -193,14 +210,32 @@ impl dyn ChildVisitor + '_ {
     }
 }
 
+/// The default way a [`KvChild`] reaches its owners: every owner inside it
+/// implements [`ModelLocalKv`]. The derive gives a field whose type has a
+/// tuple of owners and other things (`Option<(Attention, LayerNorm)>`) a
+/// way of its own, so that only the tuple's elements that declare are visited.
+#[derive(Clone, Copy, Debug)]
+pub struct Owners;
+
 /// A field that may hold declaring owners: an owner itself, or `Option`, `Vec`,
-/// arrays, slices, map values, `Box`/`Rc`/`Arc` of them.
+/// arrays, slices, map values, `Box`/`Rc`/`Arc` of them, tuples of them, and
+/// owners behind `Mutex`, `RwLock`, `RefCell`, `OnceLock`, `OnceCell` (alone
+/// or in a `Box`, `Rc` or `Arc`).
+///
+/// `Via` is how the owners are reached: [`Owners`] (the default) for every
+/// impl here; a `#[kv(child)]` field with a tuple of owners and non-owners
+/// gets a private one from the derive.
+///
+/// A lock or cell is read without waiting: one held elsewhere is reported to
+/// the visitor ([`ChildVisitor::unreachable`]), never waited for; a poisoned
+/// lock is read, and reported ([`ChildVisitor::poisoned`]). An empty
+/// `OnceLock` holds nothing.
 #[diagnostic::on_unimplemented(
     message = "`{Self}` cannot be a `#[kv(child)]`: it holds no model-local KV owner",
     label = "not a `ModelLocalKv` owner, nor a container of owners",
-    note = "derive `ModelLocalKv` on the field's type, or hold owners in `Option`, `Vec`, arrays, slices, map values, `Box`, `Rc` or `Arc`; if the field holds no KV, remove `#[kv(child)]`"
+    note = "derive `ModelLocalKv` on the field's type, or hold owners in `Option`, `Vec`, arrays, slices, map values, tuples, `Box`, `Rc`, `Arc`, `Mutex`, `RwLock`, `RefCell` or `OnceLock`; a tuple whose type names a type parameter must hold owners only; if the field holds no KV, remove `#[kv(child)]`"
 )]
-pub trait KvChild {
+pub trait KvChild<Via = Owners> {
     /// Hands every owner inside to `visitor`, entering index or key segments.
     fn kv_visit(&self, visitor: &mut dyn ChildVisitor);
 }
@@ -211,7 +246,7 @@ impl<T: ModelLocalKv> KvChild for T {
     }
 }
 
-impl<C: KvChild> KvChild for Option<C> {
+impl<V, C: KvChild<V>> KvChild<V> for Option<C> {
     fn kv_visit(&self, visitor: &mut dyn ChildVisitor) {
         if let Some(child) = self {
             child.kv_visit(visitor);
@@ -219,45 +254,179 @@ impl<C: KvChild> KvChild for Option<C> {
     }
 }
 
-impl<C: KvChild> KvChild for [C] {
+impl<V, C: KvChild<V>> KvChild<V> for [C] {
     fn kv_visit(&self, visitor: &mut dyn ChildVisitor) {
         for (index, child) in self.iter().enumerate() {
-            visitor.index(index, child);
+            visitor.enter(Segment::Index(index));
+            child.kv_visit(visitor);
+            visitor.leave();
         }
     }
 }
 
-impl<C: KvChild, const N: usize> KvChild for [C; N] {
+impl<V, C: KvChild<V>, const N: usize> KvChild<V> for [C; N] {
     fn kv_visit(&self, visitor: &mut dyn ChildVisitor) {
         self.as_slice().kv_visit(visitor);
     }
 }
 
-impl<C: KvChild> KvChild for Vec<C> {
+impl<V, C: KvChild<V>> KvChild<V> for Vec<C> {
     fn kv_visit(&self, visitor: &mut dyn ChildVisitor) {
         self.as_slice().kv_visit(visitor);
     }
 }
 
-impl<K: fmt::Display, C: KvChild, S> KvChild for HashMap<K, C, S> {
+impl<V, K: fmt::Display, C: KvChild<V>, S> KvChild<V> for HashMap<K, C, S> {
     /// Visits in key order (by their text), so paths and reports are stable.
     fn kv_visit(&self, visitor: &mut dyn ChildVisitor) {
         let mut entries: Vec<(String, &K, &C)> =
             self.iter().map(|(k, c)| (k.to_string(), k, c)).collect();
         entries.sort_by(|a, b| a.0.cmp(&b.0));
         for (_, key, child) in entries {
-            visitor.key(key, child);
+            visitor.enter(Segment::Key(key));
+            child.kv_visit(visitor);
+            visitor.leave();
         }
     }
 }
 
-impl<K: fmt::Display, C: KvChild> KvChild for BTreeMap<K, C> {
+impl<V, K: fmt::Display, C: KvChild<V>> KvChild<V> for BTreeMap<K, C> {
     fn kv_visit(&self, visitor: &mut dyn ChildVisitor) {
         for (key, child) in self {
-            visitor.key(key, child);
+            visitor.enter(Segment::Key(key));
+            child.kv_visit(visitor);
+            visitor.leave();
         }
     }
 }
+
+/// Tuples of owners (or containers of them), each element under its index:
+/// `cross_attn.0`. A tuple that also holds things that declare nothing
+/// (`(Attention, LayerNorm)`) is visited through the derive's own `Via`.
+macro_rules! tuple_of_children {
+    ($(($($name:ident $index:tt),+))+) => {$(
+        impl<$($name: KvChild),+> KvChild for ($($name,)+) {
+            fn kv_visit(&self, visitor: &mut dyn ChildVisitor) {
+                $(
+                    visitor.enter(Segment::Index($index));
+                    self.$index.kv_visit(visitor);
+                    visitor.leave();
+                )+
+            }
+        }
+    )+};
+}
+
+tuple_of_children! {
+    (A 0)
+    (A 0, B 1)
+    (A 0, B 1, C 2)
+    (A 0, B 1, C 2, D 3)
+    (A 0, B 1, C 2, D 3, E 4)
+    (A 0, B 1, C 2, D 3, E 4, F 5)
+}
+
+/// Reads a lock or cell without waiting: `Ok` the value, `Err(Some(why))`
+/// held elsewhere, `Err(None)` empty (an unset `OnceLock`).
+trait ReadWithoutWaiting {
+    type Target: ?Sized;
+    const NAME: &'static str;
+    fn read_without_waiting(&self, visitor: &mut dyn ChildVisitor, inside: &mut dyn FnMut(&Self::Target, &mut dyn ChildVisitor));
+}
+
+impl<C: ?Sized> ReadWithoutWaiting for Mutex<C> {
+    type Target = C;
+    const NAME: &'static str = "Mutex";
+    fn read_without_waiting(&self, visitor: &mut dyn ChildVisitor, inside: &mut dyn FnMut(&C, &mut dyn ChildVisitor)) {
+        match self.try_lock() {
+            Ok(guard) => inside(&guard, visitor),
+            Err(TryLockError::Poisoned(poisoned)) => {
+                visitor.poisoned(Self::NAME);
+                inside(&poisoned.into_inner(), visitor);
+            }
+            Err(TryLockError::WouldBlock) => visitor.unreachable(Self::NAME, "is locked elsewhere"),
+        }
+    }
+}
+
+impl<C: ?Sized> ReadWithoutWaiting for RwLock<C> {
+    type Target = C;
+    const NAME: &'static str = "RwLock";
+    fn read_without_waiting(&self, visitor: &mut dyn ChildVisitor, inside: &mut dyn FnMut(&C, &mut dyn ChildVisitor)) {
+        match self.try_read() {
+            Ok(guard) => inside(&guard, visitor),
+            Err(TryLockError::Poisoned(poisoned)) => {
+                visitor.poisoned(Self::NAME);
+                inside(&poisoned.into_inner(), visitor);
+            }
+            Err(TryLockError::WouldBlock) => {
+                visitor.unreachable(Self::NAME, "is write-locked elsewhere")
+            }
+        }
+    }
+}
+
+impl<C: ?Sized> ReadWithoutWaiting for RefCell<C> {
+    type Target = C;
+    const NAME: &'static str = "RefCell";
+    fn read_without_waiting(&self, visitor: &mut dyn ChildVisitor, inside: &mut dyn FnMut(&C, &mut dyn ChildVisitor)) {
+        match self.try_borrow() {
+            Ok(borrowed) => inside(&borrowed, visitor),
+            Err(_) => visitor.unreachable(Self::NAME, "is borrowed mutably elsewhere"),
+        }
+    }
+}
+
+impl<C> ReadWithoutWaiting for OnceLock<C> {
+    type Target = C;
+    const NAME: &'static str = "OnceLock";
+    fn read_without_waiting(&self, visitor: &mut dyn ChildVisitor, inside: &mut dyn FnMut(&C, &mut dyn ChildVisitor)) {
+        if let Some(value) = self.get() {
+            inside(value, visitor);
+        }
+    }
+}
+
+impl<C> ReadWithoutWaiting for OnceCell<C> {
+    type Target = C;
+    const NAME: &'static str = "OnceCell";
+    fn read_without_waiting(&self, visitor: &mut dyn ChildVisitor, inside: &mut dyn FnMut(&C, &mut dyn ChildVisitor)) {
+        if let Some(value) = self.get() {
+            inside(value, visitor);
+        }
+    }
+}
+
+/// Locks and cells of children, alone and in a `Box`, `Rc` or `Arc`
+/// (`Arc<Mutex<Cache>>`, as mistral.rs holds its caches). A pointer to an
+/// owner is itself an owner (it forwards); a pointer to a lock is not, so
+/// each pointer-of-lock pair is its own impl.
+macro_rules! locked_children {
+    ($($cell:ident),+) => {$(
+        impl<V, C: KvChild<V>> KvChild<V> for $cell<C> {
+            fn kv_visit(&self, visitor: &mut dyn ChildVisitor) {
+                self.read_without_waiting(visitor, &mut |child, visitor| child.kv_visit(visitor));
+            }
+        }
+        impl<V, C: KvChild<V>> KvChild<V> for Box<$cell<C>> {
+            fn kv_visit(&self, visitor: &mut dyn ChildVisitor) {
+                (**self).kv_visit(visitor);
+            }
+        }
+        impl<V, C: KvChild<V>> KvChild<V> for Rc<$cell<C>> {
+            fn kv_visit(&self, visitor: &mut dyn ChildVisitor) {
+                (**self).kv_visit(visitor);
+            }
+        }
+        impl<V, C: KvChild<V>> KvChild<V> for Arc<$cell<C>> {
+            fn kv_visit(&self, visitor: &mut dyn ChildVisitor) {
+                (**self).kv_visit(visitor);
+            }
+        }
+    )+};
+}
+
+locked_children!(Mutex, RwLock, RefCell, OnceLock, OnceCell);
 
 macro_rules! forward_to_target {
     ($pointer:ty, $identity:expr) => {

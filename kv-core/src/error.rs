@@ -127,6 +127,17 @@ pub enum KvError {
         /// The panic's message, where it had one.
         message: String,
     },
+    /// A child the collector could not read without waiting or panicking: a
+    /// lock held elsewhere, a cell already borrowed mutably. What it holds is
+    /// not counted; the collector never waits for a lock.
+    Unreachable {
+        /// The child's path in the model tree.
+        path: String,
+        /// The container, e.g. `"Mutex"`.
+        container: &'static str,
+        /// Why it could not be read, e.g. `"is locked elsewhere"`.
+        why: &'static str,
+    },
     /// A parallel layout is invalid, or a declaration cannot be divided by it
     /// the way engines divide it.
     Parallel {
@@ -263,6 +274,19 @@ impl fmt::Display for KvError {
             KvError::DeclarerPanicked { path, message } => {
                 let path = if path.is_empty() { "<root>" } else { path };
                 write!(f, "kv: the declarer at `{path}` panicked: {message}")
+            }
+            KvError::Unreachable {
+                path,
+                container,
+                why,
+            } => {
+                let path = if path.is_empty() { "<root>" } else { path };
+                write!(
+                    f,
+                    "kv: `{path}` could not be read: its {container} {why}, and kv never waits \
+                     or panics while collecting; the declarations inside are not counted \
+                     (collect when the model is not in use, e.g. right after load)"
+                )
             }
             KvError::Parallel {
                 declaration,

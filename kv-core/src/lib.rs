@@ -138,7 +138,7 @@ pub use report::log_model_local_kv;
 // Inside the crate, by their short names.
 pub(crate) use collect::Collected;
 pub(crate) use declare::{
-    AfterLoadDecl, AfterLoadRows, ChildVisitor, KvChild, KvTypeDecls, OwnerId, Segment,
+    AfterLoadDecl, AfterLoadRows, ChildVisitor, KvTypeDecls, OwnerId, Segment,
 };
 pub(crate) use layout::Layout;
 pub(crate) use pattern::LayerKind;

@@ -10,7 +10,7 @@ pub use std::result::Result;
 pub use std::result::Result::Ok;
 pub use std::vec::Vec;
 
-pub use crate::declare::{AfterLoadDecl, AfterLoadRows, DeclaredKv};
+pub use crate::declare::{AfterLoadDecl, AfterLoadRows, ChildVisitor, DeclaredKv, KvChild, Owners};
 pub use crate::{DType, Geometry, KvSpec, Rows, Scope};
 // Short names for generated code: fewer tokens to generate and parse.
 pub use crate::DType::{BF16, F16, F32, F4E2M1, F64, F8E4M3, F8E5M2, I2, I4, I8, U8};
@@ -81,7 +81,7 @@ pub const fn geometry(layers: u64, kv_heads: u64, head_dim: u64, dtype: DType) -
 pub const fn fixed(count: u64, because: &'static str) -> Rows {
     Rows::fixed(count, because)
 }
-use crate::{ChildVisitor, KvChild, KvError, KvTypeDecls, Layout, Positions, Segment};
+use crate::{KvError, KvTypeDecls, Layout, Positions, Segment};
 
 pub use crate::declare::after_load::{
     IntoCount, IntoDType, IntoGeometry, IntoLatent, IntoState, IntoStorage,
@@ -106,6 +106,61 @@ pub fn visit_field(child: &dyn KvChild, field: &'static str, visitor: &mut dyn C
     visitor.enter(Segment::Field(field));
     child.kv_visit(visitor);
     visitor.leave();
+}
+
+/// Visits a child field under its name, reaching its owners `Via` the
+/// derive's own way (a field with a tuple of owners and non-owners).
+pub fn visit_field_via<Via>(
+    child: &dyn KvChild<Via>,
+    field: &'static str,
+    visitor: &mut dyn ChildVisitor,
+) {
+    visitor.enter(Segment::Field(field));
+    child.kv_visit(visitor);
+    visitor.leave();
+}
+
+/// Visits a child of a transparent wrapper at the wrapper's own path,
+/// `Via` the derive's own way.
+pub fn visit_transparent_via<Via>(child: &dyn KvChild<Via>, visitor: &mut dyn ChildVisitor) {
+    child.kv_visit(visitor);
+}
+
+/// How a tuple's element is visited, asked for a concrete element type: the
+/// inherent `VISIT` exists only where the element is a [`KvChild`] reached
+/// `Via`, and a path prefers it to [`NoElement`]'s `None` (as [`Unmarked`]
+/// does). So `(Attention, LayerNorm)` visits its attention and passes over
+/// its norm, which the model's crate could not make a `KvChild`.
+pub struct Element<T: ?Sized, Via>(core::marker::PhantomData<(fn(&T), Via)>);
+
+/// A visit of one element of a tuple.
+pub type VisitElement<T> = Option<fn(&T, &mut dyn ChildVisitor)>;
+
+impl<T: KvChild<Via> + ?Sized, Via> Element<T, Via> {
+    /// The element declares model-local KV: visit it.
+    pub const VISIT: VisitElement<T> = Some(<T as KvChild<Via>>::kv_visit);
+}
+
+/// The fallback of [`Element`]: an element that is no `KvChild` declares nothing.
+pub trait NoElement<T: ?Sized> {
+    /// The element declares nothing: pass over it.
+    const VISIT: VisitElement<T> = None;
+}
+
+impl<T: ?Sized, Via> NoElement<T> for Element<T, Via> {}
+
+/// Visits element `index` of a tuple with `visit`, if it declares.
+pub fn element<T: ?Sized>(
+    value: &T,
+    index: usize,
+    visit: VisitElement<T>,
+    visitor: &mut dyn ChildVisitor,
+) {
+    if let Some(visit) = visit {
+        visitor.enter(Segment::Index(index));
+        visit(value, visitor);
+        visitor.leave();
+    }
 }
 
 /// Visits a child of a transparent wrapper at the wrapper's own path.
@@ -347,6 +402,7 @@ macro_rules! __kv_impl_v0_1 {
         checks [$($checks:tt)*];
         fn ($self_:ident, $out:ident) { $($declare:tt)* }
         $(children ($visitor:ident) { $($children:tt)* })?
+        $(items { $($items:tt)* })?
         $(check { $($check:tt)* })?
         $(register $register:ty;)?
     ) => {
@@ -393,6 +449,7 @@ macro_rules! __kv_impl_v0_1 {
                 }
             }
 
+            $($($items)*)?
             $($($check)*)?
             $($crate::__kv_register!($register);)?
         };
