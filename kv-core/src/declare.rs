@@ -331,13 +331,21 @@ tuple_of_children! {
 trait ReadWithoutWaiting {
     type Target: ?Sized;
     const NAME: &'static str;
-    fn read_without_waiting(&self, visitor: &mut dyn ChildVisitor, inside: &mut dyn FnMut(&Self::Target, &mut dyn ChildVisitor));
+    fn read_without_waiting(
+        &self,
+        visitor: &mut dyn ChildVisitor,
+        inside: &mut dyn FnMut(&Self::Target, &mut dyn ChildVisitor),
+    );
 }
 
 impl<C: ?Sized> ReadWithoutWaiting for Mutex<C> {
     type Target = C;
     const NAME: &'static str = "Mutex";
-    fn read_without_waiting(&self, visitor: &mut dyn ChildVisitor, inside: &mut dyn FnMut(&C, &mut dyn ChildVisitor)) {
+    fn read_without_waiting(
+        &self,
+        visitor: &mut dyn ChildVisitor,
+        inside: &mut dyn FnMut(&C, &mut dyn ChildVisitor),
+    ) {
         match self.try_lock() {
             Ok(guard) => inside(&guard, visitor),
             Err(TryLockError::Poisoned(poisoned)) => {
@@ -352,7 +360,11 @@ impl<C: ?Sized> ReadWithoutWaiting for Mutex<C> {
 impl<C: ?Sized> ReadWithoutWaiting for RwLock<C> {
     type Target = C;
     const NAME: &'static str = "RwLock";
-    fn read_without_waiting(&self, visitor: &mut dyn ChildVisitor, inside: &mut dyn FnMut(&C, &mut dyn ChildVisitor)) {
+    fn read_without_waiting(
+        &self,
+        visitor: &mut dyn ChildVisitor,
+        inside: &mut dyn FnMut(&C, &mut dyn ChildVisitor),
+    ) {
         match self.try_read() {
             Ok(guard) => inside(&guard, visitor),
             Err(TryLockError::Poisoned(poisoned)) => {
@@ -369,7 +381,11 @@ impl<C: ?Sized> ReadWithoutWaiting for RwLock<C> {
 impl<C: ?Sized> ReadWithoutWaiting for RefCell<C> {
     type Target = C;
     const NAME: &'static str = "RefCell";
-    fn read_without_waiting(&self, visitor: &mut dyn ChildVisitor, inside: &mut dyn FnMut(&C, &mut dyn ChildVisitor)) {
+    fn read_without_waiting(
+        &self,
+        visitor: &mut dyn ChildVisitor,
+        inside: &mut dyn FnMut(&C, &mut dyn ChildVisitor),
+    ) {
         match self.try_borrow() {
             Ok(borrowed) => inside(&borrowed, visitor),
             Err(_) => visitor.unreachable(Self::NAME, "is borrowed mutably elsewhere"),
@@ -380,7 +396,11 @@ impl<C: ?Sized> ReadWithoutWaiting for RefCell<C> {
 impl<C> ReadWithoutWaiting for OnceLock<C> {
     type Target = C;
     const NAME: &'static str = "OnceLock";
-    fn read_without_waiting(&self, visitor: &mut dyn ChildVisitor, inside: &mut dyn FnMut(&C, &mut dyn ChildVisitor)) {
+    fn read_without_waiting(
+        &self,
+        visitor: &mut dyn ChildVisitor,
+        inside: &mut dyn FnMut(&C, &mut dyn ChildVisitor),
+    ) {
         if let Some(value) = self.get() {
             inside(value, visitor);
         }
@@ -390,7 +410,11 @@ impl<C> ReadWithoutWaiting for OnceLock<C> {
 impl<C> ReadWithoutWaiting for OnceCell<C> {
     type Target = C;
     const NAME: &'static str = "OnceCell";
-    fn read_without_waiting(&self, visitor: &mut dyn ChildVisitor, inside: &mut dyn FnMut(&C, &mut dyn ChildVisitor)) {
+    fn read_without_waiting(
+        &self,
+        visitor: &mut dyn ChildVisitor,
+        inside: &mut dyn FnMut(&C, &mut dyn ChildVisitor),
+    ) {
         if let Some(value) = self.get() {
             inside(value, visitor);
         }

@@ -1,5 +1,6 @@
-//! The derive's input as a small AST: the struct, its options, its fields,
-//! children and declarations, read from `#[kv(...)]` attributes.
+//! The derive's input as a small AST: the struct or enum, its options, its
+//! fields (an enum's per variant), children and declarations, read from
+//! `#[kv(...)]` attributes.
 
 use proc_macro2::{Ident, Span};
 use quote::ToTokens;
@@ -21,8 +22,9 @@ pub struct Shell<'a> {
 }
 
 pub enum Parsed<'a> {
+    /// A struct or an enum.
     Struct(Box<Input<'a>>),
-    /// An enum or union: reported, and only fallback impls are emitted.
+    /// A union: reported, and only fallback impls are emitted.
     NotAStruct(Shell<'a>),
 }
 
@@ -37,13 +39,31 @@ impl<'a> Parsed<'a> {
 
 pub struct Input<'a> {
     pub shell: Shell<'a>,
-    /// The struct's options (`crate`, `transparent`), all attributes together.
+    /// The type's options (`crate`, `transparent`), all attributes together.
     pub options: Attrs,
-    pub fields: Vec<Field<'a>>,
+    /// A struct's fields; an enum's type-level declarations, with no fields.
+    pub body: Fields<'a>,
+    /// An enum's variants; `None` for a struct.
+    pub variants: Option<Vec<Variant<'a>>>,
+}
+
+/// What a struct, or one variant of an enum, holds and declares.
+#[derive(Default)]
+pub struct Fields<'a> {
+    /// The named fields, for `only_when`.
+    pub named: Vec<Field<'a>>,
     pub children: Vec<Child<'a>>,
     /// Fields marked neither `child` nor `skip`: their types must declare no KV.
     pub unmarked: Vec<Unmarked<'a>>,
     pub decls: Vec<Decl>,
+}
+
+/// One variant of an enum: declared while it is the live one.
+pub struct Variant<'a> {
+    pub ident: &'a Ident,
+    /// Its name as written, without `r#`.
+    pub name: String,
+    pub fields: Fields<'a>,
 }
 
 /// A field marked neither `#[kv(child)]` nor `#[kv(skip, because = "...")]`.
@@ -90,7 +110,7 @@ pub struct Decl {
 
 pub fn parse<'a>(input: &'a DeriveInput, errors: &mut Errors) -> Parsed<'a> {
     let mut options = Attrs::default();
-    let mut decls = Vec::new();
+    let mut body = Fields::default();
     for attribute in kv_attributes(&input.attrs) {
         let Some(entries) = entries_of(attribute, errors) else {
             continue;
@@ -105,13 +125,8 @@ pub fn parse<'a>(input: &'a DeriveInput, errors: &mut Errors) -> Parsed<'a> {
         {
             attr::read(entries, Place::Option, &mut options, errors);
         } else {
-            let mut attrs = Attrs::default();
-            attr::read(entries, Place::Declaration, &mut attrs, errors);
-            decls.push(Decl {
-                span: attribute.path().span(),
-                field: None,
-                attrs,
-            });
+            body.decls
+                .push(declaration(attribute, entries, None, errors));
         }
     }
     let shell = Shell {
@@ -123,23 +138,66 @@ pub fn parse<'a>(input: &'a DeriveInput, errors: &mut Errors) -> Parsed<'a> {
             .take()
             .unwrap_or_else(|| syn::parse_quote!(::kv_core)),
     };
-    let fields = match &input.data {
-        Data::Struct(data) => &data.fields,
-        Data::Enum(data) => return not_a_struct(shell, data.enum_token.span, errors),
+    let variants = match &input.data {
+        Data::Struct(data) => {
+            parse_fields(&data.fields, &mut body, errors);
+            None
+        }
+        Data::Enum(data) => Some(
+            data.variants
+                .iter()
+                .map(|variant| parse_variant(variant, errors))
+                .collect(),
+        ),
         Data::Union(data) => return not_a_struct(shell, data.union_token.span, errors),
     };
-
-    let mut parsed = Input {
+    Parsed::Struct(Box::new(Input {
         shell,
         options,
-        fields: Vec::new(),
-        children: Vec::new(),
-        unmarked: Vec::new(),
-        decls,
-    };
+        body,
+        variants,
+    }))
+}
+
+fn declaration(
+    attribute: &syn::Attribute,
+    entries: Vec<attr::Entry>,
+    field: Option<Member>,
+    errors: &mut Errors,
+) -> Decl {
+    let mut attrs = Attrs::default();
+    attr::read(entries, Place::Declaration, &mut attrs, errors);
+    Decl {
+        span: attribute.path().span(),
+        field,
+        attrs,
+    }
+}
+
+/// A variant's own `#[kv(...)]` declare while it is live; its fields are
+/// read as a struct's.
+fn parse_variant<'a>(variant: &'a syn::Variant, errors: &mut Errors) -> Variant<'a> {
+    let mut fields = Fields::default();
+    for attribute in kv_attributes(&variant.attrs) {
+        let Some(entries) = entries_of(attribute, errors) else {
+            continue;
+        };
+        fields
+            .decls
+            .push(declaration(attribute, entries, None, errors));
+    }
+    parse_fields(&variant.fields, &mut fields, errors);
+    Variant {
+        ident: &variant.ident,
+        name: unraw(&variant.ident),
+        fields,
+    }
+}
+
+fn parse_fields<'a>(fields: &'a syn::Fields, parsed: &mut Fields<'a>, errors: &mut Errors) {
     for (index, field) in fields.iter().enumerate() {
         if let Some(ident) = &field.ident {
-            parsed.fields.push(Field {
+            parsed.named.push(Field {
                 ident: ident.clone(),
                 ty: &field.ty,
             });
@@ -159,13 +217,9 @@ pub fn parse<'a>(input: &'a DeriveInput, errors: &mut Errors) -> Parsed<'a> {
                 attr::read(entries, Place::Field, &mut flags, errors);
                 continue;
             }
-            let mut attrs = Attrs::default();
-            attr::read(entries, Place::Declaration, &mut attrs, errors);
-            parsed.decls.push(Decl {
-                span: attribute.path().span(),
-                field: Some(member()),
-                attrs,
-            });
+            parsed
+                .decls
+                .push(declaration(attribute, entries, Some(member()), errors));
         }
         let segment = match &field.ident {
             Some(ident) => unraw(ident),
@@ -190,7 +244,6 @@ pub fn parse<'a>(input: &'a DeriveInput, errors: &mut Errors) -> Parsed<'a> {
             });
         }
     }
-    Parsed::Struct(Box::new(parsed))
 }
 
 /// `skip` needs its reason, `because` its `skip`, and a field is a child or
@@ -218,7 +271,7 @@ fn check_markers(flags: &Attrs, errors: &mut Errors) {
 fn not_a_struct<'a>(shell: Shell<'a>, span: Span, errors: &mut Errors) -> Parsed<'a> {
     errors.push(
         span,
-        "#[derive(ModelLocalKv)] supports structs only; declare on the struct that holds the cache",
+        "#[derive(ModelLocalKv)] supports structs and enums, not unions; declare on the struct that holds the cache",
     );
     Parsed::NotAStruct(shell)
 }

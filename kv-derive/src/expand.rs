@@ -5,49 +5,42 @@
 //! `__kv::...`: the macro_rules imports `$crate::__private_v0_1 as __kv`.
 
 use proc_macro2::{Delimiter, Group, Ident, TokenStream, TokenTree};
-use quote::{quote, quote_spanned, ToTokens};
+use quote::{format_ident, quote, quote_spanned, ToTokens};
 
-use crate::ast::{Shell, Unmarked};
+use crate::ast::{Child, Shell, Unmarked};
 use crate::checks;
 use crate::exprs::{self, count};
 use crate::read::{Named, PositionsValue, RowsValue, Value};
+use crate::tuples;
 use crate::valid::{Derive, Kind, ValidDecl, ValidGate};
 
 pub fn expand(derive: &Derive<'_>) -> TokenStream {
     let shell = derive.shell;
     let krate = &shell.krate;
-    let type_name = &shell.type_name;
 
-    let mut static_specs = Vec::new();
-    let mut after_load = Vec::new();
-    let mut checks = Vec::new();
-    let mut declarations = Vec::new();
-    for decl in &derive.decls {
-        let name = &decl.name;
-        let mut static_index = None;
-        let push = if decl.is_after_load() {
-            after_load.push(after_load_decl(decl));
-            let spec = spec(decl);
-            quote! { __kv::declare(__kv_out, #type_name, #name, || __kv::Ok(#spec))?; }
-        } else {
-            let index = static_specs.len();
-            static_index = Some(index);
-            static_specs.push(spec(decl));
-            quote! { __kv_out.push(Self::__KV_STATIC[#index].clone()); }
-        };
-        checks.extend(checks::const_checks(
-            decl,
-            &format!("{type_name}.{name}"),
-            static_index,
-        ));
-        declarations.push(match &decl.gate {
-            Some(gate) => {
-                let condition = gate_expression(gate);
-                quote! { if #condition { #push } }
-            }
-            None => push,
-        });
+    let mut out = Declarations::default();
+    let mut declarations = out.push(shell, &derive.body.decls);
+    if let Some(variants) = &derive.variants {
+        let arms: Vec<TokenStream> = variants
+            .iter()
+            .filter(|variant| !variant.fields.decls.is_empty())
+            .map(|variant| {
+                let ident = variant.ident;
+                let decls = out.push(shell, &variant.fields.decls);
+                // Named fields are bound by name, for values and gates read after load.
+                let bindings = variant.fields.named.iter().map(|field| &field.ident);
+                quote! { Self::#ident { #(#bindings,)* .. } => { #decls } }
+            })
+            .collect();
+        if !arms.is_empty() {
+            declarations.extend(quote! { match self { #(#arms)* _ => {} } });
+        }
     }
+    let Declarations {
+        static_specs,
+        after_load,
+        checks,
+    } = out;
 
     // A generic type's checks are evaluated where `kv_declare` is instantiated.
     let evaluate_checks = if checks.is_empty() {
@@ -56,19 +49,91 @@ pub fn expand(derive: &Derive<'_>) -> TokenStream {
         quote! { let () = <Self as __kv::DeclaredKv>::__KV_CHECKS; }
     };
 
-    let children = derive.children.iter().map(|child| {
-        let member = &child.member;
-        let segment = &child.segment;
-        if derive.transparent {
-            quote_spanned! {child.span=> __kv::visit_transparent(&self.#member, __kv_visitor); }
+    let params: Vec<String> = shell
+        .generics
+        .type_params()
+        .map(|param| param.ident.to_string())
+        .collect();
+    let mut items = TokenStream::new();
+    let mut markers = 0;
+    let mut visit = |child: &Child<'_>, access: TokenStream, segment: &str| {
+        let tuples = tuples::tuples(child.ty, &params);
+        let via = if tuples.is_empty() {
+            None
         } else {
-            quote_spanned! {child.span=> __kv::visit_field(&self.#member, #segment, __kv_visitor); }
+            let (marker, impls) = tuples::via(&tuples, markers);
+            markers += 1;
+            items.extend(impls);
+            Some(marker)
+        };
+        match (derive.transparent, via) {
+            (true, None) => {
+                quote_spanned! {child.span=> __kv::visit_transparent(#access, __kv_visitor); }
+            }
+            (true, Some(via)) => {
+                quote_spanned! {child.span=> __kv::visit_transparent_via::<#via>(#access, __kv_visitor); }
+            }
+            (false, None) => {
+                quote_spanned! {child.span=> __kv::visit_field(#access, #segment, __kv_visitor); }
+            }
+            (false, Some(via)) => {
+                quote_spanned! {child.span=> __kv::visit_field_via::<#via>(#access, #segment, __kv_visitor); }
+            }
         }
-    });
-    let children = if derive.children.is_empty() {
+    };
+    let mut children: Vec<TokenStream> = derive
+        .body
+        .children
+        .iter()
+        .map(|child| {
+            let member = &child.member;
+            visit(child, quote!(&self.#member), &child.segment)
+        })
+        .collect();
+    if let Some(variants) = &derive.variants {
+        let arms: Vec<TokenStream> = variants
+            .iter()
+            .filter(|variant| !variant.fields.children.is_empty())
+            .map(|variant| {
+                let ident = variant.ident;
+                let single = variant.fields.children.len() == 1
+                    && variant.fields.named.is_empty()
+                    && variant.fields.unmarked.is_empty();
+                let (bindings, visits): (Vec<_>, Vec<_>) = variant
+                    .fields
+                    .children
+                    .iter()
+                    .enumerate()
+                    .map(|(index, child)| {
+                        let member = &child.member;
+                        let binding = format_ident!("__kv_child{}", index);
+                        let segment = if single {
+                            variant.name.to_owned()
+                        } else {
+                            format!("{}.{}", variant.name, child.segment)
+                        };
+                        (
+                            quote!(#member: #binding),
+                            visit(child, quote!(#binding), &segment),
+                        )
+                    })
+                    .unzip();
+                quote! { Self::#ident { #(#bindings,)* .. } => { #(#visits)* } }
+            })
+            .collect();
+        if !arms.is_empty() {
+            children.push(quote! { match self { #(#arms)* _ => {} } });
+        }
+    }
+    let children = if children.is_empty() {
         TokenStream::new()
     } else {
         quote! { children (__kv_visitor) { #(#children)* } }
+    };
+    let items = if items.is_empty() {
+        TokenStream::new()
+    } else {
+        quote! { items { #items } }
     };
     let concrete = concrete_type(shell);
     let mut check = TokenStream::new();
@@ -76,8 +141,14 @@ pub fn expand(derive: &Derive<'_>) -> TokenStream {
     if let (Some(ty), false) = (&concrete, checks.is_empty()) {
         check.extend(quote! { const _: () = <#ty as __kv::DeclaredKv>::__KV_CHECKS; });
     }
-    for field in derive.unmarked {
-        check.extend(unmarked_check(shell, field));
+    for field in derive.body.unmarked {
+        check.extend(unmarked_check(shell, &shell.type_name, field));
+    }
+    for variant in derive.variants.iter().flatten() {
+        let owner = format!("{}::{}", shell.type_name, variant.name);
+        for field in variant.fields.unmarked {
+            check.extend(unmarked_check(shell, &owner, field));
+        }
     }
     let force_checks = if check.is_empty() {
         TokenStream::new()
@@ -94,11 +165,57 @@ pub fn expand(derive: &Derive<'_>) -> TokenStream {
             static [#(#static_specs),*];
             after_load [#(#after_load),*];
             checks [#(#checks)*];
-            fn (self, __kv_out) { #evaluate_checks #(#declarations)* }
+            fn (self, __kv_out) { #evaluate_checks #declarations }
             #children
+            #items
             #force_checks
             #register
         }
+    }
+}
+
+/// What the declarations of a type (its own, then each variant's) generate:
+/// the const specs, what is known before load of the others, the const
+/// checks, each in declaration order.
+#[derive(Default)]
+struct Declarations {
+    static_specs: Vec<TokenStream>,
+    after_load: Vec<TokenStream>,
+    checks: Vec<TokenStream>,
+}
+
+impl Declarations {
+    /// Adds `decls` and returns the code that declares them in `kv_declare`.
+    fn push(&mut self, shell: &Shell<'_>, decls: &[ValidDecl<'_>]) -> TokenStream {
+        let type_name = &shell.type_name;
+        let mut declarations = TokenStream::new();
+        for decl in decls {
+            let name = &decl.name;
+            let mut static_index = None;
+            let push = if decl.is_after_load() {
+                self.after_load.push(after_load_decl(decl));
+                let spec = spec(decl);
+                quote! { __kv::declare(__kv_out, #type_name, #name, || __kv::Ok(#spec))?; }
+            } else {
+                let index = self.static_specs.len();
+                static_index = Some(index);
+                self.static_specs.push(spec(decl));
+                quote! { __kv_out.push(Self::__KV_STATIC[#index].clone()); }
+            };
+            self.checks.extend(checks::const_checks(
+                decl,
+                &format!("{type_name}.{name}"),
+                static_index,
+            ));
+            declarations.extend(match &decl.gate {
+                Some(gate) => {
+                    let condition = gate_expression(gate);
+                    quote! { if #condition { #push } }
+                }
+                None => push,
+            });
+        }
+        declarations
     }
 }
 
@@ -161,6 +278,13 @@ const INERT: &[&str] = &[
     "HashMap",
     "BTreeMap",
     "PhantomData",
+    "Mutex",
+    "RwLock",
+    "RefCell",
+    "Cell",
+    "OnceLock",
+    "OnceCell",
+    "cell",
     "std",
     "core",
     "alloc",
@@ -195,8 +319,31 @@ fn is_inert(tokens: TokenStream) -> bool {
 /// `child` nor `skip` whose type can be checked where the struct is defined:
 /// one that names no type or const parameter and not `Self` (its lifetimes
 /// become `'static`). A field of an inert type is not checked.
-fn unmarked_check(shell: &Shell<'_>, field: &Unmarked<'_>) -> Option<TokenStream> {
-    let tokens = field.ty.to_token_stream();
+fn unmarked_check(shell: &Shell<'_>, owner: &str, field: &Unmarked<'_>) -> TokenStream {
+    let label = format!("{owner}.{}", field.segment);
+    let mut checks = TokenStream::new();
+    checks.extend(unmarked_type(shell, &label, field, field.ty));
+    // A tuple holding owners and things that declare nothing is no `KvChild`
+    // as a whole: its elements are asked one by one.
+    let params: Vec<String> = shell
+        .generics
+        .type_params()
+        .map(|param| param.ident.to_string())
+        .collect();
+    for element in tuples::leaves(&tuples::tuples(field.ty, &params)) {
+        checks.extend(unmarked_type(shell, &label, field, element));
+    }
+    checks
+}
+
+/// The check that `ty`, in the unmarked `field`, declares no KV.
+fn unmarked_type(
+    shell: &Shell<'_>,
+    label: &str,
+    field: &Unmarked<'_>,
+    ty: &syn::Type,
+) -> Option<TokenStream> {
+    let tokens = ty.to_token_stream();
     if is_inert(tokens.clone()) {
         return None;
     }
@@ -211,10 +358,10 @@ fn unmarked_check(shell: &Shell<'_>, field: &Unmarked<'_>) -> Option<TokenStream
         .lifetimes()
         .map(|param| param.lifetime.ident.to_string())
         .collect();
-    let ty = with_static_lifetimes(tokens.clone(), &params, &lifetimes)?;
-    let end = tokens.clone().into_iter().last()?.span();
-    let label = format!("{}.{}", shell.type_name, field.segment);
-    let written = type_text(tokens);
+    let ty = with_static_lifetimes(tokens, &params, &lifetimes)?;
+    let whole = field.ty.to_token_stream();
+    let end = whole.clone().into_iter().last()?.span();
+    let written = type_text(whole);
     let path = quote_spanned! {field.span=> __kv::unmarked! };
     let args = quote_spanned! {end=> (#ty, #label, #written) };
     Some(quote! { #path #args; })
@@ -320,7 +467,7 @@ fn child_bounds(derive: &Derive<'_>) -> TokenStream {
         .flat_map(|clause| clause.predicates.iter().map(|p| quote!(#p)))
         .collect();
     if !params.is_empty() {
-        for child in derive.children {
+        for child in derive.all_children() {
             let ty = child.ty.to_token_stream();
             if mentions_any(&ty, &params) {
                 predicates.push(quote!(#ty: #krate::declare::KvChild));
@@ -402,7 +549,7 @@ fn after_load_decl(decl: &ValidDecl<'_>) -> TokenStream {
             quote! { __kv::after_load_fixed(#count, #because) }
         }
     };
-    let only_when = gate_text(&decl.gate);
+    let only_when = gate_text(decl);
     let assumes = text(decl.texts.assumes);
     quote! {
         __kv::after_load_decl(
@@ -412,10 +559,15 @@ fn after_load_decl(decl: &ValidDecl<'_>) -> TokenStream {
     }
 }
 
-/// The gate's text, `""` for none.
-fn gate_text(gate: &Option<ValidGate>) -> String {
-    gate.as_ref()
-        .map_or_else(String::new, |gate| gate.text.clone())
+/// When the declaration holds, `""` for always: its gate, and on an enum's
+/// variant the variant (`Cache::Rotating and windowed`).
+fn gate_text(decl: &ValidDecl<'_>) -> String {
+    match (&decl.variant, &decl.gate) {
+        (None, None) => String::new(),
+        (None, Some(gate)) => gate.text.clone(),
+        (Some(variant), None) => variant.clone(),
+        (Some(variant), Some(gate)) => format!("{variant} and {}", gate.text),
+    }
 }
 
 /// An optional text's value, `""` for none (blank texts are rejected).
@@ -449,7 +601,7 @@ fn spec(decl: &ValidDecl<'_>) -> TokenStream {
     let scope = scope(decl.scope);
     let rows = rows(decl);
     // Blank texts are rejected while parsing, so "" can stand for "not given".
-    let only_when = gate_text(&decl.gate);
+    let only_when = gate_text(decl);
     let assumes = text(decl.texts.assumes);
     let note = text(decl.texts.note);
     let placed = decl.texts.on_host.is_some() || decl.texts.whole_on_every_rank.is_some();
@@ -528,7 +680,9 @@ fn bound_text(positions: &PositionsValue) -> String {
 fn gate_expression(gate: &ValidGate) -> TokenStream {
     let ident = &gate.ident;
     let span = ident.span();
-    if gate.is_field {
+    if gate.is_binding {
+        quote_spanned! {span=> __kv::gate(*#ident) }
+    } else if gate.is_field {
         quote_spanned! {span=> __kv::gate(self.#ident) }
     } else {
         quote_spanned! {span=> __kv::gate(Self::#ident(self)) }

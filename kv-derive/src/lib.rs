@@ -25,6 +25,7 @@ mod read;
 mod suggest;
 #[cfg(test)]
 mod tests;
+mod tuples;
 mod valid;
 
 #[proc_macro_derive(ModelLocalKv, attributes(kv))]

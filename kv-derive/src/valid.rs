@@ -6,20 +6,50 @@
 use proc_macro2::{Ident, Span};
 use syn::{LitStr, Member};
 
-use crate::ast::{Child, Decl, Input, Shell, Unmarked};
+use crate::ast::{Child, Decl, Field, Fields, Input, Shell, Unmarked};
 use crate::checks;
 use crate::keys::{Need, Place, KEYS};
 use crate::read::{DTypeValue, Gate, Named, PositionsValue, RowsValue, StorageValue, Value};
 use crate::suggest::unraw;
 use crate::Errors;
 
-/// A struct whose every declaration is complete: what `expand` needs.
+/// A struct or enum whose every declaration is complete: what `expand` needs.
 pub struct Derive<'a> {
     pub shell: &'a Shell<'a>,
     pub transparent: bool,
+    /// A struct's fields; an enum's type-level declarations.
+    pub body: ValidFields<'a>,
+    /// An enum's variants; `None` for a struct.
+    pub variants: Option<Vec<ValidVariant<'a>>>,
+}
+
+/// The checked contents of a struct or of one variant.
+pub struct ValidFields<'a> {
     pub children: &'a [Child<'a>],
     pub unmarked: &'a [Unmarked<'a>],
     pub decls: Vec<ValidDecl<'a>>,
+    /// The named fields, bound by name in a variant's declarations.
+    pub named: &'a [Field<'a>],
+}
+
+/// One variant of an enum, checked.
+pub struct ValidVariant<'a> {
+    pub ident: &'a Ident,
+    /// Its name as written, without `r#`.
+    pub name: &'a str,
+    pub fields: ValidFields<'a>,
+}
+
+impl Derive<'_> {
+    /// Every child field: the struct's, or each variant's.
+    pub fn all_children(&self) -> impl Iterator<Item = &Child<'_>> {
+        self.body.children.iter().chain(
+            self.variants
+                .iter()
+                .flatten()
+                .flat_map(|variant| variant.fields.children.iter()),
+        )
+    }
 }
 
 pub struct ValidDecl<'a> {
@@ -32,6 +62,8 @@ pub struct ValidDecl<'a> {
     pub scope: Named,
     pub rows: &'a RowsValue,
     pub gate: Option<ValidGate>,
+    /// The variant it declares in (`Type::Variant`), on an enum's variant.
+    pub variant: Option<String>,
     pub texts: Texts<'a>,
     /// Every figure known before load is a literal and their products fit:
     /// no generated check is needed.
@@ -74,6 +106,8 @@ pub struct Texts<'a> {
 pub struct ValidGate {
     pub ident: Ident,
     pub is_field: bool,
+    /// A field of the live variant, bound by reference in the match.
+    pub is_binding: bool,
     pub text: String,
 }
 
@@ -142,17 +176,80 @@ impl<'a> ValidDecl<'a> {
     }
 }
 
-/// The checked struct, or `None` when any rule is broken (all reported).
+/// The checked struct or enum, or `None` when any rule is broken (all reported).
 pub fn check<'a>(input: &'a Input<'a>, errors: &mut Errors) -> Option<Derive<'a>> {
     let before = errors.len();
+    let shell = &input.shell;
+    let body = fields(shell, &input.body, None, &[], errors);
+    let variants = input.variants.as_ref().map(|variants| {
+        let type_level: Vec<&str> = body.decls.iter().map(|d| d.name.as_str()).collect();
+        variants
+            .iter()
+            .map(|variant| ValidVariant {
+                ident: variant.ident,
+                name: &variant.name,
+                fields: fields(
+                    shell,
+                    &variant.fields,
+                    Some(&format!("{}::{}", shell.type_name, variant.name)),
+                    &type_level,
+                    errors,
+                ),
+            })
+            .collect()
+    });
+    let transparent = input.options.transparent.key();
+    if let Some(transparent) = transparent {
+        match (&input.variants, input.body.children.as_slice()) {
+            (Some(_), _) => errors.push(
+                transparent.span(),
+                "`transparent` forwards a struct to its one `#[kv(child)]` field; an enum has \
+                 a child per variant: remove `#[kv(transparent)]` (its children are visited \
+                 under their field names)",
+            ),
+            (None, []) => errors.push(
+                transparent.span(),
+                "a transparent wrapper needs a `#[kv(child)]` field to forward to",
+            ),
+            (None, [_]) => {}
+            (None, [_, rest @ ..]) => {
+                for child in rest {
+                    errors.push(
+                        child.span,
+                        "a transparent wrapper forwards to exactly one `#[kv(child)]` field: \
+                         two children at the wrapper's own path would give their declarations \
+                         the same full names; remove `#[kv(transparent)]` or this `child`",
+                    );
+                }
+            }
+        }
+    }
+    (errors.len() == before).then_some(Derive {
+        shell,
+        transparent: transparent.is_some(),
+        body,
+        variants,
+    })
+}
+
+/// The declarations of a struct, of an enum's type, or of one variant
+/// (`variant`: `Type::Variant`), each name distinct from `taken` and from
+/// each other.
+fn fields<'a>(
+    shell: &Shell<'_>,
+    parsed: &'a Fields<'a>,
+    variant: Option<&str>,
+    taken: &[&str],
+    errors: &mut Errors,
+) -> ValidFields<'a> {
     let mut decls = Vec::new();
     let mut names: Vec<String> = Vec::new();
-    for decl in &input.decls {
-        let Some(mut valid) = declaration(input, decl, errors) else {
+    for decl in &parsed.decls {
+        let Some(mut valid) = declaration(shell, &parsed.named, variant, decl, errors) else {
             continue;
         };
         valid.literal = checks::literals_fit(&valid);
-        if names.contains(&valid.name) {
+        if names.contains(&valid.name) || taken.contains(&valid.name.as_str()) {
             let span = decl.attrs.name.get().map_or(decl.span, LitStr::span);
             errors.push(
                 span,
@@ -166,37 +263,18 @@ pub fn check<'a>(input: &'a Input<'a>, errors: &mut Errors) -> Option<Derive<'a>
         }
         decls.push(valid);
     }
-    let transparent = input.options.transparent.key();
-    if let Some(transparent) = transparent {
-        match input.children.as_slice() {
-            [] => errors.push(
-                transparent.span(),
-                "a transparent wrapper needs a `#[kv(child)]` field to forward to",
-            ),
-            [_] => {}
-            [_, rest @ ..] => {
-                for child in rest {
-                    errors.push(
-                        child.span,
-                        "a transparent wrapper forwards to exactly one `#[kv(child)]` field: \
-                         two children at the wrapper's own path would give their declarations \
-                         the same full names; remove `#[kv(transparent)]` or this `child`",
-                    );
-                }
-            }
-        }
-    }
-    (errors.len() == before).then_some(Derive {
-        shell: &input.shell,
-        transparent: transparent.is_some(),
-        children: &input.children,
-        unmarked: &input.unmarked,
+    ValidFields {
+        children: &parsed.children,
+        unmarked: &parsed.unmarked,
         decls,
-    })
+        named: &parsed.named,
+    }
 }
 
 fn declaration<'a>(
-    input: &Input<'_>,
+    shell: &Shell<'_>,
+    named: &[Field<'_>],
+    variant: Option<&str>,
     decl: &'a Decl,
     errors: &mut Errors,
 ) -> Option<ValidDecl<'a>> {
@@ -238,7 +316,7 @@ fn declaration<'a>(
         errors.push(decl.span, format!("missing `{}`: {why}", key.name));
     }
     let gate = match attrs.only_when.get() {
-        Some(gate) => Some(resolve_gate(input, gate, errors)?),
+        Some(gate) => Some(resolve_gate(shell, named, variant, gate, errors)?),
         None => None,
     };
     if errors.len() != before {
@@ -280,6 +358,7 @@ fn declaration<'a>(
         scope: *attrs.scope.get()?,
         rows: attrs.rows.get()?,
         gate,
+        variant: variant.map(str::to_owned),
         texts: Texts {
             assumes: attrs.assumes.get(),
             note: attrs.note.get(),
@@ -291,26 +370,35 @@ fn declaration<'a>(
 }
 
 /// `"field"` must name a field; `"method()"` is checked by typing.
-fn resolve_gate(input: &Input<'_>, gate: &Gate, errors: &mut Errors) -> Option<ValidGate> {
+/// In a variant (`Type::Variant`), `"field"` names one of its fields.
+fn resolve_gate(
+    shell: &Shell<'_>,
+    named: &[Field<'_>],
+    variant: Option<&str>,
+    gate: &Gate,
+    errors: &mut Errors,
+) -> Option<ValidGate> {
     match gate {
         Gate::Method(ident) => Some(ValidGate {
             ident: ident.clone(),
             is_field: false,
+            is_binding: false,
             text: unraw(ident),
         }),
         Gate::Name(ident, lit) => {
             let wanted = unraw(ident);
-            if let Some(field) = input.fields.iter().find(|f| unraw(&f.ident) == wanted) {
+            if let Some(field) = named.iter().find(|f| unraw(&f.ident) == wanted) {
                 let mut ident = field.ident.clone();
                 ident.set_span(lit.span());
                 return Some(ValidGate {
                     ident,
                     is_field: true,
+                    is_binding: variant.is_some(),
                     text: wanted,
                 });
             }
             let mut has = String::new();
-            for field in input.fields.iter().filter(|f| f.is_bool()) {
+            for field in named.iter().filter(|f| f.is_bool()) {
                 has.push_str(if has.is_empty() {
                     "its bool fields are: "
                 } else {
@@ -325,7 +413,7 @@ fn resolve_gate(input: &Input<'_>, gate: &Gate, errors: &mut Errors) -> Option<V
                 lit.span(),
                 format!(
                     "`only_when = \"{wanted}\"` names no field of `{}`; {has} (for a method write `only_when = \"{wanted}()\"`)",
-                    input.shell.type_name
+                    variant.unwrap_or(&shell.type_name)
                 ),
             );
             None

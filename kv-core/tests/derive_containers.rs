@@ -1,0 +1,194 @@
+//! Owners behind locks, cells and tuples, and enums: every cache a model
+//! holds in the shapes real Rust model code uses is reached by the collector.
+
+use std::cell::RefCell;
+use std::sync::{Arc, Mutex, OnceLock, RwLock};
+
+use kv_core::{collect, KvError, ModelLocalKv};
+
+/// 2 layers x 2 heads x 4 head_dim x 2 (K and V) x 2 B (bf16) = 64 B per
+/// position; x 16 positions = 1,024 B per row.
+#[derive(ModelLocalKv)]
+#[kv(
+    name = "kv",
+    cache = "concat",
+    layers = 2,
+    kv_heads = 2,
+    head_dim = 4,
+    dtype = bf16,
+    positions = bounded(16, because = "max_position_embeddings"),
+    scope = request,
+    rows = fixed(1, because = "one sequence"),
+)]
+struct Attention {
+    _id: u8,
+}
+
+fn attention() -> Attention {
+    Attention { _id: 0 }
+}
+
+/// A norm from another crate: it declares nothing and cannot be a `KvChild`.
+struct LayerNorm;
+
+#[derive(ModelLocalKv)]
+struct Locked {
+    #[kv(child)]
+    mutex: Mutex<Attention>,
+    #[kv(child)]
+    rw: RwLock<Vec<Attention>>,
+    #[kv(child)]
+    cell: RefCell<Option<Attention>>,
+    #[kv(child)]
+    shared: Arc<Mutex<Attention>>,
+    #[kv(child)]
+    once: OnceLock<Attention>,
+    #[kv(child)]
+    cross_attn: Option<(Attention, LayerNorm)>,
+    #[kv(child)]
+    pair: (Attention, Attention),
+}
+
+fn locked() -> Locked {
+    let once = OnceLock::new();
+    let _ = once.set(attention());
+    Locked {
+        mutex: Mutex::new(attention()),
+        rw: RwLock::new(vec![attention(), attention()]),
+        cell: RefCell::new(Some(attention())),
+        shared: Arc::new(Mutex::new(attention())),
+        once,
+        cross_attn: Some((attention(), LayerNorm)),
+        pair: (attention(), attention()),
+    }
+}
+
+fn paths(model: &dyn ModelLocalKv) -> Vec<String> {
+    collect(model)
+        .entries()
+        .iter()
+        .map(|entry| entry.full_name())
+        .collect()
+}
+
+#[test]
+fn owners_behind_locks_cells_and_tuples_are_collected() {
+    let model = locked();
+    assert_eq!(
+        paths(&model),
+        [
+            "mutex.kv",
+            "rw.0.kv",
+            "rw.1.kv",
+            "cell.kv",
+            "shared.kv",
+            "once.kv",
+            "cross_attn.0.kv",
+            "pair.0.kv",
+            "pair.1.kv",
+        ]
+    );
+    // 9 caches x 1,024 B.
+    assert_eq!(collect(&model).totals(1).unwrap().total, 9_216);
+}
+
+#[test]
+fn an_empty_once_lock_and_a_none_hold_nothing() {
+    let mut model = locked();
+    model.once = OnceLock::new();
+    model.cross_attn = None;
+    assert_eq!(collect(&model).totals(1).unwrap().total, 7 * 1_024);
+}
+
+#[test]
+fn a_held_lock_and_a_borrowed_cell_are_skipped_by_path_without_waiting() {
+    let model = locked();
+    let guard = model.mutex.lock().unwrap();
+    let borrowed = model.cell.borrow_mut();
+    let written = model.rw.write().unwrap();
+    let collection = collect(&model);
+    drop((guard, borrowed, written));
+    assert_eq!(
+        collection
+            .entries()
+            .iter()
+            .map(|entry| entry.full_name())
+            .collect::<Vec<_>>(),
+        [
+            "shared.kv",
+            "once.kv",
+            "cross_attn.0.kv",
+            "pair.0.kv",
+            "pair.1.kv"
+        ]
+    );
+    let skipped: Vec<(&str, String)> = collection
+        .skipped()
+        .iter()
+        .map(|skipped| (skipped.path.as_str(), skipped.error.to_string()))
+        .collect();
+    assert_eq!(skipped.len(), 3);
+    assert_eq!(skipped[0].0, "mutex");
+    assert_eq!(
+        skipped[0].1,
+        "kv: `mutex` could not be read: its Mutex is locked elsewhere, and kv never waits or \
+         panics while collecting; the declarations inside are not counted (collect when the \
+         model is not in use, e.g. right after load)"
+    );
+    assert_eq!(skipped[1].0, "rw");
+    assert!(skipped[1]
+        .1
+        .contains("its RwLock is write-locked elsewhere"));
+    assert_eq!(skipped[2].0, "cell");
+    assert!(skipped[2]
+        .1
+        .contains("its RefCell is borrowed mutably elsewhere"));
+    assert!(matches!(
+        collection.skipped()[0].error,
+        KvError::Unreachable {
+            container: "Mutex",
+            ..
+        }
+    ));
+}
+
+#[test]
+fn a_lock_held_by_the_collecting_thread_does_not_deadlock() {
+    // The same Arc<Mutex<..>> held twice: the second is reached while the
+    // first is not held (siblings), so it is read and counted once.
+    #[derive(ModelLocalKv)]
+    struct Twice {
+        #[kv(child)]
+        a: Arc<Mutex<Attention>>,
+        #[kv(child)]
+        b: Arc<Mutex<Attention>>,
+    }
+    let shared = Arc::new(Mutex::new(attention()));
+    let model = Twice {
+        a: Arc::clone(&shared),
+        b: shared,
+    };
+    assert_eq!(paths(&model), ["a.kv"]);
+    // Held by this very thread while collecting: skipped, not a deadlock.
+    let guard = model.a.lock().unwrap();
+    let collection = collect(&model);
+    drop(guard);
+    assert!(collection.entries().is_empty());
+    assert_eq!(collection.skipped().len(), 2);
+}
+
+#[test]
+fn a_poisoned_lock_is_read_and_said() {
+    let model = locked();
+    let shared = Arc::clone(&model.shared);
+    let _ = std::thread::spawn(move || {
+        let _guard = shared.lock().unwrap();
+        panic!("poison it");
+    })
+    .join();
+    assert!(model.shared.is_poisoned());
+    let collection = collect(&model);
+    assert_eq!(collection.entries().len(), 9);
+    assert_eq!(collection.poisoned(), ["shared"]);
+    assert!(collection.skipped().is_empty());
+}
