@@ -192,3 +192,108 @@ fn a_poisoned_lock_is_read_and_said() {
     assert_eq!(collection.poisoned(), ["shared"]);
     assert!(collection.skipped().is_empty());
 }
+
+/// A rotating cache: 8 positions instead of 16, 512 B per row.
+#[derive(ModelLocalKv)]
+#[kv(
+    name = "kv",
+    cache = "rotating",
+    layers = 2,
+    kv_heads = 2,
+    head_dim = 4,
+    dtype = bf16,
+    positions = bounded(8, because = "sliding_window"),
+    scope = request,
+    rows = fixed(1, because = "one sequence"),
+)]
+struct Rotating;
+
+/// Gemma 3's per-layer cache, in an enum: a normal and a rotating variant.
+#[derive(ModelLocalKv)]
+enum LayerCache {
+    Normal(#[kv(child)] Attention),
+    Rotating {
+        #[kv(child)]
+        cache: Rotating,
+        window: usize,
+    },
+    /// Declares in the variant itself, its positions read from its field.
+    #[kv(
+        name = "own",
+        cache = "static",
+        layers = 1,
+        kv_heads = 1,
+        head_dim = 8,
+        dtype = f32,
+        positions = bounded(window, because = "window"),
+        scope = request,
+        rows = max_num_seqs,
+        only_when = "enabled",
+    )]
+    Own {
+        window: usize,
+        enabled: bool,
+    },
+    Empty,
+}
+
+#[derive(ModelLocalKv)]
+struct Decoder {
+    #[kv(child)]
+    layers: Vec<LayerCache>,
+}
+
+#[test]
+fn an_enum_counts_its_live_variant() {
+    let model = Decoder {
+        layers: vec![
+            LayerCache::Normal(attention()),
+            LayerCache::Rotating {
+                cache: Rotating,
+                window: 8,
+            },
+            LayerCache::Own {
+                window: 3,
+                enabled: true,
+            },
+            LayerCache::Own {
+                window: 3,
+                enabled: false,
+            },
+            LayerCache::Empty,
+        ],
+    };
+    assert_eq!(
+        paths(&model),
+        [
+            "layers.0.Normal.kv",
+            "layers.1.Rotating.cache.kv",
+            "layers.2.own"
+        ]
+    );
+    let collection = collect(&model);
+    // 1,024 + 512 + 1 layer x 1 head x 8 x 2 (K, V) x 4 B x 3 positions (192) x 2 seqs.
+    assert_eq!(collection.totals(2).unwrap().total, 1_024 + 512 + 192 * 2);
+    assert_eq!(
+        collection.entries()[2].spec.only_when.as_deref(),
+        Some("LayerCache::Own and enabled")
+    );
+    let _ = match &model.layers[1] {
+        LayerCache::Rotating { window, .. } => *window,
+        _ => 0,
+    };
+}
+
+#[test]
+fn an_enums_declarations_are_known_before_load() {
+    use kv_core::declare::DeclaredKv;
+    let decls = LayerCache::KV_DECLS;
+    assert_eq!(decls.type_name, "LayerCache");
+    assert!(decls.static_specs.is_empty());
+    assert_eq!(decls.after_load.len(), 1);
+    assert_eq!(decls.after_load[0].name, "own");
+    assert_eq!(
+        decls.after_load[0].only_when,
+        Some("LayerCache::Own and enabled")
+    );
+}

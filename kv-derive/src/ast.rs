@@ -177,21 +177,28 @@ fn declaration(
 /// A variant's own `#[kv(...)]` declare while it is live; its fields are
 /// read as a struct's.
 fn parse_variant<'a>(variant: &'a syn::Variant, errors: &mut Errors) -> Variant<'a> {
-    let mut fields = Fields::default();
-    for attribute in kv_attributes(&variant.attrs) {
-        let Some(entries) = entries_of(attribute, errors) else {
-            continue;
-        };
-        fields
-            .decls
-            .push(declaration(attribute, entries, None, errors));
-    }
-    parse_fields(&variant.fields, &mut fields, errors);
-    Variant {
-        ident: &variant.ident,
-        name: unraw(&variant.ident),
-        fields,
-    }
+    let bindings = variant
+        .fields
+        .iter()
+        .filter_map(|field| field.ident.as_ref().map(ToString::to_string))
+        .collect();
+    crate::read::with_bindings(bindings, || {
+        let mut fields = Fields::default();
+        for attribute in kv_attributes(&variant.attrs) {
+            let Some(entries) = entries_of(attribute, errors) else {
+                continue;
+            };
+            fields
+                .decls
+                .push(declaration(attribute, entries, None, errors));
+        }
+        parse_fields(&variant.fields, &mut fields, errors);
+        Variant {
+            ident: &variant.ident,
+            name: unraw(&variant.ident),
+            fields,
+        }
+    })
 }
 
 fn parse_fields<'a>(fields: &'a syn::Fields, parsed: &mut Fields<'a>, errors: &mut Errors) {

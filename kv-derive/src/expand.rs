@@ -87,7 +87,11 @@ pub fn expand(derive: &Derive<'_>) -> TokenStream {
         .iter()
         .map(|child| {
             let member = &child.member;
-            visit(child, quote!(&self.#member), &child.segment)
+            visit(
+                child,
+                quote_spanned!(child.span=> &self.#member),
+                &child.segment,
+            )
         })
         .collect();
     if let Some(variants) = &derive.variants {
@@ -106,7 +110,7 @@ pub fn expand(derive: &Derive<'_>) -> TokenStream {
                     .enumerate()
                     .map(|(index, child)| {
                         let member = &child.member;
-                        let binding = format_ident!("__kv_child{}", index);
+                        let binding = format_ident!("__kv_child{}", index, span = child.span);
                         let segment = if single {
                             variant.name.to_owned()
                         } else {
@@ -321,19 +325,22 @@ fn is_inert(tokens: TokenStream) -> bool {
 /// become `'static`). A field of an inert type is not checked.
 fn unmarked_check(shell: &Shell<'_>, owner: &str, field: &Unmarked<'_>) -> TokenStream {
     let label = format!("{owner}.{}", field.segment);
-    let mut checks = TokenStream::new();
-    checks.extend(unmarked_type(shell, &label, field, field.ty));
-    // A tuple holding owners and things that declare nothing is no `KvChild`
-    // as a whole: its elements are asked one by one.
     let params: Vec<String> = shell
         .generics
         .type_params()
         .map(|param| param.ident.to_string())
         .collect();
-    for element in tuples::leaves(&tuples::tuples(field.ty, &params)) {
-        checks.extend(unmarked_type(shell, &label, field, element));
+    let tuples = tuples::tuples(field.ty, &params);
+    if tuples.is_empty() {
+        return unmarked_type(shell, &label, field, field.ty).unwrap_or_default();
     }
-    checks
+    // A tuple holding owners and things that declare nothing is no `KvChild`
+    // as a whole, so its elements are asked one by one; every owner a child
+    // field could reach is in one of them.
+    tuples::leaves(&tuples)
+        .into_iter()
+        .filter_map(|element| unmarked_type(shell, &label, field, element))
+        .collect()
 }
 
 /// The check that `ty`, in the unmarked `field`, declares no KV.

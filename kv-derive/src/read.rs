@@ -140,11 +140,42 @@ pub struct Counted {
     pub because: LitStr,
 }
 
+thread_local! {
+    /// The named fields of the enum variant whose declarations are being
+    /// read: the derive's match binds them, so a value naming one is read
+    /// after load, as one on `self` is. Empty outside a variant.
+    static BINDINGS: std::cell::RefCell<Vec<String>> = const { std::cell::RefCell::new(Vec::new()) };
+}
+
+/// Runs `read` with `bindings` (a variant's named fields) read as values
+/// known only after load.
+pub fn with_bindings<T>(bindings: Vec<String>, read: impl FnOnce() -> T) -> T {
+    let before = BINDINGS.with(|cell| cell.replace(bindings));
+    let out = read();
+    BINDINGS.with(|cell| cell.replace(before));
+    out
+}
+
 fn mentions_self(tokens: &TokenStream) -> bool {
-    tokens.clone().into_iter().any(|tree| match tree {
-        TokenTree::Ident(ident) => ident == "self",
-        TokenTree::Group(group) => mentions_self(&group.stream()),
-        _ => false,
+    BINDINGS.with(|bindings| mentions_self_or(tokens, &bindings.borrow()))
+}
+
+/// Whether `tokens` name `self` or one of `bindings` (not as a path's or a
+/// field's later segment: `x.window` and `a::window` do not).
+fn mentions_self_or(tokens: &TokenStream, bindings: &[String]) -> bool {
+    let mut after_dot = false;
+    tokens.clone().into_iter().any(|tree| {
+        let found = match &tree {
+            TokenTree::Ident(ident) => {
+                ident == "self"
+                    || (!after_dot && !bindings.is_empty() && bindings.contains(&ident.to_string()))
+            }
+            TokenTree::Group(group) => mentions_self_or(&group.stream(), bindings),
+            _ => false,
+        };
+        after_dot =
+            matches!(&tree, TokenTree::Punct(p) if p.as_char() == '.' || p.as_char() == ':');
+        found
     })
 }
 

@@ -204,8 +204,8 @@ pub fn check<'a>(input: &'a Input<'a>, errors: &mut Errors) -> Option<Derive<'a>
             (Some(_), _) => errors.push(
                 transparent.span(),
                 "`transparent` forwards a struct to its one `#[kv(child)]` field; an enum has \
-                 a child per variant: remove `#[kv(transparent)]` (its children are visited \
-                 under their field names)",
+                 a child per variant: remove `#[kv(transparent)]` (a variant's children are visited \
+                 under `Variant.field`)",
             ),
             (None, []) => errors.push(
                 transparent.span(),
