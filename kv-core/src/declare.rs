@@ -238,11 +238,35 @@ pub struct Owners;
 pub trait KvChild<Via = Owners> {
     /// Hands every owner inside to `visitor`, entering index or key segments.
     fn kv_visit(&self, visitor: &mut dyn ChildVisitor);
+
+    /// Names every owner type this type may hold, whatever it holds now (an
+    /// `Option` that is `None` still names its owner's type): how
+    /// `registry::unreached` tells a type that no path reaches from one
+    /// merely absent at start-up. The default names none.
+    #[doc(hidden)]
+    fn kv_owner_types(types: &mut dyn OwnerTypes)
+    where
+        Self: Sized,
+    {
+        let _ = types;
+    }
+}
+
+/// Receives the owner types a [`KvChild`] type may hold
+/// ([`KvChild::kv_owner_types`]).
+#[doc(hidden)]
+pub trait OwnerTypes {
+    /// An owner type, by `std::any::type_name`.
+    fn owner(&mut self, type_name: &'static str);
 }
 
 impl<T: ModelLocalKv> KvChild for T {
     fn kv_visit(&self, visitor: &mut dyn ChildVisitor) {
         visitor.owner(self);
+    }
+
+    fn kv_owner_types(types: &mut dyn OwnerTypes) {
+        types.owner(std::any::type_name::<T>());
     }
 }
 
@@ -251,6 +275,10 @@ impl<V, C: KvChild<V>> KvChild<V> for Option<C> {
         if let Some(child) = self {
             child.kv_visit(visitor);
         }
+    }
+
+    fn kv_owner_types(types: &mut dyn OwnerTypes) {
+        C::kv_owner_types(types);
     }
 }
 
@@ -268,11 +296,19 @@ impl<V, C: KvChild<V>, const N: usize> KvChild<V> for [C; N] {
     fn kv_visit(&self, visitor: &mut dyn ChildVisitor) {
         self.as_slice().kv_visit(visitor);
     }
+
+    fn kv_owner_types(types: &mut dyn OwnerTypes) {
+        C::kv_owner_types(types);
+    }
 }
 
 impl<V, C: KvChild<V>> KvChild<V> for Vec<C> {
     fn kv_visit(&self, visitor: &mut dyn ChildVisitor) {
         self.as_slice().kv_visit(visitor);
+    }
+
+    fn kv_owner_types(types: &mut dyn OwnerTypes) {
+        C::kv_owner_types(types);
     }
 }
 
@@ -288,6 +324,10 @@ impl<V, K: fmt::Display, C: KvChild<V>, S> KvChild<V> for HashMap<K, C, S> {
             visitor.leave();
         }
     }
+
+    fn kv_owner_types(types: &mut dyn OwnerTypes) {
+        C::kv_owner_types(types);
+    }
 }
 
 impl<V, K: fmt::Display, C: KvChild<V>> KvChild<V> for BTreeMap<K, C> {
@@ -297,6 +337,10 @@ impl<V, K: fmt::Display, C: KvChild<V>> KvChild<V> for BTreeMap<K, C> {
             child.kv_visit(visitor);
             visitor.leave();
         }
+    }
+
+    fn kv_owner_types(types: &mut dyn OwnerTypes) {
+        C::kv_owner_types(types);
     }
 }
 
@@ -312,6 +356,10 @@ macro_rules! tuple_of_children {
                     self.$index.kv_visit(visitor);
                     visitor.leave();
                 )+
+            }
+
+            fn kv_owner_types(types: &mut dyn OwnerTypes) {
+                $($name::kv_owner_types(types);)+
             }
         }
     )+};
@@ -431,20 +479,36 @@ macro_rules! locked_children {
             fn kv_visit(&self, visitor: &mut dyn ChildVisitor) {
                 self.read_without_waiting(visitor, &mut |child, visitor| child.kv_visit(visitor));
             }
+
+            fn kv_owner_types(types: &mut dyn OwnerTypes) {
+                C::kv_owner_types(types);
+            }
         }
         impl<V, C: KvChild<V>> KvChild<V> for Box<$cell<C>> {
             fn kv_visit(&self, visitor: &mut dyn ChildVisitor) {
                 (**self).kv_visit(visitor);
+            }
+
+            fn kv_owner_types(types: &mut dyn OwnerTypes) {
+                C::kv_owner_types(types);
             }
         }
         impl<V, C: KvChild<V>> KvChild<V> for Rc<$cell<C>> {
             fn kv_visit(&self, visitor: &mut dyn ChildVisitor) {
                 (**self).kv_visit(visitor);
             }
+
+            fn kv_owner_types(types: &mut dyn OwnerTypes) {
+                C::kv_owner_types(types);
+            }
         }
         impl<V, C: KvChild<V>> KvChild<V> for Arc<$cell<C>> {
             fn kv_visit(&self, visitor: &mut dyn ChildVisitor) {
                 (**self).kv_visit(visitor);
+            }
+
+            fn kv_owner_types(types: &mut dyn OwnerTypes) {
+                C::kv_owner_types(types);
             }
         }
     )+};

@@ -10,7 +10,9 @@ pub use std::result::Result;
 pub use std::result::Result::Ok;
 pub use std::vec::Vec;
 
-pub use crate::declare::{AfterLoadDecl, AfterLoadRows, ChildVisitor, DeclaredKv, KvChild, Owners};
+pub use crate::declare::{
+    AfterLoadDecl, AfterLoadRows, ChildVisitor, DeclaredKv, KvChild, OwnerTypes, Owners,
+};
 pub use crate::{DType, Geometry, KvSpec, Rows, Scope};
 // Short names for generated code: fewer tokens to generate and parse.
 pub use crate::DType::{BF16, F16, F32, F4E2M1, F64, F8E4M3, F8E5M2, I2, I4, I8, U8};
@@ -148,6 +150,29 @@ pub trait NoElement<T: ?Sized> {
 }
 
 impl<T: ?Sized, Via> NoElement<T> for Element<T, Via> {}
+
+/// The owner types an element may hold, or `None` where it is no `KvChild`.
+pub type ElementTypes = Option<fn(&mut dyn OwnerTypes)>;
+
+impl<T: KvChild<Via>, Via> Element<T, Via> {
+    /// The element's owner types.
+    pub const TYPES: ElementTypes = Some(<T as KvChild<Via>>::kv_owner_types);
+}
+
+/// The fallback of [`Element::TYPES`].
+pub trait NoElementTypes {
+    /// The element names no owner type.
+    const TYPES: ElementTypes = None;
+}
+
+impl<T, Via> NoElementTypes for Element<T, Via> {}
+
+/// Names the owner types of an element, if it is a `KvChild`.
+pub fn element_types(types: ElementTypes, out: &mut dyn OwnerTypes) {
+    if let Some(types) = types {
+        types(out);
+    }
+}
 
 /// Visits element `index` of a tuple with `visit`, if it declares.
 pub fn element<T: ?Sized>(
@@ -404,7 +429,7 @@ macro_rules! __kv_impl_v0_1 {
         $(children ($visitor:ident) { $($children:tt)* })?
         $(items { $($items:tt)* })?
         $(check { $($check:tt)* })?
-        $(register $register:ty;)?
+        $(register $register:ty $(, |$types:ident| { $($child_types:tt)* })?;)?
     ) => {
         #[allow(clippy::all, clippy::pedantic, non_local_definitions)]
         const _: () = {
@@ -451,7 +476,7 @@ macro_rules! __kv_impl_v0_1 {
 
             $($($items)*)?
             $($($check)*)?
-            $($crate::__kv_register!($register);)?
+            $($crate::__kv_register!($register $(, |$types| { $($child_types)* })?);)?
         };
     };
 }
@@ -602,11 +627,24 @@ pub use crate::__kv_unmarked_v0_1 as unmarked;
 #[doc(hidden)]
 #[macro_export]
 macro_rules! __kv_register {
-    ($ty:ty) => {
+    ($ty:ty $(, |$types:ident| { $($child_types:tt)* })?) => {
         $crate::__private_v0_1::inventory::submit! {
             $crate::registry::Registered {
                 decls: <$ty as $crate::declare::DeclaredKv>::KV_DECLS,
                 module_path: ::core::module_path!(),
+                type_name: ::core::any::type_name::<$ty>,
+                child_types: {
+                    fn child_types(__kv_types: &mut dyn $crate::declare::OwnerTypes) {
+                        $(
+                            #[allow(unused_imports)]
+                            use $crate::__private_v0_1 as __kv;
+                            let $types = __kv_types;
+                            $($child_types)*
+                        )?
+                        let _ = __kv_types;
+                    }
+                    child_types
+                },
             }
         }
     };
@@ -618,7 +656,7 @@ macro_rules! __kv_register {
 #[doc(hidden)]
 #[macro_export]
 macro_rules! __kv_register {
-    ($ty:ty) => {};
+    ($ty:ty $(, |$types:ident| { $($child_types:tt)* })?) => {};
 }
 
 /// A declaration from its parts, for generated code; `""` stands for an

@@ -56,6 +56,13 @@ pub fn expand(derive: &Derive<'_>) -> TokenStream {
         .collect();
     let mut items = TokenStream::new();
     let mut markers = 0;
+    // What each child field's type may hold, for the registry's start-up check.
+    let mut owner_types = TokenStream::new();
+    let lifetimes: Vec<String> = shell
+        .generics
+        .lifetimes()
+        .map(|param| param.lifetime.ident.to_string())
+        .collect();
     let mut visit = |child: &Child<'_>, access: TokenStream, segment: &str| {
         let tuples = tuples::tuples(child.ty, &params);
         let via = if tuples.is_empty() {
@@ -66,6 +73,25 @@ pub fn expand(derive: &Derive<'_>) -> TokenStream {
             items.extend(impls);
             Some(marker)
         };
+        let mut no_self = params.clone();
+        no_self.push("Self".to_owned());
+        if let Some(ty) = with_static_lifetimes(child.ty.to_token_stream(), &no_self, &lifetimes) {
+            let via = via
+                .as_ref()
+                .map_or_else(|| quote!(__kv::Owners), |via| quote!(#via));
+            // Asked, not required: a field that is no `KvChild` is already
+            // an error where it is visited.
+            owner_types.extend(quote! {
+                __kv::element_types(
+                    {
+                        #[allow(unused_imports)]
+                        use __kv::NoElementTypes as _;
+                        __kv::Element::<#ty, #via>::TYPES
+                    },
+                    __kv_types,
+                );
+            });
+        }
         match (derive.transparent, via) {
             (true, None) => {
                 quote_spanned! {child.span=> __kv::visit_transparent(#access, __kv_visitor); }
@@ -160,7 +186,13 @@ pub fn expand(derive: &Derive<'_>) -> TokenStream {
         quote! { check { #check } }
     };
     // A generic type has no single set of declarations to register.
-    let register = concrete.map(|ty| quote! { register #ty; });
+    let register = concrete.map(|ty| {
+        if owner_types.is_empty() {
+            quote! { register #ty; }
+        } else {
+            quote! { register #ty, |__kv_types| { #owner_types }; }
+        }
+    });
     let header = header(shell, child_bounds(derive));
 
     quote! {

@@ -112,7 +112,9 @@ pub fn via(tuples: &[&TypeTuple], index: usize) -> (Ident, TokenStream) {
             let lifetime = syn::Lifetime::new(&format!("'{name}"), Span::call_site());
             quote!(#lifetime)
         });
-        let elements = tuple.elems.iter().enumerate().map(|(position, element)| {
+        let mut elements = TokenStream::new();
+        let mut types = TokenStream::new();
+        for (position, element) in tuple.elems.iter().enumerate() {
             let member = syn::Index::from(position);
             // An element with a tuple of its own is reached through this marker too.
             let element_via = if element_has_tuple(element) {
@@ -120,7 +122,7 @@ pub fn via(tuples: &[&TypeTuple], index: usize) -> (Ident, TokenStream) {
             } else {
                 quote!(__kv::Owners)
             };
-            quote! {
+            elements.extend(quote! {
                 __kv::element(
                     &self.#member,
                     #position,
@@ -131,13 +133,27 @@ pub fn via(tuples: &[&TypeTuple], index: usize) -> (Ident, TokenStream) {
                     },
                     __kv_visitor,
                 );
-            }
-        });
+            });
+            types.extend(quote! {
+                __kv::element_types(
+                    {
+                        #[allow(unused_imports)]
+                        use __kv::NoElementTypes as _;
+                        __kv::Element::<#element, #element_via>::TYPES
+                    },
+                    __kv_types,
+                );
+            });
+        }
         items.extend(quote! {
             #[automatically_derived]
             impl<#(#generics),*> __kv::KvChild<#marker> for #tuple {
                 fn kv_visit(&self, __kv_visitor: &mut dyn __kv::ChildVisitor) {
-                    #(#elements)*
+                    #elements
+                }
+
+                fn kv_owner_types(__kv_types: &mut dyn __kv::OwnerTypes) {
+                    #types
                 }
             }
         });
