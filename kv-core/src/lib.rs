@@ -152,6 +152,16 @@ pub(crate) use positions::Bound;
 /// several, e.g. a retained cache and its working copy); on a field it
 /// declares one whose name defaults to the field's.
 ///
+/// On an enum, a `#[kv(...)]` on the enum declares whatever variant is live;
+/// one on a variant, or on a variant's field, declares only while that
+/// variant is live (its `only_when` text reads `Type::Variant`). A variant's
+/// values read after load may name its fields, bound by reference
+/// (`positions = bounded(window, because = "...")` in
+/// `Rotating { window: usize }`), and its `only_when = "field"` names a
+/// `bool` field of the variant. `#[kv(child)]` and `skip` work on variant
+/// fields as on a struct's; a child's path is `Variant.field`, or `Variant`
+/// for a tuple variant's single field (`layers.3.Rotating`).
+///
 /// | key | value | required |
 /// |---|---|---|
 /// | `name` | `"retained"` | on the struct and on tuple fields |
@@ -188,25 +198,40 @@ pub(crate) use positions::Bound;
 /// # Children and options
 ///
 /// - `#[kv(child)]` on a field: the collector visits it (an owner, or
-///   `Option`, `Vec`, arrays, slices, map values, `Box`/`Rc`/`Arc` of owners).
-///   In a generic type the `KvChild` bound of such a field is inferred.
+///   `Option`, `Vec`, arrays, slices, map values, tuples, `Box`/`Rc`/`Arc`
+///   of owners, and owners behind `Mutex`, `RwLock`, `RefCell`, `OnceLock`
+///   or `OnceCell`, alone or in a `Box`, `Rc` or `Arc`, nested in any of
+///   these). A tuple may also hold things that declare nothing, as Whisper's
+///   decoder keeps `Option<(MultiHeadAttention, LayerNorm)>`: only its
+///   elements that declare are visited (each under its index,
+///   `cross_attn.0`), where the tuple's type names no type parameter. Locks
+///   and cells are read without waiting: one held elsewhere is
+///   [`Collection::skipped`] with [`KvError::Unreachable`] naming its path,
+///   never waited for; a poisoned lock is read and listed in
+///   [`Collection::poisoned`]. In a generic type the `KvChild` bound of such
+///   a field is inferred.
 /// - `#[kv(skip, because = "...")]` on a field: its model-local KV is left out
 ///   on purpose (a draft model reported by its own engine, a view of another
 ///   field), and the reason says why; a blank reason is an error.
 /// - A field marked neither way must not hold KV: a field whose type declares
-///   model-local KV (implements [`KvChild`]: an owner, or an `Option`, `Vec`,
-///   array, slice, map, `Box`, `Rc`, `Arc` or `&` of owners) is a compile
-///   error under the field, naming its type and both ways out, so that a
-///   forgotten `child` cannot silently drop a child's declarations from every
-///   report. What is checked and what is not: every field of a concrete type,
-///   a lifetime-generic one included; not a field whose type names a type or
-///   const parameter of the struct, or `Self` (the check is resolved where the
-///   struct is defined, where the parameter is unknown: mark such a field
-///   `#[kv(child)]` if it may hold an owner, or `skip` it); not a field whose
-///   type is written with primitives and standard containers alone (`u32`,
-///   `String`, `Option<()>`, `Vec<f32>`, `&'a [u8]`); and not an
-///   owner behind a type that is no `KvChild` (a `Mutex`, a `RefCell`, your
-///   own wrapper), which the collector could not visit either.
+///   model-local KV (implements [`KvChild`](declare::KvChild): an owner, or
+///   any container above of owners, or a tuple with an owner among its
+///   elements) is a compile error under the field, naming its type and both
+///   ways out, so that a forgotten `child` cannot silently drop a child's
+///   declarations from every report. What is checked and what is not: every
+///   field of a concrete type, a lifetime-generic one included; not a field
+///   whose type names a type or const parameter of the struct, or `Self`
+///   (the check is resolved where the struct is defined, where the parameter
+///   is unknown: mark such a field `#[kv(child)]` if it may hold an owner, or
+///   `skip` it); not a field whose type is written with primitives and
+///   standard containers alone (`u32`, `String`, `Option<()>`, `Vec<f32>`,
+///   `Mutex<u64>`, `&'a [u8]`); and not an owner behind your own wrapper
+///   that does not derive, which the collector could not visit either.
+/// - A struct without the derive between the root and an annotated type
+///   hides that type from the compiler's check (nothing checks the fields
+///   of a struct that does not derive). With the `registry` feature,
+///   [`registry::unreached`] finds such types at start-up: those defined in
+///   the root's module or below it that no chain of child fields can hold.
 /// - `#[kv(transparent)]` on the struct: its one `#[kv(child)]` field is
 ///   visited at the wrapper's own path, for wrappers that forward to their
 ///   inner model (a second child would give two declarations one full name).
