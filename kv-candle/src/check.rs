@@ -36,10 +36,9 @@ impl DeclaredLine {
 
 /// `+3072 B` or `-1 B`: `measured - declared`, signed.
 fn signed_difference(declared: u64, measured: u64) -> String {
-    if measured >= declared {
-        format!("+{} B", measured - declared)
-    } else {
-        format!("-{} B", declared - measured)
+    match measured.checked_sub(declared) {
+        Some(more) => format!("+{more} B"),
+        None => format!("-{} B", declared - measured),
     }
 }
 

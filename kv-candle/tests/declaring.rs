@@ -140,6 +140,13 @@ fn held_geometry_reads_heads_dims_and_dtypes_of_what_caches_allocated() -> Resul
         Geometry::new(3, 2, 4, kv_core::DType::F32),
         "allocated when built: readable before any append"
     );
+    // ScatteredKvCache: allocated when made, batch 2, context 6, 3 heads of 4 dims.
+    let builder = ScatteredCacheBuilder::new(2, 6, DType::F16, &Device::Cpu)?;
+    let scattered = [builder.make_cache(3, 4)?, builder.make_cache(3, 4)?];
+    assert_eq!(
+        held_geometry(&scattered).unwrap(),
+        Geometry::new(2, 3, 4, kv_core::DType::F16)
+    );
     let none: [&KvCache; 0] = [];
     assert_eq!(
         invalid(held_geometry(none).unwrap_err()),
