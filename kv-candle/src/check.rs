@@ -21,6 +21,25 @@ pub struct DeclaredLine {
     pub per_row: u64,
     /// Declared bytes at peak: rows x per row.
     pub bytes: u64,
+    /// Bytes measured for this declaration alone, where measurements were
+    /// given per declaration ([`compare_declared_each`]); `None` where only
+    /// a total was.
+    pub measured: Option<u64>,
+}
+
+impl DeclaredLine {
+    /// Whether this declaration's own measurement, if given, equals its bytes.
+    pub fn matches(&self) -> bool {
+        self.measured.is_none_or(|measured| measured == self.bytes)
+    }
+}
+
+/// `+3072 B` or `-1 B`: `measured - declared`, signed.
+fn signed_difference(declared: u64, measured: u64) -> String {
+    match measured.checked_sub(declared) {
+        Some(more) => format!("+{more} B"),
+        None => format!("-{} B", declared - measured),
+    }
 }
 
 /// Declared bytes set against measured bytes. [`fmt::Display`] writes the diff.
@@ -37,9 +56,16 @@ pub struct Comparison {
 }
 
 impl Comparison {
-    /// Whether declared equals measured.
+    /// Whether declared equals measured, in total and, where measurements
+    /// were given per declaration, for each (two declarations wrong by
+    /// opposite amounts do not match).
     pub fn matches(&self) -> bool {
-        self.declared == self.measured
+        self.declared == self.measured && self.lines.iter().all(DeclaredLine::matches)
+    }
+
+    /// The declarations whose own measurement differs from their bytes.
+    pub fn differing(&self) -> impl Iterator<Item = &DeclaredLine> {
+        self.lines.iter().filter(|line| !line.matches())
     }
 
     /// Rows summed over the declarations.
@@ -53,18 +79,18 @@ impl Comparison {
 
 impl fmt::Display for Comparison {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        let verdict = if self.matches() { "==" } else { "!=" };
+        let verdict = if self.declared == self.measured {
+            "=="
+        } else {
+            "!="
+        };
         writeln!(
             f,
             "declared {} B {verdict} measured {} B at max_num_seqs={}",
             self.declared, self.measured, self.max_num_seqs
         )?;
-        if !self.matches() {
-            let (sign, diff) = if self.measured > self.declared {
-                ("+", self.measured - self.declared)
-            } else {
-                ("-", self.declared - self.measured)
-            };
+        if self.declared != self.measured {
+            let diff = signed_difference(self.declared, self.measured);
             let ratio = if self.declared == 0 {
                 String::from("declared is 0")
             } else {
@@ -73,14 +99,34 @@ impl fmt::Display for Comparison {
                     self.measured as f64 / self.declared as f64
                 )
             };
-            writeln!(f, "  measured - declared: {sign}{diff} B ({ratio})")?;
+            writeln!(f, "  measured - declared: {diff} ({ratio})")?;
+        }
+        for line in self.differing() {
+            let measured = line.measured.unwrap_or_default();
+            writeln!(
+                f,
+                "  differs {}: declared {} B, measured {measured} B ({})",
+                line.name,
+                line.bytes,
+                signed_difference(line.bytes, measured)
+            )?;
         }
         for line in &self.lines {
-            writeln!(
+            write!(
                 f,
                 "  declared {}: {} rows ({}) x {} B/row = {} B ({})",
                 line.name, line.rows, line.driver, line.per_row, line.bytes, line.positions,
             )?;
+            match line.measured {
+                Some(measured) if measured == line.bytes => write!(f, "; measured {measured} B")?,
+                Some(measured) => write!(
+                    f,
+                    "; measured {measured} B ({})",
+                    signed_difference(line.bytes, measured)
+                )?,
+                None => {}
+            }
+            writeln!(f)?;
         }
         let rows = self.rows();
         match (
@@ -129,6 +175,7 @@ fn line(
         ),
         per_row: spec.bytes_per_row().map_err(overflow)?,
         bytes: spec.peak_bytes(max_num_seqs).map_err(overflow)?,
+        measured: None,
         name,
     })
 }
@@ -176,16 +223,116 @@ pub fn compare_declared(
     max_num_seqs: u64,
     measured: u64,
 ) -> Result<Comparison, KvError> {
+    compare(declared_lines(owner, max_num_seqs)?, max_num_seqs, measured)
+}
+
+/// Each declaration `owner` and its children make, as collected.
+fn declared_lines(
+    owner: &dyn ModelLocalKv,
+    max_num_seqs: u64,
+) -> Result<Vec<DeclaredLine>, KvError> {
     let collection = kv_core::collect(owner);
     if let Some(skipped) = collection.skipped().first() {
         return Err(skipped.error.clone());
     }
-    let lines = collection
+    collection
         .entries()
         .iter()
         .map(|entry| line(&entry.path, &entry.spec, entry.declaration(), max_num_seqs))
-        .collect::<Result<Vec<_>, _>>()?;
-    compare(lines, max_num_seqs, measured)
+        .collect()
+}
+
+/// A problem with the measurements given to [`compare_declared_each`].
+fn measurement_problem(name: &str, problem: String) -> KvError {
+    KvError::InvalidValue {
+        declaration: name.to_owned(),
+        field: "measured",
+        problem,
+    }
+}
+
+/// Compares each declaration `owner` and its children make with the bytes
+/// measured for it alone: `measured` pairs each declaration's full name
+/// (`path.name`, as [`DeclaredLine::name`] and the start-up report write it,
+/// e.g. `decoder.sliding.caches`) with its bytes. The comparison matches only
+/// if every declaration does; its diff names each one that differs, with
+/// its declared and measured bytes.
+///
+/// Every declaration needs exactly one measurement: a declaration without
+/// one, a name given twice, and a name no declaration has are errors (all
+/// of them at once, in a [`KvError::Several`]), never a partial comparison.
+/// Measure each declaration's caches with their own
+/// [`measured_bytes`](crate::measured_bytes): an allocation two
+/// declarations share is then counted in both.
+///
+/// ```
+/// use candle_nn::kv_cache::RotatingKvCache;
+/// use kv_core::ModelLocalKv;
+///
+/// #[derive(ModelLocalKv)]
+/// struct Decoder {
+///     #[kv(cache = "candle RotatingKvCache", layers = 1, kv_heads = 1, head_dim = 8, dtype = f32,
+///          positions = bounded(3, because = "sliding_window(4) - 1, copied from Python"),
+///          scope = request, rows = fixed(1, because = "batch 1"))]
+///     sliding: RotatingKvCache,
+/// }
+///
+/// let mut decoder = Decoder { sliding: RotatingKvCache::new(2, 4) };
+/// let token = candle_core::Tensor::zeros((1, 1, 1, 8), candle_core::DType::F32, &candle_core::Device::Cpu)?;
+/// decoder.sliding.append(&token, &token)?;
+/// let measured = kv_candle::measured_bytes(&decoder.sliding)?; // 2 x 4 positions x 8 x 4 B = 256
+/// let diff = kv_candle::compare_declared_each(&decoder, 1, &[("sliding", measured)])?;
+/// assert!(!diff.matches());
+/// // 2 x 3 positions x 8 x 4 B = 192 declared
+/// assert!(diff.to_string().contains("differs sliding: declared 192 B, measured 256 B (+64 B)"));
+/// # Ok::<(), Box<dyn std::error::Error>>(())
+/// ```
+pub fn compare_declared_each(
+    owner: &dyn ModelLocalKv,
+    max_num_seqs: u64,
+    measured: &[(&str, u64)],
+) -> Result<Comparison, KvError> {
+    let mut lines = declared_lines(owner, max_num_seqs)?;
+    let mut problems = Vec::new();
+    for (index, &(name, bytes)) in measured.iter().enumerate() {
+        if measured[..index]
+            .iter()
+            .any(|&(earlier, _)| earlier == name)
+        {
+            problems.push(measurement_problem(
+                name,
+                "is given twice; give each declaration one measurement".to_owned(),
+            ));
+        } else if let Some(line) = lines.iter_mut().find(|line| line.name == name) {
+            line.measured = Some(bytes);
+        } else {
+            let names: Vec<&str> = lines.iter().map(|line| line.name.as_str()).collect();
+            problems.push(measurement_problem(
+                name,
+                format!(
+                    "names no declaration; the declarations are: {}",
+                    names.join(", ")
+                ),
+            ));
+        }
+    }
+    for line in lines.iter().filter(|line| line.measured.is_none()) {
+        problems.push(measurement_problem(
+            &line.name,
+            "has no measurement; give one for each declaration".to_owned(),
+        ));
+    }
+    if let Some(error) = KvError::from_all(problems) {
+        return Err(error);
+    }
+    let total = lines.iter().try_fold(0u64, |sum, line| {
+        sum.checked_add(line.measured.unwrap_or_default())
+            .ok_or_else(|| KvError::Overflow {
+                declaration: line.name.clone(),
+                step: "sum of measured bytes",
+            })
+    })?;
+    compare(lines, max_num_seqs, total)
 }
 
 /// Panics with the diff unless `spec` at `max_num_seqs` declares exactly
@@ -208,6 +355,18 @@ pub fn assert_spec_bytes(spec: &KvSpec, max_num_seqs: u64, measured: u64) {
     match compare_spec(spec, max_num_seqs, measured) {
         Ok(c) if c.matches() => {}
         Ok(c) => panic!("kv-candle: declaration does not match measurement: {c}"),
+        Err(e) => panic!("kv-candle: cannot compare: {e}"),
+    }
+}
+
+/// Panics with the diff unless each declaration `owner` and its children
+/// make equals the bytes measured for it (see [`compare_declared_each`]);
+/// the message names each declaration that differs.
+#[track_caller]
+pub fn assert_declared_each(owner: &dyn ModelLocalKv, max_num_seqs: u64, measured: &[(&str, u64)]) {
+    match compare_declared_each(owner, max_num_seqs, measured) {
+        Ok(c) if c.matches() => {}
+        Ok(c) => panic!("kv-candle: declarations do not match measurement: {c}"),
         Err(e) => panic!("kv-candle: cannot compare: {e}"),
     }
 }

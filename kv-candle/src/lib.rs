@@ -5,6 +5,7 @@
 mod caches;
 mod check;
 mod config;
+mod declare;
 mod measure;
 mod quantized;
 mod recurrent;
@@ -14,8 +15,11 @@ pub use caches::{
     SEQ_DIM,
 };
 pub use check::{
-    assert_declared_bytes, assert_spec_bytes, compare_declared, compare_spec, Comparison,
-    DeclaredLine,
+    assert_declared_bytes, assert_declared_each, assert_spec_bytes, compare_declared,
+    compare_declared_each, compare_spec, Comparison, DeclaredLine,
+};
+pub use declare::{
+    fixed_positions, held_geometry, kv_geometry, FixedPositions, HeldKv, LayerPositions,
 };
 pub use measure::{measured_bytes, Measure, Meter};
 pub use quantized::kv_storage;

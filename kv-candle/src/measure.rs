@@ -2,9 +2,13 @@
 //! tensor (the whole allocation), never a narrowed view's element count.
 
 use std::collections::BTreeSet;
+use std::sync::{Arc, Mutex, TryLockError};
 
 use candle_core::{bail, CpuStorage, Result, Storage, Tensor};
-use candle_nn::kv_cache::{Cache, ConcatKvCache, KvCache, RotatingCache, RotatingKvCache};
+use candle_nn::kv_cache::{
+    Cache, ConcatKvCache, InterleavedKvCache, KvCache, RotatingCache, RotatingKvCache,
+    ScatteredKvCache,
+};
 
 use crate::StaticKvCache;
 
@@ -132,7 +136,24 @@ pub fn measured_bytes<M: Measure + ?Sized>(value: &M) -> Result<u64> {
 
 /// A value whose tensors a [`Meter`] can count: candle's caches, tensors,
 /// [`StaticKvCache`], quantized tensors (`QTensor`), candle-transformers'
-/// Mamba and Mamba2 `State`, and slices, arrays, `Vec`s and `Option`s of them.
+/// Mamba and Mamba2 `State`, and pairs, slices, arrays, `Vec`s, `Option`s,
+/// `Box`es, `Arc`s and `Mutex`es of them.
+///
+/// The concat cache most candle-transformers models keep per layer,
+/// `Option<(Tensor, Tensor)>`, is measured as it is (K and V, each the
+/// allocation behind it), and so is a `Vec` of them:
+///
+/// ```
+/// use candle_core::{DType, Device, Tensor};
+///
+/// let mut kvs: Vec<Option<(Tensor, Tensor)>> = vec![None; 2];
+/// assert_eq!(kv_candle::measured_bytes(&kvs)?, 0);
+/// let k = Tensor::zeros((1, 2, 5, 8), DType::F32, &Device::Cpu)?;
+/// let v = Tensor::zeros((1, 2, 5, 8), DType::F32, &Device::Cpu)?;
+/// kvs[0] = Some((k, v));
+/// assert_eq!(kv_candle::measured_bytes(&kvs)?, 2 * (1 * 2 * 5 * 8 * 4));
+/// # Ok::<(), candle_core::Error>(())
+/// ```
 pub trait Measure {
     /// Adds the tensors this value holds to `meter`.
     fn measure(&self, meter: &mut Meter) -> Result<()>;
@@ -177,6 +198,43 @@ impl<M: Measure + ?Sized> Measure for &M {
     }
 }
 
+/// Both halves: K and V of a concat cache, `(Tensor, Tensor)`.
+impl<A: Measure, B: Measure> Measure for (A, B) {
+    fn measure(&self, meter: &mut Meter) -> Result<()> {
+        self.0.measure(meter)?;
+        self.1.measure(meter)
+    }
+}
+
+impl<M: Measure + ?Sized> Measure for Box<M> {
+    fn measure(&self, meter: &mut Meter) -> Result<()> {
+        (**self).measure(meter)
+    }
+}
+
+/// What the `Arc` points to; its other owners share the same allocations,
+/// which a [`Meter`] counts once.
+impl<M: Measure + ?Sized> Measure for Arc<M> {
+    fn measure(&self, meter: &mut Meter) -> Result<()> {
+        (**self).measure(meter)
+    }
+}
+
+/// What the mutex guards, without blocking: a mutex locked at the time
+/// (by this thread or another) is an error rather than a deadlock. A
+/// poisoned mutex is measured: its data still holds its memory.
+impl<M: Measure + ?Sized> Measure for Mutex<M> {
+    fn measure(&self, meter: &mut Meter) -> Result<()> {
+        match self.try_lock() {
+            Ok(guard) => guard.measure(meter),
+            Err(TryLockError::Poisoned(poisoned)) => poisoned.into_inner().measure(meter),
+            Err(TryLockError::WouldBlock) => bail!(
+                "kv-candle: cannot measure a locked Mutex; measure it while no one holds the lock"
+            ),
+        }
+    }
+}
+
 /// The backing tensor (`all_data`), allocated at `max_seq_len` positions on
 /// the first append.
 impl Measure for Cache {
@@ -213,6 +271,22 @@ impl Measure for ConcatKvCache {
     fn measure(&self, meter: &mut Meter) -> Result<()> {
         self.k().measure(meter)?;
         self.v().measure(meter)
+    }
+}
+
+/// Both tensors, allocated at `context` positions by
+/// `ScatteredCacheBuilder::make_cache`.
+impl Measure for ScatteredKvCache {
+    fn measure(&self, meter: &mut Meter) -> Result<()> {
+        self.k().measure(meter)?;
+        self.v().measure(meter)
+    }
+}
+
+/// The one interleaved K/V tensor, exactly as long as what was appended.
+impl Measure for InterleavedKvCache {
+    fn measure(&self, meter: &mut Meter) -> Result<()> {
+        self.kv().measure(meter)
     }
 }
 
