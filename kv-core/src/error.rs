@@ -245,6 +245,11 @@ impl fmt::Display for KvError {
                 declaration,
                 field,
                 problem,
+            } if declaration.is_empty() => write!(f, "kv: `{field}` {problem}"),
+            KvError::InvalidValue {
+                declaration,
+                field,
+                problem,
             } => write!(f, "kv: `{declaration}`: `{field}` {problem}"),
             KvError::Config { what, problem } => {
                 write!(f, "kv: cannot read {what} from the config: {problem}")
@@ -398,6 +403,22 @@ mod tests {
             Overflow::PER_POSITION.step,
             "bytes per position (layers x kv_heads x (head_dim + v_head_dim) x dtype)"
         );
+    }
+
+    #[test]
+    fn a_value_read_outside_a_declaration_is_named_by_its_key_alone() {
+        let err = KvError::InvalidValue {
+            declaration: String::new(),
+            field: "layers",
+            problem: "is 0".into(),
+        };
+        assert_eq!(err.to_string(), "kv: `layers` is 0");
+        let err = KvError::InvalidValue {
+            declaration: "Talker.cache".into(),
+            field: "layers",
+            problem: "is 0".into(),
+        };
+        assert_eq!(err.to_string(), "kv: `Talker.cache`: `layers` is 0");
     }
 
     #[test]
