@@ -53,7 +53,7 @@ pub fn geometry(geometry: &Geometry<'_>) -> TokenStream {
                     quote! { __kv::#variant }
                 }
                 Some(DTypeValue::Expr(value @ Value::AfterLoad(tokens))) => {
-                    quote_spanned! {value.span()=> __kv::IntoDType::into_dtype(#tokens) }
+                    quote_spanned! {value.span()=> __kv::IntoDType::into_dtype(#tokens)? }
                 }
                 Some(DTypeValue::Expr(value)) => value.tokens(),
             };
