@@ -93,11 +93,13 @@ pub mod export {
 /// in the model tree, each declarer skipped with its error, the totals, and
 /// the start-up report.
 pub mod collection {
-    pub use crate::collect::{Collected, Collection, Skipped, Totals};
+    pub use crate::collect::{Collected, Collection, EmptyDeclaration, Skipped, Totals};
+    pub use crate::group::Grouped;
     pub use crate::report::Report;
 }
 
 mod collect;
+mod group;
 #[cfg(feature = "json")]
 pub mod config;
 #[cfg(feature = "json")]
