@@ -325,3 +325,79 @@ fn a_negative_count_skips_its_declaration_and_keeps_the_static_sibling() {
         "kv: `Signed.signed`: `layers` is -2; a count cannot be negative"
     );
 }
+
+/// Layer 0 reads no sliding layers; layer 1's dtype fails.
+fn two_layers() -> Model {
+    Model {
+        layers: vec![hybrid(0, 4, "bf16"), hybrid(6, 4, "u32")],
+    }
+}
+
+#[cfg(feature = "json")]
+#[test]
+fn empty_and_skipped_declarations_are_exported_and_read_back() {
+    let collection = collect(&two_layers());
+    let exported = collection.export(1);
+    let json = serde_json::to_value(&exported).unwrap();
+    let empty = &json["empty_declarations"][0];
+    assert_eq!(empty["field"], "layers");
+    assert_eq!(empty["from"], "self.config.sliding_layers");
+    assert_eq!(
+        empty["reason"],
+        "0 layers from `self.config.sliding_layers`"
+    );
+    assert_eq!(empty["declaration"]["full_name"], "layers.0.sliding");
+    assert_eq!(empty["declaration"]["layers"], 0);
+    assert_eq!(empty["declaration"]["peak_bytes"], 0);
+    let skipped = &json["skipped"][0];
+    assert_eq!(skipped["path"], "layers.1");
+    assert_eq!(skipped["declaration"], "full");
+    assert_eq!(exported.skipped[0].what(), "layers.1.full");
+    // layers.0.full (16,384 B) + layers.1.sliding (6,144 B) at 1 row.
+    assert_eq!(json["total_bytes"], 22_528);
+
+    let read: kv_core::export::ExportedReport =
+        serde_json::from_str(&serde_json::to_string(&exported).unwrap()).unwrap();
+    assert_eq!(read, exported);
+}
+
+#[cfg(feature = "json")]
+#[test]
+fn a_report_written_before_empty_declarations_reads_as_having_none() {
+    let mut json = collect(&two_layers()).to_json(1);
+    let object = json.as_object_mut().unwrap();
+    object.remove("empty_declarations");
+    object["skipped"][0]
+        .as_object_mut()
+        .unwrap()
+        .remove("declaration");
+    let read: kv_core::export::ExportedReport = serde_json::from_value(json).unwrap();
+    assert!(read.empty_declarations.is_empty());
+    assert_eq!(read.skipped[0].declaration, None);
+    assert_eq!(read.skipped[0].what(), "layers.1");
+}
+
+#[test]
+fn the_table_lists_an_empty_declaration_with_why() {
+    let collection = collect(&two_layers());
+    let table = kv_core::Table::new(1).collection("Hybrid", &collection);
+    let markdown = table.to_markdown();
+    let rows: Vec<&str> = markdown.lines().skip(2).collect();
+    assert_eq!(rows.len(), 3, "{markdown}");
+    assert!(
+        rows[2].starts_with(
+            "| Hybrid: layers.0.sliding | sliding DynamicCache \
+             | declares nothing: 0 layers from `self.config.sliding_layers` |       0 B | max_num_seqs |"
+        ),
+        "{markdown}"
+    );
+    #[cfg(feature = "json")]
+    assert_eq!(
+        kv_core::Table::new(1)
+            .report(&collection.export(1))
+            .to_markdown(),
+        kv_core::Table::new(1)
+            .collection("", &collection)
+            .to_markdown()
+    );
+}
