@@ -494,7 +494,7 @@ impl Walker {
                             self.collection.empty.push(EmptyDeclaration {
                                 path: self.path.clone(),
                                 owner_type,
-                                spec,
+                                spec: *spec,
                                 field,
                                 from,
                             });
@@ -570,15 +570,12 @@ impl ChildVisitor for Walker {
 enum Dropped {
     /// A count read after load is zero.
     Empty {
-        spec: KvSpec,
+        spec: Box<KvSpec>,
         field: &'static str,
         from: Option<&'static str>,
     },
     /// Its value could not be read, or is invalid.
-    Failed {
-        name: &'static str,
-        error: KvError,
-    },
+    Failed { name: &'static str, error: KvError },
 }
 
 thread_local! {
@@ -656,7 +653,11 @@ pub(crate) fn declared_empty(owner: &str, spec: KvSpec, field: &'static str) {
     });
     let from = counted.or_else(|| WHOLE_READ.with(Cell::get));
     if listening() {
-        record(Dropped::Empty { spec, field, from });
+        record(Dropped::Empty {
+            spec: Box::new(spec),
+            field,
+            from,
+        });
     } else {
         log::info!(
             "kv: `{owner}.{}` declares nothing: {}",

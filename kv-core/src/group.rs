@@ -292,7 +292,10 @@ mod tests {
             [(0, 1, "l.0".to_owned()), (1, 2, "l.1..=2".to_owned())]
         );
         let gap = [("l.0", "kv", 1), ("l.2", "kv", 1)];
-        assert_eq!(run(&gap), [(0, 1, "l.0".to_owned()), (1, 1, "l.2".to_owned())]);
+        assert_eq!(
+            run(&gap),
+            [(0, 1, "l.0".to_owned()), (1, 1, "l.2".to_owned())]
+        );
         let backwards = [("l.1", "kv", 1), ("l.0", "kv", 1)];
         assert_eq!(run(&backwards).len(), 2);
         // Once a run varies its first index, it cannot vary the second.
@@ -330,10 +333,7 @@ mod tests {
 
     #[test]
     fn an_index_past_u64_max_never_joins() {
-        let items = [
-            ("l.18446744073709551615", "kv", 1),
-            ("l.0", "kv", 1),
-        ];
+        let items = [("l.18446744073709551615", "kv", 1), ("l.0", "kv", 1)];
         assert_eq!(run(&items).len(), 2);
     }
 

@@ -99,11 +99,11 @@ pub mod collection {
 }
 
 mod collect;
-mod group;
 #[cfg(feature = "json")]
 pub mod config;
 #[cfg(feature = "json")]
 pub mod estimate;
+mod group;
 #[cfg(feature = "json")]
 mod json;
 pub mod pattern;

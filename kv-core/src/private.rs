@@ -99,18 +99,20 @@ pub fn declare(
     build: impl FnOnce() -> Result<KvSpec, KvError>,
 ) -> Result<(), KvError> {
     crate::collect::begin_declaration();
-    let built = build().map_err(|e| e.in_declaration(&format!("{owner}.{name}")));
-    let valid = built.and_then(|spec| match zero_count(&spec) {
-        Some(field) => Ok(Err((spec, field))),
-        None => spec.validate(owner).map(|()| Ok(spec)),
-    });
-    match valid {
-        Ok(Ok(spec)) => {
-            out.push(spec);
-            Ok(())
+    let spec = match build() {
+        Ok(spec) => spec,
+        Err(error) => {
+            let error = error.in_declaration(&format!("{owner}.{name}"));
+            return crate::collect::declaration_failed(name, error);
         }
-        Ok(Err((spec, field))) => {
-            crate::collect::declared_empty(owner, spec, field);
+    };
+    if let Some(field) = zero_count(&spec) {
+        crate::collect::declared_empty(owner, spec, field);
+        return Ok(());
+    }
+    match spec.validate(owner) {
+        Ok(()) => {
+            out.push(spec);
             Ok(())
         }
         Err(error) => crate::collect::declaration_failed(name, error),
@@ -121,9 +123,7 @@ pub fn declare(
 /// the first zero [`KvSpec::validate`] would refuse, or fixed rows of 0. A
 /// block format of no elements or bytes is no count: it stays an error.
 fn zero_count(spec: &KvSpec) -> Option<&'static str> {
-    let degenerate = |storage: &Storage| {
-        matches!(storage, Storage::Blocks(f) if f.block_elems() == 0 || f.block_bytes() == 0)
-    };
+    let degenerate = |storage: &Storage| matches!(storage, Storage::Blocks(f) if f.block_elems() == 0 || f.block_bytes() == 0);
     let formats_ok = match &spec.layout {
         Layout::Attention { geometry, .. } => {
             !degenerate(&geometry.storage) && !degenerate(&geometry.value_storage())

@@ -104,10 +104,7 @@ impl Report<'_> {
         let count = entries.len();
         let groups = collection.grouped();
         let mut lines = Vec::with_capacity(
-            groups.len()
-                + collection.empty_declarations().len()
-                + collection.skipped().len()
-                + 3,
+            groups.len() + collection.empty_declarations().len() + collection.skipped().len() + 3,
         );
         match collection.totals(max_num_seqs) {
             Ok(totals) => {

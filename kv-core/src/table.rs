@@ -34,7 +34,7 @@
 use std::fmt::Write as _;
 
 use crate::collect::EmptyDeclaration;
-use crate::group::{runs, times};
+use crate::group::times;
 use crate::units::human_bytes;
 use crate::{AfterLoadDecl, AfterLoadRows, Collection, KvSpec, KvTypeDecls, Overflow, Rows};
 
@@ -197,7 +197,7 @@ impl Table {
             ..d.clone()
         };
         let declarations = &report.declarations;
-        let groups = runs(
+        let groups = crate::group::runs(
             declarations,
             |d| &d.path,
             |d| (d.owner_type.as_str(), d.name.as_str()),
@@ -403,11 +403,7 @@ fn nothing_cell(reason: &str) -> String {
 fn group_size_cell(each: Result<u64, Overflow>, count: usize) -> String {
     match each {
         Ok(each) if count > 1 => match times(count, each) {
-            Ok(total) => format!(
-                "{} ({count} x {})",
-                human_bytes(total),
-                human_bytes(each)
-            ),
+            Ok(total) => format!("{} ({count} x {})", human_bytes(total), human_bytes(each)),
             Err(_) => OVERFLOW.to_owned(),
         },
         each => size_cell(each),

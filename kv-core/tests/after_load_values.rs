@@ -61,7 +61,11 @@ fn hybrid(sliding_layers: u32, full_layers: u32, loaded: &'static str) -> Hybrid
 #[test]
 fn a_dtype_result_that_is_ok_is_the_dtype() {
     let collection = collect(&hybrid(6, 4, "bf16"));
-    assert!(collection.skipped().is_empty(), "{:?}", collection.skipped());
+    assert!(
+        collection.skipped().is_empty(),
+        "{:?}",
+        collection.skipped()
+    );
     let full = &collection.entries()[1];
     assert_eq!(full.spec.name, "full");
     assert_eq!(
@@ -82,7 +86,7 @@ fn a_dtype_result_that_fails_skips_that_declaration_alone_with_its_error() {
         .map(|e| e.spec.name.as_ref())
         .collect();
     assert_eq!(names, ["sliding"]);
-    let skipped = &collection.skipped()[..];
+    let skipped = collection.skipped();
     assert_eq!(skipped.len(), 1);
     assert_eq!(skipped[0].declaration.as_deref(), Some("full"));
     assert_eq!(skipped[0].what(), "full");
@@ -148,18 +152,25 @@ fn a_dtype_kv_error_is_kept_whole() {
 #[test]
 fn a_group_with_zero_layers_yields_nothing_and_its_sibling_is_kept() {
     let collection = log_model_local_kv(&hybrid(0, 4, "bf16"), 3);
-    assert!(collection.skipped().is_empty(), "{:?}", collection.skipped());
+    assert!(
+        collection.skipped().is_empty(),
+        "{:?}",
+        collection.skipped()
+    );
     assert_eq!(collection.entries().len(), 1);
     assert_eq!(collection.entries()[0].spec.name, "full");
     // 3 rows x 16,384 B: the full group alone, not 0.
     assert_eq!(collection.totals(3).unwrap().total, 49_152);
-    let empty = &collection.empty_declarations()[..];
+    let empty = collection.empty_declarations();
     assert_eq!(empty.len(), 1);
     assert_eq!(empty[0].full_name(), "sliding");
     assert_eq!(empty[0].declaration(), "Hybrid.sliding");
     assert_eq!(empty[0].field, "layers");
     assert_eq!(empty[0].from, Some("self.config.sliding_layers"));
-    assert_eq!(empty[0].reason(), "0 layers from `self.config.sliding_layers`");
+    assert_eq!(
+        empty[0].reason(),
+        "0 layers from `self.config.sliding_layers`"
+    );
     assert_eq!(
         collection.report(3).to_string(),
         "Model-local KV (outside the paged manager): 48.00 KiB across 1 declaration(s) at max_num_seqs=3\n\
@@ -242,7 +253,11 @@ fn each_zero_names_its_count_and_the_expression_it_came_from() {
         window: 0,
     });
     assert!(collection.entries().is_empty());
-    assert!(collection.skipped().is_empty(), "{:?}", collection.skipped());
+    assert!(
+        collection.skipped().is_empty(),
+        "{:?}",
+        collection.skipped()
+    );
     let reasons: Vec<String> = collection
         .empty_declarations()
         .iter()
@@ -280,11 +295,7 @@ fn an_empty_declaration_keeps_its_path_and_a_negative_count_skips_one_declaratio
     let collection = collect(&Model {
         layers: vec![hybrid(0, 4, "bf16"), hybrid(6, 4, "u32")],
     });
-    let held: Vec<String> = collection
-        .entries()
-        .iter()
-        .map(|e| e.full_name())
-        .collect();
+    let held: Vec<String> = collection.entries().iter().map(|e| e.full_name()).collect();
     assert_eq!(held, ["layers.0.full", "layers.1.sliding"]);
     assert_eq!(
         collection.empty_declarations()[0].full_name(),

@@ -187,7 +187,11 @@ fn a_state_read_after_load_with_a_zero_dimension_declares_nothing_alone() {
         window: 1024,
     };
     let collection = collect(&loaded);
-    assert!(collection.skipped().is_empty(), "{:?}", collection.skipped());
+    assert!(
+        collection.skipped().is_empty(),
+        "{:?}",
+        collection.skipped()
+    );
     let held: Vec<&str> = collection
         .entries()
         .iter()

@@ -101,9 +101,11 @@ fn the_table_shows_the_group_as_one_row_live_and_exported() {
     let rows: Vec<&str> = markdown.lines().skip(2).collect();
     assert_eq!(
         rows,
-        ["| Qwen2-7B: model.layers.0..=27.self_attn.kv_cache | concat (Tensor, Tensor) \
+        [
+            "| Qwen2-7B: model.layers.0..=27.self_attn.kv_cache | concat (Tensor, Tensor) \
           | 4096 (max_model_len 4096) | 224.00 MiB (28 x 8.00 MiB) | max_num_seqs \
-          | 448.00 MiB (28 x 16.00 MiB) |"]
+          | 448.00 MiB (28 x 16.00 MiB) |"
+        ]
     );
     let exported = Table::new(2).report(&collection.export(2));
     assert_eq!(
