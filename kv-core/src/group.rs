@@ -317,6 +317,32 @@ mod tests {
     }
 
     #[test]
+    fn a_run_varying_one_index_does_not_join_an_item_varying_another() {
+        // `e.0.x.2` is one past the run's last index (1) but along the other
+        // index: it starts a run of its own.
+        let items = [
+            ("e.0.x.0", "kv", 1),
+            ("e.1.x.0", "kv", 1),
+            ("e.0.x.2", "kv", 1),
+        ];
+        assert_eq!(
+            run(&items),
+            [
+                (0, 2, "e.0..=1.x.0".to_owned()),
+                (2, 1, "e.0.x.2".to_owned())
+            ]
+        );
+    }
+
+    #[test]
+    fn paths_that_join_to_the_same_letters_stay_apart() {
+        // Without the dots both would read `abc*`.
+        let items = [("ab.c.1", "kv", 1), ("a.bc.2", "kv", 1)];
+        assert_eq!(run(&items).len(), 2);
+        assert_eq!(masked(&["ab", "c", "1"], 2), "ab.c.*");
+    }
+
+    #[test]
     fn only_canonical_decimal_segments_are_indices() {
         assert_eq!(index("0"), Some(0));
         assert_eq!(index("27"), Some(27));

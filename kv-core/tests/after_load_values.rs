@@ -7,6 +7,7 @@
 //! layers x 2 x 16 x 2 B = 384 B per position, x 16 positions = 6,144 B per
 //! row.
 
+use kv_core::collection::EmptyDeclaration;
 use kv_core::{collect, log_model_local_kv, DType, Geometry, KvError, ModelLocalKv};
 
 struct Config {
@@ -411,4 +412,132 @@ fn the_table_lists_an_empty_declaration_with_why() {
             .collection("", &collection)
             .to_markdown()
     );
+}
+
+/// An owner that fails as a whole, at the root and under a path.
+struct Failing;
+
+impl ModelLocalKv for Failing {
+    fn kv_declare(&self, _: &mut Vec<kv_core::KvSpec>) -> Result<(), KvError> {
+        Err(KvError::Config {
+            what: "layers",
+            problem: "missing".into(),
+        })
+    }
+}
+
+struct Holder(Failing);
+
+impl ModelLocalKv for Holder {
+    fn kv_declare(&self, _: &mut Vec<kv_core::KvSpec>) -> Result<(), KvError> {
+        Ok(())
+    }
+    fn kv_visit_children(&self, visitor: &mut dyn kv_core::declare::ChildVisitor) {
+        visitor.field("inner", &self.0);
+    }
+}
+
+#[test]
+fn a_whole_owner_skipped_is_named_by_its_path_or_root() {
+    let root = collect(&Failing);
+    assert_eq!(root.skipped()[0].declaration, None);
+    assert_eq!(root.skipped()[0].what(), "<root>");
+    let held = collect(&Holder(Failing));
+    assert_eq!(held.skipped()[0].what(), "inner");
+    #[cfg(feature = "json")]
+    {
+        assert_eq!(root.export(1).skipped[0].what(), "<root>");
+        assert_eq!(held.export(1).skipped[0].what(), "inner");
+    }
+}
+
+#[test]
+fn a_rank_of_a_parallel_layout_keeps_the_empty_declarations() {
+    let collection = collect(&hybrid(0, 4, "bf16"));
+    let rank = collection
+        .for_rank(kv_core::Parallel::new(2, 1).unwrap().at(1, 0).unwrap())
+        .unwrap();
+    assert_eq!(rank.empty_declarations(), collection.empty_declarations());
+    // 2 of the full group's 2 KV heads per rank: 1 head, half the bytes.
+    assert_eq!(rank.totals(1).unwrap().total, 16_384 / 2);
+}
+
+/// An MLA latent and a recurrent state, read after load whole.
+#[derive(ModelLocalKv)]
+#[kv(
+    name = "latent",
+    cache = "MLA latent",
+    latent = self.latent,
+    positions = bounded(8, because = "test"),
+    scope = request,
+    rows = max_num_seqs,
+)]
+#[kv(
+    name = "state",
+    cache = "MambaCache",
+    state = self.state.clone(),
+    scope = request,
+    rows = max_num_seqs,
+)]
+struct Mixed {
+    latent: kv_core::Latent,
+    state: kv_core::RecurrentState,
+}
+
+fn mixed(latent: kv_core::Latent, state: kv_core::RecurrentState) -> Mixed {
+    Mixed { latent, state }
+}
+
+fn mamba(layers: u64, storage: kv_core::Storage) -> kv_core::RecurrentState {
+    let mut ssm = kv_core::StatePart::mamba_ssm(16, 4, DType::F32);
+    ssm.storage = storage;
+    kv_core::RecurrentState::from_parts(layers, vec![ssm])
+}
+
+const BROKEN: kv_core::Storage =
+    kv_core::Storage::Blocks(kv_core::BlockFormat::new("broken", 0, 34));
+
+#[test]
+fn a_latent_or_state_with_zero_layers_declares_nothing() {
+    let dense = kv_core::Storage::Dense(DType::F32);
+    let collection = collect(&mixed(
+        kv_core::Latent::new(0, 512, 64, DType::BF16),
+        mamba(0, dense),
+    ));
+    assert!(
+        collection.skipped().is_empty(),
+        "{:?}",
+        collection.skipped()
+    );
+    let reasons: Vec<String> = collection
+        .empty_declarations()
+        .iter()
+        .map(EmptyDeclaration::reason)
+        .collect();
+    assert_eq!(
+        reasons,
+        [
+            "0 layers from `self.latent`",
+            "0 layers from `self.state.clone()`"
+        ]
+    );
+    // Held: 2 layers x (512 + 64) x 2 B x 8 positions = 18,432 B; the state:
+    // 2 layers x 16 x 4 x 4 B = 512 B.
+    let held = collect(&mixed(
+        kv_core::Latent::new(2, 512, 64, DType::BF16),
+        mamba(2, dense),
+    ));
+    assert_eq!(held.totals(1).unwrap().total, 18_432 + 512);
+}
+
+#[test]
+fn a_broken_block_format_in_a_latent_or_state_is_an_error_even_beside_a_zero() {
+    let latent = kv_core::Latent::new(0, 512, 64, DType::BF16).with_storage(BROKEN);
+    let with_rope = kv_core::Latent::new(0, 512, 64, DType::BF16).with_rope_storage(BROKEN);
+    for (latent, state) in [(latent, mamba(0, BROKEN)), (with_rope, mamba(0, BROKEN))] {
+        let collection = collect(&mixed(latent, state));
+        assert!(collection.empty_declarations().is_empty());
+        let skipped: Vec<String> = collection.skipped().iter().map(|s| s.what()).collect();
+        assert_eq!(skipped, ["latent", "state"]);
+    }
 }
