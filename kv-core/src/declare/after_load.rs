@@ -18,7 +18,9 @@ pub trait IntoCount {
     /// `Err` holds the problem, e.g. "is -3".
     fn count_problem(self) -> Result<u64, String>;
 
-    /// Converts a count read after load; zero is caught later by `KvSpec::validate`.
+    /// Converts a count read after load; a zero is judged with the whole
+    /// declaration, which then yields nothing (see
+    /// [`EmptyDeclaration`](crate::collection::EmptyDeclaration)).
     fn into_count(self, field: &'static str) -> Result<u64, KvError>
     where
         Self: Sized,
