@@ -39,22 +39,15 @@ fn main() -> ExitCode {
             return ExitCode::FAILURE;
         }
     };
-    let mut rows = Vec::new();
+    let mut table = kv_core::Table::new(max_num_seqs);
     for (model, root) in &models {
         println!("# {model}: start-up report");
         let collection = kv_core::log_model_local_kv(root.as_ref(), max_num_seqs);
         println!();
-        for entry in collection.entries() {
-            rows.push((format!("{model}: {}", entry.path), entry.spec.clone()));
-        }
+        table = table.collection(model, &collection);
     }
     println!("# Table (max_num_seqs={max_num_seqs})\n");
-    print!(
-        "{}",
-        kv_core::Table::new(max_num_seqs)
-            .rows(rows.iter().map(|(label, spec)| (label.as_str(), spec)))
-            .to_markdown()
-    );
+    print!("{}", table.to_markdown());
     ExitCode::SUCCESS
 }
 

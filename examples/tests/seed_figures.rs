@@ -77,11 +77,15 @@ fn the_stateless_path_declares_nothing() {
     };
     let collection = collect(&qwen);
     assert!(collection.entries().is_empty());
-    assert_eq!(
-        collection.skipped().len(),
-        1,
-        "no graphs captured: fixed(0) is invalid, reported and skipped rather than silently zero"
-    );
+    assert!(collection.skipped().is_empty());
+    // No graphs captured: 0 rows read after load, said rather than silently zero.
+    let empty = &collection.empty_declarations()[0];
+    assert_eq!(empty.full_name(), "code2wav.graph_pool");
+    assert_eq!(empty.reason(), "0 rows from `self.captured_rows()`");
+    assert!(collection
+        .report(256)
+        .to_string()
+        .contains("  code2wav.graph_pool: declares nothing: 0 rows from `self.captured_rows()`"));
 }
 
 #[test]

@@ -71,7 +71,7 @@ pub fn render(report: &ExportedReport, format: Format) -> String {
     );
     for skip in &report.skipped {
         let error = skip.error.replace(['\n', '\r'], " ");
-        let _ = writeln!(out, "skipped {}: {error}", skip.path);
+        let _ = writeln!(out, "skipped {}: {error}", skip.what());
     }
     out
 }

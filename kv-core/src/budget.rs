@@ -11,7 +11,9 @@
 //!   fails the build when a type's static peak is over its ceiling.
 //!   Declarations gated by `only_when` count: the ceiling must hold when they
 //!   are on. Declarations read after load have no figures before load and are
-//!   not counted; check them at run time.
+//!   not counted; check them at run time. A type with no static declaration
+//!   (every one read after load, or none of its own) is a compile error: the
+//!   assertion would bound nothing.
 //! * At run time, [`Budget::check`] sums collected declarations.
 
 use crate::{Collected, KvError, KvSpec, Overflow};
@@ -150,21 +152,74 @@ impl Budget {
 ///
 /// A ceiling, never an equality: removing or shrinking a cache keeps the
 /// assertion passing. Declarations read after load are not counted; check them
-/// with [`Budget`](crate::budget::Budget) at run time.
+/// with [`Budget`](crate::budget::Budget) at run time. A type whose
+/// declarations are all read after load, or that declares none of its own
+/// (the declarations of its `#[kv(child)]` fields are not counted here), is a
+/// compile error that says so: the assertion would bound nothing.
 ///
 /// ```
 /// #[derive(kv_core::ModelLocalKv)]
-/// struct Stateless;
+/// #[kv(
+///     name = "graph_pool",
+///     cache = "captured DynamicCache",
+///     layers = 16, kv_heads = 64, head_dim = 16, dtype = bf16,
+///     positions = bounded(11, because = "group_size + max(delay_pattern)"),
+///     scope = model,
+///     rows = fixed(261, because = "sum of captured buckets"),
+/// )]
+/// struct Pool;
 ///
-/// kv_core::assert_kv_budget!(Stateless, max_num_seqs = 256, ceiling = 2 * kv_core::units::GIB);
+/// // 188,153,856 B (179.44 MiB) whatever max_num_seqs is.
+/// kv_core::assert_kv_budget!(Pool, max_num_seqs = 256, ceiling = 256 * kv_core::units::MIB);
+/// ```
+///
+/// ```compile_fail
+/// #[derive(kv_core::ModelLocalKv)]
+/// #[kv(name = "cache", cache = "KvCache", geometry = self.geometry,
+///      positions = bounded(64, because = "max_seq_len"), scope = request, rows = max_num_seqs)]
+/// struct Loaded {
+///     geometry: kv_core::Geometry,
+/// }
+///
+/// // Error: every declaration of `Loaded` is read after load.
+/// kv_core::assert_kv_budget!(Loaded, max_num_seqs = 256, ceiling = kv_core::units::GIB);
 /// ```
 #[macro_export]
 macro_rules! assert_kv_budget {
     ($ty:ty, max_num_seqs = $max_num_seqs:expr, ceiling = $ceiling:expr $(,)?) => {
         const _: () = {
-            let specs = <$ty as $crate::declare::DeclaredKv>::KV_DECLS.static_specs;
+            let decls = <$ty as $crate::declare::DeclaredKv>::KV_DECLS;
+            let specs = decls.static_specs;
             let max_num_seqs: u64 = $max_num_seqs;
             let ceiling: u64 = $ceiling;
+            if specs.is_empty() && !decls.after_load.is_empty() {
+                ::core::panic!(
+                    "{}",
+                    ::core::concat!(
+                        "kv budget: every declaration of `",
+                        ::core::stringify!($ty),
+                        "` is read after load, so nothing of it is known at compile time ",
+                        "and this assertion would bound nothing; check the loaded model at ",
+                        "run time with `kv_core::budget::Budget` (`Budget { ceiling_bytes, ",
+                        "max_num_seqs }.check(kv_core::collect(&model).entries())`), or give ",
+                        "a declaration literal or const values",
+                    )
+                );
+            }
+            if specs.is_empty() {
+                ::core::panic!(
+                    "{}",
+                    ::core::concat!(
+                        "kv budget: `",
+                        ::core::stringify!($ty),
+                        "` declares no model-local KV of its own (the declarations of its ",
+                        "`#[kv(child)]` fields are not counted at compile time), so this ",
+                        "assertion would bound nothing; assert the budget of the types that ",
+                        "declare, or check the loaded model at run time with ",
+                        "`kv_core::budget::Budget`",
+                    )
+                );
+            }
             if $crate::budget::static_peak_bytes(specs, max_num_seqs).is_err() {
                 ::core::panic!(
                     "{}",

@@ -2,9 +2,14 @@
 //!
 //! Collecting never panics and never fails: an owner whose `kv_declare` returns
 //! an error or panics is logged, kept in [`Collection::skipped`], and its
-//! declarations dropped; everything else is still collected.
+//! declarations dropped; everything else is still collected. A derived
+//! declaration read after load that fails is skipped alone, and one whose
+//! count read after load is zero yields nothing and is kept in
+//! [`Collection::empty_declarations`]: its siblings are unaffected.
 
 use std::any::Any;
+use std::borrow::Cow;
+use std::cell::{Cell, RefCell};
 use std::collections::HashSet;
 use std::fmt::Write as _;
 use std::panic::{catch_unwind, AssertUnwindSafe};
@@ -71,16 +76,113 @@ pub(crate) fn short_type_name(full: &str) -> String {
     out
 }
 
-/// An owner whose declarations were dropped, and why.
+/// An owner whose declarations were dropped, or one declaration of it, and why.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Skipped {
     /// The owner's path; empty for the root.
     pub path: String,
     /// `std::any::type_name` of the owner, where it could be had.
     pub owner_type: &'static str,
+    /// The declaration skipped, by its name, where only that one was: a
+    /// derived declaration whose value read after load failed (a `Result`
+    /// that was an error, a negative count) or is invalid. `None` when the
+    /// whole owner was skipped.
+    pub declaration: Option<Cow<'static, str>>,
     /// The error it returned, the invalid value it declared, or
     /// [`KvError::DeclarerPanicked`].
     pub error: KvError,
+}
+
+impl Skipped {
+    /// What was skipped, as the report names it: the declaration's full name
+    /// (`layers.3.cache`), or the owner's path; `<root>` for the root owner.
+    pub fn what(&self) -> String {
+        match &self.declaration {
+            Some(name) => join(&self.path, name),
+            None if self.path.is_empty() => "<root>".to_owned(),
+            None => self.path.clone(),
+        }
+    }
+}
+
+/// A declaration that yields nothing because a count read after load is
+/// zero: a hybrid model's group with no layers in this config, a cache sized
+/// by a limit set to 0. Its sibling declarations are collected as usual; the
+/// report says what was zero and, where the derive saw it, the expression it
+/// was read from.
+///
+/// ```
+/// use kv_core::{collect, ModelLocalKv};
+///
+/// #[derive(ModelLocalKv)]
+/// #[kv(name = "sliding", cache = "sliding DynamicCache",
+///      layers = self.sliding_layers, kv_heads = 2, head_dim = 8, dtype = bf16,
+///      positions = bounded(16, because = "sliding_window(16)"),
+///      scope = request, rows = max_num_seqs)]
+/// #[kv(name = "full", cache = "DynamicCache",
+///      layers = self.full_layers, kv_heads = 2, head_dim = 8, dtype = bf16,
+///      positions = bounded(64, because = "max_model_len"),
+///      scope = request, rows = max_num_seqs)]
+/// struct Hybrid {
+///     sliding_layers: u32,
+///     full_layers: u32,
+/// }
+///
+/// let collection = collect(&Hybrid { sliding_layers: 0, full_layers: 4 });
+/// assert_eq!(collection.entries().len(), 1); // `full` is kept
+/// let empty = &collection.empty_declarations()[0];
+/// assert_eq!(empty.full_name(), "sliding");
+/// assert_eq!(empty.reason(), "0 layers from `self.sliding_layers`");
+/// ```
+#[derive(Clone, Debug, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct EmptyDeclaration {
+    /// The owner's path; empty for the root.
+    pub path: String,
+    /// `std::any::type_name` of the owner.
+    pub owner_type: &'static str,
+    /// The declaration as read, its zero included.
+    pub spec: KvSpec,
+    /// The count that is zero: `layers`, `kv_heads`, `head_dim`,
+    /// `v_head_dim`, `positions`, `kv_lora_rank`, `rope_dim`, `slots`,
+    /// `rows`, or `state` (a state part with a zero dimension, or no parts).
+    pub field: &'static str,
+    /// The expression it was read from, as written
+    /// (`self.config.sliding_layers`); for a zero inside a whole `geometry`,
+    /// `latent` or `state`, that value's expression. `None` for a
+    /// declaration the derive did not write.
+    pub from: Option<&'static str>,
+}
+
+impl EmptyDeclaration {
+    /// `path.name`, or just `name` at the root.
+    pub fn full_name(&self) -> String {
+        join(&self.path, &self.spec.name)
+    }
+
+    /// `Type.name`, as [`KvError`] names a declaration.
+    pub fn declaration(&self) -> String {
+        format!("{}.{}", short_type_name(self.owner_type), self.spec.name)
+    }
+
+    /// What was zero and where it came from: ``0 layers from `self.sliding_layers` ``.
+    pub fn reason(&self) -> String {
+        zero_reason(self.field, self.from)
+    }
+}
+
+/// ``0 layers from `self.sliding_layers` ``, or `0 layers, read after load`
+/// where the expression is not known.
+pub(crate) fn zero_reason(field: &str, from: Option<&str>) -> String {
+    let what = if field == "state" {
+        "a state part with a zero dimension (or no parts)".to_owned()
+    } else {
+        format!("0 {field}")
+    };
+    match from {
+        Some(from) => format!("{what} from `{from}`"),
+        None => format!("{what}, read after load"),
+    }
 }
 
 /// Bytes at peak for one `max_num_seqs`, split by when they are allocated
@@ -136,6 +238,7 @@ pub struct Collection {
     entries: Vec<Collected>,
     skipped: Vec<Skipped>,
     poisoned: Vec<String>,
+    empty: Vec<EmptyDeclaration>,
     parallel: Parallel,
 }
 
@@ -145,7 +248,8 @@ impl Collection {
         &self.entries
     }
 
-    /// The owners whose declarations were dropped.
+    /// The owners whose declarations were dropped, and the declarations
+    /// skipped alone.
     pub fn skipped(&self) -> &[Skipped] {
         &self.skipped
     }
@@ -155,6 +259,12 @@ impl Collection {
     /// may be half-written.
     pub fn poisoned(&self) -> &[String] {
         &self.poisoned
+    }
+
+    /// The declarations that yield nothing, a count read after load being
+    /// zero, in visiting order. They add no bytes; the report lists them.
+    pub fn empty_declarations(&self) -> &[EmptyDeclaration] {
+        &self.empty
     }
 
     /// The parallel layout and rank these figures are for.
@@ -203,6 +313,7 @@ impl Collection {
             entries,
             skipped: self.skipped.clone(),
             poisoned: self.poisoned.clone(),
+            empty: self.empty.clone(),
             parallel,
         })
     }
@@ -284,6 +395,14 @@ impl Collection {
 /// [`Collection::skipped`] as [`KvError::Unreachable`], naming its path; one
 /// behind a poisoned lock is read and its path kept in
 /// [`Collection::poisoned`]. Both are logged with `log::warn!`.
+///
+/// A derived owner's declarations read after load are judged one by one: one
+/// whose value fails (a `Result` that is an error, a negative count) or is
+/// invalid is logged and kept in [`Collection::skipped`] with its name, and
+/// one whose count is zero is kept in [`Collection::empty_declarations`];
+/// the owner's other declarations are collected. (Called directly, outside
+/// a collection, its `kv_declare` returns the first such error, and leaves a
+/// zero declaration out, saying so through `log::info!`.)
 pub fn collect(root: &dyn ModelLocalKv) -> Collection {
     let mut walker = Walker::default();
     walker.owner(root);
@@ -298,6 +417,9 @@ struct Walker {
     collection: Collection,
     seen: HashSet<OwnerId>,
     buffer: Vec<KvSpec>,
+    /// What the owner being asked reported of its declarations read after
+    /// load (reused, like `buffer`).
+    dropped: Vec<Dropped>,
     path: String,
     /// Path length before each entered segment.
     depths: Vec<usize>,
@@ -305,17 +427,32 @@ struct Walker {
 
 impl Walker {
     fn skip(&mut self, owner_type: &'static str, error: KvError) {
-        let path = if self.path.is_empty() {
-            "<root>"
-        } else {
-            &self.path
-        };
-        log::warn!("kv: skipping the declarations of `{path}` ({owner_type}): {error}");
-        self.collection.skipped.push(Skipped {
+        self.skip_declaration(owner_type, None, error);
+    }
+
+    fn skip_declaration(
+        &mut self,
+        owner_type: &'static str,
+        declaration: Option<Cow<'static, str>>,
+        error: KvError,
+    ) {
+        let skipped = Skipped {
             path: self.path.clone(),
             owner_type,
+            declaration,
             error,
-        });
+        };
+        let what = if skipped.declaration.is_some() {
+            "declaration"
+        } else {
+            "declarations of"
+        };
+        log::warn!(
+            "kv: skipping the {what} `{}` ({owner_type}): {}",
+            skipped.what(),
+            skipped.error
+        );
+        self.collection.skipped.push(skipped);
     }
 
     /// `during` names the method that panicked.
@@ -335,10 +472,13 @@ impl Walker {
 
     fn declare(&mut self, owner: &dyn ModelLocalKv, owner_type: &'static str) {
         self.buffer.clear();
+        self.dropped.clear();
         let buffer = &mut self.buffer;
+        let listener = listen(std::mem::take(&mut self.dropped));
         let declared = catch_unwind(AssertUnwindSafe(|| {
             owner.kv_declare(buffer).map(|()| owner.__kv_validated())
         }));
+        self.dropped = listener.stop();
         let result = match declared {
             // The derive validated its own specs; a hand-written declarer's are checked here.
             Ok(Ok(true)) => Ok(()),
@@ -362,9 +502,30 @@ impl Walker {
                     .drain(..)
                     .map(|spec| Collected::new(path.clone(), owner_type, spec));
                 self.collection.entries.extend(entries);
+                let mut dropped = std::mem::take(&mut self.dropped);
+                for one in dropped.drain(..) {
+                    match one {
+                        Dropped::Empty { spec, field, from } => {
+                            self.collection.empty.push(EmptyDeclaration {
+                                path: self.path.clone(),
+                                owner_type,
+                                spec: *spec,
+                                field,
+                                from,
+                            });
+                        }
+                        Dropped::Failed { name, error } => {
+                            self.skip_declaration(owner_type, Some(Cow::Borrowed(name)), error);
+                        }
+                    }
+                }
+                self.dropped = dropped;
             }
             Err(error) => {
+                // The whole owner is skipped: what it said of single
+                // declarations goes with it.
                 self.buffer.clear();
+                self.dropped.clear();
                 self.skip(owner_type, error);
             }
         }
@@ -441,7 +602,120 @@ impl ChildVisitor for Walker {
     }
 }
 
-fn join(path: &str, name: &str) -> String {
+/// What a derived declaration read after load reported instead of a spec.
+#[derive(Debug)]
+enum Dropped {
+    /// A count read after load is zero.
+    Empty {
+        spec: Box<KvSpec>,
+        field: &'static str,
+        from: Option<&'static str>,
+    },
+    /// Its value could not be read, or is invalid.
+    Failed { name: &'static str, error: KvError },
+}
+
+thread_local! {
+    /// Where the owner the collector is asking now reports its dropped
+    /// declarations; `None` when no collector is asking.
+    static LISTENER: RefCell<Option<Vec<Dropped>>> = const { RefCell::new(None) };
+    /// The counts read as zero while building the current declaration, each
+    /// with its key and expression as written.
+    static ZERO_READS: RefCell<Vec<(&'static str, &'static str)>> = const { RefCell::new(Vec::new()) };
+    /// The expression of the current declaration's whole geometry, latent or state.
+    static WHOLE_READ: Cell<Option<&'static str>> = const { Cell::new(None) };
+}
+
+/// The collector listening to one owner's `kv_declare`; the listener it
+/// replaced (a collection inside a declarer) is restored by [`Listening::stop`].
+struct Listening {
+    replaced: Option<Vec<Dropped>>,
+}
+
+fn listen(records: Vec<Dropped>) -> Listening {
+    Listening {
+        replaced: LISTENER.with(|l| l.replace(Some(records))),
+    }
+}
+
+impl Listening {
+    /// What was reported, the previous listener restored.
+    fn stop(self) -> Vec<Dropped> {
+        LISTENER
+            .with(|l| l.replace(self.replaced))
+            .unwrap_or_default()
+    }
+}
+
+/// Whether a collector is asking the current owner for its declarations.
+fn listening() -> bool {
+    LISTENER.with(|l| l.borrow().is_some())
+}
+
+/// Reports a dropped declaration to the listening collector.
+fn record(dropped: Dropped) {
+    LISTENER.with(|l| {
+        if let Some(records) = l.borrow_mut().as_mut() {
+            records.push(dropped);
+        }
+    });
+}
+
+/// Forgets what was read for the previous declaration: called before each
+/// derived declaration read after load is built.
+pub(crate) fn begin_declaration() {
+    ZERO_READS.with(|reads| reads.borrow_mut().clear());
+    WHOLE_READ.with(|whole| whole.set(None));
+}
+
+/// A count read as zero, with its key and expression.
+pub(crate) fn zero_read(key: &'static str, from: &'static str) {
+    ZERO_READS.with(|reads| reads.borrow_mut().push((key, from)));
+}
+
+/// The expression of a whole geometry, latent or state read after load.
+pub(crate) fn whole_read(from: &'static str) {
+    WHOLE_READ.with(|whole| whole.set(Some(from)));
+}
+
+/// A derived declaration whose `field` is zero: reported to the collector,
+/// or, called outside a collection, logged.
+pub(crate) fn declared_empty(owner: &str, spec: KvSpec, field: &'static str) {
+    let counted = ZERO_READS.with(|reads| {
+        reads
+            .borrow()
+            .iter()
+            .find(|(key, _)| *key == field)
+            .map(|(_, from)| *from)
+    });
+    let from = counted.or_else(|| WHOLE_READ.with(Cell::get));
+    if listening() {
+        record(Dropped::Empty {
+            spec: Box::new(spec),
+            field,
+            from,
+        });
+    } else {
+        log::info!(
+            "kv: `{owner}.{}` declares nothing: {}",
+            spec.name,
+            zero_reason(field, from)
+        );
+    }
+}
+
+/// A derived declaration whose value failed: reported to the collector,
+/// which skips it alone (`Ok`), or, outside a collection, the error.
+pub(crate) fn declaration_failed(name: &'static str, error: KvError) -> Result<(), KvError> {
+    if listening() {
+        record(Dropped::Failed { name, error });
+        Ok(())
+    } else {
+        Err(error)
+    }
+}
+
+pub(crate) fn join(path: &str, name: &str) -> String {
     if path.is_empty() {
         name.to_owned()
     } else {

@@ -4,7 +4,7 @@
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
-use crate::collect::Skipped;
+use crate::collect::{EmptyDeclaration, Skipped};
 use crate::{Collected, Collection, Layout, Parallel, Rows};
 
 /// The version of the JSON shape below; bumped whenever a field changes meaning
@@ -34,8 +34,13 @@ pub struct ExportedReport {
     pub after_profiling_bytes: Option<u64>,
     /// One per declaration, in visiting order.
     pub declarations: Vec<ExportedDeclaration>,
-    /// One per skipped owner.
+    /// One per skipped owner, or declaration skipped alone.
     pub skipped: Vec<ExportedSkip>,
+    /// One per declaration that yields nothing, a count read after load
+    /// being zero ([`Collection::empty_declarations`]). Absent in reports
+    /// written before it was added; read as none.
+    #[serde(default)]
+    pub empty_declarations: Vec<ExportedEmpty>,
 }
 
 /// A parallel layout and a rank in it.
@@ -148,7 +153,7 @@ pub struct ExportedStatePart {
     pub format: String,
 }
 
-/// An owner whose declarations were dropped.
+/// An owner whose declarations were dropped, or one declaration skipped alone.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 #[non_exhaustive]
 pub struct ExportedSkip {
@@ -156,8 +161,39 @@ pub struct ExportedSkip {
     pub path: String,
     /// `std::any::type_name` of the owner.
     pub owner_type: String,
+    /// The declaration's name, where only it was skipped; `null` when the
+    /// whole owner was (and in reports written before it was added).
+    #[serde(default)]
+    pub declaration: Option<String>,
     /// The error's message.
     pub error: String,
+}
+
+impl ExportedSkip {
+    /// What was skipped: the declaration's full name, or the owner's path;
+    /// `<root>` for the root owner (as [`Skipped::what`]).
+    pub fn what(&self) -> String {
+        match &self.declaration {
+            Some(name) => crate::collect::join(&self.path, name),
+            None if self.path.is_empty() => "<root>".to_owned(),
+            None => self.path.clone(),
+        }
+    }
+}
+
+/// A declaration that yields nothing (see
+/// [`EmptyDeclaration`](crate::collection::EmptyDeclaration)).
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[non_exhaustive]
+pub struct ExportedEmpty {
+    /// The declaration as read, its zero included (so its byte figures are 0).
+    pub declaration: ExportedDeclaration,
+    /// The count that is zero, e.g. `layers`.
+    pub field: String,
+    /// The expression it was read from, as written, where known.
+    pub from: Option<String>,
+    /// What was zero and where it came from: ``0 layers from `self.sliding_layers` ``.
+    pub reason: String,
 }
 
 impl Collection {
@@ -179,6 +215,11 @@ impl Collection {
                 .map(|entry| declaration(entry, max_num_seqs))
                 .collect(),
             skipped: self.skipped().iter().map(skip).collect(),
+            empty_declarations: self
+                .empty_declarations()
+                .iter()
+                .map(|empty| exported_empty(empty, max_num_seqs))
+                .collect(),
         }
     }
 
@@ -278,7 +319,18 @@ fn skip(skipped: &Skipped) -> ExportedSkip {
     ExportedSkip {
         path: skipped.path.clone(),
         owner_type: skipped.owner_type.to_owned(),
+        declaration: skipped.declaration.as_deref().map(str::to_owned),
         error: skipped.error.to_string(),
+    }
+}
+
+fn exported_empty(empty: &EmptyDeclaration, max_num_seqs: u64) -> ExportedEmpty {
+    let as_collected = Collected::new(empty.path.clone(), empty.owner_type, empty.spec.clone());
+    ExportedEmpty {
+        declaration: declaration(&as_collected, max_num_seqs),
+        field: empty.field.to_owned(),
+        from: empty.from.map(str::to_owned),
+        reason: empty.reason(),
     }
 }
 
@@ -375,8 +427,10 @@ mod tests {
                 "skipped": [{
                     "path": "",
                     "owner_type": broken,
+                    "declaration": null,
                     "error": "kv: cannot read layers from the config: missing",
                 }],
+                "empty_declarations": [],
             })
         );
     }

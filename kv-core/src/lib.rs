@@ -90,10 +90,13 @@ pub mod export {
 }
 
 /// What [`collect`](crate::collect()) found: each declaration with its path
-/// in the model tree, each declarer skipped with its error, the totals, and
-/// the start-up report.
+/// in the model tree, each declarer (or declaration) skipped with its error,
+/// each declaration that yields nothing (a count read after load is zero)
+/// with why, identical declarations of sibling owners grouped as the report
+/// shows them, the totals, and the start-up report.
 pub mod collection {
-    pub use crate::collect::{Collected, Collection, Skipped, Totals};
+    pub use crate::collect::{Collected, Collection, EmptyDeclaration, Skipped, Totals};
+    pub use crate::group::Grouped;
     pub use crate::report::Report;
 }
 
@@ -102,6 +105,7 @@ mod collect;
 pub mod config;
 #[cfg(feature = "json")]
 pub mod estimate;
+mod group;
 #[cfg(feature = "json")]
 mod json;
 pub mod pattern;
@@ -168,7 +172,7 @@ pub(crate) use positions::Bound;
 /// | `cache` | `"sliding DynamicCache"`: what kind of cache holds it | yes |
 /// | `layers`, `kv_heads`, `head_dim` | a count | yes, or `geometry`, `latent` or `state` |
 /// | `v_head_dim` | a count, where values differ from keys | no |
-/// | `dtype` | `f64`, `f32`, `f16`, `bf16`, `f8e4m3`, `f8e5m2`, `i8`, `u8`, `i4`, `i2`, `f4e2m1`, or an expression of type [`DType`] (a lower-case word close to a dtype name, like `bf61`, is taken for a misspelling; write such a const by its path) | yes, or `kv_format`, `geometry`, `latent` or `state` |
+/// | `dtype` | `f64`, `f32`, `f16`, `bf16`, `f8e4m3`, `f8e5m2`, `i8`, `u8`, `i4`, `i2`, `f4e2m1`, or an expression of type [`DType`] or, read after load, `Result<DType, E>` with `E` any error that displays itself (a lower-case word close to a dtype name, like `bf61`, is taken for a misspelling; write such a const by its path) | yes, or `kv_format`, `geometry`, `latent` or `state` |
 /// | `kv_format`, `v_format` | how keys (and values) are stored, where it is not `dtype`: a dtype name, a block format (`q8_0`, `q4_0`, `q4_1`, `q5_0`, `q5_1`, `nvfp4`), or an expression of type [`Storage`] | no |
 /// | `geometry` | an expression of type [`Geometry`] or `Result<Geometry, KvError>` | instead of the parts above |
 /// | `latent` | an MLA latent: an expression of type [`Latent`] (or a `Result` of one, read after load) | instead of the attention parts |
@@ -185,8 +189,12 @@ pub(crate) use positions::Bound;
 /// A count is an integer literal (checked positive by the macro), a const
 /// expression (checked positive and, with the rest of the declaration, free
 /// of `u64` overflow at compile time), or an expression mentioning `self`,
-/// read after load (any integer type; zero, negative and overflow are
-/// run-time errors naming the declaration as `Type.name`). A value containing a comma
+/// read after load (any integer type; negative and overflow are run-time
+/// errors naming the declaration as `Type.name`, and under
+/// [`collect`](crate::collect()) skip that declaration alone; a zero makes
+/// the declaration yield nothing, listed with the expression it came from in
+/// [`Collection::empty_declarations`](crate::Collection::empty_declarations)
+/// and the report, its siblings unaffected). A value containing a comma
 /// outside brackets (`f::<A, B>()`) must be wrapped in parentheses. Const
 /// expressions in a generic type are checked when the type is used (a type
 /// generic only over lifetimes is checked like a concrete one).

@@ -78,14 +78,16 @@ impl Page {
     }
 
     /// A section "Held after load": each model's tree is collected
-    /// ([`collect`]) and its declarations listed as `model: path.name`.
-    /// An owner the collector had to skip is an error: a page must not
-    /// silently leave a declaration out.
+    /// ([`collect`]) and its declarations listed as `model: path.name`
+    /// ([`Table::collection`]: identical declarations of sibling owners as
+    /// one row, declarations that yield nothing saying so).
+    /// An owner or declaration the collector had to skip is an error: a page
+    /// must not silently leave a declaration out.
     pub fn loaded<'m, N: AsRef<str>>(
         mut self,
         models: impl IntoIterator<Item = (N, &'m dyn ModelLocalKv)>,
     ) -> Result<Page, KvError> {
-        let first = self.loaded.len();
+        let mut table = Table::new(self.max_num_seqs);
         for (model, root) in models {
             let collection = collect(root);
             if let Some(skipped) = collection.skipped().first() {
@@ -100,10 +102,9 @@ impl Page {
                 };
                 self.loaded.push((label, entry.spec.clone()));
             }
+            table = table.collection(model, &collection);
         }
-        let table = Table::new(self.max_num_seqs)
-            .rows(self.loaded[first..].iter().map(|(l, s)| (l.as_str(), s)))
-            .to_markdown();
+        let table = table.to_markdown();
         self.sections.push(format!(
             "## Held after load\n\n\
              What the loaded models hold, collected from their trees, at max_num_seqs={}.\n\n\

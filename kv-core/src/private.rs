@@ -89,17 +89,80 @@ pub use crate::declare::after_load::{
     IntoCount, IntoDType, IntoGeometry, IntoLatent, IntoState, IntoStorage,
 };
 
-/// Builds, names and validates one declaration, then appends it.
+/// Builds, names and validates one declaration read after load, then
+/// appends it. A count read as zero makes it yield nothing (see
+/// [`EmptyDeclaration`](crate::collection::EmptyDeclaration)); a value that
+/// fails or is invalid skips it alone under a collector, and is the error
+/// otherwise.
 pub fn declare(
     out: &mut Vec<KvSpec>,
     owner: &'static str,
     name: &'static str,
     build: impl FnOnce() -> Result<KvSpec, KvError>,
 ) -> Result<(), KvError> {
-    let spec = build().map_err(|e| e.in_declaration(&format!("{owner}.{name}")))?;
-    spec.validate(owner)?;
-    out.push(spec);
-    Ok(())
+    crate::collect::begin_declaration();
+    let spec = match build() {
+        Ok(spec) => spec,
+        Err(error) => {
+            let error = error.in_declaration(&format!("{owner}.{name}"));
+            return crate::collect::declaration_failed(name, error);
+        }
+    };
+    if let Some(field) = zero_count(&spec) {
+        crate::collect::declared_empty(owner, spec, field);
+        return Ok(());
+    }
+    match spec.validate(owner) {
+        Ok(()) => {
+            out.push(spec);
+            Ok(())
+        }
+        Err(error) => crate::collect::declaration_failed(name, error),
+    }
+}
+
+/// The count of a declaration read after load that is zero, by its key:
+/// the first zero [`KvSpec::validate`] would refuse, or fixed rows of 0. A
+/// block format of no elements or bytes is no count: it stays an error.
+fn zero_count(spec: &KvSpec) -> Option<&'static str> {
+    let degenerate = |storage: &Storage| matches!(storage, Storage::Blocks(f) if f.block_elems() == 0 || f.block_bytes() == 0);
+    let formats_ok = match &spec.layout {
+        Layout::Attention { geometry, .. } => {
+            !degenerate(&geometry.storage) && !degenerate(&geometry.value_storage())
+        }
+        Layout::Latent { latent, .. } => {
+            !degenerate(&latent.storage) && !latent.rope_storage.as_ref().is_some_and(degenerate)
+        }
+        Layout::Recurrent(state) => !state.parts.iter().any(|part| degenerate(&part.storage)),
+    };
+    if !formats_ok {
+        return None;
+    }
+    match (spec.layout.first_zero(), &spec.rows) {
+        (Some(field), _) => Some(field),
+        (None, Rows::Fixed { count: 0, .. }) => Some("rows"),
+        (None, _) => None,
+    }
+}
+
+/// A count read after load, with its key and its expression as written: a
+/// zero is remembered, so that the report says where it came from.
+pub fn read_count(
+    count: Result<u64, KvError>,
+    key: &'static str,
+    from: &'static str,
+) -> Result<u64, KvError> {
+    if count == Ok(0) {
+        crate::collect::zero_read(key, from);
+    }
+    count
+}
+
+/// A whole geometry, latent or state read after load, with its expression
+/// as written, for the report of a zero inside it.
+pub fn read_whole<T>(value: Result<T, KvError>, from: &'static str) -> Result<T, KvError> {
+    crate::collect::whole_read(from);
+    value
 }
 
 /// Visits a child field under its name. Takes `&dyn KvChild` so that a field

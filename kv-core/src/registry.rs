@@ -156,7 +156,7 @@ pub fn unreached(root: &dyn ModelLocalKv) -> Vec<Unreached> {
     let module = module_of(root_type);
     let mut missing: Vec<Unreached> = by_name
         .iter()
-        .filter(|(name, registered)| {
+        .filter(|(name, _)| {
             // Both modules from `type_name`: `module_path!` leaves out the
             // functions a type may be defined in, and `type_name` does not.
             in_module(module_of(name), module)

@@ -1,6 +1,9 @@
 //! The start-up report: one header with the total, the resident / after-profiling
-//! split, one line per declaration, one line per skipped owner. The header and
-//! declaration lines keep the format of the original consumer.
+//! split, one line per declaration (identical declarations of sibling owners,
+//! one per layer, share one line with their count and path range), one line
+//! per declaration that yields nothing, one line per skipped owner or
+//! declaration. The header and declaration lines keep the format of the
+//! original consumer; figures under 1 MiB are written in KiB or B.
 
 use std::fmt;
 use std::fmt::Write as _;
@@ -8,8 +11,9 @@ use std::panic::{catch_unwind, AssertUnwindSafe};
 
 use log::Level;
 
-use crate::units::mib;
-use crate::{collect, Collected, Collection, ModelLocalKv, Overflow};
+use crate::collection::Grouped;
+use crate::units::report_bytes;
+use crate::{collect, Collection, ModelLocalKv, Overflow};
 
 const HEADER: &str = "Model-local KV (outside the paged manager)";
 
@@ -23,6 +27,14 @@ const HEADER: &str = "Model-local KV (outside the paged manager)";
 ///   decoder.working: 1136.00 MiB (256 rows from max_num_seqs x 4.44 MiB/row, scope=invocation, 71 positions from sliding_window(72) - 1, only_when=async_chunk)
 ///   graph.captured: 22.19 MiB (5 rows from fixed(5; rows summed over captured caches) x 4.44 MiB/row, scope=model, 71 positions from sliding_window(72) - 1)
 ///   skipped `talker` (my_model::Talker): kv: cannot read layers from the config: ...
+/// ```
+///
+/// Per layer, identical declarations share a line, and a group read as
+/// zero says so:
+///
+/// ```text
+///   model.layers.0..=27.self_attn.kv_cache: 28 x 4.00 MiB = 112.00 MiB (1 rows from fixed(1; batch of the cache tensors) x 4.00 MiB/row, scope=request, 4096 positions from max_seq_len)
+///   model.sliding: declares nothing: 0 layers from `self.config.sliding_layers` (Hybrid.sliding)
 /// ```
 #[derive(Clone, Copy, Debug)]
 pub struct Report<'a> {
@@ -74,7 +86,7 @@ impl Collection {
 /// assert!(collection.entries().is_empty());
 /// assert_eq!(
 ///     collection.report(256).to_string(),
-///     "Model-local KV (outside the paged manager): 0.00 MiB across 0 declaration(s) at max_num_seqs=256"
+///     "Model-local KV (outside the paged manager): 0 B across 0 declaration(s) at max_num_seqs=256"
 /// );
 /// ```
 pub fn log_model_local_kv(model: &dyn ModelLocalKv, max_num_seqs: u64) -> Collection {
@@ -86,28 +98,32 @@ pub fn log_model_local_kv(model: &dyn ModelLocalKv, max_num_seqs: u64) -> Collec
 impl Report<'_> {
     /// Each line with the level it is logged at.
     fn lines(&self) -> Vec<(Level, String)> {
-        let entries = self.collection.entries();
+        let collection = self.collection;
+        let entries = collection.entries();
         let max_num_seqs = self.max_num_seqs;
         let count = entries.len();
-        let mut lines = Vec::with_capacity(count + self.collection.skipped().len() + 2);
-        match self.collection.totals(max_num_seqs) {
+        let groups = collection.grouped();
+        let mut lines = Vec::with_capacity(
+            groups.len() + collection.empty_declarations().len() + collection.skipped().len() + 3,
+        );
+        match collection.totals(max_num_seqs) {
             Ok(totals) => {
                 lines.push((
                     Level::Info,
                     format!(
-                        "{HEADER}: {:.2} MiB across {count} declaration(s) at \
+                        "{HEADER}: {} across {count} declaration(s) at \
                          max_num_seqs={max_num_seqs}{}",
-                        mib(totals.total),
-                        layout_suffix(self.collection)
+                        report_bytes(totals.total),
+                        layout_suffix(collection)
                     ),
                 ));
                 if totals.host > 0 {
                     lines.push((
                         Level::Info,
                         format!(
-                            "  device: {:.2} MiB (counted by budgets and the planner); host: {:.2} MiB",
-                            mib(totals.device),
-                            mib(totals.host)
+                            "  device: {} (counted by budgets and the planner); host: {}",
+                            report_bytes(totals.device),
+                            report_bytes(totals.host)
                         ),
                     ));
                 }
@@ -116,9 +132,9 @@ impl Report<'_> {
                         Level::Info,
                         format!(
                             "  resident (scope=model, already charged by profiling; not \
-                             subtracted): {:.2} MiB; allocated after profiling: {:.2} MiB",
-                            mib(totals.resident),
-                            mib(totals.after_profiling)
+                             subtracted): {}; allocated after profiling: {}",
+                            report_bytes(totals.resident),
+                            report_bytes(totals.after_profiling)
                         ),
                     ));
                 }
@@ -129,26 +145,34 @@ impl Report<'_> {
                     format!(
                         "{HEADER}: total overflows u64 across {count} declaration(s) at \
                          max_num_seqs={max_num_seqs}{}",
-                        layout_suffix(self.collection)
+                        layout_suffix(collection)
                     ),
                 ));
                 lines.push((Level::Error, format!("  {error}")));
             }
         }
-        for entry in entries {
-            lines.push(declaration_line(entry, max_num_seqs));
+        for group in &groups {
+            lines.push(declaration_line(group, max_num_seqs));
         }
-        for skipped in self.collection.skipped() {
-            let path = if skipped.path.is_empty() {
-                "<root>"
-            } else {
-                &skipped.path
-            };
+        for empty in collection.empty_declarations() {
+            lines.push((
+                Level::Info,
+                format!(
+                    "  {}: declares nothing: {} ({})",
+                    empty.full_name(),
+                    empty.reason(),
+                    empty.declaration()
+                ),
+            ));
+        }
+        for skipped in collection.skipped() {
             lines.push((
                 Level::Warn,
                 format!(
-                    "  skipped `{path}` ({}): {}",
-                    skipped.owner_type, skipped.error
+                    "  skipped `{}` ({}): {}",
+                    skipped.what(),
+                    skipped.owner_type,
+                    skipped.error
                 ),
             ));
         }
@@ -156,22 +180,35 @@ impl Report<'_> {
     }
 }
 
-/// `  path.name: X MiB (R rows from DRIVER x Y MiB/row, scope=S, P positions from BOUND[, only_when=..][, assumes=..])`
-fn declaration_line(entry: &Collected, max_num_seqs: u64) -> (Level, String) {
+/// `  path.name: X MiB (R rows from DRIVER x Y MiB/row, scope=S, P positions from BOUND[, only_when=..][, assumes=..])`;
+/// for identical declarations of sibling owners,
+/// `  path.0..=N.name: COUNT x X MiB = TOTAL MiB (...)`, the rest per declaration.
+fn declaration_line(group: &Grouped<'_>, max_num_seqs: u64) -> (Level, String) {
+    let entry = group.first;
     let spec = &entry.spec;
     let peak = spec.peak_bytes(max_num_seqs);
-    let level = if peak.is_ok() {
+    let together = group.peak_bytes(max_num_seqs);
+    let level = if together.is_ok() {
         Level::Info
     } else {
         Level::Error
     };
+    let size = if group.count == 1 {
+        bytes_or_overflow(peak)
+    } else {
+        format!(
+            "{} x {} = {}",
+            group.count,
+            bytes_or_overflow(peak),
+            bytes_or_overflow(together)
+        )
+    };
     let mut line = format!(
-        "  {}: {} ({} rows from {} x {}/row, scope={}, ",
-        entry.full_name(),
-        mib_or_overflow(peak),
+        "  {}: {size} ({} rows from {} x {}/row, scope={}, ",
+        group.full_name(),
         spec.row_count(max_num_seqs),
         spec.rows,
-        mib_or_overflow(spec.bytes_per_row()),
+        bytes_or_overflow(spec.bytes_per_row()),
         spec.scope,
     );
     match spec.positions() {
@@ -213,9 +250,9 @@ fn layout_suffix(collection: &Collection) -> String {
     }
 }
 
-fn mib_or_overflow(bytes: Result<u64, Overflow>) -> String {
+fn bytes_or_overflow(bytes: Result<u64, Overflow>) -> String {
     match bytes {
-        Ok(bytes) => format!("{:.2} MiB", mib(bytes)),
+        Ok(bytes) => report_bytes(bytes),
         Err(overflow) => format!("<{overflow}>"),
     }
 }

@@ -22,13 +22,21 @@
 //!   literal or const) and `known after load` for the rest.
 //! * A figure whose byte arithmetic overflows `u64` reads `overflow`; nothing
 //!   panics or wraps.
+//! * From a collected model ([`Table::collection`]) or an exported report
+//!   ([`Table::report`]), identical declarations of sibling owners (one per
+//!   layer) are one row, `layers.0..=27.attn.cache`, their sizes the sum
+//!   with the count and each one's: `112.00 MiB (28 x 4.00 MiB)`; a
+//!   declaration that yields nothing (a count read after load is zero) is a
+//!   row that says so, `declares nothing: 0 layers from ...`, of `0 B`.
 //! * In Markdown, `|` is escaped as `\|` and a line break becomes `<br>`, so
 //!   a cell never breaks the table.
 
 use std::fmt::Write as _;
 
+use crate::collect::EmptyDeclaration;
+use crate::group::times;
 use crate::units::human_bytes;
-use crate::{AfterLoadDecl, AfterLoadRows, KvSpec, KvTypeDecls, Overflow, Rows};
+use crate::{AfterLoadDecl, AfterLoadRows, Collection, KvSpec, KvTypeDecls, Overflow, Rows};
 
 /// What a figure reads when its byte arithmetic overflows `u64`.
 const OVERFLOW: &str = "overflow";
@@ -109,6 +117,52 @@ impl Table {
         self
     }
 
+    /// Appends the declarations of a collected model as its start-up report
+    /// shows them: identical declarations of sibling owners (one per layer)
+    /// as one row, then one row per declaration that yields nothing. Each is
+    /// labelled `model: path` (the path alone when `model` is empty, `model`
+    /// alone at the root).
+    ///
+    /// ```
+    /// use kv_core::{collect, ModelLocalKv, Table};
+    ///
+    /// #[derive(ModelLocalKv)]
+    /// #[kv(name = "cache", cache = "KvCache",
+    ///      layers = 1, kv_heads = 2, head_dim = 8, dtype = bf16,
+    ///      positions = bounded(64, because = "max_seq_len"),
+    ///      scope = request, rows = max_num_seqs)]
+    /// struct Attention;
+    ///
+    /// #[derive(ModelLocalKv)]
+    /// struct Model {
+    ///     #[kv(child)]
+    ///     layers: Vec<Attention>,
+    /// }
+    ///
+    /// let model = Model { layers: vec![Attention, Attention, Attention] };
+    /// let table = Table::new(2).collection("Tiny", &collect(&model)).to_markdown();
+    /// // Each: 1 x 2 x (8 + 8) x 2 B x 64 positions = 4 KiB per row, 8 KiB at 2 rows.
+    /// assert_eq!(
+    ///     table.lines().nth(2),
+    ///     Some("| Tiny: layers.0..=2.cache | KvCache | 64 (max_seq_len) \
+    ///           | 12.00 KiB (3 x 4.00 KiB) | max_num_seqs | 24.00 KiB (3 x 8.00 KiB) |")
+    /// );
+    /// ```
+    pub fn collection(mut self, model: &str, collection: &Collection) -> Table {
+        let label = |path: &str| match (model.is_empty(), path.is_empty()) {
+            (true, _) => path.to_owned(),
+            (false, true) => model.to_owned(),
+            (false, false) => format!("{model}: {path}"),
+        };
+        for group in collection.grouped() {
+            self.push_group(&label(&group.path), &group.first.spec, group.count);
+        }
+        for empty in collection.empty_declarations() {
+            self.push_empty(&label(&empty.path), empty);
+        }
+        self
+    }
+
     /// Appends the declarations of an exported report (feature `json`), each
     /// labelled with its path; the figures are the report's own, so a report
     /// read back renders as the model it came from.
@@ -127,23 +181,45 @@ impl Table {
     ///     }
     /// }
     /// let collection = collect(&Talker);
-    /// let live = Table::new(256).rows(collection.entries().iter().map(|e| (e.path.as_str(), &e.spec)));
+    /// let live = Table::new(256).collection("", &collection);
     /// let exported = Table::new(256).report(&collection.export(256));
     /// assert_eq!(exported.to_markdown(), live.to_markdown());
     /// ```
+    ///
+    /// As [`Table::collection`], identical declarations of sibling owners
+    /// are one row and declarations that yield nothing say so.
     #[cfg(feature = "json")]
     pub fn report(mut self, report: &crate::export::ExportedReport) -> Table {
-        let size = |bytes: Option<u64>| {
-            size_cell(bytes.ok_or(Overflow {
-                step: "the report's figure",
-            }))
+        use crate::export::ExportedDeclaration;
+        let unplaced = |d: &ExportedDeclaration| ExportedDeclaration {
+            path: String::new(),
+            full_name: String::new(),
+            ..d.clone()
         };
-        for d in &report.declarations {
-            let bound = match (d.positions, &d.positions_bound) {
-                (Some(count), Some(reason)) => bounded_cell(count, reason),
-                (Some(count), None) => count.to_string(),
-                (None, _) => NO_POSITIONS.to_owned(),
+        let declarations = &report.declarations;
+        let groups = crate::group::runs(
+            declarations,
+            |d| &d.path,
+            |d| (d.owner_type.as_str(), d.name.as_str()),
+            |a, b| unplaced(a) == unplaced(b),
+        );
+        for group in groups {
+            let d = &declarations[group.first];
+            let rows = match &d.rows_reason {
+                Some(because) => fixed_cell(d.rows, because),
+                None => d.rows_driver.clone(),
             };
+            self.cells.push([
+                model_cell(&group.path, &d.name),
+                cache_cell(&d.cache, d.only_when.as_deref(), d.assumes.as_deref()),
+                exported_bound(d),
+                exported_size(d.bytes_per_row, group.count),
+                rows,
+                exported_size(d.peak_bytes, group.count),
+            ]);
+        }
+        for empty in &report.empty_declarations {
+            let d = &empty.declaration;
             let rows = match &d.rows_reason {
                 Some(because) => fixed_cell(d.rows, because),
                 None => d.rows_driver.clone(),
@@ -151,10 +227,10 @@ impl Table {
             self.cells.push([
                 model_cell(&d.path, &d.name),
                 cache_cell(&d.cache, d.only_when.as_deref(), d.assumes.as_deref()),
-                bound,
-                size(d.bytes_per_row),
+                nothing_cell(&empty.reason),
+                human_bytes(0),
                 rows,
-                size(d.peak_bytes),
+                human_bytes(0),
             ]);
         }
         self
@@ -223,10 +299,11 @@ impl Table {
     }
 
     fn push_spec(&mut self, label: &str, spec: &KvSpec) {
-        let rows = match &spec.rows {
-            Rows::MaxNumSeqs => "max_num_seqs".to_owned(),
-            Rows::Fixed { count, because } => fixed_cell(*count, because),
-        };
+        self.push_group(label, spec, 1);
+    }
+
+    /// `count` identical declarations as one row: sizes `TOTAL (COUNT x EACH)`.
+    fn push_group(&mut self, label: &str, spec: &KvSpec, count: usize) {
         self.cells.push([
             model_cell(label, &spec.name),
             cache_cell(
@@ -236,9 +313,25 @@ impl Table {
             ),
             spec.positions()
                 .map_or_else(|| NO_POSITIONS.to_owned(), ToString::to_string),
-            size_cell(spec.bytes_per_row()),
-            rows,
-            size_cell(spec.peak_bytes(self.max_num_seqs)),
+            group_size_cell(spec.bytes_per_row(), count),
+            rows_cell(&spec.rows),
+            group_size_cell(spec.peak_bytes(self.max_num_seqs), count),
+        ]);
+    }
+
+    fn push_empty(&mut self, label: &str, empty: &EmptyDeclaration) {
+        let spec = &empty.spec;
+        self.cells.push([
+            model_cell(label, &spec.name),
+            cache_cell(
+                &spec.cache,
+                spec.only_when.as_deref(),
+                spec.assumes.as_deref(),
+            ),
+            nothing_cell(&empty.reason()),
+            human_bytes(0),
+            rows_cell(&spec.rows),
+            human_bytes(0),
         ]);
     }
 
@@ -288,6 +381,54 @@ fn bounded_cell(count: u64, reason: &str) -> String {
 /// Rows: `fixed 261 (sum of captured buckets)`.
 fn fixed_cell(count: u64, because: &str) -> String {
     format!("fixed {count} ({because})")
+}
+
+/// Rows of a live declaration: `max_num_seqs`, or as [`fixed_cell`].
+fn rows_cell(rows: &Rows) -> String {
+    match rows {
+        Rows::MaxNumSeqs => "max_num_seqs".to_owned(),
+        Rows::Fixed { count, because } => fixed_cell(*count, because),
+    }
+}
+
+/// Bounded by, for a declaration that yields nothing: `declares nothing: 0
+/// layers from `self.sliding_layers``.
+fn nothing_cell(reason: &str) -> String {
+    format!("declares nothing: {reason}")
+}
+
+/// A size of `count` identical declarations of `each`: the size alone for
+/// one; `112.00 MiB (28 x 4.00 MiB)` for several; `overflow` where the
+/// product overflows.
+fn group_size_cell(each: Result<u64, Overflow>, count: usize) -> String {
+    match each {
+        Ok(each) if count > 1 => match times(count, each) {
+            Ok(total) => format!("{} ({count} x {})", human_bytes(total), human_bytes(each)),
+            Err(_) => OVERFLOW.to_owned(),
+        },
+        each => size_cell(each),
+    }
+}
+
+/// An exported figure (`null` where it overflowed) of `count` declarations.
+#[cfg(feature = "json")]
+fn exported_size(each: Option<u64>, count: usize) -> String {
+    group_size_cell(
+        each.ok_or(Overflow {
+            step: "the report's figure",
+        }),
+        count,
+    )
+}
+
+/// Bounded by, from an exported declaration.
+#[cfg(feature = "json")]
+fn exported_bound(d: &crate::export::ExportedDeclaration) -> String {
+    match (d.positions, &d.positions_bound) {
+        (Some(count), Some(reason)) => bounded_cell(count, reason),
+        (Some(count), None) => count.to_string(),
+        (None, _) => NO_POSITIONS.to_owned(),
+    }
 }
 
 fn model_cell(label: &str, name: &str) -> String {

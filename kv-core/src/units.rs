@@ -12,6 +12,18 @@ pub(crate) fn mib(bytes: u64) -> f64 {
     bytes as f64 / MIB as f64
 }
 
+/// Bytes as the start-up report writes them: from 1 MiB up, `{:.2} MiB`
+/// (the original report's `%.2f MiB`, never GiB: `2272.00 MiB`); below,
+/// [`human_bytes`] (`704.00 KiB`, `512 B`, `0 B`), so that a small figure
+/// never reads `0.00 MiB`.
+pub(crate) fn report_bytes(bytes: u64) -> String {
+    if bytes >= MIB {
+        format!("{:.2} MiB", mib(bytes))
+    } else {
+        human_bytes(bytes)
+    }
+}
+
 /// Bytes in the largest binary unit that keeps the figure at least 1, with two
 /// decimals: `704.00 KiB`, `4.44 MiB`, `1.11 GiB`; below 1 KiB, `512 B`.
 pub fn human_bytes(bytes: u64) -> String {
@@ -41,6 +53,18 @@ mod tests {
         assert_eq!(human_bytes(2 * 256 * 4_653_056), "2.22 GiB");
         assert_eq!(human_bytes(1023), "1023 B");
         assert_eq!(human_bytes(u64::MAX), "17179869184.00 GiB");
+    }
+
+    #[test]
+    fn the_report_keeps_mib_from_one_mib_and_small_figures_in_kib_or_bytes() {
+        assert_eq!(report_bytes(2_382_364_672), "2272.00 MiB");
+        assert_eq!(report_bytes(MIB), "1.00 MiB");
+        // 1 MiB - 1 B = 1023.999 KiB
+        assert_eq!(report_bytes(MIB - 1), "1024.00 KiB");
+        assert_eq!(report_bytes(720_896), "704.00 KiB");
+        assert_eq!(report_bytes(1_024), "1.00 KiB");
+        assert_eq!(report_bytes(1_023), "1023 B");
+        assert_eq!(report_bytes(0), "0 B");
     }
 
     #[test]

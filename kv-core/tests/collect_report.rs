@@ -107,11 +107,11 @@ fn a_fixed_driver_ignores_max_num_seqs() {
     let report = collection.report(4096).to_string();
     assert!(
         report.contains(
-            "  captured: 179.44 MiB (261 rows from fixed(261; sum of captured buckets) x 0.69 MiB/row, scope=model, 11 positions from group_size(4) + max(delay_pattern)(7))"
+            "  captured: 179.44 MiB (261 rows from fixed(261; sum of captured buckets) x 704.00 KiB/row, scope=model, 11 positions from group_size(4) + max(delay_pattern)(7))"
         ),
         "{report}"
     );
-    assert!(report.contains("resident (scope=model, already charged by profiling; not subtracted): 179.44 MiB; allocated after profiling: 0.00 MiB"), "{report}");
+    assert!(report.contains("resident (scope=model, already charged by profiling; not subtracted): 179.44 MiB; allocated after profiling: 0 B"), "{report}");
 }
 
 #[test]
@@ -125,7 +125,7 @@ fn an_undeclared_model_reports_zero_declarations() {
         lines,
         [(
             Level::Info,
-            "Model-local KV (outside the paged manager): 0.00 MiB across 0 declaration(s) at max_num_seqs=256".to_owned()
+            "Model-local KV (outside the paged manager): 0 B across 0 declaration(s) at max_num_seqs=256".to_owned()
         )]
     );
 }
@@ -209,7 +209,7 @@ fn optional_text_and_skipped_owners_get_their_lines() {
         lines[2],
         (
             Level::Info,
-            "  parts.0.encoder: 0.00 MiB (1 rows from fixed(1; one duplex session) x 0.00 MiB/row, scope=session, 1 positions from embed_positions rows, only_when=duplex, assumes=duplex_max_sessions=1)".to_owned()
+            "  parts.0.encoder: 2 B (1 rows from fixed(1; one duplex session) x 2 B/row, scope=session, 1 positions from embed_positions rows, only_when=duplex, assumes=duplex_max_sessions=1)".to_owned()
         )
     );
     assert_eq!(
@@ -255,7 +255,7 @@ fn an_overflowing_total_is_an_error_line_not_a_panic() {
         [
             (Level::Error, "Model-local KV (outside the paged manager): total overflows u64 across 3 declaration(s) at max_num_seqs=4".to_owned()),
             (Level::Error, "  kv: `Quirky.huge`: peak bytes (rows x bytes per row) overflows u64; check the geometry".to_owned()),
-            (Level::Info, "  parts.0.encoder: 0.00 MiB (1 rows from fixed(1; one duplex session) x 0.00 MiB/row, scope=session, 1 positions from embed_positions rows, only_when=duplex, assumes=duplex_max_sessions=1)".to_owned()),
+            (Level::Info, "  parts.0.encoder: 2 B (1 rows from fixed(1; one duplex session) x 2 B/row, scope=session, 1 positions from embed_positions rows, only_when=duplex, assumes=duplex_max_sessions=1)".to_owned()),
         ]
     );
     assert_eq!(

@@ -178,7 +178,7 @@ fn after_load_modern_declarations_are_exact_and_validated() {
 }
 
 #[test]
-fn an_invalid_state_read_after_load_is_skipped_with_its_name() {
+fn a_state_read_after_load_with_a_zero_dimension_declares_nothing_alone() {
     let loaded = Loaded {
         state: RecurrentState::from_parts(36, vec![StatePart::gated_delta_ssm(0, 128, 128)]),
         latent: Latent::new(61, 512, 64, DType::BF16),
@@ -187,10 +187,41 @@ fn an_invalid_state_read_after_load_is_skipped_with_its_name() {
         window: 1024,
     };
     let collection = collect(&loaded);
-    assert_eq!(collection.entries().len(), 0);
+    assert!(
+        collection.skipped().is_empty(),
+        "{:?}",
+        collection.skipped()
+    );
+    let held: Vec<&str> = collection
+        .entries()
+        .iter()
+        .map(|e| e.spec.name.as_ref())
+        .collect();
+    assert!(!held.contains(&"state"), "{held:?}");
+    assert_eq!(held.len(), 2, "its siblings are kept: {held:?}");
+    let empty = &collection.empty_declarations()[0];
+    assert_eq!(empty.declaration(), "Loaded.state");
+    assert_eq!(
+        empty.reason(),
+        "a state part with a zero dimension (or no parts) from `self.state.clone()`"
+    );
+}
+
+#[test]
+fn a_block_format_of_no_elements_read_after_load_is_an_error_not_empty() {
+    let loaded = Loaded {
+        state: RecurrentState::from_parts(36, vec![StatePart::gated_delta_ssm(32, 128, 128)]),
+        latent: Latent::new(61, 512, 64, DType::BF16),
+        tokens: 1000,
+        format: Storage::Blocks(BlockFormat::new("broken", 0, 34)),
+        window: 1024,
+    };
+    let collection = collect(&loaded);
+    assert!(collection.empty_declarations().is_empty());
+    assert_eq!(collection.skipped().len(), 1);
     assert_eq!(
         collection.skipped()[0].error.to_string(),
-        "kv: `Loaded.state`: `state` is 0; a cache with no extent declares nothing"
+        "kv: `Loaded.quantized`: `kv_format` is 0; a cache with no extent declares nothing"
     );
 }
 

@@ -355,7 +355,8 @@ fn host_placement_is_split_from_device_and_not_budgeted() {
     assert_eq!(totals.total, 4 * 24_576);
     let report = collection.report(2).to_string();
     assert!(
-        report.contains("device: 0.05 MiB (counted by budgets and the planner); host: 0.05 MiB"),
+        // 2 x 24,576 B = 48 KiB each.
+        report.contains("device: 48.00 KiB (counted by budgets and the planner); host: 48.00 KiB"),
         "{report}"
     );
     assert!(report.contains("on host: offloaded to CPU"), "{report}");

@@ -666,7 +666,10 @@ fn spec(decl: &ValidDecl<'_>) -> TokenStream {
         Kind::Latent(value @ Value::AfterLoad(tokens), positions) => {
             let positions = positions_expression(positions);
             quote_spanned! {value.span()=>
-                __kv::latent(__kv::IntoLatent::into_latent(#tokens)?, #positions)
+                __kv::latent(
+                    __kv::read_whole(__kv::IntoLatent::into_latent(#tokens), ::core::stringify!(#tokens))?,
+                    #positions,
+                )
             }
         }
         Kind::Latent(value, positions) => {
@@ -675,7 +678,11 @@ fn spec(decl: &ValidDecl<'_>) -> TokenStream {
             quote_spanned! {value.span()=> __kv::latent(#tokens, #positions) }
         }
         Kind::State(value @ Value::AfterLoad(tokens)) => {
-            quote_spanned! {value.span()=> __kv::state(__kv::IntoState::into_state(#tokens)?) }
+            quote_spanned! {value.span()=>
+                __kv::state(
+                    __kv::read_whole(__kv::IntoState::into_state(#tokens), ::core::stringify!(#tokens))?
+                )
+            }
         }
         Kind::State(value) => {
             let tokens = value.tokens();

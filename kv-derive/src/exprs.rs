@@ -13,18 +13,20 @@ pub fn count(value: &Value, key: &str) -> TokenStream {
     match value {
         Value::Literal(..) => value.tokens(),
         Value::Const(tokens) => quote_spanned! {value.span()=> ((#tokens) as __kv::u64) },
-        Value::AfterLoad(tokens) => {
-            quote_spanned! {value.span()=> __kv::IntoCount::into_count(#tokens, #key)? }
-        }
+        Value::AfterLoad(tokens) => quote_spanned! {value.span()=>
+            __kv::read_count(
+                __kv::IntoCount::into_count(#tokens, #key), #key, ::core::stringify!(#tokens)
+            )?
+        },
     }
 }
 
 /// An attention geometry as a `Geometry` expression.
 pub fn geometry(geometry: &Geometry<'_>) -> TokenStream {
     match geometry {
-        Geometry::Whole(value @ Value::AfterLoad(tokens)) => {
-            quote_spanned! {value.span()=> __kv::IntoGeometry::into_geometry(#tokens)? }
-        }
+        Geometry::Whole(value @ Value::AfterLoad(tokens)) => quote_spanned! {value.span()=>
+            __kv::read_whole(__kv::IntoGeometry::into_geometry(#tokens), ::core::stringify!(#tokens))?
+        },
         Geometry::Whole(value) => {
             let tokens = value.tokens();
             quote_spanned! {value.span()=> (#tokens) }
@@ -53,7 +55,7 @@ pub fn geometry(geometry: &Geometry<'_>) -> TokenStream {
                     quote! { __kv::#variant }
                 }
                 Some(DTypeValue::Expr(value @ Value::AfterLoad(tokens))) => {
-                    quote_spanned! {value.span()=> __kv::IntoDType::into_dtype(#tokens) }
+                    quote_spanned! {value.span()=> __kv::IntoDType::into_dtype(#tokens)? }
                 }
                 Some(DTypeValue::Expr(value)) => value.tokens(),
             };

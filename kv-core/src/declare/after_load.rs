@@ -3,6 +3,9 @@
 //! derive converts each value through these traits, so a value of the wrong
 //! type is an error that names the trait and says what to write.
 
+use std::any::Any;
+use std::fmt;
+
 use crate::{DType, Geometry, KvError, Latent, RecurrentState, Storage};
 
 /// An integer read after load, converted to `u64` without wrapping.
@@ -15,7 +18,9 @@ pub trait IntoCount {
     /// `Err` holds the problem, e.g. "is -3".
     fn count_problem(self) -> Result<u64, String>;
 
-    /// Converts a count read after load; zero is caught later by `KvSpec::validate`.
+    /// Converts a count read after load; a zero is judged with the whole
+    /// declaration, which then yields nothing (see
+    /// [`EmptyDeclaration`](crate::collection::EmptyDeclaration)).
     fn into_count(self, field: &'static str) -> Result<u64, KvError>
     where
         Self: Sized,
@@ -91,25 +96,87 @@ impl<E: Into<KvError>> IntoGeometry for Result<Geometry, E> {
     }
 }
 
-/// A dtype read after load.
+/// A dtype read after load: a `DType`, or a `Result` of one (a loader's
+/// dtype converted by a fallible helper, such as `kv_candle::kv_dtype`).
+///
+/// The error of a `Result` may be any type that displays itself: a
+/// [`KvError`] is kept as it is; any other error becomes
+/// [`KvError::InvalidValue`] for `dtype`, with the error's message (`kv:
+/// `Attention.cache`: `dtype` could not be read: ...`). Under
+/// [`collect`](crate::collect()) that declaration is skipped with the error;
+/// its siblings are still collected.
+///
+/// ```
+/// use kv_core::{DType, KvError, ModelLocalKv};
+///
+/// #[derive(ModelLocalKv)]
+/// #[kv(
+///     name = "cache",
+///     cache = "KvCache",
+///     layers = 2, kv_heads = 2, head_dim = 8,
+///     dtype = dtype_of(self.loaded),
+///     positions = bounded(16, because = "max_seq_len"),
+///     scope = request,
+///     rows = max_num_seqs,
+/// )]
+/// struct Attention {
+///     loaded: &'static str,
+/// }
+///
+/// /// A loader's dtype, as a fallible helper converts it.
+/// fn dtype_of(name: &str) -> Result<DType, String> {
+///     match name {
+///         "bf16" => Ok(DType::BF16),
+///         other => Err(format!("dtype {other} has no kv dtype")),
+///     }
+/// }
+///
+/// let mut declared = Vec::new();
+/// Attention { loaded: "bf16" }.kv_declare(&mut declared)?;
+/// // 2 layers x 2 heads x (8 + 8) dims x 2 bytes x 16 positions
+/// assert_eq!(declared[0].bytes_per_row(), Ok(2 * 2 * 16 * 2 * 16));
+///
+/// let err = Attention { loaded: "u32" }.kv_declare(&mut Vec::new()).unwrap_err();
+/// assert_eq!(
+///     err.to_string(),
+///     "kv: `Attention.cache`: `dtype` could not be read: dtype u32 has no kv dtype"
+/// );
+/// # Ok::<(), KvError>(())
+/// ```
 #[diagnostic::on_unimplemented(
-    message = "`{Self}` is not a dtype: `dtype = ...` takes a name like `bf16` or an expression of type `kv_core::DType`",
-    label = "expected a `kv_core::DType`"
+    message = "`{Self}` is not a dtype: `dtype = ...` takes a name like `bf16`, an expression of type `kv_core::DType`, or a `Result<DType, E>` whose error displays itself",
+    label = "expected a `kv_core::DType` or a `Result<DType, E>`"
 )]
 pub trait IntoDType {
-    /// The dtype.
-    fn into_dtype(self) -> DType;
+    /// The dtype or the error reading it.
+    fn into_dtype(self) -> Result<DType, KvError>;
 }
 
 impl IntoDType for DType {
-    fn into_dtype(self) -> DType {
-        self
+    fn into_dtype(self) -> Result<DType, KvError> {
+        Ok(self)
     }
 }
 
 impl IntoDType for &DType {
-    fn into_dtype(self) -> DType {
-        *self
+    fn into_dtype(self) -> Result<DType, KvError> {
+        Ok(*self)
+    }
+}
+
+impl<E: fmt::Display + 'static> IntoDType for Result<DType, E> {
+    fn into_dtype(self) -> Result<DType, KvError> {
+        self.map_err(|error| {
+            // A `KvError` already names what failed; keep it whole.
+            match (&error as &dyn Any).downcast_ref::<KvError>() {
+                Some(kv) => kv.clone(),
+                None => KvError::InvalidValue {
+                    declaration: String::new(),
+                    field: "dtype",
+                    problem: format!("could not be read: {error}"),
+                },
+            }
+        })
     }
 }
 
