@@ -41,6 +41,11 @@ pub struct ExportedReport {
     /// written before it was added; read as none.
     #[serde(default)]
     pub empty_declarations: Vec<ExportedEmpty>,
+    /// The paths read through a poisoned lock ([`Collection::poisoned`]):
+    /// counted, but a thread panicked while holding them. Absent in reports
+    /// written before it was added; read as none.
+    #[serde(default)]
+    pub poisoned: Vec<String>,
 }
 
 /// A parallel layout and a rank in it.
@@ -220,6 +225,7 @@ impl Collection {
                 .iter()
                 .map(|empty| exported_empty(empty, max_num_seqs))
                 .collect(),
+            poisoned: self.poisoned().to_vec(),
         }
     }
 

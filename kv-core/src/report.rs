@@ -104,7 +104,11 @@ impl Report<'_> {
         let count = entries.len();
         let groups = collection.grouped();
         let mut lines = Vec::with_capacity(
-            groups.len() + collection.empty_declarations().len() + collection.skipped().len() + 3,
+            groups.len()
+                + collection.empty_declarations().len()
+                + collection.skipped().len()
+                + collection.poisoned().len()
+                + 3,
         );
         match collection.totals(max_num_seqs) {
             Ok(totals) => {
@@ -173,6 +177,16 @@ impl Report<'_> {
                     skipped.what(),
                     skipped.owner_type,
                     skipped.error
+                ),
+            ));
+        }
+        for path in collection.poisoned() {
+            let path = if path.is_empty() { "<root>" } else { path };
+            lines.push((
+                Level::Warn,
+                format!(
+                    "  read through a poisoned lock: `{path}` (a thread panicked while holding \
+                     it; its declarations are counted)"
                 ),
             ));
         }

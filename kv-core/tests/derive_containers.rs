@@ -191,6 +191,18 @@ fn a_poisoned_lock_is_read_and_said() {
     assert_eq!(collection.entries().len(), 9);
     assert_eq!(collection.poisoned(), ["shared"]);
     assert!(collection.skipped().is_empty());
+    let report = collection.report(1).to_string();
+    assert!(
+        report.ends_with(
+            "\n  read through a poisoned lock: `shared` (a thread panicked while holding it; \
+             its declarations are counted)"
+        ),
+        "{report}"
+    );
+    assert_eq!(
+        collection.to_json(1)["poisoned"],
+        serde_json::json!(["shared"])
+    );
 }
 
 /// A rotating cache: 8 positions instead of 16, 512 B per row.
