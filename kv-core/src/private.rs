@@ -196,7 +196,10 @@ pub fn visit_transparent_via<Via>(child: &dyn KvChild<Via>, visitor: &mut dyn Ch
 /// `Via`, and a path prefers it to [`NoElement`]'s `None` (as [`Unmarked`]
 /// does). So `(Attention, LayerNorm)` visits its attention and passes over
 /// its norm, which the model's crate could not make a `KvChild`.
-pub struct Element<T: ?Sized, Via>(core::marker::PhantomData<(fn(&T), Via)>);
+pub struct Element<T: ?Sized, Via>(core::marker::PhantomData<ElementOf<T, Via>>);
+
+/// What [`Element`] is about: an element type, reached `Via` a marker.
+type ElementOf<T, Via> = (fn(&T), Via);
 
 /// A visit of one element of a tuple.
 pub type VisitElement<T> = Option<fn(&T, &mut dyn ChildVisitor)>;
