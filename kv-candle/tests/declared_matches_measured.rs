@@ -344,18 +344,22 @@ struct Unbounded {
          scope = request,
          rows = fixed(1, because = "one sequence"))]
     cache: candle_nn::kv_cache::KvCache,
-    max: usize,
+    max: i64,
 }
 
 #[test]
 fn an_owner_the_collector_skips_is_an_error_not_a_smaller_sum() {
     let broken = Unbounded {
         cache: candle_nn::kv_cache::KvCache::new(2, 1),
-        max: 0,
+        max: -1,
     };
     assert_eq!(measured_bytes(&broken.cache).unwrap(), 0);
     let err = compare_declared(&broken, 1, 0).unwrap_err();
-    assert!(err.to_string().contains("`positions` is 0"), "{err}");
+    assert!(
+        err.to_string()
+            .contains("`positions` is -1; a count cannot be negative"),
+        "{err}"
+    );
     let panic = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
         assert_declared_bytes(&broken, 1, 0)
     }))
@@ -365,6 +369,19 @@ fn an_owner_the_collector_skips_is_an_error_not_a_smaller_sum() {
         message.starts_with("kv-candle: cannot compare: kv: `Unbounded.cache`"),
         "{message}"
     );
+}
+
+#[test]
+fn a_zero_read_after_load_declares_nothing_and_compares_with_nothing() {
+    // Zero positions read after load: the declaration yields nothing (the
+    // report says so), which equals an empty cache's 0 B.
+    let empty = Unbounded {
+        cache: candle_nn::kv_cache::KvCache::new(2, 1),
+        max: 0,
+    };
+    let comparison = compare_declared(&empty, 1, 0).unwrap();
+    assert!(comparison.lines.is_empty());
+    assert_eq!((comparison.declared, comparison.measured), (0, 0));
 }
 
 #[test]
