@@ -437,6 +437,7 @@ mod tests {
                     "error": "kv: cannot read layers from the config: missing",
                 }],
                 "empty_declarations": [],
+                "poisoned": [],
             })
         );
     }
