@@ -34,6 +34,15 @@ impl DeclaredLine {
     }
 }
 
+/// `1 row`, `2 rows`: a count and its noun, plural unless one.
+fn counted(count: u64, noun: &str) -> String {
+    if count == 1 {
+        format!("1 {noun}")
+    } else {
+        format!("{count} {noun}s")
+    }
+}
+
 /// `+3072 B` or `-1 B`: `measured - declared`, signed.
 fn signed_difference(declared: u64, measured: u64) -> String {
     match measured.checked_sub(declared) {
@@ -114,8 +123,13 @@ impl fmt::Display for Comparison {
         for line in &self.lines {
             write!(
                 f,
-                "  declared {}: {} rows ({}) x {} B/row = {} B ({})",
-                line.name, line.rows, line.driver, line.per_row, line.bytes, line.positions,
+                "  declared {}: {} ({}) x {} B/row = {} B ({})",
+                line.name,
+                counted(line.rows, "row"),
+                line.driver,
+                line.per_row,
+                line.bytes,
+                line.positions,
             )?;
             match line.measured {
                 Some(measured) if measured == line.bytes => write!(f, "; measured {measured} B")?,
@@ -136,7 +150,8 @@ impl fmt::Display for Comparison {
             (Some(declared_per_row), Some(measured_per_row)) => {
                 write!(
                     f,
-                    "  per row over {rows} rows: declared {declared_per_row} B, measured {measured_per_row} B"
+                    "  per row over {}: declared {declared_per_row} B, measured {measured_per_row} B",
+                    counted(rows, "row")
                 )?;
                 let rest = self.measured % rows;
                 if rest != 0 {
@@ -171,7 +186,7 @@ fn line(
         driver: spec.rows.to_string(),
         positions: spec.positions().map_or_else(
             || "recurrent state, no positions".to_owned(),
-            |p| format!("{} positions from {}", p.count, p.bound),
+            |p| format!("{} from {}", counted(p.count, "position"), p.bound),
         ),
         per_row: spec.bytes_per_row().map_err(overflow)?,
         bytes: spec.peak_bytes(max_num_seqs).map_err(overflow)?,

@@ -91,9 +91,9 @@ fn the_declaration_that_is_off_is_named_with_its_bytes() -> Result<()> {
         "declared 5888 B != measured 6144 B at max_num_seqs=1\n\
          \x20 measured - declared: +256 B (1.0435x declared)\n\
          \x20 differs decoder.sliding: declared 1792 B, measured 2048 B (+256 B)\n\
-         \x20 declared decoder.full: 1 rows (fixed(1; batch 1)) x 4096 B/row = 4096 B \
+         \x20 declared decoder.full: 1 row (fixed(1; batch 1)) x 4096 B/row = 4096 B \
          (16 positions from max_seq_len given to KvCache::new); measured 4096 B\n\
-         \x20 declared decoder.sliding: 1 rows (fixed(1; batch 1)) x 1792 B/row = 1792 B \
+         \x20 declared decoder.sliding: 1 row (fixed(1; batch 1)) x 1792 B/row = 1792 B \
          (7 positions from sliding_window - 1, copied from transformers); measured 2048 B (+256 B)\n\
          \x20 per row over 2 rows: declared 2944 B, measured 3072 B"
     );

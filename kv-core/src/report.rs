@@ -12,7 +12,7 @@ use std::panic::{catch_unwind, AssertUnwindSafe};
 use log::Level;
 
 use crate::collection::Grouped;
-use crate::units::report_bytes;
+use crate::units::{counted, report_bytes};
 use crate::{collect, Collection, ModelLocalKv, Overflow};
 
 const HEADER: &str = "Model-local KV (outside the paged manager)";
@@ -33,7 +33,7 @@ const HEADER: &str = "Model-local KV (outside the paged manager)";
 /// zero says so:
 ///
 /// ```text
-///   model.layers.0..=27.self_attn.kv_cache: 28 x 4.00 MiB = 112.00 MiB (1 rows from fixed(1; batch of the cache tensors) x 4.00 MiB/row, scope=request, 4096 positions from max_seq_len)
+///   model.layers.0..=27.self_attn.kv_cache: 28 x 4.00 MiB = 112.00 MiB (1 row from fixed(1; batch of the cache tensors) x 4.00 MiB/row, scope=request, 4096 positions from max_seq_len)
 ///   model.sliding: declares nothing: 0 layers from `self.config.sliding_layers` (Hybrid.sliding)
 /// ```
 #[derive(Clone, Copy, Debug)]
@@ -218,9 +218,9 @@ fn declaration_line(group: &Grouped<'_>, max_num_seqs: u64) -> (Level, String) {
         )
     };
     let mut line = format!(
-        "  {}: {size} ({} rows from {} x {}/row, scope={}, ",
+        "  {}: {size} ({} from {} x {}/row, scope={}, ",
         group.full_name(),
-        spec.row_count(max_num_seqs),
+        counted(spec.row_count(max_num_seqs), "row"),
         spec.rows,
         bytes_or_overflow(spec.bytes_per_row()),
         spec.scope,
@@ -229,8 +229,9 @@ fn declaration_line(group: &Grouped<'_>, max_num_seqs: u64) -> (Level, String) {
         Some(positions) => {
             let _ = write!(
                 line,
-                "{} positions from {}",
-                positions.count, positions.bound
+                "{} from {}",
+                counted(positions.count, "position"),
+                positions.bound
             );
         }
         None => line.push_str("recurrent state, no positions"),

@@ -12,6 +12,15 @@ pub(crate) fn mib(bytes: u64) -> f64 {
     bytes as f64 / MIB as f64
 }
 
+/// `1 row`, `2 rows`: a count and its noun, plural unless one.
+pub(crate) fn counted(count: u64, noun: &str) -> String {
+    if count == 1 {
+        format!("1 {noun}")
+    } else {
+        format!("{count} {noun}s")
+    }
+}
+
 /// Bytes as the start-up report writes them: from 1 MiB up, `{:.2} MiB`
 /// (the original report's `%.2f MiB`, never GiB: `2272.00 MiB`); below,
 /// [`human_bytes`] (`704.00 KiB`, `512 B`, `0 B`), so that a small figure

@@ -103,7 +103,7 @@ fn a_dtype_result_that_fails_skips_that_declaration_alone_with_its_error() {
         collection.report(1).to_string(),
         "Model-local KV (outside the paged manager): 6.00 KiB across 1 declaration(s) at max_num_seqs=1\n\
          \x20 resident (scope=model, already charged by profiling; not subtracted): 0 B; allocated after profiling: 6.00 KiB\n\
-         \x20 sliding: 6.00 KiB (1 rows from max_num_seqs x 6.00 KiB/row, scope=request, 16 positions from sliding_window(16))\n\
+         \x20 sliding: 6.00 KiB (1 row from max_num_seqs x 6.00 KiB/row, scope=request, 16 positions from sliding_window(16))\n\
          \x20 skipped `full` (after_load_values::Hybrid): kv: `Hybrid.full`: `dtype` could not be read: loader dtype u32 has no kv dtype"
     );
 }

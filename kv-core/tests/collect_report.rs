@@ -209,7 +209,7 @@ fn optional_text_and_skipped_owners_get_their_lines() {
         lines[2],
         (
             Level::Info,
-            "  parts.0.encoder: 2 B (1 rows from fixed(1; one duplex session) x 2 B/row, scope=session, 1 positions from embed_positions rows, only_when=duplex, assumes=duplex_max_sessions=1)".to_owned()
+            "  parts.0.encoder: 2 B (1 row from fixed(1; one duplex session) x 2 B/row, scope=session, 1 position from embed_positions rows, only_when=duplex, assumes=duplex_max_sessions=1)".to_owned()
         )
     );
     assert_eq!(
@@ -255,7 +255,7 @@ fn an_overflowing_total_is_an_error_line_not_a_panic() {
         [
             (Level::Error, "Model-local KV (outside the paged manager): total overflows u64 across 3 declaration(s) at max_num_seqs=4".to_owned()),
             (Level::Error, "  kv: `Quirky.huge`: peak bytes (rows x bytes per row) overflows u64; check the geometry".to_owned()),
-            (Level::Info, "  parts.0.encoder: 2 B (1 rows from fixed(1; one duplex session) x 2 B/row, scope=session, 1 positions from embed_positions rows, only_when=duplex, assumes=duplex_max_sessions=1)".to_owned()),
+            (Level::Info, "  parts.0.encoder: 2 B (1 row from fixed(1; one duplex session) x 2 B/row, scope=session, 1 position from embed_positions rows, only_when=duplex, assumes=duplex_max_sessions=1)".to_owned()),
         ]
     );
     assert_eq!(
@@ -322,7 +322,7 @@ fn ming_talker_from_its_config_file_is_25_165_824_bytes() {
     }
     assert_eq!(
         collection.report(256).to_string().lines().last(),
-        Some("  cache: 24.00 MiB (1 rows from fixed(1; calls are serialized) x 24.00 MiB/row, scope=invocation, 2048 positions from max_cache_len (hardcoded))")
+        Some("  cache: 24.00 MiB (1 row from fixed(1; calls are serialized) x 24.00 MiB/row, scope=invocation, 2048 positions from max_cache_len (hardcoded))")
     );
     // A config missing a key skips the talker; model load goes on.
     let broken = MingTalker {
