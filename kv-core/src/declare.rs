@@ -344,6 +344,60 @@ impl<V, K: fmt::Display, C: KvChild<V>> KvChild<V> for BTreeMap<K, C> {
     }
 }
 
+/// `Box`, `Rc`, `Arc` and references of the containers above
+/// (`Box<[Attention]>`, `Arc<Vec<Layer>>`, `&'a Option<Cache>`): visited
+/// through the pointer. A pointer to an owner is an owner itself (it
+/// forwards), so pointers of owners need none of these.
+macro_rules! pointers_of_containers {
+    ($([$($generics:tt)*] $container:ty),+ $(,)?) => {$(
+        impl<V, $($generics)*> KvChild<V> for Box<$container> {
+            fn kv_visit(&self, visitor: &mut dyn ChildVisitor) {
+                (**self).kv_visit(visitor);
+            }
+
+            fn kv_owner_types(types: &mut dyn OwnerTypes) {
+                C::kv_owner_types(types);
+            }
+        }
+        impl<V, $($generics)*> KvChild<V> for Rc<$container> {
+            fn kv_visit(&self, visitor: &mut dyn ChildVisitor) {
+                (**self).kv_visit(visitor);
+            }
+
+            fn kv_owner_types(types: &mut dyn OwnerTypes) {
+                C::kv_owner_types(types);
+            }
+        }
+        impl<V, $($generics)*> KvChild<V> for Arc<$container> {
+            fn kv_visit(&self, visitor: &mut dyn ChildVisitor) {
+                (**self).kv_visit(visitor);
+            }
+
+            fn kv_owner_types(types: &mut dyn OwnerTypes) {
+                C::kv_owner_types(types);
+            }
+        }
+        impl<V, $($generics)*> KvChild<V> for &$container {
+            fn kv_visit(&self, visitor: &mut dyn ChildVisitor) {
+                (**self).kv_visit(visitor);
+            }
+
+            fn kv_owner_types(types: &mut dyn OwnerTypes) {
+                C::kv_owner_types(types);
+            }
+        }
+    )+};
+}
+
+pointers_of_containers! {
+    [C: KvChild<V>] Option<C>,
+    [C: KvChild<V>] Vec<C>,
+    [C: KvChild<V>] [C],
+    [C: KvChild<V>, const N: usize] [C; N],
+    [K: fmt::Display, C: KvChild<V>, S] HashMap<K, C, S>,
+    [K: fmt::Display, C: KvChild<V>] BTreeMap<K, C>,
+}
+
 /// Tuples of owners (or containers of them), each element under its index:
 /// `cross_attn.0`. A tuple that also holds things that declare nothing
 /// (`(Attention, LayerNorm)`) is visited through the derive's own `Via`.

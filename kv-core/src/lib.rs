@@ -207,9 +207,10 @@ pub(crate) use positions::Bound;
 ///
 /// - `#[kv(child)]` on a field: the collector visits it (an owner, or
 ///   `Option`, `Vec`, arrays, slices, map values, tuples, `Box`/`Rc`/`Arc`
-///   of owners, and owners behind `Mutex`, `RwLock`, `RefCell`, `OnceLock`
-///   or `OnceCell`, alone or in a `Box`, `Rc` or `Arc`, nested in any of
-///   these). A tuple may also hold things that declare nothing, as Whisper's
+///   and references of owners or of these containers (`Box<[Layer]>`,
+///   `Arc<Vec<Layer>>`), and owners behind `Mutex`, `RwLock`, `RefCell`,
+///   `OnceLock` or `OnceCell`, alone or in a `Box`, `Rc` or `Arc`, nested in
+///   any of these). A tuple may also hold things that declare nothing, as Whisper's
 ///   decoder keeps `Option<(MultiHeadAttention, LayerNorm)>`: only its
 ///   elements that declare are visited (each under its index,
 ///   `cross_attn.0`), where the tuple's type names no type parameter. Locks

@@ -309,3 +309,168 @@ fn an_enums_declarations_are_known_before_load() {
         Some("LayerCache::Own and enabled")
     );
 }
+
+/// A key of a map: annotated, so that a key tuple holding it would be
+/// taken for an unmarked owner if the derive looked into keys.
+#[derive(ModelLocalKv, PartialEq, Eq, PartialOrd, Ord, Hash)]
+#[kv(
+    name = "kv",
+    cache = "key",
+    layers = 1,
+    kv_heads = 1,
+    head_dim = 1,
+    dtype = f32,
+    positions = bounded(1, because = "one"),
+    scope = request,
+    rows = fixed(1, because = "one"),
+)]
+struct Key;
+
+/// The field's tuple arrives through a macro's `$ty`, as a `Type::Group`.
+macro_rules! held_through_a_macro {
+    ($name:ident, $ty:ty) => {
+        #[derive(ModelLocalKv)]
+        struct $name {
+            #[kv(child)]
+            held: Option<$ty>,
+        }
+    };
+}
+
+held_through_a_macro!(FromMacro, (Attention, LayerNorm));
+
+/// Tuples wherever a field's type can hold them.
+#[derive(ModelLocalKv)]
+#[allow(unused_parens)]
+struct TuplesEverywhere<'a> {
+    #[kv(child)]
+    array: [(Attention, LayerNorm); 2],
+    #[kv(child)]
+    slice: Box<[(Attention, LayerNorm)]>,
+    #[kv(child)]
+    reference: &'a [(Attention, LayerNorm)],
+    #[kv(child)]
+    paren: Option<((Attention, LayerNorm))>,
+    #[kv(child)]
+    map: std::collections::BTreeMap<u32, (Attention, LayerNorm)>,
+    #[kv(child)]
+    nested: ((Attention, LayerNorm), LayerNorm),
+    // Keys are never visited, so neither of these needs `#[kv(child)]`.
+    _by_key: std::collections::BTreeMap<(Key, u32), u8>,
+    _hashed: std::collections::HashMap<(Key, u32), u8>,
+    #[kv(child)]
+    from_macro: FromMacro,
+    // Lifetimes inside a tuple: its impl is generic over them.
+    #[kv(child)]
+    borrowed_pair: Option<(&'a Attention, LayerNorm, Vec<&'a Attention>)>,
+    #[kv(child)]
+    static_pair: (&'static Attention, LayerNorm),
+}
+
+static STATIC_ATTENTION: Attention = Attention { _id: 0 };
+
+#[test]
+fn tuples_in_arrays_slices_references_parens_maps_and_macros_are_visited() {
+    let shared = [(attention(), LayerNorm)];
+    let own = attention();
+    let model = TuplesEverywhere {
+        array: [(attention(), LayerNorm), (attention(), LayerNorm)],
+        slice: vec![(attention(), LayerNorm)].into_boxed_slice(),
+        reference: &shared,
+        paren: Some((attention(), LayerNorm)),
+        map: [(7, (attention(), LayerNorm))].into_iter().collect(),
+        nested: ((attention(), LayerNorm), LayerNorm),
+        _by_key: [((Key, 1), 0)].into_iter().collect(),
+        _hashed: [((Key, 1), 0)].into_iter().collect(),
+        from_macro: FromMacro {
+            held: Some((attention(), LayerNorm)),
+        },
+        borrowed_pair: Some((&own, LayerNorm, vec![&shared[0].0])),
+        static_pair: (&STATIC_ATTENTION, LayerNorm),
+    };
+    assert_eq!(
+        paths(&model),
+        [
+            "array.0.0.kv",
+            "array.1.0.kv",
+            "slice.0.0.kv",
+            "reference.0.0.kv",
+            "paren.0.kv",
+            "map.7.0.kv",
+            "nested.0.0.kv",
+            "from_macro.held.0.kv",
+            "borrowed_pair.0.kv",
+            "static_pair.0.kv",
+        ]
+    );
+}
+
+/// Pointers of containers: `Box<Vec<..>>`, `Arc<[..]>`, `&Option<..>`.
+#[derive(ModelLocalKv)]
+struct PointersOfContainers<'a> {
+    #[kv(child)]
+    boxed: Box<Vec<Attention>>,
+    #[kv(child)]
+    counted: std::rc::Rc<[Attention; 1]>,
+    #[kv(child)]
+    shared: Arc<[Attention]>,
+    #[kv(child)]
+    borrowed: &'a Option<Attention>,
+    #[kv(child)]
+    by_name: Box<std::collections::HashMap<String, Attention>>,
+    #[kv(child)]
+    ordered: Arc<std::collections::BTreeMap<u8, Attention>>,
+}
+
+#[test]
+fn owners_in_pointers_of_containers_are_visited() {
+    let held = Some(attention());
+    let model = PointersOfContainers {
+        boxed: Box::new(vec![attention(), attention()]),
+        counted: std::rc::Rc::new([attention()]),
+        shared: Arc::from(vec![attention()]),
+        borrowed: &held,
+        by_name: Box::new([("a".to_owned(), attention())].into_iter().collect()),
+        ordered: Arc::new([(3, attention())].into_iter().collect()),
+    };
+    assert_eq!(
+        paths(&model),
+        [
+            "boxed.0.kv",
+            "boxed.1.kv",
+            "counted.0.kv",
+            "shared.0.kv",
+            "borrowed.kv",
+            "by_name.a.kv",
+            "ordered.3.kv",
+        ]
+    );
+}
+
+/// A tuple of a type parameter: kv-core's own impl for tuples of owners
+/// serves it (the derive cannot write impls naming `T`).
+#[derive(ModelLocalKv)]
+struct Generic<T: ModelLocalKv> {
+    #[kv(child)]
+    pair: (T, T),
+}
+
+#[test]
+fn a_tuple_of_a_type_parameter_is_visited_by_kv_cores_impl() {
+    let model = Generic {
+        pair: (attention(), attention()),
+    };
+    assert_eq!(paths(&model), ["pair.0.kv", "pair.1.kv"]);
+}
+
+/// A tuple variant with two children: each is named by its index.
+#[derive(ModelLocalKv)]
+enum TwoInAVariant {
+    Both(#[kv(child)] Attention, #[kv(child)] Attention),
+}
+
+#[test]
+fn a_tuple_variants_children_are_named_by_index_when_there_are_several() {
+    let model = TwoInAVariant::Both(attention(), attention());
+    assert_eq!(paths(&model), ["Both.0.kv", "Both.1.kv"]);
+}

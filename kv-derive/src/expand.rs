@@ -412,11 +412,12 @@ pub(crate) fn type_text(tokens: TokenStream) -> String {
     let mut text = String::new();
     let mut word_before = false;
     let mut keyword_before = false;
+    let mut tick_before = false;
     for tree in tokens {
         let word = matches!(tree, TokenTree::Ident(_) | TokenTree::Literal(_));
         match &tree {
             TokenTree::Group(group) => {
-                // `&mut [T]`, `dyn (A)`; but `Fn(u8)`.
+                // `&mut [T]`, `dyn (A)`, `&'a [T]`; but `Fn(u8)`.
                 if keyword_before {
                     text.push(' ');
                 }
@@ -450,7 +451,9 @@ pub(crate) fn type_text(tokens: TokenStream) -> String {
             }
         }
         word_before = word;
-        keyword_before = matches!(&tree, TokenTree::Ident(i) if ["mut", "dyn", "impl", "const"].iter().any(|k| i == k));
+        // A lifetime (`'a`) is spaced from what follows as a keyword is.
+        keyword_before = matches!(&tree, TokenTree::Ident(i) if tick_before || ["mut", "dyn", "impl", "const"].iter().any(|k| i == k));
+        tick_before = matches!(&tree, TokenTree::Punct(p) if p.as_char() == '\'');
     }
     text
 }

@@ -162,13 +162,12 @@ fn mentions_self(tokens: &TokenStream) -> bool {
 
 /// Whether `tokens` name `self` or one of `bindings` (not as a path's or a
 /// field's later segment: `x.window` and `a::window` do not).
-fn mentions_self_or(tokens: &TokenStream, bindings: &[String]) -> bool {
+pub(crate) fn mentions_self_or(tokens: &TokenStream, bindings: &[String]) -> bool {
     let mut after_dot = false;
     tokens.clone().into_iter().any(|tree| {
         let found = match &tree {
             TokenTree::Ident(ident) => {
-                ident == "self"
-                    || (!after_dot && !bindings.is_empty() && bindings.contains(&ident.to_string()))
+                ident == "self" || (!after_dot && bindings.contains(&ident.to_string()))
             }
             TokenTree::Group(group) => mentions_self_or(&group.stream(), bindings),
             _ => false,

@@ -226,10 +226,34 @@ fn a_type_is_written_back_as_a_person_writes_it() {
         "Option<Box<dyn Trait + Send>>"
     );
     assert_eq!(text("& 'a mut [Layer ; 2]"), "&'a mut [Layer; 2]");
+    assert_eq!(text("& 'static [Layer]"), "&'static [Layer]");
+    assert_eq!(text("Cow < 'a , (A , B) >"), "Cow<'a, (A, B)>");
     assert_eq!(text("HashMap<String,Layer>"), "HashMap<String, Layer>");
     assert_eq!(text("(u8, Decoder)"), "(u8, Decoder)");
     assert_eq!(text("Foo<Item = u8>"), "Foo<Item = u8>");
     assert_eq!(text("[u8; { 1 }]"), "[u8; { 1 }]");
+}
+
+#[test]
+fn a_variants_bindings_are_values_but_not_as_later_segments() {
+    use crate::read::mentions_self_or;
+    let reads = |source: &str, bindings: &[&str]| {
+        let bindings: Vec<String> = bindings.iter().map(|b| (*b).to_owned()).collect();
+        mentions_self_or(&TokenStream::from_str(source).expect("lexes"), &bindings)
+    };
+    assert!(reads("self.window", &[]));
+    assert!(reads("f(window)", &["window"]));
+    assert!(reads("*window + 1", &["cfg", "window"]));
+    assert!(!reads("window", &[]));
+    assert!(
+        !reads("cfg.window", &["window"]),
+        "a field of another value"
+    );
+    assert!(
+        !reads("limits::window", &["window"]),
+        "a path's later segment"
+    );
+    assert!(!reads("WINDOW", &["window"]));
 }
 
 #[test]

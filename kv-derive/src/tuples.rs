@@ -37,7 +37,7 @@ fn collect<'t>(ty: &'t Type, found: &mut Vec<&'t TypeTuple>) {
         Type::Reference(reference) => collect(&reference.elem, found),
         Type::Paren(paren) => collect(&paren.elem, found),
         Type::Group(group) => collect(&group.elem, found),
-        Type::Path(path) if path.qself.is_none() => {
+        Type::Path(path) => {
             let Some(last) = path.path.segments.last() else {
                 return;
             };
@@ -54,7 +54,7 @@ fn collect<'t>(ty: &'t Type, found: &mut Vec<&'t TypeTuple>) {
                 .collect();
             // A map's key holds no owner the collector visits.
             let is_map = last.ident == "HashMap" || last.ident == "BTreeMap";
-            let skip = usize::from(is_map && types.len() >= 2);
+            let skip = usize::from(is_map);
             for ty in types.into_iter().skip(skip) {
                 collect(ty, found);
             }
@@ -82,7 +82,8 @@ fn lifetimes(tokens: TokenStream, out: &mut Vec<String>) {
         match &tree {
             TokenTree::Ident(ident) if after_tick => {
                 let name = ident.to_string();
-                if name != "static" && name != "_" && !out.contains(&name) {
+                // `'_` cannot stand in a field's type; `'static` is no parameter.
+                if name != "static" && !out.contains(&name) {
                     out.push(name);
                 }
             }
