@@ -189,8 +189,9 @@ pub(crate) use positions::Bound;
 /// A count is an integer literal (checked positive by the macro), a const
 /// expression (checked positive and, with the rest of the declaration, free
 /// of `u64` overflow at compile time), or an expression mentioning `self`,
-/// read after load (any integer type; negative and overflow are run-time
-/// errors naming the declaration as `Type.name`, and under
+/// read after load (any integer type, or a `Result` of one whose error
+/// displays itself, as a config lookup returns; an error, a negative and an
+/// overflow are run-time errors naming the declaration as `Type.name`, and under
 /// [`collect`](crate::collect()) skip that declaration alone; a zero makes
 /// the declaration yield nothing, listed with the expression it came from in
 /// [`Collection::empty_declarations`](crate::Collection::empty_declarations)

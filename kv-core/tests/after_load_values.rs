@@ -338,6 +338,61 @@ fn a_negative_count_skips_its_declaration_and_keeps_the_static_sibling() {
     );
 }
 
+/// Counts read by a fallible config lookup, as `Result`s.
+#[derive(ModelLocalKv)]
+#[kv(
+    name = "looked_up",
+    cache = "KvCache",
+    layers = self.lookup("num_hidden_layers"), kv_heads = 1, head_dim = 4, dtype = u8,
+    positions = bounded(self.lookup("max_position_embeddings"), because = "max_position_embeddings"),
+    scope = request,
+    rows = max_num_seqs,
+)]
+struct LookedUp {
+    config: Vec<(&'static str, i64)>,
+}
+
+impl LookedUp {
+    fn lookup(&self, key: &str) -> Result<i64, String> {
+        self.config
+            .iter()
+            .find(|(name, _)| *name == key)
+            .map(|(_, value)| *value)
+            .ok_or_else(|| format!("config.json has no `{key}`"))
+    }
+}
+
+#[test]
+fn a_count_result_is_its_count_or_its_error() {
+    let both = LookedUp {
+        config: vec![("num_hidden_layers", 3), ("max_position_embeddings", 8)],
+    };
+    // 3 layers x 1 head x (4 + 4) x 1 B x 8 positions = 192 B per row.
+    assert_eq!(collect(&both).totals(2).unwrap().total, 2 * 192);
+    let missing = collect(&LookedUp {
+        config: vec![("num_hidden_layers", 3)],
+    });
+    assert!(missing.entries().is_empty());
+    assert_eq!(
+        missing.skipped()[0].error.to_string(),
+        "kv: `LookedUp.looked_up`: `positions` could not be read: config.json has no \
+         `max_position_embeddings`"
+    );
+    // An Ok count is judged as the count: negative skips, zero is empty.
+    let negative = collect(&LookedUp {
+        config: vec![("num_hidden_layers", -1), ("max_position_embeddings", 8)],
+    });
+    assert_eq!(
+        negative.skipped()[0].error.to_string(),
+        "kv: `LookedUp.looked_up`: `layers` is -1; a count cannot be negative"
+    );
+    let zero = collect(&LookedUp {
+        config: vec![("num_hidden_layers", 0), ("max_position_embeddings", 8)],
+    });
+    assert!(zero.skipped().is_empty());
+    assert_eq!(zero.empty_declarations().len(), 1);
+}
+
 /// Layer 0 reads no sliding layers; layer 1's dtype fails.
 fn two_layers() -> Model {
     Model {

@@ -11,7 +11,7 @@ use crate::{DType, Geometry, KvError, Latent, RecurrentState, Storage};
 /// An integer read after load, converted to `u64` without wrapping.
 #[diagnostic::on_unimplemented(
     message = "`{Self}` is not a count: a count read after load must be an integer",
-    label = "expected an integer (`u8`..`u128`, `i8`..`i128`, `usize`, `isize`) or a reference to one",
+    label = "expected an integer (`u8`..`u128`, `i8`..`i128`, `usize`, `isize`), a reference to one, or a `Result` of one whose error displays itself",
     note = "`layers`, `kv_heads`, `head_dim`, `v_head_dim` and the counts in `bounded(..)` and `fixed(..)` are integers; convert this value to one"
 )]
 pub trait IntoCount {
@@ -64,6 +64,16 @@ signed_count!(i8, i16, i32, i64, i128, isize);
 impl<T: IntoCount + Copy> IntoCount for &T {
     fn count_problem(self) -> Result<u64, String> {
         (*self).count_problem()
+    }
+}
+
+/// A count read by a fallible helper (a config lookup): its error, which
+/// any type that displays itself may be, is the problem (`layers` could not
+/// be read: ...`); an `Ok` count is judged as the count itself.
+impl<T: IntoCount, E: fmt::Display> IntoCount for Result<T, E> {
+    fn count_problem(self) -> Result<u64, String> {
+        self.map_err(|error| format!("could not be read: {error}"))?
+            .count_problem()
     }
 }
 
