@@ -344,60 +344,6 @@ impl<V, K: fmt::Display, C: KvChild<V>> KvChild<V> for BTreeMap<K, C> {
     }
 }
 
-/// `Box`, `Rc`, `Arc` and references of the containers above
-/// (`Box<[Attention]>`, `Arc<Vec<Layer>>`, `&'a Option<Cache>`): visited
-/// through the pointer. A pointer to an owner is an owner itself (it
-/// forwards), so pointers of owners need none of these.
-macro_rules! pointers_of_containers {
-    ($([$($generics:tt)*] $container:ty),+ $(,)?) => {$(
-        impl<V, $($generics)*> KvChild<V> for Box<$container> {
-            fn kv_visit(&self, visitor: &mut dyn ChildVisitor) {
-                (**self).kv_visit(visitor);
-            }
-
-            fn kv_owner_types(types: &mut dyn OwnerTypes) {
-                C::kv_owner_types(types);
-            }
-        }
-        impl<V, $($generics)*> KvChild<V> for Rc<$container> {
-            fn kv_visit(&self, visitor: &mut dyn ChildVisitor) {
-                (**self).kv_visit(visitor);
-            }
-
-            fn kv_owner_types(types: &mut dyn OwnerTypes) {
-                C::kv_owner_types(types);
-            }
-        }
-        impl<V, $($generics)*> KvChild<V> for Arc<$container> {
-            fn kv_visit(&self, visitor: &mut dyn ChildVisitor) {
-                (**self).kv_visit(visitor);
-            }
-
-            fn kv_owner_types(types: &mut dyn OwnerTypes) {
-                C::kv_owner_types(types);
-            }
-        }
-        impl<V, $($generics)*> KvChild<V> for &$container {
-            fn kv_visit(&self, visitor: &mut dyn ChildVisitor) {
-                (**self).kv_visit(visitor);
-            }
-
-            fn kv_owner_types(types: &mut dyn OwnerTypes) {
-                C::kv_owner_types(types);
-            }
-        }
-    )+};
-}
-
-pointers_of_containers! {
-    [C: KvChild<V>] Option<C>,
-    [C: KvChild<V>] Vec<C>,
-    [C: KvChild<V>] [C],
-    [C: KvChild<V>, const N: usize] [C; N],
-    [K: fmt::Display, C: KvChild<V>, S] HashMap<K, C, S>,
-    [K: fmt::Display, C: KvChild<V>] BTreeMap<K, C>,
-}
-
 /// Tuples of owners (or containers of them), each element under its index:
 /// `cross_attn.0`. A tuple that also holds things that declare nothing
 /// (`(Attention, LayerNorm)`) is visited through the derive's own `Via`.
@@ -448,14 +394,32 @@ impl<C: ?Sized> ReadWithoutWaiting for Mutex<C> {
         visitor: &mut dyn ChildVisitor,
         inside: &mut dyn FnMut(&C, &mut dyn ChildVisitor),
     ) {
-        match self.try_lock() {
-            Ok(guard) => inside(&guard, visitor),
-            Err(TryLockError::Poisoned(poisoned)) => {
-                visitor.poisoned(Self::NAME);
-                inside(&poisoned.into_inner(), visitor);
-            }
-            Err(TryLockError::WouldBlock) => visitor.unreachable(Self::NAME, "is locked elsewhere"),
+        read_lock(
+            Self::NAME,
+            self.try_lock(),
+            "is locked elsewhere",
+            visitor,
+            inside,
+        );
+    }
+}
+
+/// A lock's `try_*` result read: the value, the value of a poisoned lock
+/// (said), or `held` when another holds it.
+fn read_lock<C: ?Sized, G: std::ops::Deref<Target = C>>(
+    name: &'static str,
+    result: std::sync::TryLockResult<G>,
+    held: &'static str,
+    visitor: &mut dyn ChildVisitor,
+    inside: &mut dyn FnMut(&C, &mut dyn ChildVisitor),
+) {
+    match result {
+        Ok(guard) => inside(&guard, visitor),
+        Err(TryLockError::Poisoned(poisoned)) => {
+            visitor.poisoned(name);
+            inside(&poisoned.into_inner(), visitor);
         }
+        Err(TryLockError::WouldBlock) => visitor.unreachable(name, held),
     }
 }
 
@@ -467,16 +431,13 @@ impl<C: ?Sized> ReadWithoutWaiting for RwLock<C> {
         visitor: &mut dyn ChildVisitor,
         inside: &mut dyn FnMut(&C, &mut dyn ChildVisitor),
     ) {
-        match self.try_read() {
-            Ok(guard) => inside(&guard, visitor),
-            Err(TryLockError::Poisoned(poisoned)) => {
-                visitor.poisoned(Self::NAME);
-                inside(&poisoned.into_inner(), visitor);
-            }
-            Err(TryLockError::WouldBlock) => {
-                visitor.unreachable(Self::NAME, "is write-locked elsewhere")
-            }
-        }
+        read_lock(
+            Self::NAME,
+            self.try_read(),
+            "is write-locked elsewhere",
+            visitor,
+            inside,
+        );
     }
 }
 
@@ -523,10 +484,7 @@ impl<C> ReadWithoutWaiting for OnceCell<C> {
     }
 }
 
-/// Locks and cells of children, alone and in a `Box`, `Rc` or `Arc`
-/// (`Arc<Mutex<Cache>>`, as mistral.rs holds its caches). A pointer to an
-/// owner is itself an owner (it forwards); a pointer to a lock is not, so
-/// each pointer-of-lock pair is its own impl.
+/// Locks and cells of children (`Mutex<Cache>`), read without waiting.
 macro_rules! locked_children {
     ($($cell:ident),+) => {$(
         impl<V, C: KvChild<V>> KvChild<V> for $cell<C> {
@@ -538,37 +496,49 @@ macro_rules! locked_children {
                 C::kv_owner_types(types);
             }
         }
-        impl<V, C: KvChild<V>> KvChild<V> for Box<$cell<C>> {
-            fn kv_visit(&self, visitor: &mut dyn ChildVisitor) {
-                (**self).kv_visit(visitor);
-            }
-
-            fn kv_owner_types(types: &mut dyn OwnerTypes) {
-                C::kv_owner_types(types);
-            }
-        }
-        impl<V, C: KvChild<V>> KvChild<V> for Rc<$cell<C>> {
-            fn kv_visit(&self, visitor: &mut dyn ChildVisitor) {
-                (**self).kv_visit(visitor);
-            }
-
-            fn kv_owner_types(types: &mut dyn OwnerTypes) {
-                C::kv_owner_types(types);
-            }
-        }
-        impl<V, C: KvChild<V>> KvChild<V> for Arc<$cell<C>> {
-            fn kv_visit(&self, visitor: &mut dyn ChildVisitor) {
-                (**self).kv_visit(visitor);
-            }
-
-            fn kv_owner_types(types: &mut dyn OwnerTypes) {
-                C::kv_owner_types(types);
-            }
-        }
     )+};
 }
 
 locked_children!(Mutex, RwLock, RefCell, OnceLock, OnceCell);
+
+/// `Box`, `Rc`, `Arc` and references of the containers, locks and cells
+/// above (`Arc<Mutex<Cache>>`, as mistral.rs holds its caches;
+/// `Box<[Layer]>`; `&'a Option<Cache>`), visited through the pointer. A
+/// pointer to an owner is an owner itself (it forwards), so pointers of
+/// owners need none of these; each pointer-of-container pair is its own impl.
+macro_rules! pointers_to {
+    ($([$($generics:tt)*] $inner:ty),+ $(,)?) => {$(
+        pointers_to!(@each [$($generics)*] Box<$inner>, Rc<$inner>, Arc<$inner>, &$inner);
+    )+};
+    (@each $generics:tt $($pointer:ty),+) => {$(
+        pointers_to!(@impl $generics $pointer);
+    )+};
+    (@impl [$($generics:tt)*] $pointer:ty) => {
+        impl<V, $($generics)*> KvChild<V> for $pointer {
+            fn kv_visit(&self, visitor: &mut dyn ChildVisitor) {
+                (**self).kv_visit(visitor);
+            }
+
+            fn kv_owner_types(types: &mut dyn OwnerTypes) {
+                C::kv_owner_types(types);
+            }
+        }
+    };
+}
+
+pointers_to! {
+    [C: KvChild<V>] Option<C>,
+    [C: KvChild<V>] Vec<C>,
+    [C: KvChild<V>] [C],
+    [C: KvChild<V>, const N: usize] [C; N],
+    [K: fmt::Display, C: KvChild<V>, S] HashMap<K, C, S>,
+    [K: fmt::Display, C: KvChild<V>] BTreeMap<K, C>,
+    [C: KvChild<V>] Mutex<C>,
+    [C: KvChild<V>] RwLock<C>,
+    [C: KvChild<V>] RefCell<C>,
+    [C: KvChild<V>] OnceLock<C>,
+    [C: KvChild<V>] OnceCell<C>,
+}
 
 macro_rules! forward_to_target {
     ($pointer:ty, $identity:expr) => {

@@ -52,12 +52,15 @@ pub fn tokens(batch: usize, len: usize, hidden: usize, dtype: DType) -> Result<T
     Tensor::zeros((batch, len, hidden), dtype, &Device::Cpu)
 }
 
-/// Query, key, value and output projections.
+/// Query, key, value and output projections, and the heads they split into.
 struct Projections {
     q: Linear,
     k: Linear,
     v: Linear,
     o: Linear,
+    heads: usize,
+    kv_heads: usize,
+    head_dim: usize,
 }
 
 impl Projections {
@@ -73,7 +76,28 @@ impl Projections {
             k: linear_no_bias(hidden, kv_heads * head_dim, vb.pp("k_proj"))?,
             v: linear_no_bias(hidden, kv_heads * head_dim, vb.pp("v_proj"))?,
             o: linear_no_bias(heads * head_dim, hidden, vb.pp("o_proj"))?,
+            heads,
+            kv_heads,
+            head_dim,
         })
+    }
+
+    /// `(b, heads, len, d)` queries of `x`.
+    fn queries(&self, x: &Tensor) -> Result<Tensor> {
+        split_heads(&self.q.forward(x)?, self.heads, self.head_dim)
+    }
+
+    /// `(b, kv_heads, len, d)` keys and values of `x`.
+    fn keys_values(&self, x: &Tensor) -> Result<(Tensor, Tensor)> {
+        Ok((
+            split_heads(&self.k.forward(x)?, self.kv_heads, self.head_dim)?,
+            split_heads(&self.v.forward(x)?, self.kv_heads, self.head_dim)?,
+        ))
+    }
+
+    /// Attention of `q` over `k`, `v`, projected back to the hidden size.
+    fn attend(&self, q: &Tensor, k: &Tensor, v: &Tensor) -> Result<Tensor> {
+        self.o.forward(&merge_heads(&attend(q, k, v)?)?)
     }
 }
 
@@ -99,13 +123,10 @@ pub mod concat {
     #[derive(ModelLocalKv)]
     pub struct Attention {
         proj: Projections,
-        heads: usize,
-        kv_heads: usize,
-        head_dim: usize,
         max_positions: usize,
         dtype: DType,
         #[kv(cache = "concat (Tensor, Tensor), grown by Tensor::cat",
-             layers = 1, kv_heads = self.kv_heads, head_dim = self.head_dim,
+             layers = 1, kv_heads = self.proj.kv_heads, head_dim = self.proj.head_dim,
              dtype = kv_candle::kv_dtype(self.dtype),
              positions = bounded(self.max_positions, because = "max_positions: forward refuses longer"),
              scope = request,
@@ -115,9 +136,8 @@ pub mod concat {
 
     impl Attention {
         fn forward(&mut self, x: &Tensor) -> Result<Tensor> {
-            let q = split_heads(&self.proj.q.forward(x)?, self.heads, self.head_dim)?;
-            let k = split_heads(&self.proj.k.forward(x)?, self.kv_heads, self.head_dim)?;
-            let v = split_heads(&self.proj.v.forward(x)?, self.kv_heads, self.head_dim)?;
+            let q = self.proj.queries(x)?;
+            let (k, v) = self.proj.keys_values(x)?;
             let (k, v) = match &self.kv_cache {
                 None => (k, v),
                 Some((past_k, past_v)) => (
@@ -133,7 +153,7 @@ pub mod concat {
                 );
             }
             self.kv_cache = Some((k.clone(), v.clone()));
-            self.proj.o.forward(&merge_heads(&attend(&q, &k, &v)?)?)
+            self.proj.attend(&q, &k, &v)
         }
     }
 
@@ -169,9 +189,6 @@ pub mod concat {
                                 cfg.head_dim,
                                 &vb,
                             )?,
-                            heads: cfg.heads,
-                            kv_heads: cfg.kv_heads,
-                            head_dim: cfg.head_dim,
                             max_positions: cfg.max_positions,
                             dtype: vb.dtype(),
                             kv_cache: None,
@@ -257,20 +274,16 @@ pub mod sliding {
     #[derive(ModelLocalKv)]
     pub struct Attention {
         proj: Projections,
-        heads: usize,
-        kv_heads: usize,
-        head_dim: usize,
         #[kv(child)]
         pub kv_cache: LayerCache,
     }
 
     impl Attention {
         fn forward(&mut self, x: &Tensor) -> Result<Tensor> {
-            let q = split_heads(&self.proj.q.forward(x)?, self.heads, self.head_dim)?;
-            let k = split_heads(&self.proj.k.forward(x)?, self.kv_heads, self.head_dim)?;
-            let v = split_heads(&self.proj.v.forward(x)?, self.kv_heads, self.head_dim)?;
+            let q = self.proj.queries(x)?;
+            let (k, v) = self.proj.keys_values(x)?;
             let (k, v) = self.kv_cache.append(&k, &v)?;
-            self.proj.o.forward(&merge_heads(&attend(&q, &k, &v)?)?)
+            self.proj.attend(&q, &k, &v)
         }
     }
 
@@ -324,9 +337,6 @@ pub mod sliding {
                                 cfg.head_dim,
                                 &vb,
                             )?,
-                            heads: cfg.heads,
-                            kv_heads: cfg.kv_heads,
-                            head_dim: cfg.head_dim,
                             kv_cache,
                         },
                     })
@@ -358,14 +368,12 @@ pub mod cross {
     #[derive(ModelLocalKv)]
     pub struct MultiHeadAttention {
         proj: Projections,
-        n_head: usize,
-        head_dim: usize,
         n_audio_ctx: usize,
         dtype: DType,
         /// Only cross-attention caches: its keys come from the encoder.
         caches_encoder: bool,
         #[kv(cache = "encoder K/V (Tensor, Tensor), computed once per audio",
-             layers = 1, kv_heads = self.n_head, head_dim = self.head_dim,
+             layers = 1, kv_heads = self.proj.kv_heads, head_dim = self.proj.head_dim,
              dtype = kv_candle::kv_dtype(self.dtype),
              positions = bounded(self.n_audio_ctx, because = "n_audio_ctx encoder frames"),
              scope = request,
@@ -383,8 +391,6 @@ pub mod cross {
         ) -> Result<Self> {
             Ok(MultiHeadAttention {
                 proj: Projections::new(cfg.hidden, cfg.heads, cfg.heads, cfg.head_dim, vb)?,
-                n_head: cfg.heads,
-                head_dim: cfg.head_dim,
                 n_audio_ctx,
                 dtype: vb.dtype(),
                 caches_encoder,
@@ -395,7 +401,7 @@ pub mod cross {
         /// Self-attention over `x` (`xa` None), or cross-attention over the
         /// encoder output `xa`, whose keys and values are cached.
         fn forward(&mut self, x: &Tensor, xa: Option<&Tensor>) -> Result<Tensor> {
-            let q = split_heads(&self.proj.q.forward(x)?, self.n_head, self.head_dim)?;
+            let q = self.proj.queries(x)?;
             let (k, v) = match (xa, &self.kv_cache) {
                 (Some(_), Some((k, v))) => (k.clone(), v.clone()),
                 (Some(xa), None) => {
@@ -406,17 +412,13 @@ pub mod cross {
                             self.n_audio_ctx
                         );
                     }
-                    let k = split_heads(&self.proj.k.forward(xa)?, self.n_head, self.head_dim)?;
-                    let v = split_heads(&self.proj.v.forward(xa)?, self.n_head, self.head_dim)?;
+                    let (k, v) = self.proj.keys_values(xa)?;
                     self.kv_cache = Some((k.clone(), v.clone()));
                     (k, v)
                 }
-                (None, _) => (
-                    split_heads(&self.proj.k.forward(x)?, self.n_head, self.head_dim)?,
-                    split_heads(&self.proj.v.forward(x)?, self.n_head, self.head_dim)?,
-                ),
+                (None, _) => self.proj.keys_values(x)?,
             };
-            self.proj.o.forward(&merge_heads(&attend(&q, &k, &v)?)?)
+            self.proj.attend(&q, &k, &v)
         }
     }
 
@@ -570,16 +572,9 @@ pub mod shared {
         pub layers: Vec<LayerCache>,
     }
 
-    pub struct Attention {
-        proj: Projections,
-        heads: usize,
-        kv_heads: usize,
-        head_dim: usize,
-    }
-
     #[derive(ModelLocalKv)]
     pub struct Model {
-        layers: Vec<Attention>,
+        layers: Vec<Projections>,
         max_positions: usize,
         #[kv(child)]
         pub cache: Arc<Mutex<NormalCache>>,
@@ -590,18 +585,7 @@ pub mod shared {
             let layers = (0..cfg.layers)
                 .map(|i| {
                     let vb = vb.pp(format!("layers.{i}.self_attn"));
-                    Ok(Attention {
-                        proj: Projections::new(
-                            cfg.hidden,
-                            cfg.heads,
-                            cfg.kv_heads,
-                            cfg.head_dim,
-                            &vb,
-                        )?,
-                        heads: cfg.heads,
-                        kv_heads: cfg.kv_heads,
-                        head_dim: cfg.head_dim,
-                    })
+                    Projections::new(cfg.hidden, cfg.heads, cfg.kv_heads, cfg.head_dim, &vb)
                 })
                 .collect::<Result<_>>()?;
             let cache = NormalCache {
@@ -634,11 +618,10 @@ pub mod shared {
                 if layer.cache.len() + x.dim(1)? > self.max_positions {
                     bail!("longer than max_positions {}", self.max_positions);
                 }
-                let q = split_heads(&attn.proj.q.forward(&x)?, attn.heads, attn.head_dim)?;
-                let k = split_heads(&attn.proj.k.forward(&x)?, attn.kv_heads, attn.head_dim)?;
-                let v = split_heads(&attn.proj.v.forward(&x)?, attn.kv_heads, attn.head_dim)?;
+                let q = attn.queries(&x)?;
+                let (k, v) = attn.keys_values(&x)?;
                 let (k, v) = layer.cache.append(&k, &v)?;
-                x = (&x + attn.proj.o.forward(&merge_heads(&attend(&q, &k, &v)?)?)?)?;
+                x = (&x + attn.attend(&q, &k, &v)?)?;
             }
             Ok(x)
         }
