@@ -205,31 +205,23 @@ impl Table {
         );
         for group in groups {
             let d = &declarations[group.first];
-            let rows = match &d.rows_reason {
-                Some(because) => fixed_cell(d.rows, because),
-                None => d.rows_driver.clone(),
-            };
             self.cells.push([
                 model_cell(&group.path, &d.name),
                 cache_cell(&d.cache, d.only_when.as_deref(), d.assumes.as_deref()),
                 exported_bound(d),
                 exported_size(d.bytes_per_row, group.count),
-                rows,
+                exported_rows(d),
                 exported_size(d.peak_bytes, group.count),
             ]);
         }
         for empty in &report.empty_declarations {
             let d = &empty.declaration;
-            let rows = match &d.rows_reason {
-                Some(because) => fixed_cell(d.rows, because),
-                None => d.rows_driver.clone(),
-            };
             self.cells.push([
                 model_cell(&d.path, &d.name),
                 cache_cell(&d.cache, d.only_when.as_deref(), d.assumes.as_deref()),
                 nothing_cell(&empty.reason),
                 human_bytes(0),
-                rows,
+                exported_rows(d),
                 human_bytes(0),
             ]);
         }
@@ -407,6 +399,15 @@ fn group_size_cell(each: Result<u64, Overflow>, count: usize) -> String {
             Err(_) => OVERFLOW.to_owned(),
         },
         each => size_cell(each),
+    }
+}
+
+/// An exported declaration's rows: `fixed(N; reason)` or its driver.
+#[cfg(feature = "json")]
+fn exported_rows(d: &crate::export::ExportedDeclaration) -> String {
+    match &d.rows_reason {
+        Some(because) => fixed_cell(d.rows, because),
+        None => d.rows_driver.clone(),
     }
 }
 
