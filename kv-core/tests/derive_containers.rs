@@ -365,6 +365,9 @@ struct TuplesEverywhere<'a> {
     borrowed_pair: Option<(&'a Attention, LayerNorm, Vec<&'a Attention>)>,
     #[kv(child)]
     static_pair: (&'static Attention, LayerNorm),
+    // Keywords (`dyn`) inside a tuple are no lifetimes of its impl.
+    #[kv(child)]
+    with_dyn: (Attention, Box<dyn std::fmt::Debug>),
 }
 
 static STATIC_ATTENTION: Attention = Attention { _id: 0 };
@@ -387,6 +390,7 @@ fn tuples_in_arrays_slices_references_parens_maps_and_macros_are_visited() {
         },
         borrowed_pair: Some((&own, LayerNorm, vec![&shared[0].0])),
         static_pair: (&STATIC_ATTENTION, LayerNorm),
+        with_dyn: (attention(), Box::new(0u8)),
     };
     assert_eq!(
         paths(&model),
@@ -401,6 +405,7 @@ fn tuples_in_arrays_slices_references_parens_maps_and_macros_are_visited() {
             "from_macro.held.0.kv",
             "borrowed_pair.0.kv",
             "static_pair.0.kv",
+            "with_dyn.0.kv",
         ]
     );
 }
