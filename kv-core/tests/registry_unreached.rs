@@ -182,3 +182,122 @@ fn a_type_held_by_a_hand_written_owner_now_is_reached() {
     let all = unreached(&hand::Hand(hand::Held, Some(hand::NotHeld)));
     assert!(all.is_empty(), "{all:?}");
 }
+
+/// Every container empty: each names its owner type all the same.
+mod empty {
+    use std::cell::{OnceCell, RefCell};
+    use std::collections::{BTreeMap, HashMap};
+    use std::rc::Rc;
+    use std::sync::{Arc, Mutex, OnceLock, RwLock};
+
+    use kv_core::ModelLocalKv;
+
+    macro_rules! owners {
+        ($($name:ident),+) => {$(
+            #[derive(ModelLocalKv)]
+            pub struct $name;
+        )+};
+    }
+    owners!(
+        InOption,
+        InArray,
+        InVec,
+        InHashMap,
+        InBTreeMap,
+        InMutex,
+        InRwLock,
+        InRefCell,
+        InOnceLock,
+        InOnceCell,
+        InBoxedVec,
+        InRcSlice,
+        InArcMap,
+        InRefOption,
+        InPair,
+        InPairB,
+        InMixed,
+        InBoxedMutex,
+        InRcRefCell,
+        InArcRwLock,
+        InBoxedOnce,
+        InRcOnceCell
+    );
+
+    pub struct LayerNorm;
+
+    #[derive(ModelLocalKv)]
+    pub struct Model<'a> {
+        #[kv(child)]
+        pub option: Option<InOption>,
+        #[kv(child)]
+        pub array: [InArray; 0],
+        #[kv(child)]
+        pub vec: Vec<InVec>,
+        #[kv(child)]
+        pub hash_map: HashMap<String, InHashMap>,
+        #[kv(child)]
+        pub btree_map: BTreeMap<u32, InBTreeMap>,
+        #[kv(child)]
+        pub mutex: Mutex<Option<InMutex>>,
+        #[kv(child)]
+        pub rw_lock: RwLock<Option<InRwLock>>,
+        #[kv(child)]
+        pub ref_cell: RefCell<Option<InRefCell>>,
+        #[kv(child)]
+        pub once_lock: OnceLock<InOnceLock>,
+        #[kv(child)]
+        pub once_cell: OnceCell<InOnceCell>,
+        #[kv(child)]
+        pub boxed_vec: Box<Vec<InBoxedVec>>,
+        #[kv(child)]
+        pub rc_slice: Rc<[InRcSlice]>,
+        #[kv(child)]
+        pub arc_map: Arc<BTreeMap<u32, InArcMap>>,
+        #[kv(child)]
+        pub ref_option: &'a Option<InRefOption>,
+        #[kv(child)]
+        pub pair: Option<(InPair, InPairB)>,
+        #[kv(child)]
+        pub mixed: Option<(InMixed, LayerNorm)>,
+        #[kv(child)]
+        pub boxed_mutex: Box<Mutex<Option<InBoxedMutex>>>,
+        #[kv(child)]
+        pub rc_ref_cell: Rc<RefCell<Option<InRcRefCell>>>,
+        #[kv(child)]
+        pub arc_rw_lock: Arc<RwLock<Option<InArcRwLock>>>,
+        #[kv(child)]
+        pub boxed_once: Box<OnceLock<InBoxedOnce>>,
+        #[kv(child)]
+        pub rc_once_cell: Rc<OnceCell<InRcOnceCell>>,
+    }
+}
+
+#[test]
+fn every_empty_container_still_names_its_owner_type() {
+    let none = None;
+    let model = empty::Model {
+        option: None,
+        array: [],
+        vec: Vec::new(),
+        hash_map: Default::default(),
+        btree_map: Default::default(),
+        mutex: Mutex::new(None),
+        rw_lock: Default::default(),
+        ref_cell: Default::default(),
+        once_lock: Default::default(),
+        once_cell: Default::default(),
+        boxed_vec: Default::default(),
+        rc_slice: std::rc::Rc::new([]),
+        arc_map: Default::default(),
+        ref_option: &none,
+        pair: None,
+        mixed: None,
+        boxed_mutex: Default::default(),
+        rc_ref_cell: Default::default(),
+        arc_rw_lock: Default::default(),
+        boxed_once: Default::default(),
+        rc_once_cell: Default::default(),
+    };
+    let names: Vec<&str> = unreached(&model).iter().map(|u| u.type_name).collect();
+    assert!(names.is_empty(), "{names:?}");
+}
