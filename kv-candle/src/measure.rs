@@ -1,8 +1,10 @@
 //! Measuring the bytes candle caches really hold: the storage behind each
 //! tensor (the whole allocation), never a narrowed view's element count.
 
+use std::cell::RefCell;
 use std::collections::BTreeSet;
-use std::sync::{Arc, Mutex, TryLockError};
+use std::rc::Rc;
+use std::sync::{Arc, Mutex, RwLock, TryLockError};
 
 use candle_core::{bail, CpuStorage, Result, Storage, Tensor};
 use candle_nn::kv_cache::{
@@ -137,7 +139,7 @@ pub fn measured_bytes<M: Measure + ?Sized>(value: &M) -> Result<u64> {
 /// A value whose tensors a [`Meter`] can count: candle's caches, tensors,
 /// [`StaticKvCache`], quantized tensors (`QTensor`), candle-transformers'
 /// Mamba and Mamba2 `State`, and pairs, slices, arrays, `Vec`s, `Option`s,
-/// `Box`es, `Arc`s and `Mutex`es of them.
+/// `Box`es, `Rc`s, `Arc`s, `Mutex`es, `RwLock`s and `RefCell`s of them.
 ///
 /// The concat cache most candle-transformers models keep per layer,
 /// `Option<(Tensor, Tensor)>`, is measured as it is (K and V, each the
@@ -232,6 +234,40 @@ impl<M: Measure + ?Sized> Measure for Mutex<M> {
                 "kv-candle: cannot measure a locked Mutex; measure it while no one holds the lock"
             ),
         }
+    }
+}
+
+/// What the lock guards, read without blocking: a write-locked `RwLock` is
+/// an error rather than a wait; a poisoned one is measured.
+impl<M: Measure + ?Sized> Measure for RwLock<M> {
+    fn measure(&self, meter: &mut Meter) -> Result<()> {
+        match self.try_read() {
+            Ok(guard) => guard.measure(meter),
+            Err(TryLockError::Poisoned(poisoned)) => poisoned.into_inner().measure(meter),
+            Err(TryLockError::WouldBlock) => bail!(
+                "kv-candle: cannot measure a write-locked RwLock; measure it while no one writes"
+            ),
+        }
+    }
+}
+
+/// What the cell holds; one borrowed mutably is an error, never a panic.
+impl<M: Measure + ?Sized> Measure for RefCell<M> {
+    fn measure(&self, meter: &mut Meter) -> Result<()> {
+        match self.try_borrow() {
+            Ok(value) => value.measure(meter),
+            Err(_) => bail!(
+                "kv-candle: cannot measure a RefCell borrowed mutably; measure it while no one \
+                 borrows it"
+            ),
+        }
+    }
+}
+
+/// What the `Rc` points to; like [`Arc`], shared allocations count once.
+impl<M: Measure + ?Sized> Measure for Rc<M> {
+    fn measure(&self, meter: &mut Meter) -> Result<()> {
+        (**self).measure(meter)
     }
 }
 

@@ -192,3 +192,39 @@ fn a_locked_mutex_is_an_error_and_a_poisoned_one_is_measured() -> Result<()> {
     assert_eq!(measured_bytes(&shared)?, 2048, "its memory is still held");
     Ok(())
 }
+
+#[test]
+fn rw_locks_cells_and_rcs_are_measured_through_without_waiting() -> Result<()> {
+    let shared = Arc::new(std::sync::RwLock::new(appended_kv_cache()?));
+    assert_eq!(measured_bytes(&shared)?, 2048);
+    {
+        let _reading = shared.read().expect("not poisoned");
+        assert_eq!(measured_bytes(&shared)?, 2048, "readers share the lock");
+    }
+    {
+        let _writing = shared.write().expect("not poisoned");
+        let err = measured_bytes(&shared).unwrap_err().to_string();
+        assert!(
+            err.starts_with("kv-candle: cannot measure a write-locked RwLock"),
+            "{err}"
+        );
+    }
+    let poisoner = shared.clone();
+    let _ = std::thread::spawn(move || {
+        let _guard = poisoner.write().expect("not poisoned");
+        panic!("poison the lock");
+    })
+    .join();
+    assert!(shared.is_poisoned());
+    assert_eq!(measured_bytes(&shared)?, 2048, "its memory is still held");
+
+    let cell = std::rc::Rc::new(std::cell::RefCell::new(appended_kv_cache()?));
+    assert_eq!(measured_bytes(&[cell.clone(), cell.clone()])?, 2048);
+    let _borrowed = cell.borrow_mut();
+    let err = measured_bytes(&cell).unwrap_err().to_string();
+    assert!(
+        err.starts_with("kv-candle: cannot measure a RefCell borrowed mutably"),
+        "{err}"
+    );
+    Ok(())
+}
