@@ -425,6 +425,8 @@ struct PointersOfContainers<'a> {
     by_name: Box<std::collections::HashMap<String, Attention>>,
     #[kv(child)]
     ordered: Arc<std::collections::BTreeMap<u8, Attention>>,
+    #[kv(child)]
+    once_cell: std::rc::Rc<std::cell::OnceCell<Attention>>,
 }
 
 #[test]
@@ -437,6 +439,7 @@ fn owners_in_pointers_of_containers_are_visited() {
         borrowed: &held,
         by_name: Box::new([("a".to_owned(), attention())].into_iter().collect()),
         ordered: Arc::new([(3, attention())].into_iter().collect()),
+        once_cell: std::rc::Rc::new(std::cell::OnceCell::from(attention())),
     };
     assert_eq!(
         paths(&model),
@@ -448,6 +451,7 @@ fn owners_in_pointers_of_containers_are_visited() {
             "borrowed.kv",
             "by_name.a.kv",
             "ordered.3.kv",
+            "once_cell.kv",
         ]
     );
 }
