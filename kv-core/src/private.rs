@@ -700,6 +700,10 @@ macro_rules! __kv_register {
                 module_path: ::core::module_path!(),
                 type_name: ::core::any::type_name::<$ty>,
                 child_types: {
+                    // The user's field types are named again here: lints on
+                    // their style belong to the field, where the user's own
+                    // `allow`s apply, not to this copy.
+                    #[allow(unused, clippy::all, clippy::pedantic, clippy::nursery)]
                     fn child_types(__kv_types: &mut dyn $crate::declare::OwnerTypes) {
                         $(
                             #[allow(unused_imports)]

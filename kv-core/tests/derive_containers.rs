@@ -412,6 +412,7 @@ fn tuples_in_arrays_slices_references_parens_maps_and_macros_are_visited() {
 
 /// Pointers of containers: `Box<Vec<..>>`, `Arc<[..]>`, `&Option<..>`.
 #[derive(ModelLocalKv)]
+#[allow(clippy::box_collection)]
 struct PointersOfContainers<'a> {
     #[kv(child)]
     boxed: Box<Vec<Attention>>,
