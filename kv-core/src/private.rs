@@ -837,6 +837,24 @@ mod tests {
     }
 
     #[test]
+    fn a_zero_count_is_no_count_when_either_block_format_is_broken() {
+        // Zero layers with sound formats: a count read as zero, by its key.
+        assert_eq!(
+            zero_count(&attention(G.with_layers(0), four())),
+            Some("layers")
+        );
+        assert_eq!(zero_count(&attention(G, four())), None);
+        // A broken format for keys only, or for values only, stays an error.
+        let q8 = Storage::Blocks(BlockFormat::new("q8_0", 32, 34));
+        for bad in [ZERO_ELEMS, ZERO_BYTES] {
+            let keys_broken = G.with_layers(0).with_storage(bad).with_v_storage(q8);
+            assert_eq!(zero_count(&attention(keys_broken, four())), None);
+            let values_broken = G.with_layers(0).with_v_storage(bad);
+            assert_eq!(zero_count(&attention(values_broken, four())), None);
+        }
+    }
+
+    #[test]
     fn zero_positions_or_a_policy_with_a_zero_input_fail() {
         assert!(!spec_has_no_zero(&attention(
             G,

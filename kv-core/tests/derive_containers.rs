@@ -484,3 +484,26 @@ fn a_tuple_variants_children_are_named_by_index_when_there_are_several() {
     let model = TwoInAVariant::Both(attention(), attention());
     assert_eq!(paths(&model), ["Both.0.kv", "Both.1.kv"]);
 }
+
+/// A transparent wrapper whose child holds a tuple: the tuple's owner is
+/// reached at the wrapper's own path.
+#[derive(ModelLocalKv)]
+#[kv(transparent)]
+struct TransparentOverATuple {
+    #[kv(child)]
+    cross_attn: Option<(Attention, LayerNorm)>,
+}
+
+#[test]
+fn a_transparent_wrapper_reaches_the_owner_in_its_tuple() {
+    let wrapper = TransparentOverATuple {
+        cross_attn: Some((attention(), LayerNorm)),
+    };
+    assert_eq!(
+        paths(&wrapper),
+        ["0.kv"],
+        "no segment for the wrapper's field"
+    );
+    let empty = TransparentOverATuple { cross_attn: None };
+    assert!(paths(&empty).is_empty());
+}
