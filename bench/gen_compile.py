@@ -183,7 +183,8 @@ def count_expr(value, key):
         return tokens
     if kind == "const":
         return f"(({tokens}) as __kv::u64)"
-    return f"__kv::IntoCount::into_count({tokens}, {rs(key)})?"
+    return (f"__kv::read_count(__kv::IntoCount::into_count({tokens}, {rs(key)}), "
+            f"{rs(key)}, {rs(tokens)})?")
 
 
 BLOCK_FORMATS = {"q8_0": "Q8_0", "q4_0": "Q4_0", "q4_1": "Q4_1", "q5_0": "Q5_0", "q5_1": "Q5_1",
@@ -217,7 +218,7 @@ def geometry(decl):
     if kv["dtype"] in DTYPES:
         dtype = f"__kv::{DTYPES[kv['dtype']]}"
     else:
-        dtype = f"__kv::IntoDType::into_dtype({kv['dtype']})"
+        dtype = f"__kv::IntoDType::into_dtype({kv['dtype']})?"
     with_storage = f".with_storage({storage(kv['kv_format'])})" if "kv_format" in kv else ""
     with_v_storage = f".with_v_storage({storage(kv['v_format'])})" if "v_format" in kv else ""
     return f"__kv::geometry({layers}, {kv_heads}, {head_dim}, {dtype}){v}{with_storage}{with_v_storage}"
@@ -241,12 +242,12 @@ def layout(decl):
     if decl.kind() == "state":
         kind, tokens = kv["state"]
         if kind == "self":
-            return f"__kv::state(__kv::IntoState::into_state({tokens})?)"
+            return f"__kv::state(__kv::read_whole(__kv::IntoState::into_state({tokens}), {rs(tokens)})?)"
         return f"__kv::state({tokens})"
     if decl.kind() == "latent":
         kind, tokens = kv["latent"]
         if kind == "self":
-            return f"__kv::latent(__kv::IntoLatent::into_latent({tokens})?, {positions})"
+            return f"__kv::latent(__kv::read_whole(__kv::IntoLatent::into_latent({tokens}), {rs(tokens)})?, {positions})"
         return f"__kv::latent({tokens}, {positions})"
     return f"__kv::attention({geometry(decl)}, {positions})"
 
@@ -393,7 +394,19 @@ def unmarked_checks(ident, unmarked):
     return out
 
 
-def expansion(ident, struct_decls, field_decls, children, unmarked=()):
+def register_types(child_types):
+    """What each child field's type may hold, as expand.rs registers it."""
+    if not child_types:
+        return ""
+    each = " ".join(
+        "__kv::element_types({ #[allow(unused_imports)] use __kv::NoElementTypes as _; "
+        f"__kv::Element::<{ty}, __kv::Owners>::TYPES }}, __kv_types);"
+        for ty in child_types
+    )
+    return f", |__kv_types| {{ {each} }}"
+
+
+def expansion(ident, struct_decls, field_decls, children, unmarked=(), child_types=()):
     decls = struct_decls + field_decls  # the derive reads struct attributes first
     static_specs, after_load, checks, declarations = [], [], [], []
     for decl in decls:
@@ -429,7 +442,7 @@ def expansion(ident, struct_decls, field_decls, children, unmarked=()):
     ];
     fn (self, __kv_out) {{{nl}{nl.join(declarations)}
     }}
-{visit}{check}    register {ident};
+{visit}{check}    register {ident}{register_types(child_types)};
 }}
 """
 
@@ -468,6 +481,7 @@ class Struct:
             text += "\n" + expansion(
                 self.ident, self.struct_decls, self.field_decls(), self.children(),
                 [(n, ty) for (n, ty, d) in self.fields if d != "child"],
+                [ty for (_, ty, d) in self.fields if d == "child"],
             )
         if self.methods:
             text += f"\nimpl {self.ident} {{\n{self.methods}}}\n"
