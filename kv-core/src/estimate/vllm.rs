@@ -209,7 +209,7 @@ fn rank_bytes(parts: &[StatePart], tp: u64, kind: LayerKind) -> Result<u64, KvEr
     for part in parts {
         let mut rank = *part;
         if let Some(size) = rank.split.and_then(|dim| rank.shape.get_mut(dim)) {
-            if *size % tp != 0 {
+            if !size.is_multiple_of(tp) {
                 return Err(KvError::Parallel {
                     declaration: kind.name().to_owned(),
                     problem: format!(
@@ -378,7 +378,7 @@ fn state_parts(
 /// does not split is repeated on every rank (`extra_groups_for_head_shards`
 /// adds `tp - 1`), and any other count `tp` does not split is refused.
 fn mamba2_groups(groups: u64, tp: u64) -> Result<(u64, String), KvError> {
-    if groups % tp == 0 {
+    if groups.is_multiple_of(tp) {
         return Ok((groups, String::new()));
     }
     if groups != 1 {
