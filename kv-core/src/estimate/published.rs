@@ -1166,6 +1166,11 @@ fn lfm2_1_2b() -> Value {
 fn lfm2s_conv_layers_keep_a_short_conv_state_padded_to_the_attention_page() {
     let e = estimate(&lfm2_1_2b(), &at(8192)).unwrap();
     assert_eq!(names(&e.specs), [("short_conv", 10), ("full_attention", 6)]);
+    // No hybrid layer: each group is placed in the config's own pattern.
+    for spec in &e.specs {
+        let group = spec.layer_group.as_ref().unwrap();
+        assert_eq!(group.pattern.source(), "layer_types");
+    }
     // Short conv: conv_dim 2048 x (conv_L_cache - 1 = 2) x 2 B = 8,192 B.
     // Attention: 8 heads x 64 (2048 / 32) x 2 x 2 B = 2,048 B per token, so
     // the block stays 16 (16 x cdiv(8,192, 32,768) = 16) and the state is
