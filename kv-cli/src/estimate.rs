@@ -107,6 +107,7 @@ pub fn run(args: &Args) -> bool {
         .block_size(args.block_size)
         .max_num_batched_tokens(args.max_num_batched_tokens)
         .pipeline_stages(args.pp)
+        .tensor_parallel(args.tp)
         .async_scheduling(!args.no_async_scheduling)
         .prefix_caching(!args.no_prefix_caching)
         .speculative_tokens(args.speculative_tokens)

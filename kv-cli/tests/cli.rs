@@ -777,3 +777,30 @@ fn identical_ranks_print_once_with_their_count_and_the_cluster_total() {
         "{text}"
     );
 }
+
+#[test]
+fn a_hybrids_block_is_set_from_one_ranks_shard() {
+    let args = |tp: &str| {
+        kv(&[
+            "estimate",
+            &shipped("qwen3-next-80b-a3b"),
+            "--positions",
+            "8192",
+            "--set",
+            "torch_dtype=bfloat16",
+            "--tp",
+            tp,
+            "--format",
+            "json",
+        ])
+    };
+    // One rank at tp 8: 1 KV head x 256 x 2 x 2 B = 1,024 B per token; its
+    // Gated DeltaNet state 1,024 x 3 x 2 + 4 x 128 x 128 x 2 = 137,216 B:
+    // 64 x cdiv(137,216, 65,536) = 192. The whole model's figures gave 576.
+    for (tp, block) in [("1", 576), ("8", 192)] {
+        let out = args(tp);
+        assert!(out.status.success(), "{}", stderr(&out));
+        let json: Value = serde_json::from_str(&stdout(&out)).unwrap();
+        assert_eq!(json[0]["block_size"], block, "tp {tp}");
+    }
+}

@@ -19,7 +19,7 @@ mod text;
 
 pub(crate) use models::Holds;
 pub use quant::{KvCacheScheme, KvQuantType};
-pub use state::{LinearAttentionConfig, MambaConfig, MambaVersion, MlaConfig};
+pub use state::{LinearAttentionConfig, MambaConfig, MambaVersion, MlaConfig, ShortConvConfig};
 pub use text::parse_json;
 
 const LAYERS: &[&str] = &[
@@ -39,6 +39,9 @@ const KV_HEADS: &[&str] = &[
 ];
 const HEAD_DIM: &[&str] = &["head_dim", "hidden_size_per_head"];
 const HEAD_DIM_CHATGLM: &[&str] = &["head_dim", "kv_channels"];
+/// None: `Zamba2Config.__post_init__` sets `attention_head_dim` over any the
+/// config writes (and `head_dim` is its alias).
+const HEAD_DIM_ZAMBA2: &[&str] = &[];
 const HIDDEN: &[&str] = &["hidden_size", "d_model", "n_embd"];
 const ATTENTION_HEADS: &[&str] = &[
     "num_attention_heads",
@@ -95,8 +98,10 @@ enum Section {
 /// GPT-BigCode's `multi_query: true` is one KV head (not with Falcon's
 /// `new_decoder_architecture`); MPT and DBRX keep `kv_n_heads` in
 /// `attn_config`; ChatGLM's `multi_query_group_num` counts only with
-/// `multi_query_attention`, and its head dim is `kv_channels`. More KV heads
-/// than attention heads is an error.
+/// `multi_query_attention`, and its head dim is `kv_channels`; Zamba2's head
+/// dim is `2 x hidden / attention heads` whatever the config writes (its
+/// shared attention runs over twice the hidden width). More KV heads than
+/// attention heads is an error.
 ///
 /// Keys are looked for at the top level first, then in `text_config`, then in
 /// `llm_config`: the first section that holds any of a value's keys decides
@@ -486,8 +491,10 @@ impl HfConfig {
     }
 
     fn head_dim(&self) -> Result<u64, KvError> {
-        let head_dim_keys = match self.family().map(|row| row.kv_heads) {
+        let rule = self.family().map(|row| row.kv_heads);
+        let head_dim_keys = match rule {
             Some(models::KvHeads::ChatGlm) => HEAD_DIM_CHATGLM,
+            Some(models::KvHeads::Zamba2) => HEAD_DIM_ZAMBA2,
             _ => HEAD_DIM,
         };
         if self.head_dim.is_some() || self.find(head_dim_keys).is_some() {
@@ -514,6 +521,9 @@ impl HfConfig {
         };
         let hidden = positive("head_dim", &hidden_key, hidden)?;
         let heads = positive("head_dim", &heads_key, heads)?;
+        if rule == Some(models::KvHeads::Zamba2) {
+            return self.zamba2_head_dim((&hidden_key, hidden), (&heads_key, heads));
+        }
         if hidden % heads != 0 {
             return Err(KvError::Config {
                 what: "head_dim",
@@ -524,6 +534,38 @@ impl HfConfig {
             });
         }
         Ok(hidden / heads)
+    }
+
+    /// Zamba2's shared attention runs over the hidden state and the
+    /// embeddings side by side: `attention_hidden_size` is `2 x hidden_size`
+    /// and `attention_head_dim` its share per head, whatever the config
+    /// writes (transformers' `Zamba2Config.__post_init__`); vLLM's
+    /// `Zamba2Attention` requires `heads x attention_head_dim` to be the width.
+    fn zamba2_head_dim(
+        &self,
+        (hidden_key, hidden): (&str, u64),
+        (heads_key, heads): (&str, u64),
+    ) -> Result<u64, KvError> {
+        let width = hidden.checked_mul(2).ok_or_else(|| KvError::Config {
+            what: "head_dim",
+            problem: format!("2 x `{hidden_key}` {hidden} overflows u64"),
+        })?;
+        if width % heads != 0 {
+            return Err(KvError::Config {
+                what: "head_dim",
+                problem: format!(
+                    "Zamba2's attention width 2 x `{hidden_key}` = {width} is not divisible \
+                     by `{heads_key}` {heads} (vLLM refuses it); give `attention_head_dim`"
+                ),
+            });
+        }
+        self.note(format!(
+            "head dim = 2 x `{hidden_key}` / `{heads_key}` = {}: Zamba2's shared attention \
+             runs over the hidden state and the embeddings side by side (transformers' \
+             Zamba2Config.attention_head_dim)",
+            width / heads
+        ));
+        Ok(width / heads)
     }
 
     pub(crate) fn read_dtype(&self) -> Result<DType, KvError> {

@@ -8,7 +8,7 @@
 use serde_json::{Map, Value};
 
 use crate::config::{DTypeRule, Holds};
-use crate::{HfConfig, KvError, KvSpec, LayerKind, Overflow, Storage};
+use crate::{HfConfig, KvError, KvSpec, LayerKind, LayerPattern, Overflow, Storage};
 
 mod export;
 mod max_len;
@@ -38,6 +38,11 @@ pub struct VllmEngine {
     pub async_scheduling: bool,
     /// Pipeline stages: each keeps a batch in flight.
     pub pipeline_stages: u64,
+    /// Tensor-parallel ranks: a hybrid's block size and state pages are set
+    /// from one rank's shard (`Platform._align_hybrid_block_size` runs in each
+    /// worker), and Mamba2 groups that do not split are repeated on every
+    /// rank. The estimate is for this size; [`Estimate::ranks`] checks it.
+    pub tensor_parallel: u64,
     /// Prefix caching (on by default): Mamba and Gated DeltaNet layers then
     /// run in cache mode `align` and keep 2 state pages (3 where the layer
     /// exports prefill checkpoints: Mamba2, Gated DeltaNet).
@@ -52,6 +57,7 @@ impl Default for VllmEngine {
         VllmEngine {
             async_scheduling: true,
             pipeline_stages: 1,
+            tensor_parallel: 1,
             prefix_caching: true,
             speculative_tokens: 0,
         }
@@ -183,6 +189,13 @@ impl EstimateSettings {
         self
     }
 
+    /// Tensor-parallel ranks (`--tensor-parallel-size`): the figures are for
+    /// this size's shards.
+    pub fn tensor_parallel(mut self, ranks: u64) -> EstimateSettings {
+        self.engine.tensor_parallel = ranks;
+        self
+    }
+
     /// vLLM's prefix caching (on by default).
     pub fn prefix_caching(mut self, on: bool) -> EstimateSettings {
         self.engine.prefix_caching = on;
@@ -220,6 +233,9 @@ pub struct Estimate {
     pub max_model_len: u64,
     /// The attention block size used, in tokens.
     pub block_size: u64,
+    /// The tensor-parallel size the figures are for
+    /// ([`VllmEngine::tensor_parallel`]).
+    pub tensor_parallel: u64,
     /// One declaration per group of layers, rows `max_num_seqs`.
     pub specs: Vec<KvSpec>,
 }
@@ -233,11 +249,13 @@ pub struct Estimate {
 /// 2. **MLA** when `kv_lora_rank` is set: one latent per layer
 ///    ([`HfConfig::mla`]).
 /// 3. **A layer pattern** when [`HfConfig::layer_pattern`] finds one (from
-///    the config, or the family's loader default): one declaration per kind
-///    of layer, each placed in the pattern with [`KvSpec::in_layers`] so
+///    the config, or the family's loader default), or the family holds
+///    attention and Mamba2 in every layer (Falcon-H1): one declaration per
+///    kind of cache, each placed in the pattern with [`KvSpec::in_layers`] so
 ///    pipeline stages split it by layer; full, sliding and chunked attention,
-///    Mamba and Gated DeltaNet. Layers that share another layer's K/V
-///    (`num_kv_shared_layers`) hold none.
+///    Mamba, Gated DeltaNet and short conv (LFM2). A `hybrid` layer (Zamba2)
+///    holds both attention and Mamba2, and counts in each. Layers that share
+///    another layer's K/V (`num_kv_shared_layers`) hold none.
 /// 4. **An encoder-decoder** (Whisper) when `max_source_positions` is set:
 ///    the decoder's self-attention over `max_model_len`, and its
 ///    cross-attention over `max_num_encoder_input_tokens` (vLLM 0.33's
@@ -274,6 +292,7 @@ pub fn estimate(config: &Value, settings: &EstimateSettings) -> Result<Estimate,
         ("block_size", settings.block_size),
         ("max_num_batched_tokens", settings.max_num_batched_tokens),
         ("pipeline_stages", settings.engine.pipeline_stages),
+        ("tensor_parallel", settings.engine.tensor_parallel),
     ] {
         if value == 0 {
             return Err(config_error(
@@ -350,6 +369,7 @@ pub fn estimate(config: &Value, settings: &EstimateSettings) -> Result<Estimate,
         convention: paging.convention(settings),
         max_model_len,
         block_size: paging.block_size,
+        tensor_parallel: settings.engine.tensor_parallel,
         specs,
     })
 }
@@ -417,21 +437,44 @@ fn detect(
         let spec = builder(plain, &detected).latent(mla, hf)?;
         return Ok((detected, plain, vec![spec]));
     }
-    if hf.has_layer_pattern() {
-        let pattern = hf.layer_pattern()?;
-        let detected = format!("layer pattern: {}", pattern.reason());
-        let groups: Vec<(LayerKind, u64)> = pattern
-            .groups()
-            .into_iter()
-            .filter(|(kind, _)| *kind != LayerKind::KvShared)
+    let every_layer_hybrid = matches!(
+        hf.family().map(|row| row.holds),
+        Some(Holds::MambaAndAttentionInEveryLayer)
+    );
+    if every_layer_hybrid || hf.has_layer_pattern() {
+        let (pattern, detected) = if every_layer_hybrid {
+            let layers = hf.mamba()?.layers;
+            let pattern = LayerPattern::every_nth(
+                layers,
+                1,
+                LayerKind::Hybrid,
+                LayerKind::Hybrid,
+                EVERY_LAYER_HYBRID,
+            )?;
+            let model_type = hf.model_types().first().copied().unwrap_or_default();
+            let detected = format!(
+                "attention and Mamba2 side by side in every layer (`model_type` \
+                 {model_type}: vLLM's FalconH1ParallelHybrid keeps a cache of each): {layers} \
+                 full_attention and {layers} mamba layers"
+            );
+            (pattern, detected)
+        } else {
+            let pattern = hf.layer_pattern()?;
+            let detected = format!("layer pattern: {}", pattern.reason());
+            (pattern, detected)
+        };
+        let groups = cache_groups(&pattern)?;
+        let counts: Vec<(LayerKind, u64)> = groups
+            .iter()
+            .map(|(kind, layers)| (*kind, layers.count(*kind)))
             .collect();
-        let paging = Paging::for_groups(hf, settings, &groups)?;
+        let paging = Paging::for_groups(hf, settings, &counts)?;
         let builder = builder(paging, &detected);
         let mut specs = Vec::new();
         let mut errors = Vec::new();
-        for (kind, count) in groups {
+        for ((kind, layers), (_, count)) in groups.into_iter().zip(counts) {
             match builder.group(hf, kind, count) {
-                Ok(spec) => specs.push(spec.in_layers(pattern.clone(), kind)),
+                Ok(spec) => specs.push(spec.in_layers(layers, kind)),
                 Err(error) => errors.push(error),
             }
         }
@@ -473,6 +516,67 @@ fn detect(
             Ok((detected, plain, vec![spec]))
         }
     }
+}
+
+/// The key of the pattern of a model whose every layer is hybrid.
+const EVERY_LAYER_HYBRID: &str = "the family's rule";
+
+/// The caches of a pattern's layers, in order of first appearance: each kind
+/// that holds one, with the pattern it is placed in. A `hybrid` layer holds
+/// attention and Mamba state both (vLLM registers an attention layer and a
+/// Mamba layer for it), so it counts in each, and each of those kinds gets
+/// the pattern with its hybrid layers read as that kind, which pipeline
+/// stages split by layer. Layers sharing another's K/V hold none.
+fn cache_groups(pattern: &LayerPattern) -> Result<Vec<(LayerKind, LayerPattern)>, KvError> {
+    let mut kinds: Vec<LayerKind> = Vec::new();
+    for (kind, _) in pattern.groups() {
+        let holds: &[LayerKind] = match kind {
+            LayerKind::KvShared => &[],
+            LayerKind::Hybrid => &[LayerKind::FullAttention, LayerKind::Mamba],
+            _ => std::slice::from_ref(&kind),
+        };
+        for held in holds {
+            if !kinds.contains(held) {
+                kinds.push(*held);
+            }
+        }
+    }
+    kinds
+        .into_iter()
+        .map(|kind| Ok((kind, hybrid_as(pattern, kind)?)))
+        .collect()
+}
+
+/// `pattern` with its hybrid layers read as `kind`.
+fn hybrid_as(pattern: &LayerPattern, kind: LayerKind) -> Result<LayerPattern, KvError> {
+    let hybrids = pattern.count(LayerKind::Hybrid);
+    if hybrids == 0 {
+        return Ok(pattern.clone());
+    }
+    if hybrids == pattern.layers() {
+        // By rule, not by list: the layer count is the config's.
+        return Ok(LayerPattern::every_nth(
+            pattern.layers(),
+            1,
+            kind,
+            kind,
+            EVERY_LAYER_HYBRID,
+        )?);
+    }
+    let kinds = pattern
+        .kinds()
+        .map(|layer| {
+            if layer == LayerKind::Hybrid {
+                kind
+            } else {
+                layer
+            }
+        })
+        .collect();
+    Ok(LayerPattern::from_kinds(
+        kinds,
+        format!("{}, its hybrid layers as {kind}", pattern.source()),
+    )?)
 }
 
 pub(crate) fn config_error(what: &'static str, problem: String) -> KvError {
@@ -710,6 +814,11 @@ mod tests {
         assert_eq!(per_position(&e.specs[0]), 32 * 8 * 2 * 4 * 34);
         let zero = estimate(&shipped("llama-3-8b"), &at_8192().block_size(0)).unwrap_err();
         assert!(zero.to_string().contains("`block_size` is 0"));
+        let no_ranks = estimate(&shipped("jamba-v0.1"), &at_8192().tensor_parallel(0));
+        assert!(no_ranks
+            .unwrap_err()
+            .to_string()
+            .contains("`tensor_parallel` is 0"));
         let bad = estimate(&serde_json::json!({"num_hidden_layers": "x"}), &at_8192());
         assert!(bad.is_err());
         let not_object = estimate(&serde_json::json!([1, 2]), &at_8192());

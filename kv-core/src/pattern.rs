@@ -23,6 +23,13 @@ pub enum LayerKind {
     LinearAttention,
     /// `"mamba"`: a Mamba (state-space) layer.
     Mamba,
+    /// `"conv"`: a gated short-convolution layer (LFM2's `ShortConv`), whose
+    /// state is the last `conv_L_cache - 1` inputs.
+    ShortConv,
+    /// `"hybrid"`: a Mamba layer that also runs attention, with a cache of
+    /// each (Zamba2's `hybrid` layers, beside a shared attention block;
+    /// Falcon-H1's every layer).
+    Hybrid,
     /// `"kv_shared"`: a layer that reads an earlier layer's K/V and holds none
     /// of its own (Gemma-3n's last `num_kv_shared_layers`). Not a
     /// `layer_types` name: [`LayerKind::from_name`] does not accept it.
@@ -31,12 +38,14 @@ pub enum LayerKind {
 
 impl LayerKind {
     /// Every kind, in the order reports list them.
-    pub const ALL: [LayerKind; 6] = [
+    pub const ALL: [LayerKind; 8] = [
         LayerKind::FullAttention,
         LayerKind::SlidingAttention,
         LayerKind::ChunkedAttention,
         LayerKind::LinearAttention,
         LayerKind::Mamba,
+        LayerKind::ShortConv,
+        LayerKind::Hybrid,
         LayerKind::KvShared,
     ];
 
@@ -48,6 +57,8 @@ impl LayerKind {
             LayerKind::ChunkedAttention => "chunked_attention",
             LayerKind::LinearAttention => "linear_attention",
             LayerKind::Mamba => "mamba",
+            LayerKind::ShortConv => "conv",
+            LayerKind::Hybrid => "hybrid",
             LayerKind::KvShared => "kv_shared",
         }
     }
@@ -146,7 +157,7 @@ impl From<PatternError> for crate::KvError {
 /// |---|---|---|
 /// | layer `i` is of the `nth` kind when `(i + 1) % every == 0` | [`LayerPattern::every_nth`] | `Gemma3TextConfig`: `"sliding_attention" if bool((i + 1) % self._sliding_window_pattern) else "full_attention"`; `Qwen3NextConfig`: `"linear_attention" if bool((i + 1) % interval_pattern) else "full_attention"` with `interval_pattern = full_attention_interval` |
 /// | layer `i` is of the `at` kind when `i % period == offset` | [`LayerPattern::period_offset`] | `JambaConfig.layers_block_type`: `"attention" if i % self.attn_layer_period == self.attn_layer_offset else "mamba"`; `_check_supported_offset` rejects `offset >= period` |
-/// | one kind per layer, listed | [`LayerPattern::from_kinds`] | `layer_types` (`Gemma3TextConfig`, `Qwen3NextConfig`, ...), `layers_block_type` (transformers' `JambaConfig.layers_block_type`; vLLM's Jamba and Nemotron-H models pick each layer's class from it). Names kv does not know (Zamba2's `"hybrid"`, Nemotron-H's `"mlp"` / `"moe"`, `"multihead_latent_attention"`) are left to the caller: `from_name` returns `None` |
+/// | one kind per layer, listed | [`LayerPattern::from_kinds`] | `layer_types` (`Gemma3TextConfig`, `Qwen3NextConfig`, ...), `layers_block_type` (transformers' `JambaConfig.layers_block_type`; vLLM's Jamba and Nemotron-H models pick each layer's class from it). Names kv does not know (Nemotron-H's `"mlp"` / `"moe"`, `"multihead_latent_attention"`) are left to the caller: `from_name` returns `None` |
 ///
 /// Every count is computed from the rule, not by walking the layers, and the
 /// prose of [`LayerPattern::reason`] is generated from the same inputs, so the
@@ -690,9 +701,12 @@ mod tests {
         }
         assert!(!LayerKind::names_list().contains("kv_shared"));
         assert_eq!(LayerKind::from_name("attention"), Some(Full));
-        assert_eq!(LayerKind::from_name("hybrid"), None);
+        // Zamba2's `layers_block_type` and LFM2's `layer_types` spell these.
+        assert_eq!(LayerKind::from_name("hybrid"), Some(LayerKind::Hybrid));
+        assert_eq!(LayerKind::from_name("conv"), Some(LayerKind::ShortConv));
         assert_eq!(LayerKind::from_name("Mamba"), None);
-        assert!(LayerKind::names_list().ends_with("mamba, attention"));
+        assert_eq!(LayerKind::from_name("mlp"), None);
+        assert!(LayerKind::names_list().ends_with("mamba, conv, hybrid, attention"));
     }
 
     #[test]

@@ -563,8 +563,8 @@ fn bad_layer_patterns_are_errors_naming_the_keys() {
             "`attn_layer_period` is set but not its partner",
         ),
         (
-            json!({"num_hidden_layers": 2, "layer_types": ["full_attention", "hybrid"]}),
-            "`layer_types[1]` is \"hybrid\", not a layer kind kv knows",
+            json!({"num_hidden_layers": 2, "layer_types": ["full_attention", "retention"]}),
+            "`layer_types[1]` is \"retention\", not a layer kind kv knows",
         ),
         (
             json!({"num_hidden_layers": 3, "layer_types": ["full_attention"]}),

@@ -21,6 +21,12 @@ pub(crate) enum KvHeads {
     /// `multi_query_group_num` when `multi_query_attention`, else
     /// `num_attention_heads`; head dim `kv_channels` (vLLM's ChatGLM model).
     ChatGlm,
+    /// Generic heads; head dim `2 x hidden_size / num_attention_heads`, which
+    /// transformers' `Zamba2Config` sets as `attention_head_dim` over any the
+    /// config writes (the shared block attends over the hidden state
+    /// concatenated with the embeddings; vLLM's
+    /// `Zamba2ModelArchConfigConvertor.get_head_size` reads it).
+    Zamba2,
 }
 
 /// What a family holds, when its keys alone would not say.
@@ -30,6 +36,9 @@ pub(crate) enum Holds {
     ByKeys,
     /// Mamba state in every layer, no attention.
     MambaOnly,
+    /// Attention and Mamba2 side by side in every layer, each with its cache
+    /// (vLLM's `FalconH1ParallelHybrid`), whatever pattern keys say.
+    MambaAndAttentionInEveryLayer,
     /// No attention and no state kv sizes: the words say what it keeps.
     Unsized(&'static str),
 }
@@ -163,6 +172,20 @@ pub(crate) const MODEL_TYPES: &[ModelType] = &[
         holds: Holds::MambaOnly,
     },
     ModelType {
+        names: &["falcon_h1"],
+        defaults: &[],
+        source: "",
+        kv_heads: KvHeads::Generic,
+        holds: Holds::MambaAndAttentionInEveryLayer,
+    },
+    ModelType {
+        names: &["zamba2"],
+        defaults: &[],
+        source: "",
+        kv_heads: KvHeads::Zamba2,
+        holds: Holds::ByKeys,
+    },
+    ModelType {
         names: &["rwkv", "rwkv5", "rwkv6", "rwkv7"],
         defaults: &[],
         source: "",
@@ -204,8 +227,8 @@ pub(crate) const MODEL_TYPES: &[ModelType] = &[
         "jamba",
         "bamba",
         "nemotron_h",
-        "zamba2",
-        "falcon_h1",
+        "lfm2",
+        "lfm2_moe",
         "deepseek_v2",
         "deepseek_v3",
         "kimi_k2",

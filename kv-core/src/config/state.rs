@@ -39,6 +39,14 @@ const LINEAR_KEY_HEAD_DIM: &[&str] = &["linear_key_head_dim"];
 const LINEAR_VALUE_HEAD_DIM: &[&str] = &["linear_value_head_dim"];
 const LINEAR_CONV_KERNEL: &[&str] = &["linear_conv_kernel_dim"];
 
+const SHORT_CONV_KERNEL: &[&str] = &["conv_L_cache"];
+/// `model_type`s whose `conv` layers kv knows, with the key vLLM reads their
+/// width from: LFM2's `ShortConv` is `conv_dim` wide, LFM2-MoE's
+/// `hidden_size` wide (vLLM's `Lfm2ForCausalLM` and `Lfm2MoeForCausalLM`
+/// `get_mamba_state_shape_from_config`).
+const SHORT_CONV_MODEL_TYPES: &[(&str, &str)] =
+    &[("lfm2", "conv_dim"), ("lfm2_moe", "hidden_size")];
+
 /// `model_type`s whose Mamba layers kv knows, with their version and whether
 /// the model is Mamba only (then the plain keys `num_heads`, `head_dim`,
 /// `intermediate_size` are Mamba's; in a hybrid they may be attention's or the
@@ -135,6 +143,17 @@ pub struct LinearAttentionConfig {
     pub value_head_dim: u64,
     /// `linear_conv_kernel_dim`.
     pub conv_kernel: u64,
+}
+
+/// A short-convolution layer's state dimensions (LFM2's `conv` layers).
+/// Read by [`HfConfig::short_conv`].
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct ShortConvConfig {
+    /// The convolution's channels: `conv_dim` (LFM2), `hidden_size` (LFM2-MoE).
+    pub channels: u64,
+    /// `conv_L_cache`: the kernel width; the state keeps one input less.
+    pub kernel: u64,
 }
 
 impl HfConfig {
@@ -320,6 +339,52 @@ impl HfConfig {
             key_head_dim: read("linear key head dim", LINEAR_KEY_HEAD_DIM)?,
             value_head_dim: read("linear value head dim", LINEAR_VALUE_HEAD_DIM)?,
             conv_kernel: read("linear conv kernel", LINEAR_CONV_KERNEL)?,
+        })
+    }
+}
+
+impl HfConfig {
+    /// Short-convolution (LFM2 `conv` layer) state dimensions.
+    ///
+    /// | value | key |
+    /// |---|---|
+    /// | channels | `conv_dim` for `model_type` `lfm2`, `hidden_size` for `lfm2_moe` |
+    /// | kernel | `conv_L_cache` |
+    ///
+    /// Any other `model_type` is an error: which width a `conv` layer has is
+    /// the family's. Sections, `null`, and errors as for [`HfConfig`].
+    ///
+    /// ```
+    /// let lfm2 = serde_json::json!({"model_type": "lfm2", "conv_dim": 2048, "conv_L_cache": 3});
+    /// let conv = kv_core::HfConfig::from_value(lfm2).short_conv()?;
+    /// assert_eq!((conv.channels, conv.kernel), (2048, 3));
+    /// # Ok::<(), kv_core::KvError>(())
+    /// ```
+    pub fn short_conv(&self) -> Result<ShortConvConfig, KvError> {
+        let known = self.model_types().into_iter().find_map(|name| {
+            SHORT_CONV_MODEL_TYPES
+                .iter()
+                .find(|(known, _)| *known == name)
+                .map(|(_, width)| *width)
+        });
+        let Some(width) = known else {
+            let types: Vec<&str> = SHORT_CONV_MODEL_TYPES.iter().map(|(t, _)| *t).collect();
+            return Err(KvError::Config {
+                what: "short conv width",
+                problem: format!(
+                    "`conv` layers of a `model_type` kv does not know ({}; known: {}); \
+                     kv cannot tell which key gives their width",
+                    match self.model_types().first() {
+                        Some(name) => format!("`model_type` is {name:?}"),
+                        None => "no `model_type`".to_owned(),
+                    },
+                    keys(&types)
+                ),
+            });
+        };
+        Ok(ShortConvConfig {
+            channels: self.count_or("short conv width", None, &[width])?,
+            kernel: self.count_or("short conv kernel", None, SHORT_CONV_KERNEL)?,
         })
     }
 }

@@ -41,7 +41,9 @@ impl Estimate {
     }
 
     /// What each rank of `parallel` holds, with its totals at `max_num_seqs`,
-    /// in [`Parallel::ranks`] order.
+    /// in [`Parallel::ranks`] order. `parallel.tp` must be the size the
+    /// estimate was made for ([`EstimateSettings::tensor_parallel`](super::EstimateSettings::tensor_parallel)):
+    /// a hybrid's block and state pages are set per rank.
     ///
     /// ```
     /// use kv_core::estimate::{estimate, EstimateSettings};
@@ -51,10 +53,12 @@ impl Estimate {
     ///     "num_hidden_layers": 32, "num_key_value_heads": 8, "hidden_size": 4096,
     ///     "num_attention_heads": 32, "torch_dtype": "bfloat16",
     /// });
-    /// let e = estimate(&llama, &EstimateSettings::new().positions(8192))?;
+    /// let settings = EstimateSettings::new().positions(8192).tensor_parallel(2);
+    /// let e = estimate(&llama, &settings)?;
     /// let ranks = e.ranks(Parallel::new(2, 1)?, 256)?;
     /// // Each of 2 TP ranks holds 4 of the 8 KV heads.
     /// assert_eq!(ranks[0].totals.per_position, 131_072 / 2);
+    /// assert!(e.ranks(Parallel::new(4, 1)?, 256).is_err());
     /// # Ok::<(), kv_core::KvError>(())
     /// ```
     pub fn ranks(
@@ -62,6 +66,16 @@ impl Estimate {
         parallel: Parallel,
         max_num_seqs: u64,
     ) -> Result<Vec<EstimateRank>, KvError> {
+        if parallel.tp != self.tensor_parallel {
+            return Err(KvError::Parallel {
+                declaration: String::new(),
+                problem: format!(
+                    "the estimate was made for tp {}, not tp {}: a hybrid's block and \
+                     state pages are set per rank; estimate again with tensor_parallel({})",
+                    self.tensor_parallel, parallel.tp, parallel.tp
+                ),
+            });
+        }
         let whole = self.collection()?;
         parallel
             .ranks()
@@ -210,7 +224,8 @@ mod tests {
             "num_hidden_layers": 2, "num_key_value_heads": 2, "hidden_size": 64,
             "num_attention_heads": 4, "torch_dtype": "float16",
         });
-        let e = estimate(&llama, &EstimateSettings::new().positions(16)).unwrap();
+        let settings = EstimateSettings::new().positions(16).tensor_parallel(2);
+        let e = estimate(&llama, &settings).unwrap();
         let exported = e.export("c.json", Parallel::new(2, 1).unwrap(), 3).unwrap();
         assert_eq!(exported.ranks[0].per_position_bytes, 128);
         // 16 positions (one block of 16) per row, 3 rows.

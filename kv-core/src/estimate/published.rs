@@ -851,7 +851,7 @@ fn a_rope_factor_that_makes_no_length_is_an_error() {
 
 #[test]
 fn an_estimate_divides_per_rank_and_exports_what_it_divided() {
-    let e = estimate(&falcon_40b_like(), &at(2048)).unwrap();
+    let e = estimate(&falcon_40b_like(), &at(2048).tensor_parallel(2)).unwrap();
     assert_eq!(e.collection().unwrap().entries().len(), 1);
     let ranks = e.ranks(crate::Parallel::new(2, 2).unwrap(), 10).unwrap();
     assert_eq!(ranks.len(), 4);
@@ -875,4 +875,450 @@ fn falcon_40b_like() -> Value {
         "num_hidden_layers": 60, "num_kv_heads": 8, "new_decoder_architecture": true,
         "max_position_embeddings": 2048, "torch_dtype": "bfloat16"
     })
+}
+
+/// Rank `(tp_rank, pp_rank)`'s declaration `name`, as `layout` divides `e`.
+fn rank_spec(e: &Estimate, layout: crate::Parallel, at: (u64, u64), name: &str) -> KvSpec {
+    let index = layout
+        .ranks()
+        .position(|p| (p.tp_rank, p.pp_rank) == at)
+        .unwrap();
+    let ranks = e.ranks(layout, 1).unwrap();
+    ranks[index]
+        .collection
+        .entries()
+        .iter()
+        .find(|entry| entry.spec.name == name)
+        .unwrap_or_else(|| panic!("no {name} on rank {at:?}"))
+        .spec
+        .clone()
+}
+
+/// A rank's state parts, `(name, shape)`.
+fn parts_of(spec: &KvSpec) -> Vec<(&'static str, [u64; 3])> {
+    let crate::Layout::Recurrent(state) = &spec.layout else {
+        panic!("{:?}", spec.layout)
+    };
+    state.parts.iter().map(|p| (p.name, p.shape)).collect()
+}
+
+fn shipped_qwen3_next() -> Value {
+    let mut qwen3_next: Value = serde_json::from_str(
+        &std::fs::read_to_string(concat!(
+            env!("CARGO_MANIFEST_DIR"),
+            "/../examples/configs/qwen3-next-80b-a3b/config.json"
+        ))
+        .unwrap(),
+    )
+    .unwrap();
+    qwen3_next["torch_dtype"] = json!("bfloat16");
+    qwen3_next
+}
+
+#[test]
+fn qwen3_nexts_block_at_tp_8_is_sized_from_one_ranks_shard() {
+    let e = estimate(&shipped_qwen3_next(), &at(8192).tensor_parallel(8)).unwrap();
+    // One rank at tp 8: max(1, 2 / 8) = 1 KV head x 256 x (K + V) x 2 B =
+    // 1,024 B per token per layer. Its Gated DeltaNet state: conv
+    // (2 x 16 x 128 + 32 x 128) / 8 = 1,024 channels x 3 positions x 2 B =
+    // 6,144 B, ssm 32 / 8 = 4 heads x 128 x 128 x 2 B = 131,072 B: 137,216 B.
+    // On the 64-token checkpoint grid: 64 x cdiv(137,216, 64 x 1,024) =
+    // 64 x 3 = 192 (vLLM 0.33's block at tp 8; the whole model's figures
+    // gave 576).
+    assert_eq!(e.block_size, 192);
+    assert_eq!(e.tensor_parallel, 8);
+    assert!(
+        e.convention.contains(
+            "block_size 192 (raised from 16: 64 x cdiv(state page 137216 B, 64 x 1024 B \
+             per token per attention layer, one rank's of tp 8)"
+        ),
+        "{}",
+        e.convention
+    );
+    let layout = crate::Parallel::new(8, 1).unwrap();
+    let linear = rank_spec(&e, layout, (7, 0), "linear_attention");
+    // Each rank's page is 192 x 1,024 = 196,608 B: the state and
+    // 196,608 - 137,216 = 59,392 B of padding.
+    assert_eq!(
+        parts_of(&linear),
+        [
+            ("conv", [1024, 3, 1]),
+            ("ssm", [4, 128, 128]),
+            ("page_padding", [59_392, 1, 1])
+        ]
+    );
+    // 36 layers x 3 pages (align mode, with the prefill checkpoint).
+    assert_eq!(linear.bytes_per_row(), Ok(36 * 3 * 196_608));
+    assert!(
+        linear
+            .cache
+            .contains("3 page(s) of 196608 B per rank at tp 8, state 137216 B padded"),
+        "{}",
+        linear.cache
+    );
+    // cdiv(8192, 192) = 43 blocks = 8,256 positions of 12 layers x 1,024 B.
+    let full = rank_spec(&e, layout, (0, 0), "full_attention");
+    assert_eq!(full.bytes_per_row(), Ok(12 * 1024 * 8256));
+    // An estimate is for one tp: another is refused, not silently resized.
+    let err = e.ranks(crate::Parallel::new(2, 1).unwrap(), 1).unwrap_err();
+    assert!(
+        err.to_string()
+            .contains("the estimate was made for tp 8, not tp 2"),
+        "{err}"
+    );
+}
+
+#[test]
+fn every_pipeline_stage_takes_the_ranks_block_and_holds_its_own_layers() {
+    let settings = at(8192).tensor_parallel(8).pipeline_stages(2);
+    let e = estimate(&shipped_qwen3_next(), &settings).unwrap();
+    // The block is the model's, not the stage's: 192 on both stages.
+    assert_eq!(e.block_size, 192);
+    let layout = crate::Parallel::new(8, 2).unwrap();
+    // 48 layers split 24 / 24; full attention every 4th: 6 full and 18
+    // linear per stage.
+    for stage in 0..2 {
+        let linear = rank_spec(&e, layout, (3, stage), "linear_attention");
+        assert_eq!(linear.bytes_per_row(), Ok(18 * 3 * 196_608));
+        let full = rank_spec(&e, layout, (3, stage), "full_attention");
+        assert_eq!(full.bytes_per_row(), Ok(6 * 1024 * 8256));
+    }
+}
+
+/// Granite-4.0-H-Small's published keys (ibm-granite/granite-4.0-h-small):
+/// 40 layers, attention at 5, 15, 25, 35, Mamba2 with one group.
+fn granite_4_0_h_small() -> Value {
+    let mut layer_types = vec!["mamba"; 40];
+    for i in [5, 15, 25, 35] {
+        layer_types[i] = "attention";
+    }
+    json!({
+        "architectures": ["GraniteMoeHybridForCausalLM"], "model_type": "granitemoehybrid",
+        "hidden_size": 4096, "num_hidden_layers": 40, "num_attention_heads": 32,
+        "num_key_value_heads": 8, "layer_types": layer_types, "mamba_d_conv": 4,
+        "mamba_d_head": 64, "mamba_d_state": 128, "mamba_expand": 2, "mamba_n_groups": 1,
+        "mamba_n_heads": 128, "max_position_embeddings": 131072, "torch_dtype": "bfloat16"
+    })
+}
+
+#[test]
+fn granite_4_0_hs_one_mamba2_group_is_repeated_on_every_rank() {
+    // tp 2: vLLM pads n_groups 1 to 2 (extra_groups_for_head_shards), so a
+    // rank's conv is (8192 + 2 x 2 x 128) / 2 = 4,352 channels x 3 x 2 B =
+    // 26,112 B (not 8,448 / 2 = 4,224), its ssm 64 heads x 64 x 128 x 2 B =
+    // 1,048,576 B: 1,074,688 B. Attention 8 / 2 = 4 heads x 128 x 2 x 2 B =
+    // 2,048 B per token: block 16 x cdiv(1,074,688, 32,768) = 16 x 33 = 528,
+    // page 528 x 2,048 = 1,081,344 B, padding 6,656 B.
+    let e = estimate(&granite_4_0_h_small(), &at(8192).tensor_parallel(2)).unwrap();
+    assert_eq!(e.block_size, 528);
+    let layout = crate::Parallel::new(2, 1).unwrap();
+    let mamba = rank_spec(&e, layout, (1, 0), "mamba");
+    assert_eq!(
+        parts_of(&mamba),
+        [
+            ("conv", [3, 4352, 1]),
+            ("ssm", [64, 64, 128]),
+            ("page_padding", [6_656, 1, 1])
+        ]
+    );
+    assert_eq!(mamba.bytes_per_row(), Ok(36 * 3 * 1_081_344));
+    assert!(
+        mamba
+            .cache
+            .contains("1 groups (repeated on each of the 2 tp ranks"),
+        "{}",
+        mamba.cache
+    );
+    // cdiv(8192, 528) = 16 blocks = 8,448 positions, 4 layers x 2,048 B.
+    let full = rank_spec(&e, layout, (0, 0), "full_attention");
+    assert_eq!(full.bytes_per_row(), Ok(4 * 2048 * 8448));
+
+    // tp 8: groups 1 -> 8; conv (8192 + 2 x 8 x 128) / 8 = 1,280 channels x 3
+    // x 2 B = 7,680 B, ssm 16 x 64 x 128 x 2 B = 262,144 B: 269,824 B. One KV
+    // head x 128 x 2 x 2 B = 512 B per token: block 16 x cdiv(269,824, 8,192)
+    // = 16 x 33 = 528, page 528 x 512 = 270,336 B, padding 512 B.
+    let e = estimate(&granite_4_0_h_small(), &at(8192).tensor_parallel(8)).unwrap();
+    assert_eq!(e.block_size, 528);
+    let mamba = rank_spec(&e, crate::Parallel::new(8, 1).unwrap(), (5, 0), "mamba");
+    assert_eq!(
+        parts_of(&mamba),
+        [
+            ("conv", [3, 1280, 1]),
+            ("ssm", [16, 64, 128]),
+            ("page_padding", [512, 1, 1])
+        ]
+    );
+    assert!(
+        mamba
+            .cache
+            .contains("3 page(s) of 270336 B per rank at tp 8, state 269824 B padded"),
+        "{}",
+        mamba.cache
+    );
+}
+
+#[test]
+fn mamba2_groups_or_heads_tp_does_not_split_are_refused_as_vllm_refuses_them() {
+    // MambaMixer2: "If tensor parallel world size does not divide
+    // num_groups, then num_groups must equal 1".
+    let mut three_groups = granite_4_0_h_small();
+    three_groups["mamba_n_groups"] = json!(3);
+    let err = estimate(&three_groups, &at(8192).tensor_parallel(2)).unwrap_err();
+    assert!(
+        err.to_string()
+            .contains("Mamba2 n_groups 3 is neither 1 nor divisible by tp 2"),
+        "{err}"
+    );
+    // At tp 3 (one group, 3 in all) the conv's 8192 + 2 x 3 x 128 = 8,960
+    // channels do not divide by 3.
+    let err = estimate(&granite_4_0_h_small(), &at(8192).tensor_parallel(3)).unwrap_err();
+    assert!(
+        err.to_string()
+            .contains("state part `conv` has 8960 heads/channels, which tp 3 does not split"),
+        "{err}"
+    );
+    // Whole groups are kept whole: 4 groups at tp 2 are 2 per rank.
+    let mut four_groups = granite_4_0_h_small();
+    four_groups["mamba_n_groups"] = json!(4);
+    let e = estimate(&four_groups, &at(8192).tensor_parallel(2)).unwrap();
+    let mamba = rank_spec(&e, crate::Parallel::new(2, 1).unwrap(), (0, 0), "mamba");
+    // (8192 + 2 x 4 x 128) / 2 = 4,608 channels.
+    assert_eq!(parts_of(&mamba)[0], ("conv", [3, 4608, 1]));
+}
+
+/// Falcon-H1-7B-Instruct's published keys (tiiuae): attention and Mamba2 in
+/// every layer.
+fn falcon_h1_7b() -> Value {
+    json!({
+        "architectures": ["FalconH1ForCausalLM"], "model_type": "falcon_h1",
+        "hidden_size": 3072, "num_hidden_layers": 44, "num_attention_heads": 12,
+        "num_key_value_heads": 2, "head_dim": 128, "attn_layer_indices": null,
+        "mamba_d_conv": 4, "mamba_d_head": 128, "mamba_d_ssm": 3072, "mamba_d_state": 256,
+        "mamba_expand": 2, "mamba_n_groups": 1, "mamba_n_heads": 24,
+        "max_position_embeddings": 262144, "torch_dtype": "bfloat16"
+    })
+}
+
+#[test]
+fn falcon_h1_holds_attention_and_mamba2_in_every_layer() {
+    let e = estimate(&falcon_h1_7b(), &at(8192)).unwrap();
+    // vLLM registers model.layers.i.self_attn.attn and model.layers.{44 + i}.mixer
+    // for each of the 44 layers.
+    assert_eq!(names(&e.specs), [("full_attention", 44), ("mamba", 44)]);
+    // Attention: 2 KV heads x 128 x 2 x 2 B = 1,024 B per token per layer.
+    // Mamba2 (mamba_d_ssm 3072, not expand x hidden): conv (3072 + 2 x 1 x
+    // 256) x 3 x 2 B = 21,504 B, ssm 24 x 128 x 256 x 2 B = 1,572,864 B:
+    // 1,594,368 B. Block 16 x cdiv(1,594,368, 16,384) = 16 x 98 = 1,568, page
+    // 1,568 x 1,024 = 1,605,632 B, 3 pages in align mode.
+    assert_eq!(e.block_size, 1568);
+    assert_eq!(e.specs[1].bytes_per_row(), Ok(44 * 3 * 1_605_632));
+    // cdiv(8192, 1568) = 6 blocks = 9,408 positions.
+    assert_eq!(e.specs[0].bytes_per_row(), Ok(44 * 1024 * 9408));
+    assert_eq!(per_row(&e), 211_943_424 + 423_886_848);
+    assert!(
+        e.detected.starts_with(
+            "attention and Mamba2 side by side in every layer (`model_type` falcon_h1"
+        ),
+        "{}",
+        e.detected
+    );
+    assert!(e.specs.iter().all(|s| s.validate("falcon_h1").is_ok()));
+    // Both groups are placed in every layer, by rule (the count is the config's).
+    for spec in &e.specs {
+        let group = spec.layer_group.as_ref().unwrap();
+        assert_eq!(group.pattern.source(), "the family's rule");
+        assert_eq!(group.pattern.count(group.kind), 44);
+    }
+
+    // tp 2, pp 2: one KV head x 128 x 2 x 2 B = 512 B per token; groups 1 ->
+    // 2: conv (3072 + 2 x 2 x 256) / 2 = 2,048 x 3 x 2 B = 12,288 B, ssm 12 x
+    // 128 x 256 x 2 B = 786,432 B: 798,720 B; block 16 x cdiv(798,720, 8,192)
+    // = 16 x 98 = 1,568, page 802,816 B. Each stage: 22 layers of each.
+    let settings = at(8192).tensor_parallel(2).pipeline_stages(2);
+    let e = estimate(&falcon_h1_7b(), &settings).unwrap();
+    assert_eq!(e.block_size, 1568);
+    let layout = crate::Parallel::new(2, 2).unwrap();
+    let mamba = rank_spec(&e, layout, (1, 1), "mamba");
+    assert_eq!(mamba.bytes_per_row(), Ok(22 * 3 * 802_816));
+    assert_eq!(parts_of(&mamba)[0], ("conv", [3, 2048, 1]));
+    let full = rank_spec(&e, layout, (1, 1), "full_attention");
+    assert_eq!(full.bytes_per_row(), Ok(22 * 512 * 9408));
+}
+
+/// LFM2-1.2B's published keys (LiquidAI/LFM2-1.2B): 16 layers, attention at
+/// 2, 5, 8, 10, 12, 14 (`full_attn_idxs`), the rest gated short convs.
+fn lfm2_1_2b() -> Value {
+    let mut layer_types = vec!["conv"; 16];
+    for i in [2, 5, 8, 10, 12, 14] {
+        layer_types[i] = "full_attention";
+    }
+    json!({
+        "architectures": ["Lfm2ForCausalLM"], "model_type": "lfm2", "hidden_size": 2048,
+        "num_hidden_layers": 16, "num_attention_heads": 32, "num_key_value_heads": 8,
+        "num_heads": 32, "block_dim": 2048, "conv_dim": 2048, "conv_dim_out": 2048,
+        "conv_L_cache": 3, "conv_bias": false, "full_attn_idxs": [2, 5, 8, 10, 12, 14],
+        "layer_types": layer_types, "max_position_embeddings": 128000,
+        "torch_dtype": "bfloat16"
+    })
+}
+
+#[test]
+fn lfm2s_conv_layers_keep_a_short_conv_state_padded_to_the_attention_page() {
+    let e = estimate(&lfm2_1_2b(), &at(8192)).unwrap();
+    assert_eq!(names(&e.specs), [("short_conv", 10), ("full_attention", 6)]);
+    // No hybrid layer: each group is placed in the config's own pattern.
+    for spec in &e.specs {
+        let group = spec.layer_group.as_ref().unwrap();
+        assert_eq!(group.pattern.source(), "layer_types");
+    }
+    // Short conv: conv_dim 2048 x (conv_L_cache - 1 = 2) x 2 B = 8,192 B.
+    // Attention: 8 heads x 64 (2048 / 32) x 2 x 2 B = 2,048 B per token, so
+    // the block stays 16 (16 x cdiv(8,192, 32,768) = 16) and the state is
+    // padded to 16 x 2,048 = 32,768 B; no prefill checkpoint: 2 pages.
+    assert_eq!(e.block_size, 16);
+    assert_eq!(e.specs[0].bytes_per_row(), Ok(10 * 2 * 32_768));
+    assert_eq!(e.specs[1].bytes_per_row(), Ok(6 * 2048 * 8192));
+    assert!(
+        e.specs[0]
+            .cache
+            .contains("short conv: 2048 channels over conv_L_cache - 1 = 2 positions, bf16"),
+        "{}",
+        e.specs[0].cache
+    );
+    assert!(
+        e.specs[0]
+            .cache
+            .contains("mode align: 2 page(s) of 32768 B, state 8192 B padded"),
+        "{}",
+        e.specs[0].cache
+    );
+    assert!(
+        e.convention
+            .contains("(one attention page, 16 x 2048 B, already holds the state page of 8192 B)"),
+        "{}",
+        e.convention
+    );
+    // tp 2: 1,024 channels x 2 x 2 B = 4,096 B; 4 heads x 64 x 2 x 2 B =
+    // 1,024 B per token: block 16, page 16,384 B.
+    let e = estimate(&lfm2_1_2b(), &at(8192).tensor_parallel(2)).unwrap();
+    let conv = rank_spec(
+        &e,
+        crate::Parallel::new(2, 1).unwrap(),
+        (1, 0),
+        "short_conv",
+    );
+    assert_eq!(
+        parts_of(&conv),
+        [("conv", [1024, 2, 1]), ("page_padding", [12_288, 1, 1])]
+    );
+    assert_eq!(conv.bytes_per_row(), Ok(10 * 2 * 16_384));
+    // Without conv_dim vLLM's Lfm2 cannot build its layers: named, not guessed.
+    let mut no_width = lfm2_1_2b();
+    no_width.as_object_mut().unwrap().remove("conv_dim");
+    let err = estimate(&no_width, &at(8192)).unwrap_err().to_string();
+    assert!(err.contains("`conv_dim`"), "{err}");
+    // A `conv` layer in a family kv does not know has no width to read.
+    let unknown = tiny(json!({"layer_types": ["conv", "full_attention"], "conv_L_cache": 3}));
+    let err = estimate(&unknown, &at(8192)).unwrap_err().to_string();
+    assert!(
+        err.contains("`conv` layers of a `model_type` kv does not know (`model_type` is \"llama\""),
+        "{err}"
+    );
+}
+
+/// LFM2-8B-A1B's published keys (LiquidAI/LFM2-8B-A1B): 24 layers, attention
+/// at 2, 6, 10, 14, 18, 21; its short convs are `hidden_size` wide.
+fn lfm2_8b_a1b() -> Value {
+    let mut layer_types = vec!["conv"; 24];
+    for i in [2, 6, 10, 14, 18, 21] {
+        layer_types[i] = "full_attention";
+    }
+    json!({
+        "architectures": ["Lfm2MoeForCausalLM"], "model_type": "lfm2_moe",
+        "hidden_size": 2048, "num_hidden_layers": 24, "num_attention_heads": 32,
+        "num_key_value_heads": 8, "conv_L_cache": 3, "layer_types": layer_types,
+        "num_experts": 32, "num_experts_per_tok": 4, "max_position_embeddings": 128000,
+        "torch_dtype": "bfloat16"
+    })
+}
+
+#[test]
+fn lfm2_moes_short_convs_are_hidden_size_wide() {
+    // vLLM's Lfm2MoeShortConvDecoderLayer: hidden_size 2048 x 2 x 2 B = 8,192
+    // B; 8 heads x 64 x 2 x 2 B = 2,048 B per token: block 16, page 32,768 B.
+    let e = estimate(&lfm2_8b_a1b(), &at(8192)).unwrap();
+    assert_eq!(names(&e.specs), [("short_conv", 18), ("full_attention", 6)]);
+    assert_eq!(e.block_size, 16);
+    assert_eq!(e.specs[0].bytes_per_row(), Ok(18 * 2 * 32_768));
+}
+
+/// Zyphra/Zamba2-2.7B's keys (as transformers' Zamba2Config writes them):
+/// 54 layers, 9 of them `hybrid` (Mamba2 beside a shared attention block),
+/// every layer a Mamba2 mixer. The hybrid positions are reconstructed; the
+/// figures depend on their count only.
+fn zamba2_2_7b() -> Value {
+    let mut blocks = vec!["mamba"; 54];
+    for i in [6, 12, 18, 24, 30, 36, 42, 47, 51] {
+        blocks[i] = "hybrid";
+    }
+    json!({
+        "architectures": ["Zamba2ForCausalLM"], "model_type": "zamba2", "hidden_size": 2560,
+        "num_hidden_layers": 54, "layers_block_type": blocks, "num_attention_heads": 32,
+        "num_key_value_heads": 32, "num_mem_blocks": 2, "mamba_d_conv": 4,
+        "mamba_d_state": 64, "mamba_expand": 2, "mamba_headdim": 64, "mamba_ngroups": 1,
+        "n_mamba_heads": 80, "max_position_embeddings": 4096, "torch_dtype": "bfloat16"
+    })
+}
+
+#[test]
+fn zamba2s_hybrid_layers_hold_mamba2_and_one_attention_layer_each() {
+    let e = estimate(&zamba2_2_7b(), &EstimateSettings::new()).unwrap();
+    // Every layer's Mamba2 mixer (54), and one vLLM Attention per hybrid
+    // layer (9: `Zamba2Attention.dpa_list`, one per block index).
+    assert_eq!(names(&e.specs), [("mamba", 54), ("full_attention", 9)]);
+    // Attention: 32 heads x 160 (2 x 2560 / 32, Zamba2Config's
+    // attention_head_dim) x 2 x 2 B = 20,480 B per token. Mamba2: d_inner 2 x
+    // 2560 = 5,120; conv (5120 + 2 x 64) x 3 x 2 B = 31,488 B, ssm 80 x 64 x
+    // 64 x 2 B = 655,360 B: 686,848 B. Block 16 x cdiv(686,848, 327,680) =
+    // 48, page 48 x 20,480 = 983,040 B, 3 pages.
+    assert_eq!(e.block_size, 48);
+    assert_eq!(e.specs[0].bytes_per_row(), Ok(54 * 3 * 983_040));
+    // max_model_len 4096: cdiv(4096, 48) = 86 blocks = 4,128 positions.
+    assert_eq!(e.specs[1].bytes_per_row(), Ok(9 * 20_480 * 4128));
+    assert!(
+        e.detected
+            .contains("head dim = 2 x `hidden_size` / `num_attention_heads` = 160"),
+        "{}",
+        e.detected
+    );
+    assert!(e.specs.iter().all(|s| s.validate("zamba2").is_ok()));
+    // Zamba2Config sets attention_head_dim over what a config writes (the
+    // older `kv_channels`-style 80, here): still 160.
+    let mut written = zamba2_2_7b();
+    written["attention_head_dim"] = json!(80);
+    written["head_dim"] = json!(80);
+    let given = estimate(&written, &EstimateSettings::new()).unwrap();
+    assert_eq!(given.specs, e.specs);
+    // vLLM's Zamba2Attention refuses a width the heads do not divide:
+    // 2 x 2560 = 5,120 over 48 heads.
+    let mut uneven = zamba2_2_7b();
+    uneven["num_attention_heads"] = json!(48);
+    uneven["num_key_value_heads"] = json!(48);
+    let err = estimate(&uneven, &EstimateSettings::new())
+        .unwrap_err()
+        .to_string();
+    assert!(
+        err.contains("attention width 2 x `hidden_size` = 5120 is not divisible by"),
+        "{err}"
+    );
+
+    // tp 2: 16 heads x 160 x 2 x 2 B = 10,240 B; groups 1 -> 2: conv (5120 +
+    // 2 x 2 x 64) / 2 = 2,688 x 3 x 2 B = 16,128 B, ssm 40 x 64 x 64 x 2 B =
+    // 327,680 B: 343,808 B; block 16 x cdiv(343,808, 163,840) = 48, page
+    // 491,520 B.
+    let e = estimate(&zamba2_2_7b(), &EstimateSettings::new().tensor_parallel(2)).unwrap();
+    assert_eq!(e.block_size, 48);
+    let mamba = rank_spec(&e, crate::Parallel::new(2, 1).unwrap(), (0, 0), "mamba");
+    assert_eq!(parts_of(&mamba)[0], ("conv", [3, 2688, 1]));
+    assert_eq!(mamba.bytes_per_row(), Ok(54 * 3 * 491_520));
 }

@@ -31,12 +31,15 @@ pub(super) struct Paging {
     hybrid: Option<Hybrid>,
 }
 
+/// One rank's figures: vLLM sizes the hybrid block in each worker, from its
+/// own shard.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 struct Hybrid {
     state_page: u64,
     attention_per_token: u64,
     alignment: u64,
     requested: u64,
+    tensor_parallel: u64,
 }
 
 impl Paging {
@@ -53,6 +56,12 @@ impl Paging {
     /// block grows until one attention page holds one state page
     /// (`_align_hybrid_block_size`); an attention-free model has no prefix
     /// caching (`ModelConfig.is_prefix_caching_supported`), so mode `none`.
+    ///
+    /// Both pages are one tensor-parallel rank's, as each worker sizes them
+    /// after loading its shard: `max(1, kv_heads / tp)` KV heads
+    /// (`ModelConfig.get_num_kv_heads`) and the state shapes of
+    /// `MambaStateShapeCalculator` at `tp`. Every pipeline stage takes the
+    /// same block: the sizes are the model's, not the stage's layers'.
     pub fn for_groups(
         hf: &HfConfig,
         settings: &EstimateSettings,
@@ -61,7 +70,7 @@ impl Paging {
         let recurrent: Vec<LayerKind> = groups
             .iter()
             .map(|(kind, _)| *kind)
-            .filter(|kind| matches!(kind, LayerKind::Mamba | LayerKind::LinearAttention))
+            .filter(|kind| is_recurrent(*kind))
             .collect();
         let attention = groups.iter().any(|(kind, _)| {
             matches!(
@@ -76,7 +85,10 @@ impl Paging {
             return Ok(plain);
         }
         let align = settings.engine.prefix_caching;
-        let geometry = hf.geometry()?.with_layers(1);
+        let tp = settings.engine.tensor_parallel;
+        let mut geometry = hf.geometry()?.with_layers(1);
+        // vLLM divides down and keeps one head where there are fewer than tp.
+        geometry.kv_heads = (geometry.kv_heads / tp).max(1);
         let (storage, _) = attention_storage(
             settings,
             hf,
@@ -88,11 +100,8 @@ impl Paging {
             .map_err(overflow("one attention layer's bytes per token".to_owned()))?;
         let mut state_page = 0;
         for kind in &recurrent {
-            let (parts, _) = state_parts(hf, *kind)?;
-            let bytes = RecurrentState::from_parts(1, parts)
-                .bytes_per_layer()
-                .map_err(overflow("one recurrent layer's state".to_owned()))?;
-            state_page = state_page.max(bytes);
+            let (parts, _) = state_parts(hf, *kind, tp)?;
+            state_page = state_page.max(rank_bytes(&parts, tp, *kind)?);
         }
         let mut alignment = KERNEL_BLOCK.max(settings.block_size);
         if align
@@ -125,12 +134,13 @@ impl Paging {
                 attention_per_token,
                 alignment,
                 requested: settings.block_size,
+                tensor_parallel: tp,
             }),
         })
     }
 
-    /// The padded state page: in a hybrid, every state page is padded to
-    /// one attention page, where that is larger.
+    /// The padded state page of one rank: in a hybrid, every state page is
+    /// padded to one attention page, where that is larger.
     fn padded_page(&self) -> Option<u64> {
         let hybrid = self.hybrid?;
         let page = self.block_size.checked_mul(hybrid.attention_per_token)?;
@@ -140,22 +150,31 @@ impl Paging {
     /// The convention in words, for [`super::Estimate::convention`].
     pub fn convention(&self, settings: &EstimateSettings) -> String {
         let engine = &settings.engine;
+        let per_rank = |hybrid: &Hybrid| match hybrid.tensor_parallel {
+            1 => String::new(),
+            tp => format!(", one rank's of tp {tp}"),
+        };
         let block = match self.hybrid {
             None => format!("block_size {}", self.block_size),
             Some(hybrid) if self.block_size == hybrid.requested => format!(
                 "block_size {} (one attention page, {} x {} B, already holds the state page \
-                 of {} B)",
-                self.block_size, self.block_size, hybrid.attention_per_token, hybrid.state_page
+                 of {} B{})",
+                self.block_size,
+                self.block_size,
+                hybrid.attention_per_token,
+                hybrid.state_page,
+                per_rank(&hybrid)
             ),
             Some(raised) => format!(
                 "block_size {} (raised from {}: {} x cdiv(state page {} B, {} x {} B per \
-                 token per attention layer), so one attention page covers one state page)",
+                 token per attention layer{}), so one attention page covers one state page)",
                 self.block_size,
                 raised.requested,
                 raised.alignment,
                 raised.state_page,
                 raised.alignment,
-                raised.attention_per_token
+                raised.attention_per_token,
+                per_rank(&raised)
             ),
         };
         format!(
@@ -173,6 +192,46 @@ impl Paging {
             engine.speculative_tokens
         )
     }
+}
+
+/// The kinds whose cache is a state page (vLLM's `MambaSpec`).
+fn is_recurrent(kind: LayerKind) -> bool {
+    matches!(
+        kind,
+        LayerKind::Mamba | LayerKind::LinearAttention | LayerKind::ShortConv
+    )
+}
+
+/// One rank's bytes of `parts`, each split part divided by `tp` as vLLM's
+/// `divide` does: a size `tp` does not divide is refused, as vLLM refuses it.
+fn rank_bytes(parts: &[StatePart], tp: u64, kind: LayerKind) -> Result<u64, KvError> {
+    let mut total: u64 = 0;
+    for part in parts {
+        let mut rank = *part;
+        if let Some(size) = rank.split.and_then(|dim| rank.shape.get_mut(dim)) {
+            if !size.is_multiple_of(tp) {
+                return Err(KvError::Parallel {
+                    declaration: kind.name().to_owned(),
+                    problem: format!(
+                        "state part `{}` has {} heads/channels, which tp {tp} does not split \
+                         evenly; vLLM requires them divisible by the tensor-parallel size",
+                        part.name, *size
+                    ),
+                });
+            }
+            *size /= tp;
+        }
+        total = rank
+            .bytes()
+            .ok()
+            .and_then(|bytes| total.checked_add(bytes))
+            .ok_or_else(|| {
+                overflow(format!("one rank's {kind} state"))(crate::Overflow {
+                    step: "the state page",
+                })
+            })?;
+    }
+    Ok(total)
 }
 
 fn lcm(a: u64, b: u64) -> u64 {
@@ -213,10 +272,30 @@ fn attention_storage(
     }
 }
 
-/// A recurrent kind's parts per layer (model dtype), with its words.
-fn state_parts(hf: &HfConfig, kind: LayerKind) -> Result<(Vec<StatePart>, String), KvError> {
+/// A recurrent kind's parts per layer (model dtype), with its words: the
+/// parts of all `tp` ranks together, so that dividing each split part by
+/// `tp` gives one rank's (Mamba2 groups that `tp` does not split are repeated
+/// on every rank, as vLLM's `extra_groups_for_head_shards` repeats them).
+fn state_parts(
+    hf: &HfConfig,
+    kind: LayerKind,
+    tp: u64,
+) -> Result<(Vec<StatePart>, String), KvError> {
     let dtype = model_dtype(hf)?;
     let too_big = |what: &str| overflow(format!("the {what} state of one layer"));
+    if kind == LayerKind::ShortConv {
+        let conv = hf.short_conv()?;
+        // vLLM keeps conv_L_cache - 1 inputs (`short_conv_state_shape`).
+        let positions = conv.kernel.saturating_sub(1);
+        return Ok((
+            vec![StatePart::conv(conv.channels, positions, dtype)],
+            format!(
+                "short conv: {} channels over conv_L_cache - 1 = {positions} positions, \
+                 {dtype}",
+                conv.channels
+            ),
+        ));
+    }
     if kind == LayerKind::LinearAttention {
         let linear = hf.linear_attention()?;
         // vLLM keeps conv_kernel - 1 positions of conv state.
@@ -268,11 +347,12 @@ fn state_parts(hf: &HfConfig, kind: LayerKind) -> Result<(Vec<StatePart>, String
             let groups = mamba.n_groups.ok_or_else(|| missing("mamba n_groups"))?;
             let heads = mamba.heads.ok_or_else(|| missing("mamba heads"))?;
             let head_dim = mamba.head_dim.ok_or_else(|| missing("mamba head_dim"))?;
+            let (held, repeated) = mamba2_groups(groups, tp)?;
             Ok((
                 vec![
                     StatePart::mamba2_conv_vllm(
                         mamba.d_inner,
-                        groups,
+                        held,
                         mamba.d_state,
                         mamba.d_conv,
                         dtype,
@@ -281,8 +361,8 @@ fn state_parts(hf: &HfConfig, kind: LayerKind) -> Result<(Vec<StatePart>, String
                     StatePart::mamba2_ssm(heads, head_dim, mamba.d_state, ssm_dtype),
                 ],
                 format!(
-                    "Mamba2: d_inner {}, d_state {}, {groups} groups, {heads} heads of \
-                     {head_dim}, conv over d_conv - 1 = {} positions, conv {dtype}, ssm \
+                    "Mamba2: d_inner {}, d_state {}, {groups} groups{repeated}, {heads} heads \
+                     of {head_dim}, conv over d_conv - 1 = {} positions, conv {dtype}, ssm \
                      {ssm_dtype}",
                     mamba.d_inner,
                     mamba.d_state,
@@ -291,6 +371,29 @@ fn state_parts(hf: &HfConfig, kind: LayerKind) -> Result<(Vec<StatePart>, String
             ))
         }
     }
+}
+
+/// Mamba2's groups over all `tp` ranks, with words where they are repeated.
+/// vLLM's `MambaMixer2` shards the groups with the heads; one group that `tp`
+/// does not split is repeated on every rank (`extra_groups_for_head_shards`
+/// adds `tp - 1`), and any other count `tp` does not split is refused.
+fn mamba2_groups(groups: u64, tp: u64) -> Result<(u64, String), KvError> {
+    if groups.is_multiple_of(tp) {
+        return Ok((groups, String::new()));
+    }
+    if groups != 1 {
+        return Err(KvError::Parallel {
+            declaration: LayerKind::Mamba.name().to_owned(),
+            problem: format!(
+                "Mamba2 n_groups {groups} is neither 1 nor divisible by tp {tp}; vLLM's \
+                 MambaMixer2 requires one or the other"
+            ),
+        });
+    }
+    Ok((
+        tp,
+        format!(" (repeated on each of the {tp} tp ranks: {tp} in all)"),
+    ))
 }
 
 /// The ssm state's dtype: the model dtype (`mamba_ssm_cache_dtype auto`),
@@ -552,7 +655,7 @@ impl Builder<'_> {
             }
             LayerKind::ChunkedAttention => self.chunked(hf.geometry()?.with_layers(count), hf),
             LayerKind::Mamba => self.mamba(hf, count),
-            LayerKind::LinearAttention => self.recurrent(hf, LayerKind::LinearAttention, count),
+            LayerKind::LinearAttention | LayerKind::ShortConv => self.recurrent(hf, kind, count),
             // Holds nothing; the caller skips it. An error, not a panic, if not.
             _ => Err(config_error(
                 "layer pattern",
@@ -565,23 +668,33 @@ impl Builder<'_> {
         self.recurrent(hf, LayerKind::Mamba, layers)
     }
 
-    /// Mamba or Gated DeltaNet state over `layers`: pages of the state,
-    /// padded to the attention page in a hybrid, 2 (or 3 with checkpoints)
-    /// in `align` mode, plus one per speculative token.
+    /// Mamba, Gated DeltaNet or short-conv state over `layers`: pages of
+    /// the state, padded to the attention page in a hybrid, 2 (or 3 with
+    /// checkpoints) in `align` mode, plus one per speculative token. The
+    /// parts are all ranks' together; pages are one rank's.
     fn recurrent(&self, hf: &HfConfig, kind: LayerKind, layers: u64) -> Result<KvSpec, KvError> {
-        let (mut parts, words) = state_parts(hf, kind)?;
-        let content = RecurrentState::from_parts(1, parts.clone())
-            .bytes_per_layer()
-            .map_err(overflow(format!("one {kind} layer's state")))?;
+        let tp = self.settings.engine.tensor_parallel;
+        let (mut parts, words) = state_parts(hf, kind, tp)?;
+        let content = rank_bytes(&parts, tp, kind)?;
         let padded = self.paging.padded_page();
         if let Some(page) = padded {
-            // One byte per element, split like the state, so ranks divide it.
-            parts.push(
-                StatePart::new("page_padding", [page - content, 1, 1], DType::U8).split_on(0),
-            );
+            // One byte per element, split like the state, so each rank holds
+            // its own page's padding.
+            let padding = page
+                .checked_sub(content)
+                .and_then(|rank| rank.checked_mul(tp))
+                .ok_or_else(|| {
+                    overflow(format!("{kind} page padding at tp {tp}"))(crate::Overflow {
+                        step: "the padding of every rank",
+                    })
+                })?;
+            parts.push(StatePart::new("page_padding", [padding, 1, 1], DType::U8).split_on(0));
         }
+        // Mamba2 and Gated DeltaNet layers export a prefill checkpoint
+        // (`num_prefill_checkpoint_blocks` 1); short convs and Mamba1 do not.
         let checkpoints = kind == LayerKind::LinearAttention
-            || hf.mamba().is_ok_and(|m| m.version == MambaVersion::Mamba2);
+            || (kind == LayerKind::Mamba
+                && hf.mamba().is_ok_and(|m| m.version == MambaVersion::Mamba2));
         let (mode, pages) = if self.paging.align {
             ("align", 2 + u64::from(checkpoints))
         } else {
@@ -599,16 +712,20 @@ impl Builder<'_> {
             .bytes_per_row()
             .map_err(overflow(format!("{layers} {kind} layers")))?;
         let page = padded.unwrap_or(content);
-        let name = if kind == LayerKind::Mamba {
-            "mamba"
-        } else {
-            "linear_attention"
+        let name = match kind {
+            LayerKind::Mamba => "mamba",
+            LayerKind::ShortConv => "short_conv",
+            _ => "linear_attention",
         };
         let mut spec = KvSpec::recurrent(
             name,
             format!(
                 "vLLM {VLLM_VERSION} MambaSpec ({words}; mamba cache mode {mode}: {slots} \
-                 page(s) of {page} B{})",
+                 page(s) of {page} B{}{})",
+                match tp {
+                    1 => String::new(),
+                    _ => format!(" per rank at tp {tp}"),
+                },
                 match padded {
                     Some(_) => format!(", state {content} B padded to the attention page"),
                     None => String::new(),
