@@ -23,6 +23,10 @@ pub enum LayerKind {
     LinearAttention,
     /// `"mamba"`: a Mamba (state-space) layer.
     Mamba,
+    /// `"mlp"` (also `"moe"`): an MLP or mixture-of-experts block alone, no
+    /// attention and no state, so it holds no cache (Nemotron-H's `-` and
+    /// `E` layers).
+    Mlp,
     /// `"kv_shared"`: a layer that reads an earlier layer's K/V and holds none
     /// of its own (Gemma-3n's last `num_kv_shared_layers`). Not a
     /// `layer_types` name: [`LayerKind::from_name`] does not accept it.
@@ -31,12 +35,13 @@ pub enum LayerKind {
 
 impl LayerKind {
     /// Every kind, in the order reports list them.
-    pub const ALL: [LayerKind; 6] = [
+    pub const ALL: [LayerKind; 7] = [
         LayerKind::FullAttention,
         LayerKind::SlidingAttention,
         LayerKind::ChunkedAttention,
         LayerKind::LinearAttention,
         LayerKind::Mamba,
+        LayerKind::Mlp,
         LayerKind::KvShared,
     ];
 
@@ -48,15 +53,19 @@ impl LayerKind {
             LayerKind::ChunkedAttention => "chunked_attention",
             LayerKind::LinearAttention => "linear_attention",
             LayerKind::Mamba => "mamba",
+            LayerKind::Mlp => "mlp",
             LayerKind::KvShared => "kv_shared",
         }
     }
 
     /// Parses a `layer_types` / `layers_block_type` entry; `"attention"` is
-    /// full attention. `None` for any other name: nothing is guessed.
+    /// full attention, `"moe"` an MLP layer. `None` for any other name:
+    /// nothing is guessed.
     pub fn from_name(name: &str) -> Option<LayerKind> {
-        if name == "attention" {
-            return Some(LayerKind::FullAttention);
+        match name {
+            "attention" => return Some(LayerKind::FullAttention),
+            "moe" => return Some(LayerKind::Mlp),
+            _ => {}
         }
         LayerKind::ALL
             .into_iter()
@@ -71,7 +80,7 @@ impl LayerKind {
             .filter(|kind| **kind != LayerKind::KvShared)
             .map(|k| k.name())
             .collect();
-        names.push("attention");
+        names.extend(["attention", "moe"]);
         names.join(", ")
     }
 }
@@ -692,7 +701,8 @@ mod tests {
         assert_eq!(LayerKind::from_name("attention"), Some(Full));
         assert_eq!(LayerKind::from_name("hybrid"), None);
         assert_eq!(LayerKind::from_name("Mamba"), None);
-        assert!(LayerKind::names_list().ends_with("mamba, attention"));
+        assert!(LayerKind::names_list().ends_with("mamba, mlp, attention, moe"));
+        assert_eq!(LayerKind::from_name("moe"), Some(LayerKind::Mlp));
     }
 
     #[test]
