@@ -209,6 +209,12 @@ fn minicpm3_caches_plain_heads_not_an_mla_latent() {
     saved["head_dim"] = json!(32);
     saved["num_key_value_heads"] = json!(8);
     assert_eq!(per_position(&estimate(&saved, &at(8192)).unwrap()), 952_320);
+    // A head dim given explicitly wins, as for every family.
+    let given = crate::HfConfig::from_value(minicpm3_4b())
+        .with_head_dim(128)
+        .geometry()
+        .unwrap();
+    assert_eq!((given.kv_heads, given.head_dim), (40, 128));
     // Without its rope part, the head is not known: the key is named.
     let mut broken = minicpm3_4b();
     broken.as_object_mut().unwrap().remove("qk_rope_head_dim");
