@@ -238,7 +238,16 @@ impl HfConfig {
                 } else {
                     LAYERS_BLOCK_TYPE
                 };
-                list_pattern(&name, key, value, layers)?
+                let pattern = list_pattern(&name, key, value, layers)?;
+                if self
+                    .model_types()
+                    .first()
+                    .is_some_and(|t| LINEAR_IS_MAMBA.contains(t))
+                {
+                    linear_as_mamba(&name, &pattern)?
+                } else {
+                    pattern
+                }
             };
             listed.push((name.clone(), pattern));
         }
@@ -407,6 +416,23 @@ fn kv_shared_tail(pattern: LayerPattern, name: &str, shared: u64) -> Result<Laye
         pattern.source()
     );
     LayerPattern::from_kinds(kinds, key).map_err(|e| pattern_error(name, e))
+}
+
+/// Families whose layer lists say `linear_attention` for their Mamba2 layers:
+/// transformers 5 saves Nemotron-H's `M` so (`NemotronHConfig._pattern_to_list`),
+/// and vLLM reads it back as `M` (the `hybrid_override_pattern` property).
+const LINEAR_IS_MAMBA: &[&str] = &["nemotron_h"];
+
+/// `pattern` with its `linear_attention` layers read as Mamba.
+fn linear_as_mamba(name: &str, pattern: &LayerPattern) -> Result<LayerPattern, KvError> {
+    let kinds = pattern
+        .kinds()
+        .map(|kind| match kind {
+            LayerKind::LinearAttention => LayerKind::Mamba,
+            other => other,
+        })
+        .collect();
+    LayerPattern::from_kinds(kinds, pattern.source()).map_err(|e| pattern_error(name, e))
 }
 
 /// Nemotron-H's `hybrid_override_pattern`: one character per layer, read

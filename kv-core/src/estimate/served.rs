@@ -280,6 +280,37 @@ fn nemotron_h_8b_has_4_attention_and_24_mamba2_layers() {
 }
 
 #[test]
+fn nemotron_h_saved_by_transformers_5_lists_its_mamba_as_linear_attention() {
+    // NemotronHConfig._pattern_to_list: M linear_attention, - mlp,
+    // * full_attention, E moe; vLLM reads the list back as the pattern.
+    let list: Vec<&str> = NEMOTRON_H_PATTERN
+        .chars()
+        .map(|c| match c {
+            'M' => "linear_attention",
+            '-' => "mlp",
+            '*' => "full_attention",
+            _ => "moe",
+        })
+        .collect();
+    let mut saved = nemotron_h_8b();
+    saved
+        .as_object_mut()
+        .unwrap()
+        .remove("hybrid_override_pattern");
+    saved["layers_block_type"] = json!(list);
+    let e = estimate(&saved, &at(8192)).unwrap();
+    let published = estimate(&nemotron_h_8b(), &at(8192)).unwrap();
+    assert_eq!(names(&e), [("mamba", 24), ("full_attention", 4)]);
+    // 24 x 3 x 4,259,840 + 4 x 4,096 x 8,320, as from the pattern.
+    let per_row: u64 = e.specs.iter().map(|s| s.bytes_per_row().unwrap()).sum();
+    assert_eq!(per_row, 443_023_360);
+    assert_eq!(e.block_size, published.block_size);
+    // Both spellings at once must agree, layer by layer.
+    saved["hybrid_override_pattern"] = json!(NEMOTRON_H_PATTERN);
+    assert_eq!(estimate(&saved, &at(8192)).unwrap().block_size, 1040);
+}
+
+#[test]
 fn nemotron_h_mamba_width_is_heads_times_head_dim_as_vllm_builds_it() {
     // Nemotron-H-4B's layout: hidden 3,072 and expand 2 (6,144), but 112
     // Mamba heads of 64 = 7,168, which vLLM builds the mixer with; attention
