@@ -45,8 +45,9 @@ pub struct Args {
     #[arg(long)]
     no_async_scheduling: bool,
     /// How attention K/V and MLA latents are stored: a dtype (bf16, f8e4m3,
-    /// ...) or a block format (q8_0, q4_0, nvfp4, ...).
-    #[arg(long, value_parser = parse_storage)]
+    /// ...), a block format (q8_0, q4_0, nvfp4, ...), or vLLM's
+    /// --kv-cache-dtype name (fp8, fp8_e5m2, int8_per_token_head, ...).
+    #[arg(long, visible_alias = "kv-cache-dtype", value_parser = parse_storage)]
     kv_format: Option<Storage>,
     /// Tensor-parallel size (1 to 4096): figures are per rank.
     #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u64).range(1..=4096))]
@@ -161,13 +162,14 @@ fn estimate_file(
     estimated(file, estimate, args).map_err(|p| vec![p])
 }
 
-/// A length given with --positions that cannot be used: bad usage, exit 2.
-fn usage(file: &Path, problem: &str) -> ! {
+/// A value a flag gave that cannot be used (a length the model refuses, a
+/// KV format vLLM refuses for the model): bad usage, exit 2.
+fn usage(file: &Path, flag: &str, problem: &str) -> ! {
     let problem = problem.strip_prefix("kv: ").unwrap_or(problem);
     clap::Error::raw(
         clap::error::ErrorKind::ValueValidation,
         format!(
-            "invalid value for '--positions': {}: {problem}\n",
+            "invalid value for '{flag}': {}: {problem}\n",
             file.display()
         ),
     )
@@ -181,12 +183,17 @@ fn problem(file: &Path, error: KvError, args: &Args) -> Problem {
     match &error {
         KvError::LongerThanModel { .. } => usage(
             file,
+            "--positions",
             &format!("{error} (--allow-long-max-model-len allows it)"),
         ),
         KvError::Config {
             what: "max_model_len",
             problem,
-        } if args.positions.is_some() => usage(file, problem),
+        } if args.positions.is_some() => usage(file, "--positions", problem),
+        KvError::Config {
+            what: "kv format",
+            problem,
+        } => usage(file, "--kv-format", problem),
         KvError::Config {
             what: "max_model_len",
             ..

@@ -274,13 +274,31 @@ fn a_key_left_to_the_loader_is_defaulted_and_one_with_no_default_is_asked_for() 
     assert!(
         stdout(&out).contains("`sliding_window_pattern` 6 (transformers Gemma3TextConfig default)")
     );
-    let file = shipped("qwen3-next-80b-a3b");
+    // No dtype key: resolved as vLLM resolves it, and said.
+    let out = kv(&[
+        "estimate",
+        &shipped("qwen3-next-80b-a3b"),
+        "--positions",
+        "8192",
+    ]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    assert!(
+        stdout(&out).contains("dtype bf16: none of `torch_dtype`, `dtype` is set"),
+        "{}",
+        stdout(&out)
+    );
+    let dir = scratch("no-default");
+    let file = write(
+        &dir,
+        "config.json",
+        r#"{"model_type": "llama", "num_key_value_heads": 8, "head_dim": 128, "torch_dtype": "bfloat16"}"#,
+    );
     let out = kv(&["estimate", &file, "--positions", "8192"]);
     assert_eq!(out.status.code(), Some(1));
     let err = stderr(&out);
     assert_eq!(err.lines().count(), 1, "{err}");
     assert!(err.starts_with(&format!("kv: {file}: ")), "{err}");
-    assert!(err.contains("give `torch_dtype`"), "{err}");
+    assert!(err.contains("give `num_hidden_layers`"), "{err}");
     assert!(err.contains("--set KEY=VALUE"), "{err}");
     // A key nothing reads is an error, not a silent no-op.
     let out = kv(&[
@@ -339,19 +357,16 @@ fn a_directory_with_one_broken_file_reports_the_others() {
         "{err}"
     );
 
-    // The whole shipped directory: every good file reported, the one that
-    // needs a value (Qwen3-Next's dtype) named once.
+    // The whole shipped directory: every file reported (Qwen3-Next's
+    // missing dtype is resolved as vLLM resolves it).
     let out = kv(&[
         "estimate",
         configs().to_str().unwrap(),
         "--positions",
         "8192",
     ]);
-    assert_eq!(out.status.code(), Some(1));
-    assert_eq!(stdout(&out).matches("  total: ").count(), SHIPPED.len() - 1);
-    let err = stderr(&out);
-    assert_eq!(err.lines().count(), 1, "{err}");
-    assert!(err.contains("qwen3-next-80b-a3b"), "{err}");
+    assert!(out.status.success(), "{}", stderr(&out));
+    assert_eq!(stdout(&out).matches("  total: ").count(), SHIPPED.len());
 }
 
 #[test]
@@ -409,9 +424,10 @@ fn bad_files_are_one_line_naming_the_file_and_the_key() {
         let out = kv(&["estimate", &file, "--positions", "8192"]);
         let err = stderr(&out);
         assert_eq!(out.status.code(), Some(1), "{name}: {err}");
-        // Each problem is one line naming the file; every missing value at once.
+        // Each problem is one line naming the file; every missing value at
+        // once (layers, KV heads, head dim: the dtype vLLM resolves).
         let expected_lines = match name {
-            "array.json" | "null.json" => 4,
+            "array.json" | "null.json" => 3,
             "missing.json" => 2,
             _ => 1,
         };
@@ -803,4 +819,72 @@ fn a_hybrids_block_is_set_from_one_ranks_shard() {
         let json: Value = serde_json::from_str(&stdout(&out)).unwrap();
         assert_eq!(json[0]["block_size"], block, "tp {tp}");
     }
+}
+
+#[test]
+fn vllms_kv_cache_dtype_names_are_kv_formats_and_falcon_ignores_them() {
+    let llama = shipped("llama-3-8b");
+    // int8_per_token_head: 32 layers x 8 heads x (K + V) x (128 + 4) B.
+    for (flag, name, bytes) in [
+        ("--kv-format", "int8_per_token_head", 67_584),
+        ("--kv-cache-dtype", "int4_per_token_head", 34_816),
+        ("--kv-cache-dtype", "fp8", 65_536),
+        ("--kv-format", "fp8_e5m2", 65_536),
+    ] {
+        let out = kv(&["estimate", &llama, "--positions", "8192", flag, name]);
+        assert!(out.status.success(), "{name}: {}", stderr(&out));
+        assert!(
+            stdout(&out).contains(&format!("total: {} B per position", grouped(bytes))),
+            "{name}: {}",
+            stdout(&out)
+        );
+    }
+    // No MLA backend of vLLM 0.33 takes a per-token-head format: bad usage.
+    let out = kv(&[
+        "estimate",
+        &shipped("deepseek-v2-lite"),
+        "--positions",
+        "8192",
+        "--kv-format",
+        "int8_per_token_head",
+    ]);
+    assert_eq!(out.status.code(), Some(2), "{}", stderr(&out));
+    assert!(
+        stderr(&out).contains("invalid value for '--kv-format'")
+            && stderr(&out).contains("int8_per_token_head on an MLA model"),
+        "{}",
+        stderr(&out)
+    );
+    let out = kv(&["estimate", &llama, "--kv-format", "fp8_e4m2"]);
+    assert_eq!(out.status.code(), Some(2));
+    assert!(
+        stderr(&out).contains("int4_per_token_head"),
+        "{}",
+        stderr(&out)
+    );
+    // Falcon-7B keeps bf16 K/V: 32 layers x 1 head x 64 x 2 x 2 B.
+    let dir = scratch("falcon-format");
+    let falcon = write(
+        &dir,
+        "config.json",
+        r#"{"alibi": false, "architectures": ["FalconForCausalLM"], "bias": false,
+            "hidden_size": 4544, "model_type": "falcon", "multi_query": true,
+            "new_decoder_architecture": false, "num_attention_heads": 71,
+            "num_hidden_layers": 32, "parallel_attn": true, "torch_dtype": "bfloat16"}"#,
+    );
+    let out = kv(&[
+        "estimate",
+        &falcon,
+        "--positions",
+        "2048",
+        "--kv-cache-dtype",
+        "fp8",
+    ]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    let text = stdout(&out);
+    assert!(text.contains("total: 8,192 B per position"), "{text}");
+    assert!(
+        text.contains("(assumes the KV format f8e4m3 asked is not applied: vLLM 0.33's Falcon"),
+        "{text}"
+    );
 }

@@ -17,7 +17,7 @@ mod quant;
 mod state;
 mod text;
 
-pub(crate) use models::Holds;
+pub(crate) use models::{Holds, KvCacheDtype};
 pub use quant::{KvCacheScheme, KvQuantType};
 pub use state::{LinearAttentionConfig, MambaConfig, MambaVersion, MlaConfig, ShortConvConfig};
 pub use text::parse_json;
@@ -64,6 +64,10 @@ pub enum DTypeRule {
     /// vLLM's `--dtype auto` on a GPU with bf16: a float32 checkpoint is
     /// served in bfloat16 ("Downcast for float32 models",
     /// `vllm/config/model.py _resolve_auto_dtype`); any other dtype as written.
+    /// A config with no dtype key (GPT-2, GPT-J, BLOOM) is float32 to vLLM
+    /// when no safetensors header says otherwise
+    /// (`ModelArchConfigConvertorBase.get_torch_dtype`), so bfloat16 too;
+    /// said in [`HfConfig::notes`].
     VllmAuto,
 }
 
@@ -112,7 +116,8 @@ enum Section {
 ///
 /// **Loader defaults.** A key the config leaves out entirely, where the
 /// family's loader fills it (`model_type` `gemma2`, `gemma3`, `gemma3n`,
-/// `llama4`, `falcon`, `gpt_bigcode`: transformers' config classes), takes the
+/// `llama4`, `falcon`, `gpt_bigcode`, `nemotron_h`: transformers' config
+/// classes), takes the
 /// loader's default; each one applied is named with its source in
 /// [`HfConfig::notes`]. A key set to `null` is not defaulted.
 ///
@@ -124,7 +129,7 @@ enum Section {
 /// | [`HfConfig::mla`] | [`MlaConfig`] | `kv_lora_rank`, `qk_rope_head_dim`, layers, dtype |
 /// | [`HfConfig::mamba`] | [`MambaConfig`] | `mamba_d_state` / `state_size`, `mamba_d_conv` / `conv_kernel`, `mamba_expand` / `expand`, groups, heads, head dim, ... |
 /// | [`HfConfig::linear_attention`] | [`LinearAttentionConfig`] | `linear_num_key_heads`, `linear_num_value_heads`, `linear_key_head_dim`, `linear_value_head_dim`, `linear_conv_kernel_dim` |
-/// | [`HfConfig::layer_pattern`] | [`LayerPattern`](crate::LayerPattern) | `layer_types`, `layers_block_type`, `sliding_window_pattern`, `full_attention_interval`, `attn_layer_period` + `attn_layer_offset`, `no_rope_layers` + `attention_chunk_size`, `num_kv_shared_layers` |
+/// | [`HfConfig::layer_pattern`] | [`LayerPattern`](crate::LayerPattern) | `layer_types`, `layers_block_type`, `hybrid_override_pattern`, `sliding_window_pattern`, `full_attention_interval`, `attn_layer_period` + `attn_layer_offset`, `no_rope_layers` + `attention_chunk_size`, `num_kv_shared_layers` |
 /// | [`HfConfig::sliding_window`] | `Option<u64>` | `sliding_window` (`null`: none), `use_sliding_window` |
 /// | [`HfConfig::kv_cache_scheme`] | `Option<`[`KvCacheScheme`]`>` | `quantization_config.kv_cache_scheme`, `quantization_config.kv_cache_quant_algo` |
 ///
@@ -425,6 +430,7 @@ impl HfConfig {
                 }
                 _ => self.attention_heads_as_kv_heads("`attn_config.kv_n_heads`")?,
             },
+            models::KvHeads::MiniCpm3 => self.minicpm3_kv_heads()?,
             models::KvHeads::ChatGlm => {
                 if self.flag("multi_query_attention")? {
                     self.count_or(WHAT, None, &["multi_query_group_num"])?
@@ -453,6 +459,30 @@ impl HfConfig {
             }
         }
         Ok(kv_heads)
+    }
+
+    /// MiniCPM3: every attention head caches its own K/V, whatever
+    /// `num_key_value_heads` says (vLLM builds its `Attention` with
+    /// `num_kv_heads` = the attention heads).
+    fn minicpm3_kv_heads(&self) -> Result<u64, KvError> {
+        let Some((key, value)) = self.find(ATTENTION_HEADS) else {
+            return Err(KvError::Config {
+                what: "kv_heads",
+                problem: format!(
+                    "MiniCPM3 caches one K/V head per attention head, but none of {} is \
+                     set; {}; give `num_attention_heads`",
+                    keys(ATTENTION_HEADS),
+                    self.looked_in()
+                ),
+            });
+        };
+        let heads = positive("kv_heads", &key, value)?;
+        self.note(format!(
+            "MiniCPM3: MLA-shaped keys, but vLLM caches plain heads: kv heads = `{key}` \
+             {heads}, head dim `qk_nope_head_dim` + `qk_rope_head_dim`, V padded to it \
+             (`MiniCPM3Attention`)"
+        ));
+        Ok(heads)
     }
 
     /// No KV-head key: every attention head has its own K/V (vLLM's fallback).
@@ -495,6 +525,9 @@ impl HfConfig {
         let head_dim_keys = match rule {
             Some(models::KvHeads::ChatGlm) => HEAD_DIM_CHATGLM,
             Some(models::KvHeads::Zamba2) => HEAD_DIM_ZAMBA2,
+            Some(models::KvHeads::MiniCpm3) if self.head_dim.is_none() => {
+                return self.qk_head_dim();
+            }
             _ => HEAD_DIM,
         };
         if self.head_dim.is_some() || self.find(head_dim_keys).is_some() {
@@ -568,8 +601,41 @@ impl HfConfig {
         Ok(width / heads)
     }
 
+    /// `qk_nope_head_dim + qk_rope_head_dim`: the head MiniCPM3 caches
+    /// (`head_dim`, which transformers sets to the rotary part, is not it).
+    fn qk_head_dim(&self) -> Result<u64, KvError> {
+        let nope = self.count_or("head_dim", None, &["qk_nope_head_dim"]);
+        let rope = self.count_or("head_dim", None, &["qk_rope_head_dim"]);
+        let (nope, rope) = match (nope, rope) {
+            (Ok(nope), Ok(rope)) => (nope, rope),
+            (nope, rope) => {
+                return Err(KvError::from_all(
+                    [nope.err(), rope.err()].into_iter().flatten().collect(),
+                )
+                .unwrap_or_else(no_error_collected))
+            }
+        };
+        nope.checked_add(rope).ok_or_else(|| KvError::Config {
+            what: "head_dim",
+            problem: format!("`qk_nope_head_dim` {nope} + `qk_rope_head_dim` {rope} overflows u64"),
+        })
+    }
+
     pub(crate) fn read_dtype(&self) -> Result<DType, KvError> {
         let Some((key, value)) = self.find(DTYPE) else {
+            if self.dtype_rule == DTypeRule::VllmAuto {
+                // vLLM reads the weights' dtype from their safetensors
+                // header, else takes float32 (`get_torch_dtype`), and auto
+                // serves float32 in bfloat16 (`_resolve_auto_dtype`).
+                self.note(format!(
+                    "dtype bf16: none of {} is set, which vLLM resolves as float32 (its \
+                     default when the config has no dtype and no safetensors header says \
+                     one), and its dtype=auto serves float32 in bfloat16 on a bf16 GPU \
+                     (Ampere, Hopper); give `torch_dtype` if the weights are another dtype",
+                    keys(DTYPE)
+                ));
+                return Ok(DType::BF16);
+            }
             return Err(KvError::Config {
                 what: "dtype",
                 problem: format!(

@@ -14,6 +14,8 @@ mod export;
 mod max_len;
 #[cfg(test)]
 mod published;
+#[cfg(test)]
+mod served;
 mod vllm;
 
 pub use export::{EstimateRank, ExportedEstimate, ExportedEstimateCluster, ExportedEstimateRank};
@@ -110,8 +112,10 @@ pub struct EstimateSettings {
     /// [`DEFAULT_MAX_NUM_BATCHED_TOKENS`]).
     pub max_num_batched_tokens: u64,
     /// How attention K/V and MLA latents are stored (vLLM
-    /// `--kv-cache-dtype`); `None`: the model dtype, or what the config's
-    /// `kv_cache_scheme` states.
+    /// `--kv-cache-dtype`, whose names [`Storage::from_name`] reads); `None`:
+    /// the model dtype, or what the config's `kv_cache_scheme` states. A
+    /// family whose vLLM attention ignores it (Falcon) keeps the model dtype,
+    /// and says so.
     pub kv_format: Option<Storage>,
     /// Keys given over the config ([`HfConfig::with_value`]); a dotted key
     /// (`text_config.layer_types`) sets that section. A key that nothing
@@ -246,8 +250,10 @@ pub struct Estimate {
 /// declaration's note:
 ///
 /// 1. **A family with no attention** kv sizes (RWKV) is an error that says so.
-/// 2. **MLA** when `kv_lora_rank` is set: one latent per layer
-///    ([`HfConfig::mla`]).
+/// 2. **MLA** when `kv_lora_rank` is set in a family vLLM serves with MLA
+///    (DeepSeek-V2/V3, Kimi-K2) or one kv does not know: one latent per
+///    layer ([`HfConfig::mla`]). MiniCPM3 writes the key but vLLM caches
+///    plain heads, read as attention.
 /// 3. **A layer pattern** when [`HfConfig::layer_pattern`] finds one (from
 ///    the config, or the family's loader default), or the family holds
 ///    attention and Mamba2 in every layer (Falcon-H1): one declaration per
@@ -255,7 +261,8 @@ pub struct Estimate {
 ///    pipeline stages split it by layer; full, sliding and chunked attention,
 ///    Mamba, Gated DeltaNet and short conv (LFM2). A `hybrid` layer (Zamba2)
 ///    holds both attention and Mamba2, and counts in each. Layers that share
-///    another layer's K/V (`num_kv_shared_layers`) hold none.
+///    another layer's K/V (`num_kv_shared_layers`) and MLP-only layers
+///    (Nemotron-H's `-`, `E`) hold none.
 /// 4. **An encoder-decoder** (Whisper) when `max_source_positions` is set:
 ///    the decoder's self-attention over `max_model_len`, and its
 ///    cross-attention over `max_num_encoder_input_tokens` (vLLM 0.33's
@@ -273,7 +280,9 @@ pub struct Estimate {
 /// longer one given is refused unless allowed). Every value that cannot be
 /// read is reported at once ([`KvError::Several`]), and a given value that
 /// nothing reads is an error. Recurrent state takes the model dtype (vLLM's
-/// `mamba_cache_dtype auto`), never `kv_format`.
+/// `mamba_cache_dtype auto`), never `kv_format`; so does Falcon's attention,
+/// which vLLM builds without the cache config (said where a format was asked).
+/// A per-token-head format on MLA is refused: no vLLM 0.33 MLA backend takes one.
 ///
 /// ```
 /// use kv_core::estimate::{estimate, EstimateSettings};
@@ -428,7 +437,14 @@ fn detect(
         paging,
         note: format!("estimated from config.json: {detected}; {source}"),
     };
-    if hf.value("kv_lora_rank").is_some() {
+    // MLA is a family's: vLLM reads `kv_lora_rank` as MLA only for the
+    // families of its `is_deepseek_mla` list (MiniCPM3 has the key and
+    // caches plain heads); a family kv does not know is read by its keys.
+    let mla_family = match hf.family().map(|row| row.holds) {
+        Some(Holds::Mla) | None => true,
+        Some(_) => false,
+    };
+    if mla_family && hf.value("kv_lora_rank").is_some() {
         let mla = hf.mla()?;
         let detected = format!(
             "MLA: `kv_lora_rank` {} + `qk_rope_head_dim` {} per token per layer, {} layers",
@@ -531,7 +547,7 @@ fn cache_groups(pattern: &LayerPattern) -> Result<Vec<(LayerKind, LayerPattern)>
     let mut kinds: Vec<LayerKind> = Vec::new();
     for (kind, _) in pattern.groups() {
         let holds: &[LayerKind] = match kind {
-            LayerKind::KvShared => &[],
+            LayerKind::KvShared | LayerKind::Mlp => &[],
             LayerKind::Hybrid => &[LayerKind::FullAttention, LayerKind::Mamba],
             _ => std::slice::from_ref(&kind),
         };
@@ -748,14 +764,22 @@ mod tests {
     }
 
     #[test]
-    fn qwen3_next_needs_a_dtype_then_is_12_full_and_36_linear() {
-        let err = estimate(&shipped("qwen3-next-80b-a3b"), &at_8192()).unwrap_err();
-        assert!(err.to_string().contains("torch_dtype"), "{err}");
+    fn qwen3_next_without_a_dtype_is_bf16_then_is_12_full_and_36_linear() {
+        // No dtype key: float32 to vLLM, served in bf16, and said.
+        let resolved = estimate(&shipped("qwen3-next-80b-a3b"), &at_8192()).unwrap();
+        assert!(
+            resolved
+                .detected
+                .contains("dtype bf16: none of `torch_dtype`"),
+            "{}",
+            resolved.detected
+        );
         let e = estimate(
             &shipped("qwen3-next-80b-a3b"),
             &at_8192().set("torch_dtype", "bfloat16"),
         )
         .unwrap();
+        assert_eq!(resolved.specs, e.specs);
         let layers: Vec<(&str, u64)> = e
             .specs
             .iter()

@@ -30,6 +30,10 @@ pub enum LayerKind {
     /// each (Zamba2's `hybrid` layers, beside a shared attention block;
     /// Falcon-H1's every layer).
     Hybrid,
+    /// `"mlp"` (also `"moe"`): an MLP or mixture-of-experts block alone, no
+    /// attention and no state, so it holds no cache (Nemotron-H's `-` and
+    /// `E` layers).
+    Mlp,
     /// `"kv_shared"`: a layer that reads an earlier layer's K/V and holds none
     /// of its own (Gemma-3n's last `num_kv_shared_layers`). Not a
     /// `layer_types` name: [`LayerKind::from_name`] does not accept it.
@@ -38,7 +42,7 @@ pub enum LayerKind {
 
 impl LayerKind {
     /// Every kind, in the order reports list them.
-    pub const ALL: [LayerKind; 8] = [
+    pub const ALL: [LayerKind; 9] = [
         LayerKind::FullAttention,
         LayerKind::SlidingAttention,
         LayerKind::ChunkedAttention,
@@ -46,6 +50,7 @@ impl LayerKind {
         LayerKind::Mamba,
         LayerKind::ShortConv,
         LayerKind::Hybrid,
+        LayerKind::Mlp,
         LayerKind::KvShared,
     ];
 
@@ -59,15 +64,19 @@ impl LayerKind {
             LayerKind::Mamba => "mamba",
             LayerKind::ShortConv => "conv",
             LayerKind::Hybrid => "hybrid",
+            LayerKind::Mlp => "mlp",
             LayerKind::KvShared => "kv_shared",
         }
     }
 
     /// Parses a `layer_types` / `layers_block_type` entry; `"attention"` is
-    /// full attention. `None` for any other name: nothing is guessed.
+    /// full attention, `"moe"` an MLP layer. `None` for any other name:
+    /// nothing is guessed.
     pub fn from_name(name: &str) -> Option<LayerKind> {
-        if name == "attention" {
-            return Some(LayerKind::FullAttention);
+        match name {
+            "attention" => return Some(LayerKind::FullAttention),
+            "moe" => return Some(LayerKind::Mlp),
+            _ => {}
         }
         LayerKind::ALL
             .into_iter()
@@ -82,7 +91,7 @@ impl LayerKind {
             .filter(|kind| **kind != LayerKind::KvShared)
             .map(|k| k.name())
             .collect();
-        names.push("attention");
+        names.extend(["attention", "moe"]);
         names.join(", ")
     }
 }
@@ -705,8 +714,9 @@ mod tests {
         assert_eq!(LayerKind::from_name("hybrid"), Some(LayerKind::Hybrid));
         assert_eq!(LayerKind::from_name("conv"), Some(LayerKind::ShortConv));
         assert_eq!(LayerKind::from_name("Mamba"), None);
-        assert_eq!(LayerKind::from_name("mlp"), None);
-        assert!(LayerKind::names_list().ends_with("mamba, conv, hybrid, attention"));
+        assert_eq!(LayerKind::from_name("mlp"), Some(LayerKind::Mlp));
+        assert_eq!(LayerKind::from_name("moe"), Some(LayerKind::Mlp));
+        assert!(LayerKind::names_list().ends_with("mamba, conv, hybrid, mlp, attention, moe"));
     }
 
     #[test]

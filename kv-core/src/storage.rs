@@ -98,6 +98,51 @@ pub enum Storage {
 }
 
 impl Storage {
+    /// vLLM's `int8_per_token_head`: int8 elements and a float32 scale per
+    /// head per token, beside the K and beside the V
+    /// (`TritonAttentionBackend.customize_spec`: `(head_size + head_size_v)
+    /// x 1 + 2 x 4` bytes per head).
+    pub const INT8_PER_TOKEN_HEAD: Storage = Storage::Scaled {
+        dtype: DType::I8,
+        scale_bytes: 4,
+    };
+    /// vLLM's `fp8_per_token_head`: fp8 (e4m3) elements and a float32 scale
+    /// per head per token, beside the K and beside the V.
+    pub const FP8_PER_TOKEN_HEAD: Storage = Storage::Scaled {
+        dtype: DType::F8E4M3,
+        scale_bytes: 4,
+    };
+    /// vLLM's `int4_per_token_head`: int4 elements two to a byte and a
+    /// float32 scale per head per token, beside the K and beside the V
+    /// (`head_size / 2 + 4` bytes each).
+    pub const INT4_PER_TOKEN_HEAD: Storage = Storage::Scaled {
+        dtype: DType::I4,
+        scale_bytes: 4,
+    };
+
+    /// vLLM 0.33's `--kv-cache-dtype` names (`CacheDType`,
+    /// `vllm/config/cache.py`) that kv sizes, with their storage, as a CUDA
+    /// GPU resolves them: `fp8` is e4m3 there (`current_platform.fp8_dtype()`).
+    /// vLLM's `nvfp4` is [`BlockFormat::NVFP4`], already kv's name.
+    pub const VLLM_NAMES: [(&'static str, Storage); 8] = [
+        ("float16", Storage::Dense(DType::F16)),
+        ("bfloat16", Storage::Dense(DType::BF16)),
+        ("fp8", Storage::Dense(DType::F8E4M3)),
+        ("fp8_e4m3", Storage::Dense(DType::F8E4M3)),
+        ("fp8_e5m2", Storage::Dense(DType::F8E5M2)),
+        ("int8_per_token_head", Storage::INT8_PER_TOKEN_HEAD),
+        ("fp8_per_token_head", Storage::FP8_PER_TOKEN_HEAD),
+        ("int4_per_token_head", Storage::INT4_PER_TOKEN_HEAD),
+    ];
+
+    /// vLLM's name of a per-token-head format; `None` for any other storage.
+    pub(crate) fn per_token_head_name(&self) -> Option<&'static str> {
+        Storage::VLLM_NAMES
+            .into_iter()
+            .find(|(_, storage)| matches!(storage, Storage::Scaled { .. }) && storage == self)
+            .map(|(name, _)| name)
+    }
+
     /// Bytes one vector of `elements` elements takes.
     pub const fn bytes_for(&self, elements: u64) -> Result<u64, Overflow> {
         match *self {
@@ -148,17 +193,31 @@ impl Storage {
         }
     }
 
-    /// Parses `"bf16"`, `"q8_0"`, `"nvfp4"`: a dtype or a named block format.
+    /// Parses `"bf16"`, `"q8_0"`, `"nvfp4"`, `"fp8"`, `"int8_per_token_head"`:
+    /// a dtype, a named block format, or one of vLLM's names
+    /// ([`Storage::VLLM_NAMES`]).
     pub fn from_name(name: &str) -> Option<Storage> {
         DType::from_name(name)
             .map(Storage::Dense)
             .or_else(|| BlockFormat::from_name(name).map(Storage::Blocks))
+            .or_else(|| {
+                Storage::VLLM_NAMES
+                    .into_iter()
+                    .find(|(vllm, _)| *vllm == name)
+                    .map(|(_, storage)| storage)
+            })
     }
 
     /// Every name [`Storage::from_name`] accepts, comma separated.
     pub fn names_list() -> String {
         let blocks = BlockFormat::KNOWN.map(|f| f.name);
-        format!("{}, {}", DType::names_list(), blocks.join(", "))
+        let vllm = Storage::VLLM_NAMES.map(|(name, _)| name);
+        format!(
+            "{}, {}, {}",
+            DType::names_list(),
+            blocks.join(", "),
+            vllm.join(", ")
+        )
     }
 
     /// The rounding, in words, for a vector of `elements`, e.g.
@@ -199,8 +258,11 @@ impl From<BlockFormat> for Storage {
 }
 
 impl fmt::Display for Storage {
-    /// `bf16`, `q8_0`, `fp8e4m3+4B scale`.
+    /// `bf16`, `q8_0`, `int8_per_token_head` (vLLM's name), `u8+2B scale`.
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        if let Some(name) = self.per_token_head_name() {
+            return f.write_str(name);
+        }
         match self {
             Storage::Dense(dtype) => write!(f, "{dtype}"),
             Storage::Blocks(format) => f.write_str(format.name),
@@ -273,7 +335,59 @@ mod tests {
             scale_bytes: 4,
         };
         assert_eq!(fp8.bytes_for(128), Ok(132));
-        assert_eq!(fp8.to_string(), "f8e4m3+4B scale");
+        // An f8e4m3 head with a 4-byte scale is vLLM's fp8_per_token_head.
+        assert_eq!(fp8.to_string(), "fp8_per_token_head");
+        let other = Storage::Scaled {
+            dtype: DType::U8,
+            scale_bytes: 2,
+        };
+        assert_eq!(other.bytes_for(64), Ok(66));
+        assert_eq!(other.to_string(), "u8+2B scale");
+        assert_eq!(other.per_token_head_name(), None);
+        assert_eq!(Storage::Dense(DType::I8).per_token_head_name(), None);
+    }
+
+    #[test]
+    fn vllms_per_token_head_formats_take_a_float32_scale_per_head() {
+        // vLLM: (head_size + head_size_v) x 1 B + 2 x 4 B per head, int4 at
+        // head_size / 2; per vector (one K or one V head of 128):
+        // int8 128 + 4 = 132, fp8 128 + 4 = 132, int4 64 + 4 = 68.
+        for (name, bytes) in [
+            ("int8_per_token_head", 132),
+            ("fp8_per_token_head", 132),
+            ("int4_per_token_head", 68),
+        ] {
+            let storage = Storage::from_name(name).unwrap();
+            assert_eq!(storage.bytes_for(128), Ok(bytes), "{name}");
+            assert_eq!(storage.per_token_head_name(), Some(name));
+            assert_eq!(storage.to_string(), name);
+        }
+        assert_eq!(
+            Storage::from_name("int8_per_token_head"),
+            Some(Storage::Scaled {
+                dtype: DType::I8,
+                scale_bytes: 4
+            })
+        );
+    }
+
+    #[test]
+    fn vllms_dtype_names_read_as_a_cuda_gpu_reads_them() {
+        for (name, dtype) in [
+            ("fp8", DType::F8E4M3),
+            ("fp8_e4m3", DType::F8E4M3),
+            ("fp8_e5m2", DType::F8E5M2),
+            ("float16", DType::F16),
+            ("bfloat16", DType::BF16),
+        ] {
+            assert_eq!(Storage::from_name(name), Some(Storage::Dense(dtype)));
+        }
+        assert_eq!(Storage::from_name("auto"), None);
+        assert_eq!(Storage::from_name("fp8_inc"), None);
+        assert!(Storage::names_list().ends_with(
+            "nvfp4, float16, bfloat16, fp8, fp8_e4m3, fp8_e5m2, int8_per_token_head, \
+             fp8_per_token_head, int4_per_token_head"
+        ));
     }
 
     #[test]
@@ -304,7 +418,7 @@ mod tests {
             Some(Storage::Blocks(BlockFormat::Q4_0))
         );
         assert_eq!(Storage::from_name("q3_k"), None);
-        assert!(Storage::names_list().ends_with("q5_1, nvfp4"));
+        assert!(Storage::names_list().contains("q5_1, nvfp4, "));
         for (format, name) in BlockFormat::KNOWN
             .iter()
             .zip(["q8_0", "q4_0", "q4_1", "q5_0", "q5_1", "nvfp4"])

@@ -90,8 +90,9 @@ fn gemma_3_27b_has_52_sliding_and_10_global_layers() {
     assert_eq!(
         problem,
         format!(
-            "none of `layer_types`, `layers_block_type`, `sliding_window_pattern`, \
-             `full_attention_interval`, `attn_layer_period`, `attn_layer_offset` is set; \
+            "none of `layer_types`, `layers_block_type`, `hybrid_override_pattern`, \
+             `sliding_window_pattern`, `full_attention_interval`, `attn_layer_period`, \
+             `attn_layer_offset` is set; \
              looked at the explicit values, then the top level, then `text_config`, then \
              `llm_config` (absent) of `{}/../examples/configs/gemma-3-27b/config.json`; give one",
             env!("CARGO_MANIFEST_DIR")
@@ -452,8 +453,11 @@ fn mamba2_reads_heads_and_checks_them_against_d_inner() {
         (mamba.n_groups, mamba.heads, mamba.head_dim),
         (Some(8), Some(128), Some(64))
     );
-    // A hybrid never reads attention's `head_dim` as Mamba's.
-    let mut no_mamba_head_dim = nemotron.clone();
+    // A hybrid never reads attention's `head_dim` as Mamba's (Bamba's keys
+    // alike; Nemotron-H's loader defaults `mamba_head_dim`).
+    let mut bamba = nemotron.clone();
+    bamba["model_type"] = json!("bamba");
+    let mut no_mamba_head_dim = bamba.clone();
     no_mamba_head_dim
         .as_object_mut()
         .unwrap()
@@ -464,8 +468,8 @@ fn mamba2_reads_heads_and_checks_them_against_d_inner() {
         problem.starts_with("none of `mamba_d_head`, `mamba_head_dim`, `mamba_headdim` is set"),
         "{problem}"
     );
-    // Heads that do not multiply out to d_inner are a contradiction.
-    let mut wrong = nemotron;
+    // Heads that do not multiply out to d_inner are a contradiction...
+    let mut wrong = bamba;
     wrong["mamba_num_heads"] = json!(100);
     let (what, problem) = config_error(HfConfig::from_value(wrong).mamba());
     assert_eq!(what, "mamba head_dim");
@@ -473,6 +477,11 @@ fn mamba2_reads_heads_and_checks_them_against_d_inner() {
         problem.starts_with("Mamba2 heads 100 x head_dim 64 is not d_inner 8192"),
         "{problem}"
     );
+    // ...except in Nemotron-H, whose mixer vLLM builds heads x head_dim wide.
+    let mut nano = nemotron;
+    nano["mamba_num_heads"] = json!(100);
+    let mamba = HfConfig::from_value(nano).mamba().unwrap();
+    assert_eq!((mamba.d_inner, mamba.expand), (6400, 2));
     // A pure Mamba2 config uses the plain keys.
     let pure = json!({
         "model_type": "mamba2", "num_hidden_layers": 64, "hidden_size": 2560,

@@ -342,3 +342,48 @@ fn counts_read_through_a_reference() {
         "kv: `ByReference.by_reference`: `layers` is -3; a count cannot be negative"
     );
 }
+
+/// vLLM's `--kv-cache-dtype` names, as `kv_format` takes them.
+#[derive(ModelLocalKv)]
+#[kv(
+    name = "int8_heads",
+    cache = "vLLM int8_per_token_head",
+    layers = 32, kv_heads = 8, head_dim = 128, kv_format = int8_per_token_head,
+    positions = bounded(16, because = "one block"),
+    scope = request,
+    rows = max_num_seqs,
+)]
+#[kv(
+    name = "int4_heads",
+    cache = "vLLM int4_per_token_head",
+    layers = 32, kv_heads = 8, head_dim = 128, kv_format = int4_per_token_head,
+    positions = bounded(16, because = "one block"),
+    scope = request,
+    rows = max_num_seqs,
+)]
+#[kv(
+    name = "fp8",
+    cache = "vLLM fp8",
+    layers = 32, kv_heads = 8, head_dim = 128, dtype = bf16, kv_format = fp8, v_format = fp8_per_token_head,
+    positions = bounded(16, because = "one block"),
+    scope = request,
+    rows = max_num_seqs,
+)]
+struct VllmFormats;
+
+#[test]
+fn vllm_format_names_are_storage_formats() {
+    let specs = &VllmFormats::KV_DECLS.static_specs;
+    let per_position = |i: usize| specs[i].layout.bytes_per_position().unwrap().unwrap();
+    // Llama-3-8B's heads: 32 layers x 8 heads x (K + V), each head 128 B of
+    // int8 + a 4 B float32 scale = 132 B: 32 x 8 x 2 x 132.
+    assert_eq!(per_position(0), 67_584);
+    // int4: 64 B + 4 B scale = 68 B a head: 32 x 8 x 2 x 68.
+    assert_eq!(per_position(1), 34_816);
+    // fp8 (e4m3) keys 128 B, fp8_per_token_head values 132 B: 32 x 8 x 260.
+    assert_eq!(per_position(2), 66_560);
+    assert_eq!(
+        specs[0].layout.parts()[0].storage,
+        Storage::INT8_PER_TOKEN_HEAD
+    );
+}

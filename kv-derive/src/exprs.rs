@@ -97,6 +97,10 @@ pub fn storage(format: &StorageValue) -> TokenStream {
             let constant = Ident::new(named.variant, named.span);
             quote! { __kv::Storage::Blocks(__kv::BlockFormat::#constant) }
         }
+        StorageValue::Constant(named) => {
+            let constant = Ident::new(named.variant, named.span);
+            quote! { __kv::Storage::#constant }
+        }
         StorageValue::Expr(value @ Value::AfterLoad(tokens)) => {
             quote_spanned! {value.span()=> __kv::IntoStorage::into_storage(#tokens) }
         }

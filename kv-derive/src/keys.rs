@@ -453,6 +453,24 @@ pub const BLOCK_FORMATS: &[(&str, &str)] = &[
     ("nvfp4", "NVFP4"),
 ];
 
+/// vLLM's `--kv-cache-dtype` spellings of dtypes (`CacheDType`; `fp8` is
+/// e4m3 on a CUDA GPU), with their `DType` variant: kv-core's
+/// `Storage::VLLM_NAMES` that are dense.
+pub const VLLM_DTYPES: &[(&str, &str)] = &[
+    ("float16", "F16"),
+    ("bfloat16", "BF16"),
+    ("fp8", "F8E4M3"),
+    ("fp8_e4m3", "F8E4M3"),
+    ("fp8_e5m2", "F8E5M2"),
+];
+
+/// vLLM's per-token-head formats by name, with their `Storage` constant.
+pub const PER_TOKEN_HEAD_FORMATS: &[(&str, &str)] = &[
+    ("int8_per_token_head", "INT8_PER_TOKEN_HEAD"),
+    ("fp8_per_token_head", "FP8_PER_TOKEN_HEAD"),
+    ("int4_per_token_head", "INT4_PER_TOKEN_HEAD"),
+];
+
 /// A position policy: its name in `positions = NAME(..)`, its
 /// `PositionPolicy` variant, the field its first (positional) input fills,
 /// and the fields of its named inputs.

@@ -6,7 +6,10 @@ use syn::spanned::Spanned;
 use syn::{Lit, LitStr, Path};
 
 use crate::attr::{parse_entries, split_top_level};
-use crate::keys::{self, column, Policy, BLOCK_FORMATS, DTYPES, POLICIES, ROW_DRIVERS, SCOPES};
+use crate::keys::{
+    self, column, Policy, BLOCK_FORMATS, DTYPES, PER_TOKEN_HEAD_FORMATS, POLICIES, ROW_DRIVERS,
+    SCOPES, VLLM_DTYPES,
+};
 use crate::suggest::{closest, nearest, or_list};
 use crate::Errors;
 
@@ -65,11 +68,13 @@ impl DTypeValue {
     }
 }
 
-/// A storage format: a dtype name, a block format's name, or an expression
-/// of type `Storage`.
+/// A storage format: a dtype name (kv's or vLLM's), a block format's name,
+/// vLLM's name of a per-token-head format, or an expression of type `Storage`.
 pub enum StorageValue {
     Dense(Named),
     Blocks(Named),
+    /// A `Storage` constant (`INT8_PER_TOKEN_HEAD`).
+    Constant(Named),
     Expr(Value),
 }
 
@@ -611,15 +616,20 @@ pub fn storage(value: TokenStream, key: &str, errors: &mut Errors) -> Option<Sto
     let Some(ident) = single_ident(&value) else {
         return Some(StorageValue::Expr(expression(value)));
     };
-    if let Some(named) = named(DTYPES, &ident) {
+    if let Some(named) = named(DTYPES, &ident).or_else(|| named(VLLM_DTYPES, &ident)) {
         return Some(StorageValue::Dense(named));
     }
     if let Some(named) = named(BLOCK_FORMATS, &ident) {
         return Some(StorageValue::Blocks(named));
     }
+    if let Some(named) = named(PER_TOKEN_HEAD_FORMATS, &ident) {
+        return Some(StorageValue::Constant(named));
+    }
     let text = ident.to_string();
     let mut valid = column(DTYPES);
     valid.extend(column(BLOCK_FORMATS));
+    valid.extend(column(VLLM_DTYPES));
+    valid.extend(column(PER_TOKEN_HEAD_FORMATS));
     let lower = text
         .chars()
         .all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '_');

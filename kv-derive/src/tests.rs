@@ -272,10 +272,34 @@ fn a_field_marker_stands_alone_on_a_field() {
 
 mod tables {
     use crate::keys::{
-        column, dtype_bytes, key, Need, Place, BLOCK_FORMATS, DTYPES, KEYS, POLICIES, SCOPES,
+        column, dtype_bytes, key, Need, Place, BLOCK_FORMATS, DTYPES, KEYS, PER_TOKEN_HEAD_FORMATS,
+        POLICIES, SCOPES, VLLM_DTYPES,
     };
     use kv_core::__private_v0_1 as private;
-    use kv_core::{BlockFormat, DType, Scope};
+    use kv_core::{BlockFormat, DType, Scope, Storage};
+
+    #[test]
+    fn vllm_names_equal_kv_cores() {
+        let mut names = column(VLLM_DTYPES);
+        names.extend(column(PER_TOKEN_HEAD_FORMATS));
+        assert_eq!(names, Storage::VLLM_NAMES.map(|(name, _)| name));
+        for (name, variant) in VLLM_DTYPES {
+            let Some(Storage::Dense(dtype)) = Storage::from_name(name) else {
+                panic!("{name}")
+            };
+            assert_eq!(format!("{dtype:?}"), *variant, "{name}");
+        }
+        // The derive names each by its constant, `Storage::INT8_PER_TOKEN_HEAD`.
+        let constants = [
+            Storage::INT8_PER_TOKEN_HEAD,
+            Storage::FP8_PER_TOKEN_HEAD,
+            Storage::INT4_PER_TOKEN_HEAD,
+        ];
+        for ((name, constant), storage) in PER_TOKEN_HEAD_FORMATS.iter().zip(constants) {
+            assert_eq!(name.to_uppercase(), *constant);
+            assert_eq!(Storage::from_name(name), Some(storage));
+        }
+    }
 
     #[test]
     fn every_conflict_and_alternative_names_a_key() {

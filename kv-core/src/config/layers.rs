@@ -9,6 +9,7 @@ use crate::{KvError, LayerKind, LayerPattern};
 
 const LAYER_TYPES: &str = "layer_types";
 const LAYERS_BLOCK_TYPE: &str = "layers_block_type";
+const HYBRID_OVERRIDE_PATTERN: &str = "hybrid_override_pattern";
 const SLIDING_WINDOW_PATTERN: &str = "sliding_window_pattern";
 const FULL_ATTENTION_INTERVAL: &str = "full_attention_interval";
 const ATTN_LAYER_PERIOD: &str = "attn_layer_period";
@@ -17,6 +18,7 @@ const ATTN_LAYER_OFFSET: &str = "attn_layer_offset";
 const PATTERN_KEYS: &[&str] = &[
     LAYER_TYPES,
     LAYERS_BLOCK_TYPE,
+    HYBRID_OVERRIDE_PATTERN,
     SLIDING_WINDOW_PATTERN,
     FULL_ATTENTION_INTERVAL,
     ATTN_LAYER_PERIOD,
@@ -41,6 +43,7 @@ impl HfConfig {
     /// |---|---|
     /// | `layer_types` | one name per layer (`"full_attention"`, `"sliding_attention"`, `"chunked_attention"`, `"linear_attention"`, `"mamba"`, `"attention"`) |
     /// | `layers_block_type` | the same, Jamba's spelling (`"attention"`, `"mamba"`) |
+    /// | `hybrid_override_pattern` | one character per layer, as vLLM's Nemotron-H reads it: `*` attention, `M` Mamba2, `-` MLP, `E` MoE (the last two hold nothing) |
     /// | `sliding_window_pattern` N | layer `i` full attention when `(i + 1) % N == 0`, else sliding (Gemma-3) |
     /// | `full_attention_interval` N | layer `i` full attention when `(i + 1) % N == 0`, else linear (Qwen3-Next) |
     /// | `attn_layer_period` P with `attn_layer_offset` O | layer `i` attention when `i % P == O`, else Mamba (Jamba) |
@@ -129,10 +132,11 @@ impl HfConfig {
 
     /// The pattern from the pattern keys; `None` when none is set.
     fn base_pattern(&self, defaults: bool) -> Result<Option<LayerPattern>, KvError> {
-        let lists: Vec<(String, &Value)> = [LAYER_TYPES, LAYERS_BLOCK_TYPE]
-            .into_iter()
-            .filter_map(|key| self.find_in(&[key], defaults))
-            .collect();
+        let lists: Vec<(String, &Value)> =
+            [LAYER_TYPES, LAYERS_BLOCK_TYPE, HYBRID_OVERRIDE_PATTERN]
+                .into_iter()
+                .filter_map(|key| self.find_in(&[key], defaults))
+                .collect();
         let every: Vec<(String, &Value, LayerKind, &'static str)> = [
             (SLIDING_WINDOW_PATTERN, LayerKind::SlidingAttention),
             (FULL_ATTENTION_INTERVAL, LayerKind::LinearAttention),
@@ -226,12 +230,26 @@ impl HfConfig {
 
         let mut listed: Vec<(String, LayerPattern)> = Vec::new();
         for (name, value) in lists {
-            let key = if name.ends_with(LAYER_TYPES) {
-                LAYER_TYPES
+            let pattern = if name.ends_with(HYBRID_OVERRIDE_PATTERN) {
+                override_pattern(&name, value, layers)?
             } else {
-                LAYERS_BLOCK_TYPE
+                let key = if name.ends_with(LAYER_TYPES) {
+                    LAYER_TYPES
+                } else {
+                    LAYERS_BLOCK_TYPE
+                };
+                let pattern = list_pattern(&name, key, value, layers)?;
+                if self
+                    .model_types()
+                    .first()
+                    .is_some_and(|t| LINEAR_IS_MAMBA.contains(t))
+                {
+                    linear_as_mamba(&name, &pattern)?
+                } else {
+                    pattern
+                }
             };
-            listed.push((name.clone(), list_pattern(&name, key, value, layers)?));
+            listed.push((name.clone(), pattern));
         }
 
         let Some((first_name, first)) = listed.first().or(rules.first()).cloned() else {
@@ -398,6 +416,63 @@ fn kv_shared_tail(pattern: LayerPattern, name: &str, shared: u64) -> Result<Laye
         pattern.source()
     );
     LayerPattern::from_kinds(kinds, key).map_err(|e| pattern_error(name, e))
+}
+
+/// Families whose layer lists say `linear_attention` for their Mamba2 layers:
+/// transformers 5 saves Nemotron-H's `M` so (`NemotronHConfig._pattern_to_list`),
+/// and vLLM reads it back as `M` (the `hybrid_override_pattern` property).
+const LINEAR_IS_MAMBA: &[&str] = &["nemotron_h"];
+
+/// `pattern` with its `linear_attention` layers read as Mamba.
+fn linear_as_mamba(name: &str, pattern: &LayerPattern) -> Result<LayerPattern, KvError> {
+    let kinds = pattern
+        .kinds()
+        .map(|kind| match kind {
+            LayerKind::LinearAttention => LayerKind::Mamba,
+            other => other,
+        })
+        .collect();
+    LayerPattern::from_kinds(kinds, pattern.source()).map_err(|e| pattern_error(name, e))
+}
+
+/// Nemotron-H's `hybrid_override_pattern`: one character per layer, read
+/// as vLLM 0.33's `NemotronHModel` builds its layers (`ALL_DECODER_LAYER_TYPES`),
+/// checked against the layer count.
+fn override_pattern(name: &str, value: &Value, layers: u64) -> Result<LayerPattern, KvError> {
+    let bad = |problem: String| KvError::Config {
+        what: WHAT,
+        problem,
+    };
+    let Value::String(text) = value else {
+        return Err(bad(format!(
+            "`{name}` is {}; expected a string of `*` (attention), `M` (Mamba2), `-` (MLP) \
+             and `E` (MoE), one per layer",
+            shown(value)
+        )));
+    };
+    let mut kinds = Vec::with_capacity(text.len());
+    for (index, symbol) in text.chars().enumerate() {
+        kinds.push(match symbol {
+            '*' => LayerKind::FullAttention,
+            'M' => LayerKind::Mamba,
+            '-' | 'E' => LayerKind::Mlp,
+            other => {
+                return Err(bad(format!(
+                    "`{name}` has {other:?} at layer {index}; vLLM's Nemotron-H knows `*` \
+                     (attention), `M` (Mamba2), `-` (MLP) and `E` (MoE)"
+                )))
+            }
+        });
+    }
+    if kinds.len() as u64 != layers {
+        return Err(bad(format!(
+            "`{name}` has {} layers but the model has {layers}; vLLM builds one layer per \
+             character, so give `num_hidden_layers` {}",
+            kinds.len(),
+            kinds.len()
+        )));
+    }
+    LayerPattern::from_kinds(kinds, HYBRID_OVERRIDE_PATTERN).map_err(|e| pattern_error(name, e))
 }
 
 /// A `layer_types`-style list, checked against the layer count.

@@ -27,13 +27,31 @@ pub(crate) enum KvHeads {
     /// concatenated with the embeddings; vLLM's
     /// `Zamba2ModelArchConfigConvertor.get_head_size` reads it).
     Zamba2,
+    /// MLA-shaped keys, plain heads cached: `num_attention_heads` K/V heads
+    /// of `qk_nope_head_dim + qk_rope_head_dim`, V padded to that width
+    /// (vLLM's `MiniCPM3Attention`).
+    MiniCpm3,
+}
+
+/// Whether a family's attention takes vLLM's `--kv-cache-dtype`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum KvCacheDtype {
+    /// The format asked for (its `Attention` is built with the cache config).
+    Asked,
+    /// Never: K/V stay in the model dtype (or a `kv_cache_scheme`'s fp8);
+    /// the words say why.
+    Ignored(&'static str),
 }
 
 /// What a family holds, when its keys alone would not say.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(crate) enum Holds {
-    /// Whatever its keys say (attention, a pattern, MLA, ...).
+    /// Whatever its keys say (attention, a pattern, ...); `kv_lora_rank`
+    /// does not make it MLA.
     ByKeys,
+    /// MLA where `kv_lora_rank` is set (vLLM's `is_deepseek_mla` list), else
+    /// attention by its keys.
+    Mla,
     /// Mamba state in every layer, no attention.
     MambaOnly,
     /// Attention and Mamba2 side by side in every layer, each with its cache
@@ -54,6 +72,7 @@ pub(crate) struct ModelType {
     pub source: &'static str,
     pub kv_heads: KvHeads,
     pub holds: Holds,
+    pub kv_cache_dtype: KvCacheDtype,
 }
 
 const fn generic(names: &'static [&'static str]) -> ModelType {
@@ -63,6 +82,7 @@ const fn generic(names: &'static [&'static str]) -> ModelType {
         source: "",
         kv_heads: KvHeads::Generic,
         holds: Holds::ByKeys,
+        kv_cache_dtype: KvCacheDtype::Asked,
     }
 }
 
@@ -83,6 +103,7 @@ pub(crate) const MODEL_TYPES: &[ModelType] = &[
         source: "transformers Gemma2Config default",
         kv_heads: KvHeads::Generic,
         holds: Holds::ByKeys,
+        kv_cache_dtype: KvCacheDtype::Asked,
     },
     ModelType {
         // Gemma3TextConfig.__post_init__: sliding_window_pattern 6.
@@ -98,6 +119,7 @@ pub(crate) const MODEL_TYPES: &[ModelType] = &[
         source: "transformers Gemma3TextConfig default",
         kv_heads: KvHeads::Generic,
         holds: Holds::ByKeys,
+        kv_cache_dtype: KvCacheDtype::Asked,
     },
     ModelType {
         // Gemma3nTextConfig: every 5th layer full; the last
@@ -116,6 +138,7 @@ pub(crate) const MODEL_TYPES: &[ModelType] = &[
         source: "transformers Gemma3nTextConfig default",
         kv_heads: KvHeads::Generic,
         holds: Holds::ByKeys,
+        kv_cache_dtype: KvCacheDtype::Asked,
     },
     ModelType {
         // Llama4TextConfig: a NoPE (full attention) layer every 4th, the
@@ -132,6 +155,7 @@ pub(crate) const MODEL_TYPES: &[ModelType] = &[
         source: "transformers Llama4TextConfig default",
         kv_heads: KvHeads::Generic,
         holds: Holds::ByKeys,
+        kv_cache_dtype: KvCacheDtype::Asked,
     },
     ModelType {
         names: &["falcon", "RefinedWeb", "RefinedWebModel"],
@@ -142,6 +166,10 @@ pub(crate) const MODEL_TYPES: &[ModelType] = &[
         source: "transformers FalconConfig default",
         kv_heads: KvHeads::MultiQueryFlag,
         holds: Holds::ByKeys,
+        kv_cache_dtype: KvCacheDtype::Ignored(
+            "vLLM 0.33's Falcon builds its `Attention` without the cache config \
+             (`model_executor/models/falcon.py`), so the K/V stay in the model dtype",
+        ),
     },
     ModelType {
         names: &["gpt_bigcode"],
@@ -149,6 +177,7 @@ pub(crate) const MODEL_TYPES: &[ModelType] = &[
         source: "transformers GPTBigCodeConfig default",
         kv_heads: KvHeads::MultiQueryFlag,
         holds: Holds::ByKeys,
+        kv_cache_dtype: KvCacheDtype::Asked,
     },
     ModelType {
         names: &["mpt", "dbrx"],
@@ -156,6 +185,7 @@ pub(crate) const MODEL_TYPES: &[ModelType] = &[
         source: "",
         kv_heads: KvHeads::AttnConfig,
         holds: Holds::ByKeys,
+        kv_cache_dtype: KvCacheDtype::Asked,
     },
     ModelType {
         names: &["chatglm", "glm"],
@@ -163,6 +193,7 @@ pub(crate) const MODEL_TYPES: &[ModelType] = &[
         source: "",
         kv_heads: KvHeads::ChatGlm,
         holds: Holds::ByKeys,
+        kv_cache_dtype: KvCacheDtype::Asked,
     },
     ModelType {
         names: &["mamba", "falcon_mamba", "mamba2"],
@@ -170,6 +201,7 @@ pub(crate) const MODEL_TYPES: &[ModelType] = &[
         source: "",
         kv_heads: KvHeads::Generic,
         holds: Holds::MambaOnly,
+        kv_cache_dtype: KvCacheDtype::Asked,
     },
     ModelType {
         names: &["falcon_h1"],
@@ -177,6 +209,7 @@ pub(crate) const MODEL_TYPES: &[ModelType] = &[
         source: "",
         kv_heads: KvHeads::Generic,
         holds: Holds::MambaAndAttentionInEveryLayer,
+        kv_cache_dtype: KvCacheDtype::Asked,
     },
     ModelType {
         names: &["zamba2"],
@@ -184,6 +217,7 @@ pub(crate) const MODEL_TYPES: &[ModelType] = &[
         source: "",
         kv_heads: KvHeads::Zamba2,
         holds: Holds::ByKeys,
+        kv_cache_dtype: KvCacheDtype::Asked,
     },
     ModelType {
         names: &["rwkv", "rwkv5", "rwkv6", "rwkv7"],
@@ -195,6 +229,46 @@ pub(crate) const MODEL_TYPES: &[ModelType] = &[
              state, which kv's estimator does not size; declare it with \
              `state(...)` in Rust",
         ),
+        kv_cache_dtype: KvCacheDtype::Asked,
+    },
+    ModelType {
+        // vLLM's `is_deepseek_mla` list, of the families kv knows.
+        names: &["deepseek_v2", "deepseek_v3", "kimi_k2"],
+        defaults: &[],
+        source: "",
+        kv_heads: KvHeads::Generic,
+        holds: Holds::Mla,
+        kv_cache_dtype: KvCacheDtype::Asked,
+    },
+    ModelType {
+        // NemotronHConfig: `head_dim` 128 whatever hidden / heads is (the
+        // published configs write `attention_head_dim`, which it does not
+        // read); layers from `hybrid_override_pattern` (layers.rs).
+        names: &["nemotron_h"],
+        defaults: &[
+            ("head_dim", "128"),
+            ("num_attention_heads", "32"),
+            ("num_key_value_heads", "8"),
+            ("mamba_num_heads", "128"),
+            ("mamba_head_dim", "64"),
+            ("n_groups", "8"),
+            ("ssm_state_size", "128"),
+            ("conv_kernel", "4"),
+            ("expand", "2"),
+        ],
+        source: "transformers NemotronHConfig default",
+        kv_heads: KvHeads::Generic,
+        holds: Holds::ByKeys,
+        kv_cache_dtype: KvCacheDtype::Asked,
+    },
+    ModelType {
+        // `kv_lora_rank` is set, but vLLM caches plain K/V heads.
+        names: &["minicpm3"],
+        defaults: &[],
+        source: "",
+        kv_heads: KvHeads::MiniCpm3,
+        holds: Holds::ByKeys,
+        kv_cache_dtype: KvCacheDtype::Asked,
     },
     // Families read by the generic keys alone: known, so not reported as unknown.
     generic(&[
@@ -226,12 +300,8 @@ pub(crate) const MODEL_TYPES: &[ModelType] = &[
         "granitemoehybrid",
         "jamba",
         "bamba",
-        "nemotron_h",
         "lfm2",
         "lfm2_moe",
-        "deepseek_v2",
-        "deepseek_v3",
-        "kimi_k2",
         "whisper",
         "gpt2",
         "gpt_neox",
@@ -278,6 +348,18 @@ mod tests {
                 row.names
             );
         }
+    }
+
+    #[test]
+    fn only_falcon_ignores_the_kv_cache_dtype() {
+        // vLLM 0.33: of the model files of the families kv knows, only
+        // falcon.py builds its `Attention` without `cache_config`.
+        let ignored: Vec<&str> = MODEL_TYPES
+            .iter()
+            .filter(|row| matches!(row.kv_cache_dtype, KvCacheDtype::Ignored(_)))
+            .flat_map(|row| row.names.iter().copied())
+            .collect();
+        assert_eq!(ignored, ["falcon", "RefinedWeb", "RefinedWebModel"]);
     }
 
     #[test]

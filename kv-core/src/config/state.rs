@@ -63,6 +63,12 @@ const MAMBA_MODEL_TYPES: &[(&str, MambaVersion, bool)] = &[
     ("falcon_h1", MambaVersion::Mamba2, false),
 ];
 
+/// Mamba2 families whose mixer is `heads x head_dim` wide whatever `expand x
+/// hidden` says: vLLM's NemotronH builds it with `intermediate_size =
+/// mamba_num_heads * mamba_head_dim` (Nemotron-H-4B: 112 x 64 = 7,168, not
+/// 2 x 3,072).
+const INNER_FROM_HEADS: &[&str] = &["nemotron_h"];
+
 /// Multi-head latent attention (DeepSeek-V2/V3, Kimi): one latent of
 /// `kv_lora_rank + qk_rope_head_dim` elements per token per layer, with no
 /// K/V doubling. Read by [`HfConfig::mla`].
@@ -211,7 +217,7 @@ impl HfConfig {
     /// | layers | as [`HfConfig::geometry`] (every layer; for a hybrid, count the Mamba ones with [`HfConfig::layer_pattern`]) |
     /// | hidden | `hidden_size`, `d_model` |
     /// | expand | `mamba_expand`, `expand` |
-    /// | d_inner | `mamba_d_ssm`, `mamba_d_inner`, and for `mamba` / `falcon_mamba` / `mamba2` also `intermediate_size`; if none is set, `expand x hidden` |
+    /// | d_inner | `mamba_d_ssm`, `mamba_d_inner`, and for `mamba` / `falcon_mamba` / `mamba2` also `intermediate_size`; if none is set, `expand x hidden`; for `nemotron_h`, heads x head_dim (vLLM's NemotronH) |
     /// | d_state | `mamba_d_state`, `ssm_state_size`, `state_size`, `d_state` |
     /// | d_conv | `mamba_d_conv`, `conv_kernel`, `d_conv` |
     /// | n_groups (Mamba2) | `mamba_n_groups`, `mamba_ngroups`, `n_groups` |
@@ -240,7 +246,12 @@ impl HfConfig {
         let hidden = self.count_or("hidden", None, HIDDEN)?;
         let expand = self.count_or("mamba expand", None, EXPAND)?;
         let d_inner_keys = if pure { D_INNER_PURE } else { D_INNER };
-        let d_inner = match self.find(d_inner_keys) {
+        let inner_from_heads = version == MambaVersion::Mamba2
+            && self
+                .find(MODEL_TYPE)
+                .and_then(|(_, value)| value.as_str())
+                .is_some_and(|name| INNER_FROM_HEADS.contains(&name));
+        let mut d_inner = match self.find(d_inner_keys) {
             Some((key, value)) => positive("mamba d_inner", &key, value)?,
             None => expand.checked_mul(hidden).ok_or_else(|| KvError::Config {
                 what: "mamba d_inner",
@@ -260,7 +271,14 @@ impl HfConfig {
                 let heads = self.count_or("mamba heads", None, heads_keys)?;
                 let dim_keys = if pure { HEAD_DIM_PURE } else { HEAD_DIM };
                 let head_dim = self.count_or("mamba head_dim", None, dim_keys)?;
-                if heads.checked_mul(head_dim) != Some(d_inner) {
+                if inner_from_heads {
+                    d_inner = heads.checked_mul(head_dim).ok_or_else(|| KvError::Config {
+                        what: "mamba d_inner",
+                        problem: format!(
+                            "Mamba2 heads {heads} x head_dim {head_dim} overflows u64"
+                        ),
+                    })?;
+                } else if heads.checked_mul(head_dim) != Some(d_inner) {
                     return Err(KvError::Config {
                         what: "mamba head_dim",
                         problem: format!(

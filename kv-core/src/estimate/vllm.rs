@@ -5,7 +5,7 @@
 use serde_json::Value;
 
 use super::{config_error, overflow, EstimateSettings, VLLM_VERSION};
-use crate::config::{MambaVersion, MlaConfig};
+use crate::config::{KvCacheDtype, MambaVersion, MlaConfig};
 use crate::{
     DType, Geometry, HfConfig, KvError, KvSpec, Latent, LayerKind, PositionPolicy, Positions,
     RecurrentState, Rows, Scope, StatePart, Storage,
@@ -242,24 +242,38 @@ fn lcm(a: u64, b: u64) -> u64 {
     a / x * b
 }
 
-/// K/V storage: `kv_format`, else what the config's scheme says, else the
-/// model dtype; with a sentence when it is not the model dtype.
+/// K/V storage: `kv_format` (unless the family's attention ignores it),
+/// else what the config's scheme says, else the model dtype; with a sentence
+/// when it is not the model dtype or the asked format is not applied.
 fn attention_storage(
     settings: &EstimateSettings,
     hf: &HfConfig,
     dtype: DType,
 ) -> Result<(Storage, Option<String>), KvError> {
-    if let Some(storage) = settings.kv_format {
-        return Ok((storage, Some(format!("K/V stored as {storage} (given)"))));
-    }
-    match hf.kv_cache_scheme()? {
-        None => Ok((Storage::Dense(dtype), None)),
+    let ignored = match (
+        settings.kv_format,
+        hf.family().map(|row| row.kv_cache_dtype),
+    ) {
+        (Some(asked), Some(KvCacheDtype::Ignored(why))) => {
+            let said = format!("the KV format {asked} asked is not applied: {why}");
+            hf.note(said.clone());
+            Some(said)
+        }
+        (Some(storage), _) => {
+            return Ok((storage, Some(format!("K/V stored as {storage} (given)"))));
+        }
+        (None, _) => None,
+    };
+    // Without the cache config, vLLM's `Attention` still takes the
+    // scheme's fp8 (`kv_cache_scheme` with `kv_cache_dtype` auto).
+    let (storage, said) = match hf.kv_cache_scheme()? {
+        None => (Storage::Dense(dtype), None),
         Some(scheme) => match (scheme.num_bits, scheme.kind) {
-            (Some(8), Some(crate::config::KvQuantType::Float)) => Ok((
+            (Some(8), Some(crate::config::KvQuantType::Float)) => (
                 Storage::Dense(DType::F8E4M3),
                 Some(format!("K/V in f8e4m3 as `{}` states", scheme.source)),
-            )),
-            _ => Ok((
+            ),
+            _ => (
                 Storage::Dense(dtype),
                 Some(format!(
                     "`{}` declares KV quantization without an element format kv reads: \
@@ -267,9 +281,15 @@ fn attention_storage(
                      give the format as the KV format",
                     scheme.source
                 )),
-            )),
+            ),
         },
-    }
+    };
+    let said = match (ignored, said) {
+        (Some(ignored), Some(said)) => Some(format!("{ignored}; {said}")),
+        (Some(ignored), None) => Some(format!("{ignored}; K/V in the model dtype {dtype}")),
+        (None, said) => said,
+    };
+    Ok((storage, said))
 }
 
 /// A recurrent kind's parts per layer (model dtype), with its words: the
@@ -621,6 +641,18 @@ impl Builder<'_> {
         );
         let dtype = latent.storage.dtype().unwrap_or(DType::BF16);
         let (storage, said) = attention_storage(self.settings, hf, dtype)?;
+        if storage.per_token_head_name().is_some() {
+            // Only TRITON_ATTN takes these formats; no MLA backend lists
+            // them in its `supported_kv_cache_dtypes`.
+            return Err(config_error(
+                "kv format",
+                format!(
+                    "{storage} on an MLA model: vLLM 0.33 has no MLA attention backend that \
+                     stores it (only the Triton backend of plain attention does); choose \
+                     another KV format"
+                ),
+            ));
+        }
         let latent = latent.with_storage(storage);
         let positions = self.full_positions("mla_latent")?;
         latent
