@@ -10,12 +10,14 @@ use serde_json::{Map, Value};
 use crate::config::{DTypeRule, Holds};
 use crate::{HfConfig, KvError, KvSpec, LayerKind, Overflow, Storage};
 
+mod engine;
 mod export;
 mod max_len;
 #[cfg(test)]
 mod published;
 mod vllm;
 
+pub use engine::{vllm_startup, StartupOutcome, VllmPool, VllmPoolKind, VllmStartup};
 pub use export::{EstimateRank, ExportedEstimate, ExportedEstimateCluster, ExportedEstimateRank};
 
 use vllm::{Builder, Paging};
@@ -257,6 +259,11 @@ pub struct Estimate {
 /// nothing reads is an error. Recurrent state takes the model dtype (vLLM's
 /// `mamba_cache_dtype auto`), never `kv_format`.
 ///
+/// The declarations are what the layers hold. vLLM's pool charges more where
+/// it cuts a kind's layers into groups of one size and a group comes out
+/// short ([`VllmPool`], per rank from [`Estimate::ranks`]); such a
+/// declaration's `cache` says how many layers it is charged as.
+///
 /// ```
 /// use kv_core::estimate::{estimate, EstimateSettings};
 ///
@@ -302,7 +309,14 @@ pub fn estimate(config: &Value, settings: &EstimateSettings) -> Result<Estimate,
         ));
     }
     let (max_model_len, source) = max_len::max_model_len(&hf, settings)?;
-    let (detected, paging, specs) = detect(&hf, settings, max_model_len, &source)?;
+    let (detected, paging, mut specs) = detect(&hf, settings, max_model_len, &source)?;
+    // Where vLLM's pool charges a kind more layers than it has, its cache says so.
+    let grouping = engine::Grouping::of(&specs, paging.block_size)?;
+    for spec in &mut specs {
+        if let Some(padding) = grouping.padding(&spec.name) {
+            spec.cache = format!("{}; {padding}", spec.cache).into();
+        }
+    }
     let unread: Vec<String> = hf
         .unread_values()
         .into_iter()
