@@ -112,7 +112,7 @@ fn parse_memory_bytes(text: &str) -> Result<u64, String> {
             };
             if suffix.is_ascii_lowercase() {
                 let scaled = number.parse::<f64>().map_err(|e| e.to_string())? * decimal;
-                if !(scaled < 18_446_744_073_709_551_616.0) {
+                if scaled >= 18_446_744_073_709_551_616.0 {
                     return Err(format!("`{text}` is more bytes than kv counts (u64)"));
                 }
                 scaled as u64

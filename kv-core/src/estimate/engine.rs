@@ -449,7 +449,7 @@ pub fn vllm_startup(
     // get_kv_cache_capacity: a float ratio, times the length, truncated.
     let concurrency = true_divide(num_blocks, blocks_per_request);
     let tokens = concurrency * max_model_len as f64;
-    if !(tokens < TWO_TO_64) {
+    if tokens >= TWO_TO_64 {
         return Err(config_error(
             "figures",
             format!(
@@ -527,7 +527,7 @@ fn true_divide(a: u64, b: u64) -> f64 {
     let shift = 64 + a.leading_zeros();
     let scaled = u128::from(a) << shift;
     let quotient = scaled / u128::from(b);
-    let sticky = u128::from(scaled % u128::from(b) != 0);
+    let sticky = u128::from(!scaled.is_multiple_of(u128::from(b)));
     // x 2^-shift is exact: shift <= 127 keeps it a normal double.
     (quotient | sticky) as f64 * f64::from_bits((1023 - u64::from(shift)) << 52)
 }
@@ -548,7 +548,7 @@ fn thousands(n: u64) -> String {
     let digits = n.to_string();
     let mut out = String::with_capacity(digits.len() + digits.len() / 3);
     for (i, c) in digits.chars().enumerate() {
-        if i > 0 && (digits.len() - i) % 3 == 0 {
+        if i > 0 && (digits.len() - i).is_multiple_of(3) {
             out.push(',');
         }
         out.push(c);
