@@ -640,6 +640,7 @@ mod tests {
         );
         assert_eq!(pool.widest_group_layers, 4);
         assert_eq!(pool.page_bytes, 16_384);
+        assert!(!pool.unequal_pages);
         assert_eq!(pool.bytes_per_block, 4 * 16_384);
         // 6 groups x 289 + 1 x 512 = 2,246 blocks.
         assert_eq!(pool.blocks_per_request, 2246);
@@ -989,8 +990,86 @@ mod tests {
         );
     }
 
+    struct Declared(Vec<KvSpec>);
+
+    impl crate::ModelLocalKv for Declared {
+        fn kv_declare(&self, out: &mut Vec<KvSpec>) -> Result<(), KvError> {
+            out.extend(self.0.iter().cloned());
+            Ok(())
+        }
+    }
+
+    #[test]
+    fn unequal_pages_are_each_charged_as_the_largest() {
+        use crate::{DType, Geometry, Positions, Rows, Scope};
+        let spec = |name: &'static str, kv_heads: u64| {
+            KvSpec::attention(
+                name,
+                "test",
+                Geometry::new(2, kv_heads, 64, DType::BF16),
+                Positions::bounded(32, "two blocks"),
+                Scope::Request,
+                Rows::MaxNumSeqs,
+            )
+        };
+        // Pages of 16 x 2 x 64 x 2 x 2 B = 8,192 B and 16 x 1 x 64 x 2 x 2 B
+        // = 4,096 B: vLLM pads the smaller to 8,192. Groups of 2, one each; a
+        // block spans 2 layers; a request takes 2 + 2 blocks.
+        let specs = vec![spec("wide", 2), spec("narrow", 1)];
+        let grouping = Grouping::of(&specs, 16).unwrap();
+        let pool = grouping.pool(&crate::collect(&Declared(specs)), 3).unwrap();
+        assert!(pool.unequal_pages);
+        assert_eq!(pool.page_bytes, 8192);
+        assert_eq!(pool.bytes_per_block, 16_384);
+        assert_eq!(pool.per_row_bytes, 16_384 * 4);
+        assert_eq!(pool.peak_bytes, 16_384 * 4 * 3);
+    }
+
+    #[test]
+    fn the_longest_length_is_bisected_over_a_long_range() {
+        // A two-layer Llama at 2^40 positions: a block spans 2 layers of 16 x
+        // 512 B, 16,384 B. 1 MiB less the null block is 1,032,192 B, 63
+        // blocks: 1,008 tokens. vLLM bisects 1..=2^40 in about 40 steps.
+        let startup = vllm_startup(
+            &tiny(json!({})),
+            &at(1 << 40),
+            Parallel::new(1, 1).unwrap(),
+            1 << 20,
+        )
+        .unwrap();
+        assert!(
+            matches!(
+                startup.outcome,
+                StartupOutcome::Refused {
+                    estimated_max_model_len: 1008,
+                    ..
+                }
+            ),
+            "{startup:?}"
+        );
+    }
+
     #[test]
     fn pythons_true_division_rounds_once() {
+        // 1 / (2^53 + 1) = 2^-53 (1 - 2^-53 + ...): rounds to 2^-53 - 2^-106,
+        // where dividing by the double 2^53 would give 2^-53.
+        assert_eq!(
+            true_divide(1, (1 << 53) + 1),
+            (1.0 - f64::EPSILON / 2.0) / 9_007_199_254_740_992.0
+        );
+        // (2^53 + 1) / (2^63 - 1) = 2^-10 (1 + 2^-53 + 2^-63 + ...): half an
+        // ulp (2^-62) and more above 2^-10, so 2^-10 (1 + 2^-52).
+        assert_eq!(
+            true_divide((1 << 53) + 1, (1 << 63) - 1),
+            (1.0 + f64::EPSILON) / 1024.0
+        );
+        // As below, but a x 2^30 = 65 (mod b): the 128-bit quotient is a tie
+        // plus one, and the remainder more: Python's a / b is
+        // 8388608.33333333, not ...328.
+        assert_eq!(
+            true_divide(9_223_372_403_484_476_421, 1_099_511_627_791),
+            8_388_608.333_333_33
+        );
         // 2^53 + 1 = 9,007,199,254,740,993 is 3 x 3,002,399,751,580,331; as
         // a double it would first round to 2^53, and 2^53 / 3 rounds to
         // ...330.5.
