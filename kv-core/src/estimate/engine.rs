@@ -1047,6 +1047,24 @@ mod tests {
             ),
             "{startup:?}"
         );
+        // 1 TiB and the null block: 2^40 B = 2^26 blocks, 2^30 tokens.
+        let startup = vllm_startup(
+            &tiny(json!({})),
+            &at(1 << 40),
+            Parallel::new(1, 1).unwrap(),
+            (1 << 40) + 16_384,
+        )
+        .unwrap();
+        assert!(
+            matches!(
+                startup.outcome,
+                StartupOutcome::Refused {
+                    estimated_max_model_len: 1_073_741_824,
+                    ..
+                }
+            ),
+            "{startup:?}"
+        );
     }
 
     #[test]
