@@ -5,7 +5,7 @@ use std::fmt::Write as _;
 use std::path::{Path, PathBuf};
 
 use kv_core::collection::Totals;
-use kv_core::estimate::{EstimateRank, EstimateSettings};
+use kv_core::estimate::{EstimateRank, EstimateSettings, StartupOutcome, VllmPool};
 use kv_core::export::{ExportedEstimate, ExportedEstimateCluster};
 use kv_core::spec::Layout;
 use kv_core::units::{human_bytes, MIB};
@@ -61,6 +61,11 @@ pub struct Args {
     /// vLLM max_num_batched_tokens (bounds a sliding window's blocks).
     #[arg(long, default_value_t = kv_core::estimate::DEFAULT_MAX_NUM_BATCHED_TOKENS, value_parser = clap::value_parser!(u64).range(1..))]
     max_num_batched_tokens: u64,
+    /// vLLM --kv-cache-memory-bytes (per rank), as vLLM reads it (1000000,
+    /// 25.6k, 8g decimal; 8G binary): prints the start-up line vLLM would log
+    /// (`GPU KV cache size: ...`), or the error it would raise.
+    #[arg(long, value_name = "BYTES", value_parser = parse_memory_bytes)]
+    kv_cache_memory_bytes: Option<u64>,
     /// KEY=VALUE given over every config (VALUE read as JSON, else as a
     /// string), e.g. sliding_window_pattern=6 or torch_dtype=bfloat16;
     /// SECTION.KEY=VALUE sets it in that section (text_config.layer_types=...).
@@ -79,6 +84,62 @@ fn parse_storage(name: &str) -> Result<Storage, String> {
             Storage::names_list()
         )
     })
+}
+
+/// vLLM's `human_readable_int`: an integer, or a number with a decimal
+/// suffix (k, m, g, t: 10^3..10^12, `int(float(number) * multiplier)`) or a
+/// binary one (K, M, G, T: 2^10..2^40, whole numbers only). 0 is refused:
+/// vLLM reads it as unset.
+fn parse_memory_bytes(text: &str) -> Result<u64, String> {
+    let text = text.trim();
+    let bytes = match text.char_indices().last() {
+        Some((at, suffix)) if "kmgtKMGT".contains(suffix) => {
+            let number = &text[..at];
+            let digits = |s: &str| !s.is_empty() && s.bytes().all(|b| b.is_ascii_digit());
+            let well_formed = match number.split_once('.') {
+                Some((whole, fraction)) => digits(whole) && digits(fraction),
+                None => digits(number),
+            };
+            if !well_formed {
+                return Err(format!(
+                    "`{text}` is not a byte count (e.g. 8589934592, 8G, 8.5g)"
+                ));
+            }
+            let (decimal, binary_shift) = match suffix.to_ascii_lowercase() {
+                'k' => (1e3, 10),
+                'm' => (1e6, 20),
+                'g' => (1e9, 30),
+                _ => (1e12, 40),
+            };
+            if suffix.is_ascii_lowercase() {
+                let scaled = number.parse::<f64>().map_err(|e| e.to_string())? * decimal;
+                if scaled >= 18_446_744_073_709_551_616.0 {
+                    return Err(format!("`{text}` is more bytes than kv counts (u64)"));
+                }
+                scaled as u64
+            } else {
+                if number.contains('.') {
+                    return Err(format!(
+                        "`{text}`: decimals are not allowed with binary suffixes like {suffix} \
+                         (vLLM refuses them too); did you mean {number}{}?",
+                        suffix.to_ascii_lowercase()
+                    ));
+                }
+                number
+                    .parse::<u64>()
+                    .ok()
+                    .and_then(|n| n.checked_mul(1u64 << binary_shift))
+                    .ok_or_else(|| format!("`{text}` is more bytes than kv counts (u64)"))?
+            }
+        }
+        _ => text
+            .parse::<u64>()
+            .map_err(|e| format!("`{text}` is not a byte count: {e}"))?,
+    };
+    if bytes == 0 {
+        return Err("0 bytes: vLLM reads 0 as unset and profiles the GPU instead".to_owned());
+    }
+    Ok(bytes)
 }
 
 fn parse_set(text: &str) -> Result<(String, Value), String> {
@@ -159,7 +220,14 @@ fn estimate_file(
             .map(|e| problem(file, e, args))
             .collect::<Vec<_>>()
     })?;
-    estimated(file, estimate, args).map_err(|p| vec![p])
+    let mut estimated = estimated(file, estimate, args).map_err(|p| vec![p])?;
+    if let Some(bytes) = args.kv_cache_memory_bytes {
+        let layout = Parallel::new(args.tp, args.pp).map_err(|e| vec![Problem::new(file, e)])?;
+        let startup = kv_core::estimate::vllm_startup(&config, settings, layout, bytes)
+            .map_err(|e| vec![Problem::new(file, e)])?;
+        estimated.exported = estimated.exported.with_vllm_startup(startup);
+    }
+    Ok(estimated)
 }
 
 /// A value a flag gave that cannot be used (a length the model refuses, a
@@ -348,8 +416,23 @@ fn render(estimated: &Estimated, args: &Args) -> String {
                     grouped(rank.totals.per_row),
                     grouped(rank.totals.total)
                 );
+                let _ = writeln!(
+                    out,
+                    "| {name} | **vLLM's pool** | {} | {} | | | {} B | {} B |",
+                    charged_kinds(&rank.pool),
+                    rank.pool
+                        .kinds
+                        .iter()
+                        .map(|k| k.charged_layers)
+                        .fold(0u64, u64::saturating_add),
+                    grouped(rank.pool.per_row_bytes),
+                    grouped(rank.pool.peak_bytes)
+                );
             }
             out.push('\n');
+            for line in vllm_lines(estimated, args) {
+                let _ = writeln!(out, "{line}\n");
+            }
         }
         _ => {
             let _ = writeln!(out, "{}", estimated.exported.source);
@@ -378,6 +461,11 @@ fn render(estimated: &Estimated, args: &Args) -> String {
                     "{indent}{}",
                     totals_line(&rank.totals, args.max_num_seqs)
                 );
+                let _ = writeln!(
+                    body,
+                    "{indent}{}",
+                    pool_line(&rank.pool, &rank.totals, args.max_num_seqs)
+                );
                 let p = rank.collection.parallel();
                 match groups.iter_mut().find(|(b, _)| *b == body) {
                     Some((_, ranks)) => ranks.push((p.tp_rank, p.pp_rank)),
@@ -393,9 +481,148 @@ fn render(estimated: &Estimated, args: &Args) -> String {
             if several {
                 let _ = writeln!(out, "  {}", cluster_line(&estimated.exported.cluster));
             }
+            for line in vllm_lines(estimated, args) {
+                let _ = writeln!(out, "  {line}");
+            }
         }
     }
     out
+}
+
+/// Each kind as vLLM's pool charges it on a rank:
+/// `sliding_attention 22 layers charged as 24 (6 groups)`.
+fn charged_kinds(pool: &VllmPool) -> String {
+    pool.kinds
+        .iter()
+        .map(|k| {
+            let held = if k.layers_on_rank == k.layers {
+                format!("{} layers", k.layers)
+            } else {
+                format!("{} of {} layers", k.layers_on_rank, k.layers)
+            };
+            format!(
+                "{} {held} charged as {} ({} group(s))",
+                k.name, k.charged_layers, k.groups
+            )
+        })
+        .collect::<Vec<_>>()
+        .join(", ")
+}
+
+/// What vLLM's pool charges a rank, beside the sum of its layers.
+fn pool_line(pool: &VllmPool, totals: &Totals, max_num_seqs: u64) -> String {
+    let against = if pool.per_row_bytes == totals.per_row {
+        "equal to the sum of layers".to_owned()
+    } else {
+        format!(
+            "the sum of layers is {:.2}% {}",
+            (1.0 - totals.per_row as f64 / pool.per_row_bytes as f64).abs() * 100.0,
+            if totals.per_row < pool.per_row_bytes {
+                "less"
+            } else {
+                "more"
+            }
+        )
+    };
+    format!(
+        "vLLM's pool (groups of {} layers): {}; a block spans {} layer(s) x {} B = {} B{}, a \
+         request takes {} blocks: {} B per row ({}), {} B at peak ({}) at max_num_seqs \
+         {max_num_seqs}; {against}",
+        pool.group_size,
+        charged_kinds(pool),
+        pool.widest_group_layers,
+        grouped(pool.page_bytes),
+        grouped(pool.bytes_per_block),
+        if pool.unequal_pages {
+            " (the kinds' pages differ here; each is charged as the largest, as vLLM pads them)"
+        } else {
+            ""
+        },
+        grouped(pool.blocks_per_request),
+        grouped(pool.per_row_bytes),
+        human_bytes(pool.per_row_bytes),
+        grouped(pool.peak_bytes),
+        human_bytes(pool.peak_bytes)
+    )
+}
+
+/// The memory vLLM needs for `--max-num-seqs` requests, and its start-up
+/// with `--kv-cache-memory-bytes` where given.
+fn vllm_lines(estimated: &Estimated, args: &Args) -> Vec<String> {
+    let exported = &estimated.exported;
+    let widest = estimated
+        .ranks
+        .iter()
+        .map(|r| r.pool.bytes_per_block)
+        .max()
+        .unwrap_or(0);
+    let blocks = estimated
+        .ranks
+        .first()
+        .map_or(0, |r| r.pool.blocks_per_request);
+    let needed = exported.cluster.kv_cache_memory_bytes_needed;
+    let mut lines = vec![format!(
+        "vLLM needs --kv-cache-memory-bytes {} ({}) per rank for max_num_seqs {} at \
+         max_model_len {}: {} B per block x ({} x {} blocks + the null block)",
+        grouped(needed),
+        human_bytes(needed),
+        args.max_num_seqs,
+        exported.max_model_len,
+        grouped(widest),
+        args.max_num_seqs,
+        grouped(blocks)
+    )];
+    let Some(startup) = &exported.vllm_startup else {
+        return lines;
+    };
+    let given = grouped(startup.kv_cache_memory_bytes);
+    match &startup.outcome {
+        StartupOutcome::Starts {
+            bytes_per_block,
+            num_blocks,
+            blocks_per_request,
+            ..
+        } => {
+            lines.push(format!(
+                "vLLM start-up at --kv-cache-memory-bytes {given} per rank: {}",
+                startup.message
+            ));
+            lines.push(format!(
+                "  ({} blocks = {given} B // {} B per block, the null block among them as \
+                 vLLM counts it; a request at max_model_len takes {})",
+                grouped(*num_blocks),
+                grouped(*bytes_per_block),
+                grouped(*blocks_per_request)
+            ));
+        }
+        StartupOutcome::Refused {
+            tp_rank,
+            pp_rank,
+            needed_bytes,
+            available_bytes,
+            ..
+        } => lines.push(format!(
+            "vLLM would not start at --kv-cache-memory-bytes {given} per rank: rank tp={tp_rank} \
+             pp={pp_rank} needs {} B for one request and has {} B after the null block; \
+             ValueError: {}",
+            grouped(*needed_bytes),
+            grouped(*available_bytes),
+            startup.message
+        )),
+        StartupOutcome::NoMemory {
+            tp_rank,
+            pp_rank,
+            bytes_per_block,
+        } => lines.push(format!(
+            "vLLM would not start at --kv-cache-memory-bytes {given} per rank: rank tp={tp_rank} \
+             pp={pp_rank} holds back one block ({} B, the null block) and has nothing left; \
+             ValueError: {}",
+            grouped(*bytes_per_block),
+            startup.message
+        )),
+        _ => lines.push(startup.message.clone()),
+    }
+    lines
 }
 
 /// `rank tp=0 pp=1`, or `ranks tp=0-15 pp=0 (16 identical)`.
@@ -440,4 +667,46 @@ fn cluster_line(cluster: &ExportedEstimateCluster) -> String {
 
 fn to_json(estimated: &Estimated) -> Value {
     serde_json::to_value(&estimated.exported).unwrap_or(Value::Null)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::parse_memory_bytes;
+
+    #[test]
+    fn memory_bytes_read_as_vllms_human_readable_int() {
+        for (text, bytes) in [
+            ("1000000", 1_000_000),
+            (" 7 ", 7),
+            ("1k", 1_000),
+            ("25.6k", 25_600),
+            ("2m", 2_000_000),
+            ("8g", 8_000_000_000),
+            ("1.5t", 1_500_000_000_000),
+            ("1K", 1 << 10),
+            ("2M", 2 << 20),
+            ("8G", 8 << 30),
+            ("3T", 3 << 40),
+            // int(float("0.0015") * 1000) = int(1.5) = 1.
+            ("0.0015k", 1),
+        ] {
+            assert_eq!(parse_memory_bytes(text), Ok(bytes), "{text}");
+        }
+        for (text, why) in [
+            ("0", "vLLM reads 0 as unset"),
+            ("0k", "vLLM reads 0 as unset"),
+            ("1.5G", "did you mean 1.5g?"),
+            ("G", "is not a byte count"),
+            ("1.k", "is not a byte count"),
+            ("-1k", "is not a byte count"),
+            ("8x", "is not a byte count"),
+            ("16777216T", "more bytes than kv counts"),
+            ("18446744073709551.616k", "more bytes than kv counts"),
+        ] {
+            let error = parse_memory_bytes(text).unwrap_err();
+            assert!(error.contains(why), "{text}: {error}");
+        }
+        // The largest binary count that fits: 2^24 - 1 tebibytes.
+        assert_eq!(parse_memory_bytes("16777215T"), Ok(16_777_215 << 40));
+    }
 }

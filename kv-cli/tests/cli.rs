@@ -233,6 +233,117 @@ fn hand_worked_figures_reach_the_output() {
     assert!(text.contains("   4 layers"), "{text}");
 }
 
+/// Gemma-3-27B at 8192, `sliding_window_pattern` 6, and `extra` flags.
+fn gemma_3_27b(extra: &[&str]) -> Output {
+    let file = shipped("gemma-3-27b");
+    let mut args = vec![
+        "estimate",
+        &file,
+        "--positions",
+        "8192",
+        "--set",
+        "sliding_window_pattern=6",
+    ];
+    args.extend(extra);
+    kv(&args)
+}
+
+#[test]
+fn vllms_pool_and_start_up_line_beside_the_sum_of_layers() {
+    // 52 sliding, 10 full; 8,192 B per token per layer, a page of 131,072 B.
+    // Group size 10: sliding in 6 groups, charged as 60. Sliding: min(1023 +
+    // 2 x 2048, 8192) = 5119 -> 320 + 1 = 321 blocks; full 512. A block spans
+    // 10 layers (1,310,720 B); a request takes 6 x 321 + 512 = 2,438 blocks:
+    // 3,195,535,360 B. The sum of layers, 2,858,942,464 B, is 10.53% less.
+    let out = gemma_3_27b(&["--kv-cache-memory-bytes", "4G"]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    let text = stdout(&out);
+    assert!(
+        text.contains(
+            "vLLM's pool (groups of 10 layers): sliding_attention 52 layers charged as 60 (6 \
+             group(s)), full_attention 10 layers charged as 10 (1 group(s)); a block spans 10 \
+             layer(s) x 131,072 B = 1,310,720 B, a request takes 2,438 blocks: 3,195,535,360 B \
+             per row"
+        ),
+        "{text}"
+    );
+    assert!(text.contains("the sum of layers is 10.53% less"), "{text}");
+    // 256 requests and the null block: 1,310,720 x (256 x 2,438 + 1) B.
+    assert!(
+        text.contains(
+            "vLLM needs --kv-cache-memory-bytes 818,058,362,880 (761.88 GiB) per rank for \
+             max_num_seqs 256 at max_model_len 8192"
+        ),
+        "{text}"
+    );
+    // 4G is 4 x 2^30 B: 3,276 blocks of 1,310,720; 3,276 / 2,438 = 1.3437;
+    // x 8192 = 11,007.8 tokens.
+    assert!(
+        text.contains(
+            "vLLM start-up at --kv-cache-memory-bytes 4,294,967,296 per rank: GPU KV cache \
+             size: 11,007 tokens, Maximum concurrency for 8,192 tokens per request: 1.34x"
+        ),
+        "{text}"
+    );
+    // 3g is 3 x 10^9 B: 2,998,689,280 B after the null block, 2,287 blocks.
+    // Past 5119 tokens a request takes 1,926 + cdiv(len, 16) blocks: <= 2,287
+    // up to 5776 tokens.
+    let out = gemma_3_27b(&["--kv-cache-memory-bytes", "3g", "--format", "json"]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    let json: Value = serde_json::from_str(&stdout(&out)).unwrap();
+    let startup = &json[0]["vllm_startup"];
+    assert_eq!(startup["outcome"], "refused");
+    assert_eq!(startup["kv_cache_memory_bytes"], 3_000_000_000u64);
+    assert_eq!(startup["needed_bytes"], 3_195_535_360u64);
+    assert_eq!(startup["available_bytes"], 2_998_689_280u64);
+    assert_eq!(startup["estimated_max_model_len"], 5776);
+    assert!(startup["message"]
+        .as_str()
+        .unwrap()
+        .starts_with("To serve at least one request with the model's max seq len (8192), (2.98 GiB KV cache is needed, which is larger than the available KV cache memory (2.79 GiB). Based on the available memory, the estimated maximum model length is 5776."));
+    let rank = &json[0]["ranks"][0];
+    assert_eq!(rank["vllm_pool"]["per_row_bytes"], 3_195_535_360u64);
+    assert_eq!(rank["per_row_bytes"], 2_858_942_464u64);
+    assert_eq!(
+        json[0]["cluster"]["kv_cache_memory_bytes_needed"],
+        818_058_362_880u64
+    );
+    let back: Vec<kv_core::export::ExportedEstimate> = serde_json::from_str(&stdout(&out)).unwrap();
+    assert_eq!(serde_json::to_value(&back).unwrap(), json);
+    // The text says vLLM would not start, with its words.
+    let out = gemma_3_27b(&["--kv-cache-memory-bytes", "3g"]);
+    let text = stdout(&out);
+    assert!(
+        text.contains(
+            "vLLM would not start at --kv-cache-memory-bytes 3,000,000,000 per rank: rank tp=0 \
+             pp=0 needs 3,195,535,360 B for one request and has 2,998,689,280 B after the null \
+             block; ValueError: To serve"
+        ),
+        "{text}"
+    );
+    // Markdown has the pool's row and the same lines.
+    let out = gemma_3_27b(&["--kv-cache-memory-bytes", "25.6k", "--format", "markdown"]);
+    let text = stdout(&out);
+    assert!(
+        text.contains("| tp=0 pp=0 | **vLLM's pool** | sliding_attention 52 layers charged as 60"),
+        "{text}"
+    );
+    // The sliding group's cache says why: 52 = 4 x 9 + 2 x 8 (layers[i::6]).
+    assert!(
+        text.contains(
+            "vLLM 0.33's pool groups its 52 layers as 6 group(s) (4 x 9, 2 x 8 layers), each \
+             charged as 10: 60 layers (group size 10, the fewest layers of a kind)"
+        ),
+        "{text}"
+    );
+    // 25.6k is int(25.6 x 1000) = 25,600 B: not one block of 1,310,720.
+    assert!(
+        text.contains("vLLM would not start at --kv-cache-memory-bytes 25,600 per rank")
+            && text.contains("ValueError: No available memory for the cache blocks."),
+        "{text}"
+    );
+}
+
 #[test]
 fn positions_come_from_max_position_embeddings_or_are_asked_for() {
     let out = kv(&["estimate", &shipped("ming-talker")]);
@@ -482,6 +593,15 @@ fn bad_usage_exits_2() {
         vec!["estimate", &llama, "--positions", "zero"],
         vec!["estimate", &llama, "--set", "no_equals"],
         vec!["estimate", &llama, "--format", "yaml"],
+        vec!["estimate", &llama, "--kv-cache-memory-bytes", "0"],
+        vec!["estimate", &llama, "--kv-cache-memory-bytes", "1.5G"],
+        vec!["estimate", &llama, "--kv-cache-memory-bytes", "8x"],
+        vec![
+            "estimate",
+            &llama,
+            "--kv-cache-memory-bytes",
+            "99999999999T",
+        ],
         vec!["merge"],
         vec!["table"],
     ] {

@@ -10,6 +10,7 @@ use serde_json::{Map, Value};
 use crate::config::{DTypeRule, Holds};
 use crate::{HfConfig, KvError, KvSpec, LayerKind, LayerPattern, Overflow, Storage};
 
+mod engine;
 mod export;
 mod max_len;
 #[cfg(test)]
@@ -18,6 +19,7 @@ mod published;
 mod served;
 mod vllm;
 
+pub use engine::{vllm_startup, StartupOutcome, VllmPool, VllmPoolKind, VllmStartup};
 pub use export::{EstimateRank, ExportedEstimate, ExportedEstimateCluster, ExportedEstimateRank};
 
 use vllm::{Builder, Paging};
@@ -284,6 +286,11 @@ pub struct Estimate {
 /// which vLLM builds without the cache config (said where a format was asked).
 /// A per-token-head format on MLA is refused: no vLLM 0.33 MLA backend takes one.
 ///
+/// The declarations are what the layers hold. vLLM's pool charges more where
+/// it cuts a kind's layers into groups of one size and a group comes out
+/// short ([`VllmPool`], per rank from [`Estimate::ranks`]); such a
+/// declaration's `cache` says how many layers it is charged as.
+///
 /// ```
 /// use kv_core::estimate::{estimate, EstimateSettings};
 ///
@@ -330,7 +337,14 @@ pub fn estimate(config: &Value, settings: &EstimateSettings) -> Result<Estimate,
         ));
     }
     let (max_model_len, source) = max_len::max_model_len(&hf, settings)?;
-    let (detected, paging, specs) = detect(&hf, settings, max_model_len, &source)?;
+    let (detected, paging, mut specs) = detect(&hf, settings, max_model_len, &source)?;
+    // Where vLLM's pool charges a kind more layers than it has, its cache says so.
+    let grouping = engine::Grouping::of(&specs, paging.block_size)?;
+    for spec in &mut specs {
+        if let Some(padding) = grouping.padding(&spec.name) {
+            spec.cache = format!("{}; {padding}", spec.cache).into();
+        }
+    }
     let unread: Vec<String> = hf
         .unread_values()
         .into_iter()

@@ -3,7 +3,8 @@
 
 use serde::{Deserialize, Serialize};
 
-use super::{overflow, Estimate};
+use super::engine::{memory_for, Grouping};
+use super::{overflow, Estimate, VllmPool, VllmStartup};
 use crate::collect::Totals;
 use crate::json::{ExportedReport, SCHEMA_VERSION};
 use crate::{collect, Collection, KvError, KvSpec, ModelLocalKv, Overflow, Parallel};
@@ -25,8 +26,11 @@ impl ModelLocalKv for FromConfig {
 pub struct EstimateRank {
     /// What the rank holds, divided as engines divide it.
     pub collection: Collection,
-    /// Its totals at the `max_num_seqs` asked for.
+    /// Its totals at the `max_num_seqs` asked for: the sum of its layers.
     pub totals: Totals,
+    /// What vLLM's pool charges it ([`VllmPool`]): its layers as the engine
+    /// groups them, at the same `max_num_seqs`.
+    pub pool: VllmPool,
 }
 
 impl Estimate {
@@ -77,14 +81,40 @@ impl Estimate {
             });
         }
         let whole = self.collection()?;
+        let grouping = Grouping::of(&self.specs, self.block_size)?;
         parallel
             .ranks()
             .map(|rank| {
                 let collection = whole.for_rank(rank)?;
                 let totals = collection.totals(max_num_seqs)?;
-                Ok(EstimateRank { collection, totals })
+                let pool = grouping.pool(&collection, max_num_seqs)?;
+                Ok(EstimateRank {
+                    collection,
+                    totals,
+                    pool,
+                })
             })
             .collect()
+    }
+
+    /// What vLLM's pool charges each rank of `parallel`, in
+    /// [`Parallel::ranks`] order.
+    pub(super) fn pools(
+        &self,
+        parallel: Parallel,
+        max_num_seqs: u64,
+    ) -> Result<Vec<(Parallel, VllmPool)>, KvError> {
+        Ok(self
+            .ranks(parallel, max_num_seqs)?
+            .into_iter()
+            .map(|rank| (rank.collection.parallel(), rank.pool))
+            .collect())
+    }
+
+    /// What vLLM's pool charges the one rank `rank`.
+    pub(super) fn pool_at(&self, rank: Parallel, max_num_seqs: u64) -> Result<VllmPool, KvError> {
+        let collection = self.collection()?.for_rank(rank)?;
+        Grouping::of(&self.specs, self.block_size)?.pool(&collection, max_num_seqs)
     }
 
     /// The estimate of the config at `source`, per rank, as JSON reads back.
@@ -101,10 +131,11 @@ impl Estimate {
                 per_position_bytes: rank.totals.per_position,
                 per_row_bytes: rank.totals.per_row,
                 peak_bytes: rank.totals.total,
+                vllm_pool: rank.pool,
                 report: rank.collection.export(max_num_seqs),
             })
             .collect();
-        let cluster = ExportedEstimateCluster::of(&ranks)?;
+        let cluster = ExportedEstimateCluster::of(&ranks, max_num_seqs)?;
         Ok(ExportedEstimate {
             schema_version: SCHEMA_VERSION,
             source: source.to_owned(),
@@ -115,6 +146,7 @@ impl Estimate {
             max_num_seqs,
             ranks,
             cluster,
+            vllm_startup: None,
         })
     }
 }
@@ -160,6 +192,18 @@ pub struct ExportedEstimate {
     pub ranks: Vec<ExportedEstimateRank>,
     /// Every rank together.
     pub cluster: ExportedEstimateCluster,
+    /// vLLM's start-up for a `--kv-cache-memory-bytes`, where one was given
+    /// ([`ExportedEstimate::with_vllm_startup`]).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub vllm_startup: Option<VllmStartup>,
+}
+
+impl ExportedEstimate {
+    /// The same, with vLLM's start-up ([`crate::estimate::vllm_startup`]).
+    pub fn with_vllm_startup(mut self, startup: VllmStartup) -> ExportedEstimate {
+        self.vllm_startup = Some(startup);
+        self
+    }
 }
 
 /// Every rank of an [`ExportedEstimate`] together (`kv estimate`'s
@@ -176,11 +220,18 @@ pub struct ExportedEstimateCluster {
     pub peak_bytes: u64,
     /// The largest peak of any one rank.
     pub largest_peak_bytes: u64,
+    /// vLLM's `--kv-cache-memory-bytes` (per rank) that holds `max_num_seqs`
+    /// requests at `max_model_len` at once: the widest rank's bytes per
+    /// block x (`max_num_seqs` x blocks per request + the null block).
+    pub kv_cache_memory_bytes_needed: u64,
 }
 
 impl ExportedEstimateCluster {
     /// The ranks added up; a sum over `u64` is an error naming it.
-    fn of(ranks: &[ExportedEstimateRank]) -> Result<ExportedEstimateCluster, KvError> {
+    fn of(
+        ranks: &[ExportedEstimateRank],
+        max_num_seqs: u64,
+    ) -> Result<ExportedEstimateCluster, KvError> {
         let sum = |step: &'static str, of: fn(&ExportedEstimateRank) -> u64| {
             ranks
                 .iter()
@@ -193,6 +244,10 @@ impl ExportedEstimateCluster {
             per_row_bytes: sum("the cluster's bytes per row", |rank| rank.per_row_bytes)?,
             peak_bytes: sum("the cluster's peak bytes", |rank| rank.peak_bytes)?,
             largest_peak_bytes: ranks.iter().map(|rank| rank.peak_bytes).max().unwrap_or(0),
+            kv_cache_memory_bytes_needed: memory_for(
+                &ranks.iter().map(|rank| &rank.vllm_pool).collect::<Vec<_>>(),
+                max_num_seqs,
+            )?,
         })
     }
 }
@@ -207,6 +262,9 @@ pub struct ExportedEstimateRank {
     pub per_row_bytes: u64,
     /// Peak bytes at `max_num_seqs` ([`Totals::total`]).
     pub peak_bytes: u64,
+    /// What vLLM's pool charges the rank ([`VllmPool`]), beside the sum of
+    /// its layers above.
+    pub vllm_pool: VllmPool,
     /// The rank's report.
     pub report: ExportedReport,
 }
@@ -237,8 +295,13 @@ mod tests {
                 per_row_bytes: 2 * 128 * 16,
                 peak_bytes: 2 * 128 * 16 * 3,
                 largest_peak_bytes: 128 * 16 * 3,
+                // A block is 2 layers x 16 tokens x 64 B = 2,048 B; a request
+                // takes 1; 3 requests and the null block: 4 x 2,048.
+                kv_cache_memory_bytes_needed: 8192,
             }
         );
+        assert_eq!(exported.ranks[0].vllm_pool.bytes_per_block, 2048);
+        assert_eq!(exported.ranks[1].vllm_pool.peak_bytes, 3 * 2048);
         let text = serde_json::to_string(&exported).unwrap();
         assert!(text.contains("\"per_position_bytes\":128"), "{text}");
         let back: ExportedEstimate = serde_json::from_str(&text).unwrap();
@@ -251,17 +314,55 @@ mod tests {
             per_position_bytes: 1,
             per_row_bytes: 1,
             peak_bytes,
+            vllm_pool: pool(1, 1),
             report: crate::Collection::default().export(1),
         };
-        let error = ExportedEstimateCluster::of(&[rank(u64::MAX), rank(1)]).unwrap_err();
+        let error = ExportedEstimateCluster::of(&[rank(u64::MAX), rank(1)], 1).unwrap_err();
         assert_eq!(
             error.to_string(),
             "kv: cannot read figures from the config: the cluster's peak bytes overflows u64 \
              for 2 ranks added"
         );
-        let fits = ExportedEstimateCluster::of(&[rank(u64::MAX - 1), rank(1)]).unwrap();
+        let fits = ExportedEstimateCluster::of(&[rank(u64::MAX - 1), rank(1)], 1).unwrap();
         assert_eq!(fits.peak_bytes, u64::MAX);
         assert_eq!(fits.largest_peak_bytes, u64::MAX - 1);
         assert_eq!(fits.per_row_bytes, 2);
+    }
+
+    /// A pool of `bytes_per_block` and `blocks_per_request` (the rest unread).
+    fn pool(bytes_per_block: u64, blocks_per_request: u64) -> VllmPool {
+        VllmPool {
+            group_size: 1,
+            kinds: Vec::new(),
+            widest_group_layers: 1,
+            page_bytes: bytes_per_block,
+            unequal_pages: false,
+            bytes_per_block,
+            blocks_per_request,
+            per_row_bytes: bytes_per_block * blocks_per_request,
+            peak_bytes: bytes_per_block * blocks_per_request,
+        }
+    }
+
+    #[test]
+    fn the_memory_needed_takes_the_widest_rank_and_the_null_block() {
+        let rank = |bytes_per_block| ExportedEstimateRank {
+            per_position_bytes: 1,
+            per_row_bytes: 1,
+            peak_bytes: 1,
+            vllm_pool: pool(bytes_per_block, 7),
+            report: crate::Collection::default().export(1),
+        };
+        // Widest block 300 B; 5 requests x 7 blocks + the null block = 36.
+        let cluster = ExportedEstimateCluster::of(&[rank(200), rank(300), rank(100)], 5).unwrap();
+        assert_eq!(cluster.kv_cache_memory_bytes_needed, 300 * 36);
+        // (u64::MAX / 7) x 7 blocks + 1 overflows no u64 before x 300 does.
+        let error = ExportedEstimateCluster::of(&[rank(300)], u64::MAX / 7).unwrap_err();
+        assert!(
+            error
+                .to_string()
+                .contains("vLLM's kv_cache_memory_bytes for max_num_seqs"),
+            "{error}"
+        );
     }
 }
