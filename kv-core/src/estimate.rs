@@ -14,6 +14,7 @@ mod export;
 mod max_len;
 #[cfg(test)]
 mod published;
+mod refusals;
 mod vllm;
 
 pub use export::{EstimateRank, ExportedEstimate, ExportedEstimateCluster, ExportedEstimateRank};
@@ -45,6 +46,17 @@ pub struct VllmEngine {
     /// `num_speculative_tokens`: each recurrent layer keeps one more state
     /// page per speculative token.
     pub speculative_tokens: u64,
+    /// Tensor-parallel size, for vLLM's checks of the layout (the figures
+    /// per rank come from [`Estimate::ranks`]'s [`Parallel`](crate::Parallel)).
+    pub tensor_parallel: u64,
+    /// `decode_context_parallel_size`: the TP ranks that would hold copies
+    /// of the same KV heads hold `cdiv(max_model_len, dcp)` tokens each of
+    /// every full-attention and MLA row instead.
+    pub decode_context_parallel: u64,
+    /// `cp_kv_cache_interleave_size`: tokens stored on one DCP rank before
+    /// the next; vLLM requires it to divide the block size. It moves no
+    /// figure: a block of `block_size x dcp` tokens fills each rank's block.
+    pub dcp_interleave: u64,
 }
 
 impl Default for VllmEngine {
@@ -54,6 +66,9 @@ impl Default for VllmEngine {
             pipeline_stages: 1,
             prefix_caching: true,
             speculative_tokens: 0,
+            tensor_parallel: 1,
+            decode_context_parallel: 1,
+            dcp_interleave: 1,
         }
     }
 }
@@ -195,6 +210,24 @@ impl EstimateSettings {
         self
     }
 
+    /// Tensor-parallel size, for vLLM's checks of the layout.
+    pub fn tensor_parallel(mut self, tp: u64) -> EstimateSettings {
+        self.engine.tensor_parallel = tp;
+        self
+    }
+
+    /// vLLM's `decode_context_parallel_size`.
+    pub fn decode_context_parallel(mut self, dcp: u64) -> EstimateSettings {
+        self.engine.decode_context_parallel = dcp;
+        self
+    }
+
+    /// vLLM's `cp_kv_cache_interleave_size`.
+    pub fn dcp_interleave(mut self, tokens: u64) -> EstimateSettings {
+        self.engine.dcp_interleave = tokens;
+        self
+    }
+
     /// Allows `positions` above the model's length (vLLM's
     /// `VLLM_ALLOW_LONG_MAX_MODEL_LEN=1`).
     pub fn allow_long_max_model_len(mut self, allow: bool) -> EstimateSettings {
@@ -220,8 +253,12 @@ pub struct Estimate {
     pub max_model_len: u64,
     /// The attention block size used, in tokens.
     pub block_size: u64,
-    /// One declaration per group of layers, rows `max_num_seqs`.
+    /// One declaration per group of layers, rows `max_num_seqs`; under
+    /// decode context parallelism, full attention and MLA hold one DCP
+    /// rank's share of each row.
     pub specs: Vec<KvSpec>,
+    /// vLLM's `decode_context_parallel_size` the figures are for.
+    pub decode_context_parallel: u64,
 }
 
 /// Estimates what vLLM holds for a model from its HF `config.json`.
@@ -274,6 +311,12 @@ pub fn estimate(config: &Value, settings: &EstimateSettings) -> Result<Estimate,
         ("block_size", settings.block_size),
         ("max_num_batched_tokens", settings.max_num_batched_tokens),
         ("pipeline_stages", settings.engine.pipeline_stages),
+        ("tensor_parallel", settings.engine.tensor_parallel),
+        (
+            "decode_context_parallel",
+            settings.engine.decode_context_parallel,
+        ),
+        ("dcp_interleave", settings.engine.dcp_interleave),
     ] {
         if value == 0 {
             return Err(config_error(
@@ -302,7 +345,9 @@ pub fn estimate(config: &Value, settings: &EstimateSettings) -> Result<Estimate,
         ));
     }
     let (max_model_len, source) = max_len::max_model_len(&hf, settings)?;
+    refusals::check_layout(&hf, settings)?;
     let (detected, paging, specs) = detect(&hf, settings, max_model_len, &source)?;
+    refusals::check_dcp(&hf, settings, paging.block_size, &specs)?;
     let unread: Vec<String> = hf
         .unread_values()
         .into_iter()
@@ -351,6 +396,7 @@ pub fn estimate(config: &Value, settings: &EstimateSettings) -> Result<Estimate,
         max_model_len,
         block_size: paging.block_size,
         specs,
+        decode_context_parallel: settings.engine.decode_context_parallel,
     })
 }
 

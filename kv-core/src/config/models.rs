@@ -45,6 +45,9 @@ pub(crate) struct ModelType {
     pub source: &'static str,
     pub kv_heads: KvHeads,
     pub holds: Holds,
+    /// vLLM's model class, where it lacks `SupportsPP`: vLLM 0.33 refuses
+    /// `pipeline_parallel_size > 1` for it (`verify_with_parallel_config`).
+    pub no_pipeline: Option<&'static str>,
 }
 
 const fn generic(names: &'static [&'static str]) -> ModelType {
@@ -54,6 +57,7 @@ const fn generic(names: &'static [&'static str]) -> ModelType {
         source: "",
         kv_heads: KvHeads::Generic,
         holds: Holds::ByKeys,
+        no_pipeline: None,
     }
 }
 
@@ -74,6 +78,7 @@ pub(crate) const MODEL_TYPES: &[ModelType] = &[
         source: "transformers Gemma2Config default",
         kv_heads: KvHeads::Generic,
         holds: Holds::ByKeys,
+        no_pipeline: None,
     },
     ModelType {
         // Gemma3TextConfig.__post_init__: sliding_window_pattern 6.
@@ -89,6 +94,7 @@ pub(crate) const MODEL_TYPES: &[ModelType] = &[
         source: "transformers Gemma3TextConfig default",
         kv_heads: KvHeads::Generic,
         holds: Holds::ByKeys,
+        no_pipeline: None,
     },
     ModelType {
         // Gemma3nTextConfig: every 5th layer full; the last
@@ -107,6 +113,9 @@ pub(crate) const MODEL_TYPES: &[ModelType] = &[
         source: "transformers Gemma3nTextConfig default",
         kv_heads: KvHeads::Generic,
         holds: Holds::ByKeys,
+        // vLLM 0.33 models/gemma3n.py, gemma3n_mm.py: neither class
+        // implements SupportsPP.
+        no_pipeline: Some("Gemma3nForConditionalGeneration / Gemma3nForCausalLM"),
     },
     ModelType {
         // Llama4TextConfig: a NoPE (full attention) layer every 4th, the
@@ -123,6 +132,7 @@ pub(crate) const MODEL_TYPES: &[ModelType] = &[
         source: "transformers Llama4TextConfig default",
         kv_heads: KvHeads::Generic,
         holds: Holds::ByKeys,
+        no_pipeline: None,
     },
     ModelType {
         names: &["falcon", "RefinedWeb", "RefinedWebModel"],
@@ -133,6 +143,7 @@ pub(crate) const MODEL_TYPES: &[ModelType] = &[
         source: "transformers FalconConfig default",
         kv_heads: KvHeads::MultiQueryFlag,
         holds: Holds::ByKeys,
+        no_pipeline: None,
     },
     ModelType {
         names: &["gpt_bigcode"],
@@ -140,6 +151,7 @@ pub(crate) const MODEL_TYPES: &[ModelType] = &[
         source: "transformers GPTBigCodeConfig default",
         kv_heads: KvHeads::MultiQueryFlag,
         holds: Holds::ByKeys,
+        no_pipeline: None,
     },
     ModelType {
         names: &["mpt", "dbrx"],
@@ -147,6 +159,7 @@ pub(crate) const MODEL_TYPES: &[ModelType] = &[
         source: "",
         kv_heads: KvHeads::AttnConfig,
         holds: Holds::ByKeys,
+        no_pipeline: None,
     },
     ModelType {
         names: &["chatglm", "glm"],
@@ -154,13 +167,37 @@ pub(crate) const MODEL_TYPES: &[ModelType] = &[
         source: "",
         kv_heads: KvHeads::ChatGlm,
         holds: Holds::ByKeys,
+        no_pipeline: None,
     },
     ModelType {
-        names: &["mamba", "falcon_mamba", "mamba2"],
+        names: &["mamba", "falcon_mamba"],
         defaults: &[],
         source: "",
         kv_heads: KvHeads::Generic,
         holds: Holds::MambaOnly,
+        no_pipeline: None,
+    },
+    ModelType {
+        names: &["mamba2"],
+        defaults: &[],
+        source: "",
+        kv_heads: KvHeads::Generic,
+        holds: Holds::MambaOnly,
+        // vLLM 0.33 models/mamba2.py: Mamba2ForCausalLM lacks SupportsPP
+        // (MambaForCausalLM has it).
+        no_pipeline: Some("Mamba2ForCausalLM"),
+    },
+    ModelType {
+        // vLLM 0.33 models/zamba2.py: `Zamba2ForCausalLM(nn.Module,
+        // HasInnerState, IsHybrid)`.
+        no_pipeline: Some("Zamba2ForCausalLM"),
+        ..generic(&["zamba2"])
+    },
+    ModelType {
+        // vLLM 0.33 models/whisper.py: WhisperForConditionalGeneration
+        // lacks SupportsPP.
+        no_pipeline: Some("WhisperForConditionalGeneration"),
+        ..generic(&["whisper"])
     },
     ModelType {
         names: &["rwkv", "rwkv5", "rwkv6", "rwkv7"],
@@ -172,6 +209,7 @@ pub(crate) const MODEL_TYPES: &[ModelType] = &[
              state, which kv's estimator does not size; declare it with \
              `state(...)` in Rust",
         ),
+        no_pipeline: None,
     },
     // Families read by the generic keys alone: known, so not reported as unknown.
     generic(&[
@@ -204,12 +242,10 @@ pub(crate) const MODEL_TYPES: &[ModelType] = &[
         "jamba",
         "bamba",
         "nemotron_h",
-        "zamba2",
         "falcon_h1",
         "deepseek_v2",
         "deepseek_v3",
         "kimi_k2",
-        "whisper",
         "gpt2",
         "gpt_neox",
         "gptj",

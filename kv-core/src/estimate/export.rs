@@ -98,6 +98,7 @@ impl Estimate {
             convention: self.convention.clone(),
             max_model_len: self.max_model_len,
             block_size: self.block_size,
+            decode_context_parallel: self.decode_context_parallel,
             max_num_seqs,
             ranks,
             cluster,
@@ -140,12 +141,20 @@ pub struct ExportedEstimate {
     pub max_model_len: u64,
     /// The attention block size used, in tokens.
     pub block_size: u64,
+    /// vLLM's `decode_context_parallel_size`: each rank's full-attention
+    /// and MLA rows hold `cdiv(max_model_len, dcp)` tokens (1 when absent).
+    #[serde(default = "one")]
+    pub decode_context_parallel: u64,
     /// The `max_num_seqs` the peaks are at.
     pub max_num_seqs: u64,
     /// One per rank, in [`Parallel::ranks`] order; each report names its rank.
     pub ranks: Vec<ExportedEstimateRank>,
     /// Every rank together.
     pub cluster: ExportedEstimateCluster,
+}
+
+fn one() -> u64 {
+    1
 }
 
 /// Every rank of an [`ExportedEstimate`] together (`kv estimate`'s
