@@ -204,6 +204,20 @@ fn refused_layout(file: &Path, problem: &str) -> ! {
 fn problem(file: &Path, error: KvError, args: &Args) -> Problem {
     match &error {
         KvError::Parallel { problem, .. } => refused_layout(file, problem),
+        KvError::Config {
+            what: "kv_format",
+            problem,
+        } if args.kv_format.is_some() => clap::Error::raw(
+            clap::error::ErrorKind::ValueValidation,
+            format!(
+                "invalid value for '--kv-format': {}: {problem}\n",
+                file.display()
+            ),
+        )
+        .exit(),
+        KvError::Config {
+            what: "kv_format", ..
+        } => Problem::new(file, error),
         KvError::LongerThanModel { .. } => usage(
             file,
             &format!("{error} (--allow-long-max-model-len allows it)"),

@@ -634,6 +634,24 @@ fn decode_context_parallel_halves_each_ranks_tokens_and_vllms_refusals_exit_2() 
     );
     let out = kv(&["estimate", &llama, "--dcp", "0"]);
     assert_eq!(out.status.code(), Some(2));
+    // A KV format no MLA backend takes is bad usage of --kv-format.
+    let lite = shipped("deepseek-v2-lite");
+    let out = kv(&[
+        "estimate",
+        &lite,
+        "--positions",
+        "8192",
+        "--kv-format",
+        "nvfp4",
+    ]);
+    assert_eq!(out.status.code(), Some(2));
+    assert!(
+        stderr(&out).starts_with(&format!(
+            "error: invalid value for '--kv-format': {lite}: vLLM 0.33 would not start"
+        )),
+        "{}",
+        stderr(&out)
+    );
 }
 
 fn rank_reports(dir: &Path, max_num_seqs: u64) -> (Vec<String>, Collection) {

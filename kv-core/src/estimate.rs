@@ -348,6 +348,7 @@ pub fn estimate(config: &Value, settings: &EstimateSettings) -> Result<Estimate,
     refusals::check_layout(&hf, settings)?;
     let (detected, paging, specs) = detect(&hf, settings, max_model_len, &source)?;
     refusals::check_dcp(&hf, settings, paging.block_size, &specs)?;
+    refusals::check_format(&specs)?;
     let unread: Vec<String> = hf
         .unread_values()
         .into_iter()

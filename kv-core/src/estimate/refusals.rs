@@ -8,7 +8,8 @@
 
 use super::EstimateSettings;
 use crate::positions::{Bound, PositionPolicy};
-use crate::{HfConfig, KvError, KvSpec, Layout};
+use crate::storage::BlockFormat;
+use crate::{DType, HfConfig, KvError, KvSpec, Layout, Storage};
 
 /// vLLM's refusal of the layout in `settings` for this model, where the
 /// config alone decides it (before any cache is sized).
@@ -126,6 +127,42 @@ pub(super) fn check_dcp(
             spec.name,
             spec.layout.layers(),
         ));
+    }
+    Ok(())
+}
+
+/// vLLM's refusal of the KV format for these caches, where no backend on
+/// any CUDA GPU takes it. vLLM 0.33's dense MLA backends (`CUTLASS_MLA`,
+/// `FLASHMLA`, `FLASHINFER_MLA`, `FLASH_ATTN_MLA`, `TRITON_MLA`) take
+/// bf16/f16 and fp8 (e4m3) only: `fp8_e5m2` only ROCm's AITER MLA takes,
+/// and NVFP4 none (the sparse `FLASHMLA_SPARSE` takes `nvfp4_ds_mla`, a
+/// format of its own). Rules that hang on the GPU generation (FlashInfer's
+/// NVFP4 at head size 64 on SM 8x/9x/12x, FlashAttention's fp8 with ALiBi
+/// by FA version) are not here: kv does not know the GPU.
+pub(super) fn check_format(specs: &[KvSpec]) -> Result<(), KvError> {
+    for spec in specs {
+        let Layout::Latent { latent, .. } = &spec.layout else {
+            continue;
+        };
+        let why = match latent.storage {
+            Storage::Blocks(format) if format == BlockFormat::NVFP4 => {
+                "no vLLM MLA backend takes an NVFP4 latent cache"
+            }
+            storage if storage.dtype() == Some(DType::F8E5M2) => {
+                "no CUDA MLA backend takes fp8_e5m2 (only ROCm's AITER MLA does)"
+            }
+            _ => continue,
+        };
+        return Err(KvError::Config {
+            what: "kv_format",
+            problem: format!(
+                "vLLM {} would not start: `{}` is an MLA latent stored as {}, and {why}; \
+                 use bf16 or f8e4m3",
+                super::VLLM_VERSION,
+                spec.name,
+                latent.storage
+            ),
+        });
     }
     Ok(())
 }
@@ -411,6 +448,43 @@ mod tests {
         assert!(estimate(&shipped("whisper-large-v3"), &at(1, 1, 1)).is_ok());
         // Llama has SupportsPP.
         assert!(estimate(&shipped("llama-3-8b"), &at(1, 2, 1)).is_ok());
+    }
+
+    #[test]
+    fn an_mla_latent_in_nvfp4_or_fp8_e5m2_is_refused() {
+        let lite = shipped("deepseek-v2-lite");
+        let with = |name: &str| {
+            EstimateSettings::new()
+                .positions(8192)
+                .kv_format(crate::Storage::from_name(name).unwrap())
+        };
+        for (format, why) in [
+            ("nvfp4", "no vLLM MLA backend takes an NVFP4 latent cache"),
+            (
+                "f8e5m2",
+                "no CUDA MLA backend takes fp8_e5m2 (only ROCm's AITER MLA does)",
+            ),
+        ] {
+            match estimate(&lite, &with(format)) {
+                Err(KvError::Config {
+                    what: "kv_format",
+                    problem,
+                }) => assert_eq!(
+                    problem,
+                    format!(
+                        "vLLM 0.33 would not start: `mla_latent` is an MLA latent stored as \
+                         {format}, and {why}; use bf16 or f8e4m3"
+                    )
+                ),
+                other => panic!("{format}: {other:?}"),
+            }
+        }
+        // fp8 (e4m3) is taken: 27 layers x 576 x 1 B = 15,552 B per token.
+        let e4m3 = estimate(&lite, &with("f8e4m3")).unwrap();
+        assert_eq!(e4m3.specs[0].layout.bytes_per_position(), Some(Ok(15_552)));
+        // Attention (not MLA) in NVFP4 is not refused here: whether a
+        // backend takes it hangs on the GPU.
+        assert!(estimate(&shipped("llama-3-8b"), &with("nvfp4")).is_ok());
     }
 
     #[test]
