@@ -294,6 +294,15 @@ pub struct Estimate {
 /// nothing reads is an error. Recurrent state takes the model dtype (vLLM's
 /// `mamba_cache_dtype auto`), never `kv_format`.
 ///
+/// A layout vLLM 0.33 would not start with is refused with vLLM's reason:
+/// TP not dividing the query heads, pipeline stages on a family without
+/// pipeline support, decode context parallelism against vLLM's TP and KV-head
+/// rules, its interleave, or over sliding or chunked layers
+/// ([`KvError::Parallel`]); an MLA latent in a format no MLA backend takes
+/// ([`KvError::Config`] on `kv_format`). Under decode context parallelism
+/// full attention and MLA hold one DCP rank's share of each row,
+/// `cdiv(max_model_len, dcp)` tokens in whole blocks.
+///
 /// ```
 /// use kv_core::estimate::{estimate, EstimateSettings};
 ///

@@ -237,6 +237,11 @@ mod tests {
         assert!(text.contains("\"per_position_bytes\":128"), "{text}");
         let back: ExportedEstimate = serde_json::from_str(&text).unwrap();
         assert_eq!(back, exported);
+        // JSON written before decode context parallelism reads as dcp 1.
+        assert!(text.contains("\"decode_context_parallel\":1,"), "{text}");
+        let older = text.replace("\"decode_context_parallel\":1,", "");
+        let back: ExportedEstimate = serde_json::from_str(&older).unwrap();
+        assert_eq!(back.decode_context_parallel, 1);
     }
 
     #[test]

@@ -228,9 +228,16 @@ mod tests {
         assert_eq!(e.specs[0].positions().unwrap().count, 4096);
         assert_eq!(rank_totals(&e, 16), (16_384, 16_384 * 4096));
         assert_eq!(rank_totals(&e, 16).1, 67_108_864);
-        // Without DCP the head's 2 copies each hold all 8192 tokens.
+        // Without DCP the head's 2 copies each hold all 8192 tokens, and
+        // neither the cache nor the convention speaks of DCP.
         let plain = estimate(&shipped("llama-3-8b"), &at(16, 1, 1)).unwrap();
         assert_eq!(rank_totals(&plain, 16), (16_384, 16_384 * 8192));
+        assert!(
+            !plain.specs[0].cache.contains("DCP"),
+            "{}",
+            plain.specs[0].cache
+        );
+        assert!(!plain.convention.contains("decode context"));
         // The cluster: 16 ranks x 67,108,864 B per row = 1 GiB.
         let exported = e.export("c", Parallel::new(16, 1).unwrap(), 1).unwrap();
         assert_eq!(exported.cluster.per_row_bytes, 1_073_741_824);
@@ -482,6 +489,8 @@ mod tests {
         // fp8 (e4m3) is taken: 27 layers x 576 x 1 B = 15,552 B per token.
         let e4m3 = estimate(&lite, &with("f8e4m3")).unwrap();
         assert_eq!(e4m3.specs[0].layout.bytes_per_position(), Some(Ok(15_552)));
+        // kv's other block formats are kv's own sizing, not refused here.
+        assert!(estimate(&lite, &with("q8_0")).is_ok());
         // Attention (not MLA) in NVFP4 is not refused here: whether a
         // backend takes it hangs on the GPU.
         assert!(estimate(&shipped("llama-3-8b"), &with("nvfp4")).is_ok());
