@@ -55,6 +55,16 @@ pub struct Args {
     /// Pipeline-parallel size (1 to 4096): figures are per rank.
     #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u64).range(1..=4096))]
     pp: u64,
+    /// vLLM --decode-context-parallel-size (1 to 4096): the TP ranks that
+    /// would hold copies of the same KV heads each hold cdiv(max_model_len,
+    /// N) tokens of every full-attention and MLA row instead. vLLM's rules
+    /// on TP, KV heads and layer kinds apply (a layout it refuses exits 2).
+    #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u64).range(1..=4096))]
+    dcp: u64,
+    /// vLLM --cp-kv-cache-interleave-size: tokens stored on one DCP rank
+    /// before the next; must divide the block size. Moves no figure.
+    #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u64).range(1..))]
+    dcp_interleave: u64,
     /// vLLM block_size, in tokens.
     #[arg(long, default_value_t = kv_core::estimate::DEFAULT_BLOCK_SIZE, value_parser = clap::value_parser!(u64).range(1..))]
     block_size: u64,
@@ -170,6 +180,8 @@ pub fn run(args: &Args) -> bool {
         .max_num_batched_tokens(args.max_num_batched_tokens)
         .pipeline_stages(args.pp)
         .tensor_parallel(args.tp)
+        .decode_context_parallel(args.dcp)
+        .dcp_interleave(args.dcp_interleave)
         .async_scheduling(!args.no_async_scheduling)
         .prefix_caching(!args.no_prefix_caching)
         .speculative_tokens(args.speculative_tokens)
@@ -244,11 +256,38 @@ fn usage(file: &Path, flag: &str, problem: &str) -> ! {
     .exit()
 }
 
+/// A --tp/--pp/--dcp layout vLLM would not start with: bad usage, exit 2.
+fn refused_layout(file: &Path, problem: &str) -> ! {
+    clap::Error::raw(
+        clap::error::ErrorKind::ArgumentConflict,
+        format!(
+            "the layout --tp/--pp/--dcp/--dcp-interleave is refused: {}: {problem}\n",
+            file.display()
+        ),
+    )
+    .exit()
+}
+
 /// One problem in CLI words: a length the flag gave that the model refuses
-/// or that overflows is bad usage (exit 2, naming the flag); a key a config
-/// lacks is given with --set.
+/// or that overflows is bad usage (exit 2, naming the flag), and so is a
+/// layout vLLM would not start with; a key a config lacks is given with --set.
 fn problem(file: &Path, error: KvError, args: &Args) -> Problem {
     match &error {
+        KvError::Parallel { problem, .. } => refused_layout(file, problem),
+        KvError::Config {
+            what: "kv_format",
+            problem,
+        } if args.kv_format.is_some() => clap::Error::raw(
+            clap::error::ErrorKind::ValueValidation,
+            format!(
+                "invalid value for '--kv-format': {}: {problem}\n",
+                file.display()
+            ),
+        )
+        .exit(),
+        KvError::Config {
+            what: "kv_format", ..
+        } => Problem::new(file, error),
         KvError::LongerThanModel { .. } => usage(
             file,
             "--positions",
@@ -361,11 +400,16 @@ fn totals_line(totals: &Totals, max_num_seqs: u64) -> String {
 
 fn settings_line(estimated: &Estimated, args: &Args) -> String {
     format!(
-        "max_model_len {}, max_num_seqs {}, tp {}, pp {}; {}",
+        "max_model_len {}, max_num_seqs {}, tp {}, pp {}{}; {}",
         estimated.exported.max_model_len,
         args.max_num_seqs,
         args.tp,
         args.pp,
+        if args.dcp > 1 {
+            format!(", dcp {}", args.dcp)
+        } else {
+            String::new()
+        },
         estimated.exported.convention
     )
 }

@@ -682,10 +682,112 @@ fn markdown_json_kv_format_and_ranks() {
         let expected = whole.for_rank(parallel).unwrap().totals(256).unwrap().total;
         assert_eq!(rank["peak_bytes"], expected);
     }
-    // TP that does not divide the heads is an error naming the file.
+    // TP that does not divide the query heads is a layout vLLM refuses:
+    // bad usage, naming the file and vLLM's reason.
     let out = kv(&["estimate", &llama, "--positions", "8192", "--tp", "3"]);
-    assert_eq!(out.status.code(), Some(1));
-    assert!(stderr(&out).starts_with(&format!("kv: {llama}: ")));
+    assert_eq!(out.status.code(), Some(2));
+    assert_eq!(
+        stderr(&out),
+        format!(
+            "error: the layout --tp/--pp/--dcp/--dcp-interleave is refused: {llama}: vLLM 0.33 \
+             would not start: tp 3 does not divide the 32 query heads (`num_attention_heads`) \
+             (vLLM: \"Total number of attention heads (32) must be divisible by tensor \
+             parallel size (3).\")\n"
+        )
+    );
+}
+
+#[test]
+fn decode_context_parallel_halves_each_ranks_tokens_and_vllms_refusals_exit_2() {
+    let llama = shipped("llama-3-8b");
+    let out = kv(&[
+        "estimate",
+        &llama,
+        "--positions",
+        "8192",
+        "--tp",
+        "16",
+        "--dcp",
+        "2",
+    ]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    let text = stdout(&out);
+    // Per rank: 1 KV head, 32 x 1 x 256 x 2 B = 16,384 B per token, over
+    // cdiv(8192, 2) = 4096 tokens = 67,108,864 B per row; 16 ranks add to
+    // 1 GiB per row, 256 GiB at 256 rows.
+    assert!(text.contains("tp 16, pp 1, dcp 2;"), "{text}");
+    assert!(
+        text.contains("per position 16,384 B, per row 67,108,864 B, at peak 17,179,869,184 B"),
+        "{text}"
+    );
+    assert!(
+        text.contains(
+            "cluster: 16 ranks, 1,073,741,824 B (1.00 GiB) per row, 274,877,906,944 B \
+             (256.00 GiB) at peak in all"
+        ),
+        "{text}"
+    );
+    let out = kv(&[
+        "estimate",
+        &llama,
+        "--positions",
+        "8192",
+        "--tp",
+        "16",
+        "--dcp",
+        "2",
+        "--format",
+        "json",
+    ]);
+    let json: Value = serde_json::from_str(&stdout(&out)).unwrap();
+    assert_eq!(json[0]["decode_context_parallel"], 2);
+    assert_eq!(json[0]["ranks"][15]["per_row_bytes"], 67_108_864u64);
+    assert_eq!(json[0]["cluster"]["per_row_bytes"], 1_073_741_824u64);
+    for (args, says) in [
+        (
+            vec!["--tp", "8", "--dcp", "2"],
+            "tp 8 is not above the model's 8 KV heads",
+        ),
+        (
+            vec!["--tp", "16", "--dcp", "2", "--dcp-interleave", "32"],
+            "cp_kv_cache_interleave_size (32)",
+        ),
+    ] {
+        let mut all = vec!["estimate", &llama, "--positions", "8192"];
+        all.extend(args);
+        let out = kv(&all);
+        assert_eq!(out.status.code(), Some(2), "{all:?}");
+        assert!(stderr(&out).contains(says), "{}", stderr(&out));
+        assert!(stdout(&out).is_empty());
+    }
+    let whisper = shipped("whisper-large-v3");
+    let out = kv(&["estimate", &whisper, "--positions", "448", "--pp", "2"]);
+    assert_eq!(out.status.code(), Some(2));
+    assert!(
+        stderr(&out).contains("WhisperForConditionalGeneration does not implement `SupportsPP`"),
+        "{}",
+        stderr(&out)
+    );
+    let out = kv(&["estimate", &llama, "--dcp", "0"]);
+    assert_eq!(out.status.code(), Some(2));
+    // A KV format no MLA backend takes is bad usage of --kv-format.
+    let lite = shipped("deepseek-v2-lite");
+    let out = kv(&[
+        "estimate",
+        &lite,
+        "--positions",
+        "8192",
+        "--kv-format",
+        "nvfp4",
+    ]);
+    assert_eq!(out.status.code(), Some(2));
+    assert!(
+        stderr(&out).starts_with(&format!(
+            "error: invalid value for '--kv-format': {lite}: vLLM 0.33 would not start"
+        )),
+        "{}",
+        stderr(&out)
+    );
 }
 
 fn rank_reports(dir: &Path, max_num_seqs: u64) -> (Vec<String>, Collection) {

@@ -485,6 +485,15 @@ impl HfConfig {
         Ok(heads)
     }
 
+    /// The query heads with the key that set them, `None` where no section
+    /// sets one (vLLM then reads 0, which every TP size divides).
+    pub(crate) fn attention_heads(&self) -> Result<Option<(String, u64)>, KvError> {
+        match self.find(ATTENTION_HEADS) {
+            Some((key, value)) => positive("attention heads", &key, value).map(|n| Some((key, n))),
+            None => Ok(None),
+        }
+    }
+
     /// No KV-head key: every attention head has its own K/V (vLLM's fallback).
     fn attention_heads_as_kv_heads(&self, tried: &str) -> Result<u64, KvError> {
         match self.find(ATTENTION_HEADS) {

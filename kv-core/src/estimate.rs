@@ -15,6 +15,7 @@ mod export;
 mod max_len;
 #[cfg(test)]
 mod published;
+mod refusals;
 #[cfg(test)]
 mod served;
 mod vllm;
@@ -54,6 +55,14 @@ pub struct VllmEngine {
     /// `num_speculative_tokens`: each recurrent layer keeps one more state
     /// page per speculative token.
     pub speculative_tokens: u64,
+    /// `decode_context_parallel_size`: the TP ranks that would hold copies
+    /// of the same KV heads hold `cdiv(max_model_len, dcp)` tokens each of
+    /// every full-attention and MLA row instead.
+    pub decode_context_parallel: u64,
+    /// `cp_kv_cache_interleave_size`: tokens stored on one DCP rank before
+    /// the next; vLLM requires it to divide the block size. It moves no
+    /// figure: a block of `block_size x dcp` tokens fills each rank's block.
+    pub dcp_interleave: u64,
 }
 
 impl Default for VllmEngine {
@@ -64,6 +73,8 @@ impl Default for VllmEngine {
             tensor_parallel: 1,
             prefix_caching: true,
             speculative_tokens: 0,
+            decode_context_parallel: 1,
+            dcp_interleave: 1,
         }
     }
 }
@@ -214,6 +225,18 @@ impl EstimateSettings {
         self
     }
 
+    /// vLLM's `decode_context_parallel_size`.
+    pub fn decode_context_parallel(mut self, dcp: u64) -> EstimateSettings {
+        self.engine.decode_context_parallel = dcp;
+        self
+    }
+
+    /// vLLM's `cp_kv_cache_interleave_size`.
+    pub fn dcp_interleave(mut self, tokens: u64) -> EstimateSettings {
+        self.engine.dcp_interleave = tokens;
+        self
+    }
+
     /// Allows `positions` above the model's length (vLLM's
     /// `VLLM_ALLOW_LONG_MAX_MODEL_LEN=1`).
     pub fn allow_long_max_model_len(mut self, allow: bool) -> EstimateSettings {
@@ -242,8 +265,12 @@ pub struct Estimate {
     /// The tensor-parallel size the figures are for
     /// ([`VllmEngine::tensor_parallel`]).
     pub tensor_parallel: u64,
-    /// One declaration per group of layers, rows `max_num_seqs`.
+    /// One declaration per group of layers, rows `max_num_seqs`; under
+    /// decode context parallelism, full attention and MLA hold one DCP
+    /// rank's share of each row.
     pub specs: Vec<KvSpec>,
+    /// vLLM's `decode_context_parallel_size` the figures are for.
+    pub decode_context_parallel: u64,
 }
 
 /// Estimates what vLLM holds for a model from its HF `config.json`.
@@ -291,6 +318,15 @@ pub struct Estimate {
 /// short ([`VllmPool`], per rank from [`Estimate::ranks`]); such a
 /// declaration's `cache` says how many layers it is charged as.
 ///
+/// A layout vLLM 0.33 would not start with is refused with vLLM's reason:
+/// TP not dividing the query heads, pipeline stages on a family without
+/// pipeline support, decode context parallelism against vLLM's TP and KV-head
+/// rules, its interleave, or over sliding or chunked layers
+/// ([`KvError::Parallel`]); an MLA latent in a format no MLA backend takes
+/// ([`KvError::Config`] on `kv_format`). Under decode context parallelism
+/// full attention and MLA hold one DCP rank's share of each row,
+/// `cdiv(max_model_len, dcp)` tokens in whole blocks.
+///
 /// ```
 /// use kv_core::estimate::{estimate, EstimateSettings};
 ///
@@ -309,6 +345,11 @@ pub fn estimate(config: &Value, settings: &EstimateSettings) -> Result<Estimate,
         ("max_num_batched_tokens", settings.max_num_batched_tokens),
         ("pipeline_stages", settings.engine.pipeline_stages),
         ("tensor_parallel", settings.engine.tensor_parallel),
+        (
+            "decode_context_parallel",
+            settings.engine.decode_context_parallel,
+        ),
+        ("dcp_interleave", settings.engine.dcp_interleave),
     ] {
         if value == 0 {
             return Err(config_error(
@@ -337,7 +378,10 @@ pub fn estimate(config: &Value, settings: &EstimateSettings) -> Result<Estimate,
         ));
     }
     let (max_model_len, source) = max_len::max_model_len(&hf, settings)?;
+    refusals::check_layout(&hf, settings)?;
     let (detected, paging, mut specs) = detect(&hf, settings, max_model_len, &source)?;
+    refusals::check_dcp(&hf, settings, paging.block_size, &specs)?;
+    refusals::check_format(&specs)?;
     // Where vLLM's pool charges a kind more layers than it has, its cache says so.
     let grouping = engine::Grouping::of(&specs, paging.block_size)?;
     for spec in &mut specs {
@@ -394,6 +438,7 @@ pub fn estimate(config: &Value, settings: &EstimateSettings) -> Result<Estimate,
         block_size: paging.block_size,
         tensor_parallel: settings.engine.tensor_parallel,
         specs,
+        decode_context_parallel: settings.engine.decode_context_parallel,
     })
 }
 

@@ -73,6 +73,9 @@ pub(crate) struct ModelType {
     pub kv_heads: KvHeads,
     pub holds: Holds,
     pub kv_cache_dtype: KvCacheDtype,
+    /// vLLM's model class, where it lacks `SupportsPP`: vLLM 0.33 refuses
+    /// `pipeline_parallel_size > 1` for it (`verify_with_parallel_config`).
+    pub no_pipeline: Option<&'static str>,
 }
 
 const fn generic(names: &'static [&'static str]) -> ModelType {
@@ -83,6 +86,7 @@ const fn generic(names: &'static [&'static str]) -> ModelType {
         kv_heads: KvHeads::Generic,
         holds: Holds::ByKeys,
         kv_cache_dtype: KvCacheDtype::Asked,
+        no_pipeline: None,
     }
 }
 
@@ -104,6 +108,7 @@ pub(crate) const MODEL_TYPES: &[ModelType] = &[
         kv_heads: KvHeads::Generic,
         holds: Holds::ByKeys,
         kv_cache_dtype: KvCacheDtype::Asked,
+        no_pipeline: None,
     },
     ModelType {
         // Gemma3TextConfig.__post_init__: sliding_window_pattern 6.
@@ -120,6 +125,7 @@ pub(crate) const MODEL_TYPES: &[ModelType] = &[
         kv_heads: KvHeads::Generic,
         holds: Holds::ByKeys,
         kv_cache_dtype: KvCacheDtype::Asked,
+        no_pipeline: None,
     },
     ModelType {
         // Gemma3nTextConfig: every 5th layer full; the last
@@ -139,6 +145,9 @@ pub(crate) const MODEL_TYPES: &[ModelType] = &[
         kv_heads: KvHeads::Generic,
         holds: Holds::ByKeys,
         kv_cache_dtype: KvCacheDtype::Asked,
+        // vLLM 0.33 models/gemma3n.py, gemma3n_mm.py: neither class
+        // implements SupportsPP.
+        no_pipeline: Some("Gemma3nForConditionalGeneration / Gemma3nForCausalLM"),
     },
     ModelType {
         // Llama4TextConfig: a NoPE (full attention) layer every 4th, the
@@ -156,6 +165,7 @@ pub(crate) const MODEL_TYPES: &[ModelType] = &[
         kv_heads: KvHeads::Generic,
         holds: Holds::ByKeys,
         kv_cache_dtype: KvCacheDtype::Asked,
+        no_pipeline: None,
     },
     ModelType {
         names: &["falcon", "RefinedWeb", "RefinedWebModel"],
@@ -170,6 +180,7 @@ pub(crate) const MODEL_TYPES: &[ModelType] = &[
             "vLLM 0.33's Falcon builds its `Attention` without the cache config \
              (`model_executor/models/falcon.py`), so the K/V stay in the model dtype",
         ),
+        no_pipeline: None,
     },
     ModelType {
         names: &["gpt_bigcode"],
@@ -178,6 +189,7 @@ pub(crate) const MODEL_TYPES: &[ModelType] = &[
         kv_heads: KvHeads::MultiQueryFlag,
         holds: Holds::ByKeys,
         kv_cache_dtype: KvCacheDtype::Asked,
+        no_pipeline: None,
     },
     ModelType {
         names: &["mpt", "dbrx"],
@@ -186,6 +198,7 @@ pub(crate) const MODEL_TYPES: &[ModelType] = &[
         kv_heads: KvHeads::AttnConfig,
         holds: Holds::ByKeys,
         kv_cache_dtype: KvCacheDtype::Asked,
+        no_pipeline: None,
     },
     ModelType {
         names: &["chatglm", "glm"],
@@ -194,14 +207,16 @@ pub(crate) const MODEL_TYPES: &[ModelType] = &[
         kv_heads: KvHeads::ChatGlm,
         holds: Holds::ByKeys,
         kv_cache_dtype: KvCacheDtype::Asked,
+        no_pipeline: None,
     },
     ModelType {
-        names: &["mamba", "falcon_mamba", "mamba2"],
+        names: &["mamba", "falcon_mamba"],
         defaults: &[],
         source: "",
         kv_heads: KvHeads::Generic,
         holds: Holds::MambaOnly,
         kv_cache_dtype: KvCacheDtype::Asked,
+        no_pipeline: None,
     },
     ModelType {
         names: &["falcon_h1"],
@@ -210,6 +225,7 @@ pub(crate) const MODEL_TYPES: &[ModelType] = &[
         kv_heads: KvHeads::Generic,
         holds: Holds::MambaAndAttentionInEveryLayer,
         kv_cache_dtype: KvCacheDtype::Asked,
+        no_pipeline: None,
     },
     ModelType {
         names: &["zamba2"],
@@ -218,6 +234,26 @@ pub(crate) const MODEL_TYPES: &[ModelType] = &[
         kv_heads: KvHeads::Zamba2,
         holds: Holds::ByKeys,
         kv_cache_dtype: KvCacheDtype::Asked,
+        // vLLM 0.33 models/zamba2.py: `Zamba2ForCausalLM(nn.Module,
+        // HasInnerState, IsHybrid)`.
+        no_pipeline: Some("Zamba2ForCausalLM"),
+    },
+    ModelType {
+        names: &["mamba2"],
+        defaults: &[],
+        source: "",
+        kv_heads: KvHeads::Generic,
+        holds: Holds::MambaOnly,
+        kv_cache_dtype: KvCacheDtype::Asked,
+        // vLLM 0.33 models/mamba2.py: Mamba2ForCausalLM lacks SupportsPP
+        // (MambaForCausalLM has it).
+        no_pipeline: Some("Mamba2ForCausalLM"),
+    },
+    ModelType {
+        // vLLM 0.33 models/whisper.py: WhisperForConditionalGeneration
+        // lacks SupportsPP.
+        no_pipeline: Some("WhisperForConditionalGeneration"),
+        ..generic(&["whisper"])
     },
     ModelType {
         names: &["rwkv", "rwkv5", "rwkv6", "rwkv7"],
@@ -230,6 +266,7 @@ pub(crate) const MODEL_TYPES: &[ModelType] = &[
              `state(...)` in Rust",
         ),
         kv_cache_dtype: KvCacheDtype::Asked,
+        no_pipeline: None,
     },
     ModelType {
         // vLLM's `is_deepseek_mla` list, of the families kv knows.
@@ -239,6 +276,7 @@ pub(crate) const MODEL_TYPES: &[ModelType] = &[
         kv_heads: KvHeads::Generic,
         holds: Holds::Mla,
         kv_cache_dtype: KvCacheDtype::Asked,
+        no_pipeline: None,
     },
     ModelType {
         // NemotronHConfig: `head_dim` 128 whatever hidden / heads is (the
@@ -260,6 +298,7 @@ pub(crate) const MODEL_TYPES: &[ModelType] = &[
         kv_heads: KvHeads::Generic,
         holds: Holds::ByKeys,
         kv_cache_dtype: KvCacheDtype::Asked,
+        no_pipeline: None,
     },
     ModelType {
         // `kv_lora_rank` is set, but vLLM caches plain K/V heads.
@@ -269,6 +308,7 @@ pub(crate) const MODEL_TYPES: &[ModelType] = &[
         kv_heads: KvHeads::MiniCpm3,
         holds: Holds::ByKeys,
         kv_cache_dtype: KvCacheDtype::Asked,
+        no_pipeline: None,
     },
     // Families read by the generic keys alone: known, so not reported as unknown.
     generic(&[
@@ -302,7 +342,6 @@ pub(crate) const MODEL_TYPES: &[ModelType] = &[
         "bamba",
         "lfm2",
         "lfm2_moe",
-        "whisper",
         "gpt2",
         "gpt_neox",
         "gptj",

@@ -143,6 +143,7 @@ impl Estimate {
             convention: self.convention.clone(),
             max_model_len: self.max_model_len,
             block_size: self.block_size,
+            decode_context_parallel: self.decode_context_parallel,
             max_num_seqs,
             ranks,
             cluster,
@@ -186,6 +187,10 @@ pub struct ExportedEstimate {
     pub max_model_len: u64,
     /// The attention block size used, in tokens.
     pub block_size: u64,
+    /// vLLM's `decode_context_parallel_size`: each rank's full-attention
+    /// and MLA rows hold `cdiv(max_model_len, dcp)` tokens (1 when absent).
+    #[serde(default = "one")]
+    pub decode_context_parallel: u64,
     /// The `max_num_seqs` the peaks are at.
     pub max_num_seqs: u64,
     /// One per rank, in [`Parallel::ranks`] order; each report names its rank.
@@ -204,6 +209,10 @@ impl ExportedEstimate {
         self.vllm_startup = Some(startup);
         self
     }
+}
+
+fn one() -> u64 {
+    1
 }
 
 /// Every rank of an [`ExportedEstimate`] together (`kv estimate`'s
@@ -306,6 +315,11 @@ mod tests {
         assert!(text.contains("\"per_position_bytes\":128"), "{text}");
         let back: ExportedEstimate = serde_json::from_str(&text).unwrap();
         assert_eq!(back, exported);
+        // JSON written before decode context parallelism reads as dcp 1.
+        assert!(text.contains("\"decode_context_parallel\":1,"), "{text}");
+        let older = text.replace("\"decode_context_parallel\":1,", "");
+        let back: ExportedEstimate = serde_json::from_str(&older).unwrap();
+        assert_eq!(back.decode_context_parallel, 1);
     }
 
     #[test]

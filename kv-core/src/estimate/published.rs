@@ -1070,9 +1070,22 @@ fn mamba2_groups_or_heads_tp_does_not_split_are_refused_as_vllm_refuses_them() {
             .contains("Mamba2 n_groups 3 is neither 1 nor divisible by tp 2"),
         "{err}"
     );
-    // At tp 3 (one group, 3 in all) the conv's 8192 + 2 x 3 x 128 = 8,960
-    // channels do not divide by 3.
+    // tp 3 does not divide Granite's 32 query heads: vLLM refuses that
+    // first (`verify_with_parallel_config`).
     let err = estimate(&granite_4_0_h_small(), &at(8192).tensor_parallel(3)).unwrap_err();
+    assert!(
+        err.to_string()
+            .contains("tp 3 does not divide the 32 query heads"),
+        "{err}"
+    );
+    // With 48 query and 24 KV heads (of 128), tp 3 passes that check; then (one
+    // group, 3 in all) the conv's 8192 + 2 x 3 x 128 = 8,960 channels do not
+    // divide by 3.
+    let mut heads_split = granite_4_0_h_small();
+    heads_split["num_attention_heads"] = json!(48);
+    heads_split["num_key_value_heads"] = json!(24);
+    heads_split["head_dim"] = json!(128);
+    let err = estimate(&heads_split, &at(8192).tensor_parallel(3)).unwrap_err();
     assert!(
         err.to_string()
             .contains("state part `conv` has 8960 heads/channels, which tp 3 does not split"),

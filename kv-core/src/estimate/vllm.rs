@@ -179,7 +179,7 @@ impl Paging {
         };
         format!(
             "vLLM {VLLM_VERSION}: {block}, max_num_batched_tokens {} x {} batch(es) in flight \
-             ({}, pp {}), prefix caching {}, {} speculative token(s)",
+             ({}, pp {}), prefix caching {}, {} speculative token(s){}",
             settings.max_num_batched_tokens,
             engine.in_flight_batches(),
             if engine.async_scheduling {
@@ -189,7 +189,18 @@ impl Paging {
             },
             engine.pipeline_stages,
             if engine.prefix_caching { "on" } else { "off" },
-            engine.speculative_tokens
+            engine.speculative_tokens,
+            if engine.decode_context_parallel > 1 {
+                format!(
+                    ", decode context parallel {dcp} (interleave {}): the TP ranks that would \
+                     hold copies of one KV head (or of the MLA latent) each hold a {dcp}th of \
+                     every full-attention and MLA row, cdiv(max_model_len, {dcp}) tokens",
+                    engine.dcp_interleave,
+                    dcp = engine.decode_context_parallel,
+                )
+            } else {
+                String::new()
+            }
         )
     }
 }
@@ -536,10 +547,21 @@ impl Builder<'_> {
         Ok(self.noted(spec, said))
     }
 
-    /// `vLLM 0.33 SPEC (paged WHAT, STORAGE, block N)`.
+    /// `vLLM 0.33 SPEC (paged WHAT, STORAGE, block N)`, and the DCP share
+    /// where decode context parallelism shards the tokens.
     fn cache(&self, spec: &str, what: &str, storage: Storage) -> String {
+        let dcp = self.settings.engine.decode_context_parallel;
+        let shard = if dcp > 1 && matches!(spec, "FullAttentionSpec" | "MLAAttentionSpec") {
+            format!(
+                "; DCP {dcp}: each rank holds cdiv({}, {dcp}) = {} tokens of a row",
+                self.max_model_len,
+                self.max_model_len.div_ceil(dcp)
+            )
+        } else {
+            String::new()
+        };
         format!(
-            "vLLM {VLLM_VERSION} {spec} (paged {what}, {storage}, block {})",
+            "vLLM {VLLM_VERSION} {spec} (paged {what}, {storage}, block {}{shard})",
             self.paging.block_size
         )
     }
@@ -554,9 +576,14 @@ impl Builder<'_> {
         }
     }
 
+    /// `max_model_len` in whole blocks; under decode context parallelism,
+    /// a rank's share of it, `cdiv(max_model_len, dcp)` (vLLM's
+    /// `FullAttentionSpec.max_memory_usage_bytes`; its block count
+    /// `cdiv(max_len, block_size x dcp)` is the same).
     fn full_positions(&self, name: &str) -> Result<Positions, KvError> {
+        let dcp = self.settings.engine.decode_context_parallel.max(1);
         Positions::from_policy(PositionPolicy::PaddedTo {
-            count: self.max_model_len,
+            count: self.max_model_len.div_ceil(dcp),
             multiple: self.paging.block_size,
         })
         .map_err(self.over_length(name))

@@ -1,0 +1,509 @@
+//! The layouts vLLM 0.33 refuses to start with: a figure for one would be a
+//! figure for nothing, so [`super::estimate`] refuses them too, with vLLM's
+//! reason (a [`KvError::Parallel`]). The checks run in vLLM's order:
+//! `ParallelConfig` (TP and DCP), `ModelConfig.verify_with_parallel_config`
+//! (query heads, pipeline support, DCP and KV heads), `validate_block_size`
+//! (the DCP interleave), then the KV cache specs (DCP and sliding or
+//! chunked layers).
+
+use super::EstimateSettings;
+use crate::positions::{Bound, PositionPolicy};
+use crate::storage::BlockFormat;
+use crate::{DType, HfConfig, KvError, KvSpec, Layout, Storage};
+
+/// vLLM's refusal of the layout in `settings` for this model, where the
+/// config alone decides it (before any cache is sized).
+pub(super) fn check_layout(hf: &HfConfig, settings: &EstimateSettings) -> Result<(), KvError> {
+    let engine = &settings.engine;
+    let (tp, pp, dcp) = (
+        engine.tensor_parallel,
+        engine.pipeline_stages,
+        engine.decode_context_parallel,
+    );
+    // config/parallel.py: without prefill context parallelism, DCP reuses
+    // the TP ranks.
+    if !tp.is_multiple_of(dcp) {
+        return refused(format!(
+            "decode context parallelism reuses the TP ranks, so tp {tp} must be divisible by \
+             dcp {dcp} (vLLM: \"tp_size={tp} must be divisible by dcp_size={dcp}.\")"
+        ));
+    }
+    if let Some((key, heads)) = hf.attention_heads()? {
+        if !heads.is_multiple_of(tp) {
+            return refused(format!(
+                "tp {tp} does not divide the {heads} query heads (`{key}`) (vLLM: \"Total \
+                 number of attention heads ({heads}) must be divisible by tensor parallel \
+                 size ({tp}).\")"
+            ));
+        }
+    }
+    if pp > 1 {
+        if let Some(class) = hf.family().and_then(|row| row.no_pipeline) {
+            return refused(format!(
+                "pp {pp}: vLLM's {class} does not implement `SupportsPP` (vLLM: \"Pipeline \
+                 parallelism is not supported for this model.\"); use pp 1"
+            ));
+        }
+    }
+    Ok(())
+}
+
+/// vLLM's refusal of decode context parallelism for these caches, if any.
+pub(super) fn check_dcp(
+    hf: &HfConfig,
+    settings: &EstimateSettings,
+    block_size: u64,
+    specs: &[KvSpec],
+) -> Result<(), KvError> {
+    let engine = &settings.engine;
+    let (tp, dcp) = (engine.tensor_parallel, engine.decode_context_parallel);
+    if dcp <= 1 {
+        return Ok(());
+    }
+    let mla = specs
+        .iter()
+        .any(|spec| matches!(spec.layout, Layout::Latent { .. }));
+    let kv_heads = specs.iter().find_map(|spec| match &spec.layout {
+        Layout::Attention { geometry, .. } => Some(geometry.kv_heads),
+        _ => None,
+    });
+    if let (false, Some(kv_heads)) = (mla, kv_heads) {
+        if tp <= kv_heads {
+            return refused(format!(
+                "decode context parallelism for GQA/MQA needs more TP ranks than KV heads: \
+                 tp {tp} is not above the model's {kv_heads} KV heads; raise tp or use dcp 1 \
+                 (vLLM: \"Decode context parallelism for GQA/MQA requires \
+                 `--tensor-parallel-size` ({tp}) to be greater than the model's total number \
+                 of KV heads ({kv_heads}).\")"
+            ));
+        }
+        let most = tp / kv_heads;
+        if dcp > most {
+            return refused(format!(
+                "dcp {dcp} exceeds the most tp {tp} allows for {kv_heads} KV heads: \
+                 tp / kv_heads = {most} copies of each head to shard tokens across (vLLM: \
+                 \"`--decode-context-parallel-size` ({dcp}) exceeds the maximum supported \
+                 value ({most}) for `--tensor-parallel-size` ({tp}) and {kv_heads} model KV \
+                 heads.\")"
+            ));
+        }
+        if let Some((_, heads)) = hf.attention_heads()? {
+            let per_kv = heads / kv_heads;
+            if !per_kv.is_multiple_of(dcp) {
+                return refused(format!(
+                    "the model's {per_kv} query heads per KV head are not divisible by dcp \
+                     {dcp} (vLLM: \"The model's number of query heads per KV head \
+                     ({per_kv}) must be divisible by `--decode-context-parallel-size` ({dcp}) \
+                     for GQA/MQA.\")"
+                ));
+            }
+        }
+    }
+    let interleave = engine.dcp_interleave;
+    if interleave > block_size || !block_size.is_multiple_of(interleave) {
+        return refused(format!(
+            "the DCP interleave {interleave} must divide the block size {block_size} (vLLM: \
+             \"Block_size({block_size}) should be greater than or equal to and divisible by \
+             cp_kv_cache_interleave_size ({interleave}).\")"
+        ));
+    }
+    for spec in specs {
+        // vLLM: `SlidingWindowSpec.max_memory_usage_bytes` asserts it at
+        // start-up; a chunked group is refused by the hybrid coordinator
+        // (and `ChunkedLocalAttentionManager` asserts it).
+        let (kind, says) = match spec.layout.positions().map(|p| &p.bound) {
+            Some(Bound::Policy(PositionPolicy::VllmSlidingWindow { .. })) => {
+                ("sliding-window", "DCP not support sliding window.")
+            }
+            Some(Bound::Policy(PositionPolicy::VllmChunkedLocal { .. })) => (
+                "chunked local attention",
+                "DCP not support chunked local attn now.",
+            ),
+            _ => continue,
+        };
+        return refused(format!(
+            "decode context parallelism shards full attention and MLA only; `{}` is {} {kind} \
+             layers (vLLM: \"{says}\"); use dcp 1",
+            spec.name,
+            spec.layout.layers(),
+        ));
+    }
+    Ok(())
+}
+
+/// vLLM's refusal of the KV format for these caches, where no backend on
+/// any CUDA GPU takes it. vLLM 0.33's dense MLA backends (`CUTLASS_MLA`,
+/// `FLASHMLA`, `FLASHINFER_MLA`, `FLASH_ATTN_MLA`, `TRITON_MLA`) take
+/// bf16/f16 and fp8 (e4m3) only: `fp8_e5m2` only ROCm's AITER MLA takes,
+/// and NVFP4 none (the sparse `FLASHMLA_SPARSE` takes `nvfp4_ds_mla`, a
+/// format of its own). Rules that hang on the GPU generation (FlashInfer's
+/// NVFP4 at head size 64 on SM 8x/9x/12x, FlashAttention's fp8 with ALiBi
+/// by FA version) are not here: kv does not know the GPU.
+pub(super) fn check_format(specs: &[KvSpec]) -> Result<(), KvError> {
+    for spec in specs {
+        let Layout::Latent { latent, .. } = &spec.layout else {
+            continue;
+        };
+        let why = match latent.storage {
+            Storage::Blocks(format) if format == BlockFormat::NVFP4 => {
+                "no vLLM MLA backend takes an NVFP4 latent cache"
+            }
+            storage if storage.dtype() == Some(DType::F8E5M2) => {
+                "no CUDA MLA backend takes fp8_e5m2 (only ROCm's AITER MLA does)"
+            }
+            _ => continue,
+        };
+        return Err(KvError::Config {
+            what: "kv_format",
+            problem: format!(
+                "vLLM {} would not start: `{}` is an MLA latent stored as {}, and {why}; \
+                 use bf16 or f8e4m3",
+                super::VLLM_VERSION,
+                spec.name,
+                latent.storage
+            ),
+        });
+    }
+    Ok(())
+}
+
+fn refused(problem: String) -> Result<(), KvError> {
+    Err(KvError::Parallel {
+        declaration: String::new(),
+        problem: format!("vLLM {} would not start: {problem}", super::VLLM_VERSION),
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use std::path::PathBuf;
+
+    use serde_json::{json, Value};
+
+    use crate::estimate::{estimate, Estimate, EstimateSettings};
+    use crate::{KvError, Parallel};
+
+    fn shipped(name: &str) -> Value {
+        let path = PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+            .join("../examples/configs")
+            .join(name)
+            .join("config.json");
+        serde_json::from_str(&std::fs::read_to_string(path).unwrap()).unwrap()
+    }
+
+    fn at(tp: u64, pp: u64, dcp: u64) -> EstimateSettings {
+        EstimateSettings::new()
+            .positions(8192)
+            .tensor_parallel(tp)
+            .pipeline_stages(pp)
+            .decode_context_parallel(dcp)
+    }
+
+    /// The refusal's problem; any other outcome fails the test.
+    fn refusal(config: &Value, settings: &EstimateSettings) -> String {
+        match estimate(config, settings) {
+            Err(KvError::Parallel {
+                declaration,
+                problem,
+            }) if declaration.is_empty() => problem,
+            other => panic!("expected a refused layout, got {other:?}"),
+        }
+    }
+
+    fn rank_totals(e: &Estimate, tp: u64) -> (u64, u64) {
+        let ranks = e.ranks(Parallel::new(tp, 1).unwrap(), 1).unwrap();
+        assert_eq!(ranks.len() as u64, tp);
+        assert!(ranks.iter().all(|r| r.totals == ranks[0].totals));
+        (ranks[0].totals.per_position, ranks[0].totals.per_row)
+    }
+
+    #[test]
+    fn llama_3_8b_at_tp_16_dcp_2_holds_one_head_and_half_the_tokens() {
+        // 8 KV heads, 32 query heads: tp 16 > 8, dcp 2 <= 16 / 8 = 2, and
+        // 32 / 8 = 4 query heads per KV head divide by 2, so vLLM starts.
+        let e = estimate(&shipped("llama-3-8b"), &at(16, 1, 2)).unwrap();
+        // Per rank: one KV head, 32 layers x 1 x (128 + 128) x 2 B = 16,384 B
+        // per token; cdiv(8192, 2) = 4096 tokens = 256 blocks of 16
+        // (vLLM: cdiv(8192, 16 x 2) = 256 blocks).
+        assert_eq!(e.specs[0].positions().unwrap().count, 4096);
+        assert_eq!(rank_totals(&e, 16), (16_384, 16_384 * 4096));
+        assert_eq!(rank_totals(&e, 16).1, 67_108_864);
+        // Without DCP the head's 2 copies each hold all 8192 tokens, and
+        // neither the cache nor the convention speaks of DCP.
+        let plain = estimate(&shipped("llama-3-8b"), &at(16, 1, 1)).unwrap();
+        assert_eq!(rank_totals(&plain, 16), (16_384, 16_384 * 8192));
+        assert!(
+            !plain.specs[0].cache.contains("DCP"),
+            "{}",
+            plain.specs[0].cache
+        );
+        assert!(!plain.convention.contains("decode context"));
+        // The cluster: 16 ranks x 67,108,864 B per row = 1 GiB.
+        let exported = e.export("c", Parallel::new(16, 1).unwrap(), 1).unwrap();
+        assert_eq!(exported.cluster.per_row_bytes, 1_073_741_824);
+        assert_eq!(exported.decode_context_parallel, 2);
+        assert!(
+            e.specs[0]
+                .cache
+                .contains("DCP 2: each rank holds cdiv(8192, 2) = 4096 tokens of a row"),
+            "{}",
+            e.specs[0].cache
+        );
+        assert!(e
+            .convention
+            .contains("decode context parallel 2 (interleave 1)"));
+    }
+
+    #[test]
+    fn a_dcp_share_rounds_up_to_whole_blocks() {
+        // 8200 tokens: cdiv(8200, 2) = 4100 -> 257 blocks of 16 = 4112
+        // (vLLM: cdiv(8200, 16 x 2) = 257 blocks).
+        let e = estimate(&shipped("llama-3-8b"), &at(16, 1, 2).positions(8200)).unwrap();
+        assert_eq!(e.specs[0].positions().unwrap().count, 4112);
+        // 8193 tokens at dcp 4 (tp 32): cdiv(8193, 4) = 2049 -> 129 blocks.
+        let e = estimate(&shipped("llama-3-8b"), &at(32, 1, 4).positions(8193)).unwrap();
+        assert_eq!(e.specs[0].positions().unwrap().count, 129 * 16);
+    }
+
+    #[test]
+    fn vllms_dcp_rules_on_tp_and_kv_heads() {
+        let llama = shipped("llama-3-8b");
+        let tp_8 = refusal(&llama, &at(8, 1, 2));
+        assert_eq!(
+            tp_8,
+            "vLLM 0.33 would not start: decode context parallelism for GQA/MQA needs more TP \
+             ranks than KV heads: tp 8 is not above the model's 8 KV heads; raise tp or use dcp \
+             1 (vLLM: \"Decode context parallelism for GQA/MQA requires \
+             `--tensor-parallel-size` (8) to be greater than the model's total number of KV \
+             heads (8).\")"
+        );
+        // tp 16 / 8 KV heads = 2 copies of each head: dcp 4 is too many.
+        let dcp_4 = refusal(&llama, &at(16, 1, 4));
+        assert!(
+            dcp_4.contains(
+                "\"`--decode-context-parallel-size` (4) exceeds the maximum supported value (2) \
+                 for `--tensor-parallel-size` (16) and 8 model KV heads.\""
+            ),
+            "{dcp_4}"
+        );
+        // DCP reuses the TP ranks: 16 % 3 != 0.
+        let dcp_3 = refusal(&llama, &at(16, 1, 3));
+        assert!(
+            dcp_3.contains("\"tp_size=16 must be divisible by dcp_size=3.\""),
+            "{dcp_3}"
+        );
+        // Qwen2.5-7B: 28 query heads, 4 KV heads, 7 per KV head. tp 14 divides
+        // 28 and is above 4; 14 / 4 = 3 >= dcp 2; but 7 % 2 != 0.
+        let qwen = json!({
+            "architectures": ["Qwen2ForCausalLM"], "model_type": "qwen2",
+            "hidden_size": 3584, "num_attention_heads": 28, "num_key_value_heads": 4,
+            "num_hidden_layers": 28, "max_position_embeddings": 32768,
+            "sliding_window": 131072, "use_sliding_window": false,
+            "max_window_layers": 28, "torch_dtype": "bfloat16",
+        });
+        let per_kv = refusal(&qwen, &at(14, 1, 2));
+        assert!(
+            per_kv.contains(
+                "\"The model's number of query heads per KV head (7) must be divisible by \
+                 `--decode-context-parallel-size` (2) for GQA/MQA.\""
+            ),
+            "{per_kv}"
+        );
+        // dcp 7 at tp 28: 28 / 4 = 7 copies, 7 % 7 = 0: starts, with
+        // cdiv(8192, 7) = 1171 -> 74 blocks of 16 = 1184 tokens.
+        let e = estimate(&qwen, &at(28, 1, 7)).unwrap();
+        assert_eq!(e.specs[0].positions().unwrap().count, 1184);
+    }
+
+    #[test]
+    fn mla_is_sharded_without_the_kv_head_rules() {
+        // DeepSeek-V2-Lite: MLA, 16 query heads; no KV-head rule for MLA.
+        let e = estimate(&shipped("deepseek-v2-lite"), &at(2, 1, 2)).unwrap();
+        // 27 layers x (512 + 64) x 2 B = 31,104 B per token on every rank
+        // (the latent is whole on each), cdiv(8192, 2) = 4096 tokens.
+        assert_eq!(rank_totals(&e, 2), (31_104, 31_104 * 4096));
+        assert_eq!(rank_totals(&e, 2).1, 127_401_984);
+        assert!(e.specs[0].cache.contains("MLAAttentionSpec"));
+        assert!(e.specs[0].cache.contains("DCP 2"), "{}", e.specs[0].cache);
+        // Still the TP rule: dcp 2 needs tp divisible by 2.
+        let tp_1 = refusal(&shipped("deepseek-v2-lite"), &at(1, 1, 2));
+        assert!(
+            tp_1.contains("\"tp_size=1 must be divisible by dcp_size=2.\""),
+            "{tp_1}"
+        );
+    }
+
+    #[test]
+    fn dcp_refuses_sliding_and_chunked_layers() {
+        // Mistral-7B slides every layer; its layout passes the head rules
+        // (32 query heads, 8 KV heads, tp 16, dcp 2).
+        let mistral = refusal(&shipped("mistral-7b-v0.1"), &at(16, 1, 2));
+        assert!(
+            mistral.ends_with(
+                "`sliding_attention` is 32 sliding-window layers (vLLM: \"DCP not support \
+                 sliding window.\"); use dcp 1"
+            ),
+            "{mistral}"
+        );
+        // Gemma-3-27B: 32 query heads, 16 KV heads; tp 32 dcp 2.
+        let gemma = refusal(&shipped("gemma-3-27b"), &at(32, 1, 2));
+        assert!(gemma.contains("`sliding_attention` is 52"), "{gemma}");
+        // Llama-4-Scout: 40 query heads, 8 KV heads (5 per KV head); tp 40
+        // dcp 5 passes the head rules; its chunked layers do not.
+        let scout = json!({
+            "model_type": "llama4",
+            "text_config": {
+                "model_type": "llama4_text", "num_hidden_layers": 48,
+                "num_attention_heads": 40, "num_key_value_heads": 8, "head_dim": 128,
+                "hidden_size": 5120, "attention_chunk_size": 8192,
+                "no_rope_layers": [], "max_position_embeddings": 10485760,
+                "torch_dtype": "bfloat16",
+            },
+        });
+        let chunked = refusal(&scout, &at(40, 1, 5));
+        assert!(
+            chunked.contains("(vLLM: \"DCP not support chunked local attn now.\")"),
+            "{chunked}"
+        );
+        // Without DCP each is fine.
+        assert!(estimate(&shipped("mistral-7b-v0.1"), &at(16, 1, 1)).is_ok());
+    }
+
+    #[test]
+    fn the_interleave_must_divide_the_block() {
+        let llama = shipped("llama-3-8b");
+        let wide = refusal(&llama, &at(16, 1, 2).dcp_interleave(32));
+        assert!(
+            wide.contains(
+                "\"Block_size(16) should be greater than or equal to and divisible by \
+                 cp_kv_cache_interleave_size (32).\""
+            ),
+            "{wide}"
+        );
+        let odd = refusal(&llama, &at(16, 1, 2).dcp_interleave(3));
+        assert!(odd.contains("cp_kv_cache_interleave_size (3)"), "{odd}");
+        // A whole block per rank moves no figure: 256 blocks of 16 still.
+        let block = estimate(&llama, &at(16, 1, 2).dcp_interleave(16)).unwrap();
+        assert_eq!(block.specs[0].positions().unwrap().count, 4096);
+        assert!(block.convention.contains("(interleave 16)"));
+        // Without DCP vLLM checks no interleave.
+        assert!(estimate(&llama, &at(1, 1, 1).dcp_interleave(3)).is_ok());
+    }
+
+    #[test]
+    fn tp_must_divide_the_query_heads() {
+        let tp_3 = refusal(&shipped("llama-3-8b"), &at(3, 1, 1));
+        assert_eq!(
+            tp_3,
+            "vLLM 0.33 would not start: tp 3 does not divide the 32 query heads \
+             (`num_attention_heads`) (vLLM: \"Total number of attention heads (32) must be \
+             divisible by tensor parallel size (3).\")"
+        );
+        assert!(estimate(&shipped("llama-3-8b"), &at(4, 1, 1)).is_ok());
+        // Whisper's heads are `encoder_attention_heads` (20): tp 8 is refused.
+        let whisper = refusal(&shipped("whisper-large-v3"), &at(8, 1, 1));
+        assert!(whisper.contains("the 20 query heads"), "{whisper}");
+    }
+
+    #[test]
+    fn pipeline_parallelism_on_a_model_without_it_is_refused() {
+        let whisper = refusal(&shipped("whisper-large-v3"), &at(1, 2, 1));
+        assert_eq!(
+            whisper,
+            "vLLM 0.33 would not start: pp 2: vLLM's WhisperForConditionalGeneration does not \
+             implement `SupportsPP` (vLLM: \"Pipeline parallelism is not supported for this \
+             model.\"); use pp 1"
+        );
+        // Mamba-Codestral-7B (Mamba2ForCausalLM).
+        let codestral = json!({
+            "architectures": ["Mamba2ForCausalLM"], "model_type": "mamba2",
+            "hidden_size": 4096, "num_hidden_layers": 64, "state_size": 128,
+            "expand": 2, "conv_kernel": 4, "n_groups": 8, "head_dim": 64,
+            "num_heads": 128, "chunk_size": 256, "vocab_size": 32768,
+            "torch_dtype": "bfloat16",
+        });
+        let mamba2 = refusal(&codestral, &at(1, 2, 1).positions(4096));
+        assert!(mamba2.contains("Mamba2ForCausalLM"), "{mamba2}");
+        // Mamba (1) has SupportsPP: mamba-130m-hf at pp 2 starts.
+        let mamba = json!({
+            "architectures": ["MambaForCausalLM"], "model_type": "mamba",
+            "hidden_size": 768, "num_hidden_layers": 24, "state_size": 16,
+            "expand": 2, "conv_kernel": 4, "intermediate_size": 1536,
+            "time_step_rank": 48, "vocab_size": 50280, "torch_dtype": "float32",
+        });
+        assert!(estimate(&mamba, &at(1, 2, 1).positions(4096)).is_ok());
+        // Zamba2-2.7B and Gemma-3n-E4B: refused before their layers are read.
+        let zamba2 = json!({
+            "architectures": ["Zamba2ForCausalLM"], "model_type": "zamba2",
+            "hidden_size": 2560, "num_hidden_layers": 54, "num_attention_heads": 32,
+            "num_key_value_heads": 32, "max_position_embeddings": 4096,
+            "torch_dtype": "bfloat16",
+        });
+        assert!(refusal(&zamba2, &at(1, 2, 1).positions(4096)).contains("Zamba2ForCausalLM"));
+        let gemma3n = json!({
+            "architectures": ["Gemma3nForConditionalGeneration"], "model_type": "gemma3n",
+            "text_config": {
+                "model_type": "gemma3n_text", "num_hidden_layers": 35,
+                "num_attention_heads": 8, "num_key_value_heads": 2, "head_dim": 256,
+                "hidden_size": 2048, "sliding_window": 512, "num_kv_shared_layers": 15,
+                "max_position_embeddings": 32768, "torch_dtype": "bfloat16",
+            },
+        });
+        let g = refusal(&gemma3n, &at(1, 2, 1));
+        assert!(g.contains("Gemma3nForConditionalGeneration"), "{g}");
+        // At pp 1 each is estimated as before.
+        assert!(estimate(&shipped("whisper-large-v3"), &at(1, 1, 1)).is_ok());
+        // Llama has SupportsPP.
+        assert!(estimate(&shipped("llama-3-8b"), &at(1, 2, 1)).is_ok());
+    }
+
+    #[test]
+    fn an_mla_latent_in_nvfp4_or_fp8_e5m2_is_refused() {
+        let lite = shipped("deepseek-v2-lite");
+        let with = |name: &str| {
+            EstimateSettings::new()
+                .positions(8192)
+                .kv_format(crate::Storage::from_name(name).unwrap())
+        };
+        for (format, why) in [
+            ("nvfp4", "no vLLM MLA backend takes an NVFP4 latent cache"),
+            (
+                "f8e5m2",
+                "no CUDA MLA backend takes fp8_e5m2 (only ROCm's AITER MLA does)",
+            ),
+        ] {
+            match estimate(&lite, &with(format)) {
+                Err(KvError::Config {
+                    what: "kv_format",
+                    problem,
+                }) => assert_eq!(
+                    problem,
+                    format!(
+                        "vLLM 0.33 would not start: `mla_latent` is an MLA latent stored as \
+                         {format}, and {why}; use bf16 or f8e4m3"
+                    )
+                ),
+                other => panic!("{format}: {other:?}"),
+            }
+        }
+        // fp8 (e4m3) is taken: 27 layers x 576 x 1 B = 15,552 B per token.
+        let e4m3 = estimate(&lite, &with("f8e4m3")).unwrap();
+        assert_eq!(e4m3.specs[0].layout.bytes_per_position(), Some(Ok(15_552)));
+        // kv's other block formats are kv's own sizing, not refused here.
+        assert!(estimate(&lite, &with("q8_0")).is_ok());
+        // Attention (not MLA) in NVFP4 is not refused here: whether a
+        // backend takes it hangs on the GPU.
+        assert!(estimate(&shipped("llama-3-8b"), &with("nvfp4")).is_ok());
+    }
+
+    #[test]
+    fn zero_layout_sizes_are_errors() {
+        for settings in [at(0, 1, 1), at(1, 1, 0), at(1, 1, 1).dcp_interleave(0)] {
+            let err = estimate(&shipped("llama-3-8b"), &settings).unwrap_err();
+            assert!(
+                err.to_string().contains("is 0; it must be positive"),
+                "{err}"
+            );
+        }
+    }
+}
