@@ -675,7 +675,8 @@ mod tests {
 
     use super::*;
 
-    fn shipped(name: &str) -> Value {
+    /// A config shipped in `examples/configs`, for every estimate test.
+    pub(super) fn shipped(name: &str) -> Value {
         let path = PathBuf::from(env!("CARGO_MANIFEST_DIR"))
             .join("../examples/configs")
             .join(name)

@@ -579,6 +579,7 @@ mod tests {
     use super::super::published::tiny;
     use super::super::{estimate, Estimate};
     use super::*;
+    use crate::estimate::tests::shipped;
 
     /// google/gemma-3-1b-it's config.json (the keys kv reads, as published).
     fn gemma_3_1b() -> Value {
@@ -591,14 +592,6 @@ mod tests {
             "rope_local_base_freq": 10000, "rope_theta": 1000000, "sliding_window": 512,
             "sliding_window_pattern": 6, "torch_dtype": "bfloat16", "vocab_size": 262144
         })
-    }
-
-    fn shipped(name: &str) -> Value {
-        let path = std::path::PathBuf::from(env!("CARGO_MANIFEST_DIR"))
-            .join("../examples/configs")
-            .join(name)
-            .join("config.json");
-        serde_json::from_str(&std::fs::read_to_string(path).unwrap()).unwrap()
     }
 
     fn at(len: u64) -> EstimateSettings {

@@ -176,20 +176,12 @@ fn refused(problem: String) -> Result<(), KvError> {
 
 #[cfg(test)]
 mod tests {
-    use std::path::PathBuf;
 
     use serde_json::{json, Value};
 
+    use crate::estimate::tests::shipped;
     use crate::estimate::{estimate, Estimate, EstimateSettings};
     use crate::{KvError, Parallel};
-
-    fn shipped(name: &str) -> Value {
-        let path = PathBuf::from(env!("CARGO_MANIFEST_DIR"))
-            .join("../examples/configs")
-            .join(name)
-            .join("config.json");
-        serde_json::from_str(&std::fs::read_to_string(path).unwrap()).unwrap()
-    }
 
     fn at(tp: u64, pp: u64, dcp: u64) -> EstimateSettings {
         EstimateSettings::new()
