@@ -176,7 +176,6 @@ fn refused(problem: String) -> Result<(), KvError> {
 
 #[cfg(test)]
 mod tests {
-
     use serde_json::{json, Value};
 
     use crate::estimate::tests::shipped;
