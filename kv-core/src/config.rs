@@ -339,6 +339,16 @@ impl HfConfig {
             .and_then(|name| models::model_type(name))
     }
 
+    /// The top level's `architectures` (vLLM picks its model class by these,
+    /// not by `model_type`); entries that are not strings are left out.
+    pub(crate) fn architectures(&self) -> Vec<&str> {
+        self.config
+            .get("architectures")
+            .and_then(Value::as_array)
+            .map(|list| list.iter().filter_map(Value::as_str).collect())
+            .unwrap_or_default()
+    }
+
     /// The `model_type` values present: given, then nested sections, then top.
     pub(crate) fn model_types(&self) -> Vec<&str> {
         let top = self.config.as_object();

@@ -377,11 +377,12 @@ pub fn estimate(config: &Value, settings: &EstimateSettings) -> Result<Estimate,
             format!("`model_type` {model_type}: {words}"),
         ));
     }
+    refusals::check_served(&hf)?;
     let (max_model_len, source) = max_len::max_model_len(&hf, settings)?;
     refusals::check_layout(&hf, settings)?;
     let (detected, paging, mut specs) = detect(&hf, settings, max_model_len, &source)?;
     refusals::check_dcp(&hf, settings, paging.block_size, &specs)?;
-    refusals::check_format(&specs)?;
+    refusals::check_format(&hf, &specs)?;
     // Where vLLM's pool charges a kind more layers than it has, its cache says so.
     let grouping = engine::Grouping::of(&specs, paging.block_size)?;
     for spec in &mut specs {

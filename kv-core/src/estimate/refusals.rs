@@ -11,6 +11,94 @@ use crate::positions::{Bound, PositionPolicy};
 use crate::storage::BlockFormat;
 use crate::{DType, HfConfig, KvError, KvSpec, Layout, Storage};
 
+/// Architectures vLLM 0.33 no longer serves, and the last release that did
+/// (`model_executor/models/registry.py`, `_PREVIOUSLY_SUPPORTED_MODELS`).
+const RETIRED_ARCHITECTURES: &[(&str, &str)] = &[
+    ("MotifForCausalLM", "0.10.2"),
+    ("Phi3SmallForCausalLM", "0.9.2"),
+    ("Phi4FlashForCausalLM", "0.10.2"),
+    ("Phi4MultimodalForCausalLM", "0.12.0"),
+    ("JAISLMHeadModel", "0.22.0"),
+    ("ErnieModel", "0.23.0"),
+    ("ErnieForSequenceClassification", "0.23.0"),
+    ("ErnieForTokenClassification", "0.23.0"),
+    ("InternLM2VEForCausalLM", "0.23.0"),
+    ("QWenLMHeadModel", "0.23.0"),
+    ("QwenVLForConditionalGeneration", "0.23.0"),
+    ("InternLMForCausalLM", "0.23.0"),
+    ("DonutForConditionalGeneration", "0.10.2"),
+    ("MllamaForConditionalGeneration", "0.10.2"),
+    ("XverseForCausalLM", "0.23.0"),
+    ("Dots1ForCausalLM", "0.23.0"),
+    ("BambaForCausalLM", "0.23.0"),
+    ("MiniMaxForCausalLM", "0.23.0"),
+    ("MiniMaxText01ForCausalLM", "0.23.0"),
+    ("MiniMaxM1ForCausalLM", "0.23.0"),
+    ("MiniMaxVL01ForConditionalGeneration", "0.23.0"),
+    ("BaiChuanForCausalLM", "0.23.0"),
+    ("BaichuanForCausalLM", "0.23.0"),
+    ("AquilaModel", "0.24.0"),
+    ("AquilaForCausalLM", "0.24.0"),
+    ("Grok1ModelForCausalLM", "0.24.0"),
+    ("Grok1ForCausalLM", "0.24.0"),
+    ("TarsierForConditionalGeneration", "0.24.0"),
+    ("Tarsier2ForConditionalGeneration", "0.23.0"),
+    ("MantisForConditionalGeneration", "0.24.0"),
+    ("MusicFlamingoForConditionalGeneration", "0.24.0"),
+    ("AyaVisionForConditionalGeneration", "0.24.0"),
+    ("TeleChatForCausalLM", "0.25.0"),
+    ("PersimmonForCausalLM", "0.25.0"),
+    ("FuyuForCausalLM", "0.25.0"),
+    ("Plamo2ForCausalLM", "0.26.0"),
+    ("OuroForCausalLM", "0.26.0"),
+    ("ArcticForCausalLM", "0.28.0"),
+    ("ChameleonForConditionalGeneration", "0.28.0"),
+    ("Cheers", "0.28.0"),
+    ("CheersForConditionalGeneration", "0.28.0"),
+    ("Fairseq2LlamaForCausalLM", "0.28.0"),
+    ("FireRedLIDForConditionalGeneration", "0.28.0"),
+    ("GritLM", "0.28.0"),
+    ("HCXVisionForCausalLM", "0.28.0"),
+    ("MPTForCausalLM", "0.28.0"),
+    ("MptForCausalLM", "0.28.0"),
+    ("RWForCausalLM", "0.28.0"),
+    ("StableLMEpochForCausalLM", "0.28.0"),
+    ("PrithviGeoSpatialMAE", "0.28.0"),
+];
+
+/// vLLM's refusal of a model it no longer serves. vLLM tries the config's
+/// `architectures` in order and refuses only when none loads, naming the
+/// first it retired; kv refuses when every one listed is retired (one it
+/// does not know may still be served). A config without `architectures` is
+/// not judged here.
+pub(super) fn check_served(hf: &HfConfig) -> Result<(), KvError> {
+    let architectures = hf.architectures();
+    let retired: Vec<(&str, &str)> = architectures
+        .iter()
+        .filter_map(|name| {
+            RETIRED_ARCHITECTURES
+                .iter()
+                .find(|(retired, _)| retired == name)
+                .copied()
+        })
+        .collect();
+    match retired.first() {
+        Some((name, last)) if retired.len() == architectures.len() => Err(KvError::Config {
+            what: "architectures",
+            problem: format!(
+                "vLLM {} would not start: it no longer serves {name}, which vLLM {last} was \
+                 the last to serve (vLLM: \"Model architecture {name} was supported in vLLM \
+                 until v{last}, and is not supported anymore. Please use an older version of \
+                 vLLM if you want to use this model architecture.\"); kv's figures follow \
+                 vLLM {}'s rules, so it gives none",
+                super::VLLM_VERSION,
+                super::VLLM_VERSION,
+            ),
+        }),
+        _ => Ok(()),
+    }
+}
+
 /// vLLM's refusal of the layout in `settings` for this model, where the
 /// config alone decides it (before any cache is sized).
 pub(super) fn check_layout(hf: &HfConfig, settings: &EstimateSettings) -> Result<(), KvError> {
@@ -132,35 +220,80 @@ pub(super) fn check_dcp(
 }
 
 /// vLLM's refusal of the KV format for these caches, where no backend on
-/// any CUDA GPU takes it. vLLM 0.33's dense MLA backends (`CUTLASS_MLA`,
-/// `FLASHMLA`, `FLASHINFER_MLA`, `FLASH_ATTN_MLA`, `TRITON_MLA`) take
-/// bf16/f16 and fp8 (e4m3) only: `fp8_e5m2` only ROCm's AITER MLA takes,
-/// and NVFP4 none (the sparse `FLASHMLA_SPARSE` takes `nvfp4_ds_mla`, a
-/// format of its own). Rules that hang on the GPU generation (FlashInfer's
-/// NVFP4 at head size 64 on SM 8x/9x/12x, FlashAttention's fp8 with ALiBi
-/// by FA version) are not here: kv does not know the GPU.
-pub(super) fn check_format(specs: &[KvSpec]) -> Result<(), KvError> {
+/// any CUDA GPU takes it, and a note where that hangs on the GPU.
+///
+/// - MLA: vLLM 0.33's dense MLA backends (`CUTLASS_MLA`, `FLASHMLA`,
+///   `FLASHINFER_MLA`, `FLASH_ATTN_MLA`, `TRITON_MLA`) take bf16/f16 and fp8
+///   (e4m3) only: `fp8_e5m2` only ROCm's AITER MLA takes, and NVFP4 none
+///   (the sparse `FLASHMLA_SPARSE` takes `nvfp4_ds_mla`, a format of its own).
+/// - Attention in NVFP4: FlashInfer is the only backend that takes it
+///   (`supported_kv_cache_dtypes`), at head sizes 64, 128, 256 and 512
+///   (`get_supported_head_sizes`), K and V of one size (its
+///   `customize_spec` asserts it). At head size 64 it also refuses on SM
+///   8x/9x/12x (`supports_combination`), which kv cannot see: a note says so.
+///
+/// Choices that only move vLLM to another backend (FlashAttention's fp8 on
+/// an ALiBi model falls back to Triton or FlashInfer) are not refusals.
+pub(super) fn check_format(hf: &HfConfig, specs: &[KvSpec]) -> Result<(), KvError> {
     for spec in specs {
-        let Layout::Latent { latent, .. } = &spec.layout else {
-            continue;
-        };
-        let why = match latent.storage {
-            Storage::Blocks(format) if format == BlockFormat::NVFP4 => {
-                "no vLLM MLA backend takes an NVFP4 latent cache"
+        let why = match &spec.layout {
+            Layout::Latent { latent, .. } => match latent.storage {
+                Storage::Blocks(format) if format == BlockFormat::NVFP4 => {
+                    format!(
+                        "is an MLA latent stored as {}, and no vLLM MLA backend takes an \
+                         NVFP4 latent cache",
+                        latent.storage
+                    )
+                }
+                storage if storage.dtype() == Some(DType::F8E5M2) => format!(
+                    "is an MLA latent stored as {}, and no CUDA MLA backend takes fp8_e5m2 \
+                     (only ROCm's AITER MLA does)",
+                    latent.storage
+                ),
+                _ => continue,
+            },
+            Layout::Attention { geometry, .. } => {
+                let nvfp4 = Storage::Blocks(BlockFormat::NVFP4);
+                if geometry.storage != nvfp4 && geometry.v_storage != Some(nvfp4) {
+                    continue;
+                }
+                let (k, v) = (
+                    geometry.head_dim,
+                    geometry.v_head_dim.unwrap_or(geometry.head_dim),
+                );
+                if k != v {
+                    format!(
+                        "holds NVFP4 keys of head size {k} beside values of {v}, and FlashInfer, \
+                         vLLM's only backend with an NVFP4 KV cache, takes K and V of one size \
+                         (vLLM: \"nvfp4 with asymmetric K/V head sizes not yet supported\")"
+                    )
+                } else if ![64, 128, 256, 512].contains(&k) {
+                    format!(
+                        "is stored as NVFP4 at head size {k}, and FlashInfer, vLLM's only \
+                         backend with an NVFP4 KV cache, takes head sizes 64, 128, 256 and 512"
+                    )
+                } else {
+                    if k == 64 {
+                        hf.note(format!(
+                            "`{}` in NVFP4 at head size 64: vLLM {} starts with it on SM 10x \
+                             GPUs only (on SM 8x/9x/12x FlashInfer refuses it: \"fa2 prefill \
+                             misreads an NVFP4 KV cache at head_size 64\", and no other \
+                             backend takes NVFP4)",
+                            spec.name,
+                            super::VLLM_VERSION
+                        ));
+                    }
+                    continue;
+                }
             }
-            storage if storage.dtype() == Some(DType::F8E5M2) => {
-                "no CUDA MLA backend takes fp8_e5m2 (only ROCm's AITER MLA does)"
-            }
-            _ => continue,
+            Layout::Recurrent(_) => continue,
         };
         return Err(KvError::Config {
             what: "kv_format",
             problem: format!(
-                "vLLM {} would not start: `{}` is an MLA latent stored as {}, and {why}; \
-                 use bf16 or f8e4m3",
+                "vLLM {} would not start: `{}` {why}; use bf16 or f8e4m3",
                 super::VLLM_VERSION,
                 spec.name,
-                latent.storage
             ),
         });
     }
@@ -482,9 +615,146 @@ mod tests {
         assert_eq!(e4m3.specs[0].layout.bytes_per_position(), Some(Ok(15_552)));
         // kv's other block formats are kv's own sizing, not refused here.
         assert!(estimate(&lite, &with("q8_0")).is_ok());
-        // Attention (not MLA) in NVFP4 is not refused here: whether a
-        // backend takes it hangs on the GPU.
-        assert!(estimate(&shipped("llama-3-8b"), &with("nvfp4")).is_ok());
+    }
+
+    fn nvfp4() -> EstimateSettings {
+        EstimateSettings::new()
+            .positions(8192)
+            .kv_format(crate::Storage::from_name("nvfp4").unwrap())
+    }
+
+    fn format_refusal(config: &Value, settings: &EstimateSettings) -> String {
+        match estimate(config, settings) {
+            Err(KvError::Config {
+                what: "kv_format",
+                problem,
+            }) => problem,
+            other => panic!("expected a refused KV format, got {other:?}"),
+        }
+    }
+
+    #[test]
+    fn attention_in_nvfp4_is_refused_where_flashinfer_takes_no_such_head() {
+        // Llama-3-8B, head size 128: FlashInfer takes it on every GPU it
+        // runs NVFP4 on. Per token: 32 layers x 8 heads x 2 (K, V) x
+        // (128 / 2 + 128 / 16 = 72) B = 36,864 B; no note.
+        let llama = estimate(&shipped("llama-3-8b"), &nvfp4()).unwrap();
+        assert_eq!(llama.specs[0].layout.bytes_per_position(), Some(Ok(36_864)));
+        assert!(!llama.detected.contains("NVFP4"), "{}", llama.detected);
+        // Phi-3-mini: 3072 / 32 heads = head size 96, not one of 64, 128,
+        // 256, 512.
+        let phi3 = json!({
+            "architectures": ["Phi3ForCausalLM"], "model_type": "phi3",
+            "hidden_size": 3072, "num_attention_heads": 32, "num_key_value_heads": 32,
+            "num_hidden_layers": 32, "max_position_embeddings": 4096,
+            "sliding_window": 2047, "torch_dtype": "bfloat16",
+        });
+        assert_eq!(
+            format_refusal(&phi3, &nvfp4().positions(4096)),
+            "vLLM 0.33 would not start: `sliding_attention` is stored as NVFP4 at head size 96, and \
+             FlashInfer, vLLM's only backend with an NVFP4 KV cache, takes head sizes 64, \
+             128, 256 and 512; use bf16 or f8e4m3"
+        );
+        // Head size 160 is refused the same way (GLM-4-9B-like: 4096 / 32
+        // would be 128, so the head dim is given).
+        let wide = json!({
+            "model_type": "llama", "hidden_size": 5120, "num_attention_heads": 32,
+            "num_key_value_heads": 8, "head_dim": 160, "num_hidden_layers": 2,
+            "max_position_embeddings": 8192, "torch_dtype": "bfloat16",
+        });
+        assert!(format_refusal(&wide, &nvfp4()).contains("at head size 160"));
+        // The same configs in fp8 start.
+        let fp8 = EstimateSettings::new()
+            .positions(4096)
+            .kv_format(crate::Storage::from_name("fp8").unwrap());
+        assert!(estimate(&phi3, &fp8).is_ok());
+    }
+
+    #[test]
+    fn nvfp4_at_head_size_64_is_noted_as_a_blackwell_only_start() {
+        // Head size 64 (2048 / 32): FlashInfer refuses it on SM 8x/9x/12x
+        // only, so kv gives the figure and says where vLLM starts with it.
+        // Per token: 2 layers x 4 heads x 2 x (32 + 4 = 36) B = 576 B.
+        let small = json!({
+            "model_type": "llama", "hidden_size": 2048, "num_attention_heads": 32,
+            "num_key_value_heads": 4, "num_hidden_layers": 2,
+            "max_position_embeddings": 8192, "torch_dtype": "bfloat16",
+        });
+        let e = estimate(&small, &nvfp4()).unwrap();
+        assert_eq!(e.specs[0].layout.bytes_per_position(), Some(Ok(576)));
+        assert!(
+            e.detected.contains(
+                "`full_attention` in NVFP4 at head size 64: vLLM 0.33 starts with it on SM 10x \
+                 GPUs only"
+            ),
+            "{}",
+            e.detected
+        );
+        // In bf16 there is no such note.
+        let bf16 = estimate(&small, &EstimateSettings::new().positions(8192)).unwrap();
+        assert!(!bf16.detected.contains("SM 10x"), "{}", bf16.detected);
+    }
+
+    #[test]
+    fn an_architecture_vllm_retired_is_refused_with_its_last_release() {
+        // IBM's Bamba-9B: vLLM served BambaForCausalLM until 0.23.0.
+        let bamba = json!({
+            "architectures": ["BambaForCausalLM"], "model_type": "bamba",
+            "hidden_size": 4096, "num_attention_heads": 32, "num_key_value_heads": 8,
+            "num_hidden_layers": 32, "attn_layer_indices": [9, 18, 27],
+            "mamba_n_heads": 128, "mamba_d_head": 64, "mamba_n_groups": 1,
+            "mamba_d_state": 128, "mamba_d_conv": 4, "mamba_expand": 2,
+            "max_position_embeddings": 262144, "torch_dtype": "bfloat16",
+        });
+        let settings = EstimateSettings::new().positions(8192);
+        match estimate(&bamba, &settings) {
+            Err(KvError::Config {
+                what: "architectures",
+                problem,
+            }) => assert_eq!(
+                problem,
+                "vLLM 0.33 would not start: it no longer serves BambaForCausalLM, which vLLM \
+                 0.23.0 was the last to serve (vLLM: \"Model architecture BambaForCausalLM was \
+                 supported in vLLM until v0.23.0, and is not supported anymore. Please use an \
+                 older version of vLLM if you want to use this model architecture.\"); kv's \
+                 figures follow vLLM 0.33's rules, so it gives none"
+            ),
+            other => panic!("{other:?}"),
+        }
+        // Llama-3.2-11B-Vision (mllama): served until 0.10.2, when vLLM
+        // dropped its encoder-decoder models but Whisper.
+        let vision = json!({
+            "architectures": ["MllamaForConditionalGeneration"], "model_type": "mllama",
+            "text_config": {
+                "model_type": "mllama_text_model", "hidden_size": 4096,
+                "num_attention_heads": 32, "num_key_value_heads": 8, "num_hidden_layers": 40,
+                "cross_attention_layers": [3, 8, 13, 18, 23, 28, 33, 38],
+                "max_position_embeddings": 131072, "torch_dtype": "bfloat16",
+            },
+        });
+        let err = estimate(&vision, &settings).unwrap_err().to_string();
+        assert!(
+            err.contains("no longer serves MllamaForConditionalGeneration, which vLLM 0.10.2"),
+            "{err}"
+        );
+        // MPT-7B: until 0.28.0.
+        let mpt = json!({
+            "architectures": ["MPTForCausalLM"], "model_type": "mpt", "d_model": 4096,
+            "n_heads": 32, "n_layers": 32, "max_seq_len": 2048, "torch_dtype": "bfloat16",
+        });
+        let err = estimate(&mpt, &settings.clone().positions(2048))
+            .unwrap_err()
+            .to_string();
+        assert!(err.contains("MPTForCausalLM, which vLLM 0.28.0"), "{err}");
+        // vLLM refuses only when no listed architecture loads: beside one
+        // kv does not know to be retired, the figure is given. Without
+        // `architectures` nothing is judged.
+        let mut both = mpt.clone();
+        both["architectures"] = json!(["MPTForCausalLM", "DbrxForCausalLM"]);
+        assert!(estimate(&both, &settings.clone().positions(2048)).is_ok());
+        let mut bare = mpt;
+        bare.as_object_mut().unwrap().remove("architectures");
+        assert!(estimate(&bare, &settings.positions(2048)).is_ok());
     }
 
     #[test]
