@@ -33,7 +33,8 @@ pub struct Args {
     #[arg(long)]
     allow_long_max_model_len: bool,
     /// vLLM num_speculative_tokens: each Mamba / Gated DeltaNet layer keeps
-    /// one more state page per token.
+    /// one more state page per token, and Mamba2 / Gated DeltaNet conv states
+    /// one more input.
     #[arg(long, default_value_t = 0)]
     speculative_tokens: u64,
     /// vLLM --no-enable-prefix-caching: Mamba cache mode none (1 state page)

@@ -53,7 +53,8 @@ pub struct VllmEngine {
     /// exports prefill checkpoints: Mamba2, Gated DeltaNet).
     pub prefix_caching: bool,
     /// `num_speculative_tokens`: each recurrent layer keeps one more state
-    /// page per speculative token.
+    /// page per speculative token, and a Mamba2 or Gated DeltaNet conv state
+    /// one more input (vLLM's `num_spec`; Mamba1 and short convs keep theirs).
     pub speculative_tokens: u64,
     /// `decode_context_parallel_size`: the TP ranks that would hold copies
     /// of the same KV heads hold `cdiv(max_model_len, dcp)` tokens each of
@@ -822,6 +823,56 @@ mod tests {
         // Without prefix caching, mode none keeps one page.
         let none = estimate(&shipped("jamba-v0.1"), &at_8192().prefix_caching(false)).unwrap();
         assert_eq!(none.specs[0].bytes_per_row(), Ok(28 * 327_680));
+    }
+
+    #[test]
+    fn speculative_tokens_lengthen_mamba2_and_gated_deltanet_conv_states() {
+        // Mamba-Codestral-7B: conv over d_inner 8,192 + 2 x 8 groups x 128
+        // = 10,240 channels; ssm 128 heads x 64 x 128; bf16.
+        let codestral = serde_json::json!({
+            "architectures": ["Mamba2ForCausalLM"], "model_type": "mamba2",
+            "hidden_size": 4096, "num_hidden_layers": 64, "num_heads": 128, "head_dim": 64,
+            "n_groups": 8, "state_size": 128, "conv_kernel": 4, "expand": 2,
+            "torch_dtype": "bfloat16",
+        });
+        // No speculation: conv 10,240 x 3 x 2 B = 61,440, ssm 2,097,152:
+        // 2,158,592 B, one page (no attention, so mode none).
+        let plain = estimate(&codestral, &at_8192()).unwrap();
+        assert_eq!(plain.specs[0].bytes_per_row(), Ok(64 * 2_158_592));
+        // 2 speculative tokens (vLLM's `num_spec`): conv 10,240 x (3 + 2) x
+        // 2 B = 102,400, so 2,199,552 B a page, and 2 pages more.
+        let spec = estimate(&codestral, &at_8192().speculative_tokens(2)).unwrap();
+        assert_eq!(spec.specs[0].bytes_per_row(), Ok(64 * 3 * 2_199_552));
+        assert!(
+            spec.specs[0]
+                .cache
+                .contains("conv over d_conv - 1 + 2 speculative = 5 positions"),
+            "{}",
+            spec.specs[0].cache
+        );
+        // Qwen3-Next at tp 8, 1 speculative token: a rank's conv is
+        // (2 x 16 x 128 + 32 x 128) / 8 = 1,024 channels x (3 + 1) x 2 B =
+        // 8,192 B, ssm 4 x 128 x 128 x 2 B = 131,072 B: 139,264 B. One KV
+        // head per rank: 256 x 2 x 2 B = 1,024 B per token, so the block is
+        // 64 x cdiv(139,264, 65,536) = 192, as without speculation.
+        let next = estimate(
+            &shipped("qwen3-next-80b-a3b"),
+            &at_8192().tensor_parallel(8).speculative_tokens(1),
+        )
+        .unwrap();
+        assert_eq!(next.block_size, 192);
+        assert!(
+            next.specs[0]
+                .cache
+                .contains("conv over conv_kernel - 1 + 1 speculative = 4 positions"),
+            "{}",
+            next.specs[0].cache
+        );
+        assert!(
+            next.specs[0].cache.contains("state 139264 B padded"),
+            "{}",
+            next.specs[0].cache
+        );
     }
 
     #[test]

@@ -100,7 +100,7 @@ impl Paging {
             .map_err(overflow("one attention layer's bytes per token".to_owned()))?;
         let mut state_page = 0;
         for kind in &recurrent {
-            let (parts, _) = state_parts(hf, *kind, tp)?;
+            let (parts, _) = state_parts(hf, *kind, tp, settings.engine.speculative_tokens)?;
             state_page = state_page.max(rank_bytes(&parts, tp, *kind)?);
         }
         let mut alignment = KERNEL_BLOCK.max(settings.block_size);
@@ -307,13 +307,31 @@ fn attention_storage(
 /// parts of all `tp` ranks together, so that dividing each split part by
 /// `tp` gives one rank's (Mamba2 groups that `tp` does not split are repeated
 /// on every rank, as vLLM's `extra_groups_for_head_shards` repeats them).
+/// Mamba2 and Gated DeltaNet conv states keep one input more per
+/// `speculative` token (their models pass `num_spec` to
+/// `MambaStateShapeCalculator`); Mamba1's and short convs' do not.
 fn state_parts(
     hf: &HfConfig,
     kind: LayerKind,
     tp: u64,
+    speculative: u64,
 ) -> Result<(Vec<StatePart>, String), KvError> {
     let dtype = model_dtype(hf)?;
     let too_big = |what: &str| overflow(format!("the {what} state of one layer"));
+    // `kernel - 1 + num_spec` inputs, as `kernel + num_spec` for the
+    // constructors that keep one input less than they are given.
+    let lengthened = |kernel: u64| {
+        kernel.checked_add(speculative).ok_or_else(|| {
+            config_error(
+                "estimate settings",
+                format!("{speculative} speculative tokens overflow u64"),
+            )
+        })
+    };
+    let spec_words = match speculative {
+        0 => String::new(),
+        n => format!(" + {n} speculative"),
+    };
     if kind == LayerKind::ShortConv {
         let conv = hf.short_conv()?;
         // vLLM keeps conv_L_cache - 1 inputs (`short_conv_state_shape`).
@@ -329,13 +347,14 @@ fn state_parts(
     }
     if kind == LayerKind::LinearAttention {
         let linear = hf.linear_attention()?;
-        // vLLM keeps conv_kernel - 1 positions of conv state.
+        // vLLM keeps conv_kernel - 1 + num_spec positions of conv state.
+        let positions = lengthened(linear.conv_kernel)?.saturating_sub(1);
         let conv = StatePart::gated_delta_conv(
             linear.key_heads,
             linear.key_head_dim,
             linear.value_heads,
             linear.value_head_dim,
-            linear.conv_kernel.saturating_sub(1),
+            positions,
             dtype,
         )
         .map_err(too_big("Gated DeltaNet"))?;
@@ -348,9 +367,8 @@ fn state_parts(
         return Ok((
             vec![conv, ssm],
             format!(
-                "Gated DeltaNet: conv over conv_kernel - 1 = {} positions, ssm (value heads, \
-                 value dim, key dim), {dtype}",
-                linear.conv_kernel.saturating_sub(1)
+                "Gated DeltaNet: conv over conv_kernel - 1{spec_words} = {positions} positions, \
+                 ssm (value heads, value dim, key dim), {dtype}",
             ),
         ));
     }
@@ -385,7 +403,7 @@ fn state_parts(
                         mamba.d_inner,
                         held,
                         mamba.d_state,
-                        mamba.d_conv,
+                        lengthened(mamba.d_conv)?,
                         dtype,
                     )
                     .map_err(too_big("Mamba2"))?,
@@ -393,11 +411,11 @@ fn state_parts(
                 ],
                 format!(
                     "Mamba2: d_inner {}, d_state {}, {groups} groups{repeated}, {heads} heads \
-                     of {head_dim}, conv over d_conv - 1 = {} positions, conv {dtype}, ssm \
-                     {ssm_dtype}",
+                     of {head_dim}, conv over d_conv - 1{spec_words} = {} positions, conv \
+                     {dtype}, ssm {ssm_dtype}",
                     mamba.d_inner,
                     mamba.d_state,
-                    mamba.d_conv.saturating_sub(1)
+                    lengthened(mamba.d_conv)?.saturating_sub(1)
                 ),
             ))
         }
@@ -733,7 +751,8 @@ impl Builder<'_> {
     /// parts are all ranks' together; pages are one rank's.
     fn recurrent(&self, hf: &HfConfig, kind: LayerKind, layers: u64) -> Result<KvSpec, KvError> {
         let tp = self.settings.engine.tensor_parallel;
-        let (mut parts, words) = state_parts(hf, kind, tp)?;
+        let (mut parts, words) =
+            state_parts(hf, kind, tp, self.settings.engine.speculative_tokens)?;
         let content = rank_bytes(&parts, tp, kind)?;
         let padded = self.paging.padded_page();
         if let Some(page) = padded {
