@@ -193,7 +193,7 @@ impl Paging {
             if engine.decode_context_parallel > 1 {
                 format!(
                     ", decode context parallel {dcp} (interleave {}): the TP ranks that would \
-                     hold copies of one KV head (or of the MLA latent) each hold a {dcp}th of \
+                     hold copies of one KV head (or of the MLA latent) each hold 1/{dcp} of \
                      every full-attention and MLA row, cdiv(max_model_len, {dcp}) tokens",
                     engine.dcp_interleave,
                     dcp = engine.decode_context_parallel,
