@@ -25,7 +25,8 @@
 //! [`spec`] (a spec's layout and its parts), [`collection`] (what was
 //! collected, skipped and totalled; the start-up report), [`pattern`] (kinds
 //! of layer), [`budget`] (compile-time ceilings, [`assert_kv_budget!`]),
-//! [`planner`] (how many sequences fit a device), [`units`], and with feature
+//! [`planner`] (how many sequences fit a device), [`units`], [`gguf`] (a GGUF
+//! file's header, for llama.cpp's geometry), and with feature
 //! `json` [`config`], [`estimate`] (what vLLM holds for a config.json) and
 //! [`export`] (reports as JSON, merged across ranks); with features:
 //! `registry`, `fresh` and `page`, `chart`.
@@ -62,6 +63,7 @@ mod dtype;
 mod error;
 #[cfg(feature = "fresh")]
 pub mod fresh;
+pub mod gguf;
 mod layout;
 #[cfg(feature = "fresh")]
 pub mod page;
