@@ -17,9 +17,10 @@ mod quant;
 mod state;
 mod text;
 
-pub(crate) use models::{Holds, KvCacheDtype};
+pub use models::MambaVersion;
+pub(crate) use models::{Holds, KvCacheDtype, RopeLength, SsmDtype};
 pub use quant::{KvCacheScheme, KvQuantType};
-pub use state::{LinearAttentionConfig, MambaConfig, MambaVersion, MlaConfig, ShortConvConfig};
+pub use state::{LinearAttentionConfig, MambaConfig, MlaConfig, ShortConvConfig};
 pub use text::parse_json;
 
 const LAYERS: &[&str] = &[

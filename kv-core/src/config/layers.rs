@@ -240,9 +240,9 @@ impl HfConfig {
                 };
                 let pattern = list_pattern(&name, key, value, layers)?;
                 if self
-                    .model_types()
-                    .first()
-                    .is_some_and(|t| LINEAR_IS_MAMBA.contains(t))
+                    .family()
+                    .and_then(|row| row.mamba)
+                    .is_some_and(|rule| rule.listed_as_linear_attention)
                 {
                     linear_as_mamba(&name, &pattern)?
                 } else {
@@ -417,11 +417,6 @@ fn kv_shared_tail(pattern: LayerPattern, name: &str, shared: u64) -> Result<Laye
     );
     LayerPattern::from_kinds(kinds, key).map_err(|e| pattern_error(name, e))
 }
-
-/// Families whose layer lists say `linear_attention` for their Mamba2 layers:
-/// transformers 5 saves Nemotron-H's `M` so (`NemotronHConfig._pattern_to_list`),
-/// and vLLM reads it back as `M` (the `hybrid_override_pattern` property).
-const LINEAR_IS_MAMBA: &[&str] = &["nemotron_h"];
 
 /// `pattern` with its `linear_attention` layers read as Mamba.
 fn linear_as_mamba(name: &str, pattern: &LayerPattern) -> Result<LayerPattern, KvError> {

@@ -1,6 +1,8 @@
-//! One row per model family: the defaults its loader applies to keys a
-//! published `config.json` leaves out, and how its engine reads what is there.
-//! A new family is one row. Each row names its source, and `detected` (in
+//! One row per model family, holding every rule that is the family's: the
+//! defaults its loader applies to keys a published `config.json` leaves out,
+//! and how vLLM reads what is there (KV heads, what it holds, the KV format,
+//! pipeline support, its Mamba layers and SSM dtype, short-conv width, RoPE
+//! length). A new family is one row. Each row names its source, and `detected` (in
 //! [`crate::estimate`]) and [`HfConfig::notes`](super::HfConfig::notes) say
 //! which defaults were applied.
 
@@ -61,6 +63,70 @@ pub(crate) enum Holds {
     Unsized(&'static str),
 }
 
+/// Which Mamba a config describes.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+#[non_exhaustive]
+pub enum MambaVersion {
+    /// Mamba (selective scan): ssm state `(d_inner, d_state)`, conv
+    /// `(d_inner, d_conv)`; no heads or groups.
+    Mamba1,
+    /// Mamba2 (SSD): ssm state `(heads, head_dim, d_state)`, conv over
+    /// `d_inner + 2 x n_groups x d_state` channels.
+    Mamba2,
+}
+
+/// A family's Mamba layers, as its vLLM model builds them.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) struct MambaRule {
+    pub version: MambaVersion,
+    /// Mamba in every layer: the plain keys `num_heads`, `head_dim`,
+    /// `intermediate_size` are Mamba's (in a hybrid they may be attention's
+    /// or the MLP's, and are not read).
+    pub only: bool,
+    /// The mixer is `heads x head_dim` wide whatever `expand x hidden` says
+    /// (vLLM's NemotronH builds it with `intermediate_size = mamba_num_heads
+    /// * mamba_head_dim`: Nemotron-H-4B's 112 x 64 = 7,168, not 2 x 3,072).
+    pub inner_from_heads: bool,
+    /// The SSM state's dtype when the config sets no `mamba_ssm_cache_dtype`.
+    pub ssm_dtype: SsmDtype,
+    /// Layer lists say `linear_attention` for its Mamba2 layers: transformers
+    /// 5 saves Nemotron-H's `M` so (`NemotronHConfig._pattern_to_list`), and
+    /// vLLM reads it back as `M` (the `hybrid_override_pattern` property).
+    pub listed_as_linear_attention: bool,
+}
+
+/// Where a family's SSM state dtype comes from in vLLM 0.33.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum SsmDtype {
+    /// The model dtype (`mamba_ssm_cache_dtype auto`).
+    Model,
+    /// The config's `mamba_ssm_cache_dtype`, else float32 (the words say
+    /// whose default that is).
+    ConfigElseF32(&'static str),
+}
+
+/// Whether vLLM scales the derived `max_model_len` by the RoPE `factor`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum RopeLength {
+    /// By the factor, unless the RoPE type already scales its length
+    /// (`_get_and_verify_max_len`).
+    Scaled,
+    /// Never: the length keys are already scaled (vLLM skips every
+    /// `model_type` containing "gemma3": "Gemma3's max_model_len (128K) is
+    /// already scaled by RoPE scaling").
+    AlreadyScaled,
+}
+
+const fn mamba(version: MambaVersion, only: bool) -> Option<MambaRule> {
+    Some(MambaRule {
+        version,
+        only,
+        inner_from_heads: false,
+        ssm_dtype: SsmDtype::Model,
+        listed_as_linear_attention: false,
+    })
+}
+
 /// One family.
 #[derive(Clone, Copy, Debug)]
 pub(crate) struct ModelType {
@@ -76,6 +142,15 @@ pub(crate) struct ModelType {
     /// vLLM's model class, where it lacks `SupportsPP`: vLLM 0.33 refuses
     /// `pipeline_parallel_size > 1` for it (`verify_with_parallel_config`).
     pub no_pipeline: Option<&'static str>,
+    /// Its Mamba layers, where it has any.
+    pub mamba: Option<MambaRule>,
+    /// The key that gives its short-conv (`conv`) layers' width: LFM2's
+    /// `ShortConv` is `conv_dim` wide, LFM2-MoE's `hidden_size` wide (vLLM's
+    /// `Lfm2ForCausalLM` and `Lfm2MoeForCausalLM`
+    /// `get_mamba_state_shape_from_config`).
+    pub short_conv_width: Option<&'static str>,
+    /// How its RoPE scaling moves `max_model_len`.
+    pub rope_length: RopeLength,
 }
 
 const fn generic(names: &'static [&'static str]) -> ModelType {
@@ -87,6 +162,9 @@ const fn generic(names: &'static [&'static str]) -> ModelType {
         holds: Holds::ByKeys,
         kv_cache_dtype: KvCacheDtype::Asked,
         no_pipeline: None,
+        mamba: None,
+        short_conv_width: None,
+        rope_length: RopeLength::Scaled,
     }
 }
 
@@ -109,6 +187,9 @@ pub(crate) const MODEL_TYPES: &[ModelType] = &[
         holds: Holds::ByKeys,
         kv_cache_dtype: KvCacheDtype::Asked,
         no_pipeline: None,
+        mamba: None,
+        short_conv_width: None,
+        rope_length: RopeLength::Scaled,
     },
     ModelType {
         // Gemma3TextConfig.__post_init__: sliding_window_pattern 6.
@@ -126,6 +207,9 @@ pub(crate) const MODEL_TYPES: &[ModelType] = &[
         holds: Holds::ByKeys,
         kv_cache_dtype: KvCacheDtype::Asked,
         no_pipeline: None,
+        mamba: None,
+        short_conv_width: None,
+        rope_length: RopeLength::AlreadyScaled,
     },
     ModelType {
         // Gemma3nTextConfig: every 5th layer full; the last
@@ -148,6 +232,9 @@ pub(crate) const MODEL_TYPES: &[ModelType] = &[
         // vLLM 0.33 models/gemma3n.py, gemma3n_mm.py: neither class
         // implements SupportsPP.
         no_pipeline: Some("Gemma3nForConditionalGeneration / Gemma3nForCausalLM"),
+        mamba: None,
+        short_conv_width: None,
+        rope_length: RopeLength::AlreadyScaled,
     },
     ModelType {
         // Llama4TextConfig: a NoPE (full attention) layer every 4th, the
@@ -166,6 +253,9 @@ pub(crate) const MODEL_TYPES: &[ModelType] = &[
         holds: Holds::ByKeys,
         kv_cache_dtype: KvCacheDtype::Asked,
         no_pipeline: None,
+        mamba: None,
+        short_conv_width: None,
+        rope_length: RopeLength::Scaled,
     },
     ModelType {
         names: &["falcon", "RefinedWeb", "RefinedWebModel"],
@@ -181,6 +271,9 @@ pub(crate) const MODEL_TYPES: &[ModelType] = &[
              (`model_executor/models/falcon.py`), so the K/V stay in the model dtype",
         ),
         no_pipeline: None,
+        mamba: None,
+        short_conv_width: None,
+        rope_length: RopeLength::Scaled,
     },
     ModelType {
         names: &["gpt_bigcode"],
@@ -190,6 +283,9 @@ pub(crate) const MODEL_TYPES: &[ModelType] = &[
         holds: Holds::ByKeys,
         kv_cache_dtype: KvCacheDtype::Asked,
         no_pipeline: None,
+        mamba: None,
+        short_conv_width: None,
+        rope_length: RopeLength::Scaled,
     },
     ModelType {
         names: &["mpt", "dbrx"],
@@ -199,6 +295,9 @@ pub(crate) const MODEL_TYPES: &[ModelType] = &[
         holds: Holds::ByKeys,
         kv_cache_dtype: KvCacheDtype::Asked,
         no_pipeline: None,
+        mamba: None,
+        short_conv_width: None,
+        rope_length: RopeLength::Scaled,
     },
     ModelType {
         names: &["chatglm", "glm"],
@@ -208,6 +307,9 @@ pub(crate) const MODEL_TYPES: &[ModelType] = &[
         holds: Holds::ByKeys,
         kv_cache_dtype: KvCacheDtype::Asked,
         no_pipeline: None,
+        mamba: None,
+        short_conv_width: None,
+        rope_length: RopeLength::Scaled,
     },
     ModelType {
         names: &["mamba", "falcon_mamba"],
@@ -217,26 +319,13 @@ pub(crate) const MODEL_TYPES: &[ModelType] = &[
         holds: Holds::MambaOnly,
         kv_cache_dtype: KvCacheDtype::Asked,
         no_pipeline: None,
+        mamba: mamba(MambaVersion::Mamba1, true),
+        short_conv_width: None,
+        rope_length: RopeLength::Scaled,
     },
     ModelType {
-        names: &["falcon_h1"],
-        defaults: &[],
-        source: "",
-        kv_heads: KvHeads::Generic,
-        holds: Holds::MambaAndAttentionInEveryLayer,
-        kv_cache_dtype: KvCacheDtype::Asked,
-        no_pipeline: None,
-    },
-    ModelType {
-        names: &["zamba2"],
-        defaults: &[],
-        source: "",
-        kv_heads: KvHeads::Zamba2,
-        holds: Holds::ByKeys,
-        kv_cache_dtype: KvCacheDtype::Asked,
-        // vLLM 0.33 models/zamba2.py: `Zamba2ForCausalLM(nn.Module,
-        // HasInnerState, IsHybrid)`.
-        no_pipeline: Some("Zamba2ForCausalLM"),
+        mamba: mamba(MambaVersion::Mamba1, false),
+        ..generic(&["jamba"])
     },
     ModelType {
         names: &["mamba2"],
@@ -248,35 +337,17 @@ pub(crate) const MODEL_TYPES: &[ModelType] = &[
         // vLLM 0.33 models/mamba2.py: Mamba2ForCausalLM lacks SupportsPP
         // (MambaForCausalLM has it).
         no_pipeline: Some("Mamba2ForCausalLM"),
+        mamba: mamba(MambaVersion::Mamba2, true),
+        short_conv_width: None,
+        rope_length: RopeLength::Scaled,
     },
     ModelType {
-        // vLLM 0.33 models/whisper.py: WhisperForConditionalGeneration
-        // lacks SupportsPP.
-        no_pipeline: Some("WhisperForConditionalGeneration"),
-        ..generic(&["whisper"])
+        mamba: mamba(MambaVersion::Mamba2, false),
+        ..generic(&["bamba"])
     },
     ModelType {
-        names: &["rwkv", "rwkv5", "rwkv6", "rwkv7"],
-        defaults: &[],
-        source: "",
-        kv_heads: KvHeads::Generic,
-        holds: Holds::Unsized(
-            "RWKV has no attention: each layer keeps a fixed time-mix and channel-mix \
-             state, which kv's estimator does not size; declare it with \
-             `state(...)` in Rust",
-        ),
-        kv_cache_dtype: KvCacheDtype::Asked,
-        no_pipeline: None,
-    },
-    ModelType {
-        // vLLM's `is_deepseek_mla` list, of the families kv knows.
-        names: &["deepseek_v2", "deepseek_v3", "kimi_k2"],
-        defaults: &[],
-        source: "",
-        kv_heads: KvHeads::Generic,
-        holds: Holds::Mla,
-        kv_cache_dtype: KvCacheDtype::Asked,
-        no_pipeline: None,
+        mamba: mamba(MambaVersion::Mamba2, false),
+        ..generic(&["granitemoehybrid"])
     },
     ModelType {
         // NemotronHConfig: `head_dim` 128 whatever hidden / heads is (the
@@ -299,6 +370,76 @@ pub(crate) const MODEL_TYPES: &[ModelType] = &[
         holds: Holds::ByKeys,
         kv_cache_dtype: KvCacheDtype::Asked,
         no_pipeline: None,
+        mamba: Some(MambaRule {
+            version: MambaVersion::Mamba2,
+            only: false,
+            inner_from_heads: true,
+            ssm_dtype: SsmDtype::ConfigElseF32("vLLM's default for NemotronH"),
+            listed_as_linear_attention: true,
+        }),
+        short_conv_width: None,
+        rope_length: RopeLength::Scaled,
+    },
+    ModelType {
+        names: &["zamba2"],
+        defaults: &[],
+        source: "",
+        kv_heads: KvHeads::Zamba2,
+        holds: Holds::ByKeys,
+        kv_cache_dtype: KvCacheDtype::Asked,
+        // vLLM 0.33 models/zamba2.py: `Zamba2ForCausalLM(nn.Module,
+        // HasInnerState, IsHybrid)`.
+        no_pipeline: Some("Zamba2ForCausalLM"),
+        mamba: mamba(MambaVersion::Mamba2, false),
+        short_conv_width: None,
+        rope_length: RopeLength::Scaled,
+    },
+    ModelType {
+        names: &["falcon_h1"],
+        defaults: &[],
+        source: "",
+        kv_heads: KvHeads::Generic,
+        holds: Holds::MambaAndAttentionInEveryLayer,
+        kv_cache_dtype: KvCacheDtype::Asked,
+        no_pipeline: None,
+        mamba: mamba(MambaVersion::Mamba2, false),
+        short_conv_width: None,
+        rope_length: RopeLength::Scaled,
+    },
+    ModelType {
+        // vLLM 0.33 models/whisper.py: WhisperForConditionalGeneration
+        // lacks SupportsPP.
+        no_pipeline: Some("WhisperForConditionalGeneration"),
+        ..generic(&["whisper"])
+    },
+    ModelType {
+        names: &["rwkv", "rwkv5", "rwkv6", "rwkv7"],
+        defaults: &[],
+        source: "",
+        kv_heads: KvHeads::Generic,
+        holds: Holds::Unsized(
+            "RWKV has no attention: each layer keeps a fixed time-mix and channel-mix \
+             state, which kv's estimator does not size; declare it with \
+             `state(...)` in Rust",
+        ),
+        kv_cache_dtype: KvCacheDtype::Asked,
+        no_pipeline: None,
+        mamba: None,
+        short_conv_width: None,
+        rope_length: RopeLength::Scaled,
+    },
+    ModelType {
+        // vLLM's `is_deepseek_mla` list, of the families kv knows.
+        names: &["deepseek_v2", "deepseek_v3", "kimi_k2"],
+        defaults: &[],
+        source: "",
+        kv_heads: KvHeads::Generic,
+        holds: Holds::Mla,
+        kv_cache_dtype: KvCacheDtype::Asked,
+        no_pipeline: None,
+        mamba: None,
+        short_conv_width: None,
+        rope_length: RopeLength::Scaled,
     },
     ModelType {
         // `kv_lora_rank` is set, but vLLM caches plain K/V heads.
@@ -309,6 +450,17 @@ pub(crate) const MODEL_TYPES: &[ModelType] = &[
         holds: Holds::ByKeys,
         kv_cache_dtype: KvCacheDtype::Asked,
         no_pipeline: None,
+        mamba: None,
+        short_conv_width: None,
+        rope_length: RopeLength::Scaled,
+    },
+    ModelType {
+        short_conv_width: Some("conv_dim"),
+        ..generic(&["lfm2"])
+    },
+    ModelType {
+        short_conv_width: Some("hidden_size"),
+        ..generic(&["lfm2_moe"])
     },
     // Families read by the generic keys alone: known, so not reported as unknown.
     generic(&[
@@ -337,11 +489,6 @@ pub(crate) const MODEL_TYPES: &[ModelType] = &[
         "internlm2",
         "granite",
         "granitemoe",
-        "granitemoehybrid",
-        "jamba",
-        "bamba",
-        "lfm2",
-        "lfm2_moe",
         "gpt2",
         "gpt_neox",
         "gptj",
@@ -399,6 +546,63 @@ mod tests {
             .flat_map(|row| row.names.iter().copied())
             .collect();
         assert_eq!(ignored, ["falcon", "RefinedWeb", "RefinedWebModel"]);
+    }
+
+    fn names_where(wanted: impl Fn(&ModelType) -> bool) -> Vec<&'static str> {
+        MODEL_TYPES
+            .iter()
+            .filter(|row| wanted(row))
+            .flat_map(|row| row.names.iter().copied())
+            .collect()
+    }
+
+    #[test]
+    fn the_state_rules_are_vllms_model_classes() {
+        use MambaVersion::{Mamba1, Mamba2};
+        // vLLM 0.33: MambaMixer in mamba.py and jamba.py; MambaMixer2 in
+        // mamba2.py, granitemoehybrid.py, nemotron_h.py, zamba2.py,
+        // falcon_h1.py (and bamba.py, which 0.33 no longer registers).
+        let version =
+            |v: MambaVersion| names_where(|row| row.mamba.is_some_and(|m| m.version == v));
+        assert_eq!(version(Mamba1), ["mamba", "falcon_mamba", "jamba"]);
+        assert_eq!(
+            version(Mamba2),
+            [
+                "mamba2",
+                "bamba",
+                "granitemoehybrid",
+                "nemotron_h",
+                "zamba2",
+                "falcon_h1"
+            ]
+        );
+        let only = names_where(|row| row.mamba.is_some_and(|m| m.only));
+        assert_eq!(only, ["mamba", "falcon_mamba", "mamba2"]);
+        // NemotronH alone: a heads x head_dim mixer, float32 SSM state by
+        // default, Mamba2 layers listed as linear_attention.
+        for rule in [
+            |m: MambaRule| m.inner_from_heads,
+            |m: MambaRule| m.ssm_dtype != SsmDtype::Model,
+            |m: MambaRule| m.listed_as_linear_attention,
+        ] {
+            assert_eq!(
+                names_where(|row| row.mamba.is_some_and(rule)),
+                ["nemotron_h"]
+            );
+        }
+        let widths: Vec<(&str, &str)> = MODEL_TYPES
+            .iter()
+            .filter_map(|row| Some((row.names[0], row.short_conv_width?)))
+            .collect();
+        assert_eq!(widths, [("lfm2", "conv_dim"), ("lfm2_moe", "hidden_size")]);
+        // vLLM skips the RoPE factor for every model_type containing "gemma3".
+        let scaled = names_where(|row| row.rope_length == RopeLength::AlreadyScaled);
+        assert_eq!(scaled, ["gemma3_text", "gemma3", "gemma3n_text", "gemma3n"]);
+        let contains: Vec<&str> = names_where(|_| true)
+            .into_iter()
+            .filter(|name| name.contains("gemma3"))
+            .collect();
+        assert_eq!(contains, scaled);
     }
 
     #[test]

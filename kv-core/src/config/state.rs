@@ -1,13 +1,13 @@
 //! The modern cache kinds' dimensions: MLA latent, Mamba state, linear
 //! attention (Gated DeltaNet) state.
 
+use super::models::{MambaVersion, MODEL_TYPES};
 use super::{keys, positive, HfConfig, HIDDEN, LAYERS};
 use crate::{DType, KvError};
 
 const KV_LORA_RANK: &[&str] = &["kv_lora_rank"];
 const QK_ROPE_HEAD_DIM: &[&str] = &["qk_rope_head_dim"];
 
-const MODEL_TYPE: &[&str] = &["model_type"];
 const D_STATE: &[&str] = &["mamba_d_state", "ssm_state_size", "state_size", "d_state"];
 const D_CONV: &[&str] = &["mamba_d_conv", "conv_kernel", "d_conv"];
 const EXPAND: &[&str] = &["mamba_expand", "expand"];
@@ -40,34 +40,6 @@ const LINEAR_VALUE_HEAD_DIM: &[&str] = &["linear_value_head_dim"];
 const LINEAR_CONV_KERNEL: &[&str] = &["linear_conv_kernel_dim"];
 
 const SHORT_CONV_KERNEL: &[&str] = &["conv_L_cache"];
-/// `model_type`s whose `conv` layers kv knows, with the key vLLM reads their
-/// width from: LFM2's `ShortConv` is `conv_dim` wide, LFM2-MoE's
-/// `hidden_size` wide (vLLM's `Lfm2ForCausalLM` and `Lfm2MoeForCausalLM`
-/// `get_mamba_state_shape_from_config`).
-const SHORT_CONV_MODEL_TYPES: &[(&str, &str)] =
-    &[("lfm2", "conv_dim"), ("lfm2_moe", "hidden_size")];
-
-/// `model_type`s whose Mamba layers kv knows, with their version and whether
-/// the model is Mamba only (then the plain keys `num_heads`, `head_dim`,
-/// `intermediate_size` are Mamba's; in a hybrid they may be attention's or the
-/// MLP's and are not read).
-const MAMBA_MODEL_TYPES: &[(&str, MambaVersion, bool)] = &[
-    ("mamba", MambaVersion::Mamba1, true),
-    ("falcon_mamba", MambaVersion::Mamba1, true),
-    ("jamba", MambaVersion::Mamba1, false),
-    ("mamba2", MambaVersion::Mamba2, true),
-    ("bamba", MambaVersion::Mamba2, false),
-    ("granitemoehybrid", MambaVersion::Mamba2, false),
-    ("nemotron_h", MambaVersion::Mamba2, false),
-    ("zamba2", MambaVersion::Mamba2, false),
-    ("falcon_h1", MambaVersion::Mamba2, false),
-];
-
-/// Mamba2 families whose mixer is `heads x head_dim` wide whatever `expand x
-/// hidden` says: vLLM's NemotronH builds it with `intermediate_size =
-/// mamba_num_heads * mamba_head_dim` (Nemotron-H-4B: 112 x 64 = 7,168, not
-/// 2 x 3,072).
-const INNER_FROM_HEADS: &[&str] = &["nemotron_h"];
 
 /// Multi-head latent attention (DeepSeek-V2/V3, Kimi): one latent of
 /// `kv_lora_rank + qk_rope_head_dim` elements per token per layer, with no
@@ -92,18 +64,6 @@ impl MlaConfig {
     pub const fn latent_width(&self) -> Option<u64> {
         self.kv_lora_rank.checked_add(self.qk_rope_head_dim)
     }
-}
-
-/// Which Mamba a config describes.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
-#[non_exhaustive]
-pub enum MambaVersion {
-    /// Mamba (selective scan): ssm state `(d_inner, d_state)`, conv
-    /// `(d_inner, d_conv)`; no heads or groups.
-    Mamba1,
-    /// Mamba2 (SSD): ssm state `(heads, head_dim, d_state)`, conv over
-    /// `d_inner + 2 x n_groups x d_state` channels.
-    Mamba2,
 }
 
 /// A Mamba layer's state dimensions. Read by [`HfConfig::mamba`].
@@ -241,16 +201,12 @@ impl HfConfig {
     /// # Ok::<(), kv_core::KvError>(())
     /// ```
     pub fn mamba(&self) -> Result<MambaConfig, KvError> {
-        let (version, pure) = self.mamba_version_of()?;
+        let (version, pure, inner_from_heads) = self.mamba_version_of()?;
         let layers = self.count_or("layers", self.layers, LAYERS)?;
         let hidden = self.count_or("hidden", None, HIDDEN)?;
         let expand = self.count_or("mamba expand", None, EXPAND)?;
         let d_inner_keys = if pure { D_INNER_PURE } else { D_INNER };
-        let inner_from_heads = version == MambaVersion::Mamba2
-            && self
-                .find(MODEL_TYPE)
-                .and_then(|(_, value)| value.as_str())
-                .is_some_and(|name| INNER_FROM_HEADS.contains(&name));
+        let inner_from_heads = inner_from_heads && version == MambaVersion::Mamba2;
         let mut d_inner = match self.find(d_inner_keys) {
             Some((key, value)) => positive("mamba d_inner", &key, value)?,
             None => expand.checked_mul(hidden).ok_or_else(|| KvError::Config {
@@ -305,22 +261,20 @@ impl HfConfig {
         })
     }
 
-    /// The version, and whether the model is Mamba only.
-    fn mamba_version_of(&self) -> Result<(MambaVersion, bool), KvError> {
-        let found = self.find(MODEL_TYPE);
+    /// The version, whether the model is Mamba only, and whether its mixer
+    /// is `heads x head_dim` wide: the family's [`MambaRule`](super::models::MambaRule).
+    fn mamba_version_of(&self) -> Result<(MambaVersion, bool, bool), KvError> {
+        let found = self.find(&["model_type"]);
         let known = found.as_ref().and_then(|(_, value)| {
-            let name = value.as_str()?;
-            MAMBA_MODEL_TYPES
-                .iter()
-                .find(|(known, _, _)| *known == name)
-                .map(|(_, version, pure)| (*version, *pure))
+            let rule = super::models::model_type(value.as_str()?)?.mamba?;
+            Some((rule.version, rule.only, rule.inner_from_heads))
         });
         match (self.mamba_version, known) {
-            (Some(version), Some((_, pure))) => Ok((version, pure)),
-            (Some(version), None) => Ok((version, false)),
+            (Some(version), Some((_, pure, inner))) => Ok((version, pure, inner)),
+            (Some(version), None) => Ok((version, false, false)),
             (None, Some(known)) => Ok(known),
             (None, None) => {
-                let types: Vec<&str> = MAMBA_MODEL_TYPES.iter().map(|(t, _, _)| *t).collect();
+                let types = family_names(|row| row.mamba.is_some());
                 let seen = match &found {
                     Some((key, value)) => format!("`{key}` is {}", super::shown(value)),
                     None => format!("`model_type` is not set; {}", self.looked_in()),
@@ -379,14 +333,12 @@ impl HfConfig {
     /// # Ok::<(), kv_core::KvError>(())
     /// ```
     pub fn short_conv(&self) -> Result<ShortConvConfig, KvError> {
-        let known = self.model_types().into_iter().find_map(|name| {
-            SHORT_CONV_MODEL_TYPES
-                .iter()
-                .find(|(known, _)| *known == name)
-                .map(|(_, width)| *width)
-        });
+        let known = self
+            .model_types()
+            .into_iter()
+            .find_map(|name| super::models::model_type(name)?.short_conv_width);
         let Some(width) = known else {
-            let types: Vec<&str> = SHORT_CONV_MODEL_TYPES.iter().map(|(t, _)| *t).collect();
+            let types = family_names(|row| row.short_conv_width.is_some());
             return Err(KvError::Config {
                 what: "short conv width",
                 problem: format!(
@@ -405,4 +357,13 @@ impl HfConfig {
             kernel: self.count_or("short conv kernel", None, SHORT_CONV_KERNEL)?,
         })
     }
+}
+
+/// The `model_type`s of the families `wanted` picks, in table order.
+fn family_names(wanted: impl Fn(&super::models::ModelType) -> bool) -> Vec<&'static str> {
+    MODEL_TYPES
+        .iter()
+        .filter(|row| wanted(row))
+        .flat_map(|row| row.names.iter().copied())
+        .collect()
 }

@@ -5,6 +5,7 @@
 use serde_json::Value;
 
 use super::{config_error, EstimateSettings};
+use crate::config::RopeLength;
 use crate::{HfConfig, KvError};
 
 const WHAT: &str = "max_model_len";
@@ -101,7 +102,6 @@ fn derive(hf: &HfConfig) -> Result<Option<Derived>, KvError> {
     let Some((len, key)) = found else {
         return Ok(None);
     };
-    let model_type = hf.model_types().first().map(|t| t.to_owned());
     let Some((rope_key, rope)) = hf
         .value("rope_scaling")
         .or_else(|| hf.value("rope_parameters"))
@@ -125,10 +125,23 @@ fn derive(hf: &HfConfig) -> Result<Option<Derived>, KvError> {
             }));
         }
     }
-    let gemma3 = model_type.is_some_and(|t| t.contains("gemma3"));
-    let factor = rope.get("factor").and_then(Value::as_f64);
+    let already_scaled = hf
+        .family()
+        .is_some_and(|row| row.rope_length == RopeLength::AlreadyScaled);
+    // Where vLLM applies `factor`, it multiplies by it as it is: a null falls
+    // back to 1.0, and anything but a number fails the multiplication.
+    let applied = !already_scaled && !UNSCALED_ROPE.contains(&rope_type);
+    let factor = match rope.get("factor") {
+        Some(value) if applied && !value.is_null() => Some(value.as_f64().ok_or_else(|| {
+            config_error(
+                "max_model_len",
+                format!("`{rope_key}.factor` is {value}, not a number"),
+            )
+        })?),
+        _ => None,
+    };
     match factor {
-        Some(factor) if !gemma3 && !UNSCALED_ROPE.contains(&rope_type) && factor != 1.0 => {
+        Some(factor) if factor != 1.0 => {
             let scaled = (len as f64) * factor;
             if !(scaled.is_finite() && scaled >= 1.0 && scaled < u64::MAX as f64) {
                 return Err(config_error(

@@ -475,6 +475,50 @@ fn a_linearly_scaled_rope_lengthens_the_model_as_vllm_does() {
 }
 
 #[test]
+fn a_rope_factor_vllm_would_multiply_by_must_be_a_number() {
+    // vLLM: `derived_max_model_len *= scaling_factor`; a string fails there.
+    let bad = tiny(json!({
+        "max_position_embeddings": 4096, "rope_scaling": {"type": "linear", "factor": "2"}
+    }));
+    let err = estimate(&bad, &EstimateSettings::new())
+        .unwrap_err()
+        .to_string();
+    assert!(
+        err.contains("`rope_scaling.factor` is \"2\", not a number"),
+        "{err}"
+    );
+    // A null factor falls back to 1.0, as vLLM falls back.
+    let null = tiny(json!({
+        "max_position_embeddings": 4096, "rope_scaling": {"type": "linear", "factor": null}
+    }));
+    assert_eq!(
+        estimate(&null, &EstimateSettings::new())
+            .unwrap()
+            .max_model_len,
+        4096
+    );
+    // Where vLLM does not apply the factor (a llama3 RoPE), it is not read.
+    let llama3 = tiny(json!({
+        "max_position_embeddings": 4096, "rope_scaling": {"rope_type": "llama3", "factor": "8"}
+    }));
+    assert_eq!(
+        estimate(&llama3, &EstimateSettings::new())
+            .unwrap()
+            .max_model_len,
+        4096
+    );
+    // Gemma 3's lengths are already scaled: a factor of 8 moves nothing, and
+    // even a bad one is not read (vLLM skips the block for "gemma3" types).
+    // Its loader's 131,072 stands.
+    for factor in [json!(8.0), json!("8")] {
+        let mut gemma = gemma_3_4b();
+        gemma["text_config"]["rope_scaling"]["factor"] = factor.clone();
+        let e = estimate(&gemma, &EstimateSettings::new()).unwrap();
+        assert_eq!(e.max_model_len, 131_072, "{factor}");
+    }
+}
+
+#[test]
 fn non_finite_floats_in_a_config_file_read_as_python_reads_them() {
     // Mamba-Codestral's config, as save_pretrained writes it.
     let text = r#"{"model_type": "mamba2", "hidden_size": 4096, "num_hidden_layers": 64,

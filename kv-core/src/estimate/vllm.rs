@@ -5,7 +5,7 @@
 use serde_json::Value;
 
 use super::{config_error, overflow, EstimateSettings, VLLM_VERSION};
-use crate::config::{KvCacheDtype, MambaVersion, MlaConfig};
+use crate::config::{KvCacheDtype, MambaVersion, MlaConfig, SsmDtype};
 use crate::{
     DType, Geometry, HfConfig, KvError, KvSpec, Latent, LayerKind, PositionPolicy, Positions,
     RecurrentState, Rows, Scope, StatePart, Storage,
@@ -449,12 +449,16 @@ fn mamba2_groups(groups: u64, tp: u64) -> Result<(u64, String), KvError> {
 /// except NemotronH, whose config (or vLLM's default for it) says float32
 /// (`NemotronHForCausalLMConfig.update_mamba_ssm_cache_dtype`).
 fn ssm_dtype(hf: &HfConfig, dtype: DType) -> Result<DType, KvError> {
-    if !hf.model_types().contains(&"nemotron_h") {
+    let rule = hf
+        .family()
+        .and_then(|row| row.mamba)
+        .map(|rule| rule.ssm_dtype);
+    let Some(SsmDtype::ConfigElseF32(whose)) = rule else {
         return Ok(dtype);
-    }
+    };
     match hf.value("mamba_ssm_cache_dtype") {
         None => {
-            hf.note("ssm state float32: vLLM's default for NemotronH".to_owned());
+            hf.note(format!("ssm state float32: {whose}"));
             Ok(DType::F32)
         }
         Some((key, Value::String(name))) => DType::from_torch_dtype(name).ok_or_else(|| {
