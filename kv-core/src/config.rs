@@ -398,10 +398,7 @@ impl HfConfig {
         let layers = self.count_or("layers", self.layers, LAYERS);
         let kv_heads = self.read_kv_heads();
         let head_dim = self.head_dim();
-        let dtype = match self.dtype {
-            Some(dtype) => Ok(dtype),
-            None => self.read_dtype(),
-        };
+        let dtype = self.dtype();
         match (layers, kv_heads, head_dim, dtype) {
             (Ok(layers), Ok(kv_heads), Ok(head_dim), Ok(dtype)) => {
                 Ok(Geometry::new(layers, kv_heads, head_dim, dtype))
@@ -641,7 +638,16 @@ impl HfConfig {
         })
     }
 
-    pub(crate) fn read_dtype(&self) -> Result<DType, KvError> {
+    /// The model dtype: the one given ([`HfConfig::with_dtype`]), else the
+    /// config's, by the dtype rule.
+    pub(crate) fn dtype(&self) -> Result<DType, KvError> {
+        match self.dtype {
+            Some(dtype) => Ok(dtype),
+            None => self.read_dtype(),
+        }
+    }
+
+    fn read_dtype(&self) -> Result<DType, KvError> {
         let Some((key, value)) = self.find(DTYPE) else {
             if self.dtype_rule == DTypeRule::VllmAuto {
                 // vLLM reads the weights' dtype from their safetensors

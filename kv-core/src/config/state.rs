@@ -150,10 +150,7 @@ impl HfConfig {
             layers: self.count_or("layers", self.layers, LAYERS)?,
             kv_lora_rank: self.count_or("kv_lora_rank", None, KV_LORA_RANK)?,
             qk_rope_head_dim: self.count_or("qk_rope_head_dim", None, QK_ROPE_HEAD_DIM)?,
-            dtype: match self.dtype {
-                Some(dtype) => dtype,
-                None => self.read_dtype()?,
-            },
+            dtype: self.dtype()?,
         })
     }
 

@@ -476,15 +476,7 @@ fn ssm_dtype(hf: &HfConfig, dtype: DType) -> Result<DType, KvError> {
 
 /// The model dtype, which recurrent state takes (vLLM's `mamba_cache_dtype auto`).
 fn model_dtype(hf: &HfConfig) -> Result<DType, KvError> {
-    // geometry() reads the dtype with HfConfig's rules; layers, heads and
-    // head dim are given so only the dtype can fail.
-    let geometry = hf
-        .clone()
-        .with_layers(1)
-        .with_kv_heads(1)
-        .with_head_dim(1)
-        .geometry()?;
-    Ok(geometry.storage.dtype().unwrap_or(DType::BF16))
+    hf.dtype()
 }
 
 /// Builds each kind's declaration.
