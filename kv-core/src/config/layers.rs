@@ -3,7 +3,7 @@
 
 use serde_json::Value;
 
-use super::{keys, positive, shown, HfConfig, LAYERS};
+use super::lookup::{keys, positive, shown, HfConfig, LAYERS};
 use crate::pattern::PatternError;
 use crate::{KvError, LayerKind, LayerPattern};
 

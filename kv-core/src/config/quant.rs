@@ -2,7 +2,7 @@
 
 use serde_json::{Map, Value};
 
-use super::{positive, shown, HfConfig};
+use super::lookup::{positive, shown, HfConfig};
 use crate::KvError;
 
 const QUANTIZATION_CONFIG: &str = "quantization_config";

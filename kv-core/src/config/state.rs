@@ -1,8 +1,8 @@
 //! The modern cache kinds' dimensions: MLA latent, Mamba state, linear
 //! attention (Gated DeltaNet) state.
 
+use super::lookup::{keys, positive, shown, HfConfig, HIDDEN, LAYERS};
 use super::models::{MambaVersion, MODEL_TYPES};
-use super::{keys, positive, HfConfig, HIDDEN, LAYERS};
 use crate::{DType, KvError};
 
 const KV_LORA_RANK: &[&str] = &["kv_lora_rank"];
@@ -273,7 +273,7 @@ impl HfConfig {
             (None, None) => {
                 let types = family_names(|row| row.mamba.is_some());
                 let seen = match &found {
-                    Some((key, value)) => format!("`{key}` is {}", super::shown(value)),
+                    Some((key, value)) => format!("`{key}` is {}", shown(value)),
                     None => format!("`model_type` is not set; {}", self.looked_in()),
                 };
                 Err(KvError::Config {
