@@ -712,16 +712,7 @@ pub fn kv_figures(model: &dyn ModelLocalKv) -> Result<KvFigures, KvError> {
 
 /// `131,072 B`.
 pub fn exact_bytes(bytes: u64) -> String {
-    let digits = bytes.to_string();
-    let mut out = String::new();
-    for (i, c) in digits.chars().enumerate() {
-        if i > 0 && (digits.len() - i).is_multiple_of(3) {
-            out.push(',');
-        }
-        out.push(c);
-    }
-    out.push_str(" B");
-    out
+    format!("{} B", kv_core::units::thousands(bytes))
 }
 
 /// `(peer - kv) / kv` in percent, one decimal, signed: `+33.3%`, `0.0%`.

@@ -8,11 +8,11 @@ use kv_core::collection::Totals;
 use kv_core::estimate::{EstimateRank, EstimateSettings, StartupOutcome, VllmPool};
 use kv_core::export::{ExportedEstimate, ExportedEstimateCluster};
 use kv_core::spec::Layout;
-use kv_core::units::{human_bytes, MIB};
+use kv_core::units::{human_bytes, thousands, MIB};
 use kv_core::{KvError, KvSpec, Parallel, Storage};
 use serde_json::Value;
 
-use crate::input::{emit, expand, grouped, read_config, Problem};
+use crate::input::{emit, expand, read_config, Problem};
 use crate::Format;
 
 /// `kv estimate` arguments.
@@ -373,14 +373,14 @@ fn group_line(spec: &KvSpec, max_num_seqs: u64) -> String {
         }
     }
     let per_position = match spec.layout.bytes_per_position() {
-        Some(Ok(bytes)) => format!("{} B", grouped(bytes)),
+        Some(Ok(bytes)) => format!("{} B", thousands(bytes)),
         Some(Err(_)) => "overflow".to_owned(),
         None => "none (state)".to_owned(),
     };
     let per_row = spec
         .bytes_per_row()
-        .map_or_else(|_| "overflow".to_owned(), |b| format!("{} B", grouped(b)));
-    let peak = peak.map_or_else(|_| "overflow".to_owned(), |b| format!("{} B", grouped(b)));
+        .map_or_else(|_| "overflow".to_owned(), |b| format!("{} B", thousands(b)));
+    let peak = peak.map_or_else(|_| "overflow".to_owned(), |b| format!("{} B", thousands(b)));
     let _ = write!(
         line,
         "; per position {per_position}, per row {per_row}, at peak {peak}"
@@ -391,10 +391,10 @@ fn group_line(spec: &KvSpec, max_num_seqs: u64) -> String {
 fn totals_line(totals: &Totals, max_num_seqs: u64) -> String {
     format!(
         "total: {} B per position, {} B per row ({}), {} B at peak ({}) at max_num_seqs {max_num_seqs}",
-        grouped(totals.per_position),
-        grouped(totals.per_row),
+        thousands(totals.per_position),
+        thousands(totals.per_row),
         human_bytes(totals.per_row),
-        grouped(totals.total),
+        thousands(totals.total),
         human_bytes(totals.total)
     )
 }
@@ -437,7 +437,7 @@ fn render(estimated: &Estimated, args: &Args) -> String {
                 for entry in rank.collection.entries() {
                     let spec = &entry.spec;
                     let bytes = |b: Result<u64, kv_core::Overflow>| {
-                        b.map_or_else(|_| "overflow".to_owned(), |b| format!("{} B", grouped(b)))
+                        b.map_or_else(|_| "overflow".to_owned(), |b| format!("{} B", thousands(b)))
                     };
                     let _ = writeln!(
                         out,
@@ -457,9 +457,9 @@ fn render(estimated: &Estimated, args: &Args) -> String {
                 let _ = writeln!(
                     out,
                     "| {name} | **total** | | | | {} B | {} B | {} B |",
-                    grouped(rank.totals.per_position),
-                    grouped(rank.totals.per_row),
-                    grouped(rank.totals.total)
+                    thousands(rank.totals.per_position),
+                    thousands(rank.totals.per_row),
+                    thousands(rank.totals.total)
                 );
                 let _ = writeln!(
                     out,
@@ -470,8 +470,8 @@ fn render(estimated: &Estimated, args: &Args) -> String {
                         .iter()
                         .map(|k| k.charged_layers)
                         .fold(0u64, u64::saturating_add),
-                    grouped(rank.pool.per_row_bytes),
-                    grouped(rank.pool.peak_bytes)
+                    thousands(rank.pool.per_row_bytes),
+                    thousands(rank.pool.peak_bytes)
                 );
             }
             out.push('\n');
@@ -576,17 +576,17 @@ fn pool_line(pool: &VllmPool, totals: &Totals, max_num_seqs: u64) -> String {
         pool.group_size,
         charged_kinds(pool),
         pool.widest_group_layers,
-        grouped(pool.page_bytes),
-        grouped(pool.bytes_per_block),
+        thousands(pool.page_bytes),
+        thousands(pool.bytes_per_block),
         if pool.unequal_pages {
             " (the kinds' pages differ here; each is charged as the largest, as vLLM pads them)"
         } else {
             ""
         },
-        grouped(pool.blocks_per_request),
-        grouped(pool.per_row_bytes),
+        thousands(pool.blocks_per_request),
+        thousands(pool.per_row_bytes),
         human_bytes(pool.per_row_bytes),
-        grouped(pool.peak_bytes),
+        thousands(pool.peak_bytes),
         human_bytes(pool.peak_bytes)
     )
 }
@@ -609,18 +609,18 @@ fn vllm_lines(estimated: &Estimated, args: &Args) -> Vec<String> {
     let mut lines = vec![format!(
         "vLLM needs --kv-cache-memory-bytes {} ({}) per rank for max_num_seqs {} at \
          max_model_len {}: {} B per block x ({} x {} blocks + the null block)",
-        grouped(needed),
+        thousands(needed),
         human_bytes(needed),
         args.max_num_seqs,
         exported.max_model_len,
-        grouped(widest),
+        thousands(widest),
         args.max_num_seqs,
-        grouped(blocks)
+        thousands(blocks)
     )];
     let Some(startup) = &exported.vllm_startup else {
         return lines;
     };
-    let given = grouped(startup.kv_cache_memory_bytes);
+    let given = thousands(startup.kv_cache_memory_bytes);
     match &startup.outcome {
         StartupOutcome::Starts {
             bytes_per_block,
@@ -635,9 +635,9 @@ fn vllm_lines(estimated: &Estimated, args: &Args) -> Vec<String> {
             lines.push(format!(
                 "  ({} blocks = {given} B // {} B per block, the null block among them as \
                  vLLM counts it; a request at max_model_len takes {})",
-                grouped(*num_blocks),
-                grouped(*bytes_per_block),
-                grouped(*blocks_per_request)
+                thousands(*num_blocks),
+                thousands(*bytes_per_block),
+                thousands(*blocks_per_request)
             ));
         }
         StartupOutcome::Refused {
@@ -650,8 +650,8 @@ fn vllm_lines(estimated: &Estimated, args: &Args) -> Vec<String> {
             "vLLM would not start at --kv-cache-memory-bytes {given} per rank: rank tp={tp_rank} \
              pp={pp_rank} needs {} B for one request and has {} B after the null block; \
              ValueError: {}",
-            grouped(*needed_bytes),
-            grouped(*available_bytes),
+            thousands(*needed_bytes),
+            thousands(*available_bytes),
             startup.message
         )),
         StartupOutcome::NoMemory {
@@ -662,7 +662,7 @@ fn vllm_lines(estimated: &Estimated, args: &Args) -> Vec<String> {
             "vLLM would not start at --kv-cache-memory-bytes {given} per rank: rank tp={tp_rank} \
              pp={pp_rank} holds back one block ({} B, the null block) and has nothing left; \
              ValueError: {}",
-            grouped(*bytes_per_block),
+            thousands(*bytes_per_block),
             startup.message
         )),
         _ => lines.push(startup.message.clone()),
@@ -700,7 +700,7 @@ fn rank_set(ranks: &[(u64, u64)]) -> String {
 
 /// The cluster: every rank's bytes added up, and the largest rank (kv-core's).
 fn cluster_line(cluster: &ExportedEstimateCluster) -> String {
-    let shown = |b: u64| format!("{} B ({})", grouped(b), human_bytes(b));
+    let shown = |b: u64| format!("{} B ({})", thousands(b), human_bytes(b));
     format!(
         "cluster: {} ranks, {} per row, {} at peak in all; largest rank {} at peak",
         cluster.rank_count,

@@ -106,19 +106,6 @@ pub fn read_config(path: &Path) -> Result<Value, Problem> {
     kv_core::config::parse_json(&text).map_err(|e| Problem::new(path, format!("invalid JSON: {e}")))
 }
 
-/// `131,072`.
-pub fn grouped(n: u64) -> String {
-    let digits = n.to_string();
-    let mut out = String::new();
-    for (i, c) in digits.chars().enumerate() {
-        if i > 0 && (digits.len() - i).is_multiple_of(3) {
-            out.push(',');
-        }
-        out.push(c);
-    }
-    out
-}
-
 /// Writes to stdout; a closed pipe (`kv estimate ... | head`) is not a panic.
 pub fn emit(text: &str) {
     let _ = std::io::stdout().lock().write_all(text.as_bytes());

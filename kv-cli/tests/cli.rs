@@ -6,6 +6,7 @@ use std::process::{Command, Output};
 
 use kv_core::estimate::EstimateSettings;
 use kv_core::export::ClusterReport;
+use kv_core::units::thousands;
 use kv_core::{Collection, KvError, KvSpec, ModelLocalKv, Parallel};
 use serde_json::Value;
 
@@ -50,19 +51,6 @@ fn write(dir: &Path, name: &str, text: &str) -> String {
     let path = dir.join(name);
     std::fs::write(&path, text).unwrap();
     path.display().to_string()
-}
-
-/// `131,072`.
-fn grouped(n: u64) -> String {
-    let digits = n.to_string();
-    let mut out = String::new();
-    for (i, c) in digits.chars().enumerate() {
-        if i > 0 && (digits.len() - i).is_multiple_of(3) {
-            out.push(',');
-        }
-        out.push(c);
-    }
-    out
 }
 
 struct Declared(Vec<KvSpec>);
@@ -146,15 +134,15 @@ fn estimate_prints_the_library_figures_for_every_shipped_config() {
         let text = stdout(&out);
         let expected = format!(
             "total: {} B per position, {} B per row",
-            grouped(per_position),
-            grouped(per_row)
+            thousands(per_position),
+            thousands(per_row)
         );
         assert!(
             text.contains(&expected),
             "{name}: {text}\nwanted {expected}"
         );
         assert!(
-            text.contains(&format!("{} B at peak", grouped(totals.total))),
+            text.contains(&format!("{} B at peak", thousands(totals.total))),
             "{name}: {text}"
         );
         for entry in collection.entries() {
@@ -171,7 +159,7 @@ fn estimate_prints_the_library_figures_for_every_shipped_config() {
                 "{line}"
             );
             assert!(
-                line.ends_with(&format!("at peak {} B", grouped(peak))),
+                line.ends_with(&format!("at peak {} B", thousands(peak))),
                 "{line}"
             );
         }
@@ -640,7 +628,7 @@ fn markdown_json_kv_format_and_ranks() {
     // 128 elements in q8_0: 4 blocks of 34 bytes, for K and V, 8 heads, 32 layers.
     assert!(stdout(&out).contains(&format!(
         "total: {} B per position",
-        grouped(32 * 8 * 2 * 136)
+        thousands(32 * 8 * 2 * 136)
     )));
 
     let out = kv(&[
@@ -1056,7 +1044,7 @@ fn vllms_kv_cache_dtype_names_are_kv_formats_and_falcon_ignores_them() {
         let out = kv(&["estimate", &llama, "--positions", "8192", flag, name]);
         assert!(out.status.success(), "{name}: {}", stderr(&out));
         assert!(
-            stdout(&out).contains(&format!("total: {} B per position", grouped(bytes))),
+            stdout(&out).contains(&format!("total: {} B per position", thousands(bytes))),
             "{name}: {}",
             stdout(&out)
         );

@@ -48,6 +48,20 @@ pub fn human_bytes(bytes: u64) -> String {
     format!("{:.2} {unit}", bytes as f64 / size as f64)
 }
 
+/// A count with its digits grouped by three, as Python's `f"{n:,}"` writes
+/// it: `131,072`.
+pub fn thousands(n: u64) -> String {
+    let digits = n.to_string();
+    let mut out = String::with_capacity(digits.len() + digits.len() / 3);
+    for (i, c) in digits.chars().enumerate() {
+        if i > 0 && (digits.len() - i).is_multiple_of(3) {
+            out.push(',');
+        }
+        out.push(c);
+    }
+    out
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -80,5 +94,15 @@ mod tests {
     fn mib_formats_like_percent_2f() {
         assert_eq!(format!("{:.2}", mib(147_456_000)), "140.62");
         assert_eq!(format!("{:.2}", mib(4_653_056)), "4.44");
+    }
+
+    #[test]
+    fn thousands_groups_digits_by_three_from_the_right() {
+        assert_eq!(thousands(0), "0");
+        assert_eq!(thousands(999), "999");
+        assert_eq!(thousands(1_000), "1,000");
+        assert_eq!(thousands(131_072), "131,072");
+        assert_eq!(thousands(1_234_567), "1,234,567");
+        assert_eq!(thousands(u64::MAX), "18,446,744,073,709,551,615");
     }
 }

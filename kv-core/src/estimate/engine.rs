@@ -24,6 +24,7 @@ use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
 use super::{config_error, overflow, EstimateSettings, VLLM_VERSION};
+use crate::units::thousands;
 use crate::{Collection, KvError, KvSpec, Layout, Overflow, Parallel};
 
 /// One kind of layer as vLLM's pool groups it (one estimate declaration).
@@ -541,19 +542,6 @@ fn format_gib(bytes: u64) -> String {
         text.pop();
     }
     text
-}
-
-/// Python's `f"{n:,}"`.
-fn thousands(n: u64) -> String {
-    let digits = n.to_string();
-    let mut out = String::with_capacity(digits.len() + digits.len() / 3);
-    for (i, c) in digits.chars().enumerate() {
-        if i > 0 && (digits.len() - i).is_multiple_of(3) {
-            out.push(',');
-        }
-        out.push(c);
-    }
-    out
 }
 
 /// `--kv-cache-memory-bytes` (per rank) that lets vLLM hold `max_num_seqs`
@@ -1121,14 +1109,6 @@ mod tests {
             (11_306_783_539, "10.53"),
         ] {
             assert_eq!(format_gib(bytes), gib, "{bytes}");
-        }
-        for (n, text) in [
-            (0, "0"),
-            (999, "999"),
-            (1000, "1,000"),
-            (1_234_567, "1,234,567"),
-        ] {
-            assert_eq!(thousands(n), text);
         }
     }
 }
