@@ -4,12 +4,10 @@
 use std::fmt::Write as _;
 use std::path::{Path, PathBuf};
 
-use kv_core::collection::Totals;
-use kv_core::estimate::{EstimateRank, EstimateSettings, StartupOutcome, VllmPool};
+use kv_core::estimate::{EstimateRank, EstimateSettings, StartupOutcome};
 use kv_core::export::{ExportedEstimate, ExportedEstimateCluster};
-use kv_core::spec::Layout;
-use kv_core::units::{human_bytes, thousands, MIB};
-use kv_core::{KvError, KvSpec, Parallel, Storage};
+use kv_core::units::{human_bytes, thousands};
+use kv_core::{KvError, Parallel, Storage};
 use serde_json::Value;
 
 use crate::input::{emit, expand, read_config, Problem};
@@ -329,76 +327,6 @@ fn estimated(
     Ok(Estimated { exported, ranks })
 }
 
-fn mib(bytes: u128) -> f64 {
-    bytes as f64 / MIB as f64
-}
-
-/// The llama.cpp-style line of one group:
-/// `size = %7.2f MiB (%6u cells, %3d layers, %2u/%u seqs), K (%s): %7.2f MiB, V (%s): %7.2f MiB`.
-fn group_line(spec: &KvSpec, max_num_seqs: u64) -> String {
-    let rows = u128::from(spec.row_count(max_num_seqs));
-    let layers = spec.layout.layers();
-    let peak = spec.peak_bytes(max_num_seqs);
-    let size = peak.map_or_else(
-        |_| "overflow".to_owned(),
-        |b| format!("{:7.2}", mib(b.into())),
-    );
-    // Cells: positions per row, or the states a row keeps.
-    let cells = match &spec.layout {
-        Layout::Recurrent(state) => state.slots.saturating_mul(spec.row_count(max_num_seqs)),
-        layout => layout.positions().map_or(0, |p| p.count),
-    };
-    let parts: Vec<(String, Option<u128>)> = spec
-        .layout
-        .parts()
-        .into_iter()
-        .map(|part| {
-            let label = format!("{} ({})", part.name, part.storage);
-            (label, part.bytes_per_row.ok().map(|b| u128::from(b) * rows))
-        })
-        .collect();
-    let mut line = format!(
-        "{}: size = {size} MiB ({cells:6} cells, {layers:3} layers, {:2}/{max_num_seqs} seqs)",
-        spec.name,
-        spec.row_count(max_num_seqs)
-    );
-    for (label, bytes) in parts {
-        match bytes {
-            Some(bytes) => {
-                let _ = write!(line, ", {label}: {:7.2} MiB", mib(bytes));
-            }
-            None => {
-                let _ = write!(line, ", {label}: overflow");
-            }
-        }
-    }
-    let per_position = match spec.layout.bytes_per_position() {
-        Some(Ok(bytes)) => format!("{} B", thousands(bytes)),
-        Some(Err(_)) => "overflow".to_owned(),
-        None => "none (state)".to_owned(),
-    };
-    let per_row = spec
-        .bytes_per_row()
-        .map_or_else(|_| "overflow".to_owned(), |b| format!("{} B", thousands(b)));
-    let peak = peak.map_or_else(|_| "overflow".to_owned(), |b| format!("{} B", thousands(b)));
-    let _ = write!(
-        line,
-        "; per position {per_position}, per row {per_row}, at peak {peak}"
-    );
-    line
-}
-
-fn totals_line(totals: &Totals, max_num_seqs: u64) -> String {
-    format!(
-        "total: {} B per position, {} B per row ({}), {} B at peak ({}) at max_num_seqs {max_num_seqs}",
-        thousands(totals.per_position),
-        thousands(totals.per_row),
-        human_bytes(totals.per_row),
-        thousands(totals.total),
-        human_bytes(totals.total)
-    )
-}
-
 fn settings_line(estimated: &Estimated, args: &Args) -> String {
     format!(
         "max_model_len {}, max_num_seqs {}, tp {}, pp {}{}; {}",
@@ -464,7 +392,7 @@ fn render(estimated: &Estimated, args: &Args) -> String {
                 let _ = writeln!(
                     out,
                     "| {name} | **vLLM's pool** | {} | {} | | | {} B | {} B |",
-                    charged_kinds(&rank.pool),
+                    kv_core::estimate::charged_kinds(&rank.pool),
                     rank.pool
                         .kinds
                         .iter()
@@ -492,7 +420,7 @@ fn render(estimated: &Estimated, args: &Args) -> String {
                     let _ = writeln!(
                         body,
                         "{indent}{}",
-                        group_line(&entry.spec, args.max_num_seqs)
+                        kv_core::estimate::group_line(&entry.spec, args.max_num_seqs)
                     );
                     if let Some(assumes) = &entry.spec.assumes {
                         let _ = writeln!(body, "{indent}  (assumes {assumes})");
@@ -504,12 +432,12 @@ fn render(estimated: &Estimated, args: &Args) -> String {
                 let _ = writeln!(
                     body,
                     "{indent}{}",
-                    totals_line(&rank.totals, args.max_num_seqs)
+                    kv_core::estimate::totals_line(&rank.totals, args.max_num_seqs)
                 );
                 let _ = writeln!(
                     body,
                     "{indent}{}",
-                    pool_line(&rank.pool, &rank.totals, args.max_num_seqs)
+                    kv_core::estimate::pool_line(&rank.pool, &rank.totals, args.max_num_seqs)
                 );
                 let p = rank.collection.parallel();
                 match groups.iter_mut().find(|(b, _)| *b == body) {
@@ -532,63 +460,6 @@ fn render(estimated: &Estimated, args: &Args) -> String {
         }
     }
     out
-}
-
-/// Each kind as vLLM's pool charges it on a rank:
-/// `sliding_attention 22 layers charged as 24 (6 groups)`.
-fn charged_kinds(pool: &VllmPool) -> String {
-    pool.kinds
-        .iter()
-        .map(|k| {
-            let held = if k.layers_on_rank == k.layers {
-                format!("{} layers", k.layers)
-            } else {
-                format!("{} of {} layers", k.layers_on_rank, k.layers)
-            };
-            format!(
-                "{} {held} charged as {} ({} group(s))",
-                k.name, k.charged_layers, k.groups
-            )
-        })
-        .collect::<Vec<_>>()
-        .join(", ")
-}
-
-/// What vLLM's pool charges a rank, beside the sum of its layers.
-fn pool_line(pool: &VllmPool, totals: &Totals, max_num_seqs: u64) -> String {
-    let against = if pool.per_row_bytes == totals.per_row {
-        "equal to the sum of layers".to_owned()
-    } else {
-        format!(
-            "the sum of layers is {:.2}% {}",
-            (1.0 - totals.per_row as f64 / pool.per_row_bytes as f64).abs() * 100.0,
-            if totals.per_row < pool.per_row_bytes {
-                "less"
-            } else {
-                "more"
-            }
-        )
-    };
-    format!(
-        "vLLM's pool (groups of {} layers): {}; a block spans {} layer(s) x {} B = {} B{}, a \
-         request takes {} blocks: {} B per row ({}), {} B at peak ({}) at max_num_seqs \
-         {max_num_seqs}; {against}",
-        pool.group_size,
-        charged_kinds(pool),
-        pool.widest_group_layers,
-        thousands(pool.page_bytes),
-        thousands(pool.bytes_per_block),
-        if pool.unequal_pages {
-            " (the kinds' pages differ here; each is charged as the largest, as vLLM pads them)"
-        } else {
-            ""
-        },
-        thousands(pool.blocks_per_request),
-        thousands(pool.per_row_bytes),
-        human_bytes(pool.per_row_bytes),
-        thousands(pool.peak_bytes),
-        human_bytes(pool.peak_bytes)
-    )
 }
 
 /// The memory vLLM needs for `--max-num-seqs` requests, and its start-up

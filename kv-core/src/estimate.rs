@@ -12,6 +12,7 @@ use crate::{HfConfig, KvError, KvSpec, LayerKind, LayerPattern, Overflow, Storag
 
 mod engine;
 mod export;
+mod lines;
 mod max_len;
 #[cfg(test)]
 mod published;
@@ -22,6 +23,7 @@ mod vllm;
 
 pub use engine::{vllm_startup, StartupOutcome, VllmPool, VllmPoolKind, VllmStartup};
 pub use export::{EstimateRank, ExportedEstimate, ExportedEstimateCluster, ExportedEstimateRank};
+pub use lines::{charged_kinds, group_line, pool_line, totals_line};
 
 use vllm::{Builder, Paging};
 
