@@ -156,3 +156,69 @@ pub fn pool_line(pool: &VllmPool, totals: &Totals, max_num_seqs: u64) -> String 
         human_bytes(pool.peak_bytes)
     )
 }
+
+#[cfg(test)]
+mod tests {
+    use serde_json::json;
+
+    use super::*;
+    use crate::estimate::{estimate, EstimateSettings};
+
+    #[test]
+    fn a_state_group_counts_its_slots_as_cells_and_each_part_at_peak() {
+        // Jamba-v0.1 at 8192: 28 Mamba layers, 2 pages (align) a row; at 4
+        // rows, 8 cells. A page is 327,680 B (conv 3 x 8,192 x 2 B = 49,152,
+        // ssm 8,192 x 16 x 2 B = 262,144, padding 16,384): per row 28 x 2 x
+        // 327,680 = 18,350,080 B; at 4 rows 73,400,320 B = 70.00 MiB, of
+        // which conv 28 x 2 x 49,152 x 4 B = 10.50 MiB, ssm 56.00 MiB,
+        // padding 3.50 MiB.
+        let jamba = json!({
+            "model_type": "jamba", "num_hidden_layers": 32, "hidden_size": 4096,
+            "num_attention_heads": 32, "num_key_value_heads": 8, "attn_layer_period": 8,
+            "attn_layer_offset": 4, "mamba_d_state": 16, "mamba_d_conv": 4,
+            "mamba_expand": 2, "torch_dtype": "bfloat16",
+        });
+        let e = estimate(&jamba, &EstimateSettings::new().positions(8192)).unwrap();
+        assert_eq!(
+            group_line(&e.specs[0], 4),
+            "mamba: size =   70.00 MiB (     8 cells,  28 layers,  4/4 seqs), conv (bf16):   \
+             10.50 MiB, ssm (bf16):   56.00 MiB, page_padding (u8):    3.50 MiB; per position \
+             none (state), per row 18,350,080 B, at peak 73,400,320 B"
+        );
+        // Attention: 4 layers x 8 heads x 128 x 2 (K, V) x 2 B = 16,384 B a
+        // position, over cdiv(8192, 80) = 103 blocks of 80 = 8,240 positions:
+        // 135,004,160 B; with the state 153,354,240 B a row (146.25 MiB), and
+        // 613,416,960 B (585.00 MiB) at 4 rows.
+        let totals = e.collection().unwrap().totals(4).unwrap();
+        assert_eq!(
+            totals_line(&totals, 4),
+            "total: 16,384 B per position, 153,354,240 B per row (146.25 MiB), 613,416,960 B \
+             at peak (585.00 MiB) at max_num_seqs 4"
+        );
+    }
+
+    #[test]
+    fn the_pool_line_says_the_padding_and_how_far_the_sum_falls_short() {
+        // Gemma-3-1B at 8192: a page is 16 x 1 head x 256 x 2 x 2 B = 16,384
+        // B; groups of 4 layers, so a block is 65,536 B. The 22 sliding
+        // layers are 6 groups (charged as 24) of cdiv(4,624, 16) = 289
+        // blocks, the 4 full ones a group of 512: 2,246 blocks =
+        // 147,193,856 B a request. The layers sum to 104,169,472 +
+        // 33,554,432 = 137,723,904 B: 6.43% less.
+        let gemma = json!({
+            "model_type": "gemma3_text", "num_hidden_layers": 26, "num_attention_heads": 4,
+            "num_key_value_heads": 1, "head_dim": 256, "hidden_size": 1152,
+            "sliding_window": 512, "sliding_window_pattern": 6, "torch_dtype": "bfloat16",
+        });
+        let e = estimate(&gemma, &EstimateSettings::new().positions(8192)).unwrap();
+        let rank = e.ranks(crate::Parallel::new(1, 1).unwrap(), 2).unwrap();
+        assert_eq!(
+            pool_line(&rank[0].pool, &rank[0].totals, 2),
+            "vLLM's pool (groups of 4 layers): sliding_attention 22 layers charged as 24 (6 \
+             group(s)), full_attention 4 layers charged as 4 (1 group(s)); a block spans 4 \
+             layer(s) x 16,384 B = 65,536 B, a request takes 2,246 blocks: 147,193,856 B per \
+             row (140.38 MiB), 294,387,712 B at peak (280.75 MiB) at max_num_seqs 2; the sum \
+             of layers is 6.43% less"
+        );
+    }
+}
