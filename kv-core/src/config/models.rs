@@ -300,7 +300,9 @@ pub(crate) const MODEL_TYPES: &[ModelType] = &[
         rope_length: RopeLength::Scaled,
     },
     ModelType {
-        names: &["chatglm", "glm"],
+        // ChatGLM only: model_type `glm` is GLM-4 in transformers form
+        // (GlmForCausalLM), whose KV heads are `num_key_value_heads`.
+        names: &["chatglm"],
         defaults: &[],
         source: "",
         kv_heads: KvHeads::ChatGlm,
@@ -504,6 +506,7 @@ pub(crate) const MODEL_TYPES: &[ModelType] = &[
         "internvl_chat",
         "mllama",
         "gpt_oss",
+        "glm",
         "glm4",
         "glm4_moe",
     ]),

@@ -151,6 +151,23 @@ fn chatglm_groups_kv_heads_and_uses_kv_channels() {
 }
 
 #[test]
+fn glm_4_in_transformers_form_reads_the_generic_kv_heads() {
+    // THUDM/glm-4-9b-hf: model_type `glm` (GlmForCausalLM, which vLLM 0.33
+    // serves through its Transformers backend) keeps its 2 KV heads in
+    // `num_key_value_heads`, not ChatGLM's `multi_query_group_num`.
+    // 40 layers x 2 heads x 128 x 2 (K, V) x 2 B = 40,960 B per token (vLLM's
+    // page at block 16: 16 x 2 x 128 x 2 x 2 = 16,384 B per layer).
+    let glm = json!({
+        "architectures": ["GlmForCausalLM"], "model_type": "glm", "head_dim": 128,
+        "hidden_size": 4096, "num_attention_heads": 32, "num_hidden_layers": 40,
+        "num_key_value_heads": 2, "max_position_embeddings": 131072,
+        "torch_dtype": "bfloat16",
+    });
+    let e = estimate(&glm, &at(3000)).unwrap();
+    assert_eq!(per_position(&e), 40_960);
+}
+
+#[test]
 fn a_config_with_more_kv_heads_than_heads_is_refused() {
     let bad = json!({
         "model_type": "llama", "num_hidden_layers": 2, "num_attention_heads": 8,
