@@ -514,7 +514,17 @@ fn detect(
             mla.kv_lora_rank, mla.qk_rope_head_dim, mla.layers
         );
         let spec = builder(plain, &detected).latent(mla, hf)?;
-        return Ok((detected, plain, vec![spec]));
+        let paging = match &spec.layout {
+            crate::Layout::Latent { latent, .. } => {
+                Paging::mla(settings.block_size, latent.storage)
+            }
+            _ => plain,
+        };
+        if paging == plain {
+            return Ok((detected, plain, vec![spec]));
+        }
+        let spec = builder(paging, &detected).latent(mla, hf)?;
+        return Ok((detected, paging, vec![spec]));
     }
     let every_layer_hybrid = matches!(
         hf.family().map(|row| row.holds),
@@ -825,6 +835,40 @@ mod tests {
         // Without prefix caching, mode none keeps one page.
         let none = estimate(&shipped("jamba-v0.1"), &at_8192().prefix_caching(false)).unwrap();
         assert_eq!(none.specs[0].bytes_per_row(), Ok(28 * 327_680));
+    }
+
+    #[test]
+    fn an_fp8_mla_latent_takes_flashmlas_block_of_64() {
+        let fp8 = EstimateSettings::new()
+            .positions(3000)
+            .kv_format(Storage::from_name("fp8").unwrap());
+        // DeepSeek-V2-Lite: 27 layers of a 576-wide latent, 1 B each. vLLM on
+        // Hopper: FLASHMLA, block 64: cdiv(3000, 64) = 47 blocks = 3,008
+        // positions; a block of all layers 27 x 64 x 576 = 995,328 B.
+        let e = estimate(&shipped("deepseek-v2-lite"), &fp8).unwrap();
+        assert_eq!(e.block_size, 64);
+        assert_eq!(e.specs[0].positions().unwrap().count, 3008);
+        assert_eq!(e.specs[0].bytes_per_row(), Ok(47 * 995_328));
+        assert!(
+            e.convention
+                .contains("block_size 64 (FLASHMLA, vLLM's MLA backend for an fp8"),
+            "{}",
+            e.convention
+        );
+        // In bf16 FLASH_ATTN_MLA keeps 16: cdiv(3000, 16) = 188 blocks.
+        let bf16 = estimate(
+            &shipped("deepseek-v2-lite"),
+            &EstimateSettings::new().positions(3000),
+        )
+        .unwrap();
+        assert_eq!(
+            (bf16.block_size, bf16.specs[0].positions().unwrap().count),
+            (16, 3008)
+        );
+        assert!(!bf16.convention.contains("FLASHMLA"));
+        // A block the user gives is kept.
+        let given = estimate(&shipped("deepseek-v2-lite"), &fp8.block_size(128)).unwrap();
+        assert_eq!(given.block_size, 128);
     }
 
     #[test]

@@ -29,7 +29,13 @@ pub(super) struct Paging {
     /// A hybrid's sizes: the state page, the attention bytes per token per
     /// layer, and the alignment that set the block.
     hybrid: Option<Hybrid>,
+    /// Why the attention backend chose the block, where it did.
+    backend: Option<&'static str>,
 }
+
+/// FlashMLA's only kernel block (`mla/flashmla.py`
+/// `get_supported_kernel_block_sizes`).
+const FLASH_MLA_BLOCK: u64 = 64;
 
 /// One rank's figures: vLLM sizes the hybrid block in each worker, from its
 /// own shard.
@@ -49,7 +55,29 @@ impl Paging {
             block_size,
             align: false,
             hybrid: None,
+            backend: None,
         }
+    }
+
+    /// An MLA latent stored as `storage`: on Hopper (SM 9.0, kv's GPU),
+    /// vLLM 0.33 tries FLASH_ATTN_MLA first (`platforms/cuda.py`
+    /// `_get_backend_priorities`), which takes bf16/f16 only; an fp8 latent
+    /// goes to FLASHMLA, whose only kernel block is 64, and
+    /// `update_block_size_for_backend` sets the block to it unless the user
+    /// gave one (kv reads a block size of 16, vLLM's default, as not given).
+    pub fn mla(block_size: u64, storage: Storage) -> Paging {
+        let fp8 = storage.dtype() == Some(DType::F8E4M3);
+        if fp8 && block_size == super::DEFAULT_BLOCK_SIZE {
+            return Paging {
+                block_size: FLASH_MLA_BLOCK,
+                backend: Some(
+                    "FLASHMLA, vLLM's MLA backend for an fp8 latent on Hopper (FLASH_ATTN_MLA \
+                     takes bf16/f16 only), runs only blocks of 64",
+                ),
+                ..Paging::plain(block_size)
+            };
+        }
+        Paging::plain(block_size)
     }
 
     /// The paging for a model of these layer groups: a hybrid's attention
@@ -136,6 +164,7 @@ impl Paging {
                 requested: settings.block_size,
                 tensor_parallel: tp,
             }),
+            backend: None,
         })
     }
 
@@ -154,9 +183,10 @@ impl Paging {
             1 => String::new(),
             tp => format!(", one rank's of tp {tp}"),
         };
-        let block = match self.hybrid {
-            None => format!("block_size {}", self.block_size),
-            Some(hybrid) if self.block_size == hybrid.requested => format!(
+        let block = match (self.hybrid, self.backend) {
+            (None, Some(why)) => format!("block_size {} ({why})", self.block_size),
+            (None, None) => format!("block_size {}", self.block_size),
+            (Some(hybrid), _) if self.block_size == hybrid.requested => format!(
                 "block_size {} (one attention page, {} x {} B, already holds the state page \
                  of {} B{})",
                 self.block_size,
@@ -165,7 +195,7 @@ impl Paging {
                 hybrid.state_page,
                 per_rank(&hybrid)
             ),
-            Some(raised) => format!(
+            (Some(raised), _) => format!(
                 "block_size {} (raised from {}: {} x cdiv(state page {} B, {} x {} B per \
                  token per attention layer{}), so one attention page covers one state page)",
                 self.block_size,
