@@ -838,6 +838,47 @@ mod tests {
     }
 
     #[test]
+    fn a_config_without_a_length_takes_its_class_default_as_vllm_loads_it() {
+        // The shipped configs carry no length key; vLLM's loader fills the
+        // transformers class default, and vLLM derives max_model_len from it.
+        for (name, len, class) in [
+            ("jamba-v0.1", 262_144, "JambaConfig"),
+            ("mistral-7b-v0.1", 131_072, "MistralConfig"),
+            ("qwen3-next-80b-a3b", 32_768, "Qwen3NextConfig"),
+        ] {
+            let e = estimate(&shipped(name), &EstimateSettings::new()).unwrap();
+            assert_eq!(e.max_model_len, len, "{name}");
+            assert!(
+                e.detected.contains(&format!(
+                    "`max_position_embeddings` {len} (transformers {class} default)"
+                )),
+                "{name}: {}",
+                e.detected
+            );
+        }
+        // Mamba's config classes have no length at all: vLLM assumes 2048.
+        let mamba = serde_json::json!({
+            "architectures": ["FalconMambaForCausalLM"], "model_type": "falcon_mamba",
+            "hidden_size": 4096, "num_hidden_layers": 64, "expand": 2, "state_size": 16,
+            "conv_kernel": 4, "intermediate_size": 8192, "torch_dtype": "bfloat16",
+        });
+        let e = estimate(&mamba, &EstimateSettings::new()).unwrap();
+        assert_eq!(e.max_model_len, 2048);
+        assert!(
+            e.detected
+                .contains("\"Assuming the model's maximum length is 2048.\""),
+            "{}",
+            e.detected
+        );
+        // A length given is kept, longer or not: vLLM checks it against none.
+        let given = estimate(&mamba, &EstimateSettings::new().positions(100_000)).unwrap();
+        assert_eq!(given.max_model_len, 100_000);
+        // A family whose class default kv does not know stays an error.
+        let llama = tiny(serde_json::json!({}));
+        assert!(estimate(&llama, &EstimateSettings::new()).is_err());
+    }
+
+    #[test]
     fn an_fp8_mla_latent_takes_flashmlas_block_of_64() {
         let fp8 = EstimateSettings::new()
             .positions(3000)
@@ -958,7 +999,18 @@ mod tests {
 
     #[test]
     fn whisper_has_self_and_cross_attention_over_the_decoder() {
-        let e = estimate(&shipped("whisper-large-v3"), &at_8192()).unwrap();
+        // No length key: WhisperConfig's max_target_positions 448, as vLLM's
+        // loader fills it.
+        let e = estimate(&shipped("whisper-large-v3"), &EstimateSettings::new()).unwrap();
+        assert_eq!(e.max_model_len, 448);
+        assert!(
+            e.detected
+                .contains("`max_target_positions` 448 (transformers WhisperConfig default)"),
+            "{}",
+            e.detected
+        );
+        // 448 tokens = 28 blocks of 16.
+        assert_eq!(e.specs[0].positions().unwrap().count, 448);
         let names: Vec<&str> = e.specs.iter().map(|s| s.name.as_ref()).collect();
         assert_eq!(names, ["self_attention", "cross_attention"]);
         // 32 decoder layers x 20 heads x (64 + 64) x 2 bytes (f16).
@@ -1108,8 +1160,9 @@ mod tests {
         let whisper = shipped("whisper-large-v3");
         let mut zero = whisper.clone();
         zero["max_source_positions"] = serde_json::json!(0);
-        assert!(estimate(&zero, &at_8192()).is_err());
-        assert!(estimate(&whisper, &at_8192()).is_ok());
+        let at_448 = EstimateSettings::new().positions(448);
+        assert!(estimate(&zero, &at_448).is_err());
+        assert!(estimate(&whisper, &at_448).is_ok());
         let chunked = |chunk: u64| {
             tiny(serde_json::json!({
                 "layer_types": ["chunked_attention", "full_attention"],

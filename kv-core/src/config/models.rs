@@ -326,6 +326,8 @@ pub(crate) const MODEL_TYPES: &[ModelType] = &[
         rope_length: RopeLength::Scaled,
     },
     ModelType {
+        defaults: &[("max_position_embeddings", "262144")],
+        source: "transformers JambaConfig default",
         mamba: mamba(MambaVersion::Mamba1, false),
         ..generic(&["jamba"])
     },
@@ -412,6 +414,8 @@ pub(crate) const MODEL_TYPES: &[ModelType] = &[
         // vLLM 0.33 models/whisper.py: WhisperForConditionalGeneration
         // lacks SupportsPP.
         no_pipeline: Some("WhisperForConditionalGeneration"),
+        defaults: &[("max_target_positions", "448")],
+        source: "transformers WhisperConfig default",
         ..generic(&["whisper"])
     },
     ModelType {
@@ -464,10 +468,19 @@ pub(crate) const MODEL_TYPES: &[ModelType] = &[
         short_conv_width: Some("hidden_size"),
         ..generic(&["lfm2_moe"])
     },
+    ModelType {
+        defaults: &[("max_position_embeddings", "131072")],
+        source: "transformers MistralConfig default",
+        ..generic(&["mistral"])
+    },
+    ModelType {
+        defaults: &[("max_position_embeddings", "32768")],
+        source: "transformers Qwen3NextConfig default",
+        ..generic(&["qwen3_next"])
+    },
     // Families read by the generic keys alone: known, so not reported as unknown.
     generic(&[
         "llama",
-        "mistral",
         "mixtral",
         "ministral",
         "mistral3",
@@ -478,7 +491,6 @@ pub(crate) const MODEL_TYPES: &[ModelType] = &[
         "qwen2_5_vl",
         "qwen3",
         "qwen3_moe",
-        "qwen3_next",
         "qwen3_vl",
         "phi",
         "phi3",

@@ -5,7 +5,7 @@
 use serde_json::Value;
 
 use super::{config_error, EstimateSettings};
-use crate::config::RopeLength;
+use crate::config::{Holds, RopeLength};
 use crate::{HfConfig, KvError};
 
 const WHAT: &str = "max_model_len";
@@ -33,6 +33,9 @@ const UNSCALED_ROPE: [&str; 6] = [
     "deepseek_yarn",
     "deepseek_llama_scaling",
 ];
+
+/// vLLM's `default_max_len` for a config with no length key.
+const ASSUMED_LEN: u64 = 2048;
 
 /// The model's length as vLLM derives it, with where it came from.
 struct Derived {
@@ -68,6 +71,16 @@ pub(super) fn max_model_len(
         (None, Some(derived)) => Ok((
             derived.len,
             format!("max_model_len {} ({})", derived.len, derived.source),
+        )),
+        // vLLM: "Assuming the model's maximum length is 2048" where the
+        // config and its class set no length (Mamba's classes have none).
+        (None, None) if hf.family().is_some_and(|row| row.holds == Holds::MambaOnly) => Ok((
+            ASSUMED_LEN,
+            format!(
+                "max_model_len {ASSUMED_LEN} (vLLM's assumption when the config sets no \
+                 length and its class has none: \"Assuming the model's maximum length is \
+                 {ASSUMED_LEN}.\")"
+            ),
         )),
         (None, None) => Err(config_error(
             "max_model_len",

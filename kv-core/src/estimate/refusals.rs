@@ -525,13 +525,13 @@ mod tests {
         );
         assert!(estimate(&shipped("llama-3-8b"), &at(4, 1, 1)).is_ok());
         // Whisper's heads are `encoder_attention_heads` (20): tp 8 is refused.
-        let whisper = refusal(&shipped("whisper-large-v3"), &at(8, 1, 1));
+        let whisper = refusal(&shipped("whisper-large-v3"), &at(8, 1, 1).positions(448));
         assert!(whisper.contains("the 20 query heads"), "{whisper}");
     }
 
     #[test]
     fn pipeline_parallelism_on_a_model_without_it_is_refused() {
-        let whisper = refusal(&shipped("whisper-large-v3"), &at(1, 2, 1));
+        let whisper = refusal(&shipped("whisper-large-v3"), &at(1, 2, 1).positions(448));
         assert_eq!(
             whisper,
             "vLLM 0.33 would not start: pp 2: vLLM's WhisperForConditionalGeneration does not \
@@ -576,7 +576,7 @@ mod tests {
         let g = refusal(&gemma3n, &at(1, 2, 1));
         assert!(g.contains("Gemma3nForConditionalGeneration"), "{g}");
         // At pp 1 each is estimated as before.
-        assert!(estimate(&shipped("whisper-large-v3"), &at(1, 1, 1)).is_ok());
+        assert!(estimate(&shipped("whisper-large-v3"), &at(1, 1, 1).positions(448)).is_ok());
         // Llama has SupportsPP.
         assert!(estimate(&shipped("llama-3-8b"), &at(1, 2, 1)).is_ok());
     }
