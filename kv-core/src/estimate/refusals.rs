@@ -11,92 +11,110 @@ use crate::positions::{Bound, PositionPolicy};
 use crate::storage::BlockFormat;
 use crate::{DType, HfConfig, KvError, KvSpec, Layout, Storage};
 
-/// Architectures vLLM 0.33 no longer serves, and the last release that did
-/// (`model_executor/models/registry.py`, `_PREVIOUSLY_SUPPORTED_MODELS`).
-const RETIRED_ARCHITECTURES: &[(&str, &str)] = &[
-    ("MotifForCausalLM", "0.10.2"),
-    ("Phi3SmallForCausalLM", "0.9.2"),
-    ("Phi4FlashForCausalLM", "0.10.2"),
-    ("Phi4MultimodalForCausalLM", "0.12.0"),
-    ("JAISLMHeadModel", "0.22.0"),
-    ("ErnieModel", "0.23.0"),
-    ("ErnieForSequenceClassification", "0.23.0"),
-    ("ErnieForTokenClassification", "0.23.0"),
-    ("InternLM2VEForCausalLM", "0.23.0"),
-    ("QWenLMHeadModel", "0.23.0"),
-    ("QwenVLForConditionalGeneration", "0.23.0"),
-    ("InternLMForCausalLM", "0.23.0"),
-    ("DonutForConditionalGeneration", "0.10.2"),
-    ("MllamaForConditionalGeneration", "0.10.2"),
-    ("XverseForCausalLM", "0.23.0"),
-    ("Dots1ForCausalLM", "0.23.0"),
-    ("BambaForCausalLM", "0.23.0"),
-    ("MiniMaxForCausalLM", "0.23.0"),
-    ("MiniMaxText01ForCausalLM", "0.23.0"),
-    ("MiniMaxM1ForCausalLM", "0.23.0"),
-    ("MiniMaxVL01ForConditionalGeneration", "0.23.0"),
-    ("BaiChuanForCausalLM", "0.23.0"),
-    ("BaichuanForCausalLM", "0.23.0"),
-    ("AquilaModel", "0.24.0"),
-    ("AquilaForCausalLM", "0.24.0"),
-    ("Grok1ModelForCausalLM", "0.24.0"),
-    ("Grok1ForCausalLM", "0.24.0"),
-    ("TarsierForConditionalGeneration", "0.24.0"),
-    ("Tarsier2ForConditionalGeneration", "0.23.0"),
-    ("MantisForConditionalGeneration", "0.24.0"),
-    ("MusicFlamingoForConditionalGeneration", "0.24.0"),
-    ("AyaVisionForConditionalGeneration", "0.24.0"),
-    ("TeleChatForCausalLM", "0.25.0"),
-    ("PersimmonForCausalLM", "0.25.0"),
-    ("FuyuForCausalLM", "0.25.0"),
-    ("Plamo2ForCausalLM", "0.26.0"),
-    ("OuroForCausalLM", "0.26.0"),
-    ("ArcticForCausalLM", "0.28.0"),
-    ("ChameleonForConditionalGeneration", "0.28.0"),
-    ("Cheers", "0.28.0"),
-    ("CheersForConditionalGeneration", "0.28.0"),
-    ("Fairseq2LlamaForCausalLM", "0.28.0"),
-    ("FireRedLIDForConditionalGeneration", "0.28.0"),
-    ("GritLM", "0.28.0"),
-    ("HCXVisionForCausalLM", "0.28.0"),
-    ("MPTForCausalLM", "0.28.0"),
-    ("MptForCausalLM", "0.28.0"),
-    ("RWForCausalLM", "0.28.0"),
-    ("StableLMEpochForCausalLM", "0.28.0"),
-    ("PrithviGeoSpatialMAE", "0.28.0"),
+/// Architectures vLLM 0.33 no longer serves natively, the last release that
+/// did (`model_executor/models/registry.py`, `_PREVIOUSLY_SUPPORTED_MODELS`),
+/// and whether transformers 5.20 (what vLLM 0.33 installs) has a class its
+/// Transformers backend takes (`_try_resolve_transformers`:
+/// `is_backend_compatible()` or `_can_set_attn_implementation()`, checked
+/// on 2026-12-04): with `model_impl` auto vLLM then runs that instead of
+/// refusing.
+const RETIRED_ARCHITECTURES: &[(&str, &str, bool)] = &[
+    ("MotifForCausalLM", "0.10.2", false),
+    ("Phi3SmallForCausalLM", "0.9.2", false),
+    ("Phi4FlashForCausalLM", "0.10.2", false),
+    ("Phi4MultimodalForCausalLM", "0.12.0", true),
+    ("JAISLMHeadModel", "0.22.0", false),
+    ("ErnieModel", "0.23.0", true),
+    ("ErnieForSequenceClassification", "0.23.0", true),
+    ("ErnieForTokenClassification", "0.23.0", true),
+    ("InternLM2VEForCausalLM", "0.23.0", false),
+    ("QWenLMHeadModel", "0.23.0", false),
+    ("QwenVLForConditionalGeneration", "0.23.0", false),
+    ("InternLMForCausalLM", "0.23.0", false),
+    ("DonutForConditionalGeneration", "0.10.2", false),
+    ("MllamaForConditionalGeneration", "0.10.2", true),
+    ("XverseForCausalLM", "0.23.0", false),
+    ("Dots1ForCausalLM", "0.23.0", true),
+    ("BambaForCausalLM", "0.23.0", true),
+    ("MiniMaxForCausalLM", "0.23.0", true),
+    ("MiniMaxText01ForCausalLM", "0.23.0", false),
+    ("MiniMaxM1ForCausalLM", "0.23.0", false),
+    ("MiniMaxVL01ForConditionalGeneration", "0.23.0", false),
+    ("BaiChuanForCausalLM", "0.23.0", false),
+    ("BaichuanForCausalLM", "0.23.0", false),
+    ("AquilaModel", "0.24.0", false),
+    ("AquilaForCausalLM", "0.24.0", false),
+    ("Grok1ModelForCausalLM", "0.24.0", false),
+    ("Grok1ForCausalLM", "0.24.0", false),
+    ("TarsierForConditionalGeneration", "0.24.0", false),
+    ("Tarsier2ForConditionalGeneration", "0.23.0", false),
+    ("MantisForConditionalGeneration", "0.24.0", false),
+    ("MusicFlamingoForConditionalGeneration", "0.24.0", true),
+    ("AyaVisionForConditionalGeneration", "0.24.0", true),
+    ("TeleChatForCausalLM", "0.25.0", false),
+    ("PersimmonForCausalLM", "0.25.0", true),
+    ("FuyuForCausalLM", "0.25.0", true),
+    ("Plamo2ForCausalLM", "0.26.0", false),
+    ("OuroForCausalLM", "0.26.0", false),
+    ("ArcticForCausalLM", "0.28.0", false),
+    ("ChameleonForConditionalGeneration", "0.28.0", true),
+    ("Cheers", "0.28.0", false),
+    ("CheersForConditionalGeneration", "0.28.0", false),
+    ("Fairseq2LlamaForCausalLM", "0.28.0", false),
+    ("FireRedLIDForConditionalGeneration", "0.28.0", false),
+    ("GritLM", "0.28.0", false),
+    ("HCXVisionForCausalLM", "0.28.0", false),
+    ("MPTForCausalLM", "0.28.0", false),
+    ("MptForCausalLM", "0.28.0", false),
+    ("RWForCausalLM", "0.28.0", false),
+    ("StableLMEpochForCausalLM", "0.28.0", false),
+    ("PrithviGeoSpatialMAE", "0.28.0", false),
 ];
 
-/// vLLM's refusal of a model it no longer serves. vLLM tries the config's
-/// `architectures` in order and refuses only when none loads, naming the
-/// first it retired; kv refuses when every one listed is retired (one it
-/// does not know may still be served). A config without `architectures` is
-/// not judged here.
+/// vLLM's refusal of a model it no longer serves natively. vLLM tries the
+/// config's `architectures` in order and refuses only when none loads,
+/// naming the first it retired; kv refuses when every one listed is retired
+/// and transformers has none for vLLM's Transformers backend (one kv does
+/// not know may still be served). Where the backend takes it instead, the
+/// figures are given and a note says whose layout they are. A config
+/// without `architectures` is not judged here.
 pub(super) fn check_served(hf: &HfConfig) -> Result<(), KvError> {
     let architectures = hf.architectures();
-    let retired: Vec<(&str, &str)> = architectures
+    let retired: Vec<(&str, &str, bool)> = architectures
         .iter()
         .filter_map(|name| {
             RETIRED_ARCHITECTURES
                 .iter()
-                .find(|(retired, _)| retired == name)
+                .find(|(retired, _, _)| retired == name)
                 .copied()
         })
         .collect();
-    match retired.first() {
-        Some((name, last)) if retired.len() == architectures.len() => Err(KvError::Config {
-            what: "architectures",
-            problem: format!(
-                "vLLM {} would not start: it no longer serves {name}, which vLLM {last} was \
-                 the last to serve (vLLM: \"Model architecture {name} was supported in vLLM \
-                 until v{last}, and is not supported anymore. Please use an older version of \
-                 vLLM if you want to use this model architecture.\"); kv's figures follow \
-                 vLLM {}'s rules, so it gives none",
-                super::VLLM_VERSION,
-                super::VLLM_VERSION,
-            ),
-        }),
-        _ => Ok(()),
+    if retired.is_empty() || retired.len() != architectures.len() {
+        return Ok(());
     }
+    // The Transformers backend is tried for the first architecture only.
+    let (name, last, backend) = retired[0];
+    if backend {
+        hf.note(format!(
+            "vLLM {} no longer serves {name} natively (vLLM {last} was the last); with \
+             model_impl auto it runs transformers' {name} through its Transformers backend, \
+             whose caches kv does not size apart: these figures are the native model's",
+            super::VLLM_VERSION
+        ));
+        return Ok(());
+    }
+    Err(KvError::Config {
+        what: "architectures",
+        problem: format!(
+            "vLLM {} would not start: it no longer serves {name}, which vLLM {last} was \
+             the last to serve (vLLM: \"Model architecture {name} was supported in vLLM \
+             until v{last}, and is not supported anymore. Please use an older version of \
+             vLLM if you want to use this model architecture.\"); kv's figures follow \
+             vLLM {}'s rules, so it gives none",
+            super::VLLM_VERSION,
+            super::VLLM_VERSION,
+        ),
+    })
 }
 
 /// vLLM's refusal of the layout in `settings` for this model, where the
@@ -696,8 +714,36 @@ mod tests {
     }
 
     #[test]
-    fn an_architecture_vllm_retired_is_refused_with_its_last_release() {
-        // IBM's Bamba-9B: vLLM served BambaForCausalLM until 0.23.0.
+    fn an_architecture_vllm_retired_is_refused_unless_transformers_serves_it() {
+        // MPT-7B: vLLM served MPTForCausalLM until 0.28.0; transformers 5.20
+        // has no class of that name (its MptForCausalLM is not one the
+        // Transformers backend takes), so vLLM 0.33 refuses it.
+        let mpt = json!({
+            "architectures": ["MPTForCausalLM"], "model_type": "mpt", "d_model": 4096,
+            "n_heads": 32, "n_layers": 32, "max_seq_len": 2048, "torch_dtype": "bfloat16",
+        });
+        let settings = EstimateSettings::new().positions(2048);
+        match estimate(&mpt, &settings) {
+            Err(KvError::Config {
+                what: "architectures",
+                problem,
+            }) => assert_eq!(
+                problem,
+                "vLLM 0.33 would not start: it no longer serves MPTForCausalLM, which vLLM \
+                 0.28.0 was the last to serve (vLLM: \"Model architecture MPTForCausalLM was \
+                 supported in vLLM until v0.28.0, and is not supported anymore. Please use an \
+                 older version of vLLM if you want to use this model architecture.\"); kv's \
+                 figures follow vLLM 0.33's rules, so it gives none"
+            ),
+            other => panic!("{other:?}"),
+        }
+        let mut mpt_hf = mpt.clone();
+        mpt_hf["architectures"] = json!(["MptForCausalLM"]);
+        let err = estimate(&mpt_hf, &settings).unwrap_err().to_string();
+        assert!(err.contains("MptForCausalLM, which vLLM 0.28.0"), "{err}");
+        // IBM's Bamba-9B: retired natively after 0.23.0, but transformers
+        // 5.20 has BambaForCausalLM, so vLLM runs it through its
+        // Transformers backend: a figure, and a note saying whose.
         let bamba = json!({
             "architectures": ["BambaForCausalLM"], "model_type": "bamba",
             "hidden_size": 4096, "num_attention_heads": 32, "num_key_value_heads": 8,
@@ -706,55 +752,31 @@ mod tests {
             "mamba_d_state": 128, "mamba_d_conv": 4, "mamba_expand": 2,
             "max_position_embeddings": 262144, "torch_dtype": "bfloat16",
         });
-        let settings = EstimateSettings::new().positions(8192);
-        match estimate(&bamba, &settings) {
-            Err(KvError::Config {
-                what: "architectures",
-                problem,
-            }) => assert_eq!(
-                problem,
-                "vLLM 0.33 would not start: it no longer serves BambaForCausalLM, which vLLM \
-                 0.23.0 was the last to serve (vLLM: \"Model architecture BambaForCausalLM was \
-                 supported in vLLM until v0.23.0, and is not supported anymore. Please use an \
-                 older version of vLLM if you want to use this model architecture.\"); kv's \
-                 figures follow vLLM 0.33's rules, so it gives none"
-            ),
-            other => panic!("{other:?}"),
-        }
-        // Llama-3.2-11B-Vision (mllama): served until 0.10.2, when vLLM
-        // dropped its encoder-decoder models but Whisper.
-        let vision = json!({
-            "architectures": ["MllamaForConditionalGeneration"], "model_type": "mllama",
-            "text_config": {
-                "model_type": "mllama_text_model", "hidden_size": 4096,
-                "num_attention_heads": 32, "num_key_value_heads": 8, "num_hidden_layers": 40,
-                "cross_attention_layers": [3, 8, 13, 18, 23, 28, 33, 38],
-                "max_position_embeddings": 131072, "torch_dtype": "bfloat16",
-            },
-        });
-        let err = estimate(&vision, &settings).unwrap_err().to_string();
+        let e = estimate(&bamba, &settings).unwrap();
         assert!(
-            err.contains("no longer serves MllamaForConditionalGeneration, which vLLM 0.10.2"),
-            "{err}"
+            e.detected.contains(
+                "vLLM 0.33 no longer serves BambaForCausalLM natively (vLLM 0.23.0 was the \
+                 last); with model_impl auto it runs transformers' BambaForCausalLM through \
+                 its Transformers backend"
+            ),
+            "{}",
+            e.detected
         );
-        // MPT-7B: until 0.28.0.
-        let mpt = json!({
-            "architectures": ["MPTForCausalLM"], "model_type": "mpt", "d_model": 4096,
-            "n_heads": 32, "n_layers": 32, "max_seq_len": 2048, "torch_dtype": "bfloat16",
-        });
-        let err = estimate(&mpt, &settings.clone().positions(2048))
-            .unwrap_err()
-            .to_string();
-        assert!(err.contains("MPTForCausalLM, which vLLM 0.28.0"), "{err}");
+        // The backend is tried for the first architecture only: listed
+        // behind MPT's, Bamba's class does not save it.
+        let mut behind = mpt.clone();
+        behind["architectures"] = json!(["MPTForCausalLM", "BambaForCausalLM"]);
+        assert!(estimate(&behind, &settings).is_err());
         // vLLM refuses only when no listed architecture loads: beside one
-        // kv does not know to be retired, the figure is given. Without
-        // `architectures` nothing is judged.
+        // kv does not know to be retired, the figure is given, with no note.
+        // Without `architectures` nothing is judged.
         let mut both = mpt.clone();
         both["architectures"] = json!(["MPTForCausalLM", "DbrxForCausalLM"]);
-        assert!(estimate(&both, &settings.clone().positions(2048)).is_ok());
+        let e = estimate(&both, &settings).unwrap();
+        assert!(!e.detected.contains("natively"), "{}", e.detected);
         let mut bare = mpt;
         bare.as_object_mut().unwrap().remove("architectures");
-        assert!(estimate(&bare, &settings.positions(2048)).is_ok());
+        assert!(estimate(&bare, &settings).is_ok());
     }
 
     #[test]
