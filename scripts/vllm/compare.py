@@ -17,7 +17,7 @@ GPU calls model classes make at build time are stubbed (install_hopper).
 kv's figures come from `kv estimate --format json` (exit 2: refused).
 
 Not part of CI. Build kv, then run with the vLLM 0.33 virtual environment
-(about 7 minutes for the 65 configs on one core):
+(about 8 minutes for the 65 configs on one core):
 
     cargo build --release -p kv-cli
     /work/.venv-vllm/bin/python scripts/vllm/compare.py \
@@ -565,8 +565,9 @@ CAUSES = {
         "(`mla/flashmla.py`), and `Platform.update_block_size_for_backend` "
         "(`_preferred_block_size_for_backends`) sets `cache_config.block_size` to 64. "
         "kv keeps 16: its page and block are 1/4 of vLLM's and its blocks per "
-        "request 4x. Bytes per request match up to the last block's rounding, but "
-        "the edge budget starts in kv where vLLM refuses."
+        "request 4x. Bytes per request agree up to the last block's rounding (equal "
+        "on the lengths measured), but the edge budget starts in kv where vLLM "
+        "refuses, and the block counts of the start-up differ."
     ),
     "glm_kv_heads": (
         "model_type `glm` (GLM-4 in transformers form, GlmForCausalLM, which vLLM "
@@ -588,6 +589,30 @@ CAUSES = {
     ),
     "other": "Not classified: read the rows.",
 }
+
+
+# What the counts do not show, as read on the last full run.
+NOTES = """\
+## Notes
+
+- Every family counted took the full path: its vLLM model class built on the
+  meta device per pipeline stage, and the worker's own `get_kv_cache_spec`.
+  None fell back to specs built by hand.
+- Not built by this harness (their rows are not counted): dots1, which vLLM
+  0.33 resolves to its Transformers backend (`models/registry.py`
+  `_try_resolve_transformers`, the `model_impl` auto fallback) because the
+  installed transformers 5.20 has `Dots1ForCausalLM`; building that on meta
+  fails. kv exits 1 on it as an architecture vLLM 0.33 no longer serves,
+  while vLLM resolves it to that backend instead of refusing (whether the
+  backend then serves it on a GPU is not measured here; MiniMaxText01, which
+  transformers lacks, is refused by both). hunyuan-dense, kimi-linear and lfm2-moe are
+  transformers 5 defaults in a key layout vLLM 0.33's classes do not read, and
+  hy3-fp8 is an example trimmed of keys its MoE needs.
+- Decode context parallelism agrees wherever vLLM accepts it: MLA
+  (DeepSeek), few-KV-head models at tp 8 (Qwen3-Next's hybrid included),
+  dcp 2 and 4. vLLM refuses it for GQA with tp not above the KV heads, and
+  with sliding windows (`kv_cache_interface.py` `SlidingWindowSpec`), as kv does.
+"""
 
 
 def cause_of(cfg, fam, lay, q, v, k, why_kv):
@@ -626,8 +651,11 @@ def summarise(rows, out_dir, seconds, cmdline):
     f = io.StringIO()
     f.write("# kv estimate against vLLM 0.33.0's own objects\n\n")
     f.write(f"`{cmdline}` ({seconds / 60:.1f} min).\n\n")
+    counted = {r[0] for r in rows if r[3] not in INFORMATIONAL}
+    built = {r[0] for r in rows if r[3] not in INFORMATIONAL and r[3] != "refused"}
     f.write(f"**{agree:,} of {total:,} quantities agree ({100 * agree / max(total, 1):.1f}%)**"
-            f" over {len({r[0] for r in rows})} configs.\n\n")
+            f" over {len(counted)} configs ({len(built)} with figures; the rest refused "
+            f"or not built by this harness, below).\n\n")
     f.write("## By family (model_type)\n\n| family | configs | agree | total | % |\n|---|---|---|---|---|\n")
     cfgs = defaultdict(set)
     for r in rows:
@@ -657,6 +685,7 @@ def summarise(rows, out_dir, seconds, cmdline):
         cut = lambda x: str(x).replace("\n", " ")[:240]
         f.write(f"### {cause}: {len(ex)} rows, {len(cfgs_hit)} configs ({', '.join(cfgs_hit)})\n\n")
         f.write(f"{CAUSES[cause]}\n\nExample: {cfg}, {lay}, `{q}`: vLLM `{cut(v)}`, kv `{cut(k)}`.\n\n")
+    f.write(NOTES)
     harness = defaultdict(list)
     for cfg, fam, lay, q, v, k, eq in rows:
         if q == "harness_error":
@@ -680,6 +709,8 @@ def main():
     ap.add_argument("--quick", action="store_true")
     ap.add_argument("--jobs", type=int, default=1)
     ap.add_argument("--timeout", type=int, default=1800, help="seconds per config")
+    ap.add_argument("--summarise", action="store_true",
+                    help="run nothing: rewrite results.csv and summary.md from OUT's parts")
     a = ap.parse_args()
     kv = os.path.abspath(a.kv)
     os.makedirs(a.out, exist_ok=True)
@@ -701,7 +732,7 @@ def main():
         configs = [c for c in every if os.path.splitext(os.path.basename(c))[0] in a.only]
     start = time.time()
     running = {}
-    queue = list(configs)
+    queue = [] if a.summarise else list(configs)
 
     def reap():
         """Waits until one of this run's children ends (only ours: vLLM may
@@ -750,7 +781,14 @@ def main():
         w.writerow(["config", "family", "layout", "quantity", "vllm", "kv", "equal"])
         w.writerows(rows)
     seconds = time.time() - start
-    agree, total = summarise(rows, a.out, seconds, " ".join(sys.argv))
+    if a.summarise:  # keep the run's own time and command line
+        with open(os.path.join(a.out, "summary.md")) as g:
+            g.readline(), g.readline()
+            line = g.readline().strip().strip("`")
+        command, seconds = line.rsplit("` (", 1)[0], float(line.rsplit("(", 1)[1].split()[0]) * 60
+    else:
+        command = " ".join(sys.argv)
+    agree, total = summarise(rows, a.out, seconds, command)
     print(f"{agree} of {total} agree; {seconds:.0f} s; {a.out}/results.csv, summary.md")
 
 
