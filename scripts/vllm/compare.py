@@ -330,6 +330,49 @@ def vllm_figures(model_dir, layout, budgets_for):
         return {"refused": "planning: " + first_line(e)}
 
 
+def vllm_kind(spec):
+    """A layer's kind, named as both sides can: full, sliding, chunked, mla,
+    cross, state (Mamba, short conv, Gated DeltaNet), else its class."""
+    from vllm.v1.kv_cache_interface import (
+        ChunkedLocalAttentionSpec,
+        CrossAttentionSpec,
+        FullAttentionSpec,
+        MambaSpec,
+        MLAAttentionSpec,
+        SlidingWindowSpec,
+    )
+
+    for cls, label in (
+        (MLAAttentionSpec, "mla"),
+        (SlidingWindowSpec, "sliding"),
+        (ChunkedLocalAttentionSpec, "chunked"),
+        (CrossAttentionSpec, "cross"),
+        (MambaSpec, "state"),
+        (FullAttentionSpec, "full"),
+    ):
+        if isinstance(spec, cls):
+            return label
+    return type(spec).__name__
+
+
+def first_spec(spec):
+    """A group's spec, or the first of a UniformTypeKVCacheSpecs."""
+    inner = getattr(spec, "kv_cache_specs", None)
+    return next(iter(inner.values())) if inner else spec
+
+
+def kv_kind(name, kind):
+    """kv's declaration name and kind, as vllm_kind names it."""
+    if kind == "recurrent":
+        return "state"
+    if "mla" in kind or "mla" in name:
+        return "mla"
+    for word in ("sliding", "chunked", "cross"):
+        if word in name:
+            return word
+    return "full"
+
+
 def plan(out, stages, layout, budgets_for):
     """vLLM's KV cache planning over the stages' specs (as EngineCore does)."""
     from vllm.config import set_current_vllm_config
@@ -356,8 +399,17 @@ def plan(out, stages, layout, budgets_for):
         out["max_model_len"] = v0.model_config.max_model_len
         out["block_size"] = v0.cache_config.block_size
         out["groups"] = len(groups)
+        for g in groups:
+            label = vllm_kind(first_spec(g.kv_cache_spec))
+            out[f"groups.{label}"] = out.get(f"groups.{label}", 0) + 1
         for stage, (v, specs) in enumerate(stages):
             s = f"pp{stage}."
+            for sp in specs.values():
+                label = vllm_kind(sp)
+                out[f"{s}layers.{label}"] = out.get(f"{s}layers.{label}", 0) + 1
+                out[f"{s}per_row_bytes.{label}"] = out.get(
+                    f"{s}per_row_bytes.{label}", 0
+                ) + sp.max_memory_usage_bytes(v0)
             projected = planning._project_kv_cache_groups_to_worker(groups, specs)
             live = [g for g in projected if g.layer_names]
             out[s + "layers_cached"] = len(specs)
@@ -453,14 +505,25 @@ def kv_figures(kv, config, layout, budgets):
         (r["report"]["parallel"]["pp_rank"], r["report"]["parallel"]["tp_rank"]): r
         for r in d["ranks"]
     }
-    first = ranks[(0, 0)]["vllm_pool"]
-    out["groups"] = sum(k["groups"] for k in first["kinds"])
+    first = ranks[(0, 0)]
+    out["groups"] = sum(k["groups"] for k in first["vllm_pool"]["kinds"])
+    kinds = {x["name"]: kv_kind(x["name"], x["kind"]) for x in first["report"]["declarations"]}
+    for k in first["vllm_pool"]["kinds"]:
+        label = kinds.get(k["name"], k["name"])
+        out[f"groups.{label}"] = out.get(f"groups.{label}", 0) + k["groups"]
     for stage in range(layout["pp"]):
         r = ranks[(stage, 0)]
         pool = r["vllm_pool"]
         s = f"pp{stage}."
         out[s + "layers_cached"] = sum(k["layers_on_rank"] for k in pool["kinds"])
         out[s + "per_position_bytes"] = r["per_position_bytes"]
+        for x in r["report"]["declarations"]:
+            label = kv_kind(x["name"], x["kind"])
+            if x["layers"]:
+                out[f"{s}layers.{label}"] = out.get(f"{s}layers.{label}", 0) + x["layers"]
+                out[f"{s}per_row_bytes.{label}"] = out.get(
+                    f"{s}per_row_bytes.{label}", 0
+                ) + x["bytes_per_row"]
         out[s + "per_row_bytes_sum"] = r["per_row_bytes"]
         out[s + "page_bytes"] = pool["page_bytes"]
         out[s + "widest_group_layers"] = pool["widest_group_layers"]

@@ -103,7 +103,14 @@ for name, (cls, arch, dtype, over) in CLASSES.items():
         d["attn_config"]["rope_theta"] = 500000
     if name == "glm-4.5":  # published GLM-4.5 writes it; transformers 5 drops it
         d["head_dim"] = 128
-    if name == "lfm2-1.2b":  # published LFM2-1.2B's block keys, which vLLM reads
+    if name == "lfm2-1.2b":  # published LFM2-1.2B: 16 layers, 6 of them attention
+        types = ["conv"] * 16
+        for i in (2, 5, 8, 10, 12, 14):
+            types[i] = "full_attention"
+        d.update(num_hidden_layers=16, layer_types=types, full_attn_idxs=[2, 5, 8, 10, 12, 14],
+                 max_position_embeddings=128000, conv_dim=d["hidden_size"],
+                 conv_dim_out=d["hidden_size"], conv_L_cache=3, conv_bias=False)
+        # and the block keys vLLM reads
         d.update(block_dim=d["hidden_size"], block_ff_dim=d["intermediate_size"],
                  block_multiple_of=256, block_ffn_dim_multiplier=1.0,
                  block_auto_adjust_ff_dim=True)
