@@ -17,7 +17,7 @@ GPU calls model classes make at build time are stubbed (install_hopper).
 kv's figures come from `kv estimate --format json` (exit 2: refused).
 
 Not part of CI. Build kv, then run with the vLLM 0.33 virtual environment
-(about 8 minutes for the 65 configs on one core):
+(about 9 minutes for the 65 configs on one core):
 
     cargo build --release -p kv-cli
     /work/.venv-vllm/bin/python scripts/vllm/compare.py \
