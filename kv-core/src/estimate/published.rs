@@ -504,6 +504,18 @@ fn a_rope_factor_vllm_would_multiply_by_must_be_a_number() {
         err.contains("`rope_scaling.factor` is \"2\", not a number"),
         "{err}"
     );
+    // A factor of 1.0 scales nothing, and the length is the config's own.
+    let one = tiny(json!({
+        "max_position_embeddings": 4096, "rope_scaling": {"type": "linear", "factor": 1.0}
+    }));
+    let e = estimate(&one, &EstimateSettings::new()).unwrap();
+    assert_eq!(e.max_model_len, 4096);
+    assert!(
+        e.detected
+            .contains("max_model_len 4096 (`max_position_embeddings` of the config)"),
+        "{}",
+        e.detected
+    );
     // A null factor falls back to 1.0, as vLLM falls back.
     let null = tiny(json!({
         "max_position_embeddings": 4096, "rope_scaling": {"type": "linear", "factor": null}
