@@ -173,6 +173,15 @@ pub(super) fn check_dcp(
         Layout::Attention { geometry, .. } => Some(geometry.kv_heads),
         _ => None,
     });
+    if !mla && kv_heads.is_none() {
+        // `verify_with_parallel_config` divides tp by the total KV heads,
+        // which an attention-free model reports as 0.
+        return refused(format!(
+            "decode context parallelism shards attention, and this model has none (vLLM's \
+             check divides tp {tp} by the model's 0 KV heads and fails with \
+             \"ZeroDivisionError: integer division or modulo by zero\"); use dcp 1"
+        ));
+    }
     if let (false, Some(kv_heads)) = (mla, kv_heads) {
         if tp <= kv_heads {
             return refused(format!(
@@ -777,6 +786,23 @@ mod tests {
         let mut bare = mpt;
         bare.as_object_mut().unwrap().remove("architectures");
         assert!(estimate(&bare, &settings).is_ok());
+    }
+
+    #[test]
+    fn dcp_on_a_model_without_attention_is_refused() {
+        // Mamba-2.8B: no attention layer, so vLLM's total KV heads are 0 and
+        // its DCP check divides by them (the comparison's tp 2 dcp 2 row).
+        let mamba = json!({
+            "architectures": ["MambaForCausalLM"], "model_type": "mamba",
+            "hidden_size": 2560, "num_hidden_layers": 64, "expand": 2, "state_size": 16,
+            "conv_kernel": 4, "intermediate_size": 5120, "torch_dtype": "bfloat16",
+        });
+        let problem = refusal(&mamba, &at(2, 1, 2).positions(2048));
+        assert!(
+            problem.contains("ZeroDivisionError: integer division or modulo by zero"),
+            "{problem}"
+        );
+        assert!(estimate(&mamba, &at(2, 1, 1).positions(2048)).is_ok());
     }
 
     #[test]
