@@ -7,10 +7,16 @@
 //! layer's full-attention [`Residual`], the [`Bound`] that says why its
 //! positions stop where they do, and a hybrid declaration's [`LayerGroup`].
 
-pub use crate::layout::{Layout, Residual};
+pub(crate) mod dtype;
+pub(crate) mod layout;
+pub(crate) mod parts;
+pub(crate) mod positions;
+pub(crate) mod storage;
+
 pub use crate::parallel::LayerGroup;
-pub use crate::parts::LayoutPart;
-pub use crate::positions::Bound;
+pub use layout::{Layout, Residual};
+pub use parts::LayoutPart;
+pub use positions::Bound;
 
 use std::borrow::Cow;
 use std::fmt;

@@ -5,8 +5,8 @@ use serde::{Deserialize, Serialize};
 
 use super::engine::{memory_for, Grouping};
 use super::{overflow, Estimate, VllmPool, VllmStartup};
-use crate::collect::Totals;
-use crate::json::{ExportedReport, SCHEMA_VERSION};
+use crate::collection::collect::Totals;
+use crate::export::json::{ExportedReport, SCHEMA_VERSION};
 use crate::{collect, Collection, KvError, KvSpec, ModelLocalKv, Overflow, Parallel};
 
 /// The declarations of an estimate, as an owner the collector visits

@@ -7,8 +7,8 @@
 //! chunked layers).
 
 use super::EstimateSettings;
-use crate::positions::{Bound, PositionPolicy};
-use crate::storage::BlockFormat;
+use crate::spec::positions::{Bound, PositionPolicy};
+use crate::spec::storage::BlockFormat;
 use crate::{DType, HfConfig, KvError, KvSpec, Layout, Storage};
 
 /// Architectures vLLM 0.33 no longer serves, and the last release that did

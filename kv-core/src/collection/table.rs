@@ -33,8 +33,8 @@
 
 use std::fmt::Write as _;
 
-use crate::collect::EmptyDeclaration;
-use crate::group::times;
+use crate::collection::collect::EmptyDeclaration;
+use crate::collection::group::times;
 use crate::units::human_bytes;
 use crate::{AfterLoadDecl, AfterLoadRows, Collection, KvSpec, KvTypeDecls, Overflow, Rows};
 
@@ -197,7 +197,7 @@ impl Table {
             ..d.clone()
         };
         let declarations = &report.declarations;
-        let groups = crate::group::runs(
+        let groups = crate::collection::group::runs(
             declarations,
             |d| &d.path,
             |d| (d.owner_type.as_str(), d.name.as_str()),

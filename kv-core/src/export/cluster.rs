@@ -7,7 +7,7 @@ use std::fmt;
 
 use serde::{Deserialize, Serialize};
 
-use crate::json::{ExportedReport, SCHEMA_VERSION};
+use crate::export::json::{ExportedReport, SCHEMA_VERSION};
 use crate::units::mib;
 use crate::KvError;
 

@@ -59,7 +59,7 @@ pub struct Grouped<'c> {
 impl Grouped<'_> {
     /// `path.name`: `layers.0..=27.attn.cache`.
     pub fn full_name(&self) -> String {
-        crate::collect::join(&self.path, &self.first.spec.name)
+        crate::collection::collect::join(&self.path, &self.first.spec.name)
     }
 
     /// Bytes per row of every declaration in the group together.

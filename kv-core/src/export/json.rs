@@ -4,7 +4,7 @@
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
-use crate::collect::{EmptyDeclaration, Skipped};
+use crate::collection::collect::{EmptyDeclaration, Skipped};
 use crate::{Collected, Collection, Layout, Parallel, Rows};
 
 /// The version of the JSON shape below; bumped whenever a field changes meaning
@@ -179,7 +179,7 @@ impl ExportedSkip {
     /// `<root>` for the root owner (as [`Skipped::what`]).
     pub fn what(&self) -> String {
         match &self.declaration {
-            Some(name) => crate::collect::join(&self.path, name),
+            Some(name) => crate::collection::collect::join(&self.path, name),
             None if self.path.is_empty() => "<root>".to_owned(),
             None => self.path.clone(),
         }
