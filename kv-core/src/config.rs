@@ -9,7 +9,9 @@ use std::sync::{Arc, Mutex, MutexGuard};
 
 use serde_json::{Map, Value};
 
-use crate::{DType, Geometry, KvError};
+use crate::error::KvError;
+use crate::spec::dtype::DType;
+use crate::spec::layout::Geometry;
 
 mod layers;
 mod models;

@@ -8,7 +8,7 @@
 //! or derives it, and rarely names anything else here.
 
 pub mod after_load;
-mod type_decls;
+pub(crate) mod type_decls;
 
 pub use type_decls::{AfterLoadDecl, AfterLoadRows, DeclaredKv, KvTypeDecls};
 

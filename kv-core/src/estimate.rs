@@ -7,8 +7,11 @@
 
 use serde_json::{Map, Value};
 
-use crate::config::{DTypeRule, Holds};
-use crate::{HfConfig, KvError, KvSpec, LayerKind, LayerPattern, Overflow, Storage};
+use crate::config::{DTypeRule, HfConfig, Holds};
+use crate::error::{KvError, Overflow};
+use crate::pattern::{LayerKind, LayerPattern};
+use crate::spec::storage::Storage;
+use crate::spec::KvSpec;
 
 mod engine;
 mod export;

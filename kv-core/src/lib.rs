@@ -83,34 +83,25 @@ pub mod units;
 pub mod __private_v0_1;
 
 // The root: what a model author and an engine call.
-pub use collection::table::Table;
-pub use error::{KvError, Overflow};
-pub use parallel::{Parallel, Placement, Sharding};
-pub use spec::dtype::DType;
-pub use spec::layout::{Geometry, Latent, RecurrentState, StatePart};
-pub use spec::positions::{PositionPolicy, Positions};
-pub use spec::storage::{BlockFormat, Storage};
-#[doc(inline)]
-pub use spec::{KvSpec, Rows, Scope};
-
 pub use collection::collect::{collect, Collection};
 pub use collection::report::log_model_local_kv;
+pub use collection::table::Table;
 #[cfg(feature = "json")]
 #[doc(inline)]
 pub use config::HfConfig;
 #[doc(inline)]
 pub use declare::ModelLocalKv;
+pub use error::{KvError, Overflow};
+pub use parallel::Parallel;
 #[doc(inline)]
 pub use pattern::LayerPattern;
-
-// Inside the crate, by their short names.
-pub(crate) use collection::collect::Collected;
-pub(crate) use declare::{
-    AfterLoadDecl, AfterLoadRows, ChildVisitor, KvTypeDecls, OwnerId, Segment,
-};
-pub(crate) use pattern::LayerKind;
-pub(crate) use spec::layout::Layout;
-pub(crate) use spec::positions::Bound;
+pub use spec::dtype::DType;
+pub use spec::layout::{Geometry, Latent, RecurrentState, StatePart};
+pub use spec::placement::{Placement, Sharding};
+pub use spec::positions::{PositionPolicy, Positions};
+pub use spec::storage::{BlockFormat, Storage};
+#[doc(inline)]
+pub use spec::{KvSpec, Rows, Scope};
 
 /// Derives [`ModelLocalKv`] and [`DeclaredKv`](declare::DeclaredKv) from `#[kv(...)]` attributes.
 ///

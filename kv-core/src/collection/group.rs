@@ -8,7 +8,8 @@
 
 use std::collections::HashMap;
 
-use crate::{Collected, Collection, Overflow};
+use super::collect::{Collected, Collection};
+use crate::error::Overflow;
 
 /// Identical declarations of sibling owners, shown as one line; a
 /// declaration with no identical sibling is a group of one.

@@ -2,7 +2,8 @@
 //! attention (Gated DeltaNet) state.
 
 use super::{keys, positive, HfConfig, HIDDEN, LAYERS};
-use crate::{DType, KvError};
+use crate::error::KvError;
+use crate::spec::dtype::DType;
 
 const KV_LORA_RANK: &[&str] = &["kv_lora_rank"];
 const QK_ROPE_HEAD_DIM: &[&str] = &["qk_rope_head_dim"];

@@ -43,6 +43,11 @@ pub struct AfterLoadDecl {
     pub assumes: Option<&'static str>,
 }
 
+/// The bound of a recurrent state, which has no positions: what the derive
+/// writes as its `positions_bound` before load, and what "Bounded by" reads
+/// in a table.
+pub(crate) const NO_POSITIONS: &str = "no positions (recurrent state)";
+
 /// The rows of an [`AfterLoadDecl`].
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum AfterLoadRows {

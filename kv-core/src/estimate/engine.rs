@@ -24,7 +24,11 @@ use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
 use super::{config_error, overflow, EstimateSettings, VLLM_VERSION};
-use crate::{Collection, KvError, KvSpec, Layout, Overflow, Parallel};
+use crate::collection::collect::Collection;
+use crate::error::{KvError, Overflow};
+use crate::parallel::Parallel;
+use crate::spec::layout::Layout;
+use crate::spec::KvSpec;
 
 /// One kind of layer as vLLM's pool groups it (one estimate declaration).
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -994,7 +998,10 @@ mod tests {
 
     #[test]
     fn unequal_pages_are_each_charged_as_the_largest() {
-        use crate::{DType, Geometry, Positions, Rows, Scope};
+        use crate::spec::dtype::DType;
+        use crate::spec::layout::Geometry;
+        use crate::spec::positions::Positions;
+        use crate::spec::{Rows, Scope};
         let spec = |name: &'static str, kv_heads: u64| {
             KvSpec::attention(
                 name,

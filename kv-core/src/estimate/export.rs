@@ -5,9 +5,12 @@ use serde::{Deserialize, Serialize};
 
 use super::engine::{memory_for, Grouping};
 use super::{overflow, Estimate, VllmPool, VllmStartup};
-use crate::collection::collect::Totals;
+use crate::collection::collect::{collect, Collection, Totals};
+use crate::declare::ModelLocalKv;
+use crate::error::{KvError, Overflow};
 use crate::export::json::{ExportedReport, SCHEMA_VERSION};
-use crate::{collect, Collection, KvError, KvSpec, ModelLocalKv, Overflow, Parallel};
+use crate::parallel::Parallel;
+use crate::spec::KvSpec;
 
 /// The declarations of an estimate, as an owner the collector visits
 /// (reports name them `FromConfig.NAME`).

@@ -5,7 +5,8 @@
 use serde_json::Value;
 
 use super::{config_error, EstimateSettings};
-use crate::{HfConfig, KvError};
+use crate::config::HfConfig;
+use crate::error::KvError;
 
 const WHAT: &str = "max_model_len";
 

@@ -5,7 +5,10 @@
 use serde_json::{json, Value};
 
 use super::{estimate, Estimate, EstimateSettings};
-use crate::{KvError, KvSpec, LayerKind};
+use crate::error::KvError;
+use crate::pattern::LayerKind;
+use crate::spec::layout::Layout;
+use crate::spec::KvSpec;
 
 fn at(positions: u64) -> EstimateSettings {
     EstimateSettings::new().positions(positions)
@@ -806,7 +809,7 @@ fn a_hybrid_state_smaller_than_a_block_is_padded_to_one_attention_page() {
     let e = estimate(&small_hybrid(1024, 13), &at(1024)).unwrap();
     assert_eq!(e.block_size, 16);
     assert_eq!(e.specs[0].bytes_per_row(), Ok(3 * 2 * 65_536));
-    let crate::Layout::Recurrent(state) = &e.specs[0].layout else {
+    let Layout::Recurrent(state) = &e.specs[0].layout else {
         panic!("{:?}", e.specs[0].layout)
     };
     assert!(state.parts.iter().all(|p| p.name != "page_padding"));
@@ -897,7 +900,7 @@ fn rank_spec(e: &Estimate, layout: crate::Parallel, at: (u64, u64), name: &str) 
 
 /// A rank's state parts, `(name, shape)`.
 fn parts_of(spec: &KvSpec) -> Vec<(&'static str, [u64; 3])> {
-    let crate::Layout::Recurrent(state) = &spec.layout else {
+    let Layout::Recurrent(state) = &spec.layout else {
         panic!("{:?}", spec.layout)
     };
     state.parts.iter().map(|p| (p.name, p.shape)).collect()

@@ -7,9 +7,13 @@
 //! chunked layers).
 
 use super::EstimateSettings;
+use crate::config::HfConfig;
+use crate::error::KvError;
+use crate::spec::dtype::DType;
+use crate::spec::layout::Layout;
 use crate::spec::positions::{Bound, PositionPolicy};
-use crate::spec::storage::BlockFormat;
-use crate::{DType, HfConfig, KvError, KvSpec, Layout, Storage};
+use crate::spec::storage::{BlockFormat, Storage};
+use crate::spec::KvSpec;
 
 /// Architectures vLLM 0.33 no longer serves, and the last release that did
 /// (`model_executor/models/registry.py`, `_PREVIOUSLY_SUPPORTED_MODELS`).
@@ -311,9 +315,10 @@ fn refused(problem: String) -> Result<(), KvError> {
 mod tests {
     use serde_json::{json, Value};
 
+    use crate::error::KvError;
     use crate::estimate::tests::shipped;
     use crate::estimate::{estimate, Estimate, EstimateSettings};
-    use crate::{KvError, Parallel};
+    use crate::parallel::Parallel;
 
     fn at(tp: u64, pp: u64, dcp: u64) -> EstimateSettings {
         EstimateSettings::new()

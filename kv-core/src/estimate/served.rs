@@ -6,7 +6,8 @@
 use serde_json::{json, Value};
 
 use super::{estimate, Estimate, EstimateSettings};
-use crate::{LayerKind, Storage};
+use crate::pattern::LayerKind;
+use crate::spec::storage::Storage;
 
 fn at(positions: u64) -> EstimateSettings {
     EstimateSettings::new().positions(positions)

@@ -5,11 +5,14 @@
 use serde_json::Value;
 
 use super::{config_error, overflow, EstimateSettings, VLLM_VERSION};
-use crate::config::{KvCacheDtype, MambaVersion, MlaConfig};
-use crate::{
-    DType, Geometry, HfConfig, KvError, KvSpec, Latent, LayerKind, PositionPolicy, Positions,
-    RecurrentState, Rows, Scope, StatePart, Storage,
-};
+use crate::config::{HfConfig, KvCacheDtype, MambaVersion, MlaConfig};
+use crate::error::KvError;
+use crate::pattern::LayerKind;
+use crate::spec::dtype::DType;
+use crate::spec::layout::{Geometry, Latent, RecurrentState, StatePart};
+use crate::spec::positions::{PositionPolicy, Positions};
+use crate::spec::storage::Storage;
+use crate::spec::{KvSpec, Rows, Scope};
 
 /// The smallest kernel block of vLLM's attention backends (FlashAttention):
 /// hybrid block sizes are multiples of it.

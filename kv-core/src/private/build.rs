@@ -3,12 +3,12 @@
 
 use std::borrow::Cow;
 
-use crate::collection::{collect, table};
-use crate::declare::{AfterLoadDecl, AfterLoadRows, KvTypeDecls};
+use crate::collection::collect;
+use crate::declare::type_decls::{self, AfterLoadDecl, AfterLoadRows, KvTypeDecls};
 use crate::error::KvError;
-use crate::parallel::{Placement, Sharding};
 use crate::spec::dtype::DType;
 use crate::spec::layout::{Geometry, Latent, Layout, RecurrentState};
+use crate::spec::placement::{Placement, Sharding};
 use crate::spec::positions::{Bound, PositionPolicy, Positions};
 use crate::spec::storage::Storage;
 use crate::spec::{KvSpec, Rows, Scope};
@@ -173,7 +173,7 @@ pub const fn state(state: RecurrentState) -> Layout {
 
 /// The bound a recurrent state shows before load (no positions), for
 /// generated code; the tables recognise it.
-pub const NO_POSITIONS: &str = table::NO_POSITIONS;
+pub const NO_POSITIONS: &str = type_decls::NO_POSITIONS;
 
 /// A bare count and its reason, for generated code.
 pub const fn bounded(count: u64, because: &'static str) -> Positions {
