@@ -15,9 +15,9 @@ use crate::spec::KvSpec;
 
 mod engine;
 mod export;
-mod max_len;
 #[cfg(test)]
-mod published;
+mod fixtures;
+mod max_len;
 mod refusals;
 #[cfg(test)]
 mod served;
@@ -676,7 +676,7 @@ pub(crate) fn overflow(built_from: String) -> impl Fn(Overflow) -> KvError {
 mod tests {
     use std::path::PathBuf;
 
-    use super::published::tiny;
+    use super::fixtures::tiny;
 
     use super::*;
 

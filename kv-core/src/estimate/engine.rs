@@ -580,7 +580,7 @@ pub(super) fn memory_for(pools: &[&VllmPool], max_num_seqs: u64) -> Result<u64, 
 mod tests {
     use serde_json::json;
 
-    use super::super::published::tiny;
+    use super::super::fixtures::tiny;
     use super::super::{estimate, Estimate};
     use super::*;
     use crate::estimate::tests::shipped;
