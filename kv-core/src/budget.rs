@@ -16,7 +16,9 @@
 //!   assertion would bound nothing.
 //! * At run time, [`Budget::check`] sums collected declarations.
 
-use crate::{Collected, KvError, KvSpec, Overflow};
+use crate::collection::collect::Collected;
+use crate::error::{KvError, Overflow};
+use crate::spec::KvSpec;
 
 /// The step named when the sum of peaks overflows.
 const SUM_STEP: &str = "total peak bytes (sum over declarations)";

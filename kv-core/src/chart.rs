@@ -54,8 +54,10 @@ use std::fmt;
 use plotters::prelude::*;
 use plotters::style::text_anchor::{HPos, Pos, VPos};
 
+use crate::collection::collect::Collection;
+use crate::error::KvError;
+use crate::spec::KvSpec;
 use crate::units::{human_bytes, GIB, MIB};
-use crate::{Collection, KvError, KvSpec};
 
 /// The smallest `max_num_seqs` drawn.
 pub(crate) const MAX_NUM_SEQS_FROM: u64 = 1;

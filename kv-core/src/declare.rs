@@ -8,6 +8,9 @@
 //! or derives it, and rarely names anything else here.
 
 pub mod after_load;
+pub(crate) mod type_decls;
+
+pub use type_decls::{AfterLoadDecl, AfterLoadRows, DeclaredKv, KvTypeDecls};
 
 use std::cell::{OnceCell, RefCell};
 use std::collections::{BTreeMap, HashMap};
@@ -15,7 +18,8 @@ use std::fmt;
 use std::rc::Rc;
 use std::sync::{Arc, Mutex, OnceLock, RwLock, TryLockError};
 
-use crate::{KvError, KvSpec, Scope};
+use crate::error::KvError;
+use crate::spec::KvSpec;
 
 /// A value that may hold model-local KV and may own children that do.
 ///
@@ -581,70 +585,6 @@ fn shared(target: OwnerId, allocation: usize) -> OwnerId {
     } else {
         target
     }
-}
-
-/// What a type declares, known without an instance: the declarations whose
-/// every value is a literal or const, and the names of those read after load.
-#[derive(Clone, Copy, Debug)]
-#[non_exhaustive]
-pub struct KvTypeDecls {
-    /// The type's name as written (without generic arguments).
-    pub type_name: &'static str,
-    /// Declarations fully known at compile time, gated ones included
-    /// (their `only_when` says when they hold).
-    pub static_specs: &'static [KvSpec],
-    /// Declarations with a value read after load (from `self`).
-    pub after_load: &'static [AfterLoadDecl],
-}
-
-/// A declaration with a value read after load, and what of it is known
-/// before: its texts always, its figures where they are literal or const.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-#[non_exhaustive]
-pub struct AfterLoadDecl {
-    /// The declaration's name.
-    pub name: &'static str,
-    /// What kind of cache holds it.
-    pub cache: &'static str,
-    /// When the memory lives.
-    pub scope: Scope,
-    /// Positions, where the count is literal or const.
-    pub positions: Option<u64>,
-    /// What bounds the positions.
-    pub positions_bound: &'static str,
-    /// Bytes per row, where the geometry and positions are literal or const.
-    pub bytes_per_row: Option<u64>,
-    /// The row driver, with the count where it is literal or const.
-    pub rows: AfterLoadRows,
-    /// The observable condition, if any.
-    pub only_when: Option<&'static str>,
-    /// A condition the model cannot observe, if stated.
-    pub assumes: Option<&'static str>,
-}
-
-/// The rows of an [`AfterLoadDecl`].
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum AfterLoadRows {
-    /// One row per in-flight sequence.
-    MaxNumSeqs,
-    /// A count the model controls.
-    Fixed {
-        /// The count, where it is literal or const.
-        count: Option<u64>,
-        /// Why it is that count.
-        because: &'static str,
-    },
-}
-
-/// Implemented by `#[derive(ModelLocalKv)]`: the type-level declarations, usable
-/// in `const` items (tables and budgets need no instance).
-pub trait DeclaredKv {
-    /// What this type declares.
-    const KV_DECLS: KvTypeDecls;
-
-    /// Compile-time checks of const values; evaluated where the type is used.
-    #[doc(hidden)]
-    const __KV_CHECKS: () = ();
 }
 
 #[cfg(test)]

@@ -7,15 +7,18 @@
 
 use serde_json::{Map, Value};
 
-use crate::config::{DTypeRule, Holds};
-use crate::{HfConfig, KvError, KvSpec, LayerKind, LayerPattern, Overflow, Storage};
+use crate::config::{DTypeRule, HfConfig, Holds};
+use crate::error::{KvError, Overflow};
+use crate::pattern::{LayerKind, LayerPattern};
+use crate::spec::storage::Storage;
+use crate::spec::KvSpec;
 
 mod engine;
 mod export;
+#[cfg(test)]
+mod fixtures;
 mod lines;
 mod max_len;
-#[cfg(test)]
-mod published;
 mod refusals;
 #[cfg(test)]
 mod served;
@@ -515,7 +518,7 @@ fn detect(
         );
         let spec = builder(plain, &detected).latent(mla, hf)?;
         let paging = match &spec.layout {
-            crate::Layout::Latent { latent, .. } => {
+            crate::spec::layout::Layout::Latent { latent, .. } => {
                 Paging::mla(settings.block_size, latent.storage)
             }
             _ => plain,
@@ -685,7 +688,7 @@ pub(crate) fn overflow(built_from: String) -> impl Fn(Overflow) -> KvError {
 mod tests {
     use std::path::PathBuf;
 
-    use super::published::tiny;
+    use super::fixtures::tiny;
 
     use super::*;
 

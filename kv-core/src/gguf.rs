@@ -35,7 +35,7 @@ use std::fs::File;
 use std::io::{BufReader, Read};
 use std::path::Path;
 
-use crate::KvError;
+use crate::error::KvError;
 
 /// The versions read: 1 (before August 2023) wrote 32-bit counts.
 const VERSIONS: [u32; 2] = [2, 3];

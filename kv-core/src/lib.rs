@@ -58,97 +58,52 @@
 pub mod budget;
 #[cfg(feature = "chart")]
 pub mod chart;
+pub mod collection;
+#[cfg(feature = "json")]
+pub mod config;
 pub mod declare;
-mod dtype;
 mod error;
+#[cfg(feature = "json")]
+pub mod estimate;
+#[cfg(feature = "json")]
+pub mod export;
 #[cfg(feature = "fresh")]
 pub mod fresh;
 pub mod gguf;
-mod layout;
 #[cfg(feature = "fresh")]
 pub mod page;
 mod parallel;
-mod parts;
-mod positions;
-#[cfg(feature = "registry")]
-pub mod registry;
-mod table;
-pub mod units;
-
-// Collection, reports, config reading and JSON export.
-#[cfg(feature = "json")]
-mod cluster;
-
-/// Reports across processes (feature `json`): the exported shape of a
-/// report, which reads back equal, and the merge of per-rank reports.
-#[cfg(feature = "json")]
-pub mod export {
-    pub use crate::cluster::{ClusterReport, ExportedCluster};
-    pub use crate::estimate::{ExportedEstimate, ExportedEstimateCluster, ExportedEstimateRank};
-    pub use crate::json::{
-        ExportedDeclaration, ExportedParallel, ExportedReport, ExportedSkip, ExportedStatePart,
-        SCHEMA_VERSION,
-    };
-}
-
-/// What [`collect`](crate::collect()) found: each declaration with its path
-/// in the model tree, each declarer (or declaration) skipped with its error,
-/// each declaration that yields nothing (a count read after load is zero)
-/// with why, identical declarations of sibling owners grouped as the report
-/// shows them, the totals, and the start-up report.
-pub mod collection {
-    pub use crate::collect::{Collected, Collection, EmptyDeclaration, Skipped, Totals};
-    pub use crate::group::Grouped;
-    pub use crate::report::Report;
-}
-
-mod collect;
-#[cfg(feature = "json")]
-pub mod config;
-#[cfg(feature = "json")]
-pub mod estimate;
-mod group;
-#[cfg(feature = "json")]
-mod json;
 pub mod pattern;
 pub mod planner;
-mod report;
+#[cfg(feature = "registry")]
+pub mod registry;
 pub mod spec;
-mod storage;
+pub mod units;
 
 #[doc(hidden)]
-#[path = "private.rs"]
+#[path = "private/mod.rs"]
 pub mod __private_v0_1;
 
 // The root: what a model author and an engine call.
-pub use dtype::DType;
-pub use error::{KvError, Overflow};
-pub use layout::{Geometry, Latent, RecurrentState, StatePart};
-pub use parallel::{Parallel, Placement, Sharding};
-pub use positions::{PositionPolicy, Positions};
-#[doc(inline)]
-pub use spec::{KvSpec, Rows, Scope};
-pub use storage::{BlockFormat, Storage};
-pub use table::Table;
-
-pub use collect::{collect, Collection};
+pub use collection::collect::{collect, Collection};
+pub use collection::report::log_model_local_kv;
+pub use collection::table::Table;
 #[cfg(feature = "json")]
 #[doc(inline)]
 pub use config::HfConfig;
 #[doc(inline)]
 pub use declare::ModelLocalKv;
+pub use error::{KvError, Overflow};
+pub use parallel::Parallel;
 #[doc(inline)]
 pub use pattern::LayerPattern;
-pub use report::log_model_local_kv;
-
-// Inside the crate, by their short names.
-pub(crate) use collect::Collected;
-pub(crate) use declare::{
-    AfterLoadDecl, AfterLoadRows, ChildVisitor, KvTypeDecls, OwnerId, Segment,
-};
-pub(crate) use layout::Layout;
-pub(crate) use pattern::LayerKind;
-pub(crate) use positions::Bound;
+pub use spec::dtype::DType;
+pub use spec::layout::{Geometry, Latent, RecurrentState, StatePart};
+pub use spec::placement::{Placement, Sharding};
+pub use spec::positions::{PositionPolicy, Positions};
+pub use spec::storage::{BlockFormat, Storage};
+#[doc(inline)]
+pub use spec::{KvSpec, Rows, Scope};
 
 /// Derives [`ModelLocalKv`] and [`DeclaredKv`](declare::DeclaredKv) from `#[kv(...)]` attributes.
 ///

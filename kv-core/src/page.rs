@@ -32,7 +32,12 @@
 //! # Ok::<(), kv_core::KvError>(())
 //! ```
 
-use crate::{collect, KvError, KvSpec, KvTypeDecls, ModelLocalKv, Table};
+use crate::collection::collect::collect;
+use crate::collection::table::Table;
+use crate::declare::type_decls::KvTypeDecls;
+use crate::declare::ModelLocalKv;
+use crate::error::KvError;
+use crate::spec::KvSpec;
 
 /// A documentation page, built section by section in call order.
 #[derive(Clone, Debug)]

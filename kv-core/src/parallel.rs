@@ -15,7 +15,10 @@
 use std::borrow::Cow;
 use std::fmt;
 
-use crate::{KvError, KvSpec, LayerKind, LayerPattern, Layout};
+use crate::error::KvError;
+use crate::spec::layout::Layout;
+use crate::spec::placement::Sharding;
+use crate::spec::KvSpec;
 
 /// The parallel layout a collection is evaluated for, and this rank's place
 /// in it. [`Parallel::SINGLE`] (tp = pp = 1) leaves every figure as declared.
@@ -173,68 +176,6 @@ pub(crate) fn pp_partition(layers: u64, pp: u64) -> Result<Vec<u64>, KvError> {
         parts[stages - i] += 1;
     }
     Ok(parts)
-}
-
-/// Where a declaration's memory lives.
-#[derive(Clone, Debug, PartialEq, Eq, Hash)]
-pub enum Placement {
-    /// Device memory (the default): counted by budgets and the planner.
-    Device,
-    /// Host memory (an offloaded cache, a host-side buffer), with the reason.
-    Host(Cow<'static, str>),
-}
-
-impl Placement {
-    /// The reason for a host placement.
-    pub fn reason(&self) -> Option<&str> {
-        match self {
-            Placement::Device => None,
-            Placement::Host(because) => Some(because),
-        }
-    }
-
-    /// Whether it lives on the device.
-    pub fn is_device(&self) -> bool {
-        matches!(self, Placement::Device)
-    }
-
-    /// `device` or `host`.
-    pub fn name(&self) -> &'static str {
-        match self {
-            Placement::Device => "device",
-            Placement::Host(_) => "host",
-        }
-    }
-}
-
-/// How tensor and pipeline parallelism divide a declaration.
-#[derive(Clone, Debug, PartialEq, Eq, Hash)]
-pub enum Sharding {
-    /// By the engines' rules for its kind (see [`Parallel`]).
-    ByKind,
-    /// Held whole on every rank, with the reason (an encoder cache that is
-    /// not sharded).
-    Whole(Cow<'static, str>),
-}
-
-impl Sharding {
-    /// The reason for holding it whole.
-    pub fn reason(&self) -> Option<&str> {
-        match self {
-            Sharding::ByKind => None,
-            Sharding::Whole(because) => Some(because),
-        }
-    }
-}
-
-/// One group of a hybrid model: the model's layer pattern and the kind of
-/// layer that holds the cache.
-#[derive(Clone, Debug, PartialEq, Eq, Hash)]
-pub struct LayerGroup {
-    /// The model's pattern over all its layers.
-    pub pattern: LayerPattern,
-    /// The kind of layer this declaration covers.
-    pub kind: LayerKind,
 }
 
 /// What one rank holds of a declaration: the spec as the rank holds it, and

@@ -5,6 +5,8 @@
 use core::fmt;
 use std::borrow::Cow;
 
+use crate::error::KvError;
+
 /// What a layer holds, as HF configs name it in `layer_types` /
 /// `layers_block_type`.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
@@ -143,9 +145,9 @@ impl fmt::Display for PatternError {
 
 impl std::error::Error for PatternError {}
 
-impl From<PatternError> for crate::KvError {
-    fn from(error: PatternError) -> crate::KvError {
-        crate::KvError::Config {
+impl From<PatternError> for KvError {
+    fn from(error: PatternError) -> KvError {
+        KvError::Config {
             what: "layer pattern",
             problem: error.to_string(),
         }
@@ -673,10 +675,10 @@ mod tests {
             LayerPattern::from_kinds(Vec::new(), "layer_types"),
             Err(PatternError::NoLayers)
         );
-        let kv: crate::KvError = PatternError::ZeroPeriod.into();
+        let kv: KvError = PatternError::ZeroPeriod.into();
         assert!(matches!(
             kv,
-            crate::KvError::Config {
+            KvError::Config {
                 what: "layer pattern",
                 ..
             }

@@ -9,8 +9,11 @@
 
 use std::fmt;
 
+use crate::collection::collect::Collection;
+use crate::error::KvError;
+use crate::parallel::Parallel;
+use crate::spec::Rows;
 use crate::units::mib;
-use crate::{Collection, KvError, Parallel};
 
 /// The device bytes model-local KV may take on one rank.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -173,13 +176,13 @@ impl Collection {
             let per_row = spec.bytes_per_row().map_err(|o| overflow(o.step))?;
             let after = !spec.scope.is_resident();
             match spec.rows {
-                crate::Rows::MaxNumSeqs => {
+                Rows::MaxNumSeqs => {
                     per_seq = add(per_seq, per_row, &overflow)?;
                     if after {
                         after_per_seq = add(after_per_seq, per_row, &overflow)?;
                     }
                 }
-                crate::Rows::Fixed { count, .. } => {
+                Rows::Fixed { count, .. } => {
                     let peak = per_row
                         .checked_mul(count)
                         .ok_or_else(|| overflow("peak bytes (rows x bytes per row)"))?;

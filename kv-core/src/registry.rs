@@ -26,8 +26,8 @@
 use std::collections::{HashMap, HashSet};
 use std::fmt;
 
-use crate::declare::{ChildVisitor, OwnerTypes};
-use crate::{KvTypeDecls, ModelLocalKv};
+use crate::declare::type_decls::KvTypeDecls;
+use crate::declare::{ChildVisitor, ModelLocalKv, OwnerTypes};
 
 /// One derived type, as registered by the derive.
 #[derive(Clone, Copy, Debug)]

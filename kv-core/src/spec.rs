@@ -7,18 +7,26 @@
 //! layer's full-attention [`Residual`], the [`Bound`] that says why its
 //! positions stop where they do, and a hybrid declaration's [`LayerGroup`].
 
-pub use crate::layout::{Layout, Residual};
-pub use crate::parallel::LayerGroup;
-pub use crate::parts::LayoutPart;
-pub use crate::positions::Bound;
+pub(crate) mod dtype;
+pub(crate) mod layout;
+pub(crate) mod parts;
+pub(crate) mod placement;
+pub(crate) mod positions;
+pub(crate) mod storage;
+
+pub use layout::{Layout, Residual};
+pub use parts::LayoutPart;
+pub use placement::LayerGroup;
+pub use positions::Bound;
 
 use std::borrow::Cow;
 use std::fmt;
 
-use crate::{
-    Geometry, KvError, Latent, LayerKind, LayerPattern, Overflow, Placement, Positions,
-    RecurrentState, Sharding,
-};
+use crate::error::{KvError, Overflow};
+use crate::pattern::{LayerKind, LayerPattern};
+use layout::{Geometry, Latent, RecurrentState};
+use placement::{Placement, Sharding};
+use positions::Positions;
 
 /// Text carried by a declaration: a literal in derived code, owned when built at run time.
 pub(crate) type Text = Cow<'static, str>;
@@ -389,13 +397,13 @@ impl KvSpec {
         }
         if let Some(positions) = self.layout.positions() {
             match &positions.bound {
-                crate::Bound::Stated(reason) if reason.trim().is_empty() => {
+                Bound::Stated(reason) if reason.trim().is_empty() => {
                     return Err(invalid(
                         "positions",
                         "has a blank bound; say what bounds the positions",
                     ));
                 }
-                crate::Bound::Policy(policy) => {
+                Bound::Policy(policy) => {
                     if let Some(input) = policy.zero_input() {
                         return Err(invalid(
                             "positions",
@@ -415,7 +423,7 @@ impl KvSpec {
                         ));
                     }
                 }
-                crate::Bound::Stated(_) => {}
+                Bound::Stated(_) => {}
             }
         }
         if let Rows::Fixed { count, because } = &self.rows {
@@ -477,8 +485,11 @@ impl KvSpec {
 
 #[cfg(test)]
 mod tests {
+    use super::dtype::DType;
+    use super::layout::StatePart;
+    use super::positions::{Bound, PositionPolicy};
+    use super::storage::{BlockFormat, Storage};
     use super::*;
-    use crate::{Bound, DType, PositionPolicy, StatePart, Storage};
 
     fn qwen3_tts() -> KvSpec {
         KvSpec::attention(
@@ -653,7 +664,7 @@ mod tests {
     fn validate_checks_every_kind_and_format() {
         let empty_block = spec_with(
             Geometry::new(1, 1, 8, DType::U8)
-                .with_storage(Storage::Blocks(crate::BlockFormat::new("bad", 0, 2))),
+                .with_storage(Storage::Blocks(BlockFormat::new("bad", 0, 2))),
             1,
             Rows::MaxNumSeqs,
         );

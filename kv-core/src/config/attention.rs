@@ -7,7 +7,9 @@ use super::lookup::{
     keys, no_error_collected, positive, shown, DTypeRule, HfConfig, HIDDEN, LAYERS,
 };
 use super::models;
-use crate::{DType, Geometry, KvError};
+use crate::error::KvError;
+use crate::spec::dtype::DType;
+use crate::spec::layout::Geometry;
 
 /// vLLM's `CONFIG_FIELD_ALIASES["total_num_kv_heads"]`, in its order.
 const KV_HEADS: &[&str] = &[

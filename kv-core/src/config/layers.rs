@@ -4,8 +4,8 @@
 use serde_json::Value;
 
 use super::lookup::{keys, positive, shown, HfConfig, LAYERS};
-use crate::pattern::PatternError;
-use crate::{KvError, LayerKind, LayerPattern};
+use crate::error::KvError;
+use crate::pattern::{LayerKind, LayerPattern, PatternError};
 
 const LAYER_TYPES: &str = "layer_types";
 const LAYERS_BLOCK_TYPE: &str = "layers_block_type";

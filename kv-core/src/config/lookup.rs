@@ -11,7 +11,8 @@ use serde_json::{Map, Value};
 
 use super::models::{self, MambaVersion};
 use super::text::parse_json;
-use crate::{DType, KvError};
+use crate::error::KvError;
+use crate::spec::dtype::DType;
 
 pub(super) const LAYERS: &[&str] = &[
     "num_hidden_layers",

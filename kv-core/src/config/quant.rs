@@ -3,7 +3,7 @@
 use serde_json::{Map, Value};
 
 use super::lookup::{positive, shown, HfConfig};
-use crate::KvError;
+use crate::error::KvError;
 
 const QUANTIZATION_CONFIG: &str = "quantization_config";
 const KV_CACHE_SCHEME: &str = "kv_cache_scheme";

@@ -3,7 +3,8 @@
 
 use super::lookup::{keys, positive, shown, HfConfig, HIDDEN, LAYERS};
 use super::models::{MambaVersion, MODEL_TYPES};
-use crate::{DType, KvError};
+use crate::error::KvError;
+use crate::spec::dtype::DType;
 
 const KV_LORA_RANK: &[&str] = &["kv_lora_rank"];
 const QK_ROPE_HEAD_DIM: &[&str] = &["qk_rope_head_dim"];

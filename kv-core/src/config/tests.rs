@@ -6,7 +6,9 @@ use serde_json::Value;
 
 use super::lookup::{DTypeRule, HfConfig};
 use super::models::MambaVersion;
-use crate::{DType, Geometry, KvError};
+use crate::error::KvError;
+use crate::spec::dtype::DType;
+use crate::spec::layout::Geometry;
 
 fn ming_talker() -> Value {
     json!({

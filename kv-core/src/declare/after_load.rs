@@ -6,7 +6,10 @@
 use std::any::Any;
 use std::fmt;
 
-use crate::{DType, Geometry, KvError, Latent, RecurrentState, Storage};
+use crate::error::KvError;
+use crate::spec::dtype::DType;
+use crate::spec::layout::{Geometry, Latent, RecurrentState};
+use crate::spec::storage::Storage;
 
 /// An integer read after load, converted to `u64` without wrapping.
 #[diagnostic::on_unimplemented(

@@ -24,8 +24,12 @@ use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
 use super::{config_error, overflow, EstimateSettings, VLLM_VERSION};
+use crate::collection::collect::Collection;
+use crate::error::{KvError, Overflow};
+use crate::parallel::Parallel;
+use crate::spec::layout::Layout;
+use crate::spec::KvSpec;
 use crate::units::thousands;
-use crate::{Collection, KvError, KvSpec, Layout, Overflow, Parallel};
 
 /// One kind of layer as vLLM's pool groups it (one estimate declaration).
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -564,7 +568,7 @@ pub(super) fn memory_for(pools: &[&VllmPool], max_num_seqs: u64) -> Result<u64, 
 mod tests {
     use serde_json::json;
 
-    use super::super::published::tiny;
+    use super::super::fixtures::tiny;
     use super::super::{estimate, Estimate};
     use super::*;
     use crate::estimate::tests::shipped;
@@ -973,7 +977,7 @@ mod tests {
 
     struct Declared(Vec<KvSpec>);
 
-    impl crate::ModelLocalKv for Declared {
+    impl crate::declare::ModelLocalKv for Declared {
         fn kv_declare(&self, out: &mut Vec<KvSpec>) -> Result<(), KvError> {
             out.extend(self.0.iter().cloned());
             Ok(())
@@ -982,7 +986,10 @@ mod tests {
 
     #[test]
     fn unequal_pages_are_each_charged_as_the_largest() {
-        use crate::{DType, Geometry, Positions, Rows, Scope};
+        use crate::spec::dtype::DType;
+        use crate::spec::layout::Geometry;
+        use crate::spec::positions::Positions;
+        use crate::spec::{Rows, Scope};
         let spec = |name: &'static str, kv_heads: u64| {
             KvSpec::attention(
                 name,

@@ -5,9 +5,12 @@ use serde::{Deserialize, Serialize};
 
 use super::engine::{memory_for, Grouping};
 use super::{overflow, Estimate, VllmPool, VllmStartup};
-use crate::collect::Totals;
-use crate::json::{ExportedReport, SCHEMA_VERSION};
-use crate::{collect, Collection, KvError, KvSpec, ModelLocalKv, Overflow, Parallel};
+use crate::collection::collect::{collect, Collection, Totals};
+use crate::declare::ModelLocalKv;
+use crate::error::{KvError, Overflow};
+use crate::export::json::{ExportedReport, SCHEMA_VERSION};
+use crate::parallel::Parallel;
+use crate::spec::KvSpec;
 
 /// The declarations of an estimate, as an owner the collector visits
 /// (reports name them `FromConfig.NAME`).
@@ -329,7 +332,7 @@ mod tests {
             per_row_bytes: 1,
             peak_bytes,
             vllm_pool: pool(1, 1),
-            report: crate::Collection::default().export(1),
+            report: crate::collection::collect::Collection::default().export(1),
         };
         let error = ExportedEstimateCluster::of(&[rank(u64::MAX), rank(1)], 1).unwrap_err();
         assert_eq!(
@@ -365,7 +368,7 @@ mod tests {
             per_row_bytes: 1,
             peak_bytes: 1,
             vllm_pool: pool(bytes_per_block, 7),
-            report: crate::Collection::default().export(1),
+            report: crate::collection::collect::Collection::default().export(1),
         };
         // Widest block 300 B; 5 requests x 7 blocks + the null block = 36.
         let cluster = ExportedEstimateCluster::of(&[rank(200), rank(300), rank(100)], 5).unwrap();

@@ -4,9 +4,10 @@
 use std::fmt::Write as _;
 
 use super::VllmPool;
-use crate::collection::Totals;
+use crate::collection::collect::Totals;
+use crate::spec::layout::Layout;
+use crate::spec::KvSpec;
 use crate::units::{human_bytes, thousands, MIB};
-use crate::{KvSpec, Layout};
 
 fn mib(bytes: u128) -> f64 {
     bytes as f64 / MIB as f64
@@ -211,7 +212,9 @@ mod tests {
             "sliding_window": 512, "sliding_window_pattern": 6, "torch_dtype": "bfloat16",
         });
         let e = estimate(&gemma, &EstimateSettings::new().positions(8192)).unwrap();
-        let rank = e.ranks(crate::Parallel::new(1, 1).unwrap(), 2).unwrap();
+        let rank = e
+            .ranks(crate::parallel::Parallel::new(1, 1).unwrap(), 2)
+            .unwrap();
         assert_eq!(
             pool_line(&rank[0].pool, &rank[0].totals, 2),
             "vLLM's pool (groups of 4 layers): sliding_attention 22 layers charged as 24 (6 \

@@ -5,8 +5,8 @@
 use serde_json::Value;
 
 use super::{config_error, EstimateSettings};
-use crate::config::{Holds, RopeLength};
-use crate::{HfConfig, KvError};
+use crate::config::{HfConfig, Holds, RopeLength};
+use crate::error::KvError;
 
 const WHAT: &str = "max_model_len";
 

@@ -7,9 +7,13 @@
 //! chunked layers).
 
 use super::EstimateSettings;
-use crate::positions::{Bound, PositionPolicy};
-use crate::storage::BlockFormat;
-use crate::{DType, HfConfig, KvError, KvSpec, Layout, Storage};
+use crate::config::HfConfig;
+use crate::error::KvError;
+use crate::spec::dtype::DType;
+use crate::spec::layout::Layout;
+use crate::spec::positions::{Bound, PositionPolicy};
+use crate::spec::storage::{BlockFormat, Storage};
+use crate::spec::KvSpec;
 
 /// Architectures vLLM 0.33 no longer serves natively, the last release that
 /// did (`model_executor/models/registry.py`, `_PREVIOUSLY_SUPPORTED_MODELS`),
@@ -338,9 +342,10 @@ fn refused(problem: String) -> Result<(), KvError> {
 mod tests {
     use serde_json::{json, Value};
 
+    use crate::error::KvError;
     use crate::estimate::tests::shipped;
     use crate::estimate::{estimate, Estimate, EstimateSettings};
-    use crate::{KvError, Parallel};
+    use crate::parallel::Parallel;
 
     fn at(tp: u64, pp: u64, dcp: u64) -> EstimateSettings {
         EstimateSettings::new()
@@ -614,7 +619,7 @@ mod tests {
         let with = |name: &str| {
             EstimateSettings::new()
                 .positions(8192)
-                .kv_format(crate::Storage::from_name(name).unwrap())
+                .kv_format(crate::spec::storage::Storage::from_name(name).unwrap())
         };
         for (format, why) in [
             ("nvfp4", "no vLLM MLA backend takes an NVFP4 latent cache"),
@@ -647,7 +652,7 @@ mod tests {
     fn nvfp4() -> EstimateSettings {
         EstimateSettings::new()
             .positions(8192)
-            .kv_format(crate::Storage::from_name("nvfp4").unwrap())
+            .kv_format(crate::spec::storage::Storage::from_name("nvfp4").unwrap())
     }
 
     fn format_refusal(config: &Value, settings: &EstimateSettings) -> String {
@@ -693,7 +698,7 @@ mod tests {
         // The same configs in fp8 start.
         let fp8 = EstimateSettings::new()
             .positions(4096)
-            .kv_format(crate::Storage::from_name("fp8").unwrap());
+            .kv_format(crate::spec::storage::Storage::from_name("fp8").unwrap());
         assert!(estimate(&phi3, &fp8).is_ok());
     }
 

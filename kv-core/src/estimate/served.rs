@@ -6,7 +6,8 @@
 use serde_json::{json, Value};
 
 use super::{estimate, Estimate, EstimateSettings};
-use crate::{LayerKind, Storage};
+use crate::pattern::LayerKind;
+use crate::spec::storage::Storage;
 
 fn at(positions: u64) -> EstimateSettings {
     EstimateSettings::new().positions(positions)
@@ -210,7 +211,7 @@ fn minicpm3_caches_plain_heads_not_an_mla_latent() {
     saved["num_key_value_heads"] = json!(8);
     assert_eq!(per_position(&estimate(&saved, &at(8192)).unwrap()), 952_320);
     // A head dim given explicitly wins, as for every family.
-    let given = crate::HfConfig::from_value(minicpm3_4b())
+    let given = crate::config::HfConfig::from_value(minicpm3_4b())
         .with_head_dim(128)
         .geometry()
         .unwrap();
@@ -271,7 +272,7 @@ fn nemotron_h_8b_has_4_attention_and_24_mamba2_layers() {
     );
     // The pattern places each kind for pipeline stages: layers 0-25 hold
     // 12 M and the attention layers 7 and 18.
-    let pattern = crate::HfConfig::from_value(nemotron_h_8b())
+    let pattern = crate::config::HfConfig::from_value(nemotron_h_8b())
         .layer_pattern()
         .unwrap();
     assert_eq!(pattern.count_in(LayerKind::Mamba, 0, 26), 12);

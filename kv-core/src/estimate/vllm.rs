@@ -5,11 +5,14 @@
 use serde_json::Value;
 
 use super::{config_error, overflow, EstimateSettings, VLLM_VERSION};
-use crate::config::{KvCacheDtype, MambaVersion, MlaConfig, SsmDtype};
-use crate::{
-    DType, Geometry, HfConfig, KvError, KvSpec, Latent, LayerKind, PositionPolicy, Positions,
-    RecurrentState, Rows, Scope, StatePart, Storage,
-};
+use crate::config::{HfConfig, KvCacheDtype, MambaVersion, MlaConfig, SsmDtype};
+use crate::error::KvError;
+use crate::pattern::LayerKind;
+use crate::spec::dtype::DType;
+use crate::spec::layout::{Geometry, Latent, RecurrentState, StatePart};
+use crate::spec::positions::{PositionPolicy, Positions};
+use crate::spec::storage::Storage;
+use crate::spec::{KvSpec, Rows, Scope};
 
 /// The smallest kernel block of vLLM's attention backends (FlashAttention):
 /// hybrid block sizes are multiples of it.
@@ -141,7 +144,7 @@ impl Paging {
         }
         let too_big = || overflow("the hybrid block size".to_owned());
         let per_aligned = alignment.checked_mul(attention_per_token).ok_or_else(|| {
-            too_big()(crate::Overflow {
+            too_big()(crate::error::Overflow {
                 step: "alignment x attention page",
             })
         })?;
@@ -149,7 +152,7 @@ impl Paging {
             .checked_mul(state_page.div_ceil(per_aligned))
             .and_then(|b| b.div_ceil(KERNEL_BLOCK).checked_mul(KERNEL_BLOCK))
             .ok_or_else(|| {
-                too_big()(crate::Overflow {
+                too_big()(crate::error::Overflow {
                     step: "the block size",
                 })
             })?;
@@ -267,7 +270,7 @@ fn rank_bytes(parts: &[StatePart], tp: u64, kind: LayerKind) -> Result<u64, KvEr
             .ok()
             .and_then(|bytes| total.checked_add(bytes))
             .ok_or_else(|| {
-                overflow(format!("one rank's {kind} state"))(crate::Overflow {
+                overflow(format!("one rank's {kind} state"))(crate::error::Overflow {
                     step: "the state page",
                 })
             })?;
@@ -540,12 +543,12 @@ impl Builder<'_> {
     }
 
     /// The positions overflow: the length itself is too long.
-    fn over_length(&self, what: &str) -> impl Fn(crate::Overflow) -> KvError {
+    fn over_length(&self, what: &str) -> impl Fn(crate::error::Overflow) -> KvError {
         self.overflows(what, "max_model_len", "")
     }
 
     /// The bytes overflow: the config's geometry at this length.
-    fn over_bytes(&self, what: &str) -> impl Fn(crate::Overflow) -> KvError {
+    fn over_bytes(&self, what: &str) -> impl Fn(crate::error::Overflow) -> KvError {
         self.overflows(what, "figures", ": check the config's geometry")
     }
 
@@ -554,7 +557,7 @@ impl Builder<'_> {
         what: &str,
         blamed: &'static str,
         advice: &'static str,
-    ) -> impl Fn(crate::Overflow) -> KvError {
+    ) -> impl Fn(crate::error::Overflow) -> KvError {
         let max_model_len = self.max_model_len;
         let what = what.to_owned();
         move |o| KvError::Config {
@@ -788,7 +791,7 @@ impl Builder<'_> {
                 .checked_sub(content)
                 .and_then(|rank| rank.checked_mul(tp))
                 .ok_or_else(|| {
-                    overflow(format!("{kind} page padding at tp {tp}"))(crate::Overflow {
+                    overflow(format!("{kind} page padding at tp {tp}"))(crate::error::Overflow {
                         step: "the padding of every rank",
                     })
                 })?;

@@ -7,9 +7,9 @@ use std::fmt;
 
 use serde::{Deserialize, Serialize};
 
-use crate::json::{ExportedReport, SCHEMA_VERSION};
+use super::json::{ExportedReport, SCHEMA_VERSION};
+use crate::error::KvError;
 use crate::units::mib;
-use crate::KvError;
 
 /// Reports of every rank of one parallel layout, checked to belong together.
 #[derive(Clone, Debug, PartialEq, Eq)]

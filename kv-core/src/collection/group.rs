@@ -8,7 +8,8 @@
 
 use std::collections::HashMap;
 
-use crate::{Collected, Collection, Overflow};
+use super::collect::{Collected, Collection};
+use crate::error::Overflow;
 
 /// Identical declarations of sibling owners, shown as one line; a
 /// declaration with no identical sibling is a group of one.
@@ -59,7 +60,7 @@ pub struct Grouped<'c> {
 impl Grouped<'_> {
     /// `path.name`: `layers.0..=27.attn.cache`.
     pub fn full_name(&self) -> String {
-        crate::collect::join(&self.path, &self.first.spec.name)
+        crate::collection::collect::join(&self.path, &self.first.spec.name)
     }
 
     /// Bytes per row of every declaration in the group together.

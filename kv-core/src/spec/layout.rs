@@ -4,7 +4,10 @@
 
 use std::borrow::Cow;
 
-use crate::{DType, Overflow, Positions, Storage};
+use super::dtype::DType;
+use super::positions::Positions;
+use super::storage::Storage;
+use crate::error::Overflow;
 
 /// The shape of one position of an attention K/V cache across its layers.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
@@ -738,7 +741,7 @@ impl Layout {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::BlockFormat;
+    use crate::spec::storage::BlockFormat;
 
     #[test]
     fn attention_counts_keys_and_values() {

@@ -5,7 +5,7 @@
 use std::borrow::Cow;
 use std::fmt;
 
-use crate::Overflow;
+use crate::error::Overflow;
 
 /// How many positions (tokens) a cache holds at most, and why.
 #[derive(Clone, Debug, PartialEq, Eq, Hash)]

@@ -4,8 +4,14 @@
 
 use serde_json::{json, Value};
 
-use super::{estimate, Estimate, EstimateSettings};
-use crate::{KvError, KvSpec, LayerKind};
+#[path = "../src/estimate/fixtures.rs"]
+mod fixtures;
+
+use fixtures::{tiny, with_keys};
+use kv_core::estimate::{estimate, Estimate, EstimateSettings};
+use kv_core::pattern::LayerKind;
+use kv_core::spec::Layout;
+use kv_core::{KvError, KvSpec};
 
 fn at(positions: u64) -> EstimateSettings {
     EstimateSettings::new().positions(positions)
@@ -27,27 +33,6 @@ fn names(specs: &[KvSpec]) -> Vec<(&str, u64)> {
         .iter()
         .map(|s| (s.name.as_ref(), s.layout.layers()))
         .collect()
-}
-
-/// `config` with each of `extra`'s keys set over it.
-pub(super) fn with_keys(mut config: Value, extra: Value) -> Value {
-    if let (Some(map), Some(extra)) = (config.as_object_mut(), extra.as_object()) {
-        for (key, value) in extra {
-            map.insert(key.clone(), value.clone());
-        }
-    }
-    config
-}
-
-/// A two-layer Llama (4 heads, 2 KV heads of 64, bf16), with `extra`'s keys.
-pub(super) fn tiny(extra: Value) -> Value {
-    with_keys(
-        json!({
-            "model_type": "llama", "num_hidden_layers": 2, "num_attention_heads": 4,
-            "num_key_value_heads": 2, "head_dim": 64, "torch_dtype": "bfloat16"
-        }),
-        extra,
-    )
 }
 
 fn falcon_7b() -> Value {
@@ -553,7 +538,7 @@ fn non_finite_floats_in_a_config_file_read_as_python_reads_them() {
     let text = r#"{"model_type": "mamba2", "hidden_size": 4096, "num_hidden_layers": 64,
         "expand": 2, "state_size": 128, "conv_kernel": 4, "n_groups": 8, "num_heads": 128,
         "head_dim": 64, "time_step_limit": [0.0, Infinity], "torch_dtype": "bfloat16"}"#;
-    let config = crate::config::parse_json(text).unwrap();
+    let config = kv_core::config::parse_json(text).unwrap();
     let e = estimate(&config, &at(4096)).unwrap();
     // Mamba2, attention-free (no prefix caching, one page): conv 3 x (8192 +
     // 2 x 8 x 128) + ssm 128 x 64 x 128, bf16, x 64 layers.
@@ -673,7 +658,10 @@ fn chatglm_without_multi_query_attention_keeps_every_head_in_its_dtype() {
     // of kv_channels 128 (no hidden size to derive it from), float16 kept.
     assert_eq!(per_position(&e), 28 * 32 * 128 * 2 * 2);
     let geometry = e.specs[0].geometry().unwrap();
-    assert_eq!(geometry.storage, crate::Storage::Dense(crate::DType::F16));
+    assert_eq!(
+        geometry.storage,
+        kv_core::Storage::Dense(kv_core::DType::F16)
+    );
     assert!(
         e.detected.contains("kv heads = `num_attention_heads` 32"),
         "{}",
@@ -784,7 +772,7 @@ fn a_no_rope_list_unlike_the_loaders_interval_is_the_configs() {
 #[test]
 fn shared_layers_are_listed_up_to_a_bound() {
     let config = |layers: u64| {
-        crate::HfConfig::from_value(json!({
+        kv_core::HfConfig::from_value(json!({
             "num_hidden_layers": layers, "num_kv_shared_layers": 1,
         }))
     };
@@ -879,7 +867,7 @@ fn a_hybrid_state_smaller_than_a_block_is_padded_to_one_attention_page() {
     let e = estimate(&small_hybrid(1024, 13), &at(1024)).unwrap();
     assert_eq!(e.block_size, 16);
     assert_eq!(e.specs[0].bytes_per_row(), Ok(3 * 2 * 65_536));
-    let crate::Layout::Recurrent(state) = &e.specs[0].layout else {
+    let Layout::Recurrent(state) = &e.specs[0].layout else {
         panic!("{:?}", e.specs[0].layout)
     };
     assert!(state.parts.iter().all(|p| p.name != "page_padding"));
@@ -927,7 +915,7 @@ fn a_rope_factor_that_makes_no_length_is_an_error() {
 fn an_estimate_divides_per_rank_and_exports_what_it_divided() {
     let e = estimate(&falcon_40b_like(), &at(2048).tensor_parallel(2)).unwrap();
     assert_eq!(e.collection().unwrap().entries().len(), 1);
-    let ranks = e.ranks(crate::Parallel::new(2, 2).unwrap(), 10).unwrap();
+    let ranks = e.ranks(kv_core::Parallel::new(2, 2).unwrap(), 10).unwrap();
     assert_eq!(ranks.len(), 4);
     // 60 layers, 8 KV heads of 64: each rank holds 30 layers x 4 heads x 256 B.
     for rank in &ranks {
@@ -936,7 +924,7 @@ fn an_estimate_divides_per_rank_and_exports_what_it_divided() {
         assert_eq!(rank.totals.total, 10 * 30 * 4 * 64 * 2 * 2 * 2048);
     }
     let exported = e
-        .export("falcon", crate::Parallel::new(2, 2).unwrap(), 10)
+        .export("falcon", kv_core::Parallel::new(2, 2).unwrap(), 10)
         .unwrap();
     assert_eq!(exported.ranks.len(), 4);
     assert_eq!(exported.ranks[3].per_row_bytes, ranks[3].totals.per_row);
@@ -952,7 +940,7 @@ fn falcon_40b_like() -> Value {
 }
 
 /// Rank `(tp_rank, pp_rank)`'s declaration `name`, as `layout` divides `e`.
-fn rank_spec(e: &Estimate, layout: crate::Parallel, at: (u64, u64), name: &str) -> KvSpec {
+fn rank_spec(e: &Estimate, layout: kv_core::Parallel, at: (u64, u64), name: &str) -> KvSpec {
     let index = layout
         .ranks()
         .position(|p| (p.tp_rank, p.pp_rank) == at)
@@ -970,7 +958,7 @@ fn rank_spec(e: &Estimate, layout: crate::Parallel, at: (u64, u64), name: &str) 
 
 /// A rank's state parts, `(name, shape)`.
 fn parts_of(spec: &KvSpec) -> Vec<(&'static str, [u64; 3])> {
-    let crate::Layout::Recurrent(state) = &spec.layout else {
+    let Layout::Recurrent(state) = &spec.layout else {
         panic!("{:?}", spec.layout)
     };
     state.parts.iter().map(|p| (p.name, p.shape)).collect()
@@ -1009,7 +997,7 @@ fn qwen3_nexts_block_at_tp_8_is_sized_from_one_ranks_shard() {
         "{}",
         e.convention
     );
-    let layout = crate::Parallel::new(8, 1).unwrap();
+    let layout = kv_core::Parallel::new(8, 1).unwrap();
     let linear = rank_spec(&e, layout, (7, 0), "linear_attention");
     // Each rank's page is 192 x 1,024 = 196,608 B: the state and
     // 196,608 - 137,216 = 59,392 B of padding.
@@ -1034,7 +1022,9 @@ fn qwen3_nexts_block_at_tp_8_is_sized_from_one_ranks_shard() {
     let full = rank_spec(&e, layout, (0, 0), "full_attention");
     assert_eq!(full.bytes_per_row(), Ok(12 * 1024 * 8256));
     // An estimate is for one tp: another is refused, not silently resized.
-    let err = e.ranks(crate::Parallel::new(2, 1).unwrap(), 1).unwrap_err();
+    let err = e
+        .ranks(kv_core::Parallel::new(2, 1).unwrap(), 1)
+        .unwrap_err();
     assert!(
         err.to_string()
             .contains("the estimate was made for tp 8, not tp 2"),
@@ -1048,7 +1038,7 @@ fn every_pipeline_stage_takes_the_ranks_block_and_holds_its_own_layers() {
     let e = estimate(&shipped_qwen3_next(), &settings).unwrap();
     // The block is the model's, not the stage's: 192 on both stages.
     assert_eq!(e.block_size, 192);
-    let layout = crate::Parallel::new(8, 2).unwrap();
+    let layout = kv_core::Parallel::new(8, 2).unwrap();
     // 48 layers split 24 / 24; full attention every 4th: 6 full and 18
     // linear per stage.
     for stage in 0..2 {
@@ -1085,7 +1075,7 @@ fn granite_4_0_hs_one_mamba2_group_is_repeated_on_every_rank() {
     // page 528 x 2,048 = 1,081,344 B, padding 6,656 B.
     let e = estimate(&granite_4_0_h_small(), &at(8192).tensor_parallel(2)).unwrap();
     assert_eq!(e.block_size, 528);
-    let layout = crate::Parallel::new(2, 1).unwrap();
+    let layout = kv_core::Parallel::new(2, 1).unwrap();
     let mamba = rank_spec(&e, layout, (1, 0), "mamba");
     assert_eq!(
         parts_of(&mamba),
@@ -1113,7 +1103,7 @@ fn granite_4_0_hs_one_mamba2_group_is_repeated_on_every_rank() {
     // = 16 x 33 = 528, page 528 x 512 = 270,336 B, padding 512 B.
     let e = estimate(&granite_4_0_h_small(), &at(8192).tensor_parallel(8)).unwrap();
     assert_eq!(e.block_size, 528);
-    let mamba = rank_spec(&e, crate::Parallel::new(8, 1).unwrap(), (5, 0), "mamba");
+    let mamba = rank_spec(&e, kv_core::Parallel::new(8, 1).unwrap(), (5, 0), "mamba");
     assert_eq!(
         parts_of(&mamba),
         [
@@ -1168,7 +1158,7 @@ fn mamba2_groups_or_heads_tp_does_not_split_are_refused_as_vllm_refuses_them() {
     let mut four_groups = granite_4_0_h_small();
     four_groups["mamba_n_groups"] = json!(4);
     let e = estimate(&four_groups, &at(8192).tensor_parallel(2)).unwrap();
-    let mamba = rank_spec(&e, crate::Parallel::new(2, 1).unwrap(), (0, 0), "mamba");
+    let mamba = rank_spec(&e, kv_core::Parallel::new(2, 1).unwrap(), (0, 0), "mamba");
     // (8192 + 2 x 4 x 128) / 2 = 4,608 channels.
     assert_eq!(parts_of(&mamba)[0], ("conv", [3, 4608, 1]));
 }
@@ -1224,7 +1214,7 @@ fn falcon_h1_holds_attention_and_mamba2_in_every_layer() {
     let settings = at(8192).tensor_parallel(2).pipeline_stages(2);
     let e = estimate(&falcon_h1_7b(), &settings).unwrap();
     assert_eq!(e.block_size, 1568);
-    let layout = crate::Parallel::new(2, 2).unwrap();
+    let layout = kv_core::Parallel::new(2, 2).unwrap();
     let mamba = rank_spec(&e, layout, (1, 1), "mamba");
     assert_eq!(mamba.bytes_per_row(), Ok(22 * 3 * 802_816));
     assert_eq!(parts_of(&mamba)[0], ("conv", [3, 2048, 1]));
@@ -1290,7 +1280,7 @@ fn lfm2s_conv_layers_keep_a_short_conv_state_padded_to_the_attention_page() {
     let e = estimate(&lfm2_1_2b(), &at(8192).tensor_parallel(2)).unwrap();
     let conv = rank_spec(
         &e,
-        crate::Parallel::new(2, 1).unwrap(),
+        kv_core::Parallel::new(2, 1).unwrap(),
         (1, 0),
         "short_conv",
     );
@@ -1405,7 +1395,7 @@ fn zamba2s_hybrid_layers_hold_mamba2_and_one_attention_layer_each() {
     // 491,520 B.
     let e = estimate(&zamba2_2_7b(), &EstimateSettings::new().tensor_parallel(2)).unwrap();
     assert_eq!(e.block_size, 48);
-    let mamba = rank_spec(&e, crate::Parallel::new(2, 1).unwrap(), (0, 0), "mamba");
+    let mamba = rank_spec(&e, kv_core::Parallel::new(2, 1).unwrap(), (0, 0), "mamba");
     assert_eq!(parts_of(&mamba)[0], ("conv", [3, 2688, 1]));
     assert_eq!(mamba.bytes_per_row(), Ok(54 * 3 * 491_520));
 }

@@ -2,7 +2,7 @@
 
 use core::fmt;
 
-use crate::Overflow;
+use crate::error::Overflow;
 
 /// The element type of a KV cache's tensors.
 ///

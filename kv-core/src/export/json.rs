@@ -4,8 +4,10 @@
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
-use crate::collect::{EmptyDeclaration, Skipped};
-use crate::{Collected, Collection, Layout, Parallel, Rows};
+use crate::collection::collect::{Collected, Collection, EmptyDeclaration, Skipped};
+use crate::parallel::Parallel;
+use crate::spec::layout::Layout;
+use crate::spec::Rows;
 
 /// The version of the JSON shape below; bumped whenever a field changes meaning
 /// or is removed.
@@ -179,7 +181,7 @@ impl ExportedSkip {
     /// `<root>` for the root owner (as [`Skipped::what`]).
     pub fn what(&self) -> String {
         match &self.declaration {
-            Some(name) => crate::collect::join(&self.path, name),
+            Some(name) => crate::collection::collect::join(&self.path, name),
             None if self.path.is_empty() => "<root>".to_owned(),
             None => self.path.clone(),
         }
@@ -343,7 +345,13 @@ fn exported_empty(empty: &EmptyDeclaration, max_num_seqs: u64) -> ExportedEmpty 
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::{collect, DType, Geometry, KvError, KvSpec, ModelLocalKv, Positions, Scope};
+    use crate::collection::collect::collect;
+    use crate::declare::{ChildVisitor, ModelLocalKv};
+    use crate::error::KvError;
+    use crate::spec::dtype::DType;
+    use crate::spec::layout::Geometry;
+    use crate::spec::positions::Positions;
+    use crate::spec::{KvSpec, Scope};
     use serde_json::json;
 
     struct Talker;
@@ -374,7 +382,7 @@ mod tests {
                 problem: "missing".into(),
             })
         }
-        fn kv_visit_children(&self, visitor: &mut dyn crate::ChildVisitor) {
+        fn kv_visit_children(&self, visitor: &mut dyn ChildVisitor) {
             visitor.field("talker", &Talker);
         }
     }
@@ -474,10 +482,13 @@ mod tests {
 #[cfg(test)]
 mod round_trip {
     use super::*;
-    use crate::{
-        collect, DType, KvError, KvSpec, Latent, ModelLocalKv, Positions, RecurrentState, Scope,
-        StatePart,
-    };
+    use crate::collection::collect::collect;
+    use crate::declare::ModelLocalKv;
+    use crate::error::KvError;
+    use crate::spec::dtype::DType;
+    use crate::spec::layout::{Latent, RecurrentState, StatePart};
+    use crate::spec::positions::Positions;
+    use crate::spec::{KvSpec, Scope};
 
     struct Hybrid;
 

@@ -14,8 +14,10 @@ use std::collections::HashSet;
 use std::fmt::Write as _;
 use std::panic::{catch_unwind, AssertUnwindSafe};
 
-use crate::parallel::for_rank;
-use crate::{ChildVisitor, KvError, KvSpec, ModelLocalKv, OwnerId, Parallel, Segment};
+use crate::declare::{ChildVisitor, ModelLocalKv, OwnerId, Segment};
+use crate::error::KvError;
+use crate::parallel::{for_rank, Parallel};
+use crate::spec::KvSpec;
 
 /// One declaration and where in the model tree it was found.
 #[derive(Clone, Debug, PartialEq, Eq)]

@@ -11,9 +11,11 @@ use std::panic::{catch_unwind, AssertUnwindSafe};
 
 use log::Level;
 
-use crate::collection::Grouped;
+use super::collect::{collect, Collection};
+use super::group::Grouped;
+use crate::declare::ModelLocalKv;
+use crate::error::Overflow;
 use crate::units::{counted, report_bytes};
-use crate::{collect, Collection, ModelLocalKv, Overflow};
 
 const HEADER: &str = "Model-local KV (outside the paged manager)";
 

@@ -33,20 +33,20 @@
 
 use std::fmt::Write as _;
 
-use crate::collect::EmptyDeclaration;
-use crate::group::times;
+use super::collect::{Collection, EmptyDeclaration};
+use super::group::times;
+use crate::declare::type_decls::{AfterLoadDecl, AfterLoadRows, KvTypeDecls, NO_POSITIONS};
+use crate::error::Overflow;
+#[cfg(feature = "json")]
+use crate::export::json::{ExportedDeclaration, ExportedReport};
+use crate::spec::{KvSpec, Rows};
 use crate::units::human_bytes;
-use crate::{AfterLoadDecl, AfterLoadRows, Collection, KvSpec, KvTypeDecls, Overflow, Rows};
 
 /// What a figure reads when its byte arithmetic overflows `u64`.
 const OVERFLOW: &str = "overflow";
 
 /// What a figure reads when it is known only after the model is loaded.
 const KNOWN_AFTER_LOAD: &str = "known after load";
-
-/// What "Bounded by" reads for recurrent state (and what the derive writes
-/// as a recurrent state's bound before load).
-pub(crate) const NO_POSITIONS: &str = "no positions (recurrent state)";
 
 const COLUMNS: usize = 6;
 
@@ -189,15 +189,14 @@ impl Table {
     /// As [`Table::collection`], identical declarations of sibling owners
     /// are one row and declarations that yield nothing say so.
     #[cfg(feature = "json")]
-    pub fn report(mut self, report: &crate::export::ExportedReport) -> Table {
-        use crate::export::ExportedDeclaration;
+    pub fn report(mut self, report: &ExportedReport) -> Table {
         let unplaced = |d: &ExportedDeclaration| ExportedDeclaration {
             path: String::new(),
             full_name: String::new(),
             ..d.clone()
         };
         let declarations = &report.declarations;
-        let groups = crate::group::runs(
+        let groups = super::group::runs(
             declarations,
             |d| &d.path,
             |d| (d.owner_type.as_str(), d.name.as_str()),
@@ -404,7 +403,7 @@ fn group_size_cell(each: Result<u64, Overflow>, count: usize) -> String {
 
 /// An exported declaration's rows: `fixed(N; reason)` or its driver.
 #[cfg(feature = "json")]
-fn exported_rows(d: &crate::export::ExportedDeclaration) -> String {
+fn exported_rows(d: &ExportedDeclaration) -> String {
     match &d.rows_reason {
         Some(because) => fixed_cell(d.rows, because),
         None => d.rows_driver.clone(),
@@ -424,7 +423,7 @@ fn exported_size(each: Option<u64>, count: usize) -> String {
 
 /// Bounded by, from an exported declaration.
 #[cfg(feature = "json")]
-fn exported_bound(d: &crate::export::ExportedDeclaration) -> String {
+fn exported_bound(d: &ExportedDeclaration) -> String {
     match (d.positions, &d.positions_bound) {
         (Some(count), Some(reason)) => bounded_cell(count, reason),
         (Some(count), None) => count.to_string(),
@@ -512,7 +511,7 @@ fn write_line(
 mod tests {
     use super::*;
     use crate::__private_v0_1::{after_load_decl, after_load_fixed};
-    use crate::Scope;
+    use crate::spec::Scope;
 
     const fn decl(bytes_per_row: u64, count: u64) -> AfterLoadDecl {
         let rows = after_load_fixed(count, "r");

@@ -6,7 +6,8 @@
 
 use core::fmt;
 
-use crate::{DType, Overflow};
+use super::dtype::DType;
+use crate::error::Overflow;
 
 /// A block format: `block_elems` elements stored in `block_bytes` bytes,
 /// scales included. A vector whose length is not a multiple of the block

@@ -3,7 +3,9 @@
 
 use std::borrow::Cow;
 
-use crate::{Layout, Overflow, Storage};
+use super::layout::Layout;
+use super::storage::Storage;
+use crate::error::Overflow;
 
 /// One part of a row: what it holds, how it is stored, and its bytes.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -137,7 +139,10 @@ impl Layout {
 
 #[cfg(test)]
 mod tests {
-    use crate::{DType, Geometry, Latent, Layout, Positions, RecurrentState, StatePart, Storage};
+    use crate::spec::dtype::DType;
+    use crate::spec::layout::{Geometry, Latent, Layout, RecurrentState, StatePart};
+    use crate::spec::positions::Positions;
+    use crate::spec::storage::Storage;
 
     fn sum(layout: &Layout) -> u64 {
         layout
