@@ -16,6 +16,8 @@ use proc_macro2::{Span, TokenStream as TokenStream2};
 mod ast;
 mod attr;
 mod checks;
+#[cfg(test)]
+mod cost;
 mod expand;
 mod exprs;
 #[cfg(test)]
