@@ -7,10 +7,11 @@ use quote::ToTokens;
 use syn::spanned::Spanned;
 use syn::{Data, DeriveInput, Generics, Member, Path, Type};
 
-use crate::attr::{self, entries_of, kv_attributes, place_of};
-use crate::keys::{Attrs, Place};
+use crate::attr::keys::{Attrs, Place};
+use crate::attr::read::{self, place_of};
+use crate::attr::syntax::{entries_of, kv_attributes, Entry};
+use crate::errors::Errors;
 use crate::suggest::unraw;
-use crate::Errors;
 
 /// What every expansion needs, struct or not: the fallback impls use it.
 pub struct Shell<'a> {
@@ -123,7 +124,7 @@ pub fn parse<'a>(input: &'a DeriveInput, errors: &mut Errors) -> Parsed<'a> {
             .iter()
             .all(|e| matches!(place_of(e), Some(Place::Option | Place::Field)))
         {
-            attr::read(entries, Place::Option, &mut options, errors);
+            read::read(entries, Place::Option, &mut options, errors);
         } else {
             body.decls
                 .push(declaration(attribute, entries, None, errors));
@@ -161,12 +162,12 @@ pub fn parse<'a>(input: &'a DeriveInput, errors: &mut Errors) -> Parsed<'a> {
 
 fn declaration(
     attribute: &syn::Attribute,
-    entries: Vec<attr::Entry>,
+    entries: Vec<Entry>,
     field: Option<Member>,
     errors: &mut Errors,
 ) -> Decl {
     let mut attrs = Attrs::default();
-    attr::read(entries, Place::Declaration, &mut attrs, errors);
+    read::read(entries, Place::Declaration, &mut attrs, errors);
     Decl {
         span: attribute.path().span(),
         field,
@@ -182,7 +183,7 @@ fn parse_variant<'a>(variant: &'a syn::Variant, errors: &mut Errors) -> Variant<
         .iter()
         .filter_map(|field| field.ident.as_ref().map(ToString::to_string))
         .collect();
-    crate::read::with_bindings(bindings, || {
+    crate::attr::values::with_bindings(bindings, || {
         let mut fields = Fields::default();
         for attribute in kv_attributes(&variant.attrs) {
             let Some(entries) = entries_of(attribute, errors) else {
@@ -221,7 +222,7 @@ fn parse_fields<'a>(fields: &'a syn::Fields, parsed: &mut Fields<'a>, errors: &m
                 continue;
             };
             if entries.iter().any(|e| place_of(e) == Some(Place::Field)) {
-                attr::read(entries, Place::Field, &mut flags, errors);
+                read::read(entries, Place::Field, &mut flags, errors);
                 continue;
             }
             parsed

@@ -116,7 +116,11 @@ fn macro_cost() {
     if let Ok(dump) = std::env::var("KV_MACRO_DUMP") {
         let mut text = String::new();
         for (file, input) in &all {
-            text.push_str(&format!("== {}\n{}\n", file.display(), derive(input.clone())));
+            text.push_str(&format!(
+                "== {}\n{}\n",
+                file.display(),
+                derive(input.clone())
+            ));
         }
         std::fs::write(dump, text).expect("the dump file is writable");
     }

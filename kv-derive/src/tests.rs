@@ -219,7 +219,7 @@ fn only_unmarked_fields_of_checkable_types_are_checked() {
 
 #[test]
 fn a_type_is_written_back_as_a_person_writes_it() {
-    use crate::expand::type_text;
+    use crate::expand::unmarked::type_text;
     let text = |source: &str| type_text(TokenStream::from_str(source).expect("lexes"));
     assert_eq!(
         text("Option < Box < dyn Trait + Send > >"),
@@ -236,7 +236,7 @@ fn a_type_is_written_back_as_a_person_writes_it() {
 
 #[test]
 fn a_variants_bindings_are_values_but_not_as_later_segments() {
-    use crate::read::mentions_self_or;
+    use crate::attr::values::mentions_self_or;
     let reads = |source: &str, bindings: &[&str]| {
         let bindings: Vec<String> = bindings.iter().map(|b| (*b).to_owned()).collect();
         mentions_self_or(&TokenStream::from_str(source).expect("lexes"), &bindings)
@@ -271,9 +271,10 @@ fn a_field_marker_stands_alone_on_a_field() {
 // every key, and the name tables equal kv-core's.
 
 mod tables {
-    use crate::keys::{
-        column, dtype_bytes, key, Need, Place, BLOCK_FORMATS, DTYPES, KEYS, PER_TOKEN_HEAD_FORMATS,
-        POLICIES, SCOPES, VLLM_DTYPES,
+    use crate::attr::keys::{key, Need, Place, KEYS};
+    use crate::attr::tables::{
+        column, dtype_bytes, BLOCK_FORMATS, DTYPES, PER_TOKEN_HEAD_FORMATS, POLICIES, SCOPES,
+        VLLM_DTYPES,
     };
     use kv_core::__private_v0_1 as private;
     use kv_core::{BlockFormat, DType, Scope, Storage};

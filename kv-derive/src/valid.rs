@@ -7,11 +7,13 @@ use proc_macro2::{Ident, Span};
 use syn::{LitStr, Member};
 
 use crate::ast::{Child, Decl, Field, Fields, Input, Shell, Unmarked};
-use crate::checks;
-use crate::keys::{Need, Place, KEYS};
-use crate::read::{DTypeValue, Gate, Named, PositionsValue, RowsValue, StorageValue, Value};
+use crate::attr::keys::{Need, Place, KEYS};
+use crate::attr::values::{
+    DTypeValue, Gate, Named, PositionsValue, RowsValue, StorageValue, Value,
+};
+use crate::errors::Errors;
+use crate::expand::asserts;
 use crate::suggest::unraw;
-use crate::Errors;
 
 /// A struct or enum whose every declaration is complete: what `expand` needs.
 pub struct Derive<'a> {
@@ -248,7 +250,7 @@ fn fields<'a>(
         let Some(mut valid) = declaration(shell, &parsed.named, variant, decl, errors) else {
             continue;
         };
-        valid.literal = checks::literals_fit(&valid);
+        valid.literal = asserts::literals_fit(&valid);
         if names.contains(&valid.name) || taken.contains(&valid.name.as_str()) {
             let span = decl.attrs.name.get().map_or(decl.span, LitStr::span);
             errors.push(
@@ -284,7 +286,8 @@ fn declaration<'a>(
         let given = (key.given)(attrs);
         if let Some(given) = given {
             for conflict in key.conflicts {
-                if let Some(other) = crate::keys::key(conflict).and_then(|k| (k.given)(attrs)) {
+                if let Some(other) = crate::attr::keys::key(conflict).and_then(|k| (k.given)(attrs))
+                {
                     errors.push(
                         other.span(),
                         format!("`{conflict}` conflicts with `{given}`: {}", key.advice),
@@ -300,7 +303,7 @@ fn declaration<'a>(
             (Need::Required, _) => key.advice,
             (Need::UnlessAny(keys), _)
                 if !keys.iter().any(|other| {
-                    crate::keys::key(other).is_some_and(|k| (k.given)(attrs).is_some())
+                    crate::attr::keys::key(other).is_some_and(|k| (k.given)(attrs).is_some())
                 }) =>
             {
                 key.advice

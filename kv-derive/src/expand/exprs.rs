@@ -5,7 +5,7 @@
 use proc_macro2::{Ident, TokenStream};
 use quote::{quote, quote_spanned};
 
-use crate::read::{DTypeValue, PolicyValue, StorageValue, Value};
+use crate::attr::values::{DTypeValue, PolicyValue, StorageValue, Value};
 use crate::valid::Geometry;
 
 /// A count as a `u64` expression.

@@ -5,13 +5,14 @@ use proc_macro2::{Delimiter, Ident, Literal, Span, TokenStream, TokenTree};
 use syn::spanned::Spanned;
 use syn::{Lit, LitStr, Path};
 
-use crate::attr::{parse_entries, split_top_level};
-use crate::keys::{
-    self, column, Policy, BLOCK_FORMATS, DTYPES, PER_TOKEN_HEAD_FORMATS, POLICIES, ROW_DRIVERS,
-    SCOPES, VLLM_DTYPES,
+use super::keys;
+use super::syntax::{parse_entries, split_top_level};
+use super::tables::{
+    column, Policy, BLOCK_FORMATS, DTYPES, PER_TOKEN_HEAD_FORMATS, POLICIES, ROW_DRIVERS, SCOPES,
+    VLLM_DTYPES,
 };
+use crate::errors::Errors;
 use crate::suggest::{closest, nearest, or_list};
-use crate::Errors;
 
 /// A count or expression, classified by what it can be checked against.
 #[derive(Clone)]

@@ -9,9 +9,9 @@
 use proc_macro2::TokenStream;
 use quote::quote_spanned;
 
-use crate::exprs::{count, geometry};
-use crate::keys::dtype_bytes;
-use crate::read::{DTypeValue, PositionsValue, RowsValue, Value};
+use super::exprs::{count, geometry};
+use crate::attr::tables::dtype_bytes;
+use crate::attr::values::{DTypeValue, PositionsValue, RowsValue, Value};
 use crate::valid::{Geometry, Kind, ValidDecl};
 
 /// Whether a declaration's figures known before load (its geometry and
