@@ -1,20 +1,20 @@
-//! The one table of `#[kv(...)]` keys, the slots they fill, and the tables of
-//! dtype and scope names. Each key is written once, in [`keys!`]: its name,
-//! its slot in [`Attrs`] and its constant in [`name`] (conflict lists are
-//! built from those constants, so a misspelt one does not compile), its
-//! place, value form, need, conflicts and texts. Adding a key: its entry
-//! there, its reader in `values.rs` (unless an existing one fits: `text`,
-//! `count`), its expansion in `expand/declarations.rs` (an optional key is read there from
-//! its slot; a required one also gets a field in `valid::ValidDecl`), its row
-//! in the derive's docs (kv-core/src/lib.rs; a test fails without it) and a
-//! ui case. Everything else (the walk, duplicate, missing and conflicting
-//! keys, suggestions, the fuzzer's grammar and mutations) reads this table.
-
+//! The one table of `#[kv(...)]` keys and the slots they fill. Each key is
+//! written once, in [`keys!`]: its name, its slot in [`Attrs`] and its
+//! constant in [`name`] (conflict lists are built from those constants, so a
+//! misspelt one does not compile), its place, value form, need, conflicts
+//! and texts. Its reader is handed the key's own entry, so a message names
+//! the key as the table does. Adding a key: its entry there, its reader in
+//! `values.rs` (unless an existing one fits: `text`, `count`), its expansion
+//! in `expand/declarations.rs` (an optional key is read there from its slot;
+//! a required one also gets a field in `valid::ValidDecl`), its row in the
+//! derive's docs (kv-core/src/lib.rs; a test fails without it) and a ui
+//! case. Everything else (the walk, duplicate, missing and conflicting keys,
+//! suggestions, the fuzzer's grammar and mutations) reads this table.
 use proc_macro2::{Ident, TokenStream};
 use syn::{LitStr, Path};
 
 use super::values::{
-    self, DTypeValue, Gate, Named, PositionsValue, RowsValue, StorageValue, Value,
+    self, DTypeValue, Gate, Named, PositionsValue, RowsValue, StorageValue, Value, BECAUSE_ADVICE,
 };
 use crate::errors::Errors;
 
@@ -82,14 +82,16 @@ pub struct Key {
     pub example: &'static str,
     /// What to write, shown when the key is blank or missing.
     pub advice: &'static str,
-    /// Reads the value (empty for flags) into the key's slot.
-    pub read: fn(&mut Attrs, &Ident, TokenStream, &mut Errors),
+    /// Reads the value (empty for flags) into the key's slot. The reader is
+    /// handed its own entry, so it names the key as the table does.
+    pub read: fn(&'static Key, &mut Attrs, &Ident, TokenStream, &mut Errors),
     /// The key's token, when given.
     pub given: fn(&Attrs) -> Option<&Ident>,
 }
 
 /// Each key written once: its slot in [`Attrs`], its constant in [`name`],
-/// its entry in [`KEYS`].
+/// its entry in [`KEYS`]. `read: |value, key, errors| ...` reads the value
+/// with `key` bound to the entry itself.
 macro_rules! keys {
     ($(
         $field:ident: $ty:ty = $name:literal {
@@ -99,7 +101,7 @@ macro_rules! keys {
             conflicts: $conflicts:expr,
             example: $example:expr,
             advice: $advice:expr,
-            read: |$value:pat_param, $errors:ident| $read:expr,
+            read: |$value:pat_param, $key:pat_param, $errors:ident| $read:expr,
         }
     )*) => {
         /// Every key's name, as a constant named like its slot.
@@ -118,8 +120,9 @@ macro_rules! keys {
                 conflicts: $conflicts,
                 example: $example,
                 advice: $advice,
-                read: |attrs, key, $value, errors| {
-                    set(&mut attrs.$field, key, errors, |$errors| $read)
+                read: |key, attrs, token, $value, errors| {
+                    let $key = key;
+                    set(&mut attrs.$field, token, errors, |$errors| $read)
                 },
                 given: |attrs| attrs.$field.key(),
             },
@@ -176,8 +179,6 @@ const NOT_WITH_STATE: &[&str] = &[
     name::latent,
     name::positions,
 ];
-/// What a blank `because` needs, in `skip` and in `bounded(..)` / `fixed(..)`.
-pub const BECAUSE_ADVICE: &str = "say why, or the value cannot be reviewed";
 const COUNT: &str = "a positive integer, a const expression, or an expression on `self`";
 
 keys! {
@@ -188,7 +189,7 @@ keys! {
         conflicts: &[],
         example: "a string literal, like `name = \"retained\"`",
         advice: "name the declaration",
-        read: |v, e| values::text(v, name::name, e),
+        read: |v, key, e| values::text(v, key.name, key.advice, e),
     }
     cache: LitStr = "cache" {
         place: Declaration,
@@ -197,7 +198,7 @@ keys! {
         conflicts: &[],
         example: "a string literal, like `cache = \"StaticCache\"`",
         advice: "say what kind of cache holds this, e.g. `cache = \"StaticCache\"`",
-        read: |v, e| values::text(v, name::cache, e),
+        read: |v, key, e| values::text(v, key.name, key.advice, e),
     }
     layers: Value = "layers" {
         place: Declaration,
@@ -206,7 +207,7 @@ keys! {
         conflicts: &[],
         example: COUNT,
         advice: GEOMETRY_PARTS,
-        read: |v, e| values::count(v, name::layers, e),
+        read: |v, key, e| values::count(v, key.name, e),
     }
     kv_heads: Value = "kv_heads" {
         place: Declaration,
@@ -215,7 +216,7 @@ keys! {
         conflicts: &[],
         example: COUNT,
         advice: GEOMETRY_PARTS,
-        read: |v, e| values::count(v, name::kv_heads, e),
+        read: |v, key, e| values::count(v, key.name, e),
     }
     head_dim: Value = "head_dim" {
         place: Declaration,
@@ -224,7 +225,7 @@ keys! {
         conflicts: &[],
         example: COUNT,
         advice: GEOMETRY_PARTS,
-        read: |v, e| values::count(v, name::head_dim, e),
+        read: |v, key, e| values::count(v, key.name, e),
     }
     v_head_dim: Value = "v_head_dim" {
         place: Declaration,
@@ -233,7 +234,7 @@ keys! {
         conflicts: &[],
         example: COUNT,
         advice: GEOMETRY_PARTS,
-        read: |v, e| values::count(v, name::v_head_dim, e),
+        read: |v, key, e| values::count(v, key.name, e),
     }
     dtype: DTypeValue = "dtype" {
         place: Declaration,
@@ -242,7 +243,7 @@ keys! {
         conflicts: &[],
         example: "a dtype like `bf16`, or an expression of type `kv_core::DType`",
         advice: GEOMETRY_PARTS,
-        read: |v, e| values::dtype(v, e),
+        read: |v, _, e| values::dtype(v, e),
     }
     geometry: Value = "geometry" {
         place: Declaration,
@@ -251,7 +252,7 @@ keys! {
         conflicts: ATTENTION_PARTS,
         example: "an expression of type `Geometry` or `Result<Geometry, KvError>`",
         advice: "give the geometry whole, or its parts",
-        read: |v, _e| Some(values::expression(v)),
+        read: |v, _, _e| Some(values::expression(v)),
     }
     kv_format: StorageValue = "kv_format" {
         place: Declaration,
@@ -260,7 +261,7 @@ keys! {
         conflicts: &[],
         example: "a format like `q8_0`, `i4` or `bf16`, or an expression of type `kv_core::Storage`",
         advice: "name how keys and values are stored, e.g. `kv_format = q8_0`",
-        read: |v, e| values::storage(v, name::kv_format, e),
+        read: |v, key, e| values::storage(v, key.name, e),
     }
     v_format: StorageValue = "v_format" {
         place: Declaration,
@@ -269,7 +270,7 @@ keys! {
         conflicts: &[],
         example: "a format like `q8_0`, `i4` or `bf16`, or an expression of type `kv_core::Storage`",
         advice: "name how values are stored, where it differs from keys",
-        read: |v, e| values::storage(v, name::v_format, e),
+        read: |v, key, e| values::storage(v, key.name, e),
     }
     latent: Value = "latent" {
         place: Declaration,
@@ -279,7 +280,7 @@ keys! {
         example: "an expression of type `kv_core::Latent`, like `Latent::new(27, 512, 64, DType::BF16)`",
         advice: "an MLA latent has no KV heads or head dims of its own: give `latent = ...` \
                  (layers, kv_lora_rank, rope dim, storage) with `positions`, and no attention parts",
-        read: |v, _e| Some(values::expression(v)),
+        read: |v, _, _e| Some(values::expression(v)),
     }
     state: Value = "state" {
         place: Declaration,
@@ -289,7 +290,7 @@ keys! {
         example: "an expression of type `kv_core::RecurrentState`",
         advice: "recurrent state is per sequence and has no positions or attention geometry: \
                  give `state = ...` (layers and named parts) without them",
-        read: |v, _e| Some(values::expression(v)),
+        read: |v, _, _e| Some(values::expression(v)),
     }
     positions: PositionsValue = "positions" {
         place: Declaration,
@@ -298,7 +299,7 @@ keys! {
         conflicts: &[],
         example: "`positions = bounded(N, because = \"...\")` or a policy like `window_minus_one(72)`",
         advice: "say how many positions the cache holds and why, e.g. `positions = bounded(2048, because = \"max_cache_len\")`",
-        read: |v, e| values::positions(v, e),
+        read: |v, _, e| values::positions(v, e),
     }
     scope: Named = "scope" {
         place: Declaration,
@@ -307,7 +308,7 @@ keys! {
         conflicts: &[],
         example: "one of `invocation`, `request`, `session`, `model`",
         advice: "one of `invocation`, `request`, `session`, `model`",
-        read: |v, e| values::scope(v, e),
+        read: |v, _, e| values::scope(v, e),
     }
     rows: RowsValue = "rows" {
         place: Declaration,
@@ -316,7 +317,7 @@ keys! {
         conflicts: &[],
         example: "`rows = max_num_seqs` or `rows = fixed(N, because = \"...\")`",
         advice: "`rows = max_num_seqs` or `rows = fixed(N, because = \"...\")`; rows never default to 1, which would silently understate",
-        read: |v, e| values::rows(v, e),
+        read: |v, _, e| values::rows(v, e),
     }
     only_when: Gate = "only_when" {
         place: Declaration,
@@ -325,7 +326,7 @@ keys! {
         conflicts: &[],
         example: "`only_when = \"bool_field\"` or `only_when = \"method()\"`",
         advice: "name a bool field, or a `fn(&self) -> bool` as `\"method()\"`, or leave it out",
-        read: |v, e| values::gate(v, e),
+        read: |v, key, e| values::gate(v, key.name, key.advice, e),
     }
     assumes: LitStr = "assumes" {
         place: Declaration,
@@ -334,7 +335,7 @@ keys! {
         conflicts: &[],
         example: "a string literal, like `assumes = \"one session at a time\"`",
         advice: "say something or leave it out",
-        read: |v, e| values::text(v, name::assumes, e),
+        read: |v, key, e| values::text(v, key.name, key.advice, e),
     }
     note: LitStr = "note" {
         place: Declaration,
@@ -343,7 +344,7 @@ keys! {
         conflicts: &[],
         example: "a string literal, like `note = \"one tensor per layer\"`",
         advice: "say something or leave it out",
-        read: |v, e| values::text(v, name::note, e),
+        read: |v, key, e| values::text(v, key.name, key.advice, e),
     }
     on_host: LitStr = "on_host" {
         place: Declaration,
@@ -352,7 +353,7 @@ keys! {
         conflicts: &[],
         example: "a string literal, like `on_host = \"offloaded to CPU between steps\"`",
         advice: "say why it lives in host memory, or leave it out (device is the default)",
-        read: |v, e| values::text(v, name::on_host, e),
+        read: |v, key, e| values::text(v, key.name, key.advice, e),
     }
     whole_on_every_rank: LitStr = "whole_on_every_rank" {
         place: Declaration,
@@ -361,7 +362,7 @@ keys! {
         conflicts: &[],
         example: "a string literal, like `whole_on_every_rank = \"the encoder is not sharded\"`",
         advice: "say why tensor and pipeline parallelism do not divide it, or leave it out",
-        read: |v, e| values::text(v, name::whole_on_every_rank, e),
+        read: |v, key, e| values::text(v, key.name, key.advice, e),
     }
     krate: Path = "crate" {
         place: Option,
@@ -370,7 +371,7 @@ keys! {
         conflicts: &[],
         example: "`crate = \"path::to::kv_core\"`",
         advice: "name the path kv-core is reachable at",
-        read: |v, e| values::krate(v, e),
+        read: |v, key, e| values::krate(v, key.name, key.advice, e),
     }
     transparent: () = "transparent" {
         place: Option,
@@ -379,7 +380,7 @@ keys! {
         conflicts: &[],
         example: "`#[kv(transparent)]`",
         advice: "",
-        read: |_, _e| Some(()),
+        read: |_, _, _e| Some(()),
     }
     child: () = "child" {
         place: Field,
@@ -388,7 +389,7 @@ keys! {
         conflicts: &[],
         example: "`#[kv(child)]`",
         advice: "",
-        read: |_, _e| Some(()),
+        read: |_, _, _e| Some(()),
     }
     skip: () = "skip" {
         place: Field,
@@ -397,7 +398,7 @@ keys! {
         conflicts: &[],
         example: "`#[kv(skip, because = \"...\")]`",
         advice: "",
-        read: |_, _e| Some(()),
+        read: |_, _, _e| Some(()),
     }
     because: LitStr = "because" {
         place: Field,
@@ -406,7 +407,7 @@ keys! {
         conflicts: &[],
         example: "a string literal, like `because = \"the draft model is reported by its own engine\"`",
         advice: BECAUSE_ADVICE,
-        read: |v, e| values::text(v, name::because, e),
+        read: |v, key, e| values::text(v, key.name, key.advice, e),
     }
 }
 

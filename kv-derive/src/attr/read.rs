@@ -45,7 +45,7 @@ pub fn read(entries: Vec<Entry>, place: Place, attrs: &mut Attrs, errors: &mut E
             continue;
         }
         match (key.takes_value(), entry.value) {
-            (true, Some(value)) => (key.read)(attrs, &entry.key, value, errors),
+            (true, Some(value)) => (key.read)(key, attrs, &entry.key, value, errors),
             (true, None) => {
                 errors.push(
                     entry.key.span(),
@@ -60,7 +60,7 @@ pub fn read(entries: Vec<Entry>, place: Place, attrs: &mut Attrs, errors: &mut E
                         format!("`{name}` takes no value: write `#[kv({name})]`"),
                     );
                 }
-                (key.read)(attrs, &entry.key, TokenStream::new(), errors);
+                (key.read)(key, attrs, &entry.key, TokenStream::new(), errors);
             }
         }
     }
