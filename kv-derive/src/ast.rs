@@ -134,10 +134,7 @@ pub fn parse<'a>(input: &'a DeriveInput, errors: &mut Errors) -> Parsed<'a> {
         ident: &input.ident,
         type_name: unraw(&input.ident),
         generics: &input.generics,
-        krate: options
-            .krate
-            .take()
-            .unwrap_or_else(|| syn::parse_quote!(::kv_core)),
+        krate: options.krate.take().unwrap_or_else(default_crate),
     };
     let variants = match &input.data {
         Data::Struct(data) => {
@@ -282,4 +279,11 @@ fn not_a_struct<'a>(shell: Shell<'a>, span: Span, errors: &mut Errors) -> Parsed
         "#[derive(ModelLocalKv)] supports structs and enums, not unions; declare on the struct that holds the cache",
     );
     Parsed::NotAStruct(shell)
+}
+
+/// `::kv_core`, built rather than parsed on every derive.
+fn default_crate() -> Path {
+    let mut path = Path::from(Ident::new("kv_core", Span::call_site()));
+    path.leading_colon = Some(syn::Token![::](Span::call_site()));
+    path
 }

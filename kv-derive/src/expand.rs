@@ -15,7 +15,7 @@ mod lifetimes;
 mod tuples;
 pub mod unmarked;
 
-use proc_macro2::TokenStream;
+use proc_macro2::{Delimiter, Group, TokenStream};
 use quote::{format_ident, quote, quote_spanned, ToTokens};
 
 use crate::ast::Child;
@@ -170,12 +170,14 @@ pub fn expand(derive: &Derive<'_>) -> TokenStream {
     let children = if children.is_empty() {
         TokenStream::new()
     } else {
-        quote! { children (__kv_visitor) { #(#children)* } }
+        let children = group(Delimiter::Brace, children, false);
+        quote! { children (__kv_visitor) #children }
     };
     let items = if items.is_empty() {
         TokenStream::new()
     } else {
-        quote! { items { #items } }
+        let items = Group::new(Delimiter::Brace, items);
+        quote! { items #items }
     };
     let concrete = concrete_type(shell);
     let mut check = TokenStream::new();
@@ -195,29 +197,46 @@ pub fn expand(derive: &Derive<'_>) -> TokenStream {
     let force_checks = if check.is_empty() {
         TokenStream::new()
     } else {
-        quote! { check { #check } }
+        let check = Group::new(Delimiter::Brace, check);
+        quote! { check #check }
     };
     // A generic type has no single set of declarations to register.
     let register = concrete.map(|ty| {
         if owner_types.is_empty() {
             quote! { register #ty; }
         } else {
-            quote! { register #ty, |__kv_types| { #owner_types }; }
+            let owner_types = Group::new(Delimiter::Brace, owner_types);
+            quote! { register #ty, |__kv_types| #owner_types; }
         }
     });
-    let header = header(shell, child_bounds(derive));
 
-    quote! {
-        #krate::__kv_impl_v0_1! {
-            #header
-            static [#(#static_specs),*];
-            after_load [#(#after_load),*];
-            checks [#(#checks)*];
-            fn (self, __kv_out) { #evaluate_checks #declarations }
-            #children
-            #items
-            #force_checks
-            #register
+    // Built from owned parts, each list in its group: `quote!` would copy
+    // every token of what it interpolates.
+    let static_specs = group(Delimiter::Bracket, static_specs, true);
+    let after_load = group(Delimiter::Bracket, after_load, true);
+    let checks = group(Delimiter::Bracket, checks, false);
+    let body = group(Delimiter::Brace, vec![evaluate_checks, declarations], false);
+    let mut input = header(shell, child_bounds(derive));
+    input.extend(quote! {
+        static #static_specs;
+        after_load #after_load;
+        checks #checks;
+        fn (self, __kv_out) #body
+    });
+    input.extend([children, items, force_checks, register.unwrap_or_default()]);
+    let input = Group::new(Delimiter::Brace, input);
+    quote! { #krate::__kv_impl_v0_1! #input }
+}
+
+/// `parts` in a group, moved rather than copied, separated by commas if
+/// `commas`.
+fn group(delimiter: Delimiter, parts: Vec<TokenStream>, commas: bool) -> Group {
+    let mut tokens = TokenStream::new();
+    for (index, part) in parts.into_iter().enumerate() {
+        if commas && index > 0 {
+            tokens.extend(quote!(,));
         }
+        tokens.extend(part);
     }
+    Group::new(delimiter, tokens)
 }

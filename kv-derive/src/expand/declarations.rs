@@ -1,7 +1,7 @@
 //! Each declaration's code: its `KvSpec` (const, or built after load), what
 //! is known of it before load, its gate, and its const checks.
 
-use proc_macro2::{Ident, TokenStream};
+use proc_macro2::{Delimiter, Group, Ident, TokenStream};
 use quote::{quote, quote_spanned};
 
 use super::asserts;
@@ -30,8 +30,9 @@ impl Declarations {
             let mut static_index = None;
             let push = if decl.is_after_load() {
                 self.after_load.push(after_load_decl(decl));
-                let spec = spec(decl);
-                quote! { __kv::declare(__kv_out, #type_name, #name, || __kv::Ok(#spec))?; }
+                // In a group, so `quote!` copies a handle, not every token.
+                let spec = Group::new(Delimiter::Parenthesis, spec(decl));
+                quote! { __kv::declare(__kv_out, #type_name, #name, || __kv::Ok #spec)?; }
             } else {
                 let index = self.static_specs.len();
                 static_index = Some(index);
@@ -46,7 +47,8 @@ impl Declarations {
             declarations.extend(match &decl.gate {
                 Some(gate) => {
                     let condition = gate_expression(gate);
-                    quote! { if #condition { #push } }
+                    let push = Group::new(Delimiter::Brace, push);
+                    quote! { if #condition #push }
                 }
                 None => push,
             });
