@@ -10,6 +10,7 @@ mod bounds;
 mod declarations;
 pub mod exprs;
 pub mod fallback;
+mod generics;
 mod header;
 mod lifetimes;
 mod tuples;
@@ -22,6 +23,7 @@ use crate::ast::Child;
 use crate::valid::Derive;
 use bounds::child_bounds;
 use declarations::Declarations;
+use generics::Names;
 use header::{concrete_type, header};
 use lifetimes::with_static_lifetimes;
 use unmarked::unmarked_check;
@@ -61,22 +63,13 @@ pub fn expand(derive: &Derive<'_>) -> TokenStream {
         quote! { let () = <Self as __kv::DeclaredKv>::__KV_CHECKS; }
     };
 
-    let params: Vec<String> = shell
-        .generics
-        .type_params()
-        .map(|param| param.ident.to_string())
-        .collect();
+    let names = Names::of(shell);
     let mut items = TokenStream::new();
     let mut markers = 0;
     // What each child field's type may hold, for the registry's start-up check.
     let mut owner_types = TokenStream::new();
-    let lifetimes: Vec<String> = shell
-        .generics
-        .lifetimes()
-        .map(|param| param.lifetime.ident.to_string())
-        .collect();
     let mut visit = |child: &Child<'_>, access: TokenStream, segment: &str| {
-        let tuples = tuples::tuples(child.ty, &params);
+        let tuples = tuples::tuples(child.ty, &names.types);
         let via = if tuples.is_empty() {
             None
         } else {
@@ -85,9 +78,11 @@ pub fn expand(derive: &Derive<'_>) -> TokenStream {
             items.extend(impls);
             Some(marker)
         };
-        let mut no_self = params.clone();
-        no_self.push("Self".to_owned());
-        if let Some(ty) = with_static_lifetimes(child.ty.to_token_stream(), &no_self, &lifetimes) {
+        if let Some(ty) = with_static_lifetimes(
+            child.ty.to_token_stream(),
+            &names.types_and_self,
+            &names.lifetimes,
+        ) {
             let via = via
                 .as_ref()
                 .map_or_else(|| quote!(__kv::Owners), |via| quote!(#via));
@@ -186,12 +181,12 @@ pub fn expand(derive: &Derive<'_>) -> TokenStream {
         check.extend(quote! { const _: () = <#ty as __kv::DeclaredKv>::__KV_CHECKS; });
     }
     for field in derive.body.unmarked {
-        check.extend(unmarked_check(shell, &shell.type_name, field));
+        check.extend(unmarked_check(&names, &shell.type_name, field));
     }
     for variant in derive.variants.iter().flatten() {
         let owner = format!("{}::{}", shell.type_name, variant.name);
         for field in variant.fields.unmarked {
-            check.extend(unmarked_check(shell, &owner, field));
+            check.extend(unmarked_check(&names, &owner, field));
         }
     }
     let force_checks = if check.is_empty() {
@@ -216,7 +211,7 @@ pub fn expand(derive: &Derive<'_>) -> TokenStream {
     let after_load = group(Delimiter::Bracket, after_load, true);
     let checks = group(Delimiter::Bracket, checks, false);
     let body = group(Delimiter::Brace, vec![evaluate_checks, declarations], false);
-    let mut input = header(shell, child_bounds(derive));
+    let mut input = header(shell, child_bounds(derive, &names.types));
     input.extend(quote! {
         static #static_specs;
         after_load #after_load;

@@ -172,7 +172,8 @@ pub(crate) fn mentions_self_or(tokens: &TokenStream, bindings: &[String]) -> boo
     tokens.clone().into_iter().any(|tree| {
         let found = match &tree {
             TokenTree::Ident(ident) => {
-                ident == "self" || (!after_dot && bindings.contains(&ident.to_string()))
+                ident == "self"
+                    || (!after_dot && !bindings.is_empty() && bindings.contains(&ident.to_string()))
             }
             TokenTree::Group(group) => mentions_self_or(&group.stream(), bindings),
             _ => false,

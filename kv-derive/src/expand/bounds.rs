@@ -9,14 +9,9 @@ use crate::valid::Derive;
 /// The type's where clause, plus `FieldType: KvChild` for each child field
 /// whose type names a type parameter (as serde infers its bounds), so that
 /// `struct Wrapper<M> { #[kv(child)] inner: Arc<M> }` needs no bound written.
-pub fn child_bounds(derive: &Derive<'_>) -> TokenStream {
+pub fn child_bounds(derive: &Derive<'_>, params: &[String]) -> TokenStream {
     let shell = derive.shell;
     let krate = &shell.krate;
-    let params: Vec<String> = shell
-        .generics
-        .type_params()
-        .map(|param| param.ident.to_string())
-        .collect();
     let mut predicates: Vec<TokenStream> = shell
         .generics
         .where_clause
@@ -26,7 +21,7 @@ pub fn child_bounds(derive: &Derive<'_>) -> TokenStream {
     if !params.is_empty() {
         for child in derive.all_children() {
             let ty = child.ty.to_token_stream();
-            if mentions_any(&ty, &params) {
+            if mentions_any(&ty, params) {
                 predicates.push(quote!(#ty: #krate::declare::KvChild));
             }
         }

@@ -3,9 +3,10 @@
 use proc_macro2::{Delimiter, TokenStream, TokenTree};
 use quote::{quote, quote_spanned, ToTokens};
 
+use super::generics::Names;
 use super::lifetimes::with_static_lifetimes;
 use super::tuples;
-use crate::ast::{Shell, Unmarked};
+use crate::ast::Unmarked;
 
 /// Names that cannot make a type hold an owner: primitives, and the standard
 /// containers and their paths. A type written with these alone (`u32`,
@@ -79,29 +80,24 @@ fn is_inert(tokens: TokenStream) -> bool {
 /// `child` nor `skip` whose type can be checked where the struct is defined:
 /// one that names no type or const parameter and not `Self` (its lifetimes
 /// become `'static`). A field of an inert type is not checked.
-pub fn unmarked_check(shell: &Shell<'_>, owner: &str, field: &Unmarked<'_>) -> TokenStream {
+pub fn unmarked_check(names: &Names, owner: &str, field: &Unmarked<'_>) -> TokenStream {
     let label = format!("{owner}.{}", field.segment);
-    let params: Vec<String> = shell
-        .generics
-        .type_params()
-        .map(|param| param.ident.to_string())
-        .collect();
-    let tuples = tuples::tuples(field.ty, &params);
+    let tuples = tuples::tuples(field.ty, &names.types);
     if tuples.is_empty() {
-        return unmarked_type(shell, &label, field, field.ty).unwrap_or_default();
+        return unmarked_type(names, &label, field, field.ty).unwrap_or_default();
     }
     // A tuple holding owners and things that declare nothing is no `KvChild`
     // as a whole, so its elements are asked one by one; every owner a child
     // field could reach is in one of them.
     tuples::leaves(&tuples)
         .into_iter()
-        .filter_map(|element| unmarked_type(shell, &label, field, element))
+        .filter_map(|element| unmarked_type(names, &label, field, element))
         .collect()
 }
 
 /// The check that `ty`, in the unmarked `field`, declares no KV.
 fn unmarked_type(
-    shell: &Shell<'_>,
+    names: &Names,
     label: &str,
     field: &Unmarked<'_>,
     ty: &syn::Type,
@@ -110,18 +106,7 @@ fn unmarked_type(
     if is_inert(tokens.clone()) {
         return None;
     }
-    let generics = shell.generics;
-    let mut params: Vec<String> = generics
-        .type_params()
-        .map(|param| param.ident.to_string())
-        .collect();
-    params.extend(generics.const_params().map(|param| param.ident.to_string()));
-    params.push("Self".to_string());
-    let lifetimes: Vec<String> = generics
-        .lifetimes()
-        .map(|param| param.lifetime.ident.to_string())
-        .collect();
-    let ty = with_static_lifetimes(tokens, &params, &lifetimes)?;
+    let ty = with_static_lifetimes(tokens, &names.all_and_self, &names.lifetimes)?;
     let whole = field.ty.to_token_stream();
     let end = whole.clone().into_iter().last()?.span();
     let written = type_text(whole);
