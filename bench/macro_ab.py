@@ -7,7 +7,8 @@ Each tree is a checkout of this repository with kv-derive's `cost.rs`
 (`macro_cost`, an ignored test). Both test binaries are built (test profile,
 opt-level 0, as rustc runs a proc macro in a dev build), then run alternately,
 PAIRS times (before, after, then after, before, ...), each expanding every
-input ROUNDS times and reporting its median round. Inputs: the bench's 200
+input ROUNDS times and reporting its fastest round (the least disturbed by
+other processes on a shared machine). Inputs: the bench's 200
 structs (bench/gen_compile.py, written under the after tree's target/) and the
 after tree's ui cases, examples and tests. Prints each pair's ratio
 after/before, the median of those, and the medians of each side.
