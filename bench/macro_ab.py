@@ -2,6 +2,7 @@
 """The derive's own running time, two builds side by side (issue #27).
 
 Usage: macro_ab.py BEFORE_TREE AFTER_TREE [PAIRS] [ROUNDS]
+       macro_ab.py --instructions BEFORE_TREE AFTER_TREE
 
 Each tree is a checkout of this repository with kv-derive's `cost.rs`
 (`macro_cost`, an ignored test). Both test binaries are built (test profile,
@@ -12,6 +13,10 @@ other processes on a shared machine). Inputs: the bench's 200
 structs (bench/gen_compile.py, written under the after tree's target/) and the
 after tree's ui cases, examples and tests. Prints each pair's ratio
 after/before, the median of those, and the medians of each side.
+
+With --instructions, each binary instead runs under valgrind's callgrind with
+0 and 2 rounds, and the instructions of one round (half the difference) are
+compared: a count that load from other processes does not change.
 """
 
 import os
@@ -20,9 +25,13 @@ import statistics
 import subprocess
 import sys
 
-before, after = sys.argv[1], sys.argv[2]
-pairs = int(sys.argv[3]) if len(sys.argv) > 3 else 9
-rounds = sys.argv[4] if len(sys.argv) > 4 else "15"
+args = sys.argv[1:]
+instructions = args[:1] == ["--instructions"]
+if instructions:
+    args = args[1:]
+before, after = args[0], args[1]
+pairs = int(args[2]) if len(args) > 2 else 9
+rounds = args[3] if len(args) > 3 else "15"
 
 gen = os.path.join(after, "target", "kv-macro-ab")
 subprocess.run(
@@ -56,7 +65,24 @@ def run(binary):
     return int(re.search(r"round_ns (\d+)", out).group(1)) / 1e6
 
 
+def instructions_per_round(binary):
+    counts = []
+    for n in ("0", "2"):
+        out = subprocess.run(
+            ["valgrind", "--tool=callgrind", "--callgrind-out-file=/dev/null", binary,
+             "macro_cost", "--ignored", "--test-threads=1"],
+            env=dict(env, KV_MACRO_ROUNDS=n), capture_output=True, text=True, check=True)
+        counts.append(int(re.search(r"Collected : (\d+)", out.stderr).group(1)))
+    return (counts[1] - counts[0]) / 2
+
+
 binaries = {"before": build(before), "after": build(after)}
+if instructions:
+    per_round = {side: instructions_per_round(b) for side, b in binaries.items()}
+    print(f"instructions per round: before {per_round['before'] / 1e6:.1f} M, "
+          f"after {per_round['after'] / 1e6:.1f} M, "
+          f"ratio {per_round['after'] / per_round['before']:.3f}")
+    sys.exit(0)
 times = {"before": [], "after": []}
 for i in range(pairs):
     order = ["before", "after"] if i % 2 == 0 else ["after", "before"]
