@@ -467,3 +467,66 @@ fn field_markers_say_what_is_missing_or_contradictory() {
         "{on_struct}"
     );
 }
+
+/// The top-level parts, split at commas, of the bracketed list after `label`
+/// in the `__kv_impl_v0_1!` call of `output`.
+fn list_after(output: TokenStream, label: &str) -> Vec<String> {
+    let body = output
+        .into_iter()
+        .find_map(|tree| match tree {
+            TokenTree::Group(group) if group.delimiter() == Delimiter::Brace => {
+                Some(group.stream())
+            }
+            _ => None,
+        })
+        .expect("the macro call's body");
+    let mut trees = body.into_iter();
+    while let Some(tree) = trees.next() {
+        if matches!(&tree, TokenTree::Ident(ident) if ident == label) {
+            if let Some(TokenTree::Group(list)) = trees.next() {
+                let mut parts = vec![TokenStream::new()];
+                for tree in list.stream() {
+                    match &tree {
+                        TokenTree::Punct(p) if p.as_char() == ',' => parts.push(TokenStream::new()),
+                        _ => parts.last_mut().expect("one part").extend([tree]),
+                    }
+                }
+                return parts.iter().map(TokenStream::to_string).collect();
+            }
+        }
+    }
+    panic!("no list after `{label}`");
+}
+
+#[test]
+fn declarations_are_listed_one_per_comma() {
+    let source = "#[kv(name = \"a\", cache = \"c\", layers = 1, kv_heads = 1, head_dim = 1, \
+                  dtype = bf16, positions = bounded(N, because = \"n\"), scope = request, \
+                  rows = max_num_seqs)] \
+                  #[kv(name = \"b\", cache = \"c\", layers = 1, kv_heads = 1, head_dim = 1, \
+                  dtype = bf16, positions = bounded(N, because = \"n\"), scope = request, \
+                  rows = max_num_seqs)] \
+                  #[kv(name = \"c\", cache = \"c\", layers = self.n, kv_heads = 1, head_dim = 1, \
+                  dtype = bf16, positions = bounded(N, because = \"n\"), scope = request, \
+                  rows = max_num_seqs)] \
+                  #[kv(name = \"d\", cache = \"c\", layers = self.n, kv_heads = 1, head_dim = 1, \
+                  dtype = bf16, positions = bounded(N, because = \"n\"), scope = request, \
+                  rows = max_num_seqs)] \
+                  struct S { n: usize }";
+    let output = derive(TokenStream::from_str(source).expect("lexes"));
+    let statics = list_after(output.clone(), "static");
+    assert_eq!(statics.len(), 2, "{statics:?}");
+    assert!(statics.iter().all(|spec| spec.starts_with("__kv :: spec")));
+    let after_load = list_after(output.clone(), "after_load");
+    assert_eq!(after_load.len(), 2, "{after_load:?}");
+    assert!(after_load
+        .iter()
+        .all(|decl| decl.starts_with("__kv :: after_load_decl")));
+    // The checks follow one another, unseparated: three for each const
+    // declaration (the count `N`, bytes per position, per row) and one for
+    // each after-load one (its const count `N`).
+    let checks = list_after(output, "checks");
+    assert_eq!(checks.len(), 1, "{checks:?}");
+    let count = checks[0].matches("__kv :: check !").count();
+    assert_eq!(count, 2 * 3 + 2, "{checks:?}");
+}
