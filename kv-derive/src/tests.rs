@@ -530,3 +530,20 @@ fn declarations_are_listed_one_per_comma() {
     let count = checks[0].matches("__kv :: check !").count();
     assert_eq!(count, 2 * 3 + 2, "{checks:?}");
 }
+
+#[test]
+fn a_child_naming_a_type_parameter_is_bound_by_it() {
+    let output = derive_str(
+        "struct W<M, N: Copy> where N: Default { #[kv(child)] inner: Arc<M>, #[kv(child)] own: Leaf, n: N }",
+    );
+    let bounds = output
+        .split("where [")
+        .nth(1)
+        .and_then(|rest| rest.split(']').next())
+        .unwrap_or_default();
+    assert_eq!(
+        bounds.trim(),
+        "where N : Default , Arc < M > : :: kv_core :: declare :: KvChild",
+        "{output}"
+    );
+}
