@@ -547,3 +547,22 @@ fn a_child_naming_a_type_parameter_is_bound_by_it() {
         "{output}"
     );
 }
+
+#[test]
+fn a_geometry_part_is_missing_unless_a_whole_layout_replaces_it() {
+    let positions = "positions = bounded(1, because = \"b\")";
+    let parts = declaration(&format!(
+        "kv_heads = 1, head_dim = 1, dtype = bf16, {positions}"
+    ));
+    assert_eq!(
+        errors(&parts),
+        [
+            "\"missing `layers`: give `layers`, `kv_heads`, `head_dim` and `dtype`, or \
+          `geometry = ...` whole (or `latent = ...` for an MLA latent, `state = ...` for \
+          recurrent state)\""
+        ],
+        "{parts}"
+    );
+    let whole = declaration(&format!("geometry = G, {positions}"));
+    assert!(errors(&whole).is_empty(), "{whole}");
+}
