@@ -566,3 +566,16 @@ fn a_geometry_part_is_missing_unless_a_whole_layout_replaces_it() {
     let whole = declaration(&format!("geometry = G, {positions}"));
     assert!(errors(&whole).is_empty(), "{whole}");
 }
+
+#[test]
+fn an_unknown_key_taken_for_a_required_one_is_reported_once() {
+    let output = derive_str(
+        "#[kv(name = \"n\", cache = \"c\", scope = request, rowz = max_num_seqs, \
+         geometry = G, positions = bounded(1, because = \"b\"))] struct S;",
+    );
+    assert_eq!(
+        errors(&output),
+        ["\"unknown key `rowz`; did you mean `rows`?\""],
+        "{output}"
+    );
+}
