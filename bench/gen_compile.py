@@ -3,7 +3,7 @@
 
 `derive/`: N model structs annotated with #[derive(ModelLocalKv)] / #[kv(...)].
 `hand/`:   the same structs, with the `DeclaredKv` + `ModelLocalKv` impls written
-           out as kv-derive/src/expand.rs generates them (same items, same
+           out as kv-derive/src/expand/ generates them (same items, same
            compile-time checks, same helper calls), so the difference between
            the two is the cost of running the macro and nothing else.
 
@@ -60,7 +60,7 @@ def selfv(tokens):
 
 class Policy:
     """`positions = NAME(FIRST, input = N, ...)`: `inputs` are (field, value)
-    in the policy's order (kv-derive/src/keys.rs's POLICIES)."""
+    in the policy's order (kv-derive/src/attr/tables.rs's POLICIES)."""
 
     def __init__(self, name, variant, inputs):
         self.name = name
@@ -169,7 +169,7 @@ class Decl:
         return "#[kv(\n    " + ",\n    ".join(parts) + ",\n)]"
 
 
-# ---- the expansion, as kv-derive/src/expand.rs writes it ----
+# ---- the expansion, as kv-derive/src/expand/ writes it ----
 # The fixed text (the `const _` block, the impls, `use ..::__private_v0_1 as __kv`,
 # the check messages) is kv-core's `__kv_impl_v0_1!` and `__kv_check_v0_1!`, as
 # in the derive.
@@ -315,7 +315,7 @@ def after_load_decl(decl):
 
 def literal(decl):
     """Every figure known before load is a literal: checked while expanding
-    (`fold_literals` in kv-derive/src/checks.rs), no generated check."""
+    (`literals_fit` in kv-derive/src/valid.rs), no generated check."""
     kv = decl.kv
     parts = [kv[k] for k in ["layers", "kv_heads", "head_dim", "v_head_dim"] if k in kv]
     rows = kv["rows"]
@@ -330,7 +330,7 @@ def literal(decl):
 
 
 def const_checks(decl, owner_dot_name, static_index):
-    """As kv-derive/src/checks.rs: `__kv::check!`s, whose messages live in kv-core."""
+    """As kv-derive/src/expand/asserts.rs: `__kv::check!`s, whose messages live in kv-core."""
     kv = decl.kv
     checks = []
     if literal(decl):

@@ -7,10 +7,11 @@ use quote::ToTokens;
 use syn::spanned::Spanned;
 use syn::{Data, DeriveInput, Generics, Member, Path, Type};
 
-use crate::attr::{self, entries_of, kv_attributes, place_of};
-use crate::keys::{Attrs, Place};
+use crate::attr::keys::{Attrs, Place};
+use crate::attr::read::{self, place_of};
+use crate::attr::syntax::{entries_of, kv_attributes, Entry};
+use crate::errors::Errors;
 use crate::suggest::unraw;
-use crate::Errors;
 
 /// What every expansion needs, struct or not: the fallback impls use it.
 pub struct Shell<'a> {
@@ -123,7 +124,7 @@ pub fn parse<'a>(input: &'a DeriveInput, errors: &mut Errors) -> Parsed<'a> {
             .iter()
             .all(|e| matches!(place_of(e), Some(Place::Option | Place::Field)))
         {
-            attr::read(entries, Place::Option, &mut options, errors);
+            read::read(entries, Place::Option, &mut options, errors);
         } else {
             body.decls
                 .push(declaration(attribute, entries, None, errors));
@@ -133,10 +134,7 @@ pub fn parse<'a>(input: &'a DeriveInput, errors: &mut Errors) -> Parsed<'a> {
         ident: &input.ident,
         type_name: unraw(&input.ident),
         generics: &input.generics,
-        krate: options
-            .krate
-            .take()
-            .unwrap_or_else(|| syn::parse_quote!(::kv_core)),
+        krate: options.krate.take().unwrap_or_else(default_crate),
     };
     let variants = match &input.data {
         Data::Struct(data) => {
@@ -161,12 +159,12 @@ pub fn parse<'a>(input: &'a DeriveInput, errors: &mut Errors) -> Parsed<'a> {
 
 fn declaration(
     attribute: &syn::Attribute,
-    entries: Vec<attr::Entry>,
+    entries: Vec<Entry>,
     field: Option<Member>,
     errors: &mut Errors,
 ) -> Decl {
     let mut attrs = Attrs::default();
-    attr::read(entries, Place::Declaration, &mut attrs, errors);
+    read::read(entries, Place::Declaration, &mut attrs, errors);
     Decl {
         span: attribute.path().span(),
         field,
@@ -182,7 +180,7 @@ fn parse_variant<'a>(variant: &'a syn::Variant, errors: &mut Errors) -> Variant<
         .iter()
         .filter_map(|field| field.ident.as_ref().map(ToString::to_string))
         .collect();
-    crate::read::with_bindings(bindings, || {
+    crate::attr::values::with_bindings(bindings, || {
         let mut fields = Fields::default();
         for attribute in kv_attributes(&variant.attrs) {
             let Some(entries) = entries_of(attribute, errors) else {
@@ -221,7 +219,7 @@ fn parse_fields<'a>(fields: &'a syn::Fields, parsed: &mut Fields<'a>, errors: &m
                 continue;
             };
             if entries.iter().any(|e| place_of(e) == Some(Place::Field)) {
-                attr::read(entries, Place::Field, &mut flags, errors);
+                read::read(entries, Place::Field, &mut flags, errors);
                 continue;
             }
             parsed
@@ -281,4 +279,11 @@ fn not_a_struct<'a>(shell: Shell<'a>, span: Span, errors: &mut Errors) -> Parsed
         "#[derive(ModelLocalKv)] supports structs and enums, not unions; declare on the struct that holds the cache",
     );
     Parsed::NotAStruct(shell)
+}
+
+/// `::kv_core`, built rather than parsed on every derive.
+fn default_crate() -> Path {
+    let mut path = Path::from(Ident::new("kv_core", Span::call_site()));
+    path.leading_colon = Some(syn::Token![::](Span::call_site()));
+    path
 }

@@ -219,7 +219,7 @@ fn only_unmarked_fields_of_checkable_types_are_checked() {
 
 #[test]
 fn a_type_is_written_back_as_a_person_writes_it() {
-    use crate::expand::type_text;
+    use crate::expand::unmarked::type_text;
     let text = |source: &str| type_text(TokenStream::from_str(source).expect("lexes"));
     assert_eq!(
         text("Option < Box < dyn Trait + Send > >"),
@@ -236,7 +236,7 @@ fn a_type_is_written_back_as_a_person_writes_it() {
 
 #[test]
 fn a_variants_bindings_are_values_but_not_as_later_segments() {
-    use crate::read::mentions_self_or;
+    use crate::attr::values::mentions_self_or;
     let reads = |source: &str, bindings: &[&str]| {
         let bindings: Vec<String> = bindings.iter().map(|b| (*b).to_owned()).collect();
         mentions_self_or(&TokenStream::from_str(source).expect("lexes"), &bindings)
@@ -271,9 +271,10 @@ fn a_field_marker_stands_alone_on_a_field() {
 // every key, and the name tables equal kv-core's.
 
 mod tables {
-    use crate::keys::{
-        column, dtype_bytes, key, Need, Place, BLOCK_FORMATS, DTYPES, KEYS, PER_TOKEN_HEAD_FORMATS,
-        POLICIES, SCOPES, VLLM_DTYPES,
+    use crate::attr::keys::{key, Need, Place, KEYS};
+    use crate::attr::tables::{
+        column, dtype_bytes, BLOCK_FORMATS, DTYPES, PER_TOKEN_HEAD_FORMATS, POLICIES, SCOPES,
+        VLLM_DTYPES,
     };
     use kv_core::__private_v0_1 as private;
     use kv_core::{BlockFormat, DType, Scope, Storage};
@@ -464,5 +465,117 @@ fn field_markers_say_what_is_missing_or_contradictory() {
     assert!(
         on_struct.contains("put `#[kv(child)]` on the field"),
         "{on_struct}"
+    );
+}
+
+/// The top-level parts, split at commas, of the bracketed list after `label`
+/// in the `__kv_impl_v0_1!` call of `output`.
+fn list_after(output: TokenStream, label: &str) -> Vec<String> {
+    let body = output
+        .into_iter()
+        .find_map(|tree| match tree {
+            TokenTree::Group(group) if group.delimiter() == Delimiter::Brace => {
+                Some(group.stream())
+            }
+            _ => None,
+        })
+        .expect("the macro call's body");
+    let mut trees = body.into_iter();
+    while let Some(tree) = trees.next() {
+        if matches!(&tree, TokenTree::Ident(ident) if ident == label) {
+            if let Some(TokenTree::Group(list)) = trees.next() {
+                let mut parts = vec![TokenStream::new()];
+                for tree in list.stream() {
+                    match &tree {
+                        TokenTree::Punct(p) if p.as_char() == ',' => parts.push(TokenStream::new()),
+                        _ => parts.last_mut().expect("one part").extend([tree]),
+                    }
+                }
+                return parts.iter().map(TokenStream::to_string).collect();
+            }
+        }
+    }
+    panic!("no list after `{label}`");
+}
+
+#[test]
+fn declarations_are_listed_one_per_comma() {
+    let source = "#[kv(name = \"a\", cache = \"c\", layers = 1, kv_heads = 1, head_dim = 1, \
+                  dtype = bf16, positions = bounded(N, because = \"n\"), scope = request, \
+                  rows = max_num_seqs)] \
+                  #[kv(name = \"b\", cache = \"c\", layers = 1, kv_heads = 1, head_dim = 1, \
+                  dtype = bf16, positions = bounded(N, because = \"n\"), scope = request, \
+                  rows = max_num_seqs)] \
+                  #[kv(name = \"c\", cache = \"c\", layers = self.n, kv_heads = 1, head_dim = 1, \
+                  dtype = bf16, positions = bounded(N, because = \"n\"), scope = request, \
+                  rows = max_num_seqs)] \
+                  #[kv(name = \"d\", cache = \"c\", layers = self.n, kv_heads = 1, head_dim = 1, \
+                  dtype = bf16, positions = bounded(N, because = \"n\"), scope = request, \
+                  rows = max_num_seqs)] \
+                  struct S { n: usize }";
+    let output = derive(TokenStream::from_str(source).expect("lexes"));
+    let statics = list_after(output.clone(), "static");
+    assert_eq!(statics.len(), 2, "{statics:?}");
+    assert!(statics.iter().all(|spec| spec.starts_with("__kv :: spec")));
+    let after_load = list_after(output.clone(), "after_load");
+    assert_eq!(after_load.len(), 2, "{after_load:?}");
+    assert!(after_load
+        .iter()
+        .all(|decl| decl.starts_with("__kv :: after_load_decl")));
+    // The checks follow one another, unseparated: three for each const
+    // declaration (the count `N`, bytes per position, per row) and one for
+    // each after-load one (its const count `N`).
+    let checks = list_after(output, "checks");
+    assert_eq!(checks.len(), 1, "{checks:?}");
+    let count = checks[0].matches("__kv :: check !").count();
+    assert_eq!(count, 2 * 3 + 2, "{checks:?}");
+}
+
+#[test]
+fn a_child_naming_a_type_parameter_is_bound_by_it() {
+    let output = derive_str(
+        "struct W<M, N: Copy> where N: Default { #[kv(child)] inner: Arc<M>, #[kv(child)] own: Leaf, n: N }",
+    );
+    let bounds = output
+        .split("where [")
+        .nth(1)
+        .and_then(|rest| rest.split(']').next())
+        .unwrap_or_default();
+    assert_eq!(
+        bounds.trim(),
+        "where N : Default , Arc < M > : :: kv_core :: declare :: KvChild",
+        "{output}"
+    );
+}
+
+#[test]
+fn a_geometry_part_is_missing_unless_a_whole_layout_replaces_it() {
+    let positions = "positions = bounded(1, because = \"b\")";
+    let parts = declaration(&format!(
+        "kv_heads = 1, head_dim = 1, dtype = bf16, {positions}"
+    ));
+    assert_eq!(
+        errors(&parts),
+        [
+            "\"missing `layers`: give `layers`, `kv_heads`, `head_dim` and `dtype`, or \
+          `geometry = ...` whole (or `latent = ...` for an MLA latent, `state = ...` for \
+          recurrent state)\""
+        ],
+        "{parts}"
+    );
+    let whole = declaration(&format!("geometry = G, {positions}"));
+    assert!(errors(&whole).is_empty(), "{whole}");
+}
+
+#[test]
+fn an_unknown_key_taken_for_a_required_one_is_reported_once() {
+    let output = derive_str(
+        "#[kv(name = \"n\", cache = \"c\", scope = request, rowz = max_num_seqs, \
+         geometry = G, positions = bounded(1, because = \"b\"))] struct S;",
+    );
+    assert_eq!(
+        errors(&output),
+        ["\"unknown key `rowz`; did you mean `rows`?\""],
+        "{output}"
     );
 }

@@ -1,17 +1,20 @@
 //! Rules across keys (what every declaration must say, what cannot be said
 //! twice or together, what `only_when` names), checked into a [`Derive`]:
 //! a declaration whose required parts cannot be missing. Each broken rule is
-//! one error at the offending token.
+//! one error at the offending token. It also finds the declarations whose
+//! figures are all literals that fit, which need no generated check.
 
 use proc_macro2::{Ident, Span};
 use syn::{LitStr, Member};
 
 use crate::ast::{Child, Decl, Field, Fields, Input, Shell, Unmarked};
-use crate::checks;
-use crate::keys::{Need, Place, KEYS};
-use crate::read::{DTypeValue, Gate, Named, PositionsValue, RowsValue, StorageValue, Value};
+use crate::attr::keys::{Need, Place, KEYS};
+use crate::attr::tables::dtype_bytes;
+use crate::attr::values::{
+    DTypeValue, Gate, Named, PositionsValue, RowsValue, StorageValue, Value,
+};
+use crate::errors::Errors;
 use crate::suggest::unraw;
-use crate::Errors;
 
 /// A struct or enum whose every declaration is complete: what `expand` needs.
 pub struct Derive<'a> {
@@ -248,7 +251,7 @@ fn fields<'a>(
         let Some(mut valid) = declaration(shell, &parsed.named, variant, decl, errors) else {
             continue;
         };
-        valid.literal = checks::literals_fit(&valid);
+        valid.literal = literals_fit(&valid);
         if names.contains(&valid.name) || taken.contains(&valid.name.as_str()) {
             let span = decl.attrs.name.get().map_or(decl.span, LitStr::span);
             errors.push(
@@ -284,7 +287,8 @@ fn declaration<'a>(
         let given = (key.given)(attrs);
         if let Some(given) = given {
             for conflict in key.conflicts {
-                if let Some(other) = crate::keys::key(conflict).and_then(|k| (k.given)(attrs)) {
+                if let Some(other) = crate::attr::keys::key(conflict).and_then(|k| (k.given)(attrs))
+                {
                     errors.push(
                         other.span(),
                         format!("`{conflict}` conflicts with `{given}`: {}", key.advice),
@@ -300,7 +304,7 @@ fn declaration<'a>(
             (Need::Required, _) => key.advice,
             (Need::UnlessAny(keys), _)
                 if !keys.iter().any(|other| {
-                    crate::keys::key(other).is_some_and(|k| (k.given)(attrs).is_some())
+                    crate::attr::keys::key(other).is_some_and(|k| (k.given)(attrs).is_some())
                 }) =>
             {
                 key.advice
@@ -418,5 +422,68 @@ fn resolve_gate(
             );
             None
         }
+    }
+}
+
+/// Whether a declaration's figures known before load (its geometry and
+/// positions, and fixed rows where they are) are all literals whose products
+/// fit in u64: such a declaration needs no generated check. One that
+/// overflows is left to kv-core's checks, which hold the texts.
+pub fn literals_fit(decl: &ValidDecl<'_>) -> bool {
+    let literal = |value: &Value| match value {
+        Value::Literal(value, _) => Some(*value),
+        _ => None,
+    };
+    let Kind::Attention(
+        Geometry::Parts {
+            layers,
+            kv_heads,
+            head_dim,
+            v_head_dim,
+            dtype: Some(DTypeValue::Named(dtype)),
+            kv_format: None,
+            v_format: None,
+        },
+        PositionsValue::Bounded(bounded),
+    ) = &decl.kind
+    else {
+        return false;
+    };
+    let Some(dtype_bytes) = dtype_bytes(dtype.variant) else {
+        return false;
+    };
+    let (Some(layers), Some(kv_heads), Some(head_dim), Some(positions)) = (
+        literal(layers),
+        literal(kv_heads),
+        literal(head_dim),
+        literal(&bounded.count),
+    ) else {
+        return false;
+    };
+    let v_head_dim = match v_head_dim {
+        None => head_dim,
+        Some(value) => match literal(value) {
+            Some(value) => value,
+            None => return false,
+        },
+    };
+    let rows = match decl.rows {
+        RowsValue::MaxNumSeqs => None,
+        RowsValue::Fixed(fixed) => match &fixed.count {
+            Value::Literal(count, _) => Some(*count),
+            Value::AfterLoad(_) => None,
+            Value::Const(_) => return false,
+        },
+    };
+    let per_row = head_dim
+        .checked_add(v_head_dim)
+        .and_then(|dims| dims.checked_mul(dtype_bytes))
+        .and_then(|bytes| bytes.checked_mul(kv_heads))
+        .and_then(|bytes| bytes.checked_mul(layers))
+        .and_then(|per_position| per_position.checked_mul(positions));
+    match (per_row, rows) {
+        (None, _) => false,
+        (Some(per_row), Some(rows)) => per_row.checked_mul(rows).is_some(),
+        (Some(_), None) => true,
     }
 }

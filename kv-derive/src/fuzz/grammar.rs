@@ -1,13 +1,14 @@
 //! The valid grammar: structs of every shape, generics, struct- and
 //! field-level `#[kv(...)]`, children, skipped fields, options. Declarations
-//! are built from the key table (`crate::keys::KEYS`): every declaration key
+//! are built from the key table (`crate::attr::keys::KEYS`): every declaration key
 //! is written with a valid value of its `Form`, in every combination its
 //! `Need` and `conflicts` allow, so a new key is fuzzed the day it lands
 //! (`the_valid_grammar_writes_every_key` fails until it is). Dtypes, block
 //! formats, scopes and position policies come from the derive's own tables.
 
 use super::*;
-use crate::keys::{column, Form, Key, Need, Place, BLOCK_FORMATS, DTYPES, KEYS, POLICIES, SCOPES};
+use crate::attr::keys::{Form, Key, Need, Place, KEYS};
+use crate::attr::tables::{column, BLOCK_FORMATS, DTYPES, POLICIES, SCOPES};
 
 // ---------------------------------------------------------------------------
 // The valid grammar.

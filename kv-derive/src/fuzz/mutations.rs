@@ -9,7 +9,7 @@ use super::*;
 
 /// Every key the derive knows, plus near misses and names that cannot be keys.
 pub(crate) fn keys() -> Vec<&'static str> {
-    let known = crate::keys::KEYS.iter().map(|key| key.name);
+    let known = crate::attr::keys::KEYS.iter().map(|key| key.name);
     let others = [
         "because", "rwos", "kv_head", "Layers", "r#name", "self", "_", "é",
     ];

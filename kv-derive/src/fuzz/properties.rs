@@ -76,14 +76,14 @@ fn the_valid_grammar_writes_every_key() {
             }
         }
     }
-    for key in crate::keys::KEYS {
+    for key in crate::attr::keys::KEYS {
         assert!(
             keys.iter().any(|k| k == key.name),
             "`{}` is never fuzzed",
             key.name
         );
     }
-    for policy in crate::keys::POLICIES {
+    for policy in crate::attr::tables::POLICIES {
         let call = format!("{}(", policy.name);
         assert!(
             values.iter().any(|v| v.starts_with(&call)),
@@ -91,7 +91,10 @@ fn the_valid_grammar_writes_every_key() {
             policy.name
         );
     }
-    for (format, _) in crate::keys::BLOCK_FORMATS.iter().chain(crate::keys::DTYPES) {
+    for (format, _) in crate::attr::tables::BLOCK_FORMATS
+        .iter()
+        .chain(crate::attr::tables::DTYPES)
+    {
         assert!(
             values.iter().any(|v| v == format),
             "format `{format}` is never fuzzed"

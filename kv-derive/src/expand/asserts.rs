@@ -2,80 +2,16 @@
 //! fits in u64, and a declaration's const products (bytes per position, per
 //! row, the fixed peak) fit in u64. Each check is spanned where its last
 //! factor is written; the messages are kv-core's (`__kv_check_v0_1!`). A
-//! declaration whose figures are all literals that fit is found so here,
-//! while expanding, and needs no generated check at all; one that overflows
-//! gets kv-core's checks like any const declaration.
+//! declaration whose figures are all literals that fit (`valid` finds
+//! which) needs no generated check at all; one that overflows gets kv-core's
+//! checks like any const declaration.
 
 use proc_macro2::TokenStream;
 use quote::quote_spanned;
 
-use crate::exprs::{count, geometry};
-use crate::keys::dtype_bytes;
-use crate::read::{DTypeValue, PositionsValue, RowsValue, Value};
+use super::exprs::{count, geometry};
+use crate::attr::values::{PositionsValue, RowsValue, Value};
 use crate::valid::{Geometry, Kind, ValidDecl};
-
-/// Whether a declaration's figures known before load (its geometry and
-/// positions, and fixed rows where they are) are all literals whose products
-/// fit in u64: such a declaration needs no generated check. One that
-/// overflows is left to kv-core's checks, which hold the texts.
-pub fn literals_fit(decl: &ValidDecl<'_>) -> bool {
-    let literal = |value: &Value| match value {
-        Value::Literal(value, _) => Some(*value),
-        _ => None,
-    };
-    let Kind::Attention(
-        Geometry::Parts {
-            layers,
-            kv_heads,
-            head_dim,
-            v_head_dim,
-            dtype: Some(DTypeValue::Named(dtype)),
-            kv_format: None,
-            v_format: None,
-        },
-        PositionsValue::Bounded(bounded),
-    ) = &decl.kind
-    else {
-        return false;
-    };
-    let Some(dtype_bytes) = dtype_bytes(dtype.variant) else {
-        return false;
-    };
-    let (Some(layers), Some(kv_heads), Some(head_dim), Some(positions)) = (
-        literal(layers),
-        literal(kv_heads),
-        literal(head_dim),
-        literal(&bounded.count),
-    ) else {
-        return false;
-    };
-    let v_head_dim = match v_head_dim {
-        None => head_dim,
-        Some(value) => match literal(value) {
-            Some(value) => value,
-            None => return false,
-        },
-    };
-    let rows = match decl.rows {
-        RowsValue::MaxNumSeqs => None,
-        RowsValue::Fixed(fixed) => match &fixed.count {
-            Value::Literal(count, _) => Some(*count),
-            Value::AfterLoad(_) => None,
-            Value::Const(_) => return false,
-        },
-    };
-    let per_row = head_dim
-        .checked_add(v_head_dim)
-        .and_then(|dims| dims.checked_mul(dtype_bytes))
-        .and_then(|bytes| bytes.checked_mul(kv_heads))
-        .and_then(|bytes| bytes.checked_mul(layers))
-        .and_then(|per_position| per_position.checked_mul(positions));
-    match (per_row, rows) {
-        (None, _) => false,
-        (Some(per_row), Some(rows)) => per_row.checked_mul(rows).is_some(),
-        (Some(_), None) => true,
-    }
-}
 
 /// `text` with `{` and `}` doubled, for a format string.
 fn format_escaped(text: &str) -> String {

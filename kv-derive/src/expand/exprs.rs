@@ -1,11 +1,11 @@
 //! The expressions of a declaration's values (counts, an attention
-//! geometry, storage formats, position policies), written by both `expand`
-//! and `checks`. Runtime items are named `__kv::...`.
+//! geometry, storage formats, position policies), written by both
+//! `declarations` and `asserts`. Runtime items are named `__kv::...`.
 
 use proc_macro2::{Ident, TokenStream};
 use quote::{quote, quote_spanned};
 
-use crate::read::{DTypeValue, PolicyValue, StorageValue, Value};
+use crate::attr::values::{DTypeValue, PolicyValue, StorageValue, Value};
 use crate::valid::Geometry;
 
 /// A count as a `u64` expression.

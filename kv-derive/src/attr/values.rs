@@ -5,13 +5,13 @@ use proc_macro2::{Delimiter, Ident, Literal, Span, TokenStream, TokenTree};
 use syn::spanned::Spanned;
 use syn::{Lit, LitStr, Path};
 
-use crate::attr::{parse_entries, split_top_level};
-use crate::keys::{
-    self, column, Policy, BLOCK_FORMATS, DTYPES, PER_TOKEN_HEAD_FORMATS, POLICIES, ROW_DRIVERS,
-    SCOPES, VLLM_DTYPES,
+use super::syntax::{parse_entries, split_top_level};
+use super::tables::{
+    column, Policy, BLOCK_FORMATS, DTYPES, PER_TOKEN_HEAD_FORMATS, POLICIES, ROW_DRIVERS, SCOPES,
+    VLLM_DTYPES,
 };
+use crate::errors::Errors;
 use crate::suggest::{closest, nearest, or_list};
-use crate::Errors;
 
 /// A count or expression, classified by what it can be checked against.
 #[derive(Clone)]
@@ -172,7 +172,8 @@ pub(crate) fn mentions_self_or(tokens: &TokenStream, bindings: &[String]) -> boo
     tokens.clone().into_iter().any(|tree| {
         let found = match &tree {
             TokenTree::Ident(ident) => {
-                ident == "self" || (!after_dot && bindings.contains(&ident.to_string()))
+                ident == "self"
+                    || (!after_dot && !bindings.is_empty() && bindings.contains(&ident.to_string()))
             }
             TokenTree::Group(group) => mentions_self_or(&group.stream(), bindings),
             _ => false,
@@ -227,11 +228,13 @@ fn literal_count(literal: &Literal, key: &str, errors: &mut Errors) -> Option<Va
     None
 }
 
-/// A non-blank string literal.
-pub fn text(tokens: TokenStream, key: &str, errors: &mut Errors) -> Option<LitStr> {
+/// What a blank `because` needs, in `skip` and in `bounded(..)` / `fixed(..)`.
+pub const BECAUSE_ADVICE: &str = "say why, or the value cannot be reviewed";
+
+/// A non-blank string literal; `advice` says what to write when it is blank.
+pub fn text(tokens: TokenStream, key: &str, advice: &str, errors: &mut Errors) -> Option<LitStr> {
     match string_literal(&tokens) {
         Ok(lit) if lit.value().trim().is_empty() => {
-            let advice = keys::key(key).map_or(keys::BECAUSE_ADVICE, |k| k.advice);
             errors.push(lit.span(), format!("`{key}` is blank; {advice}"));
             None
         }
@@ -264,14 +267,14 @@ fn string_literal(tokens: &TokenStream) -> Result<LitStr, ()> {
 }
 
 /// `crate = "path"`.
-pub fn krate(tokens: TokenStream, errors: &mut Errors) -> Option<Path> {
-    let lit = text(tokens, "crate", errors)?;
+pub fn krate(tokens: TokenStream, key: &str, advice: &str, errors: &mut Errors) -> Option<Path> {
+    let lit = text(tokens, key, advice, errors)?;
     match lit.parse::<Path>() {
         Ok(path) => Some(path),
         Err(_) => {
             errors.push(
                 lit.span(),
-                "`crate` must name a path, like `crate = \"my_kv\"`",
+                format!("`{key}` must name a path, like `{key} = \"my_kv\"`"),
             );
             None
         }
@@ -333,7 +336,7 @@ pub fn counted(
             }
             because_given = true;
             match entry.value {
-                Some(value) => because = text(value, "because", errors),
+                Some(value) => because = text(value, "because", BECAUSE_ADVICE, errors),
                 None => errors.push(entry.key.span(), "expected `because = \"...\"`"),
             }
         }
@@ -366,8 +369,8 @@ pub fn identifier(text: &str, span: Span) -> Option<Ident> {
 }
 
 /// `only_when = "field"` or `only_when = "method()"`.
-pub fn gate(value: TokenStream, errors: &mut Errors) -> Option<Gate> {
-    let lit = text(value, "only_when", errors)?;
+pub fn gate(value: TokenStream, key: &str, advice: &str, errors: &mut Errors) -> Option<Gate> {
+    let lit = text(value, key, advice, errors)?;
     let written = lit.value();
     let (name, method) = match written.strip_suffix("()") {
         Some(name) => (name, true),
@@ -379,9 +382,11 @@ pub fn gate(value: TokenStream, errors: &mut Errors) -> Option<Gate> {
         None => {
             errors.push(
                 lit.span(),
-                "`only_when` names a bool field (`\"field\"`) or a `fn(&self) -> bool` \
-                 (`\"method()\"`) of this type; state a condition the model cannot observe \
-                 with `assumes = \"...\"`",
+                format!(
+                    "`{key}` names a bool field (`\"field\"`) or a `fn(&self) -> bool` \
+                     (`\"method()\"`) of this type; state a condition the model cannot \
+                     observe with `assumes = \"...\"`"
+                ),
             );
             None
         }

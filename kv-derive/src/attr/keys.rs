@@ -1,20 +1,22 @@
-//! The one table of `#[kv(...)]` keys, the slots they fill, and the tables of
-//! dtype and scope names. Each key is written once, in [`keys!`]: its name,
-//! its slot in [`Attrs`] and its constant in [`name`] (conflict lists are
-//! built from those constants, so a misspelt one does not compile), its
-//! place, value form, need, conflicts and texts. Adding a key: its entry
-//! there, its reader in `read.rs` (unless an existing one fits: `text`,
-//! `count`), its expansion in `expand.rs` (an optional key is read there from
-//! its slot; a required one also gets a field in `valid::ValidDecl`), its row
-//! in the derive's docs (kv-core/src/lib.rs; a test fails without it) and a
-//! ui case. Everything else (the walk, duplicate, missing and conflicting
-//! keys, suggestions, the fuzzer's grammar and mutations) reads this table.
-
+//! The one table of `#[kv(...)]` keys and the slots they fill. Each key is
+//! written once, in [`keys!`]: its name, its slot in [`Attrs`] and its
+//! constant in [`name`] (conflict lists are built from those constants, so a
+//! misspelt one does not compile), its place, value form, need, conflicts
+//! and texts. Its reader is handed the key's own entry, so a message names
+//! the key as the table does. Adding a key: its entry there, its reader in
+//! `values.rs` (unless an existing one fits: `text`, `count`), its expansion
+//! in `expand/declarations.rs` (an optional key is read there from its slot;
+//! a required one also gets a field in `valid::ValidDecl`), its row in the
+//! derive's docs (kv-core/src/lib.rs; a test fails without it) and a ui
+//! case. Everything else (the walk, duplicate, missing and conflicting keys,
+//! suggestions, the fuzzer's grammar and mutations) reads this table.
 use proc_macro2::{Ident, TokenStream};
 use syn::{LitStr, Path};
 
-use crate::read::{self, DTypeValue, Gate, Named, PositionsValue, RowsValue, StorageValue, Value};
-use crate::Errors;
+use super::values::{
+    self, DTypeValue, Gate, Named, PositionsValue, RowsValue, StorageValue, Value, BECAUSE_ADVICE,
+};
+use crate::errors::Errors;
 
 /// Where a key may be written.
 #[derive(Clone, Copy, PartialEq, Eq, Debug)]
@@ -80,14 +82,16 @@ pub struct Key {
     pub example: &'static str,
     /// What to write, shown when the key is blank or missing.
     pub advice: &'static str,
-    /// Reads the value (empty for flags) into the key's slot.
-    pub read: fn(&mut Attrs, &Ident, TokenStream, &mut Errors),
+    /// Reads the value (empty for flags) into the key's slot. The reader is
+    /// handed its own entry, so it names the key as the table does.
+    pub read: fn(&'static Key, &mut Attrs, &Ident, TokenStream, &mut Errors),
     /// The key's token, when given.
     pub given: fn(&Attrs) -> Option<&Ident>,
 }
 
 /// Each key written once: its slot in [`Attrs`], its constant in [`name`],
-/// its entry in [`KEYS`].
+/// its entry in [`KEYS`]. `read: |value, key, errors| ...` reads the value
+/// with `key` bound to the entry itself.
 macro_rules! keys {
     ($(
         $field:ident: $ty:ty = $name:literal {
@@ -97,7 +101,7 @@ macro_rules! keys {
             conflicts: $conflicts:expr,
             example: $example:expr,
             advice: $advice:expr,
-            read: |$value:pat_param, $errors:ident| $read:expr,
+            read: |$value:pat_param, $key:pat_param, $errors:ident| $read:expr,
         }
     )*) => {
         /// Every key's name, as a constant named like its slot.
@@ -116,8 +120,9 @@ macro_rules! keys {
                 conflicts: $conflicts,
                 example: $example,
                 advice: $advice,
-                read: |attrs, key, $value, errors| {
-                    set(&mut attrs.$field, key, errors, |$errors| $read)
+                read: |key, attrs, token, $value, errors| {
+                    let $key = key;
+                    set(&mut attrs.$field, token, errors, |$errors| $read)
                 },
                 given: |attrs| attrs.$field.key(),
             },
@@ -174,8 +179,6 @@ const NOT_WITH_STATE: &[&str] = &[
     name::latent,
     name::positions,
 ];
-/// What a blank `because` needs, in `skip` and in `bounded(..)` / `fixed(..)`.
-pub const BECAUSE_ADVICE: &str = "say why, or the value cannot be reviewed";
 const COUNT: &str = "a positive integer, a const expression, or an expression on `self`";
 
 keys! {
@@ -186,7 +189,7 @@ keys! {
         conflicts: &[],
         example: "a string literal, like `name = \"retained\"`",
         advice: "name the declaration",
-        read: |v, e| read::text(v, name::name, e),
+        read: |v, key, e| values::text(v, key.name, key.advice, e),
     }
     cache: LitStr = "cache" {
         place: Declaration,
@@ -195,7 +198,7 @@ keys! {
         conflicts: &[],
         example: "a string literal, like `cache = \"StaticCache\"`",
         advice: "say what kind of cache holds this, e.g. `cache = \"StaticCache\"`",
-        read: |v, e| read::text(v, name::cache, e),
+        read: |v, key, e| values::text(v, key.name, key.advice, e),
     }
     layers: Value = "layers" {
         place: Declaration,
@@ -204,7 +207,7 @@ keys! {
         conflicts: &[],
         example: COUNT,
         advice: GEOMETRY_PARTS,
-        read: |v, e| read::count(v, name::layers, e),
+        read: |v, key, e| values::count(v, key.name, e),
     }
     kv_heads: Value = "kv_heads" {
         place: Declaration,
@@ -213,7 +216,7 @@ keys! {
         conflicts: &[],
         example: COUNT,
         advice: GEOMETRY_PARTS,
-        read: |v, e| read::count(v, name::kv_heads, e),
+        read: |v, key, e| values::count(v, key.name, e),
     }
     head_dim: Value = "head_dim" {
         place: Declaration,
@@ -222,7 +225,7 @@ keys! {
         conflicts: &[],
         example: COUNT,
         advice: GEOMETRY_PARTS,
-        read: |v, e| read::count(v, name::head_dim, e),
+        read: |v, key, e| values::count(v, key.name, e),
     }
     v_head_dim: Value = "v_head_dim" {
         place: Declaration,
@@ -231,7 +234,7 @@ keys! {
         conflicts: &[],
         example: COUNT,
         advice: GEOMETRY_PARTS,
-        read: |v, e| read::count(v, name::v_head_dim, e),
+        read: |v, key, e| values::count(v, key.name, e),
     }
     dtype: DTypeValue = "dtype" {
         place: Declaration,
@@ -240,7 +243,7 @@ keys! {
         conflicts: &[],
         example: "a dtype like `bf16`, or an expression of type `kv_core::DType`",
         advice: GEOMETRY_PARTS,
-        read: |v, e| read::dtype(v, e),
+        read: |v, _, e| values::dtype(v, e),
     }
     geometry: Value = "geometry" {
         place: Declaration,
@@ -249,7 +252,7 @@ keys! {
         conflicts: ATTENTION_PARTS,
         example: "an expression of type `Geometry` or `Result<Geometry, KvError>`",
         advice: "give the geometry whole, or its parts",
-        read: |v, _e| Some(read::expression(v)),
+        read: |v, _, _e| Some(values::expression(v)),
     }
     kv_format: StorageValue = "kv_format" {
         place: Declaration,
@@ -258,7 +261,7 @@ keys! {
         conflicts: &[],
         example: "a format like `q8_0`, `i4` or `bf16`, or an expression of type `kv_core::Storage`",
         advice: "name how keys and values are stored, e.g. `kv_format = q8_0`",
-        read: |v, e| read::storage(v, name::kv_format, e),
+        read: |v, key, e| values::storage(v, key.name, e),
     }
     v_format: StorageValue = "v_format" {
         place: Declaration,
@@ -267,7 +270,7 @@ keys! {
         conflicts: &[],
         example: "a format like `q8_0`, `i4` or `bf16`, or an expression of type `kv_core::Storage`",
         advice: "name how values are stored, where it differs from keys",
-        read: |v, e| read::storage(v, name::v_format, e),
+        read: |v, key, e| values::storage(v, key.name, e),
     }
     latent: Value = "latent" {
         place: Declaration,
@@ -277,7 +280,7 @@ keys! {
         example: "an expression of type `kv_core::Latent`, like `Latent::new(27, 512, 64, DType::BF16)`",
         advice: "an MLA latent has no KV heads or head dims of its own: give `latent = ...` \
                  (layers, kv_lora_rank, rope dim, storage) with `positions`, and no attention parts",
-        read: |v, _e| Some(read::expression(v)),
+        read: |v, _, _e| Some(values::expression(v)),
     }
     state: Value = "state" {
         place: Declaration,
@@ -287,7 +290,7 @@ keys! {
         example: "an expression of type `kv_core::RecurrentState`",
         advice: "recurrent state is per sequence and has no positions or attention geometry: \
                  give `state = ...` (layers and named parts) without them",
-        read: |v, _e| Some(read::expression(v)),
+        read: |v, _, _e| Some(values::expression(v)),
     }
     positions: PositionsValue = "positions" {
         place: Declaration,
@@ -296,7 +299,7 @@ keys! {
         conflicts: &[],
         example: "`positions = bounded(N, because = \"...\")` or a policy like `window_minus_one(72)`",
         advice: "say how many positions the cache holds and why, e.g. `positions = bounded(2048, because = \"max_cache_len\")`",
-        read: |v, e| read::positions(v, e),
+        read: |v, _, e| values::positions(v, e),
     }
     scope: Named = "scope" {
         place: Declaration,
@@ -305,7 +308,7 @@ keys! {
         conflicts: &[],
         example: "one of `invocation`, `request`, `session`, `model`",
         advice: "one of `invocation`, `request`, `session`, `model`",
-        read: |v, e| read::scope(v, e),
+        read: |v, _, e| values::scope(v, e),
     }
     rows: RowsValue = "rows" {
         place: Declaration,
@@ -314,7 +317,7 @@ keys! {
         conflicts: &[],
         example: "`rows = max_num_seqs` or `rows = fixed(N, because = \"...\")`",
         advice: "`rows = max_num_seqs` or `rows = fixed(N, because = \"...\")`; rows never default to 1, which would silently understate",
-        read: |v, e| read::rows(v, e),
+        read: |v, _, e| values::rows(v, e),
     }
     only_when: Gate = "only_when" {
         place: Declaration,
@@ -323,7 +326,7 @@ keys! {
         conflicts: &[],
         example: "`only_when = \"bool_field\"` or `only_when = \"method()\"`",
         advice: "name a bool field, or a `fn(&self) -> bool` as `\"method()\"`, or leave it out",
-        read: |v, e| read::gate(v, e),
+        read: |v, key, e| values::gate(v, key.name, key.advice, e),
     }
     assumes: LitStr = "assumes" {
         place: Declaration,
@@ -332,7 +335,7 @@ keys! {
         conflicts: &[],
         example: "a string literal, like `assumes = \"one session at a time\"`",
         advice: "say something or leave it out",
-        read: |v, e| read::text(v, name::assumes, e),
+        read: |v, key, e| values::text(v, key.name, key.advice, e),
     }
     note: LitStr = "note" {
         place: Declaration,
@@ -341,7 +344,7 @@ keys! {
         conflicts: &[],
         example: "a string literal, like `note = \"one tensor per layer\"`",
         advice: "say something or leave it out",
-        read: |v, e| read::text(v, name::note, e),
+        read: |v, key, e| values::text(v, key.name, key.advice, e),
     }
     on_host: LitStr = "on_host" {
         place: Declaration,
@@ -350,7 +353,7 @@ keys! {
         conflicts: &[],
         example: "a string literal, like `on_host = \"offloaded to CPU between steps\"`",
         advice: "say why it lives in host memory, or leave it out (device is the default)",
-        read: |v, e| read::text(v, name::on_host, e),
+        read: |v, key, e| values::text(v, key.name, key.advice, e),
     }
     whole_on_every_rank: LitStr = "whole_on_every_rank" {
         place: Declaration,
@@ -359,7 +362,7 @@ keys! {
         conflicts: &[],
         example: "a string literal, like `whole_on_every_rank = \"the encoder is not sharded\"`",
         advice: "say why tensor and pipeline parallelism do not divide it, or leave it out",
-        read: |v, e| read::text(v, name::whole_on_every_rank, e),
+        read: |v, key, e| values::text(v, key.name, key.advice, e),
     }
     krate: Path = "crate" {
         place: Option,
@@ -368,7 +371,7 @@ keys! {
         conflicts: &[],
         example: "`crate = \"path::to::kv_core\"`",
         advice: "name the path kv-core is reachable at",
-        read: |v, e| read::krate(v, e),
+        read: |v, key, e| values::krate(v, key.name, key.advice, e),
     }
     transparent: () = "transparent" {
         place: Option,
@@ -377,7 +380,7 @@ keys! {
         conflicts: &[],
         example: "`#[kv(transparent)]`",
         advice: "",
-        read: |_, _e| Some(()),
+        read: |_, _, _e| Some(()),
     }
     child: () = "child" {
         place: Field,
@@ -386,7 +389,7 @@ keys! {
         conflicts: &[],
         example: "`#[kv(child)]`",
         advice: "",
-        read: |_, _e| Some(()),
+        read: |_, _, _e| Some(()),
     }
     skip: () = "skip" {
         place: Field,
@@ -395,7 +398,7 @@ keys! {
         conflicts: &[],
         example: "`#[kv(skip, because = \"...\")]`",
         advice: "",
-        read: |_, _e| Some(()),
+        read: |_, _, _e| Some(()),
     }
     because: LitStr = "because" {
         place: Field,
@@ -404,7 +407,7 @@ keys! {
         conflicts: &[],
         example: "a string literal, like `because = \"the draft model is reported by its own engine\"`",
         advice: BECAUSE_ADVICE,
-        read: |v, e| read::text(v, name::because, e),
+        read: |v, key, e| values::text(v, key.name, key.advice, e),
     }
 }
 
@@ -426,142 +429,6 @@ pub fn names(place: Place) -> Vec<&'static str> {
         .filter(|key| key.place == place)
         .map(|key| key.name)
         .collect()
-}
-
-/// Element types by name, with their `DType` variant.
-pub const DTYPES: &[(&str, &str)] = &[
-    ("f64", "F64"),
-    ("f32", "F32"),
-    ("f16", "F16"),
-    ("bf16", "BF16"),
-    ("f8e4m3", "F8E4M3"),
-    ("f8e5m2", "F8E5M2"),
-    ("i8", "I8"),
-    ("u8", "U8"),
-    ("i4", "I4"),
-    ("i2", "I2"),
-    ("f4e2m1", "F4E2M1"),
-];
-
-/// llama.cpp-style block formats by name, with their `BlockFormat` constant.
-pub const BLOCK_FORMATS: &[(&str, &str)] = &[
-    ("q8_0", "Q8_0"),
-    ("q4_0", "Q4_0"),
-    ("q4_1", "Q4_1"),
-    ("q5_0", "Q5_0"),
-    ("q5_1", "Q5_1"),
-    ("nvfp4", "NVFP4"),
-];
-
-/// vLLM's `--kv-cache-dtype` spellings of dtypes (`CacheDType`; `fp8` is
-/// e4m3 on a CUDA GPU), with their `DType` variant: kv-core's
-/// `Storage::VLLM_NAMES` that are dense.
-pub const VLLM_DTYPES: &[(&str, &str)] = &[
-    ("float16", "F16"),
-    ("bfloat16", "BF16"),
-    ("fp8", "F8E4M3"),
-    ("fp8_e4m3", "F8E4M3"),
-    ("fp8_e5m2", "F8E5M2"),
-];
-
-/// vLLM's per-token-head formats by name, with their `Storage` constant.
-pub const PER_TOKEN_HEAD_FORMATS: &[(&str, &str)] = &[
-    ("int8_per_token_head", "INT8_PER_TOKEN_HEAD"),
-    ("fp8_per_token_head", "FP8_PER_TOKEN_HEAD"),
-    ("int4_per_token_head", "INT4_PER_TOKEN_HEAD"),
-];
-
-/// A position policy: its name in `positions = NAME(..)`, its
-/// `PositionPolicy` variant, the field its first (positional) input fills,
-/// and the fields of its named inputs.
-pub struct Policy {
-    pub name: &'static str,
-    pub variant: &'static str,
-    pub first: &'static str,
-    pub named: &'static [&'static str],
-}
-
-const VLLM_INPUTS: &[&str] = &["max_num_batched_tokens", "max_model_len", "block_size"];
-
-/// The position policies `positions = ...` takes besides `bounded(..)`.
-pub const POLICIES: &[Policy] = &[
-    Policy {
-        name: "window",
-        variant: "Window",
-        first: "window",
-        named: &[],
-    },
-    Policy {
-        name: "window_minus_one",
-        variant: "WindowMinusOne",
-        first: "window",
-        named: &[],
-    },
-    Policy {
-        name: "window_capped",
-        variant: "WindowCapped",
-        first: "window",
-        named: &["max_cache_len"],
-    },
-    Policy {
-        name: "window_plus_chunk",
-        variant: "WindowPlusChunk",
-        first: "window",
-        named: &["chunk"],
-    },
-    Policy {
-        name: "vllm_sliding_window",
-        variant: "VllmSlidingWindow",
-        first: "window",
-        named: VLLM_INPUTS,
-    },
-    Policy {
-        name: "vllm_chunked_local",
-        variant: "VllmChunkedLocal",
-        first: "chunk",
-        named: VLLM_INPUTS,
-    },
-    Policy {
-        name: "padded",
-        variant: "PaddedTo",
-        first: "count",
-        named: &["multiple"],
-    },
-    Policy {
-        name: "grows_by",
-        variant: "GrowsBy",
-        first: "count",
-        named: &["step"],
-    },
-];
-
-/// Bytes per element of a whole-byte `DType` variant, for checking literal
-/// declarations while expanding; `None` for packed types below 8 bits, which
-/// are checked by kv-core's own byte math at compile time instead.
-pub const fn dtype_bytes(variant: &str) -> Option<u64> {
-    match variant.as_bytes() {
-        b"F64" => Some(8),
-        b"F32" => Some(4),
-        b"F16" | b"BF16" => Some(2),
-        b"F8E4M3" | b"F8E5M2" | b"I8" | b"U8" => Some(1),
-        _ => None,
-    }
-}
-
-/// Scopes by name, with their `Scope` variant.
-pub const SCOPES: &[(&str, &str)] = &[
-    ("invocation", "Invocation"),
-    ("request", "Request"),
-    ("session", "Session"),
-    ("model", "Model"),
-];
-
-/// The row drivers `rows = ...` takes.
-pub const ROW_DRIVERS: &[&str] = &["max_num_seqs", "fixed"];
-
-/// The first column of a name table.
-pub fn column(table: &[(&'static str, &'static str)]) -> Vec<&'static str> {
-    table.iter().map(|(name, _)| *name).collect()
 }
 
 /// A key's slot: the key's token once given (so a second one is reported at

@@ -1,0 +1,42 @@
+//! The impl's where clause: the type's own, plus a bound for each child
+//! field whose type names a type parameter.
+
+use proc_macro2::TokenStream;
+use quote::{quote, ToTokens};
+
+use crate::valid::Derive;
+
+/// The type's where clause, plus `FieldType: KvChild` for each child field
+/// whose type names a type parameter (as serde infers its bounds), so that
+/// `struct Wrapper<M> { #[kv(child)] inner: Arc<M> }` needs no bound written.
+pub fn child_bounds(derive: &Derive<'_>, params: &[String]) -> TokenStream {
+    let shell = derive.shell;
+    let krate = &shell.krate;
+    let mut predicates: Vec<TokenStream> = shell
+        .generics
+        .where_clause
+        .iter()
+        .flat_map(|clause| clause.predicates.iter().map(|p| quote!(#p)))
+        .collect();
+    if !params.is_empty() {
+        for child in derive.all_children() {
+            let ty = child.ty.to_token_stream();
+            if mentions_any(&ty, params) {
+                predicates.push(quote!(#ty: #krate::declare::KvChild));
+            }
+        }
+    }
+    if predicates.is_empty() {
+        TokenStream::new()
+    } else {
+        quote!(where #(#predicates),*)
+    }
+}
+
+fn mentions_any(tokens: &TokenStream, idents: &[String]) -> bool {
+    tokens.clone().into_iter().any(|tree| match tree {
+        proc_macro2::TokenTree::Ident(ident) => idents.contains(&ident.to_string()),
+        proc_macro2::TokenTree::Group(group) => mentions_any(&group.stream(), idents),
+        _ => false,
+    })
+}
