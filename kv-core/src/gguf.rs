@@ -27,7 +27,7 @@
 //!
 //! let meta = GgufMetadata::read(&file[..], "model.gguf")?;
 //! assert_eq!(meta.architecture()?, "llama");
-//! assert_eq!(meta.get("general.architecture"), Some(&GgufValue::String("llama".into())));
+//! assert_eq!(meta.get("general.architecture"), Some(&GgufValue::Text("llama".into())));
 //! # Ok::<(), kv_core::KvError>(())
 //! ```
 
@@ -60,8 +60,10 @@ pub enum GgufValue {
     F32(f32),
     /// `GGUF_TYPE_BOOL`.
     Bool(bool),
-    /// `GGUF_TYPE_STRING`.
-    String(String),
+    /// `GGUF_TYPE_STRING`. (Not named `String`: a public item of that name
+    /// would make rustc print `std::string::String` in full in every
+    /// user's diagnostics.)
+    Text(String),
     /// `GGUF_TYPE_ARRAY`: its elements, all of one type.
     Array(Vec<GgufValue>),
     /// `GGUF_TYPE_UINT64`.
@@ -100,7 +102,7 @@ impl GgufValue {
             GgufValue::I32(_) => "i32",
             GgufValue::F32(_) => "f32",
             GgufValue::Bool(_) => "bool",
-            GgufValue::String(_) => "string",
+            GgufValue::Text(_) => "string",
             GgufValue::Array(_) => "array",
             GgufValue::U64(_) => "u64",
             GgufValue::I64(_) => "i64",
@@ -208,7 +210,7 @@ impl GgufMetadata {
     /// `general.architecture`, which prefixes the model's own keys.
     pub fn architecture(&self) -> Result<&str, KvError> {
         match self.get("general.architecture") {
-            Some(GgufValue::String(arch)) => Ok(arch),
+            Some(GgufValue::Text(arch)) => Ok(arch),
             Some(other) => Err(self.error(format!(
                 "`general.architecture` is a {}, not a string",
                 other.type_name()
@@ -360,7 +362,7 @@ impl<R: Read> Input<'_, R> {
                 1 => GgufValue::Bool(true),
                 other => return Err(self.error(format!("{what}: bool byte {other}, not 0 or 1"))),
             },
-            8 => GgufValue::String(self.string(what)?),
+            8 => GgufValue::Text(self.string(what)?),
             9 => {
                 if depth >= MAX_NESTING {
                     return Err(self.error(format!(

@@ -146,8 +146,8 @@ fn a_llama_header_reads_its_cache_keys() {
     assert_eq!(
         meta.get("tokenizer.ggml.tokens"),
         Some(&GgufValue::Array(vec![
-            GgufValue::String("<unk>".into()),
-            GgufValue::String("<s>".into())
+            GgufValue::Text("<unk>".into()),
+            GgufValue::Text("<s>".into())
         ]))
     );
     // Version 2 has the same layout.
@@ -387,7 +387,7 @@ fn every_scalar_type_reads_in_its_own_type_and_integers_are_counts() {
     for (value, name) in [
         (GgufValue::Bool(true), "bool"),
         (GgufValue::F32(1.0), "f32"),
-        (GgufValue::String("8".into()), "string"),
+        (GgufValue::Text("8".into()), "string"),
         (GgufValue::Array(vec![]), "array"),
         (GgufValue::U32(4), "u32"),
     ] {
