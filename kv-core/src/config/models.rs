@@ -173,7 +173,6 @@ const fn generic(names: &'static [&'static str]) -> ModelType {
 pub(crate) const MODEL_TYPES: &[ModelType] = &[
     ModelType {
         // Gemma2Config: layer_types alternate, sliding first ((i + 1) % 2).
-        names: &["gemma2"],
         defaults: &[
             ("sliding_window_pattern", "2"),
             ("sliding_window", "4096"),
@@ -183,17 +182,10 @@ pub(crate) const MODEL_TYPES: &[ModelType] = &[
             ("max_position_embeddings", "8192"),
         ],
         source: "transformers Gemma2Config default",
-        kv_heads: KvHeads::Generic,
-        holds: Holds::ByKeys,
-        kv_cache_dtype: KvCacheDtype::Asked,
-        no_pipeline: None,
-        mamba: None,
-        short_conv_width: None,
-        rope_length: RopeLength::Scaled,
+        ..generic(&["gemma2"])
     },
     ModelType {
         // Gemma3TextConfig.__post_init__: sliding_window_pattern 6.
-        names: &["gemma3_text", "gemma3"],
         defaults: &[
             ("sliding_window_pattern", "6"),
             ("sliding_window", "4096"),
@@ -203,18 +195,12 @@ pub(crate) const MODEL_TYPES: &[ModelType] = &[
             ("max_position_embeddings", "131072"),
         ],
         source: "transformers Gemma3TextConfig default",
-        kv_heads: KvHeads::Generic,
-        holds: Holds::ByKeys,
-        kv_cache_dtype: KvCacheDtype::Asked,
-        no_pipeline: None,
-        mamba: None,
-        short_conv_width: None,
         rope_length: RopeLength::AlreadyScaled,
+        ..generic(&["gemma3_text", "gemma3"])
     },
     ModelType {
         // Gemma3nTextConfig: every 5th layer full; the last
         // num_kv_shared_layers reuse earlier layers' K/V.
-        names: &["gemma3n_text", "gemma3n"],
         defaults: &[
             ("sliding_window_pattern", "5"),
             ("sliding_window", "512"),
@@ -226,20 +212,15 @@ pub(crate) const MODEL_TYPES: &[ModelType] = &[
             ("max_position_embeddings", "32768"),
         ],
         source: "transformers Gemma3nTextConfig default",
-        kv_heads: KvHeads::Generic,
-        holds: Holds::ByKeys,
-        kv_cache_dtype: KvCacheDtype::Asked,
         // vLLM 0.33 models/gemma3n.py, gemma3n_mm.py: neither class
         // implements SupportsPP.
         no_pipeline: Some("Gemma3nForConditionalGeneration / Gemma3nForCausalLM"),
-        mamba: None,
-        short_conv_width: None,
         rope_length: RopeLength::AlreadyScaled,
+        ..generic(&["gemma3n_text", "gemma3n"])
     },
     ModelType {
         // Llama4TextConfig: a NoPE (full attention) layer every 4th, the
         // rest chunked over attention_chunk_size.
-        names: &["llama4_text", "llama4"],
         defaults: &[
             ("attention_chunk_size", "8192"),
             ("no_rope_layer_interval", "4"),
@@ -249,81 +230,41 @@ pub(crate) const MODEL_TYPES: &[ModelType] = &[
             ("max_position_embeddings", "131072"),
         ],
         source: "transformers Llama4TextConfig default",
-        kv_heads: KvHeads::Generic,
-        holds: Holds::ByKeys,
-        kv_cache_dtype: KvCacheDtype::Asked,
-        no_pipeline: None,
-        mamba: None,
-        short_conv_width: None,
-        rope_length: RopeLength::Scaled,
+        ..generic(&["llama4_text", "llama4"])
     },
     ModelType {
-        names: &["falcon", "RefinedWeb", "RefinedWebModel"],
         defaults: &[
             ("multi_query", "true"),
             ("new_decoder_architecture", "false"),
         ],
         source: "transformers FalconConfig default",
         kv_heads: KvHeads::MultiQueryFlag,
-        holds: Holds::ByKeys,
         kv_cache_dtype: KvCacheDtype::Ignored(
             "vLLM 0.33's Falcon builds its `Attention` without the cache config \
              (`model_executor/models/falcon.py`), so the K/V stay in the model dtype",
         ),
-        no_pipeline: None,
-        mamba: None,
-        short_conv_width: None,
-        rope_length: RopeLength::Scaled,
+        ..generic(&["falcon", "RefinedWeb", "RefinedWebModel"])
     },
     ModelType {
-        names: &["gpt_bigcode"],
         defaults: &[("multi_query", "true")],
         source: "transformers GPTBigCodeConfig default",
         kv_heads: KvHeads::MultiQueryFlag,
-        holds: Holds::ByKeys,
-        kv_cache_dtype: KvCacheDtype::Asked,
-        no_pipeline: None,
-        mamba: None,
-        short_conv_width: None,
-        rope_length: RopeLength::Scaled,
+        ..generic(&["gpt_bigcode"])
     },
     ModelType {
-        names: &["mpt", "dbrx"],
-        defaults: &[],
-        source: "",
         kv_heads: KvHeads::AttnConfig,
-        holds: Holds::ByKeys,
-        kv_cache_dtype: KvCacheDtype::Asked,
-        no_pipeline: None,
-        mamba: None,
-        short_conv_width: None,
-        rope_length: RopeLength::Scaled,
+        ..generic(&["mpt", "dbrx"])
     },
     ModelType {
         // ChatGLM only: model_type `glm` is GLM-4 in transformers form
         // (GlmForCausalLM), whose KV heads are `num_key_value_heads`.
-        names: &["chatglm"],
-        defaults: &[],
-        source: "",
         kv_heads: KvHeads::ChatGlm,
-        holds: Holds::ByKeys,
-        kv_cache_dtype: KvCacheDtype::Asked,
-        no_pipeline: None,
-        mamba: None,
-        short_conv_width: None,
-        rope_length: RopeLength::Scaled,
+        ..generic(&["chatglm"])
     },
     ModelType {
-        names: &["mamba", "falcon_mamba"],
-        defaults: &[],
-        source: "",
-        kv_heads: KvHeads::Generic,
         holds: Holds::MambaOnly,
-        kv_cache_dtype: KvCacheDtype::Asked,
-        no_pipeline: None,
         mamba: mamba(MambaVersion::Mamba1, true),
-        short_conv_width: None,
-        rope_length: RopeLength::Scaled,
+        ..generic(&["mamba", "falcon_mamba"])
     },
     ModelType {
         defaults: &[("max_position_embeddings", "262144")],
@@ -332,18 +273,12 @@ pub(crate) const MODEL_TYPES: &[ModelType] = &[
         ..generic(&["jamba"])
     },
     ModelType {
-        names: &["mamba2"],
-        defaults: &[],
-        source: "",
-        kv_heads: KvHeads::Generic,
         holds: Holds::MambaOnly,
-        kv_cache_dtype: KvCacheDtype::Asked,
         // vLLM 0.33 models/mamba2.py: Mamba2ForCausalLM lacks SupportsPP
         // (MambaForCausalLM has it).
         no_pipeline: Some("Mamba2ForCausalLM"),
         mamba: mamba(MambaVersion::Mamba2, true),
-        short_conv_width: None,
-        rope_length: RopeLength::Scaled,
+        ..generic(&["mamba2"])
     },
     ModelType {
         mamba: mamba(MambaVersion::Mamba2, false),
@@ -357,7 +292,6 @@ pub(crate) const MODEL_TYPES: &[ModelType] = &[
         // NemotronHConfig: `head_dim` 128 whatever hidden / heads is (the
         // published configs write `attention_head_dim`, which it does not
         // read); layers from `hybrid_override_pattern` (layers.rs).
-        names: &["nemotron_h"],
         defaults: &[
             ("head_dim", "128"),
             ("num_attention_heads", "32"),
@@ -370,10 +304,6 @@ pub(crate) const MODEL_TYPES: &[ModelType] = &[
             ("expand", "2"),
         ],
         source: "transformers NemotronHConfig default",
-        kv_heads: KvHeads::Generic,
-        holds: Holds::ByKeys,
-        kv_cache_dtype: KvCacheDtype::Asked,
-        no_pipeline: None,
         mamba: Some(MambaRule {
             version: MambaVersion::Mamba2,
             only: false,
@@ -381,34 +311,20 @@ pub(crate) const MODEL_TYPES: &[ModelType] = &[
             ssm_dtype: SsmDtype::ConfigElseF32("vLLM's default for NemotronH"),
             listed_as_linear_attention: true,
         }),
-        short_conv_width: None,
-        rope_length: RopeLength::Scaled,
+        ..generic(&["nemotron_h"])
     },
     ModelType {
-        names: &["zamba2"],
-        defaults: &[],
-        source: "",
         kv_heads: KvHeads::Zamba2,
-        holds: Holds::ByKeys,
-        kv_cache_dtype: KvCacheDtype::Asked,
         // vLLM 0.33 models/zamba2.py: `Zamba2ForCausalLM(nn.Module,
         // HasInnerState, IsHybrid)`.
         no_pipeline: Some("Zamba2ForCausalLM"),
         mamba: mamba(MambaVersion::Mamba2, false),
-        short_conv_width: None,
-        rope_length: RopeLength::Scaled,
+        ..generic(&["zamba2"])
     },
     ModelType {
-        names: &["falcon_h1"],
-        defaults: &[],
-        source: "",
-        kv_heads: KvHeads::Generic,
         holds: Holds::MambaAndAttentionInEveryLayer,
-        kv_cache_dtype: KvCacheDtype::Asked,
-        no_pipeline: None,
         mamba: mamba(MambaVersion::Mamba2, false),
-        short_conv_width: None,
-        rope_length: RopeLength::Scaled,
+        ..generic(&["falcon_h1"])
     },
     ModelType {
         // vLLM 0.33 models/whisper.py: WhisperForConditionalGeneration
@@ -419,46 +335,22 @@ pub(crate) const MODEL_TYPES: &[ModelType] = &[
         ..generic(&["whisper"])
     },
     ModelType {
-        names: &["rwkv", "rwkv5", "rwkv6", "rwkv7"],
-        defaults: &[],
-        source: "",
-        kv_heads: KvHeads::Generic,
         holds: Holds::Unsized(
             "RWKV has no attention: each layer keeps a fixed time-mix and channel-mix \
              state, which kv's estimator does not size; declare it with \
              `state(...)` in Rust",
         ),
-        kv_cache_dtype: KvCacheDtype::Asked,
-        no_pipeline: None,
-        mamba: None,
-        short_conv_width: None,
-        rope_length: RopeLength::Scaled,
+        ..generic(&["rwkv", "rwkv5", "rwkv6", "rwkv7"])
     },
     ModelType {
         // vLLM's `is_deepseek_mla` list, of the families kv knows.
-        names: &["deepseek_v2", "deepseek_v3", "kimi_k2"],
-        defaults: &[],
-        source: "",
-        kv_heads: KvHeads::Generic,
         holds: Holds::Mla,
-        kv_cache_dtype: KvCacheDtype::Asked,
-        no_pipeline: None,
-        mamba: None,
-        short_conv_width: None,
-        rope_length: RopeLength::Scaled,
+        ..generic(&["deepseek_v2", "deepseek_v3", "kimi_k2"])
     },
     ModelType {
         // `kv_lora_rank` is set, but vLLM caches plain K/V heads.
-        names: &["minicpm3"],
-        defaults: &[],
-        source: "",
         kv_heads: KvHeads::MiniCpm3,
-        holds: Holds::ByKeys,
-        kv_cache_dtype: KvCacheDtype::Asked,
-        no_pipeline: None,
-        mamba: None,
-        short_conv_width: None,
-        rope_length: RopeLength::Scaled,
+        ..generic(&["minicpm3"])
     },
     ModelType {
         short_conv_width: Some("conv_dim"),
