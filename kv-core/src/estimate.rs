@@ -516,16 +516,7 @@ fn detect(
             "MLA: `kv_lora_rank` {} + `qk_rope_head_dim` {} per token per layer, {} layers",
             mla.kv_lora_rank, mla.qk_rope_head_dim, mla.layers
         );
-        let spec = builder(plain, &detected).latent(mla, hf)?;
-        let paging = match &spec.layout {
-            crate::spec::layout::Layout::Latent { latent, .. } => {
-                Paging::mla(settings.block_size, latent.storage)
-            }
-            _ => plain,
-        };
-        if paging == plain {
-            return Ok((detected, plain, vec![spec]));
-        }
+        let paging = Paging::mla(settings, hf, &mla)?;
         let spec = builder(paging, &detected).latent(mla, hf)?;
         return Ok((detected, paging, vec![spec]));
     }

@@ -62,25 +62,32 @@ impl Paging {
         }
     }
 
-    /// An MLA latent stored as `storage`: on Hopper (SM 9.0, kv's GPU),
-    /// vLLM 0.33 tries FLASH_ATTN_MLA first (`platforms/cuda.py`
-    /// `_get_backend_priorities`), which takes bf16/f16 only; an fp8 latent
-    /// goes to FLASHMLA, whose only kernel block is 64, and
-    /// `update_block_size_for_backend` sets the block to it unless the user
-    /// gave one (kv reads a block size of 16, vLLM's default, as not given).
-    pub fn mla(block_size: u64, storage: Storage) -> Paging {
+    /// An MLA model's paging, from the storage its latent will have: on
+    /// Hopper (SM 9.0, kv's GPU), vLLM 0.33 tries FLASH_ATTN_MLA first
+    /// (`platforms/cuda.py` `_get_backend_priorities`), which takes bf16/f16
+    /// only; an fp8 latent goes to FLASHMLA, whose only kernel block is 64,
+    /// and `update_block_size_for_backend` sets the block to it unless the
+    /// user gave one (kv reads a block size of 16, vLLM's default, as not
+    /// given).
+    pub fn mla(
+        settings: &EstimateSettings,
+        hf: &HfConfig,
+        mla: &MlaConfig,
+    ) -> Result<Paging, KvError> {
+        let block_size = settings.block_size;
+        let (storage, _) = attention_storage(settings, hf, mla.dtype)?;
         let fp8 = storage.dtype() == Some(DType::F8E4M3);
         if fp8 && block_size == super::DEFAULT_BLOCK_SIZE {
-            return Paging {
+            return Ok(Paging {
                 block_size: FLASH_MLA_BLOCK,
                 backend: Some(
                     "FLASHMLA, vLLM's MLA backend for an fp8 latent on Hopper (FLASH_ATTN_MLA \
                      takes bf16/f16 only), runs only blocks of 64",
                 ),
                 ..Paging::plain(block_size)
-            };
+            });
         }
-        Paging::plain(block_size)
+        Ok(Paging::plain(block_size))
     }
 
     /// The paging for a model of these layer groups: a hybrid's attention
