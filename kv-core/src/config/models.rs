@@ -416,6 +416,15 @@ pub(crate) const MODEL_TYPES: &[ModelType] = &[
     ]),
 ];
 
+/// The `model_type`s of the families `wanted` picks, in table order.
+pub(crate) fn names_where(wanted: impl Fn(&ModelType) -> bool) -> Vec<&'static str> {
+    MODEL_TYPES
+        .iter()
+        .filter(|row| wanted(row))
+        .flat_map(|row| row.names.iter().copied())
+        .collect()
+}
+
 /// The row for `model_type`, if kv knows it.
 pub(crate) fn model_type(name: &str) -> Option<&'static ModelType> {
     MODEL_TYPES.iter().find(|row| row.names.contains(&name))
@@ -447,20 +456,8 @@ mod tests {
     fn only_falcon_ignores_the_kv_cache_dtype() {
         // vLLM 0.33: of the model files of the families kv knows, only
         // falcon.py builds its `Attention` without `cache_config`.
-        let ignored: Vec<&str> = MODEL_TYPES
-            .iter()
-            .filter(|row| matches!(row.kv_cache_dtype, KvCacheDtype::Ignored(_)))
-            .flat_map(|row| row.names.iter().copied())
-            .collect();
+        let ignored = names_where(|row| matches!(row.kv_cache_dtype, KvCacheDtype::Ignored(_)));
         assert_eq!(ignored, ["falcon", "RefinedWeb", "RefinedWebModel"]);
-    }
-
-    fn names_where(wanted: impl Fn(&ModelType) -> bool) -> Vec<&'static str> {
-        MODEL_TYPES
-            .iter()
-            .filter(|row| wanted(row))
-            .flat_map(|row| row.names.iter().copied())
-            .collect()
     }
 
     #[test]

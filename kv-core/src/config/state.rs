@@ -2,7 +2,7 @@
 //! attention (Gated DeltaNet) state.
 
 use super::lookup::{keys, positive, shown, HfConfig, HIDDEN, LAYERS};
-use super::models::{MambaVersion, MODEL_TYPES};
+use super::models::{names_where, MambaVersion};
 use crate::error::KvError;
 use crate::spec::dtype::DType;
 
@@ -272,7 +272,7 @@ impl HfConfig {
             (Some(version), None) => Ok((version, false, false)),
             (None, Some(known)) => Ok(known),
             (None, None) => {
-                let types = family_names(|row| row.mamba.is_some());
+                let types = names_where(|row| row.mamba.is_some());
                 let seen = match &found {
                     Some((key, value)) => format!("`{key}` is {}", shown(value)),
                     None => format!("`model_type` is not set; {}", self.looked_in()),
@@ -336,7 +336,7 @@ impl HfConfig {
             .into_iter()
             .find_map(|name| super::models::model_type(name)?.short_conv_width);
         let Some(width) = known else {
-            let types = family_names(|row| row.short_conv_width.is_some());
+            let types = names_where(|row| row.short_conv_width.is_some());
             return Err(KvError::Config {
                 what: "short conv width",
                 problem: format!(
@@ -355,13 +355,4 @@ impl HfConfig {
             kernel: self.count_or("short conv kernel", None, SHORT_CONV_KERNEL)?,
         })
     }
-}
-
-/// The `model_type`s of the families `wanted` picks, in table order.
-fn family_names(wanted: impl Fn(&super::models::ModelType) -> bool) -> Vec<&'static str> {
-    MODEL_TYPES
-        .iter()
-        .filter(|row| wanted(row))
-        .flat_map(|row| row.names.iter().copied())
-        .collect()
 }
