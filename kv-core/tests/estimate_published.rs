@@ -4,6 +4,7 @@
 
 use serde_json::{json, Value};
 
+#[allow(dead_code)]
 #[path = "../src/estimate/fixtures.rs"]
 mod fixtures;
 

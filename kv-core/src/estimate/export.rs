@@ -3,8 +3,10 @@
 
 use serde::{Deserialize, Serialize};
 
-use super::engine::{memory_for, Grouping};
-use super::{overflow, Estimate, VllmPool, VllmStartup};
+use super::detect::Estimate;
+use super::pool::{memory_for, Grouping, VllmPool};
+use super::settings::overflow;
+use super::startup::VllmStartup;
 use crate::collection::collect::{collect, Collection, Totals};
 use crate::declare::ModelLocalKv;
 use crate::error::{KvError, Overflow};
@@ -49,7 +51,7 @@ impl Estimate {
 
     /// What each rank of `parallel` holds, with its totals at `max_num_seqs`,
     /// in [`Parallel::ranks`] order. `parallel.tp` must be the size the
-    /// estimate was made for ([`EstimateSettings::tensor_parallel`](super::EstimateSettings::tensor_parallel)):
+    /// estimate was made for ([`EstimateSettings::tensor_parallel`](super::settings::EstimateSettings::tensor_parallel)):
     /// a hybrid's block and state pages are set per rank.
     ///
     /// ```
@@ -284,7 +286,8 @@ pub struct ExportedEstimateRank {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::estimate::{estimate, EstimateSettings};
+    use crate::estimate::detect::estimate;
+    use crate::estimate::settings::EstimateSettings;
 
     #[test]
     fn the_cluster_adds_the_ranks_and_names_the_largest() {

@@ -1,7 +1,19 @@
 //! Configs built in tests, shared by the unit tests of `estimate` and by
-//! `tests/estimate_published.rs` (which includes this file by path).
+//! `tests/estimate_published.rs` and `tests/estimate_pool.rs` (which include
+//! this file by path).
+
+use std::path::PathBuf;
 
 use serde_json::{json, Value};
+
+/// A config shipped in `examples/configs`.
+pub(super) fn shipped(name: &str) -> Value {
+    let path = PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+        .join("../examples/configs")
+        .join(name)
+        .join("config.json");
+    serde_json::from_str(&std::fs::read_to_string(path).unwrap()).unwrap()
+}
 
 /// `config` with each of `extra`'s keys set over it.
 pub(super) fn with_keys(mut config: Value, extra: Value) -> Value {

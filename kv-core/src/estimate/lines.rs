@@ -3,7 +3,7 @@
 
 use std::fmt::Write as _;
 
-use super::VllmPool;
+use super::pool::VllmPool;
 use crate::collection::collect::Totals;
 use crate::spec::layout::Layout;
 use crate::spec::KvSpec;
@@ -163,7 +163,8 @@ mod tests {
     use serde_json::json;
 
     use super::*;
-    use crate::estimate::{estimate, EstimateSettings};
+    use crate::estimate::detect::estimate;
+    use crate::estimate::settings::EstimateSettings;
 
     #[test]
     fn a_state_group_counts_its_slots_as_cells_and_each_part_at_peak() {

@@ -4,7 +4,7 @@
 
 use serde_json::Value;
 
-use super::{config_error, EstimateSettings};
+use super::settings::{config_error, EstimateSettings};
 use crate::config::{HfConfig, Holds, RopeLength};
 use crate::error::KvError;
 

@@ -5,7 +5,8 @@
 
 use serde_json::{json, Value};
 
-use super::{estimate, Estimate, EstimateSettings};
+use super::detect::{estimate, Estimate};
+use super::settings::EstimateSettings;
 use crate::pattern::LayerKind;
 use crate::spec::storage::Storage;
 

@@ -4,7 +4,7 @@
 
 use serde_json::Value;
 
-use super::{config_error, overflow, EstimateSettings, VLLM_VERSION};
+use super::settings::{config_error, overflow, EstimateSettings, VLLM_VERSION};
 use crate::config::{HfConfig, KvCacheDtype, MambaVersion, MlaConfig, SsmDtype};
 use crate::error::KvError;
 use crate::pattern::LayerKind;
@@ -77,7 +77,7 @@ impl Paging {
         let block_size = settings.block_size;
         let (storage, _) = attention_storage(settings, hf, mla.dtype)?;
         let fp8 = storage.dtype() == Some(DType::F8E4M3);
-        if fp8 && block_size == super::DEFAULT_BLOCK_SIZE {
+        if fp8 && block_size == super::settings::DEFAULT_BLOCK_SIZE {
             return Ok(Paging {
                 block_size: FLASH_MLA_BLOCK,
                 backend: Some(
@@ -186,7 +186,7 @@ impl Paging {
         (page > hybrid.state_page).then_some(page)
     }
 
-    /// The convention in words, for [`super::Estimate::convention`].
+    /// The convention in words, for [`super::detect::Estimate::convention`].
     pub fn convention(&self, settings: &EstimateSettings) -> String {
         let engine = &settings.engine;
         let per_rank = |hybrid: &Hybrid| match hybrid.tensor_parallel {

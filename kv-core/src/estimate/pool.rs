@@ -1,0 +1,342 @@
+//! vLLM 0.33's KV cache pool (`vllm/v1/core/kv_cache_planning.py`): how the
+//! engine groups the layers of each kind, what it charges a request for
+//! them, and what it logs or raises at start-up for a
+//! `--kv-cache-memory-bytes`.
+//!
+//! The path `get_kv_cache_groups` takes for what kv estimates: the default
+//! layout is LBNHC (FlashAttention declares no layouts, so
+//! `_DEFAULT_LAYOUT_PREFERENCE` applies), which is not block-outermost, so
+//! `_get_packed_kv_cache_groups` declines; one kind is one spec for all its
+//! layers, so a one-kind model is one group (`_get_kv_cache_groups_uniform_spec`)
+//! and a model of several kinds, whose pages the platform already made equal,
+//! goes to `_get_kv_cache_groups_uniform_page_size`: each kind is cut into
+//! groups of `group_size` layers (`layers[i::num_groups]`), the last ones
+//! short, and one block of the shared pool spans the widest group. A request
+//! takes `cdiv(max_memory_usage_bytes, page)` blocks from every group
+//! (`_max_memory_usage_bytes_from_groups`), so a short group is charged as a
+//! full one. Under pipeline parallelism the groups are formed over the whole
+//! model (`get_global_kv_cache_groups`) and projected onto each stage
+//! (`_project_kv_cache_groups_to_worker`), empty groups included: a stage's
+//! block spans its widest projected group, and a request still takes blocks
+//! from every group.
+
+use serde::{Deserialize, Serialize};
+
+use super::settings::{config_error, overflow, VLLM_VERSION};
+use crate::collection::collect::Collection;
+use crate::error::{KvError, Overflow};
+use crate::spec::layout::Layout;
+use crate::spec::KvSpec;
+
+/// One kind of layer as vLLM's pool groups it (one estimate declaration).
+#[derive(Clone, Debug, PartialEq, Eq)]
+struct Kind {
+    name: String,
+    /// The model's layers of this kind.
+    layers: u64,
+    /// Blocks one request at `max_model_len` takes in one layer's group.
+    blocks: u64,
+}
+
+/// The model's kinds and vLLM's group size for them.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub(super) struct Grouping {
+    kinds: Vec<Kind>,
+    group_size: u64,
+    /// Why the group size is what it is.
+    why: &'static str,
+    /// Tokens per block, which every declaration of an estimate shares.
+    block_size: u64,
+}
+
+impl Grouping {
+    /// The grouping of an estimate's declarations (whole model), with
+    /// `block_size` tokens per block.
+    pub(super) fn of(specs: &[KvSpec], block_size: u64) -> Result<Grouping, KvError> {
+        if block_size == 0 {
+            return Err(config_error(
+                "estimate settings",
+                "`block_size` is 0; it must be positive".to_owned(),
+            ));
+        }
+        let mut kinds = Vec::with_capacity(specs.len());
+        for spec in specs {
+            let layers = spec.layout.layers();
+            if layers == 0 {
+                return Err(config_error(
+                    "figures",
+                    format!("`{}` has 0 layers; vLLM groups none", spec.name),
+                ));
+            }
+            kinds.push(Kind {
+                name: spec.name.to_string(),
+                layers,
+                blocks: blocks(spec, block_size),
+            });
+        }
+        let fewest = kinds.iter().map(|k| k.layers).min().unwrap_or(1);
+        let most = kinds.iter().map(|k| k.layers).max().unwrap_or(1);
+        // `max_num_layers < min_num_layers * 1.5`, in integers.
+        let (group_size, why) = if u128::from(most) * 2 < u128::from(fewest) * 3 {
+            (
+                most,
+                "the most layers of a kind, as that is under 1.5 x the fewest",
+            )
+        } else {
+            (fewest, "the fewest layers of a kind")
+        };
+        Ok(Grouping {
+            kinds,
+            group_size,
+            why,
+            block_size,
+        })
+    }
+
+    /// How many groups the kind's `layers` make.
+    fn groups(&self, layers: u64) -> u64 {
+        layers.div_ceil(self.group_size)
+    }
+
+    /// The pool's words for declaration `name` when vLLM charges it more
+    /// layers than it has (whole model), else `None`: e.g. `vLLM's pool
+    /// groups its 22 layers as 6 groups (4 x 4, 2 x 3 layers), each charged
+    /// as 4: 24 layers (group size 4, the fewest layers of a kind)`.
+    pub(super) fn padding(&self, name: &str) -> Option<String> {
+        let kind = self.kinds.iter().find(|k| k.name == name)?;
+        let groups = self.groups(kind.layers);
+        let charged = groups.checked_mul(self.group_size)?;
+        if charged == kind.layers {
+            return None;
+        }
+        // layers[i::groups]: the first `layers % groups` hold one more.
+        let (small, longer) = (kind.layers / groups, kind.layers % groups);
+        let sizes = if longer == 0 {
+            format!("{groups} x {small}")
+        } else {
+            format!("{longer} x {}, {} x {small}", small + 1, groups - longer)
+        };
+        Some(format!(
+            "vLLM {VLLM_VERSION}'s pool groups its {} layers as {groups} group(s) ({sizes} \
+             layers), each charged as {}: {charged} layers (group size {}, {})",
+            kind.layers, self.group_size, self.group_size, self.why
+        ))
+    }
+
+    /// What vLLM's pool charges the rank that holds `rank`, at
+    /// `max_num_seqs` requests.
+    pub(super) fn pool(&self, rank: &Collection, max_num_seqs: u64) -> Result<VllmPool, KvError> {
+        let too_big = |step: &'static str| overflow("vLLM's pool".to_owned())(Overflow { step });
+        let mut kinds = Vec::with_capacity(self.kinds.len());
+        let mut widest = 0;
+        let mut pages: Vec<u64> = Vec::new();
+        let mut blocks_per_request = 0u64;
+        for kind in &self.kinds {
+            let held = rank.entries().iter().find(|e| e.spec.name == kind.name);
+            let on_rank = held.map_or(0, |e| e.spec.layout.layers());
+            // A group the rank holds none of still takes its blocks.
+            let mut blocks_per_layer = kind.blocks;
+            if let Some(entry) = held {
+                pages.push(
+                    page(&entry.spec, self.block_size)
+                        .map_err(overflow(format!("one page of `{}`", kind.name)))?,
+                );
+                blocks_per_layer = blocks(&entry.spec, self.block_size);
+            }
+            let groups = self.groups(kind.layers);
+            blocks_per_request = groups
+                .checked_mul(blocks_per_layer)
+                .and_then(|b| blocks_per_request.checked_add(b))
+                .ok_or_else(|| too_big("vLLM's blocks per request"))?;
+            // The stage holds a run of the kind's layers; group i takes every
+            // `groups`-th of them, so the fullest holds cdiv(run, groups).
+            widest = widest.max(on_rank.div_ceil(groups));
+            kinds.push(VllmPoolKind {
+                name: kind.name.clone(),
+                layers: kind.layers,
+                groups,
+                layers_on_rank: on_rank,
+                charged_layers: 0,
+                blocks_per_layer,
+            });
+        }
+        if widest == 0 {
+            return Err(config_error(
+                "figures",
+                format!(
+                    "rank {} holds no layer that keeps a cache, so vLLM's pool has no block \
+                     size for it",
+                    rank.parallel()
+                ),
+            ));
+        }
+        for kind in &mut kinds {
+            kind.charged_layers = kind
+                .groups
+                .checked_mul(widest)
+                .ok_or_else(|| too_big("vLLM's charged layers"))?;
+        }
+        // Pages differ only where kv's per-rank shapes leave them unequal;
+        // vLLM pads every page to the largest (unify_kv_cache_spec_page_size).
+        let page_bytes = pages.iter().copied().max().unwrap_or(0);
+        let unequal_pages = pages.iter().any(|p| *p != page_bytes);
+        let bytes_per_block = page_bytes
+            .checked_mul(widest)
+            .ok_or_else(|| too_big("vLLM's bytes per block"))?;
+        let per_row_bytes = bytes_per_block
+            .checked_mul(blocks_per_request)
+            .ok_or_else(|| too_big("vLLM's bytes per request"))?;
+        let peak_bytes = per_row_bytes
+            .checked_mul(max_num_seqs)
+            .ok_or_else(|| too_big("vLLM's bytes at max_num_seqs"))?;
+        Ok(VllmPool {
+            group_size: self.group_size,
+            kinds,
+            widest_group_layers: widest,
+            page_bytes,
+            unequal_pages,
+            bytes_per_block,
+            blocks_per_request,
+            per_row_bytes,
+            peak_bytes,
+        })
+    }
+}
+
+/// Blocks one request at `max_model_len` takes in one layer of `spec`: its
+/// positions in whole blocks (`cdiv(max_memory_usage_bytes, page)`), or the
+/// state pages it keeps.
+fn blocks(spec: &KvSpec, block_size: u64) -> u64 {
+    match &spec.layout {
+        Layout::Recurrent(state) => state.slots,
+        layout => layout
+            .positions()
+            .map_or(0, |p| p.count.div_ceil(block_size)),
+    }
+}
+
+/// Bytes one layer of `spec` keeps per block of `block_size` tokens (an
+/// attention page), or per state page.
+fn page(spec: &KvSpec, block_size: u64) -> Result<u64, Overflow> {
+    let per_token = match &spec.layout {
+        Layout::Recurrent(state) => return state.bytes_per_layer(),
+        Layout::Attention { geometry, .. } => geometry.with_layers(1).bytes_per_position()?,
+        Layout::Latent { latent, .. } => {
+            let mut one = *latent;
+            one.layers = 1;
+            one.bytes_per_position()?
+        }
+    };
+    per_token.checked_mul(block_size).ok_or(Overflow {
+        step: "one page (block size x bytes per token)",
+    })
+}
+
+/// What vLLM's pool charges one rank: its layers grouped as the engine
+/// groups them, a block as wide as the rank's widest group, and a request at
+/// `max_model_len` taking blocks from every group. This is the figure vLLM's
+/// memory check, its block count and its concurrency use; beside it, kv's
+/// sum of layers is what the layers hold.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[non_exhaustive]
+pub struct VllmPool {
+    /// Layers per group (vLLM's `group_size`, over the whole model): the
+    /// fewest layers of a kind, or the most where that is under 1.5 x the
+    /// fewest.
+    pub group_size: u64,
+    /// Each kind of layer, in the estimate's order.
+    pub kinds: Vec<VllmPoolKind>,
+    /// Layers of this rank in its widest group: one block spans them.
+    pub widest_group_layers: u64,
+    /// Bytes of one layer's page on this rank (the largest, where kinds differ).
+    pub page_bytes: u64,
+    /// Whether the kinds' pages on this rank differ (kv's per-rank shapes;
+    /// vLLM makes them equal): each is then charged as the largest.
+    pub unequal_pages: bool,
+    /// Bytes of one block of the pool: `widest_group_layers x page_bytes`.
+    pub bytes_per_block: u64,
+    /// Blocks one request at `max_model_len` takes, every group's added.
+    pub blocks_per_request: u64,
+    /// `bytes_per_block x blocks_per_request`: vLLM's bytes for one request.
+    pub per_row_bytes: u64,
+    /// `per_row_bytes x max_num_seqs`.
+    pub peak_bytes: u64,
+}
+
+/// One kind of layer in a [`VllmPool`].
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[non_exhaustive]
+pub struct VllmPoolKind {
+    /// The declaration's name (`sliding_attention`, ...).
+    pub name: String,
+    /// The model's layers of this kind.
+    pub layers: u64,
+    /// vLLM's groups for them: `cdiv(layers, group_size)`.
+    pub groups: u64,
+    /// Of them, the layers this rank holds.
+    pub layers_on_rank: u64,
+    /// The layers this rank is charged for them: `groups x widest_group_layers`.
+    pub charged_layers: u64,
+    /// Blocks one request takes in each group of this kind.
+    pub blocks_per_layer: u64,
+}
+
+/// `--kv-cache-memory-bytes` (per rank) that lets vLLM hold `max_num_seqs`
+/// requests at `max_model_len` at once: every rank takes the widest rank's
+/// block count, and the pool holds one block back (the null block).
+pub(super) fn memory_for(pools: &[&VllmPool], max_num_seqs: u64) -> Result<u64, KvError> {
+    let widest = pools.iter().map(|p| p.bytes_per_block).max().unwrap_or(0);
+    let blocks_per_request = pools.first().map_or(0, |p| p.blocks_per_request);
+    blocks_per_request
+        .checked_mul(max_num_seqs)
+        .and_then(|blocks| blocks.checked_add(1))
+        .and_then(|blocks| blocks.checked_mul(widest))
+        .ok_or(Overflow {
+            step: "vLLM's kv_cache_memory_bytes for max_num_seqs",
+        })
+        .map_err(overflow(format!("max_num_seqs {max_num_seqs}")))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::spec::KvSpec;
+
+    struct Declared(Vec<KvSpec>);
+
+    impl crate::declare::ModelLocalKv for Declared {
+        fn kv_declare(&self, out: &mut Vec<KvSpec>) -> Result<(), KvError> {
+            out.extend(self.0.iter().cloned());
+            Ok(())
+        }
+    }
+
+    #[test]
+    fn unequal_pages_are_each_charged_as_the_largest() {
+        use crate::spec::dtype::DType;
+        use crate::spec::layout::Geometry;
+        use crate::spec::positions::Positions;
+        use crate::spec::{Rows, Scope};
+        let spec = |name: &'static str, kv_heads: u64| {
+            KvSpec::attention(
+                name,
+                "test",
+                Geometry::new(2, kv_heads, 64, DType::BF16),
+                Positions::bounded(32, "two blocks"),
+                Scope::Request,
+                Rows::MaxNumSeqs,
+            )
+        };
+        // Pages of 16 x 2 x 64 x 2 x 2 B = 8,192 B and 16 x 1 x 64 x 2 x 2 B
+        // = 4,096 B: vLLM pads the smaller to 8,192. Groups of 2, one each; a
+        // block spans 2 layers; a request takes 2 + 2 blocks.
+        let specs = vec![spec("wide", 2), spec("narrow", 1)];
+        let grouping = Grouping::of(&specs, 16).unwrap();
+        let pool = grouping.pool(&crate::collect(&Declared(specs)), 3).unwrap();
+        assert!(pool.unequal_pages);
+        assert_eq!(pool.page_bytes, 8192);
+        assert_eq!(pool.bytes_per_block, 16_384);
+        assert_eq!(pool.per_row_bytes, 16_384 * 4);
+        assert_eq!(pool.peak_bytes, 16_384 * 4 * 3);
+    }
+}
