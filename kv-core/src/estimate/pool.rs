@@ -332,7 +332,9 @@ mod tests {
         // block spans 2 layers; a request takes 2 + 2 blocks.
         let specs = vec![spec("wide", 2), spec("narrow", 1)];
         let grouping = Grouping::of(&specs, 16).unwrap();
-        let pool = grouping.pool(&crate::collect(&Declared(specs)), 3).unwrap();
+        let pool = grouping
+            .pool(&crate::collection::collect::collect(&Declared(specs)), 3)
+            .unwrap();
         assert!(pool.unequal_pages);
         assert_eq!(pool.page_bytes, 8192);
         assert_eq!(pool.bytes_per_block, 16_384);
