@@ -7,7 +7,7 @@ use std::path::{Path, PathBuf};
 use kv_core::estimate::{EstimateRank, EstimateSettings, StartupOutcome};
 use kv_core::export::{ExportedEstimate, ExportedEstimateCluster};
 use kv_core::units::{human_bytes, thousands};
-use kv_core::{KvError, Parallel, Storage};
+use kv_core::{KvError, Parallel, Storage, Table};
 use serde_json::Value;
 
 use crate::input::{emit, expand, read_config, Problem};
@@ -327,6 +327,12 @@ fn estimated(
     Ok(Estimated { exported, ranks })
 }
 
+/// A rank as the Markdown table labels it: `tp=0 pp=0`.
+fn rank_name(rank: &EstimateRank) -> String {
+    let p = rank.collection.parallel();
+    format!("tp={} pp={}", p.tp_rank, p.pp_rank)
+}
+
 fn settings_line(estimated: &Estimated, args: &Args) -> String {
     format!(
         "max_model_len {}, max_num_seqs {}, tp {}, pp {}{}; {}",
@@ -351,55 +357,27 @@ fn render(estimated: &Estimated, args: &Args) -> String {
             let _ = writeln!(out, "### `{}`\n", estimated.exported.source);
             let _ = writeln!(out, "Detected: {}.\n", estimated.exported.detected);
             let _ = writeln!(out, "Settings: {}.\n", settings_line(estimated, args));
-            let _ = writeln!(
-                out,
-                "| rank | group | cache | layers | positions | per position | per row | at peak |"
-            );
-            let _ = writeln!(
-                out,
-                "| --- | --- | --- | ---: | ---: | ---: | ---: | ---: |"
-            );
+            // One table (kv-core's, as `kv table` prints), every rank's
+            // declarations in it; then each rank's totals and vLLM's pool.
+            let table = estimated
+                .ranks
+                .iter()
+                .fold(Table::new(args.max_num_seqs), |table, rank| {
+                    table.collection(&rank_name(rank), &rank.collection)
+                });
+            out.push_str(&table.to_markdown());
+            out.push('\n');
             for rank in &estimated.ranks {
-                let p = rank.collection.parallel();
-                let name = format!("tp={} pp={}", p.tp_rank, p.pp_rank);
-                for entry in rank.collection.entries() {
-                    let spec = &entry.spec;
-                    let bytes = |b: Result<u64, kv_core::Overflow>| {
-                        b.map_or_else(|_| "overflow".to_owned(), |b| format!("{} B", thousands(b)))
-                    };
-                    let _ = writeln!(
-                        out,
-                        "| {name} | {} | {} | {} | {} | {} | {} | {} |",
-                        spec.name,
-                        spec.cache,
-                        spec.layout.layers(),
-                        spec.positions()
-                            .map_or_else(|| "—".to_owned(), |p| p.to_string()),
-                        spec.layout
-                            .bytes_per_position()
-                            .map_or_else(|| "—".to_owned(), bytes),
-                        bytes(spec.bytes_per_row()),
-                        bytes(spec.peak_bytes(args.max_num_seqs)),
-                    );
-                }
+                let name = rank_name(rank);
                 let _ = writeln!(
                     out,
-                    "| {name} | **total** | | | | {} B | {} B | {} B |",
-                    thousands(rank.totals.per_position),
-                    thousands(rank.totals.per_row),
-                    thousands(rank.totals.total)
+                    "- {name}: {}",
+                    kv_core::estimate::totals_line(&rank.totals, args.max_num_seqs)
                 );
                 let _ = writeln!(
                     out,
-                    "| {name} | **vLLM's pool** | {} | {} | | | {} B | {} B |",
-                    kv_core::estimate::charged_kinds(&rank.pool),
-                    rank.pool
-                        .kinds
-                        .iter()
-                        .map(|k| k.charged_layers)
-                        .fold(0u64, u64::saturating_add),
-                    thousands(rank.pool.per_row_bytes),
-                    thousands(rank.pool.peak_bytes)
+                    "- {name}: {}",
+                    kv_core::estimate::pool_line(&rank.pool, &rank.totals, args.max_num_seqs)
                 );
             }
             out.push('\n');

@@ -318,7 +318,10 @@ fn vllms_pool_and_start_up_line_beside_the_sum_of_layers() {
     let out = gemma_3_27b(&["--kv-cache-memory-bytes", "25.6k", "--format", "markdown"]);
     let text = stdout(&out);
     assert!(
-        text.contains("| tp=0 pp=0 | **vLLM's pool** | sliding_attention 52 layers charged as 60"),
+        text.contains(
+            "- tp=0 pp=0: vLLM's pool (groups of 10 layers): sliding_attention 52 layers \
+             charged as 60"
+        ),
         "{text}"
     );
     // The sliding group's cache says why: 52 = 4 x 9 + 2 x 8 (layers[i::6]).
@@ -618,9 +621,11 @@ fn markdown_json_kv_format_and_ranks() {
         "markdown",
     ]);
     let text = stdout(&out);
-    assert!(text.contains("| rank | group | cache |"), "{text}");
+    // kv-core's table, as `kv table` prints it, then each rank's totals.
+    assert!(text.contains("| Model "), "{text}");
+    assert!(text.contains("| tp=0 pp=0.full_attention "), "{text}");
     assert!(
-        text.contains("| tp=0 pp=0 | **total** | | | | 131,072 B |"),
+        text.contains("- tp=0 pp=0: total: 131,072 B per position"),
         "{text}"
     );
 
