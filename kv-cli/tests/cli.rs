@@ -948,6 +948,18 @@ fn merge_names_the_file_that_does_not_belong() {
     );
     assert!(err.trim_end().ends_with("is not its total 0 B"), "{err}");
     assert!(!err.contains("panicked"), "{err}");
+    // A report of schema 1 (an estimate's cluster had other names then):
+    // its version and this kv's.
+    let mut report: Value =
+        serde_json::from_str(&std::fs::read_to_string(&files[1]).unwrap()).unwrap();
+    report["schema_version"] = 1.into();
+    let old = write(&other, "old.json", &report.to_string());
+    let out = kv(&["merge", &files[0], &old]);
+    assert_eq!(out.status.code(), Some(1));
+    assert_eq!(
+        stderr(&out),
+        format!("kv: {old}: cannot merge: rank tp=1 pp=0 has schema version 1, this kv reads 2\n")
+    );
     // Not a report: the key serde missed.
     let out = kv(&["merge", &files[0], &shipped("llama-3-8b")]);
     assert_eq!(out.status.code(), Some(1));
