@@ -552,10 +552,10 @@ fn cluster_line(cluster: &ExportedEstimateCluster) -> String {
     let shown = |b: u64| format!("{} B ({})", thousands(b), human_bytes(b));
     format!(
         "cluster: {} ranks, {} per row, {} at peak in all; largest rank {} at peak",
-        cluster.rank_count,
+        cluster.totals.rank_count,
         shown(cluster.per_row_bytes),
-        shown(cluster.peak_bytes),
-        shown(cluster.largest_peak_bytes)
+        shown(cluster.totals.total_bytes),
+        shown(cluster.totals.largest_device_bytes)
     )
 }
 

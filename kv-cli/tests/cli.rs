@@ -178,7 +178,7 @@ fn estimate_prints_the_library_figures_for_every_shipped_config() {
         let rank = &json[0]["ranks"][0];
         assert_eq!(rank["per_position_bytes"], per_position, "{name}");
         assert_eq!(rank["per_row_bytes"], per_row, "{name}");
-        assert_eq!(rank["peak_bytes"], totals.total, "{name}");
+        assert_eq!(rank["report"]["total_bytes"], totals.total, "{name}");
         // The same export, but for the owner's type name (the test's, here).
         let mut expected = collection.to_json(256);
         for d in expected["declarations"].as_array_mut().unwrap() {
@@ -661,7 +661,7 @@ fn markdown_json_kv_format_and_ranks() {
     assert_eq!(ranks.len(), 4);
     // A quarter each: half the layers, half the heads.
     for rank in ranks {
-        assert_eq!(rank["peak_bytes"], 274_877_906_944u64 / 4);
+        assert_eq!(rank["report"]["total_bytes"], 274_877_906_944u64 / 4);
     }
     // A hybrid's groups are cut by the model's layers.
     let out = kv(&[
@@ -680,7 +680,7 @@ fn markdown_json_kv_format_and_ranks() {
     for (i, rank) in json[0]["ranks"].as_array().unwrap().iter().enumerate() {
         let parallel = Parallel::new(1, 2).unwrap().at(0, i as u64).unwrap();
         let expected = whole.for_rank(parallel).unwrap().totals(256).unwrap().total;
-        assert_eq!(rank["peak_bytes"], expected);
+        assert_eq!(rank["report"]["total_bytes"], expected);
     }
     // TP that does not divide the query heads is a layout vLLM refuses:
     // bad usage, naming the file and vLLM's reason.
@@ -822,12 +822,12 @@ fn merge_prints_the_cluster_view() {
         .iter()
         .map(|f| serde_json::from_str(&std::fs::read_to_string(f).unwrap()).unwrap());
     let cluster = ClusterReport::merge(reports).unwrap();
-    assert_eq!(cluster.total_bytes, whole.totals(256).unwrap().total);
+    assert_eq!(cluster.totals.total_bytes, whole.totals(256).unwrap().total);
     assert_eq!(text, format!("{cluster}\n"));
     // A directory of them, and JSON.
     let out = kv(&["merge", dir.to_str().unwrap(), "--format", "json"]);
     let json: Value = serde_json::from_str(&stdout(&out)).unwrap();
-    assert_eq!(json["total_bytes"], cluster.total_bytes);
+    assert_eq!(json["total_bytes"], cluster.totals.total_bytes);
     assert_eq!(json["rank_count"], 2);
     assert_eq!(json["schema_version"], kv_core::export::SCHEMA_VERSION);
     // It is kv-core's shape, and reads back into the same cluster view.
@@ -849,12 +849,59 @@ fn merge_prints_the_cluster_view() {
     // 153,354,240 B per row: Jamba's hybrid pages (kv-core's estimate tests).
     assert_eq!(estimates[0].ranks[0].per_row_bytes, 153_354_240);
     // One rank: the cluster is that rank.
-    assert_eq!(estimates[0].cluster.rank_count, 1);
+    assert_eq!(estimates[0].cluster.totals.rank_count, 1);
     assert_eq!(estimates[0].cluster.per_row_bytes, 153_354_240);
     assert_eq!(
-        estimates[0].cluster.largest_peak_bytes,
-        estimates[0].ranks[0].peak_bytes
+        Some(estimates[0].cluster.totals.largest_device_bytes),
+        estimates[0].ranks[0].report.total_bytes
     );
+}
+
+#[test]
+fn an_estimates_cluster_is_what_merge_makes_of_its_ranks_reports() {
+    let out = kv(&[
+        "estimate",
+        &shipped("llama-3-8b"),
+        "--positions",
+        "8192",
+        "--tp",
+        "2",
+        "--pp",
+        "2",
+        "--format",
+        "json",
+    ]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    let estimate: Value = serde_json::from_str(&stdout(&out)).unwrap();
+    let dir = scratch("merge_an_estimate");
+    let files: Vec<String> = estimate[0]["ranks"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .enumerate()
+        .map(|(i, rank)| write(&dir, &format!("rank{i}.json"), &rank["report"].to_string()))
+        .collect();
+    let mut args = vec!["merge", "--format", "json"];
+    args.extend(files.iter().map(String::as_str));
+    let out = kv(&args);
+    assert!(out.status.success(), "{}", stderr(&out));
+    let merged: Value = serde_json::from_str(&stdout(&out)).unwrap();
+    let cluster = &estimate[0]["cluster"];
+    // Every figure merge adds up, under the same name in the estimate.
+    let mut names = 0;
+    for (name, figure) in merged.as_object().unwrap() {
+        if name != "schema_version" && name != "reports" {
+            assert_eq!(&cluster[name], figure, "{name}");
+            names += 1;
+        }
+    }
+    assert_eq!(names, 7);
+    // Llama-3-8B: 32 layers x 8 heads x 128 x (K + V) x 2 B x 8192 positions
+    // x 256 rows = 256 GiB; a quarter per rank, the first named.
+    assert_eq!(cluster["total_bytes"], 256u64 << 30);
+    assert_eq!(cluster["largest_device_bytes"], 64u64 << 30);
+    assert_eq!(cluster["largest_device_tp_rank"], 0);
+    assert_eq!(cluster["largest_device_pp_rank"], 0);
 }
 
 #[test]
@@ -906,6 +953,18 @@ fn merge_names_the_file_that_does_not_belong() {
     );
     assert!(err.trim_end().ends_with("is not its total 0 B"), "{err}");
     assert!(!err.contains("panicked"), "{err}");
+    // A report of schema 1 (an estimate's cluster had other names then):
+    // its version and this kv's.
+    let mut report: Value =
+        serde_json::from_str(&std::fs::read_to_string(&files[1]).unwrap()).unwrap();
+    report["schema_version"] = 1.into();
+    let old = write(&other, "old.json", &report.to_string());
+    let out = kv(&["merge", &files[0], &old]);
+    assert_eq!(out.status.code(), Some(1));
+    assert_eq!(
+        stderr(&out),
+        format!("kv: {old}: cannot merge: rank tp=1 pp=0 has schema version 1, this kv reads 2\n")
+    );
     // Not a report: the key serde missed.
     let out = kv(&["merge", &files[0], &shipped("llama-3-8b")]);
     assert_eq!(out.status.code(), Some(1));

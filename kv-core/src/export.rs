@@ -5,7 +5,7 @@ pub(crate) mod cluster;
 pub(crate) mod json;
 
 pub use crate::estimate::{ExportedEstimate, ExportedEstimateCluster, ExportedEstimateRank};
-pub use cluster::{ClusterReport, ExportedCluster};
+pub use cluster::{ClusterReport, ClusterTotals, ExportedCluster};
 pub use json::{
     ExportedDeclaration, ExportedParallel, ExportedReport, ExportedSkip, ExportedStatePart,
     SCHEMA_VERSION,

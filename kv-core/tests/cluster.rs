@@ -66,9 +66,20 @@ fn ranks_merge_into_the_sum_and_the_largest_device_figure() {
     let per_rank = 16 * 4 * 256 * 2 * 8192 * 4;
     assert_eq!(per_rank, 1 << 30);
     assert_eq!(cluster.ranks.len(), 4);
-    assert_eq!(cluster.total_bytes, 4 * per_rank);
-    assert_eq!(cluster.device_bytes, 4 * per_rank);
-    assert_eq!(cluster.largest_device, (per_rank, (0, 0)));
+    let t = cluster.totals;
+    assert_eq!(t.rank_count, 4);
+    assert_eq!(t.total_bytes, 4 * per_rank);
+    assert_eq!(t.device_bytes, 4 * per_rank);
+    assert_eq!(t.host_bytes, 0);
+    // The ranks tie: the first, by stage then TP rank, is named.
+    assert_eq!(
+        (
+            t.largest_device_bytes,
+            t.largest_device_tp_rank,
+            t.largest_device_pp_rank
+        ),
+        (per_rank, 0, 0)
+    );
     assert_eq!(
         cluster.to_string(),
         "\
@@ -112,8 +123,59 @@ fn the_largest_device_figure_is_the_stage_with_most_layers() {
         .map(|rank| whole.for_rank(rank).unwrap().export(1))
         .collect::<Vec<_>>();
     let cluster = ClusterReport::merge(reports).unwrap();
-    assert_eq!(cluster.largest_device, (10 * 576 * 2, (0, 1)));
-    assert_eq!(cluster.device_bytes, 28 * 576 * 2);
+    let t = cluster.totals;
+    assert_eq!(
+        (
+            t.largest_device_bytes,
+            t.largest_device_tp_rank,
+            t.largest_device_pp_rank
+        ),
+        (10 * 576 * 2, 0, 1)
+    );
+    assert_eq!(t.device_bytes, 28 * 576 * 2);
+}
+
+#[test]
+fn the_largest_is_the_device_figure_and_host_bytes_are_added_apart() {
+    // Each rank: 32 layers x 4 heads x 256 x 2 B x 8192 positions x 1 seq =
+    // 1/2 GiB, edited: rank 0 to 1/4 GiB on the device and 3/4 on the host,
+    // rank 1 left at 1/2 GiB, all on the device.
+    let gib = 1u64 << 30;
+    let mut reports = rank_reports(2, 1, 1);
+    assert_eq!(reports[1].total_bytes, Some(gib / 2));
+    let set = |report: &mut ExportedReport, device: u64, host: u64| {
+        report.device_bytes = Some(device);
+        report.host_bytes = Some(host);
+        report.total_bytes = Some(device + host);
+    };
+    set(&mut reports[0], gib / 4, 3 * gib / 4);
+    let t = ClusterReport::merge(reports).unwrap().totals;
+    assert_eq!(
+        (t.total_bytes, t.device_bytes, t.host_bytes),
+        (gib + gib / 2, gib / 4 + gib / 2, 3 * gib / 4)
+    );
+    // Rank 0 holds more in all, rank 1 more on its device.
+    assert_eq!(
+        (
+            t.largest_device_bytes,
+            t.largest_device_tp_rank,
+            t.largest_device_pp_rank
+        ),
+        (gib / 2, 1, 0)
+    );
+}
+
+#[test]
+fn a_cluster_sum_past_u64_is_an_error_naming_it() {
+    let mut reports = rank_reports(2, 1, 4);
+    for (report, bytes) in reports.iter_mut().zip([u64::MAX, 1]) {
+        report.total_bytes = Some(bytes);
+        report.device_bytes = Some(bytes);
+    }
+    assert_eq!(
+        ClusterReport::merge(reports).unwrap_err().to_string(),
+        "kv: cannot merge reports: the cluster's peak bytes overflows u64 for 2 ranks added"
+    );
 }
 
 #[test]
@@ -207,10 +269,15 @@ fn an_exported_cluster_reads_back_and_its_stated_figures_are_checked() {
     let cluster = ClusterReport::merge(rank_reports(2, 2, 256)).unwrap();
     let exported = cluster.export();
     // Llama-3-8B, 1 GiB per sequence over 4 ranks, at 256 sequences.
-    assert_eq!(exported.total_bytes, 256 << 30);
-    assert_eq!(exported.rank_count, 4);
-    assert_eq!(exported.largest_device_bytes, 64 << 30);
+    assert_eq!(exported.totals.total_bytes, 256 << 30);
+    assert_eq!(exported.totals.rank_count, 4);
+    assert_eq!(exported.totals.largest_device_bytes, 64 << 30);
     let text = serde_json::to_string(&exported).unwrap();
+    // The figures are written flat, beside the version: the names `kv
+    // estimate --format json` writes under `cluster`.
+    let json: serde_json::Value = serde_json::from_str(&text).unwrap();
+    assert_eq!(json["total_bytes"], 256u64 << 30);
+    assert_eq!(json["largest_device_pp_rank"], 0);
     // The cluster view serializes as its exported shape.
     assert_eq!(serde_json::to_string(&cluster).unwrap(), text);
     let back: kv_core::export::ExportedCluster = serde_json::from_str(&text).unwrap();

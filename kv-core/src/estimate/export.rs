@@ -10,6 +10,7 @@ use super::startup::VllmStartup;
 use crate::collection::collect::{collect, Collection, Totals};
 use crate::declare::ModelLocalKv;
 use crate::error::{KvError, Overflow};
+use crate::export::cluster::ClusterTotals;
 use crate::export::json::{ExportedReport, SCHEMA_VERSION};
 use crate::parallel::Parallel;
 use crate::spec::KvSpec;
@@ -135,7 +136,6 @@ impl Estimate {
             .map(|rank| ExportedEstimateRank {
                 per_position_bytes: rank.totals.per_position,
                 per_row_bytes: rank.totals.per_row,
-                peak_bytes: rank.totals.total,
                 vllm_pool: rank.pool,
                 report: rank.collection.export(max_num_seqs),
             })
@@ -221,19 +221,17 @@ fn one() -> u64 {
 }
 
 /// Every rank of an [`ExportedEstimate`] together (`kv estimate`'s
-/// `cluster:` line): bytes added over the ranks, and the largest rank's
-/// peak, the figure that decides whether the layout fits its devices.
+/// `cluster:` line): the ranks' reports added up as `kv merge` adds them,
+/// beside the figures only an estimate has.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
 #[non_exhaustive]
 pub struct ExportedEstimateCluster {
-    /// The number of ranks, `tp x pp`.
-    pub rank_count: u64,
+    /// The ranks' reports added up, with the largest device figure (written
+    /// flat, under the names `kv merge` writes).
+    #[serde(flatten)]
+    pub totals: ClusterTotals,
     /// Bytes of one row on every rank, added.
     pub per_row_bytes: u64,
-    /// Peak bytes at `max_num_seqs` on every rank, added.
-    pub peak_bytes: u64,
-    /// The largest peak of any one rank.
-    pub largest_peak_bytes: u64,
     /// vLLM's `--kv-cache-memory-bytes` (per rank) that holds `max_num_seqs`
     /// requests at `max_model_len` at once: the widest rank's bytes per
     /// block x (`max_num_seqs` x blocks per request + the null block).
@@ -246,18 +244,17 @@ impl ExportedEstimateCluster {
         ranks: &[ExportedEstimateRank],
         max_num_seqs: u64,
     ) -> Result<ExportedEstimateCluster, KvError> {
-        let sum = |step: &'static str, of: fn(&ExportedEstimateRank) -> u64| {
-            ranks
-                .iter()
-                .try_fold(0u64, |total, rank| total.checked_add(of(rank)))
-                .ok_or(Overflow { step })
-                .map_err(overflow(format!("{} ranks added", ranks.len())))
-        };
+        let added = overflow(format!("{} ranks added", ranks.len()));
+        let per_row_bytes = ranks
+            .iter()
+            .try_fold(0u64, |total, rank| total.checked_add(rank.per_row_bytes))
+            .ok_or(Overflow {
+                step: "the cluster's bytes per row",
+            })
+            .map_err(&added)?;
         Ok(ExportedEstimateCluster {
-            rank_count: ranks.len() as u64,
-            per_row_bytes: sum("the cluster's bytes per row", |rank| rank.per_row_bytes)?,
-            peak_bytes: sum("the cluster's peak bytes", |rank| rank.peak_bytes)?,
-            largest_peak_bytes: ranks.iter().map(|rank| rank.peak_bytes).max().unwrap_or(0),
+            totals: ClusterTotals::of(ranks.iter().map(|rank| &rank.report)).map_err(&added)?,
+            per_row_bytes,
             kv_cache_memory_bytes_needed: memory_for(
                 &ranks.iter().map(|rank| &rank.vllm_pool).collect::<Vec<_>>(),
                 max_num_seqs,
@@ -274,12 +271,11 @@ pub struct ExportedEstimateRank {
     pub per_position_bytes: u64,
     /// Bytes of one row ([`Totals::per_row`]).
     pub per_row_bytes: u64,
-    /// Peak bytes at `max_num_seqs` ([`Totals::total`]).
-    pub peak_bytes: u64,
     /// What vLLM's pool charges the rank ([`VllmPool`]), beside the sum of
-    /// its layers above.
+    /// its layers.
     pub vllm_pool: VllmPool,
-    /// The rank's report.
+    /// The rank's report: the sum of its layers at `max_num_seqs` is its
+    /// `total_bytes`.
     pub report: ExportedReport,
 }
 
@@ -303,13 +299,21 @@ mod tests {
         assert_eq!(exported.ranks[0].per_position_bytes, 128);
         // 16 positions (one block of 16) per row, 3 rows.
         assert_eq!(exported.ranks[1].per_row_bytes, 128 * 16);
+        assert_eq!(exported.ranks[1].report.total_bytes, Some(128 * 16 * 3));
         assert_eq!(
             exported.cluster,
             ExportedEstimateCluster {
-                rank_count: 2,
+                totals: ClusterTotals {
+                    rank_count: 2,
+                    total_bytes: 2 * 128 * 16 * 3,
+                    device_bytes: 2 * 128 * 16 * 3,
+                    host_bytes: 0,
+                    // The ranks tie: the first is named.
+                    largest_device_bytes: 128 * 16 * 3,
+                    largest_device_tp_rank: 0,
+                    largest_device_pp_rank: 0,
+                },
                 per_row_bytes: 2 * 128 * 16,
-                peak_bytes: 2 * 128 * 16 * 3,
-                largest_peak_bytes: 128 * 16 * 3,
                 // A block is 2 layers x 16 tokens x 64 B = 2,048 B; a request
                 // takes 1; 3 requests and the null block: 4 x 2,048.
                 kv_cache_memory_bytes_needed: 8192,
@@ -319,6 +323,13 @@ mod tests {
         assert_eq!(exported.ranks[1].vllm_pool.peak_bytes, 3 * 2048);
         let text = serde_json::to_string(&exported).unwrap();
         assert!(text.contains("\"per_position_bytes\":128"), "{text}");
+        // The cluster is written flat, under the names `kv merge` writes.
+        let json: serde_json::Value = serde_json::from_str(&text).unwrap();
+        assert_eq!(json["cluster"]["total_bytes"], 2 * 128 * 16 * 3);
+        assert_eq!(json["cluster"]["largest_device_bytes"], 128 * 16 * 3);
+        assert_eq!(json["cluster"]["rank_count"], 2);
+        assert!(json["cluster"].get("peak_bytes").is_none(), "{text}");
+        assert!(json["ranks"][0].get("peak_bytes").is_none(), "{text}");
         let back: ExportedEstimate = serde_json::from_str(&text).unwrap();
         assert_eq!(back, exported);
         // JSON written before decode context parallelism reads as dcp 1.
@@ -328,24 +339,37 @@ mod tests {
         assert_eq!(back.decode_context_parallel, 1);
     }
 
+    /// A rank of `per_row_bytes` whose report holds `peak_bytes`, all on
+    /// the device (the rest unread).
+    fn rank(per_row_bytes: u64, peak_bytes: u64) -> ExportedEstimateRank {
+        let mut report = crate::collection::collect::Collection::default().export(1);
+        report.total_bytes = Some(peak_bytes);
+        report.device_bytes = Some(peak_bytes);
+        ExportedEstimateRank {
+            per_position_bytes: 1,
+            per_row_bytes,
+            vllm_pool: pool(1, 1),
+            report,
+        }
+    }
+
     #[test]
     fn a_cluster_sum_past_u64_is_an_error() {
-        let rank = |peak_bytes| ExportedEstimateRank {
-            per_position_bytes: 1,
-            per_row_bytes: 1,
-            peak_bytes,
-            vllm_pool: pool(1, 1),
-            report: crate::collection::collect::Collection::default().export(1),
-        };
-        let error = ExportedEstimateCluster::of(&[rank(u64::MAX), rank(1)], 1).unwrap_err();
+        let error = ExportedEstimateCluster::of(&[rank(1, u64::MAX), rank(1, 1)], 1).unwrap_err();
         assert_eq!(
             error.to_string(),
             "kv: cannot read figures from the config: the cluster's peak bytes overflows u64 \
              for 2 ranks added"
         );
-        let fits = ExportedEstimateCluster::of(&[rank(u64::MAX - 1), rank(1)], 1).unwrap();
-        assert_eq!(fits.peak_bytes, u64::MAX);
-        assert_eq!(fits.largest_peak_bytes, u64::MAX - 1);
+        let error = ExportedEstimateCluster::of(&[rank(u64::MAX, 1), rank(1, 1)], 1).unwrap_err();
+        assert_eq!(
+            error.to_string(),
+            "kv: cannot read figures from the config: the cluster's bytes per row overflows \
+             u64 for 2 ranks added"
+        );
+        let fits = ExportedEstimateCluster::of(&[rank(1, u64::MAX - 1), rank(1, 1)], 1).unwrap();
+        assert_eq!(fits.totals.total_bytes, u64::MAX);
+        assert_eq!(fits.totals.largest_device_bytes, u64::MAX - 1);
         assert_eq!(fits.per_row_bytes, 2);
     }
 
@@ -367,11 +391,8 @@ mod tests {
     #[test]
     fn the_memory_needed_takes_the_widest_rank_and_the_null_block() {
         let rank = |bytes_per_block| ExportedEstimateRank {
-            per_position_bytes: 1,
-            per_row_bytes: 1,
-            peak_bytes: 1,
             vllm_pool: pool(bytes_per_block, 7),
-            report: crate::collection::collect::Collection::default().export(1),
+            ..rank(1, 1)
         };
         // Widest block 300 B; 5 requests x 7 blocks + the null block = 36.
         let cluster = ExportedEstimateCluster::of(&[rank(200), rank(300), rank(100)], 5).unwrap();

@@ -8,7 +8,7 @@ use std::fmt;
 use serde::{Deserialize, Serialize};
 
 use super::json::{ExportedReport, SCHEMA_VERSION};
-use crate::error::KvError;
+use crate::error::{KvError, Overflow};
 use crate::units::mib;
 
 /// Reports of every rank of one parallel layout, checked to belong together.
@@ -17,14 +17,72 @@ use crate::units::mib;
 pub struct ClusterReport {
     /// The reports, ordered by pipeline stage, then TP rank.
     pub ranks: Vec<ExportedReport>,
+    /// Their figures added up, and the largest device figure.
+    pub totals: ClusterTotals,
+}
+
+/// Every rank's report together: its figures added up, and the largest
+/// device figure, the one that decides whether a layout fits its devices.
+/// `kv merge` and `kv estimate --format json` both write it, from the
+/// per-rank reports, under these names.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[non_exhaustive]
+pub struct ClusterTotals {
+    /// The number of ranks, `tp x pp`.
+    pub rank_count: u64,
     /// Peak bytes over every rank.
     pub total_bytes: u64,
     /// Device bytes over every rank.
     pub device_bytes: u64,
     /// Host bytes over every rank.
     pub host_bytes: u64,
-    /// The largest device figure of any rank, and that rank's (tp_rank, pp_rank).
-    pub largest_device: (u64, (u64, u64)),
+    /// The largest device figure of any rank (the first such rank in the
+    /// order given, when several tie).
+    pub largest_device_bytes: u64,
+    /// That rank's TP rank.
+    pub largest_device_tp_rank: u64,
+    /// That rank's pipeline stage.
+    pub largest_device_pp_rank: u64,
+}
+
+impl ClusterTotals {
+    /// The figures of `reports`, one per rank, added up. A sum past `u64` is
+    /// an [`Overflow`] naming it; so is a rank whose figures are `null` in
+    /// its report (they overflowed there, so the sum cannot fit either).
+    pub(crate) fn of<'a>(
+        reports: impl IntoIterator<Item = &'a ExportedReport>,
+    ) -> Result<ClusterTotals, Overflow> {
+        const PEAK: &str = "the cluster's peak bytes";
+        let add = |sum: u64, figure: u64, step: &'static str| {
+            sum.checked_add(figure).ok_or(Overflow { step })
+        };
+        let mut totals = ClusterTotals {
+            rank_count: 0,
+            total_bytes: 0,
+            device_bytes: 0,
+            host_bytes: 0,
+            largest_device_bytes: 0,
+            largest_device_tp_rank: 0,
+            largest_device_pp_rank: 0,
+        };
+        for report in reports {
+            let (Some(total), Some(device), Some(host)) =
+                (report.total_bytes, report.device_bytes, report.host_bytes)
+            else {
+                return Err(Overflow { step: PEAK });
+            };
+            totals.total_bytes = add(totals.total_bytes, total, PEAK)?;
+            totals.device_bytes = add(totals.device_bytes, device, "the cluster's device bytes")?;
+            totals.host_bytes = add(totals.host_bytes, host, "the cluster's host bytes")?;
+            if totals.rank_count == 0 || device > totals.largest_device_bytes {
+                totals.largest_device_bytes = device;
+                totals.largest_device_tp_rank = report.parallel.tp_rank;
+                totals.largest_device_pp_rank = report.parallel.pp_rank;
+            }
+            totals.rank_count += 1;
+        }
+        Ok(totals)
+    }
 }
 
 impl ClusterReport {
@@ -45,7 +103,7 @@ impl ClusterReport {
     ///     .collect::<Result<Vec<_>, _>>()?;
     /// let cluster = ClusterReport::merge(reports)?;
     /// assert_eq!(cluster.ranks.len(), 2);
-    /// assert_eq!(cluster.total_bytes, 0);
+    /// assert_eq!(cluster.totals.total_bytes, 0);
     /// # Ok::<(), kv_core::KvError>(())
     /// ```
     pub fn merge(
@@ -99,9 +157,8 @@ fn merge_named(reports: Vec<(Option<String>, ExportedReport)>) -> Result<Cluster
     };
     let mut problems = Vec::new();
     let mut first: Option<usize> = None;
-    // (pp_rank, tp_rank) -> (index, [total, device, host]) of each report
-    // that passed every check.
-    let mut by_rank: BTreeMap<(u64, u64), (usize, [u64; 3])> = BTreeMap::new();
+    // (pp_rank, tp_rank) -> index of each report that passed every check.
+    let mut by_rank: BTreeMap<(u64, u64), usize> = BTreeMap::new();
     for (index, (label, report)) in reports.iter().enumerate() {
         let p = report.parallel;
         let named = rank_of(report);
@@ -162,7 +219,7 @@ fn merge_named(reports: Vec<(Option<String>, ExportedReport)>) -> Result<Cluster
             ));
             continue;
         }
-        if let Some(&(seen, _)) = by_rank.get(&(p.pp_rank, p.tp_rank)) {
+        if let Some(&seen) = by_rank.get(&(p.pp_rank, p.tp_rank)) {
             let also = match &reports[seen].0 {
                 Some(label) => format!(" (also {label})"),
                 None => String::new(),
@@ -170,7 +227,7 @@ fn merge_named(reports: Vec<(Option<String>, ExportedReport)>) -> Result<Cluster
             problem(format!("{named} appears twice{also}"));
             continue;
         }
-        by_rank.insert((p.pp_rank, p.tp_rank), (index, [total, device, host]));
+        by_rank.insert((p.pp_rank, p.tp_rank), index);
     }
     if let Some(problem) = KvError::from_all(problems) {
         return Err(problem);
@@ -204,31 +261,13 @@ fn merge_named(reports: Vec<(Option<String>, ExportedReport)>) -> Result<Cluster
             ),
         ));
     }
-    let (mut total_bytes, mut device_bytes, mut host_bytes) = (0u64, 0u64, 0u64);
-    let mut largest: Option<(u64, (u64, u64))> = None;
-    let sum = |a: u64, b: u64| {
-        a.checked_add(b)
-            .ok_or_else(|| error(None, "the cluster sum overflows u64".into()))
-    };
-    let mut ranks = Vec::with_capacity(by_rank.len());
-    for &(index, [total, device, host]) in by_rank.values() {
-        let report = &reports[index].1;
-        total_bytes = sum(total_bytes, total)?;
-        device_bytes = sum(device_bytes, device)?;
-        host_bytes = sum(host_bytes, host)?;
-        if largest.is_none_or(|(most, _)| device > most) {
-            largest = Some((device, (report.parallel.tp_rank, report.parallel.pp_rank)));
-        }
-        ranks.push(report.clone());
-    }
-    let largest_device = largest.ok_or_else(|| error(None, "no reports to merge".into()))?;
-    Ok(ClusterReport {
-        ranks,
-        total_bytes,
-        device_bytes,
-        host_bytes,
-        largest_device,
-    })
+    let ranks: Vec<ExportedReport> = by_rank
+        .values()
+        .map(|&index| reports[index].1.clone())
+        .collect();
+    let totals = ClusterTotals::of(&ranks)
+        .map_err(|o| error(None, format!("{o} for {} ranks added", ranks.len())))?;
+    Ok(ClusterReport { ranks, totals })
 }
 
 /// A cluster view as exported (`kv merge --format json`): the same family
@@ -255,20 +294,9 @@ fn merge_named(reports: Vec<(Option<String>, ExportedReport)>) -> Result<Cluster
 pub struct ExportedCluster {
     /// [`SCHEMA_VERSION`] of the writer.
     pub schema_version: u32,
-    /// Ranks merged.
-    pub rank_count: u64,
-    /// Peak bytes over every rank.
-    pub total_bytes: u64,
-    /// Device bytes over every rank.
-    pub device_bytes: u64,
-    /// Host bytes over every rank.
-    pub host_bytes: u64,
-    /// The largest device figure of any rank.
-    pub largest_device_bytes: u64,
-    /// That rank's TP rank.
-    pub largest_device_tp_rank: u64,
-    /// That rank's pipeline stage.
-    pub largest_device_pp_rank: u64,
+    /// The reports' figures added up (written flat, beside `schema_version`).
+    #[serde(flatten)]
+    pub totals: ClusterTotals,
     /// Every rank's report, by stage then TP rank.
     pub reports: Vec<ExportedReport>,
 }
@@ -276,16 +304,9 @@ pub struct ExportedCluster {
 impl ClusterReport {
     /// The exported shape.
     pub fn export(&self) -> ExportedCluster {
-        let (bytes, (tp_rank, pp_rank)) = self.largest_device;
         ExportedCluster {
             schema_version: SCHEMA_VERSION,
-            rank_count: self.ranks.len() as u64,
-            total_bytes: self.total_bytes,
-            device_bytes: self.device_bytes,
-            host_bytes: self.host_bytes,
-            largest_device_bytes: bytes,
-            largest_device_tp_rank: tp_rank,
-            largest_device_pp_rank: pp_rank,
+            totals: self.totals,
             reports: self.ranks.clone(),
         }
     }
@@ -305,19 +326,17 @@ impl ExportedCluster {
                 ),
             });
         }
-        let stated = (
-            self.total_bytes,
-            self.device_bytes,
-            self.host_bytes,
-            self.largest_device_bytes,
-        );
+        let figures = |t: &ClusterTotals| {
+            (
+                t.total_bytes,
+                t.device_bytes,
+                t.host_bytes,
+                t.largest_device_bytes,
+            )
+        };
+        let stated = figures(&self.totals);
         let merged = ClusterReport::merge(self.reports)?;
-        let found = (
-            merged.total_bytes,
-            merged.device_bytes,
-            merged.host_bytes,
-            merged.largest_device.0,
-        );
+        let found = figures(&merged.totals);
         if stated != found {
             return Err(KvError::Merge {
                 report: None,
@@ -365,18 +384,42 @@ impl fmt::Display for ClusterReport {
                 cell(report.total_bytes)
             )?;
         }
+        let t = &self.totals;
         writeln!(
             f,
             "| sum | | {:.2} MiB | {:.2} MiB | {:.2} MiB |",
-            mib(self.device_bytes),
-            mib(self.host_bytes),
-            mib(self.total_bytes)
+            mib(t.device_bytes),
+            mib(t.host_bytes),
+            mib(t.total_bytes)
         )?;
-        let (bytes, (tp_rank, pp_rank)) = self.largest_device;
         write!(
             f,
-            "Largest device figure: {:.2} MiB on rank tp={tp_rank} pp={pp_rank}",
-            mib(bytes)
+            "Largest device figure: {:.2} MiB on rank tp={} pp={}",
+            mib(t.largest_device_bytes),
+            t.largest_device_tp_rank,
+            t.largest_device_pp_rank
         )
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::collection::collect::Collection;
+
+    #[test]
+    fn no_reports_add_up_to_nothing_and_a_null_figure_overflows_the_sum() {
+        let none: [ExportedReport; 0] = [];
+        let empty = ClusterTotals::of(&none).unwrap();
+        assert_eq!((empty.rank_count, empty.total_bytes), (0, 0));
+        // A figure is null in a report where it overflowed u64 there.
+        let mut overflowed = Collection::default().export(1);
+        overflowed.host_bytes = None;
+        assert_eq!(
+            ClusterTotals::of([&Collection::default().export(1), &overflowed]),
+            Err(Overflow {
+                step: "the cluster's peak bytes"
+            })
+        );
     }
 }

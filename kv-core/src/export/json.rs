@@ -9,9 +9,12 @@ use crate::parallel::Parallel;
 use crate::spec::layout::Layout;
 use crate::spec::Rows;
 
-/// The version of the JSON shape below; bumped whenever a field changes meaning
-/// or is removed.
-pub const SCHEMA_VERSION: u32 = 1;
+/// The version of the JSON family (this report, the cluster view, the
+/// estimate); bumped whenever a field changes meaning or is removed.
+/// 2: an estimate's cluster is [`ClusterTotals`](crate::export::ClusterTotals)
+/// (as `kv merge` writes it) and its ranks lost `peak_bytes` (their report's
+/// `total_bytes`).
+pub const SCHEMA_VERSION: u32 = 2;
 
 /// A collection at one `max_num_seqs`, as exported. Field names are stable
 /// and snake_case; a byte figure that overflows `u64` is `null`.
@@ -237,7 +240,7 @@ impl Collection {
     /// ```
     /// let empty = kv_core::Collection::default().to_json(8);
     /// assert_eq!(empty["total_bytes"], 0);
-    /// assert_eq!(empty["schema_version"], 1);
+    /// assert_eq!(empty["schema_version"], 2);
     /// assert_eq!(empty["declarations"], serde_json::json!([]));
     /// ```
     pub fn to_json(&self, max_num_seqs: u64) -> Value {
@@ -395,7 +398,7 @@ mod tests {
         assert_eq!(
             exported,
             json!({
-                "schema_version": 1,
+                "schema_version": 2,
                 "max_num_seqs": 256,
                 "parallel": {"tp": 1, "pp": 1, "tp_rank": 0, "pp_rank": 0},
                 "total_bytes": 25_165_824,
