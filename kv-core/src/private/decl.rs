@@ -156,3 +156,70 @@ const fn text(text: Option<&'static str>) -> Option<Cow<'static, str>> {
         None => None,
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::spec::dtype::DType;
+    use crate::spec::positions::Positions;
+
+    const G: Geometry = Geometry::new(2, 4, 8, DType::F16);
+
+    fn bare() -> KvSpec {
+        decl("n", "c", Scope::Request).bounded_attention(G, 16, "sixteen", Rows::MaxNumSeqs)
+    }
+
+    #[test]
+    fn no_setter_is_the_public_constructors_declaration() {
+        // What hand-written code builds with the same keys: the defaults agree.
+        let by_hand = |rows| {
+            let positions = Positions::bounded(16, "sixteen");
+            KvSpec::attention("n", "c", G, positions, Scope::Request, rows)
+        };
+        assert_eq!(bare(), by_hand(Rows::MaxNumSeqs));
+        let three = || Rows::fixed(3, "three");
+        let layout = by_hand(three()).layout;
+        let spec = decl("n", "c", Scope::Request).spec(layout, three());
+        assert_eq!(spec, by_hand(three()));
+    }
+
+    #[test]
+    fn each_setter_sets_its_key_alone() {
+        let with = |decl: Decl| decl.bounded_attention(G, 16, "sixteen", Rows::MaxNumSeqs);
+        let base = decl("n", "c", Scope::Request);
+        assert_eq!(with(base.only_when("on")), bare().only_when("on"));
+        assert_eq!(with(base.assumes("one")), bare().assumes("one"));
+        assert_eq!(with(base.note("wide")), bare().note("wide"));
+        assert_eq!(with(base.on_host("offloaded")), bare().on_host("offloaded"));
+        assert_eq!(
+            with(base.whole_on_every_rank("encoder")),
+            bare().whole_on_every_rank("encoder")
+        );
+    }
+
+    #[test]
+    fn before_load_a_zero_figure_is_unknown_and_only_the_gate_and_assumption_show() {
+        let shown = decl("n", "c", Scope::Model)
+            .only_when("on")
+            .assumes("one")
+            .note("not shown")
+            .on_host("not shown")
+            .after_load_decl(0, "bound", 48, AfterLoadRows::MaxNumSeqs);
+        let expected = AfterLoadDecl {
+            name: "n",
+            cache: "c",
+            scope: Scope::Model,
+            positions: None,
+            positions_bound: "bound",
+            bytes_per_row: Some(48),
+            rows: AfterLoadRows::MaxNumSeqs,
+            only_when: Some("on"),
+            assumes: Some("one"),
+        };
+        assert_eq!(shown, expected);
+        let known =
+            decl("n", "c", Scope::Model).after_load_decl(7, "bound", 0, AfterLoadRows::MaxNumSeqs);
+        assert_eq!((known.positions, known.bytes_per_row), (Some(7), None));
+        assert_eq!((known.only_when, known.assumes), (None, None));
+    }
+}
