@@ -6,11 +6,13 @@
 //! the key as the table does. Adding a key: its entry there, its reader in
 //! `values.rs` (unless an existing one fits: `text`, `count`), its row in the
 //! derive's docs (kv-core/src/lib.rs; a test fails without it) and a ui
-//! case. An optional text of a declaration needs nothing more here: it is
-//! emitted as kv-core's setter of its name (`__private_v0_1::Decl`, which
-//! states its default). Another key gets its expansion in
-//! `expand/declarations.rs` (and, if required, a field in `valid::ValidDecl`). Everything else (the walk, duplicate, missing and conflicting keys,
-//! suggestions, the fuzzer's grammar and mutations) reads this table.
+//! case. An optional text of a declaration needs nothing more in this crate:
+//! it is emitted as kv-core's setter of its name (`__private_v0_1::Decl`,
+//! which states its default). Another key gets its expansion in
+//! `expand/declarations.rs` (and, if required, a field in
+//! `valid::ValidDecl`). Everything else (the walk, duplicate, missing and
+//! conflicting keys, suggestions, the fuzzer's grammar and mutations) reads
+//! this table.
 use proc_macro2::{Ident, TokenStream};
 use syn::{LitStr, Path};
 
