@@ -1,8 +1,9 @@
 //! A declaration as generated code builds it: one constructor, a `const`
 //! setter named after each optional key the user wrote, then its layout and
-//! rows (or, before load, what is known of them). The optional keys' defaults are stated here once, so the derive
-//! emits only what was written, and a new optional key is a field, a setter
-//! and its place in [`Decl::spec`] here.
+//! rows (or, before load, what is known of them). The optional keys'
+//! defaults are stated here once, so the derive emits only what was written;
+//! a new optional key is a field, its default, a setter and its place in
+//! [`Decl::spec`] here (and in [`Decl::after_load_decl`] if tables show it).
 
 use std::borrow::Cow;
 
@@ -14,9 +15,10 @@ use crate::spec::{KvSpec, Rows, Scope};
 
 /// A declaration being built: the texts every declaration has and the
 /// optional keys, each absent until its setter is called (the derive calls
-/// each at most once: a key is given once). Only texts, so that a setter may
-/// replace one in a `const fn` (which may drop nothing); the layout and rows
-/// come last, in [`Decl::spec`].
+/// each at most once: a key is given once). Only texts and the scope (all
+/// `Copy`), so that a setter may replace one in a `const fn`, which may drop
+/// nothing; the layout and rows, which own text, come last, in
+/// [`Decl::spec`].
 #[derive(Clone, Copy)]
 pub struct Decl {
     name: &'static str,
