@@ -127,15 +127,6 @@ class Decl:
         rows = self.kv["rows"]
         return rows != "max_num_seqs" and rows[0][0] == "self"
 
-    def plain(self):
-        """Goes through `__kv::spec` (else `__kv::spec_with`), as in expand.rs."""
-        kv = self.kv
-        return (
-            self.kind() == "attention"
-            and not any(k in kv for k in ("kv_format", "v_format", "on_host", "whole_on_every_rank"))
-            and self.bounded() is not None
-        )
-
     # ---- the attribute, as a user writes it ----
     def attribute(self):
         kv = self.kv
@@ -232,7 +223,7 @@ def policy(decl):
 
 
 def layout(decl):
-    """The `Layout` of a `spec_with` declaration (expand.rs's `spec()`)."""
+    """The `Layout` of a declaration (expand/declarations.rs's `spec()`)."""
     kv = decl.kv
     if decl.policy():
         positions = f"__kv::policy({policy(decl)})"
@@ -256,32 +247,34 @@ def gate_text(decl):
     return decl.kv.get("only_when", "").removesuffix("()")
 
 
+def head(decl):
+    """`__kv::decl(..)` and a setter for each optional key written
+    (expand/declarations.rs's `head()`), in the keys table's order."""
+    kv = decl.kv
+    setters = "".join(f".{key}({rs(kv[key])})" for key in ("assumes", "note", "on_host", "whole_on_every_rank")
+                      if key in kv)
+    gate = f".only_when({rs(gate_text(decl))})" if "only_when" in kv else ""
+    return f"__kv::decl({rs(decl.decl_name())}, {rs(kv['cache'])}, __kv::{SCOPES[kv['scope']]}){gate}{setters}"
+
+
 def spec(decl):
-    """A `KvSpec` through the `__private_v0_1::spec` const fn, as expand.rs writes it."""
+    """A `KvSpec` through `__private_v0_1::decl`, as expand/declarations.rs writes it."""
     kv = decl.kv
     if kv["rows"] == "max_num_seqs":
         rows = "__kv::MaxNumSeqs"
     else:
         rcount, rbecause = kv["rows"]
         rows = f"__kv::fixed({count_expr(rcount, 'rows')}, {rs(rbecause)})"
-    texts = ", ".join(rs(t) for t in (gate_text(decl), kv.get("assumes", ""), kv.get("note", "")))
-    if not decl.plain():
-        places = ", ".join(rs(kv.get(k, "")) for k in ("on_host", "whole_on_every_rank"))
-        return (
-            f"__kv::spec_with({rs(decl.decl_name())}, {rs(kv['cache'])}, {layout(decl)}, "
-            f"__kv::{SCOPES[kv['scope']]}, {rows}, {texts}, {places},)"
-        )
-    count, because = decl.bounded()
-    return (
-        f"__kv::spec({rs(decl.decl_name())}, {rs(kv['cache'])}, "
-        f"{geometry(decl)}, {count_expr(count, 'positions')}, {rs(because)}, "
-        f"__kv::{SCOPES[kv['scope']]}, {rows}, {texts},)"
-    )
+    if decl.kind() == "attention" and decl.bounded():
+        count, because = decl.bounded()
+        return (f"{head(decl)}.bounded_attention({geometry(decl)}, {count_expr(count, 'positions')}, "
+                f"{rs(because)}, {rows})")
+    return f"{head(decl)}.spec({layout(decl)}, {rows})"
 
 
 def after_load_decl(decl):
     """What is known before load of a declaration with after-load values
-    (`after_load_decl` in expand.rs): every part that is const, else 0 or ""."""
+    (`after_load_decl` in expand/declarations.rs): every part that is const, else 0."""
     kv = decl.kv
     bounded = False
     if decl.kind() == "state":
@@ -306,10 +299,8 @@ def after_load_decl(decl):
         rc = "0" if rcount[0] == "self" else count_expr(rcount, "rows")
         rows = f"__kv::after_load_fixed({rc}, {rs(rbecause)})"
     return (
-        f"__kv::after_load_decl({rs(decl.decl_name())}, {rs(kv['cache'])}, "
-        f"__kv::{SCOPES[kv['scope']]}, {position_count}, "
-        f"{'__kv::NO_POSITIONS' if because is None else rs(because)}, {bytes_per_row}, "
-        f"{rows}, {rs(gate_text(decl))}, {rs(kv.get('assumes', ''))},)"
+        f"{head(decl)}.after_load_decl({position_count}, "
+        f"{'__kv::NO_POSITIONS' if because is None else rs(because)}, {bytes_per_row}, {rows})"
     )
 
 

@@ -230,69 +230,17 @@ impl KvSpec {
         scope: Scope,
         rows: Rows,
     ) -> KvSpec {
-        KvSpec::from_parts(
-            name.into(),
-            cache.into(),
-            layout,
-            scope,
-            rows,
-            None,
-            None,
-            None,
-        )
-    }
-
-    /// A declaration on the device, sharded by kind; `const` for generated code.
-    #[allow(clippy::too_many_arguments)]
-    pub(crate) const fn from_parts(
-        name: Text,
-        cache: Text,
-        layout: Layout,
-        scope: Scope,
-        rows: Rows,
-        only_when: Option<Text>,
-        assumes: Option<Text>,
-        note: Option<Text>,
-    ) -> KvSpec {
-        KvSpec::from_all_parts(
-            name,
-            cache,
-            layout,
-            scope,
-            rows,
-            only_when,
-            assumes,
-            note,
-            Placement::Device,
-            Sharding::ByKind,
-        )
-    }
-
-    /// The constructor every other one ends in; `const` for generated code.
-    #[allow(clippy::too_many_arguments)]
-    pub(crate) const fn from_all_parts(
-        name: Text,
-        cache: Text,
-        layout: Layout,
-        scope: Scope,
-        rows: Rows,
-        only_when: Option<Text>,
-        assumes: Option<Text>,
-        note: Option<Text>,
-        placement: Placement,
-        sharding: Sharding,
-    ) -> KvSpec {
         KvSpec {
-            name,
-            cache,
+            name: name.into(),
+            cache: cache.into(),
             layout,
             scope,
             rows,
-            only_when,
-            assumes,
-            note,
-            placement,
-            sharding,
+            only_when: None,
+            assumes: None,
+            note: None,
+            placement: Placement::Device,
+            sharding: Sharding::ByKind,
             layer_group: None,
         }
     }
@@ -523,19 +471,15 @@ mod tests {
 
     #[test]
     fn byte_math_is_usable_in_const_items() {
-        const SPEC: &KvSpec = &KvSpec::from_parts(
-            Cow::Borrowed("retained"),
-            Cow::Borrowed("test"),
-            Layout::Attention {
-                geometry: Geometry::new(8, 16, 64, DType::F32),
-                positions: Positions::bounded(71, "sliding_window(72) - 1"),
-            },
-            Scope::Request,
-            Rows::MaxNumSeqs,
-            None,
-            None,
-            None,
-        );
+        // As derived code builds it.
+        const SPEC: &KvSpec = &crate::__private_v0_1::decl("retained", "test", Scope::Request)
+            .spec(
+                Layout::Attention {
+                    geometry: Geometry::new(8, 16, 64, DType::F32),
+                    positions: Positions::bounded(71, "sliding_window(72) - 1"),
+                },
+                Rows::MaxNumSeqs,
+            );
         const PER_ROW: u64 = match SPEC.bytes_per_row() {
             Ok(bytes) => bytes,
             Err(_) => panic!("overflow"),

@@ -499,6 +499,35 @@ fn list_after(output: TokenStream, label: &str) -> Vec<String> {
 }
 
 #[test]
+fn only_the_optional_keys_written_are_emitted_in_the_tables_order() {
+    let declaration = |optional: &str| {
+        let source = format!(
+            "#[kv(name = \"a\", cache = \"c\", layers = 1, kv_heads = 1, head_dim = 1, \
+             dtype = bf16, positions = bounded(2, because = \"n\"), scope = request, \
+             rows = max_num_seqs{optional})] struct S {{ on: bool }}"
+        );
+        let output = derive(TokenStream::from_str(&source).expect("lexes"));
+        let statics = list_after(output, "static");
+        assert_eq!(statics.len(), 1, "{statics:?}");
+        statics[0].clone()
+    };
+    let head = "__kv :: decl (\"a\" , \"c\" , __kv :: Request)";
+    let finish = ". bounded_attention (__kv :: geometry (1 , 1 , 1 , __kv :: BF16) , 2 , \"n\" , __kv :: MaxNumSeqs)";
+    // None written: no setter, kv-core's defaults stand.
+    assert_eq!(declaration(""), format!("{head} {finish}"));
+    // Written in any order, emitted in the keys table's: the gate, then the texts.
+    let all = ", whole_on_every_rank = \"w\", note = \"n\", on_host = \"h\", \
+               assumes = \"a\", only_when = \"on\"";
+    assert_eq!(
+        declaration(all),
+        format!(
+            "{head} . only_when (\"on\") . assumes (\"a\") . note (\"n\") . on_host (\"h\") \
+             . whole_on_every_rank (\"w\") {finish}"
+        )
+    );
+}
+
+#[test]
 fn declarations_are_listed_one_per_comma() {
     let source = "#[kv(name = \"a\", cache = \"c\", layers = 1, kv_heads = 1, head_dim = 1, \
                   dtype = bf16, positions = bounded(N, because = \"n\"), scope = request, \
@@ -516,12 +545,14 @@ fn declarations_are_listed_one_per_comma() {
     let output = derive(TokenStream::from_str(source).expect("lexes"));
     let statics = list_after(output.clone(), "static");
     assert_eq!(statics.len(), 2, "{statics:?}");
-    assert!(statics.iter().all(|spec| spec.starts_with("__kv :: spec")));
+    assert!(statics
+        .iter()
+        .all(|spec| spec.starts_with("__kv :: decl") && spec.contains(". bounded_attention")));
     let after_load = list_after(output.clone(), "after_load");
     assert_eq!(after_load.len(), 2, "{after_load:?}");
     assert!(after_load
         .iter()
-        .all(|decl| decl.starts_with("__kv :: after_load_decl")));
+        .all(|decl| decl.starts_with("__kv :: decl") && decl.contains(". after_load_decl")));
     // The checks follow one another, unseparated: three for each const
     // declaration (the count `N`, bytes per position, per row) and one for
     // each after-load one (its const count `N`).

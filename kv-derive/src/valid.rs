@@ -67,7 +67,10 @@ pub struct ValidDecl<'a> {
     pub gate: Option<ValidGate>,
     /// The variant it declares in (`Type::Variant`), on an enum's variant.
     pub variant: Option<String>,
-    pub texts: Texts<'a>,
+    /// The optional texts given, by key, in the table's order; each
+    /// non-blank (blank ones are refused while reading). Each is emitted as
+    /// kv-core's setter of its key's name.
+    pub texts: Vec<(&'static str, &'a LitStr)>,
     /// Every figure known before load is a literal and their products fit:
     /// no generated check is needed.
     pub literal: bool,
@@ -96,15 +99,6 @@ pub enum Geometry<'a> {
     },
 }
 
-/// The optional texts, each non-blank where given (blank ones are refused
-/// while reading).
-pub struct Texts<'a> {
-    pub assumes: Option<&'a LitStr>,
-    pub note: Option<&'a LitStr>,
-    pub on_host: Option<&'a LitStr>,
-    pub whole_on_every_rank: Option<&'a LitStr>,
-}
-
 /// `only_when`, resolved: a field or a method, and its text for the report.
 pub struct ValidGate {
     pub ident: Ident,
@@ -115,20 +109,6 @@ pub struct ValidGate {
 }
 
 impl Geometry<'_> {
-    /// Whether it gives a storage format (`kv_format`, `v_format`).
-    pub fn has_formats(&self) -> bool {
-        matches!(
-            self,
-            Geometry::Parts {
-                kv_format: Some(_),
-                ..
-            } | Geometry::Parts {
-                v_format: Some(_),
-                ..
-            }
-        )
-    }
-
     /// Whether every part is literal or const.
     pub fn is_const(&self) -> bool {
         match self {
@@ -363,12 +343,11 @@ fn declaration<'a>(
         rows: attrs.rows.get()?,
         gate,
         variant: variant.map(str::to_owned),
-        texts: Texts {
-            assumes: attrs.assumes.get(),
-            note: attrs.note.get(),
-            on_host: attrs.on_host.get(),
-            whole_on_every_rank: attrs.whole_on_every_rank.get(),
-        },
+        texts: KEYS
+            .iter()
+            .filter(|key| key.place == Place::Declaration && key.need == Need::Optional)
+            .filter_map(|key| Some((key.name, (key.text)(attrs)?)))
+            .collect(),
         literal: false,
     })
 }

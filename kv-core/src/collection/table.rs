@@ -510,22 +510,12 @@ fn write_line(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::__private_v0_1::{after_load_decl, after_load_fixed};
+    use crate::__private_v0_1::{self, after_load_fixed};
     use crate::spec::Scope;
 
     const fn decl(bytes_per_row: u64, count: u64) -> AfterLoadDecl {
         let rows = after_load_fixed(count, "r");
-        after_load_decl(
-            "n",
-            "c",
-            Scope::Model,
-            4,
-            "four",
-            bytes_per_row,
-            rows,
-            "",
-            "",
-        )
+        __private_v0_1::decl("n", "c", Scope::Model).after_load_decl(4, "four", bytes_per_row, rows)
     }
     const KNOWN: &[AfterLoadDecl] = &[decl(1 << 20, 3)];
     const OVERFLOWING: &[AfterLoadDecl] = &[decl(u64::MAX, 2)];

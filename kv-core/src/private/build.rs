@@ -1,17 +1,16 @@
-//! What generated code builds declarations with: `const fn` constructors
-//! (before load) and the run-time path of a declaration read after load.
+//! What generated code builds a declaration's parts with: `const fn`
+//! constructors of layouts, positions and rows, and the run-time path of a
+//! declaration read after load. The declaration itself is `decl.rs`'s.
 
-use std::borrow::Cow;
-
+use super::decl::known_figure;
 use crate::collection::collect;
 use crate::declare::type_decls::{self, AfterLoadDecl, AfterLoadRows, KvTypeDecls};
 use crate::error::KvError;
 use crate::spec::dtype::DType;
 use crate::spec::layout::{Geometry, Latent, Layout, RecurrentState};
-use crate::spec::placement::{Placement, Sharding};
 use crate::spec::positions::{Bound, PositionPolicy, Positions};
 use crate::spec::storage::Storage;
-use crate::spec::{KvSpec, Rows, Scope};
+use crate::spec::{KvSpec, Rows};
 
 /// Every position policy by the name `positions = NAME(..)` takes, with its
 /// inputs 1, 2, 3, ... in the order the derive reads them (the first, then the
@@ -197,45 +196,6 @@ pub const fn policy_count(policy: PositionPolicy) -> u64 {
     }
 }
 
-/// A declaration of any layout, for generated code; `""` stands for an absent
-/// text (the derive rejects blank ones).
-#[allow(clippy::too_many_arguments)]
-pub const fn spec_with(
-    name: &'static str,
-    cache: &'static str,
-    layout: Layout,
-    scope: Scope,
-    rows: Rows,
-    only_when: &'static str,
-    assumes: &'static str,
-    note: &'static str,
-    on_host: &'static str,
-    whole_on_every_rank: &'static str,
-) -> KvSpec {
-    let placement = if on_host.is_empty() {
-        Placement::Device
-    } else {
-        Placement::Host(Cow::Borrowed(on_host))
-    };
-    let sharding = if whole_on_every_rank.is_empty() {
-        Sharding::ByKind
-    } else {
-        Sharding::Whole(Cow::Borrowed(whole_on_every_rank))
-    };
-    KvSpec::from_all_parts(
-        Cow::Borrowed(name),
-        Cow::Borrowed(cache),
-        layout,
-        scope,
-        rows,
-        text(only_when),
-        text(assumes),
-        text(note),
-        placement,
-        sharding,
-    )
-}
-
 /// An `only_when` condition; typed so that a non-`bool` gate is an error at its name.
 #[inline(always)]
 pub fn gate(open: bool) -> bool {
@@ -248,22 +208,6 @@ pub const fn const_bytes_per_row(geometry: Geometry, positions: u64) -> u64 {
     match geometry.bytes_per_row(positions) {
         Ok(bytes) => bytes,
         Err(_) => 0,
-    }
-}
-
-const fn known(value: u64) -> Option<u64> {
-    if value == 0 {
-        None
-    } else {
-        Some(value)
-    }
-}
-
-const fn known_text(text: &'static str) -> Option<&'static str> {
-    if text.is_empty() {
-        None
-    } else {
-        Some(text)
     }
 }
 
@@ -280,75 +224,11 @@ pub const fn type_decls(
     }
 }
 
-/// An after-load declaration from its parts, for generated code; `0` stands
-/// for a figure read after load, `""` for an absent `only_when` or `assumes`.
-#[allow(clippy::too_many_arguments)]
-pub const fn after_load_decl(
-    name: &'static str,
-    cache: &'static str,
-    scope: Scope,
-    positions: u64,
-    positions_bound: &'static str,
-    bytes_per_row: u64,
-    rows: AfterLoadRows,
-    only_when: &'static str,
-    assumes: &'static str,
-) -> AfterLoadDecl {
-    AfterLoadDecl {
-        name,
-        cache,
-        scope,
-        positions: known(positions),
-        positions_bound,
-        bytes_per_row: known(bytes_per_row),
-        rows,
-        only_when: known_text(only_when),
-        assumes: known_text(assumes),
-    }
-}
-
 /// Fixed rows of an after-load declaration; `0` for a count read after load.
 pub const fn after_load_fixed(count: u64, because: &'static str) -> AfterLoadRows {
     AfterLoadRows::Fixed {
-        count: known(count),
+        count: known_figure(count),
         because,
-    }
-}
-
-/// A declaration from its parts, for generated code; `""` stands for an
-/// absent `only_when`, `assumes` or `note` (the derive rejects blank ones).
-#[allow(clippy::too_many_arguments)]
-pub const fn spec(
-    name: &'static str,
-    cache: &'static str,
-    geometry: Geometry,
-    positions: u64,
-    bound: &'static str,
-    scope: Scope,
-    rows: Rows,
-    only_when: &'static str,
-    assumes: &'static str,
-    note: &'static str,
-) -> KvSpec {
-    spec_with(
-        name,
-        cache,
-        attention(geometry, bounded(positions, bound)),
-        scope,
-        rows,
-        only_when,
-        assumes,
-        note,
-        "",
-        "",
-    )
-}
-
-const fn text(text: &'static str) -> Option<Cow<'static, str>> {
-    if text.is_empty() {
-        None
-    } else {
-        Some(Cow::Borrowed(text))
     }
 }
 
@@ -356,6 +236,7 @@ const fn text(text: &'static str) -> Option<Cow<'static, str>> {
 mod tests {
     use super::*;
     use crate::spec::storage::BlockFormat;
+    use crate::spec::Scope;
 
     const G: Geometry = Geometry::new(2, 4, 8, DType::F16);
 

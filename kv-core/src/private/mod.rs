@@ -8,11 +8,13 @@
 mod build;
 mod checks;
 mod children;
+mod decl;
 mod macros;
 
 pub use build::*;
 pub use checks::*;
 pub use children::*;
+pub use decl::*;
 pub use macros::*;
 
 pub use core::primitive::{i128, u64};

@@ -4,12 +4,15 @@
 //! misspelt one does not compile), its place, value form, need, conflicts
 //! and texts. Its reader is handed the key's own entry, so a message names
 //! the key as the table does. Adding a key: its entry there, its reader in
-//! `values.rs` (unless an existing one fits: `text`, `count`), its expansion
-//! in `expand/declarations.rs` (an optional key is read there from its slot;
-//! a required one also gets a field in `valid::ValidDecl`), its row in the
+//! `values.rs` (unless an existing one fits: `text`, `count`), its row in the
 //! derive's docs (kv-core/src/lib.rs; a test fails without it) and a ui
-//! case. Everything else (the walk, duplicate, missing and conflicting keys,
-//! suggestions, the fuzzer's grammar and mutations) reads this table.
+//! case. An optional text of a declaration needs nothing more in this crate:
+//! it is emitted as kv-core's setter of its name (`__private_v0_1::Decl`,
+//! which states its default). Another key gets its expansion in
+//! `expand/declarations.rs` (and, if required, a field in
+//! `valid::ValidDecl`). Everything else (the walk, duplicate, missing and
+//! conflicting keys, suggestions, the fuzzer's grammar and mutations) reads
+//! this table.
 use proc_macro2::{Ident, TokenStream};
 use syn::{LitStr, Path};
 
@@ -87,6 +90,20 @@ pub struct Key {
     pub read: fn(&'static Key, &mut Attrs, &Ident, TokenStream, &mut Errors),
     /// The key's token, when given.
     pub given: fn(&Attrs) -> Option<&Ident>,
+    /// The value of a [`Form::Text`] key, when given; `None` for other forms.
+    pub text: fn(&Attrs) -> Option<&LitStr>,
+}
+
+/// A [`Form::Text`] key's slot holds a `LitStr`: its value; other forms
+/// have none.
+macro_rules! text_value {
+    (Text, $attrs:ident.$field:ident) => {
+        $attrs.$field.get()
+    };
+    ($form:ident, $attrs:ident.$field:ident) => {{
+        let _ = $attrs;
+        None
+    }};
 }
 
 /// Each key written once: its slot in [`Attrs`], its constant in [`name`],
@@ -125,6 +142,7 @@ macro_rules! keys {
                     set(&mut attrs.$field, token, errors, |$errors| $read)
                 },
                 given: |attrs| attrs.$field.key(),
+                text: |attrs| text_value!($form, attrs.$field),
             },
         )*];
 

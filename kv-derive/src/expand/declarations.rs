@@ -1,7 +1,7 @@
 //! Each declaration's code: its `KvSpec` (const, or built after load), what
 //! is known of it before load, its gate, and its const checks.
 
-use proc_macro2::{Delimiter, Group, Ident, TokenStream};
+use proc_macro2::{Delimiter, Group, Ident, Span, TokenStream};
 use quote::{quote, quote_spanned};
 
 use super::asserts;
@@ -28,15 +28,16 @@ impl Declarations {
         for decl in decls {
             let name = &decl.name;
             let mut static_index = None;
+            let head = head(decl);
             let push = if decl.is_after_load() {
-                self.after_load.push(after_load_decl(decl));
+                self.after_load.push(after_load_decl(decl, head.clone()));
                 // In a group, so `quote!` copies a handle, not every token.
-                let spec = Group::new(Delimiter::Parenthesis, spec(decl));
+                let spec = Group::new(Delimiter::Parenthesis, spec(decl, head));
                 quote! { __kv::declare(__kv_out, #type_name, #name, || __kv::Ok #spec)?; }
             } else {
                 let index = self.static_specs.len();
                 static_index = Some(index);
-                self.static_specs.push(spec(decl));
+                self.static_specs.push(spec(decl, head));
                 quote! { __kv_out.push(Self::__KV_STATIC[#index].clone()); }
             };
             self.checks.extend(asserts::const_checks(
@@ -58,11 +59,8 @@ impl Declarations {
 }
 
 /// What is known before load of a declaration with after-load values;
-/// `0` and `""` stand for what is not.
-fn after_load_decl(decl: &ValidDecl<'_>) -> TokenStream {
-    let name = &decl.name;
-    let cache = decl.cache.value();
-    let scope = scope(decl.scope);
+/// `0` stands for a figure that is not.
+fn after_load_decl(decl: &ValidDecl<'_>, head: TokenStream) -> TokenStream {
     let (position_count, bound) = match decl.positions() {
         // A recurrent state's bound is kv-core's own text, which its tables know.
         None => (quote!(0), quote! { __kv::NO_POSITIONS }),
@@ -100,30 +98,37 @@ fn after_load_decl(decl: &ValidDecl<'_>) -> TokenStream {
             quote! { __kv::after_load_fixed(#count, #because) }
         }
     };
-    let only_when = gate_text(decl);
-    let assumes = text(decl.texts.assumes);
-    quote! {
-        __kv::after_load_decl(
-            #name, #cache, #scope, #position_count, #bound, #bytes_per_row, #rows,
-            #only_when, #assumes,
-        )
-    }
+    quote! { #head.after_load_decl(#position_count, #bound, #bytes_per_row, #rows) }
 }
 
-/// When the declaration holds, `""` for always: its gate, and on an enum's
+/// `__private_v0_1::decl` with the texts every declaration has, then the
+/// optional keys the user wrote, each as kv-core's setter of its name (which
+/// states the default of those left out): the gate, then the texts.
+fn head(decl: &ValidDecl<'_>) -> TokenStream {
+    let name = &decl.name;
+    let cache = decl.cache.value();
+    let scope = scope(decl.scope);
+    let mut head = quote! { __kv::decl(#name, #cache, #scope) };
+    if let Some(condition) = gate_text(decl) {
+        head.extend(quote! { .only_when(#condition) });
+    }
+    for (key, text) in &decl.texts {
+        let setter = Ident::new(key, Span::call_site());
+        let text = text.value();
+        head.extend(quote! { .#setter(#text) });
+    }
+    head
+}
+
+/// When the declaration holds, if not always: its gate, and on an enum's
 /// variant the variant (`Cache::Rotating and windowed`).
-fn gate_text(decl: &ValidDecl<'_>) -> String {
+fn gate_text(decl: &ValidDecl<'_>) -> Option<String> {
     match (&decl.variant, &decl.gate) {
-        (None, None) => String::new(),
-        (None, Some(gate)) => gate.text.clone(),
-        (Some(variant), None) => variant.clone(),
-        (Some(variant), Some(gate)) => format!("{variant} and {}", gate.text),
+        (None, None) => None,
+        (None, Some(gate)) => Some(gate.text.clone()),
+        (Some(variant), None) => Some(variant.clone()),
+        (Some(variant), Some(gate)) => Some(format!("{variant} and {}", gate.text)),
     }
-}
-
-/// An optional text's value, `""` for none (blank texts are rejected).
-fn text(lit: Option<&syn::LitStr>) -> String {
-    lit.map_or_else(String::new, syn::LitStr::value)
 }
 
 fn scope(named: Named) -> TokenStream {
@@ -142,33 +147,18 @@ fn rows(decl: &ValidDecl<'_>) -> TokenStream {
     }
 }
 
-/// A `KvSpec` through `__private_v0_1::spec`, a `const fn`: far fewer tokens
-/// than a struct literal, which every build pays for (see BENCHMARKS.md).
-/// Declarations with a latent, a state, a format, a position policy or a
-/// placement go through `spec_with` and a layout built for their kind.
-fn spec(decl: &ValidDecl<'_>) -> TokenStream {
-    let name = &decl.name;
-    let cache = decl.cache.value();
-    let scope = scope(decl.scope);
+/// A `KvSpec` through `__private_v0_1::decl` and its `const fn` setters:
+/// far fewer tokens than a struct literal, which every build pays for (see
+/// BENCHMARKS.md). Attention with `bounded(..)` positions, the most common,
+/// has a finisher of its own, with no layout to spell.
+fn spec(decl: &ValidDecl<'_>, head: TokenStream) -> TokenStream {
     let rows = rows(decl);
-    // Blank texts are rejected while parsing, so "" can stand for "not given".
-    let only_when = gate_text(decl);
-    let assumes = text(decl.texts.assumes);
-    let note = text(decl.texts.note);
-    let placed = decl.texts.on_host.is_some() || decl.texts.whole_on_every_rank.is_some();
     let layout = match &decl.kind {
-        Kind::Attention(geometry, PositionsValue::Bounded(counted))
-            if !placed && !geometry.has_formats() =>
-        {
+        Kind::Attention(geometry, PositionsValue::Bounded(counted)) => {
             let geometry = exprs::geometry(geometry);
             let position_count = count(&counted.count, "positions");
             let bound = counted.because.value();
-            return quote! {
-                __kv::spec(
-                    #name, #cache, #geometry, #position_count, #bound, #scope, #rows,
-                    #only_when, #assumes, #note,
-                )
-            };
+            return quote! { #head.bounded_attention(#geometry, #position_count, #bound, #rows) };
         }
         Kind::Attention(geometry, positions) => {
             let geometry = exprs::geometry(geometry);
@@ -201,13 +191,7 @@ fn spec(decl: &ValidDecl<'_>) -> TokenStream {
             quote_spanned! {value.span()=> __kv::state(#tokens) }
         }
     };
-    let on_host = text(decl.texts.on_host);
-    let whole = text(decl.texts.whole_on_every_rank);
-    quote! {
-        __kv::spec_with(
-            #name, #cache, #layout, #scope, #rows, #only_when, #assumes, #note, #on_host, #whole,
-        )
-    }
+    quote! { #head.spec(#layout, #rows) }
 }
 
 /// Positions as a `Positions` expression.
