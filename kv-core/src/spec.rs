@@ -470,26 +470,6 @@ mod tests {
     }
 
     #[test]
-    fn byte_math_is_usable_in_const_items() {
-        // As derived code builds it.
-        const SPEC: &KvSpec = &crate::__private_v0_1::decl("retained", "test", Scope::Request)
-            .spec(
-                Layout::Attention {
-                    geometry: Geometry::new(8, 16, 64, DType::F32),
-                    positions: Positions::bounded(71, "sliding_window(72) - 1"),
-                },
-                Rows::MaxNumSeqs,
-            );
-        const PER_ROW: u64 = match SPEC.bytes_per_row() {
-            Ok(bytes) => bytes,
-            Err(_) => panic!("overflow"),
-        };
-        const ROWS: u64 = SPEC.row_count(7);
-        assert_eq!(PER_ROW, 2 * 8 * 16 * 64 * 71 * 4);
-        assert_eq!(ROWS, 7);
-    }
-
-    #[test]
     fn fixed_rows_ignore_max_num_seqs() {
         let pool = spec_with(
             Geometry::new(16, 64, 16, DType::BF16),

@@ -172,6 +172,25 @@ mod tests {
     }
 
     #[test]
+    fn byte_math_is_usable_in_const_items() {
+        // As derived code builds it.
+        const SPEC: &KvSpec = &decl("retained", "test", Scope::Request).spec(
+            Layout::Attention {
+                geometry: Geometry::new(8, 16, 64, DType::F32),
+                positions: Positions::bounded(71, "sliding_window(72) - 1"),
+            },
+            Rows::MaxNumSeqs,
+        );
+        const PER_ROW: u64 = match SPEC.bytes_per_row() {
+            Ok(bytes) => bytes,
+            Err(_) => panic!("overflow"),
+        };
+        const ROWS: u64 = SPEC.row_count(7);
+        assert_eq!(PER_ROW, 2 * 8 * 16 * 64 * 71 * 4);
+        assert_eq!(ROWS, 7);
+    }
+
+    #[test]
     fn no_setter_is_the_public_constructors_declaration() {
         // What hand-written code builds with the same keys: the defaults agree.
         let by_hand = |rows| {
