@@ -6,10 +6,15 @@ comments and `$crate` paths in macros are ignored, and a macro exported at
 the root counts as its defining file. Prints the edges, then on stderr each
 circle (a strongly connected set of files). Usage:
 
-    python3 scripts/import_graph.py kv-core/src
+    python3 scripts/import_graph.py kv-core/src          # edges, then circles
+    python3 scripts/import_graph.py --check kv-core/src  # circles only; exit 1 on any
+
+CI runs the check on kv-core, kv-derive and kv-cli: each file's imports point
+down (issue #27).
 """
 import os, re, sys
-root = sys.argv[1]
+check = '--check' in sys.argv[1:]
+root = [a for a in sys.argv[1:] if a != '--check'][0]
 files = {}
 for d, _, fs in os.walk(root):
     for f in fs:
@@ -78,9 +83,10 @@ for mod, p in files.items():
             if t is not None and t != mod: out.add(t)
     edges[mod] = out
 name = lambda m: files[m]
-for m in sorted(edges, key=name):
-    for t in sorted(edges[m], key=name):
-        print(f'{name(m)} -> {name(t)}')
+if not check:
+    for m in sorted(edges, key=name):
+        for t in sorted(edges[m], key=name):
+            print(f'{name(m)} -> {name(t)}')
 # cycles: strongly connected components (Tarjan)
 idx, low, on, st, sccs, i = {}, {}, set(), [], [], [0]
 def sc(v):
@@ -97,6 +103,8 @@ def sc(v):
 sys.setrecursionlimit(10000)
 for v in edges:
     if v not in idx: sc(v)
-print('# cycles:', len(sccs), file=sys.stderr)
+print(f'# {root}: cycles:', len(sccs), file=sys.stderr)
 for c in sccs:
     print('#  ', sorted(name(x) for x in c), file=sys.stderr)
+if check and sccs:
+    sys.exit(1)
