@@ -212,9 +212,10 @@ fn only_unmarked_fields_of_checkable_types_are_checked() {
     );
     assert!(unmarked(&inert).is_empty(), "{inert}");
     let path = derive_str(
-        "struct P<'a> { a: u32::Wrapper, b: (u8, Decoder), c: Option<Decoder>, d: &'a Decoder }",
+        "struct P<'a> { a: u32::Wrapper, b: (u8, Decoder), c: Option<Decoder>, d: &'a Decoder, \
+         e: [Decoder; 2] }",
     );
-    assert_eq!(unmarked(&path).len(), 4, "{path}");
+    assert_eq!(unmarked(&path).len(), 5, "{path}");
 }
 
 #[test]
@@ -577,6 +578,12 @@ fn a_child_naming_a_type_parameter_is_bound_by_it() {
         "where N : Default , Arc < M > : :: kv_core :: declare :: KvChild",
         "{output}"
     );
+    // Inside brackets or parentheses too.
+    let nested = derive_str("struct A<M> { #[kv(child)] layers: [M; 2] }");
+    assert!(
+        nested.contains("where [where [M ; 2] : :: kv_core :: declare :: KvChild]"),
+        "{nested}"
+    );
 }
 
 #[test]
@@ -608,5 +615,92 @@ fn an_unknown_key_taken_for_a_required_one_is_reported_once() {
         errors(&output),
         ["\"unknown key `rowz`; did you mean `rows`?\""],
         "{output}"
+    );
+}
+
+#[test]
+fn crate_names_where_kv_core_is() {
+    let output = derive_str("#[kv(crate = \"my_kv\")] struct S;");
+    assert!(output.starts_with("my_kv :: __kv_impl_v0_1 !"), "{output}");
+    assert!(derive_str("struct S;").starts_with(":: kv_core :: __kv_impl_v0_1 !"));
+}
+
+#[test]
+fn a_blank_text_is_refused() {
+    let output = declaration("geometry = G, positions = bounded(2, because = \" \")");
+    assert_eq!(
+        errors(&output),
+        ["\"`because` is blank; say why, or the value cannot be reviewed\""],
+        "{output}"
+    );
+}
+
+#[test]
+fn a_type_without_type_or_const_parameters_is_registered_with_static_lifetimes() {
+    let registered = |source: &str| {
+        let output = derive_str(source);
+        output
+            .split("register ")
+            .nth(1)
+            .map(|rest| rest.split(';').next().unwrap_or(rest).trim().to_string())
+    };
+    assert_eq!(registered("struct S;").as_deref(), Some("S"));
+    assert_eq!(
+        registered("struct L<'a, 'b> { x: &'a u8, y: &'b u8 }").as_deref(),
+        Some("L < 'static , 'static >")
+    );
+    assert_eq!(registered("struct G<T> { x: T }"), None);
+    assert_eq!(registered("struct C<const N: usize> { x: [u8; N] }"), None);
+}
+
+#[test]
+fn what_is_known_before_load_is_each_const_figure_and_zero_for_the_rest() {
+    let after_load = |keys: &str| {
+        let source = format!(
+            "#[kv(name = \"a\", cache = \"c\", scope = request, kv_heads = 1, head_dim = 1, \
+             dtype = bf16, {keys})] struct S {{ n: usize }}"
+        );
+        let list = list_after(
+            derive(TokenStream::from_str(&source).expect("lexes")),
+            "after_load",
+        );
+        assert_eq!(list.len(), 1, "{list:?}");
+        let head = "__kv :: decl (\"a\" , \"c\" , __kv :: Request) . after_load_decl ";
+        list[0].strip_prefix(head).expect(head).to_string()
+    };
+    // Rows read after load: the bytes per row are known before.
+    assert_eq!(
+        after_load(
+            "layers = 1, positions = bounded(2, because = \"p\"), \
+             rows = fixed(self.n, because = \"r\")"
+        ),
+        "(2 , \"p\" , __kv :: const_bytes_per_row (__kv :: geometry (1 , 1 , 1 , __kv :: BF16) , 2) \
+         , __kv :: after_load_fixed (0 , \"r\"))"
+    );
+    // The geometry read after load: the positions alone.
+    assert_eq!(
+        after_load("layers = self.n, positions = bounded(2, because = \"p\"), rows = max_num_seqs"),
+        "(2 , \"p\" , 0 , __kv :: MAX_NUM_SEQS)"
+    );
+    // The positions read after load: neither, though the bound's text is.
+    assert_eq!(
+        after_load("layers = 1, positions = bounded(self.n, because = \"p\"), rows = max_num_seqs"),
+        "(0 , \"p\" , 0 , __kv :: MAX_NUM_SEQS)"
+    );
+}
+
+#[test]
+fn a_layout_other_than_bounded_attention_spells_its_positions() {
+    let output = derive(
+        TokenStream::from_str(
+            "#[kv(name = \"a\", cache = \"c\", scope = request, rows = max_num_seqs, \
+             latent = L, positions = bounded(2, because = \"p\"))] struct S;",
+        )
+        .expect("lexes"),
+    );
+    assert_eq!(
+        list_after(output, "static"),
+        ["__kv :: decl (\"a\" , \"c\" , __kv :: Request) \
+          . spec (__kv :: latent (L , __kv :: bounded (2 , \"p\")) , __kv :: MaxNumSeqs)"]
     );
 }
