@@ -704,3 +704,28 @@ fn a_layout_other_than_bounded_attention_spells_its_positions() {
           . spec (__kv :: latent (L , __kv :: bounded (2 , \"p\")) , __kv :: MaxNumSeqs)"]
     );
 }
+
+#[test]
+fn a_required_key_left_out_is_reported() {
+    let positions = "positions = bounded(1, because = \"b\")";
+    let no_cache = derive_str(&format!(
+        "#[kv(name = \"n\", scope = request, rows = max_num_seqs, geometry = G, {positions})] struct S;"
+    ));
+    assert_eq!(
+        errors(&no_cache),
+        ["\"missing `cache`: say what kind of cache holds this, e.g. `cache = \\\"StaticCache\\\"`\""],
+        "{no_cache}"
+    );
+    // On the struct there is no field to name the declaration after.
+    let no_name = derive_str(&format!(
+        "#[kv(cache = \"c\", scope = request, rows = max_num_seqs, geometry = G, {positions})] struct S;"
+    ));
+    assert_eq!(
+        errors(&no_name),
+        [
+            "\"missing `name`: a declaration on the struct needs `name = \\\"...\\\"` \
+          (on a field it defaults to the field's name)\""
+        ],
+        "{no_name}"
+    );
+}
