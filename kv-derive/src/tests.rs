@@ -729,3 +729,21 @@ fn a_required_key_left_out_is_reported() {
         "{no_name}"
     );
 }
+
+#[test]
+fn a_declaration_on_a_named_field_is_named_after_it() {
+    let output = derive(
+        TokenStream::from_str(
+            "struct S { #[kv(cache = \"c\", scope = request, rows = max_num_seqs, geometry = G, \
+             positions = bounded(1, because = \"b\"))] r#window: u8 }",
+        )
+        .expect("lexes"),
+    );
+    let statics = list_after(output, "static");
+    assert_eq!(statics.len(), 1, "{statics:?}");
+    // Without its `r#`.
+    assert!(
+        statics[0].starts_with("__kv :: decl (\"window\" , \"c\" , __kv :: Request)"),
+        "{statics:?}"
+    );
+}
