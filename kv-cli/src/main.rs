@@ -19,6 +19,7 @@ use clap::{Parser, Subcommand, ValueEnum};
 mod estimate;
 mod input;
 mod merge;
+mod sglang;
 mod table;
 
 #[derive(Parser)]

@@ -22,11 +22,16 @@ mod max_len;
 mod refusals;
 #[cfg(test)]
 mod served;
+mod sglang;
 mod vllm;
 
 pub use engine::{vllm_startup, StartupOutcome, VllmPool, VllmPoolKind, VllmStartup};
 pub use export::{EstimateRank, ExportedEstimate, ExportedEstimateCluster, ExportedEstimateRank};
 pub use lines::{charged_kinds, group_line, pool_line, totals_line};
+pub use sglang::{
+    sglang_pools, SglangKvDtype, SglangKvPool, SglangMambaPool, SglangPools, SglangSettings,
+    SGLANG_ENGINE,
+};
 
 use vllm::{Builder, Paging};
 
