@@ -8,7 +8,7 @@ use std::path::Path;
 use kv_core::estimate::{
     sglang_pools, EstimateSettings, SglangKvDtype, SglangPools, SglangSettings,
 };
-use kv_core::{DType, Storage};
+use kv_core::{DType, KvError, Storage};
 use serde_json::{json, Value};
 
 use crate::estimate::Args;
@@ -119,8 +119,17 @@ fn size_file(
     for (key, value) in &args.values {
         estimate_settings = estimate_settings.set(key, value.clone());
     }
-    let estimate = kv_core::estimate::estimate(&config, &estimate_settings)
-        .map_err(|e| Problem::new(file, e))?;
+    let estimate = match kv_core::estimate::estimate(&config, &estimate_settings) {
+        // A config with no length: SGLang's get_context_length falls back to 2048.
+        Err(KvError::Config {
+            what: "max_model_len",
+            ..
+        }) if args.positions.is_none() => {
+            kv_core::estimate::estimate(&config, &estimate_settings.positions(2048))
+        }
+        other => other,
+    }
+    .map_err(|e| Problem::new(file, e))?;
     let pools =
         sglang_pools(&config, &estimate, settings, bytes).map_err(|e| Problem::new(file, e))?;
     Ok(Sized {
