@@ -689,3 +689,30 @@ fn refused(problem: String) -> KvError {
         problem: format!("SGLang 0.5.23 would not start: {problem}"),
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::{gib, py_floordiv};
+
+    #[test]
+    fn gib_rounds_as_python_formats_two_decimals() {
+        // Python: f"{x:.2f}" rounds exact ties to even: 0.125 -> 0.12,
+        // 0.375 -> 0.38, 0.625 -> 0.62; just above a tie rounds up.
+        assert_eq!(gib(1 << 27), "0.12");
+        assert_eq!(gib(3 << 27), "0.38");
+        assert_eq!(gib(5 << 27), "0.62");
+        assert_eq!(gib((1 << 27) + 1), "0.13");
+        assert_eq!(gib(40 << 30), "40.00");
+        assert_eq!(gib(0), "0.00");
+    }
+
+    #[test]
+    fn floordiv_is_pythons_not_the_floor_of_the_quotient() {
+        // Python: 1.0 // 0.1 == 9.0 (fmod leaves 0.0999...), while
+        // floor(1.0 / 0.1) == 10.0.
+        assert_eq!(py_floordiv(1.0, 0.1), 9.0);
+        assert_eq!(py_floordiv(42_949_672_960.0, 44_236.8), 970_903.0);
+        assert_eq!(py_floordiv(0.5, 2.0), 0.0);
+        assert_eq!(py_floordiv(6.0, 2.0), 3.0);
+    }
+}

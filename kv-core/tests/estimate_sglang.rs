@@ -1,0 +1,245 @@
+//! SGLang 0.5.23's pools (`kv_core::estimate::sglang_pools`): figures worked
+//! out by hand from SGLang's rules, each in a comment. The same cases were
+//! run through SGLang's own KVCacheConfigurator (scripts/sglang/compare.py).
+#![cfg(feature = "json")]
+
+use kv_core::estimate::{
+    estimate, sglang_pools, EstimateSettings, SglangKvDtype, SglangPools, SglangSettings,
+};
+use kv_core::KvError;
+use serde_json::{json, Value};
+
+const GIB_40: u64 = 40 << 30;
+
+fn qwen3_8b() -> Value {
+    json!({
+        "architectures": ["Qwen3ForCausalLM"], "model_type": "qwen3",
+        "head_dim": 128, "hidden_size": 4096, "num_attention_heads": 32,
+        "num_hidden_layers": 36, "num_key_value_heads": 8,
+        "max_position_embeddings": 40960, "torch_dtype": "bfloat16",
+    })
+}
+
+fn pools(config: &Value, settings: &SglangSettings, bytes: u64) -> Result<SglangPools, KvError> {
+    let attn_tp = settings.attn_tp()?;
+    let estimate = estimate(config, &EstimateSettings::new().tensor_parallel(attn_tp))?;
+    sglang_pools(config, &estimate, settings, bytes)
+}
+
+fn settings(tp: u64, dp: u64, dtype: SglangKvDtype) -> SglangSettings {
+    let mut settings = SglangSettings::default();
+    settings.tp = tp;
+    settings.dp = dp;
+    settings.kv_cache_dtype = dtype;
+    settings
+}
+
+#[test]
+fn dense_gqa_counts_tokens_with_page_size_one() {
+    let pools = pools(&qwen3_8b(), &SglangSettings::default(), GIB_40).unwrap();
+    // Cell: 36 layers x 8 heads x (128 + 128) x 2 B = 147,456 B per token;
+    // 42,949,672,960 // 147,456 = 291,271 (291,271.1).
+    // K: (291,271 + 1 padding page) x 36 x 8 x 128 x 2 = 21,474,902,016 B = 20.0001 GiB.
+    // Requests: int(291,271 / 40,960 x 512) = 3,640, within [2048, 4096], below 291,271 // 2.
+    assert_eq!(pools.full.tokens, 291_271);
+    assert_eq!(pools.full.k_bytes, 21_474_902_016);
+    assert_eq!(pools.max_running_requests, 3_640);
+    assert_eq!(
+        pools.lines(),
+        ["KV Cache is allocated. dtype: torch.bfloat16, #tokens: 291271, K size: 20.00 GB, V size: 20.00 GB"]
+    );
+    assert_eq!(pools.engine, "sglang 0.5.23");
+}
+
+#[test]
+fn tp_divides_kv_heads_with_a_floor_of_one_and_fp8_halves() {
+    // TP 16: 8 // 16 = 0 heads, floored to 1: 36 x 1 x 256 x 2 = 18,432 B;
+    // 42,949,672,960 // 18,432 = 2,330,168 (2,330,168.9).
+    let tp16 = pools(&qwen3_8b(), &settings(16, 1, SglangKvDtype::Auto), GIB_40).unwrap();
+    assert_eq!(tp16.full.tokens, 2_330_168);
+    // TP 8 with DP attention 4: attention on 2 ranks, 4 heads each:
+    // 36 x 4 x 256 x 2 = 73,728 B; 42,949,672,960 // 73,728 = 582,542 (582,542.2),
+    // a full pool per worker.
+    let dp = pools(&qwen3_8b(), &settings(8, 4, SglangKvDtype::Auto), GIB_40).unwrap();
+    assert_eq!((dp.attn_tp, dp.attn_dp, dp.full.tokens), (2, 4, 582_542));
+    // fp8: 1 B an element, 36 x 8 x 256 x 1 = 73,728 B: the same 582,542 tokens.
+    let fp8 = pools(&qwen3_8b(), &settings(1, 1, SglangKvDtype::Fp8E4m3), GIB_40).unwrap();
+    assert_eq!(fp8.full.tokens, 582_542);
+    assert!(fp8.lines()[0].contains("dtype: torch.float8_e4m3fn, #tokens: 582542"));
+    let e5m2 = pools(&qwen3_8b(), &settings(1, 1, SglangKvDtype::Fp8E5m2), GIB_40).unwrap();
+    assert!(e5m2.lines()[0].contains("dtype: torch.float8_e5m2, #tokens: 582542"));
+}
+
+#[test]
+fn mla_latent_is_one_kv_never_divided_by_tp() {
+    let deepseek = json!({
+        "architectures": ["DeepseekV2ForCausalLM"], "model_type": "deepseek_v2",
+        "num_hidden_layers": 27, "kv_lora_rank": 512, "qk_rope_head_dim": 64,
+        "qk_nope_head_dim": 128, "v_head_dim": 128, "num_attention_heads": 16,
+        "num_key_value_heads": 16, "hidden_size": 2048,
+        "max_position_embeddings": 163840, "torch_dtype": "bfloat16",
+    });
+    // (512 + 64) x 27 layers x 2 B = 31,104 B per token on every rank;
+    // 42,949,672,960 // 31,104 = 1,380,840; KV: 1,380,841 x 31,104 =
+    // 42,949,678,464 B = 40.000005 GiB.
+    for tp in [1, 8] {
+        let pools = pools(&deepseek, &settings(tp, 1, SglangKvDtype::Auto), GIB_40).unwrap();
+        assert_eq!(
+            pools.lines(),
+            ["KV Cache is allocated. dtype: torch.bfloat16, #tokens: 1380840, KV size: 40.00 GB"],
+            "tp {tp}"
+        );
+    }
+}
+
+fn gpt_oss_20b() -> Value {
+    let layer_types: Vec<&str> = (0..24)
+        .map(|i| {
+            if i % 2 == 0 {
+                "sliding_attention"
+            } else {
+                "full_attention"
+            }
+        })
+        .collect();
+    json!({
+        "architectures": ["GptOssForCausalLM"], "model_type": "gpt_oss",
+        "head_dim": 64, "hidden_size": 2880, "num_attention_heads": 64,
+        "num_hidden_layers": 24, "num_key_value_heads": 8, "layer_types": layer_types,
+        "sliding_window": 128, "max_position_embeddings": 131072, "torch_dtype": "bfloat16",
+    })
+}
+
+#[test]
+fn allow_listed_sliding_window_gets_its_own_pool_at_the_ratio() {
+    let pools = pools(&gpt_oss_20b(), &SglangSettings::default(), GIB_40).unwrap();
+    // Full and SWA cells alike: 12 layers x 8 x (64 + 64) x 2 = 24,576 B;
+    // cell 24,576 + 0.8 x 24,576 = 44,236.8; 42,949,672,960 // 44,236.8 = 970,903;
+    // SWA int(970,903 x 0.8) = 776,722.
+    // Full K: 970,904 x 12 x 8 x 64 x 2 = 11,930,468,352 B = 11.111 GiB;
+    // SWA K: 776,723 x 12,288 = 9,544,372,224 B = 8.889 GiB;
+    // all four: 42,949,681,152 B = 40.000008 GiB.
+    assert_eq!(
+        pools.lines(),
+        [
+            "Use sliding window memory pool. full_layer_tokens=970903, swa_layer_tokens=776722",
+            "Full KV Cache is allocated. dtype: torch.bfloat16, #tokens: 970903, K size: 11.11 GB, V size: 11.11 GB",
+            "SWA KV Cache is allocated. dtype: torch.bfloat16, #tokens: 776722, K size: 8.89 GB, V size: 8.89 GB",
+            "SWAKVPool mem usage: 40.00 GB, swa size: 776722, full size: 970903",
+        ]
+    );
+}
+
+#[test]
+fn sliding_layers_off_the_allow_list_are_stored_at_full_length() {
+    // Gemma 3 (not allow-listed): all 6 layers, 5 sliding and 1 global, in one
+    // pool: 6 x 2 heads x (256 + 256) x 2 B = 12,288 B; 2^30 // 12,288 = 87,381.
+    let gemma = json!({
+        "architectures": ["Gemma3ForCausalLM"], "model_type": "gemma3_text",
+        "head_dim": 256, "hidden_size": 1152, "num_attention_heads": 4,
+        "num_hidden_layers": 6, "num_key_value_heads": 2, "sliding_window": 512,
+        "sliding_window_pattern": 6, "max_position_embeddings": 32768,
+        "torch_dtype": "bfloat16",
+    });
+    let pools = pools(&gemma, &SglangSettings::default(), 1 << 30).unwrap();
+    assert_eq!(pools.swa, None);
+    assert_eq!(pools.full.tokens, 87_381);
+}
+
+#[test]
+fn a_too_small_swa_pool_is_refused_as_sglang_refuses_it() {
+    // 24,576 x 1.8 = 44,236.8 B a full token: 5,000,000 B hold 113 full and
+    // int(113 x 0.8) = 90 SWA tokens, under the window 128 + page 1.
+    let error = pools(&gpt_oss_20b(), &SglangSettings::default(), 5_000_000).unwrap_err();
+    assert!(
+        error
+            .to_string()
+            .contains("SWA pool (90 tokens) cannot hold even one request"),
+        "{error}"
+    );
+}
+
+#[test]
+fn gated_deltanet_state_takes_whole_slots_first() {
+    let qwen3_next = json!({
+        "architectures": ["Qwen3NextForCausalLM"], "model_type": "qwen3_next",
+        "num_hidden_layers": 48, "full_attention_interval": 4, "hidden_size": 2048,
+        "num_attention_heads": 16, "num_key_value_heads": 2, "head_dim": 256,
+        "linear_num_key_heads": 16, "linear_key_head_dim": 128,
+        "linear_num_value_heads": 32, "linear_value_head_dim": 128,
+        "linear_conv_kernel_dim": 4, "max_position_embeddings": 262144,
+        "torch_dtype": "bfloat16",
+    });
+    let pools = pools(&qwen3_next, &SglangSettings::default(), GIB_40).unwrap();
+    // 36 GDN layers: conv (32 x 128 + 2 x 16 x 128) x 3 x bf16 = 49,152 B,
+    // SSM 32 x 128 x 128 x f32 = 2,097,152 B: 77,266,944 B a slot.
+    // Budget 40 x 0.9 / 1.9 GiB = 20,344,055,087.2 B; (budget - slot) // slot = 262.
+    // KV gets 42,949,672,960 - 263 x 77,266,944 = 22,628,466,688 B; its cell is
+    // the 12 full layers': 12 x 2 x 512 x 2 = 24,576 B: 920,754 tokens.
+    // conv: 36 x 263 x 49,152 = 465,371,136 B = 0.433 GiB; SSM 36 x 263 x
+    // 2,097,152 = 19,855,835,136 B = 18.49 GiB. Requests: 262 // 5 = 52.
+    let mamba = pools.mamba.clone().unwrap();
+    assert_eq!((mamba.slots, mamba.bytes_per_slot), (262, 77_266_944));
+    assert_eq!(pools.full.tokens, 920_754);
+    assert_eq!(pools.max_running_requests, 52);
+    let lines = pools.lines();
+    assert!(lines[0].starts_with("max_running_requests is capped to 52 by the mamba state cache"));
+    assert_eq!(
+        lines[1],
+        "Mamba Cache is allocated. max_mamba_cache_size: 262, conv_state size: 0.43GB, ssm_state size: 18.49GB "
+    );
+    assert!(lines[2].starts_with("KV Cache is allocated. dtype: torch.bfloat16, #tokens: 920754,"));
+}
+
+#[test]
+fn jamba_is_refused_as_sglang_refuses_it_at_load() {
+    let jamba = json!({
+        "architectures": ["JambaForCausalLM"], "model_type": "jamba",
+        "num_hidden_layers": 32, "attn_layer_period": 8, "attn_layer_offset": 4,
+        "num_attention_heads": 32, "num_key_value_heads": 8, "hidden_size": 4096,
+        "mamba_d_state": 16, "mamba_d_conv": 4, "mamba_expand": 2,
+        "max_position_embeddings": 262144, "torch_dtype": "bfloat16",
+    });
+    let error = pools(&jamba, &SglangSettings::default(), GIB_40).unwrap_err();
+    assert!(
+        error
+            .to_string()
+            .contains("['JambaForCausalLM'] are not supported"),
+        "{error}"
+    );
+}
+
+#[test]
+fn bad_layouts_and_overflow_are_errors_not_panics() {
+    // TP 3 is no multiple of DP 2.
+    let mut odd = SglangSettings::default();
+    odd.tp = 3;
+    odd.dp = 2;
+    assert!(odd.attn_tp().is_err());
+    // An estimate made for another TP size than SGLang's attention TP.
+    let estimate = estimate(&qwen3_8b(), &EstimateSettings::new()).unwrap();
+    let error = sglang_pools(
+        &qwen3_8b(),
+        &estimate,
+        &settings(2, 1, SglangKvDtype::Auto),
+        GIB_40,
+    )
+    .unwrap_err();
+    assert!(error.to_string().contains("tensor parallel 1"), "{error}");
+    // u64::MAX bytes: 18,446,744,073,709,551,615 // 147,456 = 125,099,989,649,180
+    // tokens; K (125,099,989,649,181 x 73,728 = 9,223,372,036,854,816,768 B) fits.
+    let most = pools(&qwen3_8b(), &SglangSettings::default(), u64::MAX).unwrap();
+    assert_eq!(most.full.tokens, 125_099_989_649_180);
+    assert_eq!(most.full.k_bytes, 9_223_372_036_854_816_768);
+    assert!(most.lines()[0].contains("K size: 8589934592.00 GB"));
+    // Too little for one token.
+    assert!(pools(&qwen3_8b(), &SglangSettings::default(), 1000).is_err());
+}
+
+#[test]
+fn json_names_the_engine() {
+    let pools = pools(&qwen3_8b(), &SglangSettings::default(), GIB_40).unwrap();
+    let value = serde_json::to_value(&pools).unwrap();
+    assert_eq!(value["engine"], "sglang 0.5.23");
+    assert_eq!(value["full"]["tokens"], 291_271);
+}
