@@ -543,7 +543,8 @@ fn mamba_split(rest_bytes: u64, per_slot: u64, ratio: f64) -> Result<(u64, u64),
     let budget_bytes = rest * ratio / (1.0 + ratio) * gb;
     let per = per_slot as f64;
     let slots = py_floordiv(budget_bytes - per, per);
-    if !(slots >= 1.0) {
+    // Also catches NaN: no whole slot unless it is at least 1.
+    if slots.is_nan() || slots < 1.0 {
         return Err(refused(format!(
             "Not enough GPU memory for hybrid (mamba/linear-attention) state cache: \
              {rest_bytes} B leave no whole state slot of {per_slot} B"
@@ -576,7 +577,7 @@ fn py_floordiv(a: f64, b: f64) -> f64 {
 
 /// Python's `int(x)` for a non-negative float that fits.
 fn float_to_u64(x: f64, what: &str) -> Result<u64, KvError> {
-    if x.is_finite() && x >= 0.0 && x < 18_446_744_073_709_551_616.0 {
+    if (0.0..18_446_744_073_709_551_616.0).contains(&x) {
         Ok(x as u64)
     } else if x.is_finite() && x < 0.0 {
         Err(refused(format!(
