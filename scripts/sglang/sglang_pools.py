@@ -6,7 +6,8 @@ returning the given budget. Not run by CI.
     /work/.venv-sglang/bin/python scripts/sglang/sglang_pools.py CASES.json
 
 CASES.json is a list of {"config": PATH, "budget": BYTES, "tp": N, "dp": N,
-"kv_cache_dtype": "auto"}; one JSON object per case is printed on stdout:
+"kv_cache_dtype": "auto", "max_running_requests": N, "max_total_tokens": N}
+(the last two optional); one JSON object per case is printed on stdout:
 the pool figures and SGLang's own log lines from its memory pools (logger
 INFO), or the error it raised. One process runs every case, since importing
 SGLang takes about 20 s.
@@ -106,6 +107,42 @@ class _Lines(logging.Handler):
             self.lines.append(record.getMessage())
 
 
+_MODEL_SOURCES = None
+
+
+def load_refusal(config_path):
+    """What SGLang's loader says of the config's architectures, where it
+    refuses them (model_loader/utils.py, get_model_architecture and
+    resolve_transformers_arch): no native class (its models/*.py name none;
+    their source is read, since some do not import on CPU) and a transformers
+    class that is absent or not backend-compatible."""
+    global _MODEL_SOURCES
+    import glob
+    import re
+
+    import transformers
+
+    import sglang.srt.models as models
+
+    if _MODEL_SOURCES is None:
+        _MODEL_SOURCES = "".join(
+            open(f).read() for f in glob.glob(os.path.join(models.__path__[0], "**/*.py"), recursive=True)
+        )
+    archs = json.load(open(config_path)).get("architectures") or []
+    if any(re.search(rf"\b{re.escape(a)}\b", _MODEL_SOURCES) for a in archs):
+        return None
+    for arch in archs:
+        module = getattr(transformers, arch, None)
+        if module is None:
+            return f"Cannot find model module. '{arch}' is not a registered model in the Transformers library"
+        if not module.is_backend_compatible():
+            return (
+                f"{arch} has no SGlang implementation and the Transformers "
+                "implementation is not compatible with SGLang."
+            )
+    return None
+
+
 class _Group:
     cpu_group = None
 
@@ -123,6 +160,9 @@ def run_case(case, lines):
             tp_size=int(case.get("tp", 1)),
             kv_cache_dtype=case.get("kv_cache_dtype", "auto"),
         )
+        for key in ("max_running_requests", "max_total_tokens"):
+            if case.get(key) is not None:
+                kwargs[key] = int(case[key])
         if dp > 1:
             kwargs.update(dp_size=dp, enable_dp_attention=True)
         sa = ServerArgs(**kwargs)
@@ -194,6 +234,7 @@ def main():
     for case in json.load(open(sys.argv[1])):
         handler.lines = []
         out = dict(case)
+        out["load_refusal"] = load_refusal(case["config"])
         try:
             out.update(run_case(case, handler.lines))
         except Exception as error:  # SGLang's refusal is a result here

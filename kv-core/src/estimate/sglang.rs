@@ -49,8 +49,16 @@ const HYBRID_SWA_ARCHITECTURES: [&str; 27] = [
     "InklingForConditionalGenerationMTP",
 ];
 
-/// Architectures SGLang 0.5.23 has no model class for: it refuses them at load.
-const UNSUPPORTED_ARCHITECTURES: [&str; 1] = ["JambaForCausalLM"];
+/// Architectures kv detects that SGLang 0.5.23 has no model class for and
+/// whose transformers class is not backend-compatible: its loader refuses them
+/// (`model_loader/utils.py`, `resolve_transformers_arch`).
+const UNSUPPORTED_ARCHITECTURES: [&str; 3] =
+    ["JambaForCausalLM", "Zamba2ForCausalLM", "FalconForCausalLM"];
+
+/// Architectures SGLang serves with an MLA latent where kv's detection (vLLM's
+/// rule) reads plain heads: `kv_lora_rank + qk_rope_head_dim` per layer
+/// (`configs/model_config.py`).
+const MLA_ARCHITECTURES_READ_AS_HEADS: [&str; 1] = ["MiniCPM3ForCausalLM"];
 
 /// Mamba state slots per running request: `MAMBA_CACHE_SIZE_MAX_RUNNING_REQUESTS_RATIO`
 /// (3) plus the 2 tracking slots of the default extra buffer with overlap scheduling.
@@ -176,6 +184,9 @@ pub struct SglangPools {
     pub max_running_requests: u64,
     /// Where a Mamba pool capped `max_running_requests`, the cap.
     pub capped_by_mamba: Option<u64>,
+    /// Where `--max-total-tokens` cut the SWA pools, their full and SWA
+    /// tokens before it (SGLang logs both solutions).
+    pub swa_before_cap: Option<(u64, u64)>,
 }
 
 /// Attention geometry in elements per token per layer, with its layers.
@@ -236,8 +247,8 @@ pub fn sglang_pools(
         .find(|a| UNSUPPORTED_ARCHITECTURES.contains(a))
     {
         return Err(refused(format!(
-            "Model architectures ['{arch}'] are not supported for now (SGLang 0.5.23 has no \
-             model class for it and refuses it at load)"
+            "{arch} has no SGlang implementation and the Transformers implementation is not \
+             compatible with SGLang."
         )));
     }
     let hybrid_swa = architectures
@@ -276,6 +287,34 @@ pub fn sglang_pools(
             }
             Layout::Recurrent(s) => state.push(s.clone()),
         }
+    }
+
+    if latent.is_none()
+        && architectures
+            .iter()
+            .any(|a| MLA_ARCHITECTURES_READ_AS_HEADS.contains(a))
+    {
+        let layers = full
+            .drain(..)
+            .chain(sliding.drain(..))
+            .try_fold(0u64, |sum, g| sum.checked_add(g.layers))
+            .ok_or_else(|| overflow("MLA layers"))?;
+        let width = ["kv_lora_rank", "qk_rope_head_dim"]
+            .iter()
+            .map(|key| {
+                config.get(key).and_then(Value::as_u64).ok_or_else(|| {
+                    refused(format!(
+                        "SGLang caches an MLA latent here and `{key}` is not set"
+                    ))
+                })
+            })
+            .try_fold(0u64, |sum, width| {
+                width.and_then(|w| {
+                    sum.checked_add(w)
+                        .ok_or_else(|| overflow("MLA latent width"))
+                })
+            })?;
+        latent = Some((layers, width));
     }
 
     // Bytes per token per pool, K and V apart.
@@ -365,6 +404,7 @@ pub fn sglang_pools(
     }
 
     let page = settings.page_size;
+    let mut swa_before_cap = None;
     let (cell_bytes, full_tokens, swa_tokens) = if sliding.is_empty() {
         let mut tokens = available / full_cell;
         if let Some(cap) = settings.max_total_tokens {
@@ -374,20 +414,26 @@ pub fn sglang_pools(
     } else {
         let ratio = settings.swa_full_tokens_ratio;
         let cell = full_cell as f64 + ratio * swa_cell as f64;
-        let mut tokens = float_to_u64(py_floordiv(available as f64, cell), "SWA pool tokens")?;
-        if let Some(cap) = settings.max_total_tokens {
-            tokens = tokens.min(cap);
-        }
-        let full_tokens = tokens / page * page;
-        let swa = float_to_u64(full_tokens as f64 * ratio, "SWA pool tokens")? / page * page;
-        if let Some(window) = sliding_window(config) {
-            if window.saturating_add(page) >= swa {
-                return Err(refused(format!(
-                    "SWA pool ({swa} tokens) cannot hold even one request: the prefill \
-                     admission floor is sliding_window_size ({window}) + page_size ({page}). \
-                     Increase --swa-full-tokens-ratio or the total KV budget."
-                )));
+        let tokens = float_to_u64(py_floordiv(available as f64, cell), "SWA pool tokens")?;
+        let solve = |tokens: u64| -> Result<(u64, u64), KvError> {
+            let full_tokens = tokens / page * page;
+            let swa = float_to_u64(full_tokens as f64 * ratio, "SWA pool tokens")? / page * page;
+            if let Some(window) = sliding_window(config) {
+                if window.saturating_add(page) >= swa {
+                    return Err(refused(format!(
+                        "SWA pool ({swa} tokens) cannot hold even one request: the prefill \
+                         admission floor is sliding_window_size ({window}) + page_size \
+                         ({page}). Increase --swa-full-tokens-ratio or the total KV budget."
+                    )));
+                }
             }
+            Ok((full_tokens, swa))
+        };
+        let (mut full_tokens, mut swa) = solve(tokens)?;
+        // A smaller --max-total-tokens solves again, and SGLang logs both.
+        if let Some(cap) = settings.max_total_tokens.filter(|cap| *cap < full_tokens) {
+            swa_before_cap = Some((full_tokens, swa));
+            (full_tokens, swa) = solve(cap)?;
         }
         (cell, full_tokens, Some(swa))
     };
@@ -457,6 +503,7 @@ pub fn sglang_pools(
         mamba,
         max_running_requests: requests,
         capped_by_mamba,
+        swa_before_cap,
     })
 }
 
@@ -505,6 +552,12 @@ impl SglangPools {
         match &self.swa {
             None => lines.push(kv_line("", &self.full)),
             Some(swa) => {
+                if let Some((full, swa)) = self.swa_before_cap {
+                    lines.push(format!(
+                        "Use sliding window memory pool. full_layer_tokens={full}, \
+                         swa_layer_tokens={swa}"
+                    ));
+                }
                 lines.push(format!(
                     "Use sliding window memory pool. full_layer_tokens={}, swa_layer_tokens={}",
                     self.full.tokens, swa.tokens
