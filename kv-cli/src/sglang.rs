@@ -129,7 +129,18 @@ fn size_file(
         }
         other => other,
     }
-    .map_err(|e| Problem::new(file, e))?;
+    .map_err(|e| match e {
+        // Only TP reaches kv's layout checks here; SGLang's attention layers
+        // assert the same division when the model is built.
+        KvError::Parallel { problem, .. } => Problem::new(
+            file,
+            format!(
+                "SGLang would not start either: its attention layers assert that TP divides \
+                 the query heads (attention tp {attn_tp}); kv's check: {problem}"
+            ),
+        ),
+        other => Problem::new(file, other),
+    })?;
     let pools =
         sglang_pools(&config, &estimate, settings, bytes).map_err(|e| Problem::new(file, e))?;
     Ok(Sized {

@@ -111,5 +111,5 @@ fn sglang_bad_usage_and_refusals() {
         "8G",
     ]);
     assert_eq!(out.status.code(), Some(1));
-    assert!(text(&out.stderr).contains("['JambaForCausalLM'] are not supported"));
+    assert!(text(&out.stderr).contains("JambaForCausalLM has no SGlang implementation"));
 }

@@ -147,6 +147,48 @@ fn sliding_layers_off_the_allow_list_are_stored_at_full_length() {
 }
 
 #[test]
+fn max_total_tokens_solves_the_swa_pools_again_and_both_are_logged() {
+    let mut capped = SglangSettings::default();
+    capped.max_total_tokens = Some(100_000);
+    let swa = pools(&gpt_oss_20b(), &capped, GIB_40).unwrap();
+    // 100,000 < 970,903: full 100,000, SWA int(100,000 x 0.8) = 80,000.
+    let lines = swa.lines();
+    assert_eq!(
+        lines[..2],
+        [
+            "Use sliding window memory pool. full_layer_tokens=970903, swa_layer_tokens=776722",
+            "Use sliding window memory pool. full_layer_tokens=100000, swa_layer_tokens=80000",
+        ]
+    );
+    // Dense: min(291,271, 50,000); requests: int(50,000 / 40,960 x 512) = 625,
+    // raised to 2,048, below 25,000; asked 100 over DP 1: 100.
+    let mut dense = SglangSettings::default();
+    dense.max_total_tokens = Some(50_000);
+    dense.max_running_requests = Some(100);
+    let pools = pools(&qwen3_8b(), &dense, GIB_40).unwrap();
+    assert_eq!(
+        (pools.full.tokens, pools.max_running_requests),
+        (50_000, 100)
+    );
+}
+
+#[test]
+fn minicpm3_is_an_mla_latent_in_sglang() {
+    // SGLang serves MiniCPM3 with MLA: (256 + 32) x 62 layers x 2 B = 35,712 B
+    // a token; 42,949,672,960 // 35,712 = 1,202,667.
+    let minicpm3 = json!({
+        "architectures": ["MiniCPM3ForCausalLM"], "model_type": "minicpm3",
+        "num_hidden_layers": 62, "hidden_size": 2560, "num_attention_heads": 40,
+        "num_key_value_heads": 40, "kv_lora_rank": 256, "qk_rope_head_dim": 32,
+        "qk_nope_head_dim": 64, "v_head_dim": 64, "q_lora_rank": 768,
+        "max_position_embeddings": 32768, "torch_dtype": "bfloat16",
+    });
+    let pools = pools(&minicpm3, &SglangSettings::default(), GIB_40).unwrap();
+    assert!(pools.mla);
+    assert_eq!(pools.full.tokens, 1_202_667);
+}
+
+#[test]
 fn a_too_small_swa_pool_is_refused_as_sglang_refuses_it() {
     // 24,576 x 1.8 = 44,236.8 B a full token: 5,000,000 B hold 113 full and
     // int(113 x 0.8) = 90 SWA tokens, under the window 128 + page 1.
@@ -201,11 +243,11 @@ fn jamba_is_refused_as_sglang_refuses_it_at_load() {
         "max_position_embeddings": 262144, "torch_dtype": "bfloat16",
     });
     let error = pools(&jamba, &SglangSettings::default(), GIB_40).unwrap_err();
-    assert!(
-        error
-            .to_string()
-            .contains("['JambaForCausalLM'] are not supported"),
-        "{error}"
+    assert_eq!(
+        error.to_string(),
+        "kv: cannot read SGLang 0.5.23's pools from the config: SGLang would not start: \
+         JambaForCausalLM has no SGlang implementation and the Transformers implementation is \
+         not compatible with SGLang."
     );
 }
 

@@ -64,6 +64,9 @@ const MLA_ARCHITECTURES_READ_AS_HEADS: [&str; 1] = ["MiniCPM3ForCausalLM"];
 /// (3) plus the 2 tracking slots of the default extra buffer with overlap scheduling.
 const MAMBA_SLOTS_PER_REQUEST: u64 = 5;
 
+/// What an error names (`kv: cannot read SGLang 0.5.23's pools from the config: ...`).
+const POOLS: &str = "SGLang 0.5.23's pools";
+
 /// SGLang's "GB" in its log lines.
 const GIB: u64 = 1 << 30;
 
@@ -732,15 +735,15 @@ fn add(a: u64, b: u64) -> Result<u64, KvError> {
 
 fn overflow(what: &str) -> KvError {
     KvError::Config {
-        what: "sglang",
+        what: POOLS,
         problem: format!("{what} overflows u64"),
     }
 }
 
 fn refused(problem: String) -> KvError {
     KvError::Config {
-        what: "sglang",
-        problem: format!("SGLang 0.5.23 would not start: {problem}"),
+        what: POOLS,
+        problem: format!("SGLang would not start: {problem}"),
     }
 }
 
