@@ -59,13 +59,13 @@ pub struct Args {
     pub(crate) tp: u64,
     /// Pipeline-parallel size (1 to 4096): figures are per rank.
     #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u64).range(1..=4096))]
-    pp: u64,
+    pub(crate) pp: u64,
     /// vLLM --decode-context-parallel-size (1 to 4096): the TP ranks that
     /// would hold copies of the same KV heads each hold cdiv(max_model_len,
     /// N) tokens of every full-attention and MLA row instead. vLLM's rules
     /// on TP, KV heads and layer kinds apply (a layout it refuses exits 2).
     #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u64).range(1..=4096))]
-    dcp: u64,
+    pub(crate) dcp: u64,
     /// vLLM --cp-kv-cache-interleave-size: tokens stored on one DCP rank
     /// before the next; must divide the block size. Moves no figure.
     #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u64).range(1..))]

@@ -58,6 +58,14 @@ pub fn run(args: &Args) -> bool {
         )
         .exit()
     };
+    if args.pp != 1 || args.dcp != 1 {
+        clap::Error::raw(
+            clap::error::ErrorKind::ArgumentConflict,
+            "--engine sglang covers --pp 1 and --dcp 1 (SGLang's pipeline and decode context \
+             parallelism are not in kv's profile)\n",
+        )
+        .exit()
+    }
     let kv_cache_dtype = match args.kv_format {
         None => SglangKvDtype::Auto,
         Some(Storage::Dense(DType::F8E4M3)) => SglangKvDtype::Fp8E4m3,

@@ -101,6 +101,18 @@ fn sglang_bad_usage_and_refusals() {
         "q8_0",
     ]);
     assert_eq!(out.status.code(), Some(2));
+    // Pipeline stages are not in the profile: usage, exit 2.
+    let out = kv(&[
+        "estimate",
+        "--engine",
+        "sglang",
+        &config,
+        "--kv-cache-memory-bytes",
+        "8G",
+        "--pp",
+        "2",
+    ]);
+    assert_eq!(out.status.code(), Some(2));
     // Jamba: SGLang has no model class for it; the file's problem, exit 1.
     let out = kv(&[
         "estimate",

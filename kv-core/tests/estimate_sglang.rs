@@ -258,6 +258,15 @@ fn bad_layouts_and_overflow_are_errors_not_panics() {
     odd.tp = 3;
     odd.dp = 2;
     assert!(odd.attn_tp().is_err());
+    // Zero ranks either way.
+    for (tp, dp) in [(0, 1), (1, 0), (0, 0)] {
+        odd.tp = tp;
+        odd.dp = dp;
+        assert!(odd.attn_tp().is_err(), "tp {tp} dp {dp}");
+    }
+    odd.tp = 8;
+    odd.dp = 2;
+    assert_eq!(odd.attn_tp().unwrap(), 4);
     // An estimate made for another TP size than SGLang's attention TP.
     let estimate = estimate(&qwen3_8b(), &EstimateSettings::new()).unwrap();
     let error = sglang_pools(
