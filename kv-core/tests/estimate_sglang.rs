@@ -189,6 +189,15 @@ fn minicpm3_is_an_mla_latent_in_sglang() {
 }
 
 #[test]
+fn pools_kv_does_not_follow_are_refused_not_guessed() {
+    // Every layer sliding on an allow-listed architecture: SGLang's all-SWA pool.
+    let mut all_sliding = gpt_oss_20b();
+    all_sliding["layer_types"] = json!(vec!["sliding_attention"; 24]);
+    let error = pools(&all_sliding, &SglangSettings::default(), GIB_40).unwrap_err();
+    assert!(error.to_string().contains("all-SWA pool"), "{error}");
+}
+
+#[test]
 fn a_too_small_swa_pool_is_refused_as_sglang_refuses_it() {
     // 24,576 x 1.8 = 44,236.8 B a full token: 5,000,000 B hold 113 full and
     // int(113 x 0.8) = 90 SWA tokens, under the window 128 + page 1.

@@ -320,6 +320,25 @@ pub fn sglang_pools(
         latent = Some((layers, width));
     }
 
+    // SGLang sizes these with other configurators than the ones kv follows.
+    if !sliding.is_empty() {
+        let other = if full.is_empty() {
+            Some("every attention layer sliding (SGLang's all-SWA pool)")
+        } else if latent.is_some() {
+            Some("an MLA latent beside sliding layers")
+        } else if !state.is_empty() {
+            Some("a Mamba state beside sliding layers")
+        } else {
+            None
+        };
+        if let Some(other) = other {
+            return Err(KvError::Config {
+                what: POOLS,
+                problem: format!("{other} is not in kv's SGLang profile"),
+            });
+        }
+    }
+
     // Bytes per token per pool, K and V apart.
     let (mut full_k, mut full_v) = (0u64, 0u64);
     let mut full_layers_bytes = Vec::new();
@@ -607,7 +626,10 @@ fn mamba_split(rest_bytes: u64, per_slot: u64, ratio: f64) -> Result<(u64, u64),
         )));
     }
     let slots = float_to_u64(slots, "state slots")?;
-    let state = u128::from(slots + 1) * u128::from(per_slot);
+    let padded = slots
+        .checked_add(1)
+        .ok_or_else(|| overflow("state slots"))?;
+    let state = u128::from(padded) * u128::from(per_slot);
     let left = rest - (state as f64) / gb;
     let left = float_to_u64(left * gb, "KV bytes after the state pool")?;
     Ok((slots, left))
