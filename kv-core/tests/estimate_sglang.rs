@@ -243,6 +243,49 @@ fn gated_deltanet_state_takes_whole_slots_first() {
 }
 
 #[test]
+fn mamba2_state_splits_over_tp_and_the_ssm_is_f32() {
+    let nemotron_h = json!({
+        "architectures": ["NemotronHForCausalLM"], "model_type": "nemotron_h",
+        "hybrid_override_pattern": "M-M-M-M-*-M-M-M-M-M-*-M-M-M-M-M-*-M-M-M-M-M-*-M-M-M-",
+        "num_hidden_layers": 52, "hidden_size": 4096, "num_attention_heads": 32,
+        "num_key_value_heads": 8, "head_dim": 128, "mamba_num_heads": 128,
+        "mamba_head_dim": 64, "ssm_state_size": 128, "n_groups": 8, "conv_kernel": 4,
+        "expand": 2, "max_position_embeddings": 8192, "torch_dtype": "bfloat16",
+    });
+    // 22 Mamba2 layers: conv (128 x 64 + 2 x 8 x 128 = 10,240) x 3 x bf16 = 61,440 B,
+    // SSM 128 x 64 x 128 x f32 = 4,194,304 B: 93,626,368 B a slot.
+    // 40 x 0.9 / 1.9 GiB = 217.3 slots' worth; less the padding slot: 216.
+    // KV: 42,949,672,960 - 217 x 93,626,368 = 22,632,751,104 B over the 4
+    // attention layers' 4 x 8 x 256 x 2 = 16,384 B: 1,381,393 tokens.
+    // Requests: 216 // 5 = 43.
+    let tp1 = pools(&nemotron_h, &SglangSettings::default(), GIB_40).unwrap();
+    assert_eq!(
+        tp1.mamba.as_ref().map(|m| m.bytes_per_slot),
+        Some(93_626_368)
+    );
+    assert_eq!(
+        (
+            tp1.mamba.as_ref().map(|m| m.slots),
+            tp1.full.tokens,
+            tp1.max_running_requests
+        ),
+        (Some(216), 1_381_393, 43)
+    );
+    // TP 2 halves the slot (46,813,184 B) and the KV cell (8,192 B):
+    // 40 x 0.9 / 1.9 GiB over 46,813,184 B is 434.6, less the padding slot: 433;
+    // KV: 42,949,672,960 - 434 x 46,813,184 = 22,632,751,104 B: 2,762,787 tokens.
+    let tp2 = pools(&nemotron_h, &settings(2, 1, SglangKvDtype::Auto), GIB_40).unwrap();
+    assert_eq!(
+        (
+            tp2.mamba.as_ref().map(|m| m.slots),
+            tp2.full.tokens,
+            tp2.max_running_requests
+        ),
+        (Some(433), 2_762_787, 86)
+    );
+}
+
+#[test]
 fn jamba_is_refused_as_sglang_refuses_it_at_load() {
     let jamba = json!({
         "architectures": ["JambaForCausalLM"], "model_type": "jamba",
@@ -292,6 +335,24 @@ fn bad_layouts_and_overflow_are_errors_not_panics() {
     assert_eq!(most.full.tokens, 125_099_989_649_180);
     assert_eq!(most.full.k_bytes, 9_223_372_036_854_816_768);
     assert!(most.lines()[0].contains("K size: 8589934592.00 GB"));
+    // Ratios must be finite and positive, and the page size positive.
+    for ratio in [0.0, -0.5, f64::NAN, f64::INFINITY] {
+        let mut swa = SglangSettings::default();
+        swa.swa_full_tokens_ratio = ratio;
+        assert!(
+            pools(&gpt_oss_20b(), &swa, GIB_40).is_err(),
+            "swa ratio {ratio}"
+        );
+        let mut mamba = SglangSettings::default();
+        mamba.mamba_full_memory_ratio = ratio;
+        assert!(
+            pools(&qwen3_8b(), &mamba, GIB_40).is_err(),
+            "mamba ratio {ratio}"
+        );
+    }
+    let mut no_page = SglangSettings::default();
+    no_page.page_size = 0;
+    assert!(pools(&qwen3_8b(), &no_page, GIB_40).is_err());
     // Too little for one token.
     assert!(pools(&qwen3_8b(), &SglangSettings::default(), 1000).is_err());
 }
