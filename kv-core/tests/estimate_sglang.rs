@@ -131,6 +131,37 @@ fn allow_listed_sliding_window_gets_its_own_pool_at_the_ratio() {
 }
 
 #[test]
+fn the_ratio_applies_to_the_sliding_layers_only() {
+    // Three sliding layers to one full: full 6 x 8 x 128 x 2 = 12,288 B, SWA
+    // 18 x 2,048 = 36,864 B; cell 12,288 + 0.8 x 36,864 = 41,779.2;
+    // 42,949,672,960 // 41,779.2 = 1,028,015 (x 41,779.2 = 42,949,644,288 B, one more
+    // is over); SWA int(1,028,015 x 0.8) = 822,412.
+    let mut three_to_one = gpt_oss_20b();
+    three_to_one["layer_types"] = json!((0..24)
+        .map(|i| if i % 4 == 3 {
+            "full_attention"
+        } else {
+            "sliding_attention"
+        })
+        .collect::<Vec<_>>());
+    let pools = pools(&three_to_one, &SglangSettings::default(), GIB_40).unwrap();
+    assert_eq!(pools.full.tokens, 1_028_015);
+    assert_eq!(pools.swa.map(|p| p.tokens), Some(822_412));
+}
+
+#[test]
+fn an_allow_listed_architecture_without_sliding_layers_has_one_pool() {
+    // GptOss with no window and no layer types: every layer full,
+    // 24 x 8 x 128 x 2 = 49,152 B; 42,949,672,960 // 49,152 = 873,813.
+    let mut no_window = gpt_oss_20b();
+    let map = no_window.as_object_mut().unwrap();
+    map.remove("layer_types");
+    map.remove("sliding_window");
+    let pools = pools(&no_window, &SglangSettings::default(), GIB_40).unwrap();
+    assert_eq!((pools.swa.is_none(), pools.full.tokens), (true, 873_813));
+}
+
+#[test]
 fn sliding_layers_off_the_allow_list_are_stored_at_full_length() {
     // Gemma 3 (not allow-listed): all 6 layers, 5 sliding and 1 global, in one
     // pool: 6 x 2 heads x (256 + 256) x 2 B = 12,288 B; 2^30 // 12,288 = 87,381.
