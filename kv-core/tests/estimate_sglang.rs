@@ -241,9 +241,8 @@ fn a_too_small_swa_pool_is_refused_as_sglang_refuses_it() {
     );
 }
 
-#[test]
-fn gated_deltanet_state_takes_whole_slots_first() {
-    let qwen3_next = json!({
+fn qwen3_next() -> Value {
+    json!({
         "architectures": ["Qwen3NextForCausalLM"], "model_type": "qwen3_next",
         "num_hidden_layers": 48, "full_attention_interval": 4, "hidden_size": 2048,
         "num_attention_heads": 16, "num_key_value_heads": 2, "head_dim": 256,
@@ -251,7 +250,12 @@ fn gated_deltanet_state_takes_whole_slots_first() {
         "linear_num_value_heads": 32, "linear_value_head_dim": 128,
         "linear_conv_kernel_dim": 4, "max_position_embeddings": 262144,
         "torch_dtype": "bfloat16",
-    });
+    })
+}
+
+#[test]
+fn gated_deltanet_state_takes_whole_slots_first() {
+    let qwen3_next = qwen3_next();
     let pools = pools(&qwen3_next, &SglangSettings::default(), GIB_40).unwrap();
     // 36 GDN layers: conv (32 x 128 + 2 x 16 x 128) x 3 x bf16 = 49,152 B,
     // SSM 32 x 128 x 128 x f32 = 2,097,152 B: 77,266,944 B a slot.
@@ -394,4 +398,78 @@ fn json_names_the_engine() {
     let value = serde_json::to_value(&pools).unwrap();
     assert_eq!(value["engine"], "sglang 0.5.23");
     assert_eq!(value["full"]["tokens"], 291_271);
+}
+
+#[test]
+fn pages_align_the_pool_down() {
+    // Page 64: 291,271 // 64 x 64 = 291,264 tokens; K (291,264 + 64) x 73,728 B.
+    let mut paged = SglangSettings::default();
+    paged.page_size = 64;
+    let pools = pools(&qwen3_8b(), &paged, GIB_40).unwrap();
+    assert_eq!(pools.full.tokens, 291_264);
+    assert_eq!(pools.full.k_bytes, 291_328 * 73_728);
+    // The SWA pools too: 970,903 // 64 x 64 = 970,880; int(970,880 x 0.8) =
+    // 776,704, already a multiple of 64.
+    let swa = pools_of(&gpt_oss_20b(), &paged);
+    assert_eq!(
+        (swa.full.tokens, swa.swa.map(|p| p.tokens)),
+        (970_880, Some(776_704))
+    );
+}
+
+fn pools_of(config: &Value, settings: &SglangSettings) -> SglangPools {
+    pools(config, settings, GIB_40).unwrap()
+}
+
+#[test]
+fn max_total_tokens_at_or_above_the_pool_changes_nothing() {
+    for cap in [970_903, 5_000_000] {
+        let mut capped = SglangSettings::default();
+        capped.max_total_tokens = Some(cap);
+        let swa = pools_of(&gpt_oss_20b(), &capped);
+        assert_eq!(swa.full.tokens, 970_903, "cap {cap}");
+        assert_eq!(swa.lines().len(), 4, "cap {cap}: one solution logged");
+    }
+}
+
+#[test]
+fn running_requests_per_worker_and_at_most_half_the_tokens() {
+    // Asked 64 over DP 4: 16 a worker.
+    let mut asked = settings(8, 4, SglangKvDtype::Auto);
+    asked.max_running_requests = Some(64);
+    assert_eq!(pools_of(&qwen3_8b(), &asked).max_running_requests, 16);
+    // 1,000 tokens (147,456,000 B): min(2,048, 1,000 // 2) = 500.
+    let small = pools(&qwen3_8b(), &SglangSettings::default(), 147_456_000).unwrap();
+    assert_eq!(
+        (small.full.tokens, small.max_running_requests),
+        (1_000, 500)
+    );
+}
+
+#[test]
+fn the_mamba_cap_applies_only_below_the_requests() {
+    // 262 slots cap at 52; asking 16 or exactly 52 leaves no cap and no warning.
+    for asked in [16, 52] {
+        let mut settings = SglangSettings::default();
+        settings.max_running_requests = Some(asked);
+        let pools = pools_of(&qwen3_next(), &settings);
+        assert_eq!(pools.max_running_requests, asked);
+        assert!(
+            pools.lines()[0].starts_with("Mamba Cache is allocated."),
+            "{asked}"
+        );
+    }
+}
+
+#[test]
+fn a_model_with_no_attention_is_outside_the_profile() {
+    // Mamba2 alone: SGLang keeps a token pool of no bytes; kv says it does not size it.
+    let mamba2 = json!({
+        "architectures": ["Mamba2ForCausalLM"], "model_type": "mamba2",
+        "num_hidden_layers": 64, "hidden_size": 2560, "state_size": 128, "expand": 2,
+        "head_dim": 64, "num_heads": 80, "n_groups": 1, "conv_kernel": 4,
+        "max_position_embeddings": 2048, "torch_dtype": "bfloat16",
+    });
+    let error = pools(&mamba2, &SglangSettings::default(), GIB_40).unwrap_err();
+    assert!(error.to_string().contains("no attention KV"), "{error}");
 }
