@@ -473,3 +473,16 @@ fn a_model_with_no_attention_is_outside_the_profile() {
     let error = pools(&mamba2, &SglangSettings::default(), GIB_40).unwrap_err();
     assert!(error.to_string().contains("no attention KV"), "{error}");
 }
+
+#[test]
+fn a_state_pool_too_small_is_refused_in_sglangs_words() {
+    // Qwen3-Next's slot is 77,266,944 B. 200,000,000 B: the state's share
+    // 200,000,000 x 0.9 / 1.9 = 94,736,842 B holds (94,736,842 - 77,266,944)
+    // // 77,266,944 = 0 slots: SGLang's "Not enough GPU memory".
+    let none = pools(&qwen3_next(), &SglangSettings::default(), 200_000_000).unwrap_err();
+    assert!(none.to_string().contains("Not enough GPU memory"), "{none}");
+    // 400,000,000 B: 189,473,684 B hold 1 slot, and 1 // 5 = 0 requests:
+    // "too small to serve any requests".
+    let one = pools(&qwen3_next(), &SglangSettings::default(), 400_000_000).unwrap_err();
+    assert!(one.to_string().contains("max_mamba_cache_size=1"), "{one}");
+}
