@@ -635,16 +635,11 @@ fn mamba_split(rest_bytes: u64, per_slot: u64, ratio: f64) -> Result<(u64, u64),
     Ok((slots, left))
 }
 
-/// Python's float `//` (CPython `float_floor_div`), for the positive values here.
+/// Python's float `//` (CPython's `float_floor_div`) for the positive values
+/// here: `(a - fmod(a, b)) / b`, snapped to the nearest integer where rounding
+/// left it just below one.
 fn py_floordiv(a: f64, b: f64) -> f64 {
-    let rem = a % b;
-    let mut div = (a - rem) / b;
-    if rem != 0.0 && ((b < 0.0) != (rem < 0.0)) {
-        div -= 1.0;
-    }
-    if div == 0.0 {
-        return 0.0;
-    }
+    let div = (a - a % b) / b;
     let floor = div.floor();
     if div - floor > 0.5 {
         floor + 1.0
@@ -793,5 +788,10 @@ mod tests {
         assert_eq!(py_floordiv(42_949_672_960.0, 44_236.8), 970_903.0);
         assert_eq!(py_floordiv(0.5, 2.0), 0.0);
         assert_eq!(py_floordiv(6.0, 2.0), 3.0);
+        // (a - fmod(a, b)) / b is 30319.999999999996 here; Python says 30320.0.
+        assert_eq!(
+            py_floordiv(177_211.258_938_582_7, 5.844_608_707_784_413),
+            30_320.0
+        );
     }
 }
