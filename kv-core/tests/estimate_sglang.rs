@@ -175,6 +175,22 @@ fn sliding_layers_off_the_allow_list_are_stored_at_full_length() {
     let pools = pools(&gemma, &SglangSettings::default(), 1 << 30).unwrap();
     assert_eq!(pools.swa, None);
     assert_eq!(pools.full.tokens, 87_381);
+    // SGLang's dtype is the config's; only an unset or float32 one is
+    // replaced (Gemma by bfloat16, others by float16).
+    for (written, served) in [
+        (json!("float16"), "torch.float16"),
+        (json!("float32"), "torch.bfloat16"),
+        (Value::Null, "torch.bfloat16"),
+    ] {
+        let mut config = gemma.clone();
+        config["torch_dtype"] = written;
+        let pools = self::pools(&config, &SglangSettings::default(), 1 << 30).unwrap();
+        assert_eq!(pools.dtype, served);
+    }
+    let mut qwen = qwen3_8b();
+    qwen["torch_dtype"] = json!("float32");
+    let pools = self::pools(&qwen, &SglangSettings::default(), 1 << 30).unwrap();
+    assert_eq!(pools.dtype, "torch.float16");
 }
 
 #[test]

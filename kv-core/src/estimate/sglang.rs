@@ -648,14 +648,11 @@ fn py_floordiv(a: f64, b: f64) -> f64 {
     }
 }
 
-/// Python's `int(x)` for a non-negative float that fits.
+/// Python's `int(x)` for a float the arithmetic here keeps non-negative;
+/// one past u64 (or not finite) is an error.
 fn float_to_u64(x: f64, what: &str) -> Result<u64, KvError> {
     if (0.0..18_446_744_073_709_551_616.0).contains(&x) {
         Ok(x as u64)
-    } else if x.is_finite() && x < 0.0 {
-        Err(refused(format!(
-            "{what}: the memory given leaves nothing ({x})"
-        )))
     } else {
         Err(overflow(what))
     }
