@@ -502,3 +502,20 @@ fn a_state_pool_too_small_is_refused_in_sglangs_words() {
     let one = pools(&qwen3_next(), &SglangSettings::default(), 400_000_000).unwrap_err();
     assert!(one.to_string().contains("max_mamba_cache_size=1"), "{one}");
 }
+
+#[test]
+fn mamba_ssm_dtype_in_the_config_halves_the_ssm_state() {
+    // `mamba_ssm_dtype` bfloat16: SSM 32 x 128 x 128 x 2 = 1,048,576 B, with the
+    // conv 49,152 B, 36 layers: 39,518,208 B a slot. 40 x 0.9 / 1.9 GiB over it
+    // is 514.8, less the padding slot: 513; 513 // 5 = 102 requests; KV gets
+    // 42,949,672,960 - 514 x 39,518,208 = 22,637,314,048 B: 921,114 tokens.
+    let mut config = qwen3_next();
+    config["mamba_ssm_dtype"] = json!("bfloat16");
+    let pools = pools(&config, &SglangSettings::default(), GIB_40).unwrap();
+    let mamba = pools.mamba.clone().unwrap();
+    assert_eq!((mamba.bytes_per_slot, mamba.slots), (39_518_208, 513));
+    assert_eq!(
+        (pools.full.tokens, pools.max_running_requests),
+        (921_114, 102)
+    );
+}
