@@ -460,6 +460,11 @@ fn running_requests_per_worker_and_at_most_half_the_tokens() {
         (small.full.tokens, small.max_running_requests),
         (1_000, 500)
     );
+    // Asked 10,000 of those 1,000 tokens: at most 1,000 // 2 = 500 too.
+    let mut many = SglangSettings::default();
+    many.max_running_requests = Some(10_000);
+    let capped = pools(&qwen3_8b(), &many, 147_456_000).unwrap();
+    assert_eq!(capped.max_running_requests, 500);
 }
 
 #[test]
