@@ -18,14 +18,20 @@ use crate::Format;
 pub struct Args {
     /// HF config.json files, or directories (every config.json under them, sorted).
     #[arg(required = true)]
-    configs: Vec<PathBuf>,
+    pub(crate) configs: Vec<PathBuf>,
+    /// Whose rules: vllm (0.33), or sglang (0.5.23: its pools and start-up
+    /// lines from --kv-cache-memory-bytes).
+    #[arg(long, value_enum, default_value_t = Engine::Vllm)]
+    engine: Engine,
+    #[command(flatten)]
+    pub(crate) sglang: crate::sglang::SglangArgs,
     /// Sequences in flight (vLLM max_num_seqs).
     #[arg(long, default_value_t = 256, value_parser = clap::value_parser!(u64).range(1..))]
     max_num_seqs: u64,
     /// Positions per sequence (vLLM max_model_len); without it the model's
     /// length is derived as vLLM derives it (max_position_embeddings, ...), and said.
     #[arg(long, value_parser = clap::value_parser!(u64).range(1..))]
-    positions: Option<u64>,
+    pub(crate) positions: Option<u64>,
     /// Allows --positions above the model's length (vLLM's
     /// VLLM_ALLOW_LONG_MAX_MODEL_LEN=1); refused otherwise, as vLLM refuses it.
     #[arg(long)]
@@ -47,19 +53,19 @@ pub struct Args {
     /// ...), a block format (q8_0, q4_0, nvfp4, ...), or vLLM's
     /// --kv-cache-dtype name (fp8, fp8_e5m2, int8_per_token_head, ...).
     #[arg(long, visible_alias = "kv-cache-dtype", value_parser = parse_storage)]
-    kv_format: Option<Storage>,
+    pub(crate) kv_format: Option<Storage>,
     /// Tensor-parallel size (1 to 4096): figures are per rank.
     #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u64).range(1..=4096))]
-    tp: u64,
+    pub(crate) tp: u64,
     /// Pipeline-parallel size (1 to 4096): figures are per rank.
     #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u64).range(1..=4096))]
-    pp: u64,
+    pub(crate) pp: u64,
     /// vLLM --decode-context-parallel-size (1 to 4096): the TP ranks that
     /// would hold copies of the same KV heads each hold cdiv(max_model_len,
     /// N) tokens of every full-attention and MLA row instead. vLLM's rules
     /// on TP, KV heads and layer kinds apply (a layout it refuses exits 2).
     #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u64).range(1..=4096))]
-    dcp: u64,
+    pub(crate) dcp: u64,
     /// vLLM --cp-kv-cache-interleave-size: tokens stored on one DCP rank
     /// before the next; must divide the block size. Moves no figure.
     #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u64).range(1..))]
@@ -74,16 +80,16 @@ pub struct Args {
     /// 25.6k, 8g decimal; 8G binary): prints the start-up line vLLM would log
     /// (`GPU KV cache size: ...`), or the error it would raise.
     #[arg(long, value_name = "BYTES", value_parser = parse_memory_bytes)]
-    kv_cache_memory_bytes: Option<u64>,
+    pub(crate) kv_cache_memory_bytes: Option<u64>,
     /// KEY=VALUE given over every config (VALUE read as JSON, else as a
     /// string), e.g. sliding_window_pattern=6 or torch_dtype=bfloat16;
     /// SECTION.KEY=VALUE sets it in that section (text_config.layer_types=...).
     /// A key nothing reads is an error.
     #[arg(long = "set", value_name = "KEY=VALUE", value_parser = parse_set)]
-    values: Vec<(String, Value)>,
+    pub(crate) values: Vec<(String, Value)>,
     /// Output format.
     #[arg(long, value_enum, default_value_t = Format::Text)]
-    format: Format,
+    pub(crate) format: Format,
 }
 
 fn parse_storage(name: &str) -> Result<Storage, String> {
@@ -169,7 +175,19 @@ struct Estimated {
     ranks: Vec<EstimateRank>,
 }
 
+/// The engine whose rules `kv estimate` follows.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
+pub enum Engine {
+    /// vLLM 0.33.
+    Vllm,
+    /// SGLang 0.5.23.
+    Sglang,
+}
+
 pub fn run(args: &Args) -> bool {
+    if args.engine == Engine::Sglang {
+        return crate::sglang::run(args);
+    }
     let (files, mut problems) = expand(&args.configs, Some("config.json"));
     for problem in &problems {
         problem.report();

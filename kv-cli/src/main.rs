@@ -19,6 +19,7 @@ use clap::{Parser, Subcommand, ValueEnum};
 mod estimate;
 mod input;
 mod merge;
+mod sglang;
 mod table;
 
 #[derive(Parser)]
@@ -43,7 +44,7 @@ pub enum Format {
 enum Command {
     /// Estimates, from HF config.json files, what vLLM holds per position, per
     /// row and at peak, group by group.
-    Estimate(estimate::Args),
+    Estimate(Box<estimate::Args>),
     /// Merges per-rank reports (Collection::export JSON) into one cluster view.
     Merge {
         /// The reports, one per rank (files, or directories of *.json).

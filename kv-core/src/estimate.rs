@@ -6,7 +6,8 @@
 //! detection order), `vllm` (vLLM's sizing rules per kind of layer),
 //! `max_len` and `refusals` (its length rule and what it will not start),
 //! `pool` (its pool groups), `startup` (its start-up line), `lines` and
-//! `export` (text and JSON).
+//! `export` (text and JSON). Other engines' profiles take the same detection:
+//! `sglang` (SGLang 0.5.23's pools and lines).
 
 mod detect;
 mod export;
@@ -19,6 +20,7 @@ mod refusals;
 #[cfg(test)]
 mod served;
 mod settings;
+mod sglang;
 mod startup;
 mod vllm;
 
@@ -28,5 +30,9 @@ pub use lines::{charged_kinds, group_line, pool_line, totals_line};
 pub use pool::{VllmPool, VllmPoolKind};
 pub use settings::{
     EstimateSettings, VllmEngine, DEFAULT_BLOCK_SIZE, DEFAULT_MAX_NUM_BATCHED_TOKENS, VLLM_VERSION,
+};
+pub use sglang::{
+    sglang_pools, SglangKvDtype, SglangKvPool, SglangMambaPool, SglangPools, SglangSettings,
+    SGLANG_ENGINE,
 };
 pub use startup::{vllm_startup, StartupOutcome, VllmStartup};

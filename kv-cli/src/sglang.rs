@@ -1,0 +1,197 @@
+//! `kv estimate --engine sglang`: SGLang 0.5.23's pools and start-up lines
+//! for each config (`kv_core::estimate::sglang_pools`), from
+//! `--kv-cache-memory-bytes`.
+
+use std::fmt::Write as _;
+use std::path::Path;
+
+use kv_core::estimate::{
+    sglang_pools, EstimateSettings, SglangKvDtype, SglangPools, SglangSettings,
+};
+use kv_core::{DType, KvError, Storage};
+use serde_json::{json, Value};
+
+use crate::estimate::Args;
+use crate::input::{emit, expand, read_config, Problem};
+use crate::Format;
+
+/// The flags only SGLang reads.
+#[derive(clap::Args)]
+pub struct SglangArgs {
+    /// SGLang --dp-size with --enable-dp-attention (1 to 4096): attention
+    /// runs on tp / dp ranks per worker, and each worker owns a full pool.
+    #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u64).range(1..=4096))]
+    dp: u64,
+    /// SGLang --swa-full-tokens-ratio: the sliding-window pool's tokens per
+    /// full-pool token (allow-listed architectures only).
+    #[arg(long, default_value_t = 0.8)]
+    swa_full_tokens_ratio: f64,
+    /// SGLang --mamba-full-memory-ratio: the state pool takes r / (1 + r) of
+    /// the memory of a Mamba / Gated DeltaNet hybrid.
+    #[arg(long, default_value_t = 0.9)]
+    mamba_full_memory_ratio: f64,
+    /// SGLang --max-running-requests (across DP workers).
+    #[arg(long, value_parser = clap::value_parser!(u64).range(1..))]
+    max_running_requests: Option<u64>,
+    /// SGLang --max-total-tokens: caps the pool's tokens.
+    #[arg(long, value_parser = clap::value_parser!(u64).range(1..))]
+    max_total_tokens: Option<u64>,
+}
+
+/// One config's pools and what was detected.
+struct Sized {
+    source: String,
+    detected: String,
+    pools: SglangPools,
+}
+
+pub fn run(args: &Args) -> bool {
+    let (files, mut problems) = expand(&args.configs, Some("config.json"));
+    for problem in &problems {
+        problem.report();
+    }
+    let Some(bytes) = args.kv_cache_memory_bytes else {
+        clap::Error::raw(
+            clap::error::ErrorKind::MissingRequiredArgument,
+            "--engine sglang needs --kv-cache-memory-bytes B (the memory SGLang has left for \
+             its KV pools after the weights, per GPU)\n",
+        )
+        .exit()
+    };
+    if args.pp != 1 || args.dcp != 1 {
+        clap::Error::raw(
+            clap::error::ErrorKind::ArgumentConflict,
+            "--engine sglang covers --pp 1 and --dcp 1 (SGLang's pipeline and decode context \
+             parallelism are not in kv's profile)\n",
+        )
+        .exit()
+    }
+    let kv_cache_dtype = match args.kv_format {
+        None => SglangKvDtype::Auto,
+        Some(Storage::Dense(DType::F8E4M3)) => SglangKvDtype::Fp8E4m3,
+        Some(Storage::Dense(DType::F8E5M2)) => SglangKvDtype::Fp8E5m2,
+        Some(other) => clap::Error::raw(
+            clap::error::ErrorKind::ValueValidation,
+            format!(
+                "invalid value for '--kv-cache-dtype': {other:?}: kv's SGLang profile takes \
+                 fp8_e4m3 or fp8_e5m2 (omit the flag for auto, the model dtype)\n"
+            ),
+        )
+        .exit(),
+    };
+    let mut settings = SglangSettings::default();
+    settings.tp = args.tp;
+    settings.dp = args.sglang.dp;
+    settings.kv_cache_dtype = kv_cache_dtype;
+    settings.swa_full_tokens_ratio = args.sglang.swa_full_tokens_ratio;
+    settings.mamba_full_memory_ratio = args.sglang.mamba_full_memory_ratio;
+    settings.max_running_requests = args.sglang.max_running_requests;
+    settings.max_total_tokens = args.sglang.max_total_tokens;
+    let mut done = Vec::new();
+    for file in &files {
+        match size_file(file, &settings, bytes, args) {
+            Ok(sized) => {
+                if args.format != Format::Json {
+                    emit(&render(&sized, &settings));
+                }
+                done.push(sized);
+            }
+            Err(problem) => {
+                problem.report();
+                problems.push(problem);
+            }
+        }
+    }
+    if args.format == Format::Json {
+        let all: Vec<Value> = done.iter().map(to_json).collect();
+        let text = serde_json::to_string_pretty(&Value::Array(all)).unwrap_or_default();
+        emit(&(text + "\n"));
+    }
+    problems.is_empty()
+}
+
+fn size_file(
+    file: &Path,
+    settings: &SglangSettings,
+    bytes: u64,
+    args: &Args,
+) -> Result<Sized, Problem> {
+    let config = read_config(file)?;
+    let attn_tp = settings.attn_tp().map_err(|e| Problem::new(file, e))?;
+    // kv's detection gives the geometry; SGLang's own rules size it. The
+    // length is the model's own, SGLang's context_len.
+    let mut estimate_settings = EstimateSettings::new().tensor_parallel(attn_tp);
+    if let Some(positions) = args.positions {
+        estimate_settings = estimate_settings.positions(positions);
+    }
+    for (key, value) in &args.values {
+        estimate_settings = estimate_settings.set(key, value.clone());
+    }
+    let estimate = match kv_core::estimate::estimate(&config, &estimate_settings) {
+        // A config with no length: SGLang's get_context_length falls back to 2048.
+        Err(KvError::Config {
+            what: "max_model_len",
+            ..
+        }) if args.positions.is_none() => {
+            kv_core::estimate::estimate(&config, &estimate_settings.positions(2048))
+        }
+        other => other,
+    }
+    .map_err(|e| match e {
+        // Only TP reaches kv's layout checks here; SGLang's attention layers
+        // assert the same division when the model is built.
+        KvError::Parallel { problem, .. } => Problem::new(
+            file,
+            format!(
+                "SGLang would not start either: its attention layers assert that TP divides \
+                 the query heads (attention tp {attn_tp}); kv's check: {problem}"
+            ),
+        ),
+        other => Problem::new(file, other),
+    })?;
+    let pools =
+        sglang_pools(&config, &estimate, settings, bytes).map_err(|e| Problem::new(file, e))?;
+    Ok(Sized {
+        source: file.display().to_string(),
+        detected: estimate.detected,
+        pools,
+    })
+}
+
+fn render(sized: &Sized, settings: &SglangSettings) -> String {
+    let pools = &sized.pools;
+    let mut out = String::new();
+    let _ = writeln!(out, "{}", sized.source);
+    let _ = writeln!(out, "  detected: {}", sized.detected);
+    let _ = writeln!(
+        out,
+        "  settings: {}: tp {}, dp {} (attention tp {} per worker, each with its own pools), \
+         page size {}, kv dtype {}; --kv-cache-memory-bytes {} per GPU",
+        pools.engine,
+        settings.tp,
+        settings.dp,
+        pools.attn_tp,
+        settings.page_size,
+        pools.dtype,
+        pools.kv_cache_memory_bytes
+    );
+    for line in pools.lines() {
+        let _ = writeln!(out, "  {line}");
+    }
+    let _ = writeln!(
+        out,
+        "  max_running_requests {} per worker",
+        pools.max_running_requests
+    );
+    out
+}
+
+fn to_json(sized: &Sized) -> Value {
+    json!({
+        "source": sized.source,
+        "detected": sized.detected,
+        "engine": sized.pools.engine,
+        "pools": sized.pools,
+        "lines": sized.pools.lines(),
+    })
+}

@@ -1,0 +1,127 @@
+//! `kv estimate --engine sglang`: SGLang 0.5.23's lines reach the output
+//! (figures worked out by hand in comments), and bad usage exits 2.
+
+use std::path::PathBuf;
+use std::process::{Command, Output};
+
+use serde_json::Value;
+
+fn kv(args: &[&str]) -> Output {
+    Command::new(env!("CARGO_BIN_EXE_kv"))
+        .args(args)
+        .output()
+        .expect("the kv binary runs")
+}
+
+fn shipped(name: &str) -> String {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+        .join("../examples/configs")
+        .join(name)
+        .join("config.json")
+        .display()
+        .to_string()
+}
+
+fn text(out: &[u8]) -> String {
+    String::from_utf8(out.to_vec()).unwrap()
+}
+
+#[test]
+fn sglang_prints_its_own_lines() {
+    // Llama-3-8B sets no length: SGLang's context_len falls back to 2048.
+    // 32 layers x 8 heads x (128 + 128) x 2 B = 131,072 B a token;
+    // 42,949,672,960 // 131,072 = 327,680 tokens; K (327,681 x 65,536 B) = 20.00 GiB.
+    // Requests: int(327,680 / 2,048 x 512) = 81,920, capped at 4,096.
+    let out = kv(&[
+        "estimate",
+        "--engine",
+        "sglang",
+        &shipped("llama-3-8b"),
+        "--kv-cache-memory-bytes",
+        "40G",
+    ]);
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    let stdout = text(&out.stdout);
+    assert!(
+        stdout.contains(
+            "  KV Cache is allocated. dtype: torch.bfloat16, #tokens: 327680, K size: 20.00 GB, V size: 20.00 GB\n"
+        ),
+        "{stdout}"
+    );
+    assert!(
+        stdout.contains("max_running_requests 4096 per worker"),
+        "{stdout}"
+    );
+}
+
+#[test]
+fn sglang_json_names_the_engine_and_carries_the_lines() {
+    // DeepSeek-V2-Lite's latent on every rank: (512 + 64) x 27 x 2 = 31,104 B;
+    // 42,949,672,960 // 31,104 = 1,380,840 tokens, at TP 8 with DP attention 4 too.
+    let out = kv(&[
+        "estimate",
+        "--engine",
+        "sglang",
+        &shipped("deepseek-v2-lite"),
+        "--kv-cache-memory-bytes",
+        "42949672960",
+        "--tp",
+        "8",
+        "--dp",
+        "4",
+        "--format",
+        "json",
+    ]);
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    let json: Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(json[0]["engine"], "sglang 0.5.23");
+    assert_eq!(json[0]["pools"]["attn_tp"], 2);
+    assert_eq!(
+        json[0]["lines"][0],
+        "KV Cache is allocated. dtype: torch.bfloat16, #tokens: 1380840, KV size: 40.00 GB"
+    );
+}
+
+#[test]
+fn sglang_bad_usage_and_refusals() {
+    let config = shipped("llama-3-8b");
+    // No budget: usage, exit 2.
+    let out = kv(&["estimate", "--engine", "sglang", &config]);
+    assert_eq!(out.status.code(), Some(2));
+    assert!(text(&out.stderr).contains("--kv-cache-memory-bytes"));
+    // A KV format SGLang's profile here does not take: usage, exit 2.
+    let out = kv(&[
+        "estimate",
+        "--engine",
+        "sglang",
+        &config,
+        "--kv-cache-memory-bytes",
+        "8G",
+        "--kv-cache-dtype",
+        "q8_0",
+    ]);
+    assert_eq!(out.status.code(), Some(2));
+    // Pipeline stages are not in the profile: usage, exit 2.
+    let out = kv(&[
+        "estimate",
+        "--engine",
+        "sglang",
+        &config,
+        "--kv-cache-memory-bytes",
+        "8G",
+        "--pp",
+        "2",
+    ]);
+    assert_eq!(out.status.code(), Some(2));
+    // Jamba: SGLang has no model class for it; the file's problem, exit 1.
+    let out = kv(&[
+        "estimate",
+        "--engine",
+        "sglang",
+        &shipped("jamba-v0.1"),
+        "--kv-cache-memory-bytes",
+        "8G",
+    ]);
+    assert_eq!(out.status.code(), Some(1));
+    assert!(text(&out.stderr).contains("JambaForCausalLM has no SGlang implementation"));
+}

@@ -1,0 +1,794 @@
+//! SGLang 0.5.23's KV pools for a model kv has detected ([`Estimate`]):
+//! how many tokens (and Mamba request slots) its `KVCacheConfigurator`
+//! makes of the memory left after the weights, and the start-up lines its
+//! pools log. The rules are SGLang's (`srt/model_executor/pool_configurator.py`,
+//! `srt/mem_cache/kv_cache_configurator.py`, `memory_pool.py`), on Hopper
+//! (page size 1), with its defaults; the geometry is kv's detection.
+
+use serde::Serialize;
+use serde_json::Value;
+
+use super::detect::Estimate;
+use crate::error::KvError;
+use crate::pattern::LayerKind;
+use crate::spec::layout::Layout;
+
+/// The engine these figures follow, as the JSON names it.
+pub const SGLANG_ENGINE: &str = "sglang 0.5.23";
+
+/// Architectures SGLang 0.5.23 gives a separate sliding-window pool
+/// (`configs/model_config.py`, `is_hybrid_swa_model`); every other model's
+/// sliding layers are stored at full length (Gemma 2/3, Cohere2, Mistral).
+const HYBRID_SWA_ARCHITECTURES: [&str; 27] = [
+    "BeamForCausalLM",
+    "Llama4ForConditionalGeneration",
+    "DeepseekV4ForCausalLM",
+    "DeepseekV4ForCausalLMNextN",
+    "DeepseekV4ForCausalLMDSpark",
+    "GptOssForCausalLM",
+    "GraniteSWAForCausalLM",
+    "GraniteMoeSWAForCausalLM",
+    "IQuestQ1ForCausalLM",
+    "IQuestQ1MTP",
+    "MiMoV2ForCausalLM",
+    "MiMoV2FlashForCausalLM",
+    "MiMoV2MTP",
+    "Step3p5ForCausalLM",
+    "Step3p5MTP",
+    "Step3p7ForConditionalGeneration",
+    "Gemma4ForCausalLM",
+    "Gemma4ForConditionalGeneration",
+    "EmbeddingGemma2Model",
+    "Gemma4UnifiedForConditionalGeneration",
+    "DiffusionGemmaForBlockDiffusion",
+    "LagunaForCausalLM",
+    "MellumForCausalLM",
+    "MuseGlimmerForCausalLM",
+    "MuseGlimmerForConditionalGeneration",
+    "InklingForConditionalGeneration",
+    "InklingForConditionalGenerationMTP",
+];
+
+/// Architectures kv detects that SGLang 0.5.23 has no model class for and
+/// whose transformers class is not backend-compatible: its loader refuses them
+/// (`model_loader/utils.py`, `resolve_transformers_arch`).
+const UNSUPPORTED_ARCHITECTURES: [&str; 3] =
+    ["JambaForCausalLM", "Zamba2ForCausalLM", "FalconForCausalLM"];
+
+/// Architectures SGLang serves with an MLA latent where kv's detection (vLLM's
+/// rule) reads plain heads: `kv_lora_rank + qk_rope_head_dim` per layer
+/// (`configs/model_config.py`).
+const MLA_ARCHITECTURES_READ_AS_HEADS: [&str; 1] = ["MiniCPM3ForCausalLM"];
+
+/// Mamba state slots per running request: `MAMBA_CACHE_SIZE_MAX_RUNNING_REQUESTS_RATIO`
+/// (3) plus the 2 tracking slots of the default extra buffer with overlap scheduling.
+const MAMBA_SLOTS_PER_REQUEST: u64 = 5;
+
+/// What an error names (`kv: cannot read SGLang 0.5.23's pools from the config: ...`).
+const POOLS: &str = "SGLang 0.5.23's pools";
+
+/// SGLang's "GB" in its log lines.
+const GIB: u64 = 1 << 30;
+
+/// SGLang's `--kv-cache-dtype`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum SglangKvDtype {
+    /// The model dtype.
+    Auto,
+    /// `torch.float8_e4m3fn`, one byte.
+    Fp8E4m3,
+    /// `torch.float8_e5m2`, one byte.
+    Fp8E5m2,
+}
+
+/// The SGLang server arguments that move the pools.
+#[derive(Clone, Debug, PartialEq)]
+#[non_exhaustive]
+pub struct SglangSettings {
+    /// `--tp-size`.
+    pub tp: u64,
+    /// `--dp-size` with `--enable-dp-attention`: attention runs on `tp / dp`
+    /// ranks per worker, and each worker owns a full pool.
+    pub dp: u64,
+    /// `--kv-cache-dtype`.
+    pub kv_cache_dtype: SglangKvDtype,
+    /// `--page-size` (1 on Hopper by default).
+    pub page_size: u64,
+    /// `--swa-full-tokens-ratio` (0.8).
+    pub swa_full_tokens_ratio: f64,
+    /// `--mamba-full-memory-ratio` (0.9).
+    pub mamba_full_memory_ratio: f64,
+    /// `--max-running-requests` (across DP workers).
+    pub max_running_requests: Option<u64>,
+    /// `--max-total-tokens`.
+    pub max_total_tokens: Option<u64>,
+}
+
+impl Default for SglangSettings {
+    fn default() -> SglangSettings {
+        SglangSettings {
+            tp: 1,
+            dp: 1,
+            kv_cache_dtype: SglangKvDtype::Auto,
+            page_size: 1,
+            swa_full_tokens_ratio: 0.8,
+            mamba_full_memory_ratio: 0.9,
+            max_running_requests: None,
+            max_total_tokens: None,
+        }
+    }
+}
+
+impl SglangSettings {
+    /// Attention tensor-parallel ranks per DP worker (`tp / dp`); the
+    /// [`Estimate`] given to [`sglang_pools`] must be made for this size.
+    pub fn attn_tp(&self) -> Result<u64, KvError> {
+        if self.tp == 0 || self.dp == 0 || !self.tp.is_multiple_of(self.dp) {
+            return Err(refused(format!(
+                "--tp-size {} must be a positive multiple of --dp-size {}",
+                self.tp, self.dp
+            )));
+        }
+        Ok(self.tp / self.dp)
+    }
+}
+
+/// One K/V pool: its tokens and its bytes as SGLang's buffers hold them
+/// (`tokens + page_size` rows, the padding page included).
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+pub struct SglangKvPool {
+    /// `#tokens`.
+    pub tokens: u64,
+    /// K bytes (the latent's, for MLA).
+    pub k_bytes: u64,
+    /// V bytes (0 for MLA: one latent).
+    pub v_bytes: u64,
+}
+
+/// The Mamba / Gated DeltaNet state pool.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+pub struct SglangMambaPool {
+    /// `max_mamba_cache_size`: whole request slots (one more is allocated as padding).
+    pub slots: u64,
+    /// One slot's bytes across the state layers (conv + SSM).
+    pub bytes_per_slot: u64,
+    /// The conv state's bytes, padding slot included.
+    pub conv_bytes: u64,
+    /// The SSM state's bytes, padding slot included.
+    pub ssm_bytes: u64,
+}
+
+/// What SGLang 0.5.23 allocates from `kv_cache_memory_bytes`.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+#[non_exhaustive]
+pub struct SglangPools {
+    /// [`SGLANG_ENGINE`].
+    pub engine: &'static str,
+    /// The memory given: what SGLang has left for its pools after the weights.
+    pub kv_cache_memory_bytes: u64,
+    /// Attention TP ranks per worker.
+    pub attn_tp: u64,
+    /// DP-attention workers, each with these pools.
+    pub attn_dp: u64,
+    /// The KV dtype as torch names it.
+    pub dtype: &'static str,
+    /// Whether the KV pool holds an MLA latent (one `KV size`).
+    pub mla: bool,
+    /// Bytes per token of the full pool (and of the SWA pool at its ratio).
+    pub cell_bytes: f64,
+    /// The full-attention pool (every attention layer without an SWA pool).
+    pub full: SglangKvPool,
+    /// The sliding-window pool, for allow-listed architectures.
+    pub swa: Option<SglangKvPool>,
+    /// The state pool of a Mamba / Gated DeltaNet hybrid.
+    pub mamba: Option<SglangMambaPool>,
+    /// `max_running_requests` per worker.
+    pub max_running_requests: u64,
+    /// Where a Mamba pool capped `max_running_requests`, the cap.
+    pub capped_by_mamba: Option<u64>,
+    /// Where `--max-total-tokens` cut the SWA pools, their full and SWA
+    /// tokens before it (SGLang logs both solutions).
+    pub swa_before_cap: Option<(u64, u64)>,
+}
+
+/// Attention geometry in elements per token per layer, with its layers.
+struct AttentionGroup {
+    layers: u64,
+    kv_heads: u64,
+    k_dim: u64,
+    v_dim: u64,
+}
+
+impl AttentionGroup {
+    /// `max(1, kv_heads // attn_tp)` heads of `k_dim` (K) and `v_dim` (V)
+    /// elements, per layer (`ModelConfig.get_num_kv_heads`).
+    fn per_layer(&self, attn_tp: u64, element: u64) -> Result<(u64, u64), KvError> {
+        let heads = (self.kv_heads / attn_tp).max(1);
+        let k = mul(&[heads, self.k_dim, element], "K bytes per token")?;
+        let v = mul(&[heads, self.v_dim, element], "V bytes per token")?;
+        Ok((k, v))
+    }
+}
+
+/// SGLang 0.5.23's pools for the model `estimate` describes (made for
+/// `settings.attn_tp()` ranks) given `kv_cache_memory_bytes` per GPU, the
+/// memory SGLang has left for its pools after the weights (before its Mamba
+/// split). `config` is read only for what SGLang keys its rules on:
+/// `architectures`, the dtype and `mamba_ssm_dtype`.
+pub fn sglang_pools(
+    config: &Value,
+    estimate: &Estimate,
+    settings: &SglangSettings,
+    kv_cache_memory_bytes: u64,
+) -> Result<SglangPools, KvError> {
+    let attn_tp = settings.attn_tp()?;
+    if estimate.tensor_parallel != attn_tp {
+        return Err(refused(format!(
+            "the estimate is for tensor parallel {}, SGLang's attention runs on {attn_tp} \
+             rank(s) (tp {} / dp {})",
+            estimate.tensor_parallel, settings.tp, settings.dp
+        )));
+    }
+    if settings.page_size == 0 {
+        return Err(refused("--page-size 0; it must be positive".to_owned()));
+    }
+    for (name, ratio) in [
+        ("--swa-full-tokens-ratio", settings.swa_full_tokens_ratio),
+        (
+            "--mamba-full-memory-ratio",
+            settings.mamba_full_memory_ratio,
+        ),
+    ] {
+        if !(ratio.is_finite() && ratio > 0.0) {
+            return Err(refused(format!("{name} {ratio}; it must be positive")));
+        }
+    }
+    let architectures = architectures(config);
+    if let Some(arch) = architectures
+        .iter()
+        .find(|a| UNSUPPORTED_ARCHITECTURES.contains(a))
+    {
+        return Err(refused(format!(
+            "{arch} has no SGlang implementation and the Transformers implementation is not \
+             compatible with SGLang."
+        )));
+    }
+    let hybrid_swa = architectures
+        .iter()
+        .any(|a| HYBRID_SWA_ARCHITECTURES.contains(a));
+    let (dtype, element) = kv_dtype(config, settings.kv_cache_dtype);
+
+    let mut full = Vec::new();
+    let mut sliding = Vec::new();
+    let mut latent = None;
+    let mut state = Vec::new();
+    for spec in &estimate.specs {
+        let kind = spec.layer_group.as_ref().map(|g| g.kind);
+        match &spec.layout {
+            Layout::Attention { geometry, .. } => {
+                let group = AttentionGroup {
+                    layers: geometry.layers,
+                    kv_heads: geometry.kv_heads,
+                    k_dim: geometry.head_dim,
+                    v_dim: geometry.value_head_dim(),
+                };
+                let is_sliding = kind == Some(LayerKind::SlidingAttention)
+                    || (kind.is_none() && spec.name.starts_with("sliding"));
+                if is_sliding && hybrid_swa {
+                    sliding.push(group);
+                } else {
+                    full.push(group);
+                }
+            }
+            Layout::Latent { latent: l, .. } => {
+                let width = l
+                    .kv_lora_rank
+                    .checked_add(l.rope_dim)
+                    .ok_or_else(|| overflow("MLA latent width"))?;
+                latent = Some((l.layers, width));
+            }
+            Layout::Recurrent(s) => state.push(s.clone()),
+        }
+    }
+
+    if latent.is_none()
+        && architectures
+            .iter()
+            .any(|a| MLA_ARCHITECTURES_READ_AS_HEADS.contains(a))
+    {
+        let layers = full
+            .drain(..)
+            .chain(sliding.drain(..))
+            .try_fold(0u64, |sum, g| sum.checked_add(g.layers))
+            .ok_or_else(|| overflow("MLA layers"))?;
+        let width = ["kv_lora_rank", "qk_rope_head_dim"]
+            .iter()
+            .map(|key| {
+                config.get(key).and_then(Value::as_u64).ok_or_else(|| {
+                    refused(format!(
+                        "SGLang caches an MLA latent here and `{key}` is not set"
+                    ))
+                })
+            })
+            .try_fold(0u64, |sum, width| {
+                width.and_then(|w| {
+                    sum.checked_add(w)
+                        .ok_or_else(|| overflow("MLA latent width"))
+                })
+            })?;
+        latent = Some((layers, width));
+    }
+
+    // SGLang sizes these with other configurators than the ones kv follows.
+    if !sliding.is_empty() {
+        let other = if full.is_empty() {
+            Some("every attention layer sliding (SGLang's all-SWA pool)")
+        } else if latent.is_some() {
+            Some("an MLA latent beside sliding layers")
+        } else if !state.is_empty() {
+            Some("a Mamba state beside sliding layers")
+        } else {
+            None
+        };
+        if let Some(other) = other {
+            return Err(KvError::Config {
+                what: POOLS,
+                problem: format!("{other} is not in kv's SGLang profile"),
+            });
+        }
+    }
+
+    // Bytes per token per pool, K and V apart.
+    let (mut full_k, mut full_v) = (0u64, 0u64);
+    let mut full_layers_bytes = Vec::new();
+    for group in &full {
+        let (k, v) = group.per_layer(attn_tp, element)?;
+        full_k = add(full_k, mul(&[k, group.layers], "K bytes per token")?)?;
+        full_v = add(full_v, mul(&[v, group.layers], "V bytes per token")?)?;
+        full_layers_bytes.push((group.layers, k, v));
+    }
+    if let Some((layers, width)) = latent {
+        full_k = add(
+            full_k,
+            mul(&[width, layers, element], "MLA bytes per token")?,
+        )?;
+    }
+    let (mut swa_k, mut swa_v) = (0u64, 0u64);
+    for group in &sliding {
+        let (k, v) = group.per_layer(attn_tp, element)?;
+        swa_k = add(swa_k, mul(&[k, group.layers], "SWA K bytes per token")?)?;
+        swa_v = add(swa_v, mul(&[v, group.layers], "SWA V bytes per token")?)?;
+    }
+    let full_cell = add(full_k, full_v)?;
+    let swa_cell = add(swa_k, swa_v)?;
+
+    // The state pool is split off first (`_handle_max_mamba_cache`).
+    let mut available = kv_cache_memory_bytes;
+    let mut mamba = None;
+    if !state.is_empty() {
+        let ssm_element = mamba_ssm_bytes(config);
+        let (mut conv, mut ssm) = (0u64, 0u64);
+        for s in &state {
+            // vLLM's page padding is vLLM's; SGLang keeps the conv and SSM tensors.
+            for part in s.parts.iter().filter(|p| matches!(p.name, "conv" | "ssm")) {
+                let mut shape = part.shape;
+                if let Some(dim) = part.split {
+                    let whole = shape[dim];
+                    if !whole.is_multiple_of(attn_tp) {
+                        return Err(refused(format!(
+                            "the {} state's {whole} heads or channels do not divide over \
+                             {attn_tp} attention rank(s) (SGLang's divide() asserts)",
+                            part.name
+                        )));
+                    }
+                    shape[dim] = whole / attn_tp;
+                }
+                let is_conv = part.name == "conv";
+                let bytes = mul(
+                    &[
+                        shape[0],
+                        shape[1],
+                        shape[2],
+                        if is_conv { 2 } else { ssm_element },
+                        s.layers,
+                    ],
+                    "state bytes per slot",
+                )?;
+                if is_conv {
+                    conv = add(conv, bytes)?;
+                } else {
+                    ssm = add(ssm, bytes)?;
+                }
+            }
+        }
+        let per_slot = add(conv, ssm)?;
+        let (slots, left) = mamba_split(
+            kv_cache_memory_bytes,
+            per_slot,
+            settings.mamba_full_memory_ratio,
+        )?;
+        let padded = slots
+            .checked_add(1)
+            .ok_or_else(|| overflow("state slots"))?;
+        mamba = Some(SglangMambaPool {
+            slots,
+            bytes_per_slot: per_slot,
+            conv_bytes: mul(&[conv, padded], "conv state bytes")?,
+            ssm_bytes: mul(&[ssm, padded], "SSM state bytes")?,
+        });
+        available = left;
+    }
+    if full_cell == 0 && swa_cell == 0 {
+        return Err(refused(
+            "the model holds no attention KV; kv sizes SGLang's KV pool only beside one".to_owned(),
+        ));
+    }
+
+    let page = settings.page_size;
+    let mut swa_before_cap = None;
+    let (cell_bytes, full_tokens, swa_tokens) = if sliding.is_empty() {
+        let mut tokens = available / full_cell;
+        if let Some(cap) = settings.max_total_tokens {
+            tokens = tokens.min(cap);
+        }
+        (full_cell as f64, tokens / page * page, None)
+    } else {
+        let ratio = settings.swa_full_tokens_ratio;
+        let cell = full_cell as f64 + ratio * swa_cell as f64;
+        let tokens = float_to_u64(py_floordiv(available as f64, cell), "SWA pool tokens")?;
+        let solve = |tokens: u64| -> Result<(u64, u64), KvError> {
+            let full_tokens = tokens / page * page;
+            let swa = float_to_u64(full_tokens as f64 * ratio, "SWA pool tokens")? / page * page;
+            if let Some(window) = sliding_window(config) {
+                if window.saturating_add(page) >= swa {
+                    return Err(refused(format!(
+                        "SWA pool ({swa} tokens) cannot hold even one request: the prefill \
+                         admission floor is sliding_window_size ({window}) + page_size \
+                         ({page}). Increase --swa-full-tokens-ratio or the total KV budget."
+                    )));
+                }
+            }
+            Ok((full_tokens, swa))
+        };
+        let (mut full_tokens, mut swa) = solve(tokens)?;
+        // A smaller --max-total-tokens solves again, and SGLang logs both.
+        if let Some(cap) = settings.max_total_tokens.filter(|cap| *cap < full_tokens) {
+            swa_before_cap = Some((full_tokens, swa));
+            (full_tokens, swa) = solve(cap)?;
+        }
+        (cell, full_tokens, Some(swa))
+    };
+    if full_tokens == 0 {
+        return Err(refused(format!(
+            "{kv_cache_memory_bytes} B leave no whole token of {cell_bytes} B for the KV pool"
+        )));
+    }
+
+    let rows = |tokens: u64| {
+        tokens
+            .checked_add(page)
+            .ok_or_else(|| overflow("pool rows"))
+    };
+    let full_pool = SglangKvPool {
+        tokens: full_tokens,
+        k_bytes: mul(&[full_k, rows(full_tokens)?], "K pool bytes")?,
+        v_bytes: mul(&[full_v, rows(full_tokens)?], "V pool bytes")?,
+    };
+    let swa_pool = match swa_tokens {
+        Some(tokens) => Some(SglangKvPool {
+            tokens,
+            k_bytes: mul(&[swa_k, rows(tokens)?], "SWA K pool bytes")?,
+            v_bytes: mul(&[swa_v, rows(tokens)?], "SWA V pool bytes")?,
+        }),
+        None => None,
+    };
+
+    // `resolve_max_num_reqs`.
+    let context_len = estimate.max_model_len.max(1);
+    let estimated = float_to_u64(
+        full_tokens as f64 / context_len as f64 * 512.0,
+        "estimated requests",
+    )?
+    .clamp(2048, 4096);
+    let mut requests = match settings.max_running_requests {
+        Some(asked) => (asked / settings.dp).max(1).min(full_tokens / 2),
+        None => estimated.min(full_tokens / 2),
+    };
+    let mut capped_by_mamba = None;
+    if let Some(pool) = &mamba {
+        let cap = pool.slots / MAMBA_SLOTS_PER_REQUEST;
+        if cap < requests {
+            capped_by_mamba = Some(cap);
+            requests = cap;
+        }
+        if requests == 0 {
+            return Err(refused(format!(
+                "Hybrid (mamba/linear-attention) state cache is too small to serve any \
+                 requests. max_mamba_cache_size={}, mamba_ratio={MAMBA_SLOTS_PER_REQUEST}, \
+                 resulting max_num_reqs=0",
+                pool.slots
+            )));
+        }
+    }
+
+    Ok(SglangPools {
+        engine: SGLANG_ENGINE,
+        kv_cache_memory_bytes,
+        attn_tp,
+        attn_dp: settings.dp,
+        dtype,
+        mla: latent.is_some(),
+        cell_bytes,
+        full: full_pool,
+        swa: swa_pool,
+        mamba,
+        max_running_requests: requests,
+        capped_by_mamba,
+        swa_before_cap,
+    })
+}
+
+impl SglangPools {
+    /// The lines SGLang 0.5.23 logs as it sizes and allocates these pools,
+    /// character for character ("GB" is 2^30 bytes).
+    pub fn lines(&self) -> Vec<String> {
+        let mut lines = Vec::new();
+        if let (Some(pool), Some(cap)) = (&self.mamba, self.capped_by_mamba) {
+            lines.push(format!(
+                "max_running_requests is capped to {cap} by the mamba state cache \
+                 (max_mamba_cache_size={}, {MAMBA_SLOTS_PER_REQUEST} state slots per request). \
+                 To raise it: increase --mamba-full-memory-ratio or --max-mamba-cache-size, \
+                 or halve the state size with --mamba-ssm-dtype bfloat16.",
+                pool.slots
+            ));
+        }
+        if let Some(pool) = &self.mamba {
+            lines.push(format!(
+                "Mamba Cache is allocated. max_mamba_cache_size: {}, conv_state size: {}GB, \
+                 ssm_state size: {}GB ",
+                pool.slots,
+                gib(pool.conv_bytes),
+                gib(pool.ssm_bytes)
+            ));
+        }
+        let kv_line = |label: &str, pool: &SglangKvPool| {
+            if self.mla {
+                format!(
+                    "{label}KV Cache is allocated. dtype: {}, #tokens: {}, KV size: {} GB",
+                    self.dtype,
+                    pool.tokens,
+                    gib(pool.k_bytes)
+                )
+            } else {
+                format!(
+                    "{label}KV Cache is allocated. dtype: {}, #tokens: {}, K size: {} GB, \
+                     V size: {} GB",
+                    self.dtype,
+                    pool.tokens,
+                    gib(pool.k_bytes),
+                    gib(pool.v_bytes)
+                )
+            }
+        };
+        match &self.swa {
+            None => lines.push(kv_line("", &self.full)),
+            Some(swa) => {
+                if let Some((full, swa)) = self.swa_before_cap {
+                    lines.push(format!(
+                        "Use sliding window memory pool. full_layer_tokens={full}, \
+                         swa_layer_tokens={swa}"
+                    ));
+                }
+                lines.push(format!(
+                    "Use sliding window memory pool. full_layer_tokens={}, swa_layer_tokens={}",
+                    self.full.tokens, swa.tokens
+                ));
+                lines.push(kv_line("Full ", &self.full));
+                lines.push(kv_line("SWA ", swa));
+                let all = [
+                    self.full.k_bytes,
+                    self.full.v_bytes,
+                    swa.k_bytes,
+                    swa.v_bytes,
+                ]
+                .iter()
+                .fold(0u128, |sum, b| sum + u128::from(*b));
+                lines.push(format!(
+                    "SWAKVPool mem usage: {} GB, swa size: {}, full size: {}",
+                    gib_wide(all),
+                    swa.tokens,
+                    self.full.tokens
+                ));
+            }
+        }
+        lines
+    }
+}
+
+/// `_handle_max_mamba_cache` with SGLang's float arithmetic, in GB as it
+/// keeps it: the state budget `rest x r / (1 + r)`, its whole slots less the
+/// padding slot, and the bytes left for the KV pool (`int(rest x 2^30)`).
+fn mamba_split(rest_bytes: u64, per_slot: u64, ratio: f64) -> Result<(u64, u64), KvError> {
+    if per_slot == 0 {
+        return Err(refused("the state holds no bytes per slot".to_owned()));
+    }
+    let gb = GIB as f64;
+    let rest = rest_bytes as f64 / gb;
+    let budget_bytes = rest * ratio / (1.0 + ratio) * gb;
+    let per = per_slot as f64;
+    let slots = py_floordiv(budget_bytes - per, per);
+    // Also catches NaN: no whole slot unless it is at least 1.
+    if slots.is_nan() || slots < 1.0 {
+        return Err(refused(format!(
+            "Not enough GPU memory for hybrid (mamba/linear-attention) state cache: \
+             {rest_bytes} B leave no whole state slot of {per_slot} B"
+        )));
+    }
+    let slots = float_to_u64(slots, "state slots")?;
+    let padded = slots
+        .checked_add(1)
+        .ok_or_else(|| overflow("state slots"))?;
+    let state = u128::from(padded) * u128::from(per_slot);
+    let left = rest - (state as f64) / gb;
+    let left = float_to_u64(left * gb, "KV bytes after the state pool")?;
+    Ok((slots, left))
+}
+
+/// Python's float `//` (CPython's `float_floor_div`) for the positive values
+/// here: `(a - fmod(a, b)) / b`, snapped to the nearest integer where rounding
+/// left it just below one.
+fn py_floordiv(a: f64, b: f64) -> f64 {
+    let div = (a - a % b) / b;
+    let floor = div.floor();
+    if div - floor > 0.5 {
+        floor + 1.0
+    } else {
+        floor
+    }
+}
+
+/// Python's `int(x)` for a float the arithmetic here keeps non-negative;
+/// one past u64 (or not finite) is an error.
+fn float_to_u64(x: f64, what: &str) -> Result<u64, KvError> {
+    if (0.0..18_446_744_073_709_551_616.0).contains(&x) {
+        Ok(x as u64)
+    } else {
+        Err(overflow(what))
+    }
+}
+
+/// `f"{bytes / GB:.2f}"`: two decimals, ties to even as Python rounds the
+/// exact quotient (`bytes / 2^30` is exact in a double below 2^53).
+fn gib(bytes: u64) -> String {
+    gib_wide(u128::from(bytes))
+}
+
+fn gib_wide(bytes: u128) -> String {
+    let scaled = bytes * 100;
+    let (whole, rem) = (scaled >> 30, scaled & u128::from(GIB - 1));
+    let half = u128::from(GIB / 2);
+    let hundredths = if rem > half || (rem == half && whole % 2 == 1) {
+        whole + 1
+    } else {
+        whole
+    };
+    format!("{}.{:02}", hundredths / 100, hundredths % 100)
+}
+
+/// The torch name and byte size of SGLang's KV dtype: the model dtype by
+/// `_get_and_verify_dtype` (a float32 or unset checkpoint is served in
+/// float16, Gemma in bfloat16), or the fp8 format asked for.
+fn kv_dtype(config: &Value, asked: SglangKvDtype) -> (&'static str, u64) {
+    match asked {
+        SglangKvDtype::Fp8E4m3 => ("torch.float8_e4m3fn", 1),
+        SglangKvDtype::Fp8E5m2 => ("torch.float8_e5m2", 1),
+        SglangKvDtype::Auto => {
+            let written = ["dtype", "torch_dtype"]
+                .iter()
+                .find_map(|k| config.get(k).and_then(Value::as_str));
+            match written {
+                Some("bfloat16") => ("torch.bfloat16", 2),
+                Some("float16" | "half") => ("torch.float16", 2),
+                _ => {
+                    let gemma = config
+                        .get("model_type")
+                        .and_then(Value::as_str)
+                        .is_some_and(|t| t.starts_with("gemma"));
+                    if gemma {
+                        ("torch.bfloat16", 2)
+                    } else {
+                        ("torch.float16", 2)
+                    }
+                }
+            }
+        }
+    }
+}
+
+/// The SSM state's bytes per element: `mamba_ssm_dtype` where the config
+/// (or its `text_config`) sets one SGLang knows, else float32.
+fn mamba_ssm_bytes(config: &Value) -> u64 {
+    let written = config
+        .get("text_config")
+        .and_then(|t| t.get("mamba_ssm_dtype"))
+        .or_else(|| config.get("mamba_ssm_dtype"))
+        .and_then(Value::as_str);
+    match written {
+        Some("bfloat16" | "float16") => 2,
+        _ => 4,
+    }
+}
+
+fn architectures(config: &Value) -> Vec<&str> {
+    config
+        .get("architectures")
+        .and_then(Value::as_array)
+        .map(|a| a.iter().filter_map(Value::as_str).collect())
+        .unwrap_or_default()
+}
+
+fn sliding_window(config: &Value) -> Option<u64> {
+    config
+        .get("text_config")
+        .and_then(|t| t.get("sliding_window"))
+        .or_else(|| config.get("sliding_window"))
+        .and_then(Value::as_u64)
+}
+
+fn mul(factors: &[u64], what: &'static str) -> Result<u64, KvError> {
+    factors
+        .iter()
+        .try_fold(1u64, |product, f| product.checked_mul(*f))
+        .ok_or_else(|| overflow(what))
+}
+
+fn add(a: u64, b: u64) -> Result<u64, KvError> {
+    a.checked_add(b).ok_or_else(|| overflow("bytes per token"))
+}
+
+fn overflow(what: &str) -> KvError {
+    KvError::Config {
+        what: POOLS,
+        problem: format!("{what} overflows u64"),
+    }
+}
+
+fn refused(problem: String) -> KvError {
+    KvError::Config {
+        what: POOLS,
+        problem: format!("SGLang would not start: {problem}"),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::{gib, py_floordiv};
+
+    #[test]
+    fn gib_rounds_as_python_formats_two_decimals() {
+        // Python: f"{x:.2f}" rounds exact ties to even: 0.125 -> 0.12,
+        // 0.375 -> 0.38, 0.625 -> 0.62; just above a tie rounds up.
+        assert_eq!(gib(1 << 27), "0.12");
+        assert_eq!(gib(3 << 27), "0.38");
+        assert_eq!(gib(5 << 27), "0.62");
+        assert_eq!(gib((1 << 27) + 1), "0.13");
+        assert_eq!(gib(40 << 30), "40.00");
+        assert_eq!(gib(0), "0.00");
+    }
+
+    #[test]
+    fn floordiv_is_pythons_not_the_floor_of_the_quotient() {
+        // Python: 1.0 // 0.1 == 9.0 (fmod leaves 0.0999...), while
+        // floor(1.0 / 0.1) == 10.0.
+        assert_eq!(py_floordiv(1.0, 0.1), 9.0);
+        assert_eq!(py_floordiv(42_949_672_960.0, 44_236.8), 970_903.0);
+        assert_eq!(py_floordiv(0.5, 2.0), 0.0);
+        assert_eq!(py_floordiv(6.0, 2.0), 3.0);
+        // (a - fmod(a, b)) / b is 30319.999999999996 here; Python says 30320.0.
+        assert_eq!(
+            py_floordiv(177_211.258_938_582_7, 5.844_608_707_784_413),
+            30_320.0
+        );
+    }
+}

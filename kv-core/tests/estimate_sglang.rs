@@ -1,0 +1,526 @@
+//! SGLang 0.5.23's pools (`kv_core::estimate::sglang_pools`): figures worked
+//! out by hand from SGLang's rules, each in a comment. The same cases were
+//! run through SGLang's own KVCacheConfigurator (scripts/sglang/compare.py).
+#![cfg(feature = "json")]
+
+use kv_core::estimate::{
+    estimate, sglang_pools, EstimateSettings, SglangKvDtype, SglangPools, SglangSettings,
+};
+use kv_core::KvError;
+use serde_json::{json, Value};
+
+const GIB_40: u64 = 40 << 30;
+
+fn qwen3_8b() -> Value {
+    json!({
+        "architectures": ["Qwen3ForCausalLM"], "model_type": "qwen3",
+        "head_dim": 128, "hidden_size": 4096, "num_attention_heads": 32,
+        "num_hidden_layers": 36, "num_key_value_heads": 8,
+        "max_position_embeddings": 40960, "torch_dtype": "bfloat16",
+    })
+}
+
+fn pools(config: &Value, settings: &SglangSettings, bytes: u64) -> Result<SglangPools, KvError> {
+    let attn_tp = settings.attn_tp()?;
+    let estimate = estimate(config, &EstimateSettings::new().tensor_parallel(attn_tp))?;
+    sglang_pools(config, &estimate, settings, bytes)
+}
+
+fn settings(tp: u64, dp: u64, dtype: SglangKvDtype) -> SglangSettings {
+    let mut settings = SglangSettings::default();
+    settings.tp = tp;
+    settings.dp = dp;
+    settings.kv_cache_dtype = dtype;
+    settings
+}
+
+#[test]
+fn dense_gqa_counts_tokens_with_page_size_one() {
+    let pools = pools(&qwen3_8b(), &SglangSettings::default(), GIB_40).unwrap();
+    // Cell: 36 layers x 8 heads x (128 + 128) x 2 B = 147,456 B per token;
+    // 42,949,672,960 // 147,456 = 291,271 (291,271.1).
+    // K: (291,271 + 1 padding page) x 36 x 8 x 128 x 2 = 21,474,902,016 B = 20.0001 GiB.
+    // Requests: int(291,271 / 40,960 x 512) = 3,640, within [2048, 4096], below 291,271 // 2.
+    assert_eq!(pools.full.tokens, 291_271);
+    assert_eq!(pools.full.k_bytes, 21_474_902_016);
+    assert_eq!(pools.max_running_requests, 3_640);
+    assert_eq!(
+        pools.lines(),
+        ["KV Cache is allocated. dtype: torch.bfloat16, #tokens: 291271, K size: 20.00 GB, V size: 20.00 GB"]
+    );
+    assert_eq!(pools.engine, "sglang 0.5.23");
+}
+
+#[test]
+fn tp_divides_kv_heads_with_a_floor_of_one_and_fp8_halves() {
+    // TP 16: 8 // 16 = 0 heads, floored to 1: 36 x 1 x 256 x 2 = 18,432 B;
+    // 42,949,672,960 // 18,432 = 2,330,168 (2,330,168.9).
+    let tp16 = pools(&qwen3_8b(), &settings(16, 1, SglangKvDtype::Auto), GIB_40).unwrap();
+    assert_eq!(tp16.full.tokens, 2_330_168);
+    // TP 8 with DP attention 4: attention on 2 ranks, 4 heads each:
+    // 36 x 4 x 256 x 2 = 73,728 B; 42,949,672,960 // 73,728 = 582,542 (582,542.2),
+    // a full pool per worker.
+    let dp = pools(&qwen3_8b(), &settings(8, 4, SglangKvDtype::Auto), GIB_40).unwrap();
+    assert_eq!((dp.attn_tp, dp.attn_dp, dp.full.tokens), (2, 4, 582_542));
+    // fp8: 1 B an element, 36 x 8 x 256 x 1 = 73,728 B: the same 582,542 tokens.
+    let fp8 = pools(&qwen3_8b(), &settings(1, 1, SglangKvDtype::Fp8E4m3), GIB_40).unwrap();
+    assert_eq!(fp8.full.tokens, 582_542);
+    assert!(fp8.lines()[0].contains("dtype: torch.float8_e4m3fn, #tokens: 582542"));
+    let e5m2 = pools(&qwen3_8b(), &settings(1, 1, SglangKvDtype::Fp8E5m2), GIB_40).unwrap();
+    assert!(e5m2.lines()[0].contains("dtype: torch.float8_e5m2, #tokens: 582542"));
+}
+
+#[test]
+fn mla_latent_is_one_kv_never_divided_by_tp() {
+    let deepseek = json!({
+        "architectures": ["DeepseekV2ForCausalLM"], "model_type": "deepseek_v2",
+        "num_hidden_layers": 27, "kv_lora_rank": 512, "qk_rope_head_dim": 64,
+        "qk_nope_head_dim": 128, "v_head_dim": 128, "num_attention_heads": 16,
+        "num_key_value_heads": 16, "hidden_size": 2048,
+        "max_position_embeddings": 163840, "torch_dtype": "bfloat16",
+    });
+    // (512 + 64) x 27 layers x 2 B = 31,104 B per token on every rank;
+    // 42,949,672,960 // 31,104 = 1,380,840; KV: 1,380,841 x 31,104 =
+    // 42,949,678,464 B = 40.000005 GiB.
+    for tp in [1, 8] {
+        let pools = pools(&deepseek, &settings(tp, 1, SglangKvDtype::Auto), GIB_40).unwrap();
+        assert_eq!(
+            pools.lines(),
+            ["KV Cache is allocated. dtype: torch.bfloat16, #tokens: 1380840, KV size: 40.00 GB"],
+            "tp {tp}"
+        );
+    }
+}
+
+fn gpt_oss_20b() -> Value {
+    let layer_types: Vec<&str> = (0..24)
+        .map(|i| {
+            if i % 2 == 0 {
+                "sliding_attention"
+            } else {
+                "full_attention"
+            }
+        })
+        .collect();
+    json!({
+        "architectures": ["GptOssForCausalLM"], "model_type": "gpt_oss",
+        "head_dim": 64, "hidden_size": 2880, "num_attention_heads": 64,
+        "num_hidden_layers": 24, "num_key_value_heads": 8, "layer_types": layer_types,
+        "sliding_window": 128, "max_position_embeddings": 131072, "torch_dtype": "bfloat16",
+    })
+}
+
+#[test]
+fn allow_listed_sliding_window_gets_its_own_pool_at_the_ratio() {
+    let pools = pools(&gpt_oss_20b(), &SglangSettings::default(), GIB_40).unwrap();
+    // Full and SWA cells alike: 12 layers x 8 x (64 + 64) x 2 = 24,576 B;
+    // cell 24,576 + 0.8 x 24,576 = 44,236.8; 42,949,672,960 // 44,236.8 = 970,903;
+    // SWA int(970,903 x 0.8) = 776,722.
+    // Full K: 970,904 x 12 x 8 x 64 x 2 = 11,930,468,352 B = 11.111 GiB;
+    // SWA K: 776,723 x 12,288 = 9,544,372,224 B = 8.889 GiB;
+    // all four: 42,949,681,152 B = 40.000008 GiB.
+    assert_eq!(
+        pools.lines(),
+        [
+            "Use sliding window memory pool. full_layer_tokens=970903, swa_layer_tokens=776722",
+            "Full KV Cache is allocated. dtype: torch.bfloat16, #tokens: 970903, K size: 11.11 GB, V size: 11.11 GB",
+            "SWA KV Cache is allocated. dtype: torch.bfloat16, #tokens: 776722, K size: 8.89 GB, V size: 8.89 GB",
+            "SWAKVPool mem usage: 40.00 GB, swa size: 776722, full size: 970903",
+        ]
+    );
+}
+
+#[test]
+fn the_ratio_applies_to_the_sliding_layers_only() {
+    // Three sliding layers to one full: full 6 x 8 x 128 x 2 = 12,288 B, SWA
+    // 18 x 2,048 = 36,864 B; cell 12,288 + 0.8 x 36,864 = 41,779.2;
+    // 42,949,672,960 // 41,779.2 = 1,028,015 (x 41,779.2 = 42,949,644,288 B, one more
+    // is over); SWA int(1,028,015 x 0.8) = 822,412.
+    let mut three_to_one = gpt_oss_20b();
+    three_to_one["layer_types"] = json!((0..24)
+        .map(|i| if i % 4 == 3 {
+            "full_attention"
+        } else {
+            "sliding_attention"
+        })
+        .collect::<Vec<_>>());
+    let pools = pools(&three_to_one, &SglangSettings::default(), GIB_40).unwrap();
+    assert_eq!(pools.full.tokens, 1_028_015);
+    assert_eq!(pools.swa.map(|p| p.tokens), Some(822_412));
+}
+
+#[test]
+fn an_allow_listed_architecture_without_sliding_layers_has_one_pool() {
+    // GptOss with no window and no layer types: every layer full,
+    // 24 x 8 x 128 x 2 = 49,152 B; 42,949,672,960 // 49,152 = 873,813.
+    let mut no_window = gpt_oss_20b();
+    let map = no_window.as_object_mut().unwrap();
+    map.remove("layer_types");
+    map.remove("sliding_window");
+    let pools = pools(&no_window, &SglangSettings::default(), GIB_40).unwrap();
+    assert_eq!((pools.swa.is_none(), pools.full.tokens), (true, 873_813));
+}
+
+#[test]
+fn sliding_layers_off_the_allow_list_are_stored_at_full_length() {
+    // Gemma 3 (not allow-listed): all 6 layers, 5 sliding and 1 global, in one
+    // pool: 6 x 2 heads x (256 + 256) x 2 B = 12,288 B; 2^30 // 12,288 = 87,381.
+    let gemma = json!({
+        "architectures": ["Gemma3ForCausalLM"], "model_type": "gemma3_text",
+        "head_dim": 256, "hidden_size": 1152, "num_attention_heads": 4,
+        "num_hidden_layers": 6, "num_key_value_heads": 2, "sliding_window": 512,
+        "sliding_window_pattern": 6, "max_position_embeddings": 32768,
+        "torch_dtype": "bfloat16",
+    });
+    let pools = pools(&gemma, &SglangSettings::default(), 1 << 30).unwrap();
+    assert_eq!(pools.swa, None);
+    assert_eq!(pools.full.tokens, 87_381);
+    // SGLang's dtype is the config's; only an unset or float32 one is
+    // replaced (Gemma by bfloat16, others by float16).
+    for (written, served) in [
+        (json!("float16"), "torch.float16"),
+        (json!("float32"), "torch.bfloat16"),
+        (Value::Null, "torch.bfloat16"),
+    ] {
+        let mut config = gemma.clone();
+        config["torch_dtype"] = written;
+        let pools = self::pools(&config, &SglangSettings::default(), 1 << 30).unwrap();
+        assert_eq!(pools.dtype, served);
+    }
+    let mut qwen = qwen3_8b();
+    qwen["torch_dtype"] = json!("float32");
+    let pools = self::pools(&qwen, &SglangSettings::default(), 1 << 30).unwrap();
+    assert_eq!(pools.dtype, "torch.float16");
+}
+
+#[test]
+fn max_total_tokens_solves_the_swa_pools_again_and_both_are_logged() {
+    let mut capped = SglangSettings::default();
+    capped.max_total_tokens = Some(100_000);
+    let swa = pools(&gpt_oss_20b(), &capped, GIB_40).unwrap();
+    // 100,000 < 970,903: full 100,000, SWA int(100,000 x 0.8) = 80,000.
+    let lines = swa.lines();
+    assert_eq!(
+        lines[..2],
+        [
+            "Use sliding window memory pool. full_layer_tokens=970903, swa_layer_tokens=776722",
+            "Use sliding window memory pool. full_layer_tokens=100000, swa_layer_tokens=80000",
+        ]
+    );
+    // Dense: min(291,271, 50,000); requests: int(50,000 / 40,960 x 512) = 625,
+    // raised to 2,048, below 25,000; asked 100 over DP 1: 100.
+    let mut dense = SglangSettings::default();
+    dense.max_total_tokens = Some(50_000);
+    dense.max_running_requests = Some(100);
+    let pools = pools(&qwen3_8b(), &dense, GIB_40).unwrap();
+    assert_eq!(
+        (pools.full.tokens, pools.max_running_requests),
+        (50_000, 100)
+    );
+}
+
+#[test]
+fn minicpm3_is_an_mla_latent_in_sglang() {
+    // SGLang serves MiniCPM3 with MLA: (256 + 32) x 62 layers x 2 B = 35,712 B
+    // a token; 42,949,672,960 // 35,712 = 1,202,667.
+    let minicpm3 = json!({
+        "architectures": ["MiniCPM3ForCausalLM"], "model_type": "minicpm3",
+        "num_hidden_layers": 62, "hidden_size": 2560, "num_attention_heads": 40,
+        "num_key_value_heads": 40, "kv_lora_rank": 256, "qk_rope_head_dim": 32,
+        "qk_nope_head_dim": 64, "v_head_dim": 64, "q_lora_rank": 768,
+        "max_position_embeddings": 32768, "torch_dtype": "bfloat16",
+    });
+    let pools = pools(&minicpm3, &SglangSettings::default(), GIB_40).unwrap();
+    assert!(pools.mla);
+    assert_eq!(pools.full.tokens, 1_202_667);
+}
+
+#[test]
+fn pools_kv_does_not_follow_are_refused_not_guessed() {
+    // Every layer sliding on an allow-listed architecture: SGLang's all-SWA pool.
+    let mut all_sliding = gpt_oss_20b();
+    all_sliding["layer_types"] = json!(vec!["sliding_attention"; 24]);
+    let error = pools(&all_sliding, &SglangSettings::default(), GIB_40).unwrap_err();
+    assert!(error.to_string().contains("all-SWA pool"), "{error}");
+}
+
+#[test]
+fn a_too_small_swa_pool_is_refused_as_sglang_refuses_it() {
+    // 24,576 x 1.8 = 44,236.8 B a full token: 5,000,000 B hold 113 full and
+    // int(113 x 0.8) = 90 SWA tokens, under the window 128 + page 1.
+    let error = pools(&gpt_oss_20b(), &SglangSettings::default(), 5_000_000).unwrap_err();
+    assert!(
+        error
+            .to_string()
+            .contains("SWA pool (90 tokens) cannot hold even one request"),
+        "{error}"
+    );
+}
+
+fn qwen3_next() -> Value {
+    json!({
+        "architectures": ["Qwen3NextForCausalLM"], "model_type": "qwen3_next",
+        "num_hidden_layers": 48, "full_attention_interval": 4, "hidden_size": 2048,
+        "num_attention_heads": 16, "num_key_value_heads": 2, "head_dim": 256,
+        "linear_num_key_heads": 16, "linear_key_head_dim": 128,
+        "linear_num_value_heads": 32, "linear_value_head_dim": 128,
+        "linear_conv_kernel_dim": 4, "max_position_embeddings": 262144,
+        "torch_dtype": "bfloat16",
+    })
+}
+
+#[test]
+fn gated_deltanet_state_takes_whole_slots_first() {
+    let qwen3_next = qwen3_next();
+    let pools = pools(&qwen3_next, &SglangSettings::default(), GIB_40).unwrap();
+    // 36 GDN layers: conv (32 x 128 + 2 x 16 x 128) x 3 x bf16 = 49,152 B,
+    // SSM 32 x 128 x 128 x f32 = 2,097,152 B: 77,266,944 B a slot.
+    // Budget 40 x 0.9 / 1.9 GiB = 20,344,055,087.2 B; (budget - slot) // slot = 262.
+    // KV gets 42,949,672,960 - 263 x 77,266,944 = 22,628,466,688 B; its cell is
+    // the 12 full layers': 12 x 2 x 512 x 2 = 24,576 B: 920,754 tokens.
+    // conv: 36 x 263 x 49,152 = 465,371,136 B = 0.433 GiB; SSM 36 x 263 x
+    // 2,097,152 = 19,855,835,136 B = 18.49 GiB. Requests: 262 // 5 = 52.
+    let mamba = pools.mamba.clone().unwrap();
+    assert_eq!((mamba.slots, mamba.bytes_per_slot), (262, 77_266_944));
+    assert_eq!(pools.full.tokens, 920_754);
+    assert_eq!(pools.max_running_requests, 52);
+    let lines = pools.lines();
+    assert!(lines[0].starts_with("max_running_requests is capped to 52 by the mamba state cache"));
+    assert_eq!(
+        lines[1],
+        "Mamba Cache is allocated. max_mamba_cache_size: 262, conv_state size: 0.43GB, ssm_state size: 18.49GB "
+    );
+    assert!(lines[2].starts_with("KV Cache is allocated. dtype: torch.bfloat16, #tokens: 920754,"));
+}
+
+#[test]
+fn mamba2_state_splits_over_tp_and_the_ssm_is_f32() {
+    let nemotron_h = json!({
+        "architectures": ["NemotronHForCausalLM"], "model_type": "nemotron_h",
+        "hybrid_override_pattern": "M-M-M-M-*-M-M-M-M-M-*-M-M-M-M-M-*-M-M-M-M-M-*-M-M-M-",
+        "num_hidden_layers": 52, "hidden_size": 4096, "num_attention_heads": 32,
+        "num_key_value_heads": 8, "head_dim": 128, "mamba_num_heads": 128,
+        "mamba_head_dim": 64, "ssm_state_size": 128, "n_groups": 8, "conv_kernel": 4,
+        "expand": 2, "max_position_embeddings": 8192, "torch_dtype": "bfloat16",
+    });
+    // 22 Mamba2 layers: conv (128 x 64 + 2 x 8 x 128 = 10,240) x 3 x bf16 = 61,440 B,
+    // SSM 128 x 64 x 128 x f32 = 4,194,304 B: 93,626,368 B a slot.
+    // 40 x 0.9 / 1.9 GiB = 217.3 slots' worth; less the padding slot: 216.
+    // KV: 42,949,672,960 - 217 x 93,626,368 = 22,632,751,104 B over the 4
+    // attention layers' 4 x 8 x 256 x 2 = 16,384 B: 1,381,393 tokens.
+    // Requests: 216 // 5 = 43.
+    let tp1 = pools(&nemotron_h, &SglangSettings::default(), GIB_40).unwrap();
+    assert_eq!(
+        tp1.mamba.as_ref().map(|m| m.bytes_per_slot),
+        Some(93_626_368)
+    );
+    assert_eq!(
+        (
+            tp1.mamba.as_ref().map(|m| m.slots),
+            tp1.full.tokens,
+            tp1.max_running_requests
+        ),
+        (Some(216), 1_381_393, 43)
+    );
+    // TP 2 halves the slot (46,813,184 B) and the KV cell (8,192 B):
+    // 40 x 0.9 / 1.9 GiB over 46,813,184 B is 434.6, less the padding slot: 433;
+    // KV: 42,949,672,960 - 434 x 46,813,184 = 22,632,751,104 B: 2,762,787 tokens.
+    let tp2 = pools(&nemotron_h, &settings(2, 1, SglangKvDtype::Auto), GIB_40).unwrap();
+    assert_eq!(
+        (
+            tp2.mamba.as_ref().map(|m| m.slots),
+            tp2.full.tokens,
+            tp2.max_running_requests
+        ),
+        (Some(433), 2_762_787, 86)
+    );
+}
+
+#[test]
+fn jamba_is_refused_as_sglang_refuses_it_at_load() {
+    let jamba = json!({
+        "architectures": ["JambaForCausalLM"], "model_type": "jamba",
+        "num_hidden_layers": 32, "attn_layer_period": 8, "attn_layer_offset": 4,
+        "num_attention_heads": 32, "num_key_value_heads": 8, "hidden_size": 4096,
+        "mamba_d_state": 16, "mamba_d_conv": 4, "mamba_expand": 2,
+        "max_position_embeddings": 262144, "torch_dtype": "bfloat16",
+    });
+    let error = pools(&jamba, &SglangSettings::default(), GIB_40).unwrap_err();
+    assert_eq!(
+        error.to_string(),
+        "kv: cannot read SGLang 0.5.23's pools from the config: SGLang would not start: \
+         JambaForCausalLM has no SGlang implementation and the Transformers implementation is \
+         not compatible with SGLang."
+    );
+}
+
+#[test]
+fn bad_layouts_and_overflow_are_errors_not_panics() {
+    // TP 3 is no multiple of DP 2.
+    let mut odd = SglangSettings::default();
+    odd.tp = 3;
+    odd.dp = 2;
+    assert!(odd.attn_tp().is_err());
+    // Zero ranks either way.
+    for (tp, dp) in [(0, 1), (1, 0), (0, 0)] {
+        odd.tp = tp;
+        odd.dp = dp;
+        assert!(odd.attn_tp().is_err(), "tp {tp} dp {dp}");
+    }
+    odd.tp = 8;
+    odd.dp = 2;
+    assert_eq!(odd.attn_tp().unwrap(), 4);
+    // An estimate made for another TP size than SGLang's attention TP.
+    let estimate = estimate(&qwen3_8b(), &EstimateSettings::new()).unwrap();
+    let error = sglang_pools(
+        &qwen3_8b(),
+        &estimate,
+        &settings(2, 1, SglangKvDtype::Auto),
+        GIB_40,
+    )
+    .unwrap_err();
+    assert!(error.to_string().contains("tensor parallel 1"), "{error}");
+    // u64::MAX bytes: 18,446,744,073,709,551,615 // 147,456 = 125,099,989,649,180
+    // tokens; K (125,099,989,649,181 x 73,728 = 9,223,372,036,854,816,768 B) fits.
+    let most = pools(&qwen3_8b(), &SglangSettings::default(), u64::MAX).unwrap();
+    assert_eq!(most.full.tokens, 125_099_989_649_180);
+    assert_eq!(most.full.k_bytes, 9_223_372_036_854_816_768);
+    assert!(most.lines()[0].contains("K size: 8589934592.00 GB"));
+    // Ratios must be finite and positive, and the page size positive.
+    for ratio in [0.0, -0.5, f64::NAN, f64::INFINITY] {
+        let mut swa = SglangSettings::default();
+        swa.swa_full_tokens_ratio = ratio;
+        assert!(
+            pools(&gpt_oss_20b(), &swa, GIB_40).is_err(),
+            "swa ratio {ratio}"
+        );
+        let mut mamba = SglangSettings::default();
+        mamba.mamba_full_memory_ratio = ratio;
+        assert!(
+            pools(&qwen3_8b(), &mamba, GIB_40).is_err(),
+            "mamba ratio {ratio}"
+        );
+    }
+    let mut no_page = SglangSettings::default();
+    no_page.page_size = 0;
+    assert!(pools(&qwen3_8b(), &no_page, GIB_40).is_err());
+    // Too little for one token.
+    assert!(pools(&qwen3_8b(), &SglangSettings::default(), 1000).is_err());
+}
+
+#[test]
+fn json_names_the_engine() {
+    let pools = pools(&qwen3_8b(), &SglangSettings::default(), GIB_40).unwrap();
+    let value = serde_json::to_value(&pools).unwrap();
+    assert_eq!(value["engine"], "sglang 0.5.23");
+    assert_eq!(value["full"]["tokens"], 291_271);
+}
+
+#[test]
+fn pages_align_the_pool_down() {
+    // Page 64: 291,271 // 64 x 64 = 291,264 tokens; K (291,264 + 64) x 73,728 B.
+    let mut paged = SglangSettings::default();
+    paged.page_size = 64;
+    let pools = pools(&qwen3_8b(), &paged, GIB_40).unwrap();
+    assert_eq!(pools.full.tokens, 291_264);
+    assert_eq!(pools.full.k_bytes, 291_328 * 73_728);
+    // The SWA pools too: 970,903 // 64 x 64 = 970,880; int(970,880 x 0.8) =
+    // 776,704, already a multiple of 64.
+    let swa = pools_of(&gpt_oss_20b(), &paged);
+    assert_eq!(
+        (swa.full.tokens, swa.swa.map(|p| p.tokens)),
+        (970_880, Some(776_704))
+    );
+}
+
+fn pools_of(config: &Value, settings: &SglangSettings) -> SglangPools {
+    pools(config, settings, GIB_40).unwrap()
+}
+
+#[test]
+fn max_total_tokens_at_or_above_the_pool_changes_nothing() {
+    for cap in [970_903, 5_000_000] {
+        let mut capped = SglangSettings::default();
+        capped.max_total_tokens = Some(cap);
+        let swa = pools_of(&gpt_oss_20b(), &capped);
+        assert_eq!(swa.full.tokens, 970_903, "cap {cap}");
+        assert_eq!(swa.lines().len(), 4, "cap {cap}: one solution logged");
+    }
+}
+
+#[test]
+fn running_requests_per_worker_and_at_most_half_the_tokens() {
+    // Asked 64 over DP 4: 16 a worker.
+    let mut asked = settings(8, 4, SglangKvDtype::Auto);
+    asked.max_running_requests = Some(64);
+    assert_eq!(pools_of(&qwen3_8b(), &asked).max_running_requests, 16);
+    // 1,000 tokens (147,456,000 B): min(2,048, 1,000 // 2) = 500.
+    let small = pools(&qwen3_8b(), &SglangSettings::default(), 147_456_000).unwrap();
+    assert_eq!(
+        (small.full.tokens, small.max_running_requests),
+        (1_000, 500)
+    );
+    // Asked 10,000 of those 1,000 tokens: at most 1,000 // 2 = 500 too.
+    let mut many = SglangSettings::default();
+    many.max_running_requests = Some(10_000);
+    let capped = pools(&qwen3_8b(), &many, 147_456_000).unwrap();
+    assert_eq!(capped.max_running_requests, 500);
+}
+
+#[test]
+fn the_mamba_cap_applies_only_below_the_requests() {
+    // 262 slots cap at 52; asking 16 or exactly 52 leaves no cap and no warning.
+    for asked in [16, 52] {
+        let mut settings = SglangSettings::default();
+        settings.max_running_requests = Some(asked);
+        let pools = pools_of(&qwen3_next(), &settings);
+        assert_eq!(pools.max_running_requests, asked);
+        assert!(
+            pools.lines()[0].starts_with("Mamba Cache is allocated."),
+            "{asked}"
+        );
+    }
+}
+
+#[test]
+fn a_model_with_no_attention_is_outside_the_profile() {
+    // Mamba2 alone: SGLang keeps a token pool of no bytes; kv says it does not size it.
+    let mamba2 = json!({
+        "architectures": ["Mamba2ForCausalLM"], "model_type": "mamba2",
+        "num_hidden_layers": 64, "hidden_size": 2560, "state_size": 128, "expand": 2,
+        "head_dim": 64, "num_heads": 80, "n_groups": 1, "conv_kernel": 4,
+        "max_position_embeddings": 2048, "torch_dtype": "bfloat16",
+    });
+    let error = pools(&mamba2, &SglangSettings::default(), GIB_40).unwrap_err();
+    assert!(error.to_string().contains("no attention KV"), "{error}");
+}
+
+#[test]
+fn a_state_pool_too_small_is_refused_in_sglangs_words() {
+    // Qwen3-Next's slot is 77,266,944 B. 200,000,000 B: the state's share
+    // 200,000,000 x 0.9 / 1.9 = 94,736,842 B holds (94,736,842 - 77,266,944)
+    // // 77,266,944 = 0 slots: SGLang's "Not enough GPU memory".
+    let none = pools(&qwen3_next(), &SglangSettings::default(), 200_000_000).unwrap_err();
+    assert!(none.to_string().contains("Not enough GPU memory"), "{none}");
+    // 400,000,000 B: 189,473,684 B hold 1 slot, and 1 // 5 = 0 requests:
+    // "too small to serve any requests".
+    let one = pools(&qwen3_next(), &SglangSettings::default(), 400_000_000).unwrap_err();
+    assert!(one.to_string().contains("max_mamba_cache_size=1"), "{one}");
+}
+
+#[test]
+fn mamba_ssm_dtype_in_the_config_halves_the_ssm_state() {
+    // `mamba_ssm_dtype` bfloat16: SSM 32 x 128 x 128 x 2 = 1,048,576 B, with the
+    // conv 49,152 B, 36 layers: 39,518,208 B a slot. 40 x 0.9 / 1.9 GiB over it
+    // is 514.8, less the padding slot: 513; 513 // 5 = 102 requests; KV gets
+    // 42,949,672,960 - 514 x 39,518,208 = 22,637,314,048 B: 921,114 tokens.
+    let mut config = qwen3_next();
+    config["mamba_ssm_dtype"] = json!("bfloat16");
+    let pools = pools(&config, &SglangSettings::default(), GIB_40).unwrap();
+    let mamba = pools.mamba.clone().unwrap();
+    assert_eq!((mamba.bytes_per_slot, mamba.slots), (39_518_208, 513));
+    assert_eq!(
+        (pools.full.tokens, pools.max_running_requests),
+        (921_114, 102)
+    );
+}
