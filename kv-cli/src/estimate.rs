@@ -16,9 +16,15 @@ use crate::Format;
 /// `kv estimate` arguments.
 #[derive(clap::Args)]
 pub struct Args {
-    /// HF config.json files, or directories (every config.json under them, sorted).
+    /// HF config.json files, or directories (every config.json under them,
+    /// sorted); GGUF files with --engine llama.cpp.
     #[arg(required = true)]
     configs: Vec<PathBuf>,
+    /// The engine whose rules apply.
+    #[arg(long, value_enum, default_value_t = Engine::Vllm)]
+    engine: Engine,
+    #[command(flatten)]
+    llamacpp: crate::llamacpp::LlamaCppArgs,
     /// Sequences in flight (vLLM max_num_seqs).
     #[arg(long, default_value_t = 256, value_parser = clap::value_parser!(u64).range(1..))]
     max_num_seqs: u64,
@@ -169,7 +175,28 @@ struct Estimated {
     ranks: Vec<EstimateRank>,
 }
 
+/// `--engine`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
+pub enum Engine {
+    /// vLLM 0.33.
+    Vllm,
+    /// llama.cpp 0c1e57098 (llama-cpp-python 0.3.36), from a GGUF header.
+    #[value(name = "llama.cpp")]
+    LlamaCpp,
+}
+
 pub fn run(args: &Args) -> bool {
+    match (args.engine, args.llamacpp.first_given()) {
+        (Engine::LlamaCpp, _) => {
+            return crate::llamacpp::run(&args.configs, &args.llamacpp, args.format)
+        }
+        (_, Some(flag)) => clap::Error::raw(
+            clap::error::ErrorKind::ArgumentConflict,
+            format!("{flag} applies to --engine llama.cpp only\n"),
+        )
+        .exit(),
+        _ => {}
+    }
     let (files, mut problems) = expand(&args.configs, Some("config.json"));
     for problem in &problems {
         problem.report();

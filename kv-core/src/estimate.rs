@@ -18,6 +18,7 @@ mod export;
 #[cfg(test)]
 mod fixtures;
 mod lines;
+pub mod llamacpp;
 mod max_len;
 mod refusals;
 #[cfg(test)]
