@@ -41,7 +41,8 @@ def _header(w, arch, a):
     w.add_token_types([1] * VOCAB)
     w.add_tensor("token_embd.weight", _z(VOCAB, a.n_embd))
     w.add_tensor("output_norm.weight", _z(a.n_embd))
-    w.add_tensor("output.weight", _z(VOCAB, a.n_embd))
+    if arch != "gemma2":  # gemma2 ties its output to token_embd
+        w.add_tensor("output.weight", _z(VOCAB, a.n_embd))
 
 
 def attention(path, a):
