@@ -23,8 +23,9 @@ pub struct Args {
     /// The engine whose rules apply.
     #[arg(long, value_enum, default_value_t = Engine::Vllm)]
     engine: Engine,
+    // Boxed: the subcommand enum's variants stay of a size.
     #[command(flatten)]
-    llamacpp: crate::llamacpp::LlamaCppArgs,
+    llamacpp: Box<crate::llamacpp::LlamaCppArgs>,
     /// Sequences in flight (vLLM max_num_seqs).
     #[arg(long, default_value_t = 256, value_parser = clap::value_parser!(u64).range(1..))]
     max_num_seqs: u64,

@@ -26,6 +26,13 @@
 //!   attention, a quantized type whose block does not divide a head, more
 //!   than 256 sequences, a `block_count` outside 1 to 512. With flash
 //!   attention auto, a quantized V turns it on (and llama.cpp says so).
+//! - **Architectures** followed: llama (Mistral-7B converts to it),
+//!   mistral3, qwen2, qwen2moe, qwen3, qwen3moe, gemma, phi3 (its window is
+//!   dropped, as llama.cpp drops it), falcon, gpt2, starcoder2, command-r,
+//!   granite, internlm2, stablelm, deepseek, olmo, exaone, smollm3; gemma2,
+//!   gemma3, olmo2, cohere2 and gpt-oss with their windows; mamba and
+//!   mamba2. Any other is refused by name: its window, state or layer filter
+//!   is its own (MLA, Gemma-3n's shared layers, hybrids).
 //! - **Lines** are llama.cpp's at info and warning level from the cache
 //!   constructors, MiB as it rounds them (a `float`); the per-device buffer
 //!   lines are left out (they name the backend). The environment variable
@@ -262,7 +269,7 @@ pub fn estimate(
             let kind = if what == "K" { 'k' } else { 'v' };
             if let Some(head) = heads[..trunk]
                 .iter()
-                .find(|&&h| u64::from(h) % t.block_size() != 0)
+                .find(|&&h| !u64::from(h).is_multiple_of(t.block_size()))
             {
                 return Err(refuse(
                     field,
@@ -402,7 +409,7 @@ impl Build<'_> {
     }
 
     fn row(&self, t: GgmlType, elements: u64, what: &str) -> Result<u64, KvError> {
-        if elements % t.block_size() != 0 {
+        if !elements.is_multiple_of(t.block_size()) {
             return Err(KvError::InvalidValue {
                 declaration: String::new(),
                 field: if what == "K" { "type_k" } else { "type_v" },
@@ -456,8 +463,9 @@ impl Build<'_> {
             return Err(self.overflow("K and V bytes together"));
         }
         // attn_rot_*: keyed on layer 0's head, as llama.cpp keys it.
-        let rotates =
-            |all: i64, t: GgmlType, head0: u32| all > 0 && t.is_quantized() && head0 % 64 == 0;
+        let rotates = |all: i64, t: GgmlType, head0: u32| {
+            all > 0 && t.is_quantized() && head0.is_multiple_of(64)
+        };
         Ok(KvCache {
             cells,
             layers,

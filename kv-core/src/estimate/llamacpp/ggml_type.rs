@@ -93,7 +93,7 @@ impl GgmlType {
     /// Bytes of a row of `elements` (`ggml_row_size`); `None` when the row
     /// is not whole blocks (ggml asserts it is) or the bytes overflow.
     pub fn row_bytes(self, elements: u64) -> Option<u64> {
-        if elements % self.block_size() != 0 {
+        if !elements.is_multiple_of(self.block_size()) {
             return None;
         }
         (elements / self.block_size()).checked_mul(self.block_bytes())

@@ -86,7 +86,7 @@ const ARCHITECTURES: &[(&str, Family)] = &[
 ];
 
 /// The names of the architectures kv follows, for messages.
-pub(crate) fn architecture_names() -> String {
+fn architecture_names() -> String {
     ARCHITECTURES
         .iter()
         .map(|(name, _)| *name)
