@@ -210,14 +210,64 @@ pub fn estimate(
     settings: &LlamaCppSettings,
 ) -> Result<LlamaCppEstimate, KvError> {
     let hp = Hparams::read(meta)?;
-    let refuse = |field: &'static str, problem: String| KvError::InvalidValue {
+    let mut lines = Vec::new();
+    let flash = init_checks(&hp, settings, &mut lines)?;
+    let cells = Cells::settle(&hp, settings)?;
+    let build = Build {
+        hp: &hp,
+        source: meta.source(),
+        seqs: cells.n_seq.into(),
+        streams: if settings.kv_unified {
+            1
+        } else {
+            cells.n_seq.into()
+        },
+        type_k: settings.type_k,
+        type_v: settings.type_v,
+        v_trans: !flash,
+    };
+    let memory = build.memory(&cells, settings)?;
+    memory.lines(&mut lines);
+    let bytes = match &memory {
+        Memory::Iswa { base, swa, .. } => base
+            .bytes()
+            .checked_add(swa.bytes())
+            .ok_or_else(|| build.overflow("bytes of the non-SWA and SWA caches"))?,
+        other => other.bytes(),
+    };
+    Ok(LlamaCppEstimate {
+        engine: "llama.cpp",
+        commit: LLAMACPP_COMMIT,
+        architecture: hp.architecture.clone(),
+        context_length: hp.context_length.into(),
+        n_ctx: cells.n_ctx,
+        n_ctx_seq: cells.n_ctx_seq,
+        n_seq: cells.n_seq.into(),
+        n_ubatch: cells.n_ubatch.into(),
+        flash_attn: flash,
+        memory,
+        bytes,
+        lines,
+    })
+}
+
+/// A refusal of a setting, with llama.cpp's own message in it.
+fn refuse(field: &'static str, problem: String) -> KvError {
+    KvError::InvalidValue {
         declaration: String::new(),
         field,
         problem,
-    };
-    let mut lines = Vec::new();
+    }
+}
 
-    // llama_init_from_model, in its order.
+/// `llama_init_from_model`'s checks, in its order: whether the cache is
+/// made for flash attention (auto turns it on for a quantized V, and says
+/// so in `lines`), or why the context is refused.
+fn init_checks(
+    hp: &Hparams,
+    settings: &LlamaCppSettings,
+    lines: &mut Vec<String>,
+) -> Result<bool, KvError> {
     if settings.n_batch == 0 && settings.n_ubatch == 0 {
         return Err(refuse(
             "n_ubatch",
@@ -263,10 +313,9 @@ pub fn estimate(
     if flash {
         let trunk = hp.trunk_layers() as usize;
         for (field, t, heads, what) in [
-            ("type_k", settings.type_k, &hp.head_k, "K"),
-            ("type_v", settings.type_v, &hp.head_v, "V"),
+            ("type_k", settings.type_k, &hp.head_k, "k"),
+            ("type_v", settings.type_v, &hp.head_v, "v"),
         ] {
-            let kind = if what == "K" { 'k' } else { 'v' };
             if let Some(head) = heads[..trunk]
                 .iter()
                 .find(|&&h| !u64::from(h).is_multiple_of(t.block_size()))
@@ -274,114 +323,71 @@ pub fn estimate(
                 return Err(refuse(
                     field,
                     format!(
-                        "llama.cpp refuses: llama_init_from_model: {what} cache type {t} with \
-                         block size {} does not divide n_embd_head_{kind}={head}",
+                        "llama.cpp refuses: llama_init_from_model: {} cache type {t} with \
+                         block size {} does not divide n_embd_head_{what}={head}",
+                        what.to_uppercase(),
                         t.block_size()
                     ),
                 ));
             }
         }
     }
-    // llama_context's constructor.
-    let n_seq = settings.n_seq.max(1);
-    if n_seq > MAX_SEQ {
-        return Err(refuse(
-            "n_seq",
-            format!(
-                "{n_seq} is more than llama.cpp takes; llama_init_from_model: failed to \
-                 initialize the context: n_seq_max must be <= {MAX_SEQ}"
-            ),
-        ));
-    }
-    let requested = match settings.n_ctx {
-        0 => hp.context_length,
-        n => n,
-    };
-    let n_batch = settings.n_batch.min(requested);
-    let n_ubatch = match settings.n_ubatch {
-        0 => n_batch,
-        n => n.min(n_batch),
-    };
-    let mut n_ctx = pad(requested.into());
-    let n_ctx_seq = if settings.kv_unified {
-        n_ctx
-    } else {
-        let per = pad(n_ctx / u64::from(n_seq));
-        n_ctx = per * u64::from(n_seq);
-        per
-    };
-    let too_large = |what: &str, value: u64| {
-        refuse(
-            "n_ctx",
-            format!("makes {value} {what}, more than llama.cpp's uint32 counts"),
-        )
-    };
-    if u32::try_from(n_ctx).is_err() {
-        return Err(too_large("cells in all", n_ctx));
-    }
-    let build = Build {
-        hp: &hp,
-        source: meta.source(),
-        seqs: n_seq.into(),
-        streams: if settings.kv_unified { 1 } else { n_seq.into() },
-        type_k: settings.type_k,
-        type_v: settings.type_v,
-        v_trans: !flash,
-    };
-    // MTP layers get no cache in the main context (while a trunk is left).
-    let kept = if hp.nextn > 0 && hp.trunk_layers() > 0 {
-        hp.trunk_layers() as usize
-    } else {
-        hp.layers as usize
-    };
-    let memory = if let Some(state) = hp.recurrent {
-        Memory::Recurrent {
-            state: build.recurrent(state)?,
+    Ok(flash)
+}
+
+/// The counts `llama_context`'s constructor settles on.
+struct Cells {
+    n_seq: u32,
+    /// Padded, and a multiple of the streams' cells.
+    n_ctx: u64,
+    /// Cells per stream of a full-attention layer.
+    n_ctx_seq: u64,
+    n_ubatch: u32,
+}
+
+impl Cells {
+    fn settle(hp: &Hparams, settings: &LlamaCppSettings) -> Result<Cells, KvError> {
+        let n_seq = settings.n_seq.max(1);
+        if n_seq > MAX_SEQ {
+            return Err(refuse(
+                "n_seq",
+                format!(
+                    "{n_seq} is more than llama.cpp takes; llama_init_from_model: failed to \
+                     initialize the context: n_seq_max must be <= {MAX_SEQ}"
+                ),
+            ));
         }
-    } else if let Some(sliding) = &hp.sliding {
-        let swa_cells = if settings.swa_full {
-            n_ctx_seq
-        } else {
-            let sequences = if settings.kv_unified { n_seq } else { 1 };
-            let kept = u64::from(sliding.window) * u64::from(sequences) + u64::from(n_ubatch);
-            pad(n_ctx_seq.min(kept))
+        let requested = match settings.n_ctx {
+            0 => hp.context_length,
+            n => n,
         };
-        Memory::Iswa {
-            base: build.kv_cache(n_ctx_seq, |il| il < kept && !hp.is_swa(il))?,
-            swa: build.kv_cache(swa_cells, |il| il < kept && hp.is_swa(il))?,
-            swa_full: settings.swa_full,
+        // With causal attention the batch is bounded by the context asked for.
+        let n_batch = settings.n_batch.min(requested);
+        let n_ubatch = match settings.n_ubatch {
+            0 => n_batch,
+            n => n.min(n_batch),
+        };
+        let mut n_ctx = pad(requested.into());
+        let n_ctx_seq = if settings.kv_unified {
+            n_ctx
+        } else {
+            let per = pad(n_ctx / u64::from(n_seq));
+            n_ctx = per * u64::from(n_seq);
+            per
+        };
+        if u32::try_from(n_ctx).is_err() {
+            return Err(refuse(
+                "n_ctx",
+                format!("makes {n_ctx} cells in all, more than llama.cpp's uint32 counts"),
+            ));
         }
-    } else {
-        Memory::KvCache {
-            cache: build.kv_cache(n_ctx_seq, |il| il < kept)?,
-        }
-    };
-    memory.lines(&mut lines);
-    let bytes = match &memory {
-        Memory::Iswa { base, swa, .. } => {
-            base.bytes()
-                .checked_add(swa.bytes())
-                .ok_or(KvError::Overflow {
-                    declaration: format!("{}: llama_kv_cache_iswa", meta.source()),
-                    step: "bytes of the non-SWA and SWA caches",
-                })?
-        }
-        other => other.bytes(),
-    };
-    Ok(LlamaCppEstimate {
-        engine: "llama.cpp",
-        commit: LLAMACPP_COMMIT,
-        architecture: hp.architecture.clone(),
-        context_length: hp.context_length.into(),
-        n_ctx,
-        n_ctx_seq,
-        n_seq: n_seq.into(),
-        n_ubatch: n_ubatch.into(),
-        flash_attn: flash,
-        memory,
-        bytes,
-        lines,
-    })
+        Ok(Cells {
+            n_seq,
+            n_ctx,
+            n_ctx_seq,
+            n_ubatch,
+        })
+    }
 }
 
 /// `GGML_PAD(n, 256)`.
@@ -422,6 +428,40 @@ impl Build<'_> {
         }
         t.row_bytes(elements)
             .ok_or_else(|| self.overflow("bytes per row (ggml_row_size)"))
+    }
+
+    /// The memory module `llama_model::create_memory` builds.
+    fn memory(&self, cells: &Cells, settings: &LlamaCppSettings) -> Result<Memory, KvError> {
+        let hp = self.hp;
+        // MTP layers get no cache in the main context (while a trunk is left).
+        let kept = if hp.nextn > 0 && hp.trunk_layers() > 0 {
+            hp.trunk_layers() as usize
+        } else {
+            hp.layers as usize
+        };
+        let full = cells.n_ctx_seq;
+        Ok(if let Some(state) = hp.recurrent {
+            Memory::Recurrent {
+                state: self.recurrent(state)?,
+            }
+        } else if let Some(sliding) = &hp.sliding {
+            let swa_cells = if settings.swa_full {
+                full
+            } else {
+                let sequences = if settings.kv_unified { cells.n_seq } else { 1 };
+                let window = u64::from(sliding.window) * u64::from(sequences);
+                pad(full.min(window + u64::from(cells.n_ubatch)))
+            };
+            Memory::Iswa {
+                base: self.kv_cache(full, |il| il < kept && !hp.is_swa(il))?,
+                swa: self.kv_cache(swa_cells, |il| il < kept && hp.is_swa(il))?,
+                swa_full: settings.swa_full,
+            }
+        } else {
+            Memory::KvCache {
+                cache: self.kv_cache(full, |il| il < kept)?,
+            }
+        })
     }
 
     /// `llama_kv_cache`'s constructor over the layers `keep` takes.
