@@ -46,6 +46,17 @@ MODELS = {
     # Gemma-2-9B: 42 layers, 8 KV heads of 256, window 4096 by default, 1 in 2.
     "gemma2-9b": ["--arch", "gemma2", "--layers", "42", "--kv-heads", "8", "--heads", "16",
                   "--head-dim", "256", "--ctx", "8192"],
+    # Command-R7B-like cohere2: 8 KV heads of 128, window 4096 required, 1 in 4.
+    "cohere2": ["--arch", "cohere2", "--layers", "12", "--heads", "8", "--kv-heads", "8",
+                "--n-embd", "1024", "--swa", "4096", "--ctx", "16384"],
+    # olmo2 with a window (1 in 4), and without one (every layer full).
+    "olmo2": ["--arch", "olmo2", "--layers", "12", "--heads", "8", "--kv-heads", "4",
+              "--n-embd", "1024", "--swa", "4096", "--ctx", "8192"],
+    "olmo2-nowindow": ["--arch", "olmo2", "--layers", "4", "--heads", "8", "--kv-heads", "4",
+                       "--n-embd", "1024", "--ctx", "8192"],
+    # phi3 with a window, which llama.cpp drops.
+    "phi3": ["--arch", "phi3", "--layers", "8", "--heads", "8", "--kv-heads", "8",
+             "--n-embd", "1024", "--swa", "2047", "--ctx", "4096"],
     # Mamba (d_inner = 2 x n_embd) and Mamba2 (grouped).
     "mamba": ["--arch", "mamba", "--layers", "24", "--n-embd", "256", "--d-state", "16",
               "--d-conv", "4"],
@@ -92,6 +103,15 @@ CASES = [
     ("gemma2-9b", 8192, 1, "f16", "f16", []),
     ("gemma2-9b", 16384, 2, "q8_0", "q8_0", ["--kv-unified"]),
     ("gemma2-9b", 4096, 1, "f16", "f16", ["--swa-full", "--flash-attn", "off"]),
+    ("cohere2", 16384, 2, "f16", "f16", []),
+    ("cohere2", 16384, 2, "f16", "f16", ["--kv-unified"]),
+    ("cohere2", 8192, 1, "q8_0", "q8_0", ["--swa-full"]),
+    ("cohere2", 0, 3, "q5_0", "q5_0", ["--ubatch", "128"]),
+    ("olmo2", 8192, 1, "f16", "f16", []),
+    ("olmo2", 8192, 3, "bf16", "bf16", ["--kv-unified"]),
+    ("olmo2-nowindow", 8192, 1, "f16", "f16", []),
+    ("phi3", 4096, 1, "f16", "f16", []),
+    ("phi3", 4096, 2, "q4_1", "q4_1", ["--flash-attn", "auto"]),
     ("mamba", 4096, 1, "f16", "f16", []),
     ("mamba", 4096, 8, "f16", "f16", []),
     ("mamba", 4096, 3, "q8_0", "q8_0", []),

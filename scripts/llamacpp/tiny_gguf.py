@@ -8,9 +8,11 @@ length, sliding_window and its pattern, ssm.*) is as given.
     tiny_gguf.py OUT.gguf --arch llama --kv-heads 8,8,4,4,2,2,1,1 --layers 8
     tiny_gguf.py OUT.gguf --arch gemma3 --layers 62 --kv-heads 16 --swa 1024 --swa-pattern 6
     tiny_gguf.py OUT.gguf --arch mamba --layers 24 --n-embd 256 --d-state 16 --d-conv 4
+    tiny_gguf.py OUT.gguf --arch cohere2 --layers 8 --heads 8 --n-embd 1024 --swa 4096
     tiny_gguf.py OUT.gguf --arch mamba2 --layers 8 --n-embd 256 --d-state 128 --groups 1
 
-A per-layer --kv-heads (comma list) is written as an array; llama.cpp's llama
+cohere2, olmo2 and phi3 project to n_embd, so give --n-embd = --heads x
+--head-dim. A per-layer --kv-heads (comma list) is written as an array; llama.cpp's llama
 loader shapes the K/V weights from layer 0, so the weights use layer 0's
 count and only the cache follows the array. --swa-pattern N is written as a
 number, a comma list of 0/1 as a bool array.
@@ -41,7 +43,7 @@ def _header(w, arch, a):
     w.add_token_types([1] * VOCAB)
     w.add_tensor("token_embd.weight", _z(VOCAB, a.n_embd))
     w.add_tensor("output_norm.weight", _z(a.n_embd))
-    if arch != "gemma2":  # gemma2 ties its output to token_embd
+    if arch not in ("gemma2", "cohere2"):  # these tie output to token_embd
         w.add_tensor("output.weight", _z(VOCAB, a.n_embd))
 
 
@@ -64,23 +66,34 @@ def attention(path, a):
         else:
             w.add_uint32(key, int(a.swa_pattern))
     n, hd, vd, hq = a.n_embd, a.head_dim, a.value_dim or a.head_dim, a.heads
+    if arch == "cohere2":
+        w.add_layer_norm_eps(1e-5)
+        w.add_logit_scale(0.125)
     for i in range(a.layers):
         b = f"blk.{i}."
-        w.add_tensor(b + "attn_norm.weight", _z(n))
+        if arch != "olmo2":
+            w.add_tensor(b + "attn_norm.weight", _z(n))
         w.add_tensor(b + "attn_q.weight", _z(hq * hd, n))
         w.add_tensor(b + "attn_k.weight", _z(kv[0] * hd, n))
         w.add_tensor(b + "attn_v.weight", _z(kv[0] * vd, n))
         w.add_tensor(b + "attn_output.weight", _z(n, hq * vd))
-        w.add_tensor(b + "ffn_norm.weight", _z(n))
-        w.add_tensor(b + "ffn_gate.weight", _z(FF, n))
-        w.add_tensor(b + "ffn_up.weight", _z(FF, n))
+        if arch not in ("cohere2", "olmo2"):
+            w.add_tensor(b + "ffn_norm.weight", _z(n))
+        if arch == "phi3":  # gate and up fused
+            w.add_tensor(b + "ffn_up.weight", _z(2 * FF, n))
+        else:
+            w.add_tensor(b + "ffn_gate.weight", _z(FF, n))
+            w.add_tensor(b + "ffn_up.weight", _z(FF, n))
         w.add_tensor(b + "ffn_down.weight", _z(n, FF))
-        if arch in ("gemma2", "gemma3"):
+        if arch in ("gemma2", "gemma3", "olmo2"):
             w.add_tensor(b + "post_attention_norm.weight", _z(n))
             w.add_tensor(b + "post_ffw_norm.weight", _z(n))
         if arch == "gemma3":
             w.add_tensor(b + "attn_k_norm.weight", _z(hd))
             w.add_tensor(b + "attn_q_norm.weight", _z(hd))
+        if arch == "olmo2":
+            w.add_tensor(b + "attn_q_norm.weight", _z(n))
+            w.add_tensor(b + "attn_k_norm.weight", _z(kv[0] * hd))
     return w
 
 
