@@ -650,6 +650,19 @@ fn models_llama_cpp_would_not_load_are_refused_naming_why() {
             .to_string()
     };
     assert!(with("bert", vec![("block_count", V::U32(2))]).contains("architecture `bert`"));
+    // The error names the file.
+    let meta = gguf("bert", &[]);
+    match estimate(&meta, &settings(0, 1)) {
+        Err(KvError::ConfigFile { path, .. }) => assert_eq!(path, "model.gguf"),
+        other => panic!("{other:?}"),
+    }
+    match estimate(&gguf("llama", &[]), &settings(0, 1)) {
+        Err(KvError::ConfigFile { path, problem }) => {
+            assert_eq!(path, "model.gguf");
+            assert!(problem.contains("no `llama.block_count`"), "{problem}");
+        }
+        other => panic!("{other:?}"),
+    }
     assert!(with("llama", vec![("block_count", V::U32(0))]).contains("1 to 512 layers"));
     assert!(with("llama", vec![("block_count", V::U32(513))]).contains("1 to 512 layers"));
     assert!(with("llama", vec![]).contains("no `llama.block_count`"));
