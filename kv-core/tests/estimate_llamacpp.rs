@@ -766,3 +766,58 @@ fn the_json_names_the_engine_and_its_commit() {
     assert_eq!(json["bytes"], 1_979_711_488u64);
     assert_eq!(json["lines"].as_array().unwrap().len(), 8);
 }
+
+mod any_header {
+    use super::*;
+    use proptest::prelude::*;
+
+    /// A count as a GGUF might hold it: small, at a boundary, or anything.
+    fn count() -> impl Strategy<Value = u32> {
+        prop_oneof![0u32..600, Just(u32::MAX), Just(u32::MAX - 1), any::<u32>()]
+    }
+
+    proptest! {
+        /// No header and no settings make the estimate panic; whatever it
+        /// returns adds up.
+        #[test]
+        fn never_panics_and_adds_up(
+            arch in prop::sample::select(vec!["llama", "gemma2", "gemma3", "cohere2", "mamba", "mamba2"]),
+            layers in count(), heads in count(), kv_heads in count(), key in count(),
+            window in count(), pattern in count(), inner in count(), state in count(),
+            n_ctx in count(), n_seq in count(), ubatch in count(),
+            unified: bool, swa_full: bool,
+        ) {
+            let meta = gguf(arch, &[
+                ("block_count", V::U32(layers)),
+                ("context_length", V::U32(n_ctx)),
+                ("embedding_length", V::U32(inner / 2)),
+                ("attention.head_count", V::U32(heads)),
+                ("attention.head_count_kv", V::U32(kv_heads)),
+                ("attention.key_length", V::U32(key)),
+                ("attention.sliding_window", V::U32(window)),
+                ("attention.sliding_window_pattern", V::U32(pattern)),
+                ("ssm.conv_kernel", V::U32(4)),
+                ("ssm.inner_size", V::U32(inner)),
+                ("ssm.state_size", V::U32(state)),
+                ("ssm.time_step_rank", V::U32(1)),
+                ("ssm.group_count", V::U32(1)),
+            ]);
+            let mut s = settings(n_ctx, n_seq);
+            s.n_ubatch = ubatch;
+            s.kv_unified = unified;
+            s.swa_full = swa_full;
+            if let Ok(e) = estimate(&meta, &s) {
+                let parts = match &e.memory {
+                    Memory::KvCache { cache } => cache.k_bytes + cache.v_bytes,
+                    Memory::Iswa { base, swa, .. } => {
+                        base.k_bytes + base.v_bytes + swa.k_bytes + swa.v_bytes
+                    }
+                    Memory::Recurrent { state } => state.r_bytes + state.s_bytes,
+                    _ => unreachable!(),
+                };
+                prop_assert_eq!(e.bytes(), parts);
+                prop_assert!(!e.lines().is_empty());
+            }
+        }
+    }
+}

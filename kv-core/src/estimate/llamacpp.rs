@@ -183,10 +183,10 @@ pub struct LlamaCppEstimate {
     pub flash_attn: bool,
     /// The memory module.
     pub memory: Memory,
-    /// Every byte of it.
-    pub bytes: u64,
-    /// What llama.cpp logs, in order.
-    pub lines: Vec<String>,
+    /// Every byte of it ([`LlamaCppEstimate::bytes`]).
+    bytes: u64,
+    /// What llama.cpp logs ([`LlamaCppEstimate::lines`]).
+    lines: Vec<String>,
 }
 
 impl LlamaCppEstimate {
