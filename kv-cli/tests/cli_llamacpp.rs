@@ -157,3 +157,60 @@ fn llama_cpp_flags_are_usage_errors_elsewhere() {
     ]);
     assert_eq!(out.status.code(), Some(2));
 }
+
+#[test]
+fn auto_flash_attention_turns_on_for_a_quantized_v_and_markdown_fences_the_lines() {
+    let file = llama_gguf("auto.gguf");
+    let out = kv(&[
+        "estimate",
+        "--engine",
+        "llama.cpp",
+        &file,
+        "--ctx-size",
+        "4096",
+        "--cache-type-v",
+        "q8_0",
+        "--flash-attn",
+        "auto",
+        "--ubatch-size",
+        "256",
+        "--batch-size",
+        "1024",
+        "--format",
+        "markdown",
+    ]);
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    let stdout = text(&out.stdout);
+    // K: 1024 x 2 B x 4096 x 32 = 256 MiB; V: 1088 B x 4096 x 32 = 136 MiB.
+    assert!(
+        stdout.contains(
+            "```\nllama_init_from_model: enabling flash_attn since it is required for quantized \
+             V cache\nllama_kv_cache: size =  392.00 MiB (  4096 cells,  32 layers,  1/1 \
+             seqs), K (f16):  256.00 MiB, V (q8_0):  136.00 MiB\n"
+        ),
+        "{stdout}"
+    );
+    assert!(
+        stdout.contains("n_ubatch 256, flash attention on"),
+        "{stdout}"
+    );
+    // Off, with f16 V, is taken as given.
+    let out = kv(&[
+        "estimate",
+        "--engine",
+        "llama.cpp",
+        &file,
+        "--flash-attn",
+        "off",
+        "--parallel",
+        "2",
+        "--kv-unified",
+    ]);
+    let stdout = text(&out.stdout);
+    assert!(stdout.contains("flash attention off"), "{stdout}");
+    // context_length 8192, unified: one stream of 8192 cells for 2 sequences.
+    assert!(
+        stdout.contains("(  8192 cells,  32 layers,  2/1 seqs)"),
+        "{stdout}"
+    );
+}
