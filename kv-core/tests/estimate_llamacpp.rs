@@ -498,6 +498,58 @@ fn mtp_layers_get_no_cache() {
         caches(&run(&meta, &settings(0, 1))),
         [(256, 3, 1, 393_216, 24_576)]
     );
+    // A model that is only MTP layers keeps them all: 2 layers.
+    let meta = gguf(
+        "qwen3",
+        &[
+            ("block_count", V::U32(2)),
+            ("nextn_predict_layers", V::U32(2)),
+            ("context_length", V::U32(256)),
+            ("embedding_length", V::U32(64)),
+            ("attention.head_count", V::U32(8)),
+        ],
+    );
+    assert_eq!(caches(&run(&meta, &settings(0, 1)))[0].1, 2);
+}
+
+#[test]
+fn a_row_that_is_not_whole_blocks_is_refused_naming_its_type() {
+    // Without flash attention llama.cpp does not check heads against blocks;
+    // a K row of 1 head of 80 is 2.5 q8_0 blocks, which ggml cannot lay out.
+    let meta = gguf(
+        "llama",
+        &[
+            ("block_count", V::U32(1)),
+            ("context_length", V::U32(256)),
+            ("embedding_length", V::U32(64)),
+            ("attention.head_count", V::U32(1)),
+            ("attention.key_length", V::U32(80)),
+            ("attention.value_length", V::U32(80)),
+        ],
+    );
+    let mut s = with_types(settings(0, 1), GgmlType::Q8_0, GgmlType::F16);
+    s.flash_attn = FlashAttn::Off;
+    match estimate(&meta, &s) {
+        Err(KvError::InvalidValue { field, problem, .. }) => {
+            assert_eq!(field, "type_k");
+            assert!(problem.contains("a K row is 80 elements"), "{problem}");
+        }
+        other => panic!("{other:?}"),
+    }
+    // With flash attention, llama.cpp's own check names V's head.
+    let s = with_types(settings(0, 1), GgmlType::F16, GgmlType::Q4_0);
+    match estimate(&meta, &s) {
+        Err(KvError::InvalidValue { field, problem, .. }) => {
+            assert_eq!(field, "type_v");
+            assert!(
+                problem.contains(
+                    "V cache type q4_0 with block size 32 does not divide n_embd_head_v=80"
+                ),
+                "{problem}"
+            );
+        }
+        other => panic!("{other:?}"),
+    }
 }
 
 #[test]

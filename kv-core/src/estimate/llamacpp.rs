@@ -433,8 +433,9 @@ impl Build<'_> {
     /// The memory module `llama_model::create_memory` builds.
     fn memory(&self, cells: &Cells, settings: &LlamaCppSettings) -> Result<Memory, KvError> {
         let hp = self.hp;
-        // MTP layers get no cache in the main context (while a trunk is left).
-        let kept = if hp.nextn > 0 && hp.trunk_layers() > 0 {
+        // MTP layers get no cache in the main context, unless they are all
+        // there is (the trunk is every layer when there are none).
+        let kept = if hp.trunk_layers() > 0 {
             hp.trunk_layers() as usize
         } else {
             hp.layers as usize
