@@ -513,6 +513,34 @@ fn mtp_layers_get_no_cache() {
 }
 
 #[test]
+fn mtp_layers_of_a_sliding_model_are_in_neither_cache() {
+    // 7 layers, the last MTP: pattern 6 over the 6 trunk layers makes 0-4
+    // sliding and 5 full; layer 6 is in neither cache.
+    let keys = |pattern: V| {
+        vec![
+            ("block_count", V::U32(7)),
+            ("nextn_predict_layers", V::U32(1)),
+            ("context_length", V::U32(4096)),
+            ("embedding_length", V::U32(64)),
+            ("attention.head_count", V::U32(8)),
+            ("attention.key_length", V::U32(128)),
+            ("attention.sliding_window", V::U32(512)),
+            ("attention.sliding_window_pattern", pattern),
+        ]
+    };
+    let layers = |pattern: V| -> Vec<u64> {
+        caches(&run(&gguf("gemma3", &keys(pattern)), &settings(0, 1)))
+            .iter()
+            .map(|c| c.1)
+            .collect()
+    };
+    assert_eq!(layers(V::U32(6)), [1, 5]);
+    // Flags that mark the MTP layer sliding do not put it in the SWA cache.
+    let flags = vec![true, true, true, true, true, false, true];
+    assert_eq!(layers(V::Bools(flags)), [1, 5]);
+}
+
+#[test]
 fn a_row_that_is_not_whole_blocks_is_refused_naming_its_type() {
     // Without flash attention llama.cpp does not check heads against blocks;
     // a K row of 1 head of 80 is 2.5 q8_0 blocks, which ggml cannot lay out.

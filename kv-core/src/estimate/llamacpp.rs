@@ -475,20 +475,8 @@ impl Build<'_> {
             .checked_mul(self.streams)
             .ok_or_else(|| self.overflow("rows (cells x streams)"))?;
         let (mut k_bytes, mut v_bytes, mut layers) = (0u64, 0u64, 0u64);
-        let (mut head_k_all, mut head_v_all) = (0i64, 0i64);
-        for il in all.filter(|&il| keep(il)) {
+        for il in all.clone().filter(|&il| keep(il)) {
             layers += 1;
-            for (all, head) in [
-                (&mut head_k_all, hp.head_k[il]),
-                (&mut head_v_all, hp.head_v[il]),
-            ] {
-                let head = i64::from(head);
-                if *all == 0 {
-                    *all = head;
-                } else if *all > 0 && *all != head {
-                    *all = -1;
-                }
-            }
             let v_width = if self.v_trans { v_max } else { hp.v_gqa(il) };
             let k = self.row(self.type_k, hp.k_gqa(il), "K")?;
             let v = self.row(self.type_v, v_width, "V")?;
@@ -503,6 +491,12 @@ impl Build<'_> {
         if k_bytes.checked_add(v_bytes).is_none() {
             return Err(self.overflow("K and V bytes together"));
         }
+        // n_embd_head_*_all: the one head size of the cache's layers (-1 in
+        // llama.cpp when they differ, which cannot happen here: a cache holds
+        // only full or only sliding layers, and each kind has one), 0 without.
+        let first = all.clone().find(|&il| keep(il));
+        let head_k_all = first.map_or(0, |il| i64::from(hp.head_k[il]));
+        let head_v_all = first.map_or(0, |il| i64::from(hp.head_v[il]));
         // attn_rot_*: keyed on layer 0's head, as llama.cpp keys it.
         let rotates = |all: i64, t: GgmlType, head0: u32| {
             all > 0 && t.is_quantized() && head0.is_multiple_of(64)

@@ -30,8 +30,8 @@ pub struct KvCache {
     /// Without flash attention V is stored transposed, every layer as wide
     /// as the widest (`n_embd_v_gqa_max`); set when that pads some layer.
     pub v_padded_to: Option<u64>,
-    /// `n_embd_head_k_all`: the one key length of its layers, -1 when they
-    /// differ, 0 without layers.
+    /// `n_embd_head_k_all`: the one key length of its layers, 0 without
+    /// layers.
     pub head_k_all: i64,
     /// `n_embd_head_v_all`, likewise.
     pub head_v_all: i64,
