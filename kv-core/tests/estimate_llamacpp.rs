@@ -541,6 +541,46 @@ fn mtp_layers_of_a_sliding_model_are_in_neither_cache() {
 }
 
 #[test]
+fn pattern_0_slides_every_layer_and_leaves_an_empty_full_cache() {
+    // 6 layers, all sliding: the non-SWA cache has none (0 bytes, no head
+    // size, no rotation). SWA: pad(min(4096, 512 + 512)) = 1024 cells; a row
+    // is 4 x 128 = 512 elements = 16 q8_0 blocks = 544 B; x 1024 x 6 =
+    // 3,342,336 B = 3.1875 MiB (3.19), K and V 6.375 MiB (6.38, ties to even).
+    let meta = gguf(
+        "gemma3",
+        &[
+            ("block_count", V::U32(6)),
+            ("context_length", V::U32(4096)),
+            ("embedding_length", V::U32(64)),
+            ("attention.head_count", V::U32(8)),
+            ("attention.head_count_kv", V::U32(4)),
+            ("attention.key_length", V::U32(128)),
+            ("attention.value_length", V::U32(128)),
+            ("attention.sliding_window", V::U32(512)),
+            ("attention.sliding_window_pattern", V::U32(0)),
+        ],
+    );
+    let mut s = with_types(settings(4096, 1), GgmlType::Q8_0, GgmlType::Q8_0);
+    s.flash_attn = FlashAttn::On;
+    // As llama.cpp logged it.
+    assert_eq!(
+        run(&meta, &s).lines(),
+        [
+            "llama_kv_cache_iswa: creating non-SWA KV cache, size = 4096 cells",
+            "llama_kv_cache: size =    0.00 MiB (  4096 cells,   0 layers,  1/1 seqs), K (q8_0):    \
+             0.00 MiB, V (q8_0):    0.00 MiB",
+            "llama_kv_cache: attn_rot_k = 0, n_embd_head_k_all = 0",
+            "llama_kv_cache: attn_rot_v = 0, n_embd_head_k_all = 0",
+            "llama_kv_cache_iswa: creating     SWA KV cache, size = 1024 cells",
+            "llama_kv_cache: size =    6.38 MiB (  1024 cells,   6 layers,  1/1 seqs), K (q8_0):    \
+             3.19 MiB, V (q8_0):    3.19 MiB",
+            "llama_kv_cache: attn_rot_k = 1, n_embd_head_k_all = 128",
+            "llama_kv_cache: attn_rot_v = 1, n_embd_head_k_all = 128",
+        ]
+    );
+}
+
+#[test]
 fn a_row_that_is_not_whole_blocks_is_refused_naming_its_type() {
     // Without flash attention llama.cpp does not check heads against blocks;
     // a K row of 1 head of 80 is 2.5 q8_0 blocks, which ggml cannot lay out.
@@ -729,7 +769,13 @@ fn models_llama_cpp_would_not_load_are_refused_naming_why() {
             .unwrap_err()
             .to_string()
     };
-    assert!(with("bert", vec![("block_count", V::U32(2))]).contains("architecture `bert`"));
+    let bert = with("bert", vec![("block_count", V::U32(2))]);
+    assert!(bert.contains("architecture `bert`"), "{bert}");
+    assert!(
+        bert.contains("it follows llama, mistral3, qwen2,"),
+        "{bert}"
+    );
+    assert!(bert.contains(", mamba, mamba2)"), "{bert}");
     // The error names the file.
     let meta = gguf("bert", &[]);
     match estimate(&meta, &settings(0, 1)) {

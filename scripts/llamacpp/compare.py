@@ -40,6 +40,9 @@ MODELS = {
     "gemma3-array": ["--arch", "gemma3", "--layers", "12", "--kv-heads", "4", "--heads", "8",
                      "--swa", "512", "--ctx", "8192",
                      "--swa-pattern", "1,1,0,1,1,0,0,1,1,1,1,0"],
+    # Pattern 0: every layer slides, the full cache is empty.
+    "gemma3-allswa": ["--arch", "gemma3", "--layers", "6", "--kv-heads", "4", "--heads", "8",
+                      "--swa", "512", "--swa-pattern", "0", "--ctx", "4096"],
     # gemma3 without a window: every layer full.
     "gemma3-nowindow": ["--arch", "gemma3", "--layers", "6", "--kv-heads", "4", "--heads", "8",
                         "--ctx", "8192"],
@@ -99,6 +102,7 @@ CASES = [
     ("gemma3-27b", 8192, 3, "q4_0", "f16", ["--flash-attn", "off"]),
     ("gemma3-array", 8192, 1, "f16", "f16", []),
     ("gemma3-array", 8192, 4, "f16", "f16", ["--kv-unified", "--swa-full"]),
+    ("gemma3-allswa", 4096, 1, "q8_0", "q8_0", []),
     ("gemma3-nowindow", 4096, 1, "f16", "f16", []),
     ("gemma2-9b", 8192, 1, "f16", "f16", []),
     ("gemma2-9b", 16384, 2, "q8_0", "q8_0", ["--kv-unified"]),
