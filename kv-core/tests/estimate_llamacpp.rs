@@ -581,6 +581,37 @@ fn pattern_0_slides_every_layer_and_leaves_an_empty_full_cache() {
 }
 
 #[test]
+fn an_mtp_layer_is_full_for_the_padding_of_v() {
+    // gemma2, 2 layers, the last MTP: layer 0 slides (pattern 2), layer 1
+    // is full (MTP layers never slide). Without flash attention V is padded
+    // to the widest of all layers: 2 KV heads x 128 (full) = 256, though the
+    // one cached layer is 2 x 64 (value_length_swa) = 128 wide.
+    let meta = gguf(
+        "gemma2",
+        &[
+            ("block_count", V::U32(2)),
+            ("nextn_predict_layers", V::U32(1)),
+            ("context_length", V::U32(4096)),
+            ("embedding_length", V::U32(64)),
+            ("attention.head_count", V::U32(8)),
+            ("attention.head_count_kv", V::U32(2)),
+            ("attention.key_length", V::U32(128)),
+            ("attention.value_length", V::U32(128)),
+            ("attention.value_length_swa", V::U32(64)),
+        ],
+    );
+    let mut s = settings(4096, 1);
+    s.flash_attn = FlashAttn::Off;
+    let e = run(&meta, &s);
+    let Memory::Iswa { base, swa, .. } = &e.memory else {
+        panic!("{:?}", e.memory)
+    };
+    assert_eq!((base.layers, swa.layers), (0, 1));
+    // SWA cells pad(min(4096, 4096 + 512)) = 4096; V 256 x 2 B x 4096.
+    assert_eq!((swa.v_padded_to, swa.v_bytes), (Some(256), 2_097_152));
+}
+
+#[test]
 fn a_row_that_is_not_whole_blocks_is_refused_naming_its_type() {
     // Without flash attention llama.cpp does not check heads against blocks;
     // a K row of 1 head of 80 is 2.5 q8_0 blocks, which ggml cannot lay out.
@@ -791,6 +822,16 @@ fn models_llama_cpp_would_not_load_are_refused_naming_why() {
     }
     assert!(with("llama", vec![("block_count", V::U32(0))]).contains("1 to 512 layers"));
     assert!(with("llama", vec![("block_count", V::U32(513))]).contains("1 to 512 layers"));
+    // 512 is llama.cpp's LLAMA_MAX_LAYERS itself: taken.
+    let meta = gguf(
+        "llama",
+        &[
+            ("block_count", V::U32(512)),
+            ("context_length", V::U32(256)),
+            ("embedding_length", V::U32(64)),
+        ],
+    );
+    assert_eq!(caches(&run(&meta, &settings(0, 1)))[0].1, 512);
     assert!(with("llama", vec![]).contains("no `llama.block_count`"));
     assert!(with(
         "llama",
