@@ -421,6 +421,34 @@ fn a_pattern_array_names_the_sliding_layers_and_a_number_overrides_the_default()
 }
 
 #[test]
+fn pattern_flags_may_be_u32_and_up_to_512_long() {
+    // u32 flags 1, 0, 1, 1 for 4 layers (extra ones ignored): layer 1 full.
+    let layers = |flags: Vec<u32>| {
+        let meta = gguf(
+            "gemma3",
+            &[
+                ("block_count", V::U32(4)),
+                ("context_length", V::U32(4096)),
+                ("embedding_length", V::U32(64)),
+                ("attention.head_count", V::U32(8)),
+                ("attention.sliding_window", V::U32(512)),
+                ("attention.sliding_window_pattern", V::U32s(flags)),
+            ],
+        );
+        estimate(&meta, &settings(0, 1)).map(|e| caches(&e).iter().map(|c| c.1).collect::<Vec<_>>())
+    };
+    assert_eq!(layers(vec![1, 0, 1, 1]).unwrap(), [1, 3]);
+    let mut long = vec![1, 0, 1, 1];
+    long.resize(512, 1);
+    assert_eq!(layers(long.clone()).unwrap(), [1, 3]);
+    long.push(1);
+    assert!(layers(long)
+        .unwrap_err()
+        .to_string()
+        .contains("at most 512"));
+}
+
+#[test]
 fn gemma3_without_a_window_and_llama_with_one_hold_every_layer_full() {
     // gemma3 reads a window only when it is there and above 0.
     let meta = gguf(
