@@ -610,8 +610,8 @@ fn pattern_0_slides_every_layer_and_leaves_an_empty_full_cache() {
 
 #[test]
 fn an_mtp_layer_is_full_for_the_padding_of_v() {
-    // gemma2, 2 layers, the last MTP: layer 0 slides (pattern 2), layer 1
-    // is full (MTP layers never slide). Without flash attention V is padded
+    // gemma2, 2 layers, the last MTP: layer 0 slides (pattern 3: il % 3 <
+    // 2), layer 1 would too but is full (MTP layers never slide). Without flash attention V is padded
     // to the widest of all layers: 2 KV heads x 128 (full) = 256, though the
     // one cached layer is 2 x 64 (value_length_swa) = 128 wide.
     let meta = gguf(
@@ -626,6 +626,7 @@ fn an_mtp_layer_is_full_for_the_padding_of_v() {
             ("attention.key_length", V::U32(128)),
             ("attention.value_length", V::U32(128)),
             ("attention.value_length_swa", V::U32(64)),
+            ("attention.sliding_window_pattern", V::U32(3)),
         ],
     );
     let mut s = settings(4096, 1);
