@@ -16,6 +16,8 @@ enum V {
     Str(&'static str),
     /// An array of u32.
     U32s(Vec<u32>),
+    /// An array of i32.
+    I32s(Vec<i32>),
     /// An array of bool.
     Bools(Vec<bool>),
 }
@@ -56,6 +58,14 @@ fn gguf(arch: &str, keys: &[(&str, V)]) -> GgufMetadata {
             V::U32s(items) => {
                 out.extend(9u32.to_le_bytes());
                 out.extend(4u32.to_le_bytes());
+                out.extend((items.len() as u64).to_le_bytes());
+                for item in items {
+                    out.extend(item.to_le_bytes());
+                }
+            }
+            V::I32s(items) => {
+                out.extend(9u32.to_le_bytes());
+                out.extend(5u32.to_le_bytes());
                 out.extend((items.len() as u64).to_le_bytes());
                 for item in items {
                     out.extend(item.to_le_bytes());
@@ -438,6 +448,23 @@ fn pattern_flags_may_be_u32_and_up_to_512_long() {
         estimate(&meta, &settings(0, 1)).map(|e| caches(&e).iter().map(|c| c.1).collect::<Vec<_>>())
     };
     assert_eq!(layers(vec![1, 0, 1, 1]).unwrap(), [1, 3]);
+    // As i32 flags: 0, 1, 1, 1 leaves layer 0 full.
+    let meta = gguf(
+        "gemma3",
+        &[
+            ("block_count", V::U32(4)),
+            ("context_length", V::U32(4096)),
+            ("embedding_length", V::U32(64)),
+            ("attention.head_count", V::U32(8)),
+            ("attention.sliding_window", V::U32(512)),
+            (
+                "attention.sliding_window_pattern",
+                V::I32s(vec![0, 1, 1, 1]),
+            ),
+        ],
+    );
+    let e = run(&meta, &settings(0, 1));
+    assert_eq!(caches(&e).iter().map(|c| c.1).collect::<Vec<_>>(), [1, 3]);
     let mut long = vec![1, 0, 1, 1];
     long.resize(512, 1);
     assert_eq!(layers(long.clone()).unwrap(), [1, 3]);
