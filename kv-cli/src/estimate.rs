@@ -16,15 +16,19 @@ use crate::Format;
 /// `kv estimate` arguments.
 #[derive(clap::Args)]
 pub struct Args {
-    /// HF config.json files, or directories (every config.json under them, sorted).
+    /// HF config.json files, or directories (every config.json under them,
+    /// sorted); GGUF files with --engine llama.cpp.
     #[arg(required = true)]
     pub(crate) configs: Vec<PathBuf>,
-    /// Whose rules: vllm (0.33), or sglang (0.5.23: its pools and start-up
-    /// lines from --kv-cache-memory-bytes).
+    /// Whose rules: vllm (0.33, the default), sglang (0.5.23: its pools and
+    /// start-up lines from --kv-cache-memory-bytes), or llama.cpp (0c1e57098:
+    /// its cache lines from a GGUF header).
     #[arg(long, value_enum, default_value_t = Engine::Vllm)]
     engine: Engine,
     #[command(flatten)]
     pub(crate) sglang: crate::sglang::SglangArgs,
+    #[command(flatten)]
+    llamacpp: crate::llamacpp::LlamaCppArgs,
     /// Sequences in flight (vLLM max_num_seqs).
     #[arg(long, default_value_t = 256, value_parser = clap::value_parser!(u64).range(1..))]
     max_num_seqs: u64,
@@ -182,11 +186,23 @@ pub enum Engine {
     Vllm,
     /// SGLang 0.5.23.
     Sglang,
+    /// llama.cpp 0c1e57098 (llama-cpp-python 0.3.36), from a GGUF header.
+    #[value(name = "llama.cpp")]
+    LlamaCpp,
 }
 
 pub fn run(args: &Args) -> bool {
-    if args.engine == Engine::Sglang {
-        return crate::sglang::run(args);
+    match (args.engine, args.llamacpp.first_given()) {
+        (Engine::LlamaCpp, _) => {
+            return crate::llamacpp::run(&args.configs, &args.llamacpp, args.format)
+        }
+        (_, Some(flag)) => clap::Error::raw(
+            clap::error::ErrorKind::ArgumentConflict,
+            format!("{flag} applies to --engine llama.cpp only\n"),
+        )
+        .exit(),
+        (Engine::Sglang, None) => return crate::sglang::run(args),
+        (Engine::Vllm, None) => {}
     }
     let (files, mut problems) = expand(&args.configs, Some("config.json"));
     for problem in &problems {

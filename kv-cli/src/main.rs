@@ -2,7 +2,8 @@
 //! Rust yet, and for engines' logs.
 //!
 //! - `kv estimate CONFIG.json...`: what vLLM holds for each HF config
-//!   (`kv_core::estimate::estimate`), one llama.cpp-style line per group.
+//!   (`kv_core::estimate::estimate`), one llama.cpp-style line per group;
+//!   with `--engine llama.cpp`, what llama.cpp holds for each GGUF file.
 //! - `kv merge rank*.json`: per-rank reports as one cluster view
 //!   (`kv_core::export::ClusterReport`).
 //! - `kv table REPORT.json`: a report (`Collection::export`'s JSON) as a table.
@@ -18,6 +19,7 @@ use clap::{Parser, Subcommand, ValueEnum};
 
 mod estimate;
 mod input;
+mod llamacpp;
 mod merge;
 mod sglang;
 mod table;

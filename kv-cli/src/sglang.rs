@@ -1,13 +1,12 @@
 //! `kv estimate --engine sglang`: SGLang 0.5.23's pools and start-up lines
-//! for each config (`kv_core::estimate::sglang_pools`), from
+//! for each config (`kv_core::estimate::sglang::sglang_pools`), from
 //! `--kv-cache-memory-bytes`.
 
 use std::fmt::Write as _;
 use std::path::Path;
 
-use kv_core::estimate::{
-    sglang_pools, EstimateSettings, SglangKvDtype, SglangPools, SglangSettings,
-};
+use kv_core::estimate::sglang::{sglang_pools, SglangKvDtype, SglangPools, SglangSettings};
+use kv_core::estimate::EstimateSettings;
 use kv_core::{DType, KvError, Storage};
 use serde_json::{json, Value};
 

@@ -6,21 +6,26 @@
 //! detection order), `vllm` (vLLM's sizing rules per kind of layer),
 //! `max_len` and `refusals` (its length rule and what it will not start),
 //! `pool` (its pool groups), `startup` (its start-up line), `lines` and
-//! `export` (text and JSON). Other engines' profiles take the same detection:
-//! `sglang` (SGLang 0.5.23's pools and lines).
+//! `export` (text and JSON).
+//!
+//! vLLM 0.33 is the default engine, its items at this path. Each other
+//! engine is one public module of settings, rules and its own start-up lines:
+//! [`sglang`] (SGLang 0.5.23, on kv's detection of a `config.json`) and
+//! [`llamacpp`] (llama.cpp 0c1e57098, on a GGUF header).
 
 mod detect;
 mod export;
 #[cfg(test)]
 mod fixtures;
 mod lines;
+pub mod llamacpp;
 mod max_len;
 mod pool;
 mod refusals;
 #[cfg(test)]
 mod served;
 mod settings;
-mod sglang;
+pub mod sglang;
 mod startup;
 mod vllm;
 
@@ -30,9 +35,5 @@ pub use lines::{charged_kinds, group_line, pool_line, totals_line};
 pub use pool::{VllmPool, VllmPoolKind};
 pub use settings::{
     EstimateSettings, VllmEngine, DEFAULT_BLOCK_SIZE, DEFAULT_MAX_NUM_BATCHED_TOKENS, VLLM_VERSION,
-};
-pub use sglang::{
-    sglang_pools, SglangKvDtype, SglangKvPool, SglangMambaPool, SglangPools, SglangSettings,
-    SGLANG_ENGINE,
 };
 pub use startup::{vllm_startup, StartupOutcome, VllmStartup};

@@ -185,6 +185,11 @@ impl GgufMetadata {
         })
     }
 
+    /// The file as named when read, for messages.
+    pub fn source(&self) -> &str {
+        &self.source
+    }
+
     /// The GGUF version (2 or 3).
     pub fn version(&self) -> u32 {
         self.version

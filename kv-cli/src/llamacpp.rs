@@ -1,0 +1,181 @@
+//! `kv estimate --engine llama.cpp MODEL.gguf`: what llama.cpp holds for a
+//! GGUF model (`kv_core::estimate::llamacpp`), printed as llama.cpp's own
+//! cache lines.
+
+use std::fmt::Write as _;
+use std::path::{Path, PathBuf};
+
+use kv_core::estimate::llamacpp::{
+    estimate, FlashAttn, GgmlType, LlamaCppEstimate, LlamaCppSettings, LLAMACPP_COMMIT,
+};
+use kv_core::gguf::GgufMetadata;
+use kv_core::units::{human_bytes, thousands};
+use serde_json::Value;
+
+use crate::input::{emit, Problem};
+use crate::Format;
+
+/// llama.cpp's settings (with --engine llama.cpp), named as llama-server
+/// names them; unset ones take its defaults.
+#[derive(clap::Args)]
+#[command(next_help_heading = "llama.cpp (--engine llama.cpp)")]
+pub struct LlamaCppArgs {
+    /// llama.cpp -c/--ctx-size: cells over all sequences (padded to 256);
+    /// 0 or unset for the model's context_length.
+    #[arg(long, value_name = "N")]
+    ctx_size: Option<u32>,
+    /// llama.cpp -np/--parallel: sequences (n_seq_max), 1 to 256; default 1.
+    #[arg(long, value_name = "N")]
+    parallel: Option<u32>,
+    /// llama.cpp -ub/--ubatch-size: default 512.
+    #[arg(long, value_name = "N")]
+    ubatch_size: Option<u32>,
+    /// llama.cpp -b/--batch-size: default 2048 (bounds the micro-batch).
+    #[arg(long, value_name = "N")]
+    batch_size: Option<u32>,
+    /// llama.cpp -kvu/--kv-unified: one cache stream for every sequence.
+    #[arg(long)]
+    kv_unified: bool,
+    /// llama.cpp --swa-full: the sliding-window cache at full size.
+    #[arg(long)]
+    swa_full: bool,
+    /// llama.cpp -fa/--flash-attn: on, off or auto (default).
+    #[arg(long, value_name = "on|off|auto", value_parser = parse_flash_attn)]
+    flash_attn: Option<FlashAttn>,
+    /// llama.cpp -ctk/--cache-type-k: f32, f16 (default), bf16, q8_0, q4_0,
+    /// q4_1, q5_0, q5_1, iq4_nl.
+    #[arg(long, value_name = "TYPE", value_parser = parse_type)]
+    cache_type_k: Option<GgmlType>,
+    /// llama.cpp -ctv/--cache-type-v: as --cache-type-k; a quantized V needs
+    /// flash attention.
+    #[arg(long, value_name = "TYPE", value_parser = parse_type)]
+    cache_type_v: Option<GgmlType>,
+}
+
+impl LlamaCppArgs {
+    /// The first llama.cpp flag given, for refusing it with another engine.
+    pub fn first_given(&self) -> Option<&'static str> {
+        [
+            (self.ctx_size.is_some(), "--ctx-size"),
+            (self.parallel.is_some(), "--parallel"),
+            (self.ubatch_size.is_some(), "--ubatch-size"),
+            (self.batch_size.is_some(), "--batch-size"),
+            (self.kv_unified, "--kv-unified"),
+            (self.swa_full, "--swa-full"),
+            (self.flash_attn.is_some(), "--flash-attn"),
+            (self.cache_type_k.is_some(), "--cache-type-k"),
+            (self.cache_type_v.is_some(), "--cache-type-v"),
+        ]
+        .into_iter()
+        .find_map(|(given, flag)| given.then_some(flag))
+    }
+
+    fn settings(&self) -> LlamaCppSettings {
+        let mut s = LlamaCppSettings::default();
+        s.n_ctx = self.ctx_size.unwrap_or(s.n_ctx);
+        s.n_seq = self.parallel.unwrap_or(s.n_seq);
+        s.n_ubatch = self.ubatch_size.unwrap_or(s.n_ubatch);
+        s.n_batch = self.batch_size.unwrap_or(s.n_batch);
+        s.kv_unified = self.kv_unified;
+        s.swa_full = self.swa_full;
+        s.flash_attn = self.flash_attn.unwrap_or(s.flash_attn);
+        s.type_k = self.cache_type_k.unwrap_or(s.type_k);
+        s.type_v = self.cache_type_v.unwrap_or(s.type_v);
+        s
+    }
+}
+
+fn parse_flash_attn(text: &str) -> Result<FlashAttn, String> {
+    match text {
+        "on" => Ok(FlashAttn::On),
+        "off" => Ok(FlashAttn::Off),
+        "auto" => Ok(FlashAttn::Auto),
+        _ => Err(format!("`{text}` is not on, off or auto")),
+    }
+}
+
+fn parse_type(text: &str) -> Result<GgmlType, String> {
+    GgmlType::from_name(text).ok_or_else(|| {
+        let names: Vec<&str> = GgmlType::ALL.iter().map(|t| t.name()).collect();
+        format!(
+            "`{text}` is not a cache type llama.cpp takes here; one of {}",
+            names.join(", ")
+        )
+    })
+}
+
+/// Estimates every GGUF file; false when any could not be.
+pub fn run(files: &[PathBuf], args: &LlamaCppArgs, format: Format) -> bool {
+    let settings = args.settings();
+    let mut done = Vec::new();
+    let mut ok = true;
+    for file in files {
+        match estimate_file(file, &settings) {
+            Ok(estimated) => {
+                if format != Format::Json {
+                    emit(&render(file, &estimated, format));
+                }
+                done.push((file, estimated));
+            }
+            Err(problem) => {
+                problem.report();
+                ok = false;
+            }
+        }
+    }
+    if format == Format::Json {
+        let all: Vec<Value> = done
+            .iter()
+            .map(|(file, estimated)| {
+                let mut value = serde_json::to_value(estimated).unwrap_or_default();
+                if let Value::Object(map) = &mut value {
+                    map.insert("source".to_owned(), file.display().to_string().into());
+                }
+                value
+            })
+            .collect();
+        let text = serde_json::to_string_pretty(&Value::Array(all)).unwrap_or_default();
+        emit(&(text + "\n"));
+    }
+    ok
+}
+
+fn estimate_file(file: &Path, settings: &LlamaCppSettings) -> Result<LlamaCppEstimate, Problem> {
+    let meta = GgufMetadata::from_path(file).map_err(|e| Problem::new(file, e))?;
+    estimate(&meta, settings).map_err(|e| Problem::new(file, e))
+}
+
+fn render(file: &Path, e: &LlamaCppEstimate, format: Format) -> String {
+    let settings = format!(
+        "llama.cpp {} (llama-cpp-python 0.3.36): {}, n_ctx {} ({} per sequence), {} sequence{}, \
+         n_ubatch {}, flash attention {}",
+        &LLAMACPP_COMMIT[..9],
+        e.architecture,
+        e.n_ctx,
+        e.n_ctx_seq,
+        e.n_seq,
+        if e.n_seq == 1 { "" } else { "s" },
+        e.n_ubatch,
+        if e.flash_attn { "on" } else { "off" },
+    );
+    let total = format!(
+        "total: {} ({} B)",
+        human_bytes(e.bytes()),
+        thousands(e.bytes())
+    );
+    let mut out = String::new();
+    if format == Format::Markdown {
+        let _ = writeln!(out, "### `{}`\n\n{settings}\n\n```", file.display());
+        for line in e.lines() {
+            let _ = writeln!(out, "{line}");
+        }
+        let _ = writeln!(out, "```\n\n{total}\n");
+    } else {
+        let _ = writeln!(out, "{}\n  {settings}", file.display());
+        for line in e.lines() {
+            let _ = writeln!(out, "  {line}");
+        }
+        let _ = writeln!(out, "  {total}");
+    }
+    out
+}

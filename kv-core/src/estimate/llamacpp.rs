@@ -1,0 +1,545 @@
+//! What llama.cpp holds for a GGUF model: its KV cache, sliding-window
+//! cache or recurrent state, from the file's header alone, with the lines
+//! llama.cpp logs when it creates them. See [`estimate`].
+//!
+//! Pinned to ggml-org/llama.cpp at [`LLAMACPP_COMMIT`] (the one
+//! llama-cpp-python 0.3.36 vendors). Its conventions:
+//! - **Settings are the context's** (`llama_context_params`), with the
+//!   defaults `llama-cli`/`llama-server` pass (`common_params`): `n_ctx` 0
+//!   for the model's `context_length`, `n_batch` 2048, `n_ubatch` 512, one
+//!   sequence, flash attention auto, f16 K and V, neither unified nor full
+//!   SWA. `n_ctx` is the total over all sequences. `llama-server`'s own
+//!   automatic slots and `--fit` (which shrinks unset sizes to fit the
+//!   device) are not applied.
+//! - **Cells:** `n_ctx` is padded to 256; unless unified, each sequence has
+//!   its own stream of `pad(n_ctx / n_seq, 256)` cells (and `n_ctx` becomes
+//!   that times `n_seq`). A sliding-window model keeps its full layers in
+//!   that many cells and its sliding ones in `pad(min(cells, n_swa x
+//!   (unified ? n_seq : 1) + n_ubatch), 256)`, or as many as the full ones
+//!   with `swa_full`. A recurrent model holds one f32 R (conv) and S (SSM)
+//!   state per sequence, whatever `n_ctx`.
+//! - **Bytes** are ggml's: a K or V row is `ggml_row_size(type, n_embd_gqa)`
+//!   (whole blocks of 32 for the quantized types), times cells and streams.
+//!   Without flash attention V is stored transposed, and every layer's is as
+//!   wide as the widest.
+//! - **Refusals** are llama.cpp's: a quantized V cache without flash
+//!   attention, a quantized type whose block does not divide a head, more
+//!   than 256 sequences, a `block_count` outside 1 to 512. With flash
+//!   attention auto, a quantized V turns it on (and llama.cpp says so).
+//! - **Architectures** followed: llama (Mistral-7B converts to it),
+//!   mistral3, qwen2, qwen2moe, qwen3, qwen3moe, gemma, phi3 (its window is
+//!   dropped, as llama.cpp drops it), falcon, gpt2, starcoder2, command-r,
+//!   granite, internlm2, stablelm, deepseek, olmo, exaone, smollm3; gemma2,
+//!   gemma3, olmo2, cohere2 and gpt-oss with their windows; mamba and
+//!   mamba2. Any other is refused by name: its window, state or layer filter
+//!   is its own (MLA, Gemma-3n's shared layers, hybrids).
+//! - **Lines** are llama.cpp's at info and warning level from the cache
+//!   constructors, MiB as it rounds them (a `float`); the per-device buffer
+//!   lines are left out (they name the backend). The environment variable
+//!   `LLAMA_ATTN_ROT_DISABLE` is taken as unset.
+//!
+//! ```
+//! use kv_core::estimate::llamacpp::{estimate, LlamaCppSettings};
+//! use kv_core::gguf::GgufMetadata;
+//!
+//! // A llama header: 32 layers, 8 KV heads of 128 (key_length), 32k context.
+//! fn entry(file: &mut Vec<u8>, key: &str, kind: u32, value: &[u8]) {
+//!     file.extend((key.len() as u64).to_le_bytes());
+//!     file.extend(key.as_bytes());
+//!     file.extend(kind.to_le_bytes());
+//!     file.extend(value);
+//! }
+//! let mut file = b"GGUF".to_vec();
+//! file.extend(3u32.to_le_bytes());
+//! file.extend(0u64.to_le_bytes());
+//! file.extend(6u64.to_le_bytes());
+//! let mut arch = 5u64.to_le_bytes().to_vec();
+//! arch.extend(b"llama");
+//! entry(&mut file, "general.architecture", 8, &arch);
+//! entry(&mut file, "llama.block_count", 4, &32u32.to_le_bytes());
+//! entry(&mut file, "llama.context_length", 4, &32768u32.to_le_bytes());
+//! entry(&mut file, "llama.embedding_length", 4, &4096u32.to_le_bytes());
+//! entry(&mut file, "llama.attention.head_count", 4, &32u32.to_le_bytes());
+//! entry(&mut file, "llama.attention.head_count_kv", 4, &8u32.to_le_bytes());
+//! let meta = GgufMetadata::read(&file[..], "llama.gguf")?;
+//!
+//! let mut settings = LlamaCppSettings::default();
+//! settings.n_ctx = 8192;
+//! let held = estimate(&meta, &settings)?;
+//! // 32 layers x 8192 cells x 2 x 1024 x 2 bytes = 1 GiB.
+//! assert_eq!(held.bytes(), 1 << 30);
+//! assert_eq!(
+//!     held.lines()[0],
+//!     "llama_kv_cache: size = 1024.00 MiB (  8192 cells,  32 layers,  1/1 seqs), \
+//!      K (f16):  512.00 MiB, V (f16):  512.00 MiB"
+//! );
+//! # Ok::<(), kv_core::KvError>(())
+//! ```
+
+use serde::Serialize;
+
+use crate::error::KvError;
+use crate::gguf::GgufMetadata;
+
+mod ggml_type;
+mod hparams;
+mod report;
+
+pub use ggml_type::GgmlType;
+pub use report::{mib, KvCache, Memory, RecurrentState};
+
+use hparams::Hparams;
+
+/// The llama.cpp commit whose rules [`estimate`] follows: the one
+/// llama-cpp-python 0.3.36 vendors.
+pub const LLAMACPP_COMMIT: &str = "0c1e57098bba43ac29e6e3b677cdceebdd22334f";
+
+/// llama.cpp's `LLAMA_MAX_SEQ`.
+const MAX_SEQ: u32 = 256;
+
+/// Cells are padded to this (`GGML_PAD(n_ctx, 256)`).
+const PAD: u64 = 256;
+
+/// `--flash-attn`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum FlashAttn {
+    /// `on`.
+    On,
+    /// `off`.
+    Off,
+    /// `auto` (the default): on when the cache is made; a quantized V
+    /// requires it.
+    Auto,
+}
+
+/// The context settings that size llama.cpp's caches, in its own types
+/// (`uint32_t`) and meanings. See the module's conventions.
+#[derive(Clone, Debug, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct LlamaCppSettings {
+    /// `--ctx-size`: cells over all sequences; 0 for the model's
+    /// `context_length`.
+    pub n_ctx: u32,
+    /// `--parallel` (`n_seq_max`): sequences; 0 is taken as 1.
+    pub n_seq: u32,
+    /// `--batch-size` (`n_batch`): bounds the micro-batch.
+    pub n_batch: u32,
+    /// `--ubatch-size` (`n_ubatch`): tokens a sliding-window cache keeps
+    /// beside the window; 0 for `n_batch`.
+    pub n_ubatch: u32,
+    /// `--kv-unified`: one stream shared by every sequence.
+    pub kv_unified: bool,
+    /// `--swa-full`: the sliding-window cache as large as the full one.
+    pub swa_full: bool,
+    /// `--flash-attn`.
+    pub flash_attn: FlashAttn,
+    /// `--cache-type-k`.
+    pub type_k: GgmlType,
+    /// `--cache-type-v`.
+    pub type_v: GgmlType,
+}
+
+impl Default for LlamaCppSettings {
+    fn default() -> LlamaCppSettings {
+        LlamaCppSettings {
+            n_ctx: 0,
+            n_seq: 1,
+            n_batch: 2048,
+            n_ubatch: 512,
+            kv_unified: false,
+            swa_full: false,
+            flash_attn: FlashAttn::Auto,
+            type_k: GgmlType::F16,
+            type_v: GgmlType::F16,
+        }
+    }
+}
+
+/// What llama.cpp holds for a model at some settings (JSON: the `llama.cpp`
+/// member of the estimate family, with the engine named).
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+#[non_exhaustive]
+pub struct LlamaCppEstimate {
+    /// Always `"llama.cpp"`.
+    pub engine: &'static str,
+    /// [`LLAMACPP_COMMIT`].
+    pub commit: &'static str,
+    /// `general.architecture`.
+    pub architecture: String,
+    /// The model's `context_length`.
+    pub context_length: u64,
+    /// `n_ctx` as llama.cpp settles it: padded, and a multiple of the
+    /// streams' cells.
+    pub n_ctx: u64,
+    /// `n_ctx_seq`: cells per stream of a full-attention layer.
+    pub n_ctx_seq: u64,
+    /// `n_seq_max`.
+    pub n_seq: u64,
+    /// `n_ubatch` as llama.cpp settles it (at most `n_batch` and the
+    /// requested `n_ctx`).
+    pub n_ubatch: u64,
+    /// Whether the cache was made for flash attention.
+    pub flash_attn: bool,
+    /// The memory module.
+    pub memory: Memory,
+    /// Every byte of it ([`LlamaCppEstimate::bytes`]).
+    bytes: u64,
+    /// What llama.cpp logs ([`LlamaCppEstimate::lines`]).
+    lines: Vec<String>,
+}
+
+impl LlamaCppEstimate {
+    /// Every byte the memory module holds.
+    pub fn bytes(&self) -> u64 {
+        self.bytes
+    }
+
+    /// llama.cpp's own lines for it, in its order: a flash-attention
+    /// decision it announces, then each cache constructor's.
+    pub fn lines(&self) -> &[String] {
+        &self.lines
+    }
+}
+
+/// What llama.cpp (at [`LLAMACPP_COMMIT`]) holds for the model whose header
+/// is `meta`, at `settings`; llama.cpp's refusal, as an error, where it
+/// would not create the context.
+pub fn estimate(
+    meta: &GgufMetadata,
+    settings: &LlamaCppSettings,
+) -> Result<LlamaCppEstimate, KvError> {
+    let hp = Hparams::read(meta)?;
+    let mut lines = Vec::new();
+    let flash = init_checks(&hp, settings, &mut lines)?;
+    let cells = Cells::settle(&hp, settings)?;
+    let build = Build {
+        hp: &hp,
+        source: meta.source(),
+        seqs: cells.n_seq.into(),
+        streams: if settings.kv_unified {
+            1
+        } else {
+            cells.n_seq.into()
+        },
+        type_k: settings.type_k,
+        type_v: settings.type_v,
+        v_trans: !flash,
+    };
+    let memory = build.memory(&cells, settings)?;
+    memory.lines(&mut lines);
+    let bytes = match &memory {
+        Memory::Iswa { base, swa, .. } => base
+            .bytes()
+            .checked_add(swa.bytes())
+            .ok_or_else(|| build.overflow("bytes of the non-SWA and SWA caches"))?,
+        other => other.bytes(),
+    };
+    Ok(LlamaCppEstimate {
+        engine: "llama.cpp",
+        commit: LLAMACPP_COMMIT,
+        architecture: hp.architecture.clone(),
+        context_length: hp.context_length.into(),
+        n_ctx: cells.n_ctx,
+        n_ctx_seq: cells.n_ctx_seq,
+        n_seq: cells.n_seq.into(),
+        n_ubatch: cells.n_ubatch.into(),
+        flash_attn: flash,
+        memory,
+        bytes,
+        lines,
+    })
+}
+
+/// A refusal of a setting, with llama.cpp's own message in it.
+fn refuse(field: &'static str, problem: String) -> KvError {
+    KvError::InvalidValue {
+        declaration: String::new(),
+        field,
+        problem,
+    }
+}
+
+/// `llama_init_from_model`'s checks, in its order: whether the cache is
+/// made for flash attention (auto turns it on for a quantized V, and says
+/// so in `lines`), or why the context is refused.
+fn init_checks(
+    hp: &Hparams,
+    settings: &LlamaCppSettings,
+    lines: &mut Vec<String>,
+) -> Result<bool, KvError> {
+    if settings.n_batch == 0 && settings.n_ubatch == 0 {
+        return Err(refuse(
+            "n_ubatch",
+            "and n_batch are both 0; llama.cpp refuses: llama_init_from_model: n_batch and \
+             n_ubatch cannot both be zero"
+                .to_owned(),
+        ));
+    }
+    if settings.n_ctx == 0 && hp.context_length == 0 {
+        return Err(refuse(
+            "n_ctx",
+            "is 0 and the model's context_length is 0; llama.cpp refuses: \
+             llama_init_from_model: n_ctx and model->hparams.n_ctx_train cannot both be zero"
+                .to_owned(),
+        ));
+    }
+    let mut flash = settings.flash_attn;
+    if settings.type_v.is_quantized() {
+        match flash {
+            FlashAttn::Auto => {
+                lines.push(
+                    "llama_init_from_model: enabling flash_attn since it is required for \
+                     quantized V cache"
+                        .to_owned(),
+                );
+                flash = FlashAttn::On;
+            }
+            FlashAttn::Off => {
+                return Err(refuse(
+                    "type_v",
+                    format!(
+                        "{} needs flash attention, which is off; llama.cpp refuses: \
+                         llama_init_from_model: quantized V cache requires flash_attn to be \
+                         enabled",
+                        settings.type_v
+                    ),
+                ))
+            }
+            FlashAttn::On => {}
+        }
+    }
+    let flash = flash != FlashAttn::Off;
+    if flash {
+        let trunk = hp.trunk_layers() as usize;
+        for (field, t, heads, what) in [
+            ("type_k", settings.type_k, &hp.head_k, "k"),
+            ("type_v", settings.type_v, &hp.head_v, "v"),
+        ] {
+            if let Some(head) = heads[..trunk]
+                .iter()
+                .find(|&&h| !u64::from(h).is_multiple_of(t.block_size()))
+            {
+                return Err(refuse(
+                    field,
+                    format!(
+                        "llama.cpp refuses: llama_init_from_model: {} cache type {t} with \
+                         block size {} does not divide n_embd_head_{what}={head}",
+                        what.to_uppercase(),
+                        t.block_size()
+                    ),
+                ));
+            }
+        }
+    }
+    Ok(flash)
+}
+
+/// The counts `llama_context`'s constructor settles on.
+struct Cells {
+    n_seq: u32,
+    /// Padded, and a multiple of the streams' cells.
+    n_ctx: u64,
+    /// Cells per stream of a full-attention layer.
+    n_ctx_seq: u64,
+    n_ubatch: u32,
+}
+
+impl Cells {
+    fn settle(hp: &Hparams, settings: &LlamaCppSettings) -> Result<Cells, KvError> {
+        let n_seq = settings.n_seq.max(1);
+        if n_seq > MAX_SEQ {
+            return Err(refuse(
+                "n_seq",
+                format!(
+                    "{n_seq} is more than llama.cpp takes; llama_init_from_model: failed to \
+                     initialize the context: n_seq_max must be <= {MAX_SEQ}"
+                ),
+            ));
+        }
+        let requested = match settings.n_ctx {
+            0 => hp.context_length,
+            n => n,
+        };
+        // With causal attention the batch is bounded by the context asked for.
+        let n_batch = settings.n_batch.min(requested);
+        let n_ubatch = match settings.n_ubatch {
+            0 => n_batch,
+            n => n.min(n_batch),
+        };
+        let mut n_ctx = pad(requested.into());
+        let n_ctx_seq = if settings.kv_unified {
+            n_ctx
+        } else {
+            let per = pad(n_ctx / u64::from(n_seq));
+            n_ctx = per * u64::from(n_seq);
+            per
+        };
+        if u32::try_from(n_ctx).is_err() {
+            return Err(refuse(
+                "n_ctx",
+                format!("makes {n_ctx} cells in all, more than llama.cpp's uint32 counts"),
+            ));
+        }
+        Ok(Cells {
+            n_seq,
+            n_ctx,
+            n_ctx_seq,
+            n_ubatch,
+        })
+    }
+}
+
+/// `GGML_PAD(n, 256)`.
+fn pad(n: u64) -> u64 {
+    n.div_ceil(PAD) * PAD
+}
+
+/// What every cache of one context shares.
+struct Build<'a> {
+    hp: &'a Hparams,
+    source: &'a str,
+    seqs: u64,
+    streams: u64,
+    type_k: GgmlType,
+    type_v: GgmlType,
+    v_trans: bool,
+}
+
+impl Build<'_> {
+    fn overflow(&self, step: &'static str) -> KvError {
+        KvError::Overflow {
+            declaration: format!("{}: llama_kv_cache", self.source),
+            step,
+        }
+    }
+
+    fn row(&self, t: GgmlType, elements: u64, what: &str) -> Result<u64, KvError> {
+        if !elements.is_multiple_of(t.block_size()) {
+            return Err(KvError::InvalidValue {
+                declaration: String::new(),
+                field: if what == "K" { "type_k" } else { "type_v" },
+                problem: format!(
+                    "{t} stores blocks of {} but a {what} row is {elements} elements; ggml \
+                     cannot lay it out",
+                    t.block_size(),
+                ),
+            });
+        }
+        t.row_bytes(elements)
+            .ok_or_else(|| self.overflow("bytes per row (ggml_row_size)"))
+    }
+
+    /// The memory module `llama_model::create_memory` builds.
+    fn memory(&self, cells: &Cells, settings: &LlamaCppSettings) -> Result<Memory, KvError> {
+        let hp = self.hp;
+        // MTP layers get no cache in the main context, unless they are all
+        // there is (the trunk is every layer when there are none).
+        let kept = if hp.trunk_layers() > 0 {
+            hp.trunk_layers() as usize
+        } else {
+            hp.layers as usize
+        };
+        let full = cells.n_ctx_seq;
+        Ok(if let Some(state) = hp.recurrent {
+            Memory::Recurrent {
+                state: self.recurrent(state)?,
+            }
+        } else if let Some(sliding) = &hp.sliding {
+            let swa_cells = if settings.swa_full {
+                full
+            } else {
+                let sequences = if settings.kv_unified { cells.n_seq } else { 1 };
+                let window = u64::from(sliding.window) * u64::from(sequences);
+                pad(full.min(window + u64::from(cells.n_ubatch)))
+            };
+            Memory::Iswa {
+                base: self.kv_cache(full, |il| il < kept && !hp.is_swa(il))?,
+                swa: self.kv_cache(swa_cells, |il| il < kept && hp.is_swa(il))?,
+                swa_full: settings.swa_full,
+            }
+        } else {
+            Memory::KvCache {
+                cache: self.kv_cache(full, |il| il < kept)?,
+            }
+        })
+    }
+
+    /// `llama_kv_cache`'s constructor over the layers `keep` takes.
+    fn kv_cache(&self, cells: u64, keep: impl Fn(usize) -> bool) -> Result<KvCache, KvError> {
+        let hp = self.hp;
+        let all = 0..hp.layers as usize;
+        let v_max = all.clone().map(|il| hp.v_gqa(il)).max().unwrap_or(0);
+        let v_variable = all.clone().any(|il| hp.v_gqa(il) != hp.v_gqa(0));
+        let rows = cells
+            .checked_mul(self.streams)
+            .ok_or_else(|| self.overflow("rows (cells x streams)"))?;
+        let (mut k_bytes, mut v_bytes, mut layers) = (0u64, 0u64, 0u64);
+        for il in all.clone().filter(|&il| keep(il)) {
+            layers += 1;
+            let v_width = if self.v_trans { v_max } else { hp.v_gqa(il) };
+            let k = self.row(self.type_k, hp.k_gqa(il), "K")?;
+            let v = self.row(self.type_v, v_width, "V")?;
+            let add = |sum: u64, row: u64| {
+                row.checked_mul(rows)
+                    .and_then(|layer| sum.checked_add(layer))
+                    .ok_or_else(|| self.overflow("bytes (row bytes x cells x streams x layers)"))
+            };
+            k_bytes = add(k_bytes, k)?;
+            v_bytes = add(v_bytes, v)?;
+        }
+        if k_bytes.checked_add(v_bytes).is_none() {
+            return Err(self.overflow("K and V bytes together"));
+        }
+        // n_embd_head_*_all: the one head size of the cache's layers (-1 in
+        // llama.cpp when they differ, which cannot happen here: a cache holds
+        // only full or only sliding layers, and each kind has one), 0 without.
+        let first = all.clone().find(|&il| keep(il));
+        let head_k_all = first.map_or(0, |il| i64::from(hp.head_k[il]));
+        let head_v_all = first.map_or(0, |il| i64::from(hp.head_v[il]));
+        // attn_rot_*: keyed on layer 0's head, as llama.cpp keys it.
+        let rotates = |all: i64, t: GgmlType, head0: u32| {
+            all > 0 && t.is_quantized() && head0.is_multiple_of(64)
+        };
+        Ok(KvCache {
+            cells,
+            layers,
+            seqs: self.seqs,
+            streams: self.streams,
+            type_k: self.type_k,
+            type_v: self.type_v,
+            k_bytes,
+            v_bytes,
+            v_padded_to: (self.v_trans && v_variable).then_some(v_max),
+            head_k_all,
+            head_v_all,
+            attn_rot_k: rotates(head_k_all, self.type_k, hp.head_k[0]),
+            attn_rot_v: rotates(head_v_all, self.type_v, hp.head_v[0]),
+        })
+    }
+
+    /// `llama_memory_recurrent`'s constructor: one f32 R and S row per
+    /// sequence, per layer.
+    fn recurrent(&self, state: hparams::Recurrent) -> Result<RecurrentState, KvError> {
+        let layers = u64::from(self.hp.trunk_layers());
+        let f32_bytes = |elements: u32| {
+            GgmlType::F32
+                .row_bytes(elements.into())
+                .and_then(|row| row.checked_mul(self.seqs))
+                .and_then(|b| b.checked_mul(layers))
+                .ok_or_else(|| self.overflow("state bytes (row x cells x layers)"))
+        };
+        let (r_bytes, s_bytes) = (f32_bytes(state.r)?, f32_bytes(state.s)?);
+        if r_bytes.checked_add(s_bytes).is_none() {
+            return Err(self.overflow("R and S bytes together"));
+        }
+        Ok(RecurrentState {
+            cells: self.seqs,
+            layers,
+            seqs: self.seqs,
+            state_type: GgmlType::F32,
+            r_bytes,
+            s_bytes,
+        })
+    }
+}

@@ -1,0 +1,406 @@
+//! What llama.cpp reads from a GGUF header to size its caches
+//! (`llama_model_base::load_hparams` and each architecture's
+//! `load_arch_hparams` in `src/models/*.cpp`), for the architectures whose
+//! rules kv has checked. Another architecture is refused by name: its
+//! rules (a window, a state, a layer filter) are its own.
+
+use crate::error::KvError;
+use crate::gguf::{GgufMetadata, GgufValue};
+
+/// llama.cpp's `LLAMA_MAX_LAYERS`: a larger `block_count` aborts the load.
+const MAX_LAYERS: u64 = 512;
+
+/// How an architecture reads its sliding window.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Window {
+    /// No window is read: every layer is full attention (llama, qwen2, ...;
+    /// Mistral-7B converted is `llama`). phi3 reads one and drops it.
+    None,
+    /// Always windowed: `sliding_window` defaults to `window`, the pattern
+    /// to one full layer in `pattern` (gemma2).
+    Default { window: u32, pattern: u32 },
+    /// Always windowed; `sliding_window` must be there (cohere2, gpt-oss).
+    Required { pattern: u32 },
+    /// Windowed only when `sliding_window` is there and above 0 (gemma3,
+    /// olmo2).
+    IfPositive { pattern: u32 },
+}
+
+/// How an architecture holds its context.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Family {
+    Attention(Window),
+    /// Mamba (`grouped` false) or Mamba2: f32 conv and SSM state per
+    /// sequence (`llama_memory_recurrent`).
+    Mamba {
+        grouped: bool,
+    },
+}
+
+/// The architectures kv follows, as `general.architecture` names them.
+const ARCHITECTURES: &[(&str, Family)] = &[
+    ("llama", Family::Attention(Window::None)),
+    ("mistral3", Family::Attention(Window::None)),
+    ("qwen2", Family::Attention(Window::None)),
+    ("qwen2moe", Family::Attention(Window::None)),
+    ("qwen3", Family::Attention(Window::None)),
+    ("qwen3moe", Family::Attention(Window::None)),
+    ("gemma", Family::Attention(Window::None)),
+    ("phi3", Family::Attention(Window::None)),
+    ("falcon", Family::Attention(Window::None)),
+    ("gpt2", Family::Attention(Window::None)),
+    ("starcoder2", Family::Attention(Window::None)),
+    ("command-r", Family::Attention(Window::None)),
+    ("granite", Family::Attention(Window::None)),
+    ("internlm2", Family::Attention(Window::None)),
+    ("stablelm", Family::Attention(Window::None)),
+    ("deepseek", Family::Attention(Window::None)),
+    ("olmo", Family::Attention(Window::None)),
+    ("exaone", Family::Attention(Window::None)),
+    ("smollm3", Family::Attention(Window::None)),
+    (
+        "gemma2",
+        Family::Attention(Window::Default {
+            window: 4096,
+            pattern: 2,
+        }),
+    ),
+    (
+        "gemma3",
+        Family::Attention(Window::IfPositive { pattern: 6 }),
+    ),
+    (
+        "olmo2",
+        Family::Attention(Window::IfPositive { pattern: 4 }),
+    ),
+    (
+        "cohere2",
+        Family::Attention(Window::Required { pattern: 4 }),
+    ),
+    (
+        "gpt-oss",
+        Family::Attention(Window::Required { pattern: 2 }),
+    ),
+    ("mamba", Family::Mamba { grouped: false }),
+    ("mamba2", Family::Mamba { grouped: true }),
+];
+
+/// The names of the architectures kv follows, for messages.
+fn architecture_names() -> String {
+    ARCHITECTURES
+        .iter()
+        .map(|(name, _)| *name)
+        .collect::<Vec<_>>()
+        .join(", ")
+}
+
+/// A model's sliding window, as its attention cache uses it.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub(super) struct Sliding {
+    /// `n_swa`: positions a sliding layer attends to.
+    pub window: u32,
+    /// `is_swa(il)` for every layer.
+    pub layers: Vec<bool>,
+}
+
+/// Elements per sequence per layer of a recurrent state (`n_embd_r()`,
+/// `n_embd_s()`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(super) struct Recurrent {
+    pub r: u32,
+    pub s: u32,
+}
+
+/// The hparams that size llama.cpp's caches.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub(super) struct Hparams {
+    pub architecture: String,
+    /// `n_layer_all`: `block_count`.
+    pub layers: u32,
+    /// `n_layer_nextn`: trailing MTP layers the main context holds no cache for.
+    pub nextn: u32,
+    /// `n_ctx_train`: `context_length`.
+    pub context_length: u32,
+    /// `n_head_kv(il)`.
+    pub kv_heads: Vec<u32>,
+    /// `n_embd_head_k(il)`: the SWA or full key length, by the layer's kind.
+    pub head_k: Vec<u32>,
+    /// `n_embd_head_v(il)`.
+    pub head_v: Vec<u32>,
+    /// The window, for a model whose `swa_type` is not none.
+    pub sliding: Option<Sliding>,
+    /// The state, for a recurrent model.
+    pub recurrent: Option<Recurrent>,
+}
+
+impl Hparams {
+    /// `n_layer()`: the layers before the MTP ones.
+    pub fn trunk_layers(&self) -> u32 {
+        self.layers - self.nextn
+    }
+
+    /// `n_embd_k_gqa(il)`.
+    pub fn k_gqa(&self, il: usize) -> u64 {
+        u64::from(self.head_k[il]) * u64::from(self.kv_heads[il])
+    }
+
+    /// `n_embd_v_gqa(il)`.
+    pub fn v_gqa(&self, il: usize) -> u64 {
+        u64::from(self.head_v[il]) * u64::from(self.kv_heads[il])
+    }
+
+    /// `is_swa(il)`.
+    pub fn is_swa(&self, il: usize) -> bool {
+        self.sliding.as_ref().is_some_and(|s| s.layers[il])
+    }
+
+    /// Reads the hparams of `meta` as llama.cpp loads them.
+    pub fn read(meta: &GgufMetadata) -> Result<Hparams, KvError> {
+        let error = |problem: String| KvError::ConfigFile {
+            path: meta.source().to_owned(),
+            problem,
+        };
+        let architecture = meta.architecture()?.to_owned();
+        let family = ARCHITECTURES
+            .iter()
+            .find_map(|(name, family)| (*name == architecture).then_some(*family))
+            .ok_or_else(|| {
+                error(format!(
+                    "kv does not know llama.cpp's cache rules for architecture `{architecture}` \
+                     (it follows {})",
+                    architecture_names()
+                ))
+            })?;
+        let key = Keys {
+            meta,
+            arch: &architecture,
+        };
+        let layers = key.required("block_count")?;
+        if layers == 0 || u64::from(layers) > MAX_LAYERS {
+            return Err(error(format!(
+                "`{architecture}.block_count` is {layers}; llama.cpp aborts on a model with \
+                 other than 1 to {MAX_LAYERS} layers"
+            )));
+        }
+        let nextn = key.optional("nextn_predict_layers")?.unwrap_or(0);
+        if nextn > layers {
+            return Err(error(format!(
+                "`{architecture}.nextn_predict_layers` is {nextn}, above the {layers} layers; \
+                 llama.cpp aborts"
+            )));
+        }
+        let context_length = key.required("context_length")?;
+        let embedding = key.required("embedding_length")?;
+        let n = usize::try_from(layers).map_err(|_| error("too many layers".to_owned()))?;
+        let heads = key.per_layer("attention.head_count", layers)?;
+        let heads = heads.unwrap_or_else(|| vec![0; n]);
+        // head_count_kv defaults to head_count, layer by layer.
+        let kv_heads = key
+            .per_layer("attention.head_count_kv", layers)?
+            .unwrap_or_else(|| heads.clone());
+        // Without heads (a recurrent model) no length is read.
+        let (full_k, full_v) = match heads[0] {
+            0 => (0, 0),
+            h => {
+                let k = key
+                    .optional("attention.key_length")?
+                    .unwrap_or(embedding / h);
+                let v = key
+                    .optional("attention.value_length")?
+                    .unwrap_or(embedding / h);
+                (k, v)
+            }
+        };
+        let swa_k = key.optional("attention.key_length_swa")?.unwrap_or(full_k);
+        let swa_v = key
+            .optional("attention.value_length_swa")?
+            .unwrap_or(full_v);
+        let (sliding, recurrent) = match family {
+            Family::Attention(window) => (key.sliding(window, n, nextn)?, None),
+            Family::Mamba { grouped } => (None, Some(key.mamba(grouped, embedding)?)),
+        };
+        if let Some(s) = &sliding {
+            // llama_model::create_memory: GGML_ASSERT(hparams.is_swa_any()).
+            if !s.layers.iter().any(|&swa| swa) {
+                return Err(error(format!(
+                    "`{architecture}` has a sliding window but its pattern makes no layer a \
+                     sliding one; llama.cpp aborts (GGML_ASSERT(hparams.is_swa_any()))"
+                )));
+            }
+        }
+        let is_swa = |il: usize| sliding.as_ref().is_some_and(|s| s.layers[il]);
+        let head_k = (0..n)
+            .map(|il| if is_swa(il) { swa_k } else { full_k })
+            .collect();
+        let head_v = (0..n)
+            .map(|il| if is_swa(il) { swa_v } else { full_v })
+            .collect();
+        Ok(Hparams {
+            architecture,
+            layers,
+            nextn,
+            context_length,
+            kv_heads,
+            head_k,
+            head_v,
+            sliding,
+            recurrent,
+        })
+    }
+}
+
+/// The model's own keys (`{arch}.suffix`), as llama.cpp's uint32 hparams.
+struct Keys<'a> {
+    meta: &'a GgufMetadata,
+    arch: &'a str,
+}
+
+impl Keys<'_> {
+    fn error(&self, problem: String) -> KvError {
+        KvError::ConfigFile {
+            path: self.meta.source().to_owned(),
+            problem,
+        }
+    }
+
+    fn fit(&self, suffix: &str, value: u64) -> Result<u32, KvError> {
+        u32::try_from(value).map_err(|_| {
+            self.error(format!(
+                "`{}.{suffix}` is {value}, more than llama.cpp's uint32 holds",
+                self.arch
+            ))
+        })
+    }
+
+    fn optional(&self, suffix: &str) -> Result<Option<u32>, KvError> {
+        match self.meta.count(suffix)? {
+            Some(value) => self.fit(suffix, value).map(Some),
+            None => Ok(None),
+        }
+    }
+
+    fn required(&self, suffix: &str) -> Result<u32, KvError> {
+        self.optional(suffix)?.ok_or_else(|| {
+            self.error(format!(
+                "no `{}.{suffix}`; llama.cpp refuses the model (key not found in model)",
+                self.arch
+            ))
+        })
+    }
+
+    fn per_layer(&self, suffix: &str, layers: u32) -> Result<Option<Vec<u32>>, KvError> {
+        let Some(values) = self.meta.per_layer(suffix, layers.into())? else {
+            return Ok(None);
+        };
+        values
+            .into_iter()
+            .map(|v| self.fit(suffix, v))
+            .collect::<Result<Vec<u32>, KvError>>()
+            .map(Some)
+    }
+
+    /// The window and which layers slide: `load_swa_pattern` takes an array
+    /// of flags (one per layer, missing ones full), else a number `p`
+    /// (layer `il` slides when `il % p < p - 1`; 0: every layer), else the
+    /// architecture's default `p`. MTP layers never slide.
+    fn sliding(
+        &self,
+        window: Window,
+        layers: usize,
+        nextn: u32,
+    ) -> Result<Option<Sliding>, KvError> {
+        let found = self.optional("attention.sliding_window")?;
+        let (window, pattern) = match window {
+            Window::None => return Ok(None),
+            Window::Default { window, pattern } => (found.unwrap_or(window), pattern),
+            Window::Required { pattern } => (self.required("attention.sliding_window")?, pattern),
+            Window::IfPositive { pattern } => match found {
+                Some(w) if w > 0 => (w, pattern),
+                _ => return Ok(None),
+            },
+        };
+        let key = "attention.sliding_window_pattern";
+        let full_name = format!("{}.{key}", self.arch);
+        let trunk = layers - usize::try_from(nextn).unwrap_or(layers);
+        let flags = match self.meta.get(&full_name) {
+            Some(GgufValue::Array(items)) => {
+                if items.len() > MAX_LAYERS as usize {
+                    return Err(self.error(format!(
+                        "`{full_name}` has {} entries; llama.cpp takes at most {MAX_LAYERS}",
+                        items.len()
+                    )));
+                }
+                let mut flags = vec![false; layers];
+                for (il, item) in items.iter().enumerate().take(layers) {
+                    flags[il] = match item {
+                        GgufValue::Bool(b) => *b,
+                        GgufValue::U32(v) => *v != 0,
+                        GgufValue::I32(v) => *v != 0,
+                        other => {
+                            return Err(self.error(format!(
+                                "`{full_name}` holds {} values; llama.cpp reads bool, u32 or \
+                                 i32 flags",
+                                other.type_name()
+                            )))
+                        }
+                    };
+                }
+                flags
+            }
+            _ => {
+                let pattern = self.optional(key)?.unwrap_or(pattern);
+                (0..layers)
+                    .map(|il| {
+                        let il = il as u64;
+                        let p = u64::from(pattern);
+                        il < trunk as u64 && (p == 0 || il % p < p - 1)
+                    })
+                    .collect()
+            }
+        };
+        Ok(Some(Sliding {
+            window,
+            layers: flags,
+        }))
+    }
+
+    /// `n_embd_r()` and `n_embd_s()` of a Mamba or Mamba2 model.
+    fn mamba(&self, grouped: bool, embedding: u32) -> Result<Recurrent, KvError> {
+        let conv = self.required("ssm.conv_kernel")?;
+        let inner = self.required("ssm.inner_size")?;
+        let state = self.required("ssm.state_size")?;
+        self.required("ssm.time_step_rank")?;
+        let groups = if grouped {
+            self.required("ssm.group_count")?
+        } else {
+            // Mamba's tensors are built for d_inner = 2 x n_embd only.
+            if u64::from(inner) != 2 * u64::from(embedding) {
+                return Err(self.error(format!(
+                    "`{0}.ssm.inner_size` is {inner}, not 2 x embedding_length ({embedding}); \
+                     llama.cpp refuses it (only an expansion factor of 2 is supported for now)",
+                    self.arch
+                )));
+            }
+            0
+        };
+        // (d_conv - 1) x (d_inner + 2 x n_group x d_state), d_state x d_inner,
+        // in llama.cpp's uint32.
+        let channels = 2u64
+            .checked_mul(groups.into())
+            .and_then(|g| g.checked_mul(state.into()))
+            .and_then(|g| g.checked_add(inner.into()));
+        let r = channels.and_then(|c| c.checked_mul(u64::from(conv.saturating_sub(1))));
+        let s = u64::from(state).checked_mul(inner.into());
+        let fit = |what: &str, v: Option<u64>| {
+            v.and_then(|v| u32::try_from(v).ok()).ok_or_else(|| {
+                self.error(format!(
+                    "the {what} state's width overflows llama.cpp's uint32 (n_embd_{what}())"
+                ))
+            })
+        };
+        Ok(Recurrent {
+            r: fit("r", r)?,
+            s: fit("s", s)?,
+        })
+    }
+}

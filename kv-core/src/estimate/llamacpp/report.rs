@@ -1,0 +1,211 @@
+//! What a llama.cpp context holds, and the lines llama.cpp logs for it
+//! (`llama_kv_cache`, `llama_kv_cache_iswa` and `llama_memory_recurrent`
+//! constructors), at its own resolution: bytes summed in `size_t`, turned
+//! into a `float` of MiB, printed with `%7.2f`.
+
+use serde::Serialize;
+
+use super::ggml_type::GgmlType;
+
+/// One `llama_kv_cache`: K and V tensors of `cells x streams` rows per layer.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+#[non_exhaustive]
+pub struct KvCache {
+    /// `kv_size`: cells per stream.
+    pub cells: u64,
+    /// Layers with a K/V pair in this cache.
+    pub layers: u64,
+    /// `n_seq_max`.
+    pub seqs: u64,
+    /// `n_stream`: 1 when unified, else one per sequence.
+    pub streams: u64,
+    /// The K type.
+    pub type_k: GgmlType,
+    /// The V type.
+    pub type_v: GgmlType,
+    /// Bytes of every layer's K.
+    pub k_bytes: u64,
+    /// Bytes of every layer's V.
+    pub v_bytes: u64,
+    /// Without flash attention V is stored transposed, every layer as wide
+    /// as the widest (`n_embd_v_gqa_max`); set when that pads some layer.
+    pub v_padded_to: Option<u64>,
+    /// `n_embd_head_k_all`: the one key length of its layers, 0 without
+    /// layers.
+    pub head_k_all: i64,
+    /// `n_embd_head_v_all`, likewise.
+    pub head_v_all: i64,
+    /// Whether keys are Hadamard-rotated before quantizing (`attn_rot_k`).
+    pub attn_rot_k: bool,
+    /// `attn_rot_v`.
+    pub attn_rot_v: bool,
+}
+
+impl KvCache {
+    /// K and V bytes together.
+    pub fn bytes(&self) -> u64 {
+        // Each is at most u64::MAX / 2: checked when they were summed.
+        self.k_bytes.saturating_add(self.v_bytes)
+    }
+
+    fn lines(&self, out: &mut Vec<String>) {
+        if let Some(width) = self.v_padded_to {
+            out.push(format!(
+                "llama_kv_cache: the V embeddings have different sizes across layers and FA is \
+                 not enabled - padding V cache to {width}"
+            ));
+        }
+        out.push(format!(
+            "llama_kv_cache: size = {} MiB ({:>6} cells, {:>3} layers, {:>2}/{} seqs), K ({}): {} \
+             MiB, V ({}): {} MiB",
+            mib(self.bytes()),
+            self.cells,
+            self.layers,
+            self.seqs,
+            self.streams,
+            self.type_k,
+            mib(self.k_bytes),
+            self.type_v,
+            mib(self.v_bytes),
+        ));
+        // llama.cpp's V line names n_embd_head_k_all but prints the V one.
+        out.push(format!(
+            "llama_kv_cache: attn_rot_k = {}, n_embd_head_k_all = {}",
+            u8::from(self.attn_rot_k),
+            self.head_k_all
+        ));
+        out.push(format!(
+            "llama_kv_cache: attn_rot_v = {}, n_embd_head_k_all = {}",
+            u8::from(self.attn_rot_v),
+            self.head_v_all
+        ));
+    }
+}
+
+/// One `llama_memory_recurrent`: R (conv) and S (SSM) state per cell.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+#[non_exhaustive]
+pub struct RecurrentState {
+    /// `mem_size`: one cell per sequence.
+    pub cells: u64,
+    /// Layers with a state.
+    pub layers: u64,
+    /// `n_seq_max`.
+    pub seqs: u64,
+    /// The state type (llama.cpp holds both in f32).
+    pub state_type: GgmlType,
+    /// Bytes of every layer's R.
+    pub r_bytes: u64,
+    /// Bytes of every layer's S.
+    pub s_bytes: u64,
+}
+
+impl RecurrentState {
+    /// R and S bytes together.
+    pub fn bytes(&self) -> u64 {
+        self.r_bytes.saturating_add(self.s_bytes)
+    }
+
+    fn line(&self) -> String {
+        // No rollback snapshots (n_rs_seq 0: these architectures clamp it),
+        // no PLE conv rows (P).
+        let t = self.state_type;
+        format!(
+            "llama_memory_recurrent: size = {} MiB ({:>6} cells, {:>3} layers, {:>2} seqs {:>2} \
+             rs_seq), R ({t}): {} MiB, S ({t}): {} MiB, P ({t}): {} MiB",
+            mib(self.bytes()),
+            self.cells,
+            self.layers,
+            self.seqs,
+            0,
+            mib(self.r_bytes),
+            mib(self.s_bytes),
+            mib(0),
+        )
+    }
+}
+
+/// The memory module llama.cpp builds for the model.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+#[serde(tag = "kind", rename_all = "snake_case")]
+#[non_exhaustive]
+pub enum Memory {
+    /// `llama_kv_cache`: one cache, every layer full length.
+    KvCache {
+        /// The cache.
+        cache: KvCache,
+    },
+    /// `llama_kv_cache_iswa`: full layers in one cache, sliding ones in a
+    /// smaller one.
+    Iswa {
+        /// The non-SWA cache.
+        base: KvCache,
+        /// The SWA cache.
+        swa: KvCache,
+        /// `swa_full`: the SWA cache was made as large as the base one.
+        swa_full: bool,
+    },
+    /// `llama_memory_recurrent`.
+    Recurrent {
+        /// The state.
+        state: RecurrentState,
+    },
+}
+
+impl Memory {
+    /// Every byte the memory module holds.
+    pub fn bytes(&self) -> u64 {
+        match self {
+            Memory::KvCache { cache } => cache.bytes(),
+            Memory::Iswa { base, swa, .. } => base.bytes().saturating_add(swa.bytes()),
+            Memory::Recurrent { state } => state.bytes(),
+        }
+    }
+
+    /// llama.cpp's lines for it, in its order.
+    pub(super) fn lines(&self, out: &mut Vec<String>) {
+        match self {
+            Memory::KvCache { cache } => cache.lines(out),
+            Memory::Iswa {
+                base,
+                swa,
+                swa_full,
+            } => {
+                if *swa_full {
+                    out.push(
+                        "llama_kv_cache_iswa: using full-size SWA cache (ref: \
+                         https://github.com/ggml-org/llama.cpp/pull/13194#issuecomment-2868343055)"
+                            .to_owned(),
+                    );
+                }
+                out.push(format!(
+                    "llama_kv_cache_iswa: creating non-SWA KV cache, size = {} cells",
+                    base.cells
+                ));
+                base.lines(out);
+                out.push(format!(
+                    "llama_kv_cache_iswa: creating     SWA KV cache, size = {} cells",
+                    swa.cells
+                ));
+                swa.lines(out);
+            }
+            Memory::Recurrent { state } => out.push(state.line()),
+        }
+    }
+}
+
+/// `%7.2f` of `(float) bytes / (1024.0f * 1024.0f)`: the count rounded to
+/// the nearest `float` first (24 bits of mantissa), then printed exactly to
+/// two decimals with ties to even, as glibc prints.
+pub fn mib(bytes: u64) -> String {
+    // `as f32` rounds to nearest, ties to even, as C's conversion does; the
+    // float is a whole number, held exactly in a u128 (2^64 included).
+    let rounded = bytes as f32 as u128;
+    let hundredths = rounded * 100;
+    let (mut whole, rest) = (hundredths >> 20, hundredths & 0xF_FFFF);
+    let half = 1 << 19;
+    if rest > half || (rest == half && whole % 2 == 1) {
+        whole += 1;
+    }
+    format!("{:>7}", format!("{}.{:02}", whole / 100, whole % 100))
+}

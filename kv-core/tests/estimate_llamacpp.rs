@@ -1,0 +1,1046 @@
+//! llama.cpp's caches for GGUF headers written byte by byte here, against
+//! figures worked out by hand (in the comments) and lines llama.cpp 0c1e57098
+//! logged for the same geometry (scripts/llamacpp/compare.py ran them).
+
+use kv_core::estimate::llamacpp::{
+    estimate, mib, FlashAttn, GgmlType, LlamaCppEstimate, LlamaCppSettings, Memory,
+};
+use kv_core::gguf::GgufMetadata;
+use kv_core::KvError;
+
+/// A metadata value as GGUF types it.
+enum V {
+    U32(u32),
+    U64(u64),
+    F32(f32),
+    Str(&'static str),
+    /// An array of u32.
+    U32s(Vec<u32>),
+    /// An array of i32.
+    I32s(Vec<i32>),
+    /// An array of bool.
+    Bools(Vec<bool>),
+}
+
+/// A GGUF v3 header (no tensors) with `general.architecture` = `arch` and
+/// each `(suffix, value)` as `{arch}.{suffix}`.
+fn gguf(arch: &str, keys: &[(&str, V)]) -> GgufMetadata {
+    fn string(out: &mut Vec<u8>, text: &str) {
+        out.extend((text.len() as u64).to_le_bytes());
+        out.extend(text.as_bytes());
+    }
+    let mut out = b"GGUF".to_vec();
+    out.extend(3u32.to_le_bytes());
+    out.extend(0u64.to_le_bytes());
+    out.extend((keys.len() as u64 + 1).to_le_bytes());
+    string(&mut out, "general.architecture");
+    out.extend(8u32.to_le_bytes());
+    string(&mut out, arch);
+    for (suffix, value) in keys {
+        string(&mut out, &format!("{arch}.{suffix}"));
+        match value {
+            V::U32(v) => {
+                out.extend(4u32.to_le_bytes());
+                out.extend(v.to_le_bytes());
+            }
+            V::U64(v) => {
+                out.extend(10u32.to_le_bytes());
+                out.extend(v.to_le_bytes());
+            }
+            V::F32(v) => {
+                out.extend(6u32.to_le_bytes());
+                out.extend(v.to_le_bytes());
+            }
+            V::Str(v) => {
+                out.extend(8u32.to_le_bytes());
+                string(&mut out, v);
+            }
+            V::U32s(items) => {
+                out.extend(9u32.to_le_bytes());
+                out.extend(4u32.to_le_bytes());
+                out.extend((items.len() as u64).to_le_bytes());
+                for item in items {
+                    out.extend(item.to_le_bytes());
+                }
+            }
+            V::I32s(items) => {
+                out.extend(9u32.to_le_bytes());
+                out.extend(5u32.to_le_bytes());
+                out.extend((items.len() as u64).to_le_bytes());
+                for item in items {
+                    out.extend(item.to_le_bytes());
+                }
+            }
+            V::Bools(items) => {
+                out.extend(9u32.to_le_bytes());
+                out.extend(7u32.to_le_bytes());
+                out.extend((items.len() as u64).to_le_bytes());
+                out.extend(items.iter().map(|&b| u8::from(b)));
+            }
+        }
+    }
+    GgufMetadata::read(&out[..], "model.gguf").unwrap()
+}
+
+/// Llama-3-8B's cache geometry: 32 layers, 32 heads, 8 KV heads of 128.
+fn llama3_8b() -> GgufMetadata {
+    gguf(
+        "llama",
+        &[
+            ("block_count", V::U32(32)),
+            ("context_length", V::U32(8192)),
+            ("embedding_length", V::U32(4096)),
+            ("attention.head_count", V::U32(32)),
+            ("attention.head_count_kv", V::U32(8)),
+            ("rope.freq_base", V::F32(500000.0)),
+        ],
+    )
+}
+
+/// Gemma-3-27B's: 62 layers, 16 KV heads of 128, window `window`, the
+/// default pattern (one full layer in 6).
+fn gemma3(window: u32) -> GgufMetadata {
+    gguf(
+        "gemma3",
+        &[
+            ("block_count", V::U32(62)),
+            ("context_length", V::U32(131072)),
+            ("embedding_length", V::U32(5376)),
+            ("attention.head_count", V::U32(32)),
+            ("attention.head_count_kv", V::U32(16)),
+            ("attention.key_length", V::U32(128)),
+            ("attention.value_length", V::U32(128)),
+            ("attention.sliding_window", V::U32(window)),
+        ],
+    )
+}
+
+/// Mamba with d_inner 512 (2 x n_embd 256), d_conv 4, d_state 16, 24 layers.
+fn mamba() -> GgufMetadata {
+    gguf(
+        "mamba",
+        &[
+            ("block_count", V::U32(24)),
+            ("context_length", V::U32(1048576)),
+            ("embedding_length", V::U32(256)),
+            ("ssm.conv_kernel", V::U32(4)),
+            ("ssm.inner_size", V::U32(512)),
+            ("ssm.state_size", V::U32(16)),
+            ("ssm.time_step_rank", V::U32(16)),
+        ],
+    )
+}
+
+fn settings(n_ctx: u32, n_seq: u32) -> LlamaCppSettings {
+    let mut s = LlamaCppSettings::default();
+    s.n_ctx = n_ctx;
+    s.n_seq = n_seq;
+    s
+}
+
+fn with_types(mut s: LlamaCppSettings, k: GgmlType, v: GgmlType) -> LlamaCppSettings {
+    s.type_k = k;
+    s.type_v = v;
+    s
+}
+
+fn run(meta: &GgufMetadata, s: &LlamaCppSettings) -> LlamaCppEstimate {
+    estimate(meta, s).unwrap()
+}
+
+fn refusal(meta: &GgufMetadata, s: &LlamaCppSettings) -> String {
+    estimate(meta, s).unwrap_err().to_string()
+}
+
+/// The (cells, layers, streams, K bytes, V bytes) of each cache.
+fn caches(e: &LlamaCppEstimate) -> Vec<(u64, u64, u64, u64, u64)> {
+    let of = |c: &kv_core::estimate::llamacpp::KvCache| {
+        (c.cells, c.layers, c.streams, c.k_bytes, c.v_bytes)
+    };
+    match &e.memory {
+        Memory::KvCache { cache } => vec![of(cache)],
+        Memory::Iswa { base, swa, .. } => vec![of(base), of(swa)],
+        other => panic!("not a KV cache: {other:?}"),
+    }
+}
+
+#[test]
+fn q8_0_rows_are_34_bytes_per_32_elements() {
+    // A row is 8 heads x 128 = 1024 elements = 32 blocks x 34 B = 1088 B;
+    // x 8192 cells x 32 layers = 285,212,672 B = 272 MiB, for K and for V.
+    let s = with_types(settings(8192, 1), GgmlType::Q8_0, GgmlType::Q8_0);
+    let e = run(&llama3_8b(), &s);
+    assert_eq!(caches(&e), [(8192, 32, 1, 285_212_672, 285_212_672)]);
+    assert_eq!(e.bytes(), 570_425_344);
+    // Logged by llama.cpp for this geometry (README, 2026-12-04).
+    assert_eq!(
+        e.lines(),
+        [
+            "llama_init_from_model: enabling flash_attn since it is required for quantized V cache",
+            "llama_kv_cache: size =  544.00 MiB (  8192 cells,  32 layers,  1/1 seqs), K (q8_0):  \
+             272.00 MiB, V (q8_0):  272.00 MiB",
+            "llama_kv_cache: attn_rot_k = 1, n_embd_head_k_all = 128",
+            "llama_kv_cache: attn_rot_v = 1, n_embd_head_k_all = 128",
+        ]
+    );
+}
+
+#[test]
+fn every_block_type_has_ggml_bytes() {
+    // 1024 elements a row: f32 4096 B, f16/bf16 2048, q8_0 32 x 34 = 1088,
+    // q4_0 and iq4_nl 32 x 18 = 576, q4_1 640, q5_0 704, q5_1 768. At 256
+    // cells (n_ctx 1 pads to 256) x 32 layers = 8192 rows.
+    for (t, row) in [
+        (GgmlType::F32, 4096),
+        (GgmlType::F16, 2048),
+        (GgmlType::Bf16, 2048),
+        (GgmlType::Q8_0, 1088),
+        (GgmlType::Q4_0, 576),
+        (GgmlType::Q4_1, 640),
+        (GgmlType::Q5_0, 704),
+        (GgmlType::Q5_1, 768),
+        (GgmlType::Iq4Nl, 576),
+    ] {
+        let e = run(&llama3_8b(), &with_types(settings(1, 1), t, t));
+        assert_eq!(caches(&e), [(256, 32, 1, row * 8192, row * 8192)], "{t}");
+        assert_eq!(GgmlType::from_name(t.name()), Some(t));
+    }
+    assert_eq!(GgmlType::from_name("q8"), None);
+}
+
+#[test]
+fn each_sequence_has_a_stream_of_padded_cells_unless_unified() {
+    // n_ctx 5000 pads to 5120; per stream 5120 / 3 = 1706, padded to 1792;
+    // n_ctx becomes 3 x 1792 = 5376. K: 1024 x 2 B x 1792 x 3 x 32 =
+    // 352,321,536 B = 336 MiB (llama.cpp: 672.00 MiB for K and V).
+    let e = run(&llama3_8b(), &settings(5000, 3));
+    assert_eq!((e.n_ctx, e.n_ctx_seq), (5376, 1792));
+    assert_eq!(caches(&e), [(1792, 32, 3, 352_321_536, 352_321_536)]);
+    assert_eq!(
+        e.lines()[0],
+        "llama_kv_cache: size =  672.00 MiB (  1792 cells,  32 layers,  3/3 seqs), K (f16):  \
+         336.00 MiB, V (f16):  336.00 MiB"
+    );
+    // Unified: one stream of all 5120 cells: 1024 x 2 x 5120 x 32 =
+    // 335,544,320 B = 320 MiB.
+    let mut s = settings(5000, 3);
+    s.kv_unified = true;
+    let e = run(&llama3_8b(), &s);
+    assert_eq!((e.n_ctx, e.n_ctx_seq), (5120, 5120));
+    assert_eq!(caches(&e), [(5120, 32, 1, 335_544_320, 335_544_320)]);
+    assert!(e.lines()[0].contains("(  5120 cells,  32 layers,  3/1 seqs)"));
+}
+
+#[test]
+fn n_ctx_0_is_the_models_context_length_and_0_sequences_are_1() {
+    // context_length 8192: 1024 x 2 x 8192 x 32 = 536,870,912 B each.
+    let e = run(&llama3_8b(), &settings(0, 0));
+    assert_eq!((e.n_ctx, e.n_seq), (8192, 1));
+    assert_eq!(caches(&e), [(8192, 32, 1, 536_870_912, 536_870_912)]);
+}
+
+#[test]
+fn head_count_kv_defaults_to_head_count_and_key_length_to_embedding_over_heads() {
+    // No head_count_kv: 32 KV heads; no key_length: 4096 / 32 = 128. A row
+    // is 4096 elements, 8192 B in f16; x 256 cells x 2 layers = 4 MiB.
+    let meta = gguf(
+        "qwen2",
+        &[
+            ("block_count", V::U32(2)),
+            ("context_length", V::U32(256)),
+            ("embedding_length", V::U32(4096)),
+            ("attention.head_count", V::U32(32)),
+        ],
+    );
+    let e = run(&meta, &settings(0, 1));
+    assert_eq!(caches(&e), [(256, 2, 1, 4_194_304, 4_194_304)]);
+}
+
+#[test]
+fn per_layer_kv_heads_size_each_layer_and_pad_v_without_flash_attention() {
+    // 16 layers with 8, 8, 8, 8, 4, 4, 4, 4, 2, 2, 2, 2, 1, 1, 1, 1 KV heads
+    // of 128: 60 heads, 7680 elements a position over all layers; x 2 B x
+    // 4096 cells = 62,914,560 B (60 MiB) for K, and for V with flash
+    // attention. Without it V is every layer as wide as the widest (1024):
+    // 16 x 1024 x 2 x 4096 = 134,217,728 B (128 MiB), and llama.cpp warns.
+    let heads = vec![8, 8, 8, 8, 4, 4, 4, 4, 2, 2, 2, 2, 1, 1, 1, 1];
+    let meta = gguf(
+        "llama",
+        &[
+            ("block_count", V::U32(16)),
+            ("context_length", V::U32(4096)),
+            ("embedding_length", V::U32(64)),
+            ("attention.head_count", V::U32(32)),
+            ("attention.head_count_kv", V::U32s(heads)),
+            ("attention.key_length", V::U32(128)),
+            ("attention.value_length", V::U32(128)),
+        ],
+    );
+    let e = run(&meta, &settings(4096, 1));
+    assert_eq!(caches(&e), [(4096, 16, 1, 62_914_560, 62_914_560)]);
+    let mut s = settings(4096, 1);
+    s.flash_attn = FlashAttn::Off;
+    let e = run(&meta, &s);
+    assert!(!e.flash_attn);
+    assert_eq!(caches(&e), [(4096, 16, 1, 62_914_560, 134_217_728)]);
+    // As llama.cpp logged them.
+    assert_eq!(
+        e.lines(),
+        [
+            "llama_kv_cache: the V embeddings have different sizes across layers and FA is not \
+             enabled - padding V cache to 1024",
+            "llama_kv_cache: size =  188.00 MiB (  4096 cells,  16 layers,  1/1 seqs), K (f16):   \
+             60.00 MiB, V (f16):  128.00 MiB",
+            "llama_kv_cache: attn_rot_k = 0, n_embd_head_k_all = 128",
+            "llama_kv_cache: attn_rot_v = 0, n_embd_head_k_all = 128",
+        ]
+    );
+}
+
+#[test]
+fn gemma3_keeps_its_sliding_layers_in_window_plus_ubatch_cells() {
+    // 62 layers, one full in 6 (layers 5, 11, ..., 59): 10 full, 52 sliding.
+    // 2 sequences, n_ctx 8192: 4096 cells a stream. SWA cells:
+    // pad(min(4096, 1024 x 1 + 512), 256) = 1536. A row is 16 x 128 x 2 B =
+    // 4096 B: full K 4096 x 4096 x 2 x 10 = 335,544,320 B (320 MiB); SWA K
+    // 4096 x 1536 x 2 x 52 = 654,311,424 B (624 MiB).
+    let e = run(&gemma3(1024), &settings(8192, 2));
+    assert_eq!(
+        caches(&e),
+        [
+            (4096, 10, 2, 335_544_320, 335_544_320),
+            (1536, 52, 2, 654_311_424, 654_311_424)
+        ]
+    );
+    assert_eq!(
+        e.lines(),
+        [
+            "llama_kv_cache_iswa: creating non-SWA KV cache, size = 4096 cells",
+            "llama_kv_cache: size =  640.00 MiB (  4096 cells,  10 layers,  2/2 seqs), K (f16):  \
+             320.00 MiB, V (f16):  320.00 MiB",
+            "llama_kv_cache: attn_rot_k = 0, n_embd_head_k_all = 128",
+            "llama_kv_cache: attn_rot_v = 0, n_embd_head_k_all = 128",
+            "llama_kv_cache_iswa: creating     SWA KV cache, size = 1536 cells",
+            "llama_kv_cache: size = 1248.00 MiB (  1536 cells,  52 layers,  2/2 seqs), K (f16):  \
+             624.00 MiB, V (f16):  624.00 MiB",
+            "llama_kv_cache: attn_rot_k = 0, n_embd_head_k_all = 128",
+            "llama_kv_cache: attn_rot_v = 0, n_embd_head_k_all = 128",
+        ]
+    );
+}
+
+#[test]
+fn a_unified_sliding_cache_keeps_the_window_for_every_sequence() {
+    // Unified: one stream of 8192; SWA pad(min(8192, 1024 x 2 + 512), 256)
+    // = 2560.
+    let mut s = settings(8192, 2);
+    s.kv_unified = true;
+    let e = run(&gemma3(1024), &s);
+    assert_eq!(
+        caches(&e).iter().map(|c| (c.0, c.2)).collect::<Vec<_>>(),
+        [(8192, 1), (2560, 1)]
+    );
+}
+
+#[test]
+fn swa_full_makes_the_sliding_cache_full_size_and_says_so() {
+    let mut s = settings(8192, 2);
+    s.swa_full = true;
+    let e = run(&gemma3(1024), &s);
+    assert_eq!(
+        caches(&e).iter().map(|c| c.0).collect::<Vec<_>>(),
+        [4096, 4096]
+    );
+    assert_eq!(
+        e.lines()[0],
+        "llama_kv_cache_iswa: using full-size SWA cache (ref: \
+         https://github.com/ggml-org/llama.cpp/pull/13194#issuecomment-2868343055)"
+    );
+    assert!(matches!(e.memory, Memory::Iswa { swa_full: true, .. }));
+}
+
+#[test]
+fn the_sliding_cache_is_bounded_by_the_full_one_and_ubatch_by_batch_and_n_ctx() {
+    // n_ctx 1000 pads to 1024: pad(min(1024, 1536)) = 1024.
+    let e = run(&gemma3(1024), &settings(1000, 1));
+    assert_eq!(caches(&e)[1].0, 1024);
+    // Window 1200, ubatch 512: pad(min(4096, 1712)) = 1792. n_batch 300
+    // clamps n_ubatch to 300: pad(1500) = 1536. n_ctx 250 clamps n_batch
+    // to 250: pad(min(256, 1450)) = 256, n_ubatch 250.
+    assert_eq!(caches(&run(&gemma3(1200), &settings(4096, 1)))[1].0, 1792);
+    let mut s = settings(4096, 1);
+    s.n_batch = 300;
+    let e = run(&gemma3(1200), &s);
+    assert_eq!((caches(&e)[1].0, e.n_ubatch), (1536, 300));
+    let e = run(&gemma3(1200), &settings(250, 1));
+    assert_eq!((caches(&e)[1].0, e.n_ubatch), (256, 250));
+    // n_ubatch 0 is n_batch: 1200 + 2048 = 3248, pad 3328.
+    let mut s = settings(4096, 1);
+    s.n_ubatch = 0;
+    assert_eq!(caches(&run(&gemma3(1200), &s))[1].0, 3328);
+}
+
+#[test]
+fn a_pattern_array_names_the_sliding_layers_and_a_number_overrides_the_default() {
+    // Flags for 12 layers, 4 false (full): layers 2, 5, 6, 11.
+    let flags = vec![
+        true, true, false, true, true, false, false, true, true, true, true, false,
+    ];
+    let meta = gguf(
+        "gemma3",
+        &[
+            ("block_count", V::U32(12)),
+            ("context_length", V::U32(8192)),
+            ("embedding_length", V::U32(64)),
+            ("attention.head_count", V::U32(8)),
+            ("attention.head_count_kv", V::U32(4)),
+            ("attention.key_length", V::U32(128)),
+            ("attention.value_length", V::U32(128)),
+            ("attention.sliding_window", V::U32(512)),
+            ("attention.sliding_window_pattern", V::Bools(flags)),
+        ],
+    );
+    let e = run(&meta, &settings(8192, 1));
+    // SWA: pad(min(8192, 512 + 512)) = 1024. Row 4 x 128 x 2 = 1024 B:
+    // full 1024 x 8192 x 4 = 33,554,432; SWA 1024 x 1024 x 8 = 8,388,608.
+    assert_eq!(
+        caches(&e),
+        [
+            (8192, 4, 1, 33_554_432, 33_554_432),
+            (1024, 8, 1, 8_388_608, 8_388_608)
+        ]
+    );
+    // A number: pattern 4 over 12 layers makes layers 3, 7, 11 full.
+    let meta = gguf(
+        "gemma3",
+        &[
+            ("block_count", V::U32(12)),
+            ("context_length", V::U32(8192)),
+            ("embedding_length", V::U32(64)),
+            ("attention.head_count", V::U32(8)),
+            ("attention.key_length", V::U32(128)),
+            ("attention.sliding_window", V::U32(512)),
+            ("attention.sliding_window_pattern", V::U32(4)),
+        ],
+    );
+    let layers: Vec<u64> = caches(&run(&meta, &settings(8192, 1)))
+        .iter()
+        .map(|c| c.1)
+        .collect();
+    assert_eq!(layers, [3, 9]);
+}
+
+#[test]
+fn pattern_flags_may_be_u32_and_up_to_512_long() {
+    // u32 flags 1, 0, 1, 1 for 4 layers (extra ones ignored): layer 1 full.
+    let layers = |flags: Vec<u32>| {
+        let meta = gguf(
+            "gemma3",
+            &[
+                ("block_count", V::U32(4)),
+                ("context_length", V::U32(4096)),
+                ("embedding_length", V::U32(64)),
+                ("attention.head_count", V::U32(8)),
+                ("attention.sliding_window", V::U32(512)),
+                ("attention.sliding_window_pattern", V::U32s(flags)),
+            ],
+        );
+        estimate(&meta, &settings(0, 1)).map(|e| caches(&e).iter().map(|c| c.1).collect::<Vec<_>>())
+    };
+    assert_eq!(layers(vec![1, 0, 1, 1]).unwrap(), [1, 3]);
+    // As i32 flags: 0, 1, 1, 1 leaves layer 0 full.
+    let meta = gguf(
+        "gemma3",
+        &[
+            ("block_count", V::U32(4)),
+            ("context_length", V::U32(4096)),
+            ("embedding_length", V::U32(64)),
+            ("attention.head_count", V::U32(8)),
+            ("attention.sliding_window", V::U32(512)),
+            (
+                "attention.sliding_window_pattern",
+                V::I32s(vec![0, 1, 1, 1]),
+            ),
+        ],
+    );
+    let e = run(&meta, &settings(0, 1));
+    assert_eq!(caches(&e).iter().map(|c| c.1).collect::<Vec<_>>(), [1, 3]);
+    let mut long = vec![1, 0, 1, 1];
+    long.resize(512, 1);
+    assert_eq!(layers(long.clone()).unwrap(), [1, 3]);
+    long.push(1);
+    assert!(layers(long)
+        .unwrap_err()
+        .to_string()
+        .contains("at most 512"));
+}
+
+#[test]
+fn gemma3_without_a_window_and_llama_with_one_hold_every_layer_full() {
+    // gemma3 reads a window only when it is there and above 0.
+    let meta = gguf(
+        "gemma3",
+        &[
+            ("block_count", V::U32(6)),
+            ("context_length", V::U32(4096)),
+            ("embedding_length", V::U32(64)),
+            ("attention.head_count", V::U32(8)),
+            ("attention.head_count_kv", V::U32(4)),
+            ("attention.key_length", V::U32(128)),
+            ("attention.sliding_window", V::U32(0)),
+        ],
+    );
+    assert!(matches!(
+        run(&meta, &settings(0, 1)).memory,
+        Memory::KvCache { .. }
+    ));
+    // llama (Mistral-7B converted) reads no window at all.
+    let meta = gguf(
+        "llama",
+        &[
+            ("block_count", V::U32(32)),
+            ("context_length", V::U32(32768)),
+            ("embedding_length", V::U32(4096)),
+            ("attention.head_count", V::U32(32)),
+            ("attention.head_count_kv", V::U32(8)),
+            ("attention.sliding_window", V::U32(4096)),
+        ],
+    );
+    assert_eq!(caches(&run(&meta, &settings(8192, 1)))[0].0, 8192);
+}
+
+#[test]
+fn gemma2_windows_4096_by_default_one_layer_in_two() {
+    // 42 layers: 21 full, 21 sliding. SWA pad(min(8192, 4096 + 512)) = 4608.
+    let meta = gguf(
+        "gemma2",
+        &[
+            ("block_count", V::U32(42)),
+            ("context_length", V::U32(8192)),
+            ("embedding_length", V::U32(3584)),
+            ("attention.head_count", V::U32(16)),
+            ("attention.head_count_kv", V::U32(8)),
+            ("attention.key_length", V::U32(256)),
+            ("attention.value_length", V::U32(256)),
+        ],
+    );
+    let found: Vec<(u64, u64)> = caches(&run(&meta, &settings(8192, 1)))
+        .iter()
+        .map(|c| (c.0, c.1))
+        .collect();
+    assert_eq!(found, [(8192, 21), (4608, 21)]);
+}
+
+#[test]
+fn mtp_layers_get_no_cache() {
+    // 4 layers, the last one MTP (nextn_predict_layers 1): 3 in the cache.
+    let meta = gguf(
+        "qwen3",
+        &[
+            ("block_count", V::U32(4)),
+            ("nextn_predict_layers", V::U32(1)),
+            ("context_length", V::U32(256)),
+            ("embedding_length", V::U32(64)),
+            ("attention.head_count", V::U32(8)),
+            ("attention.head_count_kv", V::U32(2)),
+            ("attention.key_length", V::U32(128)),
+        ],
+    );
+    // K: 2 x 128 x 2 B x 256 cells x 3 layers = 393,216 B. No value_length:
+    // it is embedding / heads = 64 / 8 = 8, so V is 2 x 8 x 2 x 256 x 3 =
+    // 24,576 B.
+    assert_eq!(
+        caches(&run(&meta, &settings(0, 1))),
+        [(256, 3, 1, 393_216, 24_576)]
+    );
+    // A model that is only MTP layers keeps them all: 2 layers.
+    let meta = gguf(
+        "qwen3",
+        &[
+            ("block_count", V::U32(2)),
+            ("nextn_predict_layers", V::U32(2)),
+            ("context_length", V::U32(256)),
+            ("embedding_length", V::U32(64)),
+            ("attention.head_count", V::U32(8)),
+        ],
+    );
+    assert_eq!(caches(&run(&meta, &settings(0, 1)))[0].1, 2);
+}
+
+#[test]
+fn mtp_layers_of_a_sliding_model_are_in_neither_cache() {
+    // 7 layers, the last MTP: pattern 6 over the 6 trunk layers makes 0-4
+    // sliding and 5 full; layer 6 is in neither cache.
+    let keys = |pattern: V| {
+        vec![
+            ("block_count", V::U32(7)),
+            ("nextn_predict_layers", V::U32(1)),
+            ("context_length", V::U32(4096)),
+            ("embedding_length", V::U32(64)),
+            ("attention.head_count", V::U32(8)),
+            ("attention.key_length", V::U32(128)),
+            ("attention.sliding_window", V::U32(512)),
+            ("attention.sliding_window_pattern", pattern),
+        ]
+    };
+    let layers = |pattern: V| -> Vec<u64> {
+        caches(&run(&gguf("gemma3", &keys(pattern)), &settings(0, 1)))
+            .iter()
+            .map(|c| c.1)
+            .collect()
+    };
+    assert_eq!(layers(V::U32(6)), [1, 5]);
+    // Flags that mark the MTP layer sliding do not put it in the SWA cache.
+    let flags = vec![true, true, true, true, true, false, true];
+    assert_eq!(layers(V::Bools(flags)), [1, 5]);
+}
+
+#[test]
+fn pattern_0_slides_every_layer_and_leaves_an_empty_full_cache() {
+    // 6 layers, all sliding: the non-SWA cache has none (0 bytes, no head
+    // size, no rotation). SWA: pad(min(4096, 512 + 512)) = 1024 cells; a row
+    // is 4 x 128 = 512 elements = 16 q8_0 blocks = 544 B; x 1024 x 6 =
+    // 3,342,336 B = 3.1875 MiB (3.19), K and V 6.375 MiB (6.38, ties to even).
+    let meta = gguf(
+        "gemma3",
+        &[
+            ("block_count", V::U32(6)),
+            ("context_length", V::U32(4096)),
+            ("embedding_length", V::U32(64)),
+            ("attention.head_count", V::U32(8)),
+            ("attention.head_count_kv", V::U32(4)),
+            ("attention.key_length", V::U32(128)),
+            ("attention.value_length", V::U32(128)),
+            ("attention.sliding_window", V::U32(512)),
+            ("attention.sliding_window_pattern", V::U32(0)),
+        ],
+    );
+    let mut s = with_types(settings(4096, 1), GgmlType::Q8_0, GgmlType::Q8_0);
+    s.flash_attn = FlashAttn::On;
+    // As llama.cpp logged it.
+    assert_eq!(
+        run(&meta, &s).lines(),
+        [
+            "llama_kv_cache_iswa: creating non-SWA KV cache, size = 4096 cells",
+            "llama_kv_cache: size =    0.00 MiB (  4096 cells,   0 layers,  1/1 seqs), K (q8_0):    \
+             0.00 MiB, V (q8_0):    0.00 MiB",
+            "llama_kv_cache: attn_rot_k = 0, n_embd_head_k_all = 0",
+            "llama_kv_cache: attn_rot_v = 0, n_embd_head_k_all = 0",
+            "llama_kv_cache_iswa: creating     SWA KV cache, size = 1024 cells",
+            "llama_kv_cache: size =    6.38 MiB (  1024 cells,   6 layers,  1/1 seqs), K (q8_0):    \
+             3.19 MiB, V (q8_0):    3.19 MiB",
+            "llama_kv_cache: attn_rot_k = 1, n_embd_head_k_all = 128",
+            "llama_kv_cache: attn_rot_v = 1, n_embd_head_k_all = 128",
+        ]
+    );
+}
+
+#[test]
+fn an_mtp_layer_is_full_for_the_padding_of_v() {
+    // gemma2, 2 layers, the last MTP: layer 0 slides (pattern 3: il % 3 <
+    // 2), layer 1 would too but is full (MTP layers never slide). Without flash attention V is padded
+    // to the widest of all layers: 2 KV heads x 128 (full) = 256, though the
+    // one cached layer is 2 x 64 (value_length_swa) = 128 wide.
+    let meta = gguf(
+        "gemma2",
+        &[
+            ("block_count", V::U32(2)),
+            ("nextn_predict_layers", V::U32(1)),
+            ("context_length", V::U32(4096)),
+            ("embedding_length", V::U32(64)),
+            ("attention.head_count", V::U32(8)),
+            ("attention.head_count_kv", V::U32(2)),
+            ("attention.key_length", V::U32(128)),
+            ("attention.value_length", V::U32(128)),
+            ("attention.value_length_swa", V::U32(64)),
+            ("attention.sliding_window_pattern", V::U32(3)),
+        ],
+    );
+    let mut s = settings(4096, 1);
+    s.flash_attn = FlashAttn::Off;
+    let e = run(&meta, &s);
+    let Memory::Iswa { base, swa, .. } = &e.memory else {
+        panic!("{:?}", e.memory)
+    };
+    assert_eq!((base.layers, swa.layers), (0, 1));
+    // SWA cells pad(min(4096, 4096 + 512)) = 4096; V 256 x 2 B x 4096.
+    assert_eq!((swa.v_padded_to, swa.v_bytes), (Some(256), 2_097_152));
+}
+
+#[test]
+fn a_row_that_is_not_whole_blocks_is_refused_naming_its_type() {
+    // Without flash attention llama.cpp does not check heads against blocks;
+    // a K row of 1 head of 80 is 2.5 q8_0 blocks, which ggml cannot lay out.
+    let meta = gguf(
+        "llama",
+        &[
+            ("block_count", V::U32(1)),
+            ("context_length", V::U32(256)),
+            ("embedding_length", V::U32(64)),
+            ("attention.head_count", V::U32(1)),
+            ("attention.key_length", V::U32(80)),
+            ("attention.value_length", V::U32(80)),
+        ],
+    );
+    let mut s = with_types(settings(0, 1), GgmlType::Q8_0, GgmlType::F16);
+    s.flash_attn = FlashAttn::Off;
+    match estimate(&meta, &s) {
+        Err(KvError::InvalidValue { field, problem, .. }) => {
+            assert_eq!(field, "type_k");
+            assert!(problem.contains("a K row is 80 elements"), "{problem}");
+        }
+        other => panic!("{other:?}"),
+    }
+    // With flash attention, llama.cpp's own check names V's head.
+    let s = with_types(settings(0, 1), GgmlType::F16, GgmlType::Q4_0);
+    match estimate(&meta, &s) {
+        Err(KvError::InvalidValue { field, problem, .. }) => {
+            assert_eq!(field, "type_v");
+            assert!(
+                problem.contains(
+                    "V cache type q4_0 with block size 32 does not divide n_embd_head_v=80"
+                ),
+                "{problem}"
+            );
+        }
+        other => panic!("{other:?}"),
+    }
+}
+
+#[test]
+fn keys_rotate_only_when_quantized_and_a_multiple_of_64() {
+    let head = |dim: u32| {
+        gguf(
+            "llama",
+            &[
+                ("block_count", V::U32(8)),
+                ("context_length", V::U32(4096)),
+                ("embedding_length", V::U32(64)),
+                ("attention.head_count", V::U32(8)),
+                ("attention.head_count_kv", V::U32(4)),
+                ("attention.key_length", V::U32(dim)),
+                ("attention.value_length", V::U32(dim)),
+            ],
+        )
+    };
+    let q8 = with_types(settings(4096, 1), GgmlType::Q8_0, GgmlType::Q8_0);
+    // 96 = 3 blocks of 32, not a multiple of 64: no rotation.
+    let e = run(&head(96), &q8);
+    assert_eq!(
+        e.lines()[2..],
+        [
+            "llama_kv_cache: attn_rot_k = 0, n_embd_head_k_all = 96",
+            "llama_kv_cache: attn_rot_v = 0, n_embd_head_k_all = 96",
+        ]
+    );
+    // q8_0 K and f16 V without flash attention: K rotates, V does not.
+    let mut s = with_types(settings(4096, 1), GgmlType::Q8_0, GgmlType::F16);
+    s.flash_attn = FlashAttn::Off;
+    let e = run(&head(128), &s);
+    assert_eq!(
+        e.lines()[1..],
+        [
+            "llama_kv_cache: attn_rot_k = 1, n_embd_head_k_all = 128",
+            "llama_kv_cache: attn_rot_v = 0, n_embd_head_k_all = 128",
+        ]
+    );
+    // 80 is not whole q8_0 blocks: llama.cpp refuses it with flash attention.
+    assert!(refusal(&head(80), &q8).contains(
+        "llama_init_from_model: K cache type q8_0 with block size 32 does not divide \
+         n_embd_head_k=80"
+    ));
+}
+
+#[test]
+fn mamba_holds_f32_r_and_s_per_sequence() {
+    // R: (4 - 1) x 512 = 1536 f32 = 6144 B a sequence a layer; x 8 x 24 =
+    // 1,179,648 B = 1.125 MiB, printed 1.12 (ties to even, as glibc does).
+    // S: 16 x 512 x 4 B x 8 x 24 = 6,291,456 B = 6 MiB. n_ctx plays no part.
+    let e = run(&mamba(), &settings(4096, 8));
+    let Memory::Recurrent { state } = &e.memory else {
+        panic!("{:?}", e.memory)
+    };
+    assert_eq!(
+        (state.cells, state.layers, state.r_bytes, state.s_bytes),
+        (8, 24, 1_179_648, 6_291_456)
+    );
+    // As llama.cpp logged it.
+    assert_eq!(
+        e.lines(),
+        [
+            "llama_memory_recurrent: size =    7.12 MiB (     8 cells,  24 layers,  8 seqs  0 \
+             rs_seq), R (f32):    1.12 MiB, S (f32):    6.00 MiB, P (f32):    0.00 MiB"
+        ]
+    );
+}
+
+#[test]
+fn mamba2_counts_its_groups_in_the_conv_state() {
+    // d_inner 512, d_state 128, 1 group: R (4 - 1) x (512 + 2 x 1 x 128) =
+    // 2304 f32; S 128 x 512 = 65,536 f32. 2 sequences x 8 layers:
+    // R 2304 x 4 x 16 = 147,456 B; S 65,536 x 4 x 16 = 4,194,304 B.
+    let meta = gguf(
+        "mamba2",
+        &[
+            ("block_count", V::U32(8)),
+            ("context_length", V::U32(1048576)),
+            ("embedding_length", V::U32(256)),
+            ("ssm.conv_kernel", V::U32(4)),
+            ("ssm.inner_size", V::U32(512)),
+            ("ssm.state_size", V::U32(128)),
+            ("ssm.time_step_rank", V::U32(16)),
+            ("ssm.group_count", V::U32(1)),
+        ],
+    );
+    let e = run(&meta, &settings(4096, 2));
+    assert_eq!(e.bytes(), 147_456 + 4_194_304);
+    // llama.cpp: 4.14 MiB (4,341,760 / 1,048,576 = 4.1406...), R 0.14.
+    assert!(e.lines()[0].starts_with(
+        "llama_memory_recurrent: size =    4.14 MiB (     2 cells,   8 layers,  2 seqs  0 \
+         rs_seq), R (f32):    0.14 MiB"
+    ));
+}
+
+#[test]
+fn refusals_are_llama_cpps() {
+    // A quantized V without flash attention.
+    let mut s = with_types(settings(4096, 1), GgmlType::F16, GgmlType::Q8_0);
+    s.flash_attn = FlashAttn::Off;
+    let message = refusal(&llama3_8b(), &s);
+    assert!(
+        message.contains("quantized V cache requires flash_attn to be enabled"),
+        "{message}"
+    );
+    // The same, even for a recurrent model (the check comes first).
+    assert!(refusal(&mamba(), &s).contains("requires flash_attn"));
+    // More sequences than LLAMA_MAX_SEQ.
+    assert!(refusal(&llama3_8b(), &settings(4096, 257)).contains("n_seq_max must be <= 256"));
+    // 256 is fine.
+    assert_eq!(run(&llama3_8b(), &settings(4096, 256)).n_seq, 256);
+    // No batch at all.
+    let mut s = settings(4096, 1);
+    s.n_batch = 0;
+    s.n_ubatch = 0;
+    assert!(refusal(&llama3_8b(), &s).contains("n_batch and n_ubatch cannot both be zero"));
+    // No context anywhere.
+    let meta = gguf(
+        "llama",
+        &[
+            ("block_count", V::U32(1)),
+            ("context_length", V::U32(0)),
+            ("embedding_length", V::U32(64)),
+        ],
+    );
+    assert!(refusal(&meta, &settings(0, 1)).contains("cannot both be zero"));
+    assert_eq!(run(&meta, &settings(256, 1)).n_ctx, 256);
+}
+
+#[test]
+fn models_llama_cpp_would_not_load_are_refused_naming_why() {
+    let base = [
+        ("context_length", V::U32(4096)),
+        ("embedding_length", V::U32(64)),
+    ];
+    let with = |arch: &str, more: Vec<(&'static str, V)>| {
+        let mut keys: Vec<(&str, V)> = more;
+        keys.extend(base.iter().map(|(k, v)| {
+            (
+                *k,
+                match v {
+                    V::U32(x) => V::U32(*x),
+                    _ => unreachable!(),
+                },
+            )
+        }));
+        estimate(&gguf(arch, &keys), &settings(0, 1))
+            .unwrap_err()
+            .to_string()
+    };
+    let bert = with("bert", vec![("block_count", V::U32(2))]);
+    assert!(bert.contains("architecture `bert`"), "{bert}");
+    assert!(
+        bert.contains("it follows llama, mistral3, qwen2,"),
+        "{bert}"
+    );
+    assert!(bert.contains(", mamba, mamba2)"), "{bert}");
+    // The error names the file.
+    let meta = gguf("bert", &[]);
+    match estimate(&meta, &settings(0, 1)) {
+        Err(KvError::ConfigFile { path, .. }) => assert_eq!(path, "model.gguf"),
+        other => panic!("{other:?}"),
+    }
+    match estimate(&gguf("llama", &[]), &settings(0, 1)) {
+        Err(KvError::ConfigFile { path, problem }) => {
+            assert_eq!(path, "model.gguf");
+            assert!(problem.contains("no `llama.block_count`"), "{problem}");
+        }
+        other => panic!("{other:?}"),
+    }
+    assert!(with("llama", vec![("block_count", V::U32(0))]).contains("1 to 512 layers"));
+    assert!(with("llama", vec![("block_count", V::U32(513))]).contains("1 to 512 layers"));
+    // 512 is llama.cpp's LLAMA_MAX_LAYERS itself: taken.
+    let meta = gguf(
+        "llama",
+        &[
+            ("block_count", V::U32(512)),
+            ("context_length", V::U32(256)),
+            ("embedding_length", V::U32(64)),
+        ],
+    );
+    assert_eq!(caches(&run(&meta, &settings(0, 1)))[0].1, 512);
+    assert!(with("llama", vec![]).contains("no `llama.block_count`"));
+    assert!(with(
+        "llama",
+        vec![
+            ("block_count", V::U32(2)),
+            ("nextn_predict_layers", V::U32(3))
+        ]
+    )
+    .contains("above the 2 layers"));
+    assert!(with("llama", vec![("block_count", V::U64(1 << 33))]).contains("uint32"));
+    // A window no layer slides in: gemma2 with pattern 1.
+    assert!(with(
+        "gemma2",
+        vec![
+            ("block_count", V::U32(4)),
+            ("attention.sliding_window_pattern", V::U32(1))
+        ]
+    )
+    .contains("is_swa_any"));
+    // cohere2 must give its window.
+    assert!(with("cohere2", vec![("block_count", V::U32(4))])
+        .contains("no `cohere2.attention.sliding_window`"));
+    // Mamba's expansion factor must be 2, and its keys are required.
+    let ssm = |inner: u32| {
+        vec![
+            ("block_count", V::U32(2)),
+            ("ssm.conv_kernel", V::U32(4)),
+            ("ssm.inner_size", V::U32(inner)),
+            ("ssm.state_size", V::U32(16)),
+            ("ssm.time_step_rank", V::U32(4)),
+        ]
+    };
+    assert!(with("mamba", ssm(96)).contains("expansion factor of 2"));
+    assert!(with("mamba2", ssm(128)).contains("no `mamba2.ssm.group_count`"));
+    // Wrongly typed keys.
+    assert!(with(
+        "llama",
+        vec![
+            ("block_count", V::U32(2)),
+            ("attention.head_count", V::Str("32"))
+        ]
+    )
+    .contains("head_count"));
+    assert!(with(
+        "llama",
+        vec![
+            ("block_count", V::U32(2)),
+            ("attention.head_count_kv", V::U32s(vec![8, 8, 8]))
+        ]
+    )
+    .contains("3 entries for 2 layers"));
+}
+
+#[test]
+fn bytes_that_overflow_are_an_error_not_a_wrap() {
+    // (2^32 - 1)^2 elements a row x 2 B overflows u64.
+    let meta = gguf(
+        "llama",
+        &[
+            ("block_count", V::U32(1)),
+            ("context_length", V::U32(4096)),
+            ("embedding_length", V::U32(64)),
+            ("attention.head_count", V::U32(u32::MAX)),
+            ("attention.key_length", V::U32(u32::MAX)),
+            ("attention.value_length", V::U32(1)),
+        ],
+    );
+    let err = estimate(&meta, &settings(0, 1)).unwrap_err();
+    assert!(matches!(err, KvError::Overflow { .. }), "{err}");
+    // n_ctx 2^32 - 1 pads to 2^32, past llama.cpp's uint32: refused.
+    assert!(refusal(&llama3_8b(), &settings(u32::MAX, 1)).contains("uint32"));
+}
+
+#[test]
+fn mib_is_a_float_of_the_bytes_printed_to_two_places_ties_to_even() {
+    // 2^30 + 5242 B is 1024.0049991... MiB exactly, but as a float the count
+    // rounds to 2^30 + 5248 (floats are 128 apart there): 1024.00500488...,
+    // printed 1024.01.
+    assert_eq!(mib((1 << 30) + 5242), "1024.01");
+    // 0.125 MiB (131,072 B) ties: to even, 0.12; 0.375 MiB to 0.38.
+    assert_eq!(mib(131_072), "   0.12");
+    assert_eq!(mib(393_216), "   0.38");
+    assert_eq!(mib(0), "   0.00");
+    // Just above a tie rounds up: 131,073 B.
+    assert_eq!(mib(131_073), "   0.13");
+    // u64::MAX rounds to the float 2^64: 17,592,186,044,416 MiB.
+    assert_eq!(mib(u64::MAX), "17592186044416.00");
+}
+
+#[test]
+fn the_json_names_the_engine_and_its_commit() {
+    let e = run(&gemma3(1024), &settings(8192, 2));
+    let json = serde_json::to_value(&e).unwrap();
+    assert_eq!(json["engine"], "llama.cpp");
+    assert_eq!(json["commit"], "0c1e57098bba43ac29e6e3b677cdceebdd22334f");
+    assert_eq!(json["memory"]["kind"], "iswa");
+    assert_eq!(json["memory"]["swa"]["cells"], 1536);
+    assert_eq!(json["memory"]["base"]["type_k"], "f16");
+    assert_eq!(json["bytes"], 1_979_711_488u64);
+    assert_eq!(json["lines"].as_array().unwrap().len(), 8);
+}
+
+mod any_header {
+    use super::*;
+    use proptest::prelude::*;
+
+    /// A count as a GGUF might hold it: small, at a boundary, or anything.
+    fn count() -> impl Strategy<Value = u32> {
+        prop_oneof![0u32..600, Just(u32::MAX), Just(u32::MAX - 1), any::<u32>()]
+    }
+
+    proptest! {
+        /// No header and no settings make the estimate panic; whatever it
+        /// returns adds up.
+        #[test]
+        fn never_panics_and_adds_up(
+            arch in prop::sample::select(vec!["llama", "gemma2", "gemma3", "cohere2", "mamba", "mamba2"]),
+            layers in count(), heads in count(), kv_heads in count(), key in count(),
+            window in count(), pattern in count(), inner in count(), state in count(),
+            n_ctx in count(), n_seq in count(), ubatch in count(),
+            unified: bool, swa_full: bool,
+        ) {
+            let meta = gguf(arch, &[
+                ("block_count", V::U32(layers)),
+                ("context_length", V::U32(n_ctx)),
+                ("embedding_length", V::U32(inner / 2)),
+                ("attention.head_count", V::U32(heads)),
+                ("attention.head_count_kv", V::U32(kv_heads)),
+                ("attention.key_length", V::U32(key)),
+                ("attention.sliding_window", V::U32(window)),
+                ("attention.sliding_window_pattern", V::U32(pattern)),
+                ("ssm.conv_kernel", V::U32(4)),
+                ("ssm.inner_size", V::U32(inner)),
+                ("ssm.state_size", V::U32(state)),
+                ("ssm.time_step_rank", V::U32(1)),
+                ("ssm.group_count", V::U32(1)),
+            ]);
+            let mut s = settings(n_ctx, n_seq);
+            s.n_ubatch = ubatch;
+            s.kv_unified = unified;
+            s.swa_full = swa_full;
+            if let Ok(e) = estimate(&meta, &s) {
+                let parts = match &e.memory {
+                    Memory::KvCache { cache } => cache.k_bytes + cache.v_bytes,
+                    Memory::Iswa { base, swa, .. } => {
+                        base.k_bytes + base.v_bytes + swa.k_bytes + swa.v_bytes
+                    }
+                    Memory::Recurrent { state } => state.r_bytes + state.s_bytes,
+                    _ => unreachable!(),
+                };
+                prop_assert_eq!(e.bytes(), parts);
+                prop_assert!(!e.lines().is_empty());
+            }
+        }
+    }
+}
