@@ -18,6 +18,7 @@ use std::process::ExitCode;
 use clap::{Parser, Subcommand, ValueEnum};
 
 mod estimate;
+mod estimate_args;
 mod input;
 mod llamacpp;
 mod merge;
@@ -46,7 +47,7 @@ pub enum Format {
 enum Command {
     /// Estimates, from HF config.json files, what vLLM holds per position, per
     /// row and at peak, group by group.
-    Estimate(Box<estimate::Args>),
+    Estimate(Box<estimate_args::Args>),
     /// Merges per-rank reports (Collection::export JSON) into one cluster view.
     Merge {
         /// The reports, one per rank (files, or directories of *.json).

@@ -10,32 +10,9 @@ use kv_core::estimate::EstimateSettings;
 use kv_core::{DType, KvError, Storage};
 use serde_json::{json, Value};
 
-use crate::estimate::Args;
+use crate::estimate_args::Args;
 use crate::input::{emit, expand, read_config, Problem};
 use crate::Format;
-
-/// The flags only SGLang reads.
-#[derive(clap::Args)]
-pub struct SglangArgs {
-    /// SGLang --dp-size with --enable-dp-attention (1 to 4096): attention
-    /// runs on tp / dp ranks per worker, and each worker owns a full pool.
-    #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u64).range(1..=4096))]
-    dp: u64,
-    /// SGLang --swa-full-tokens-ratio: the sliding-window pool's tokens per
-    /// full-pool token (allow-listed architectures only).
-    #[arg(long, default_value_t = 0.8)]
-    swa_full_tokens_ratio: f64,
-    /// SGLang --mamba-full-memory-ratio: the state pool takes r / (1 + r) of
-    /// the memory of a Mamba / Gated DeltaNet hybrid.
-    #[arg(long, default_value_t = 0.9)]
-    mamba_full_memory_ratio: f64,
-    /// SGLang --max-running-requests (across DP workers).
-    #[arg(long, value_parser = clap::value_parser!(u64).range(1..))]
-    max_running_requests: Option<u64>,
-    /// SGLang --max-total-tokens: caps the pool's tokens.
-    #[arg(long, value_parser = clap::value_parser!(u64).range(1..))]
-    max_total_tokens: Option<u64>,
-}
 
 /// One config's pools and what was detected.
 struct Sized {
