@@ -1,7 +1,6 @@
 //! vLLM 0.33's KV cache pool (`vllm/v1/core/kv_cache_planning.py`): how the
-//! engine groups the layers of each kind, what it charges a request for
-//! them, and what it logs or raises at start-up for a
-//! `--kv-cache-memory-bytes`.
+//! engine groups the layers of each kind and what it charges a request for
+//! them (what it logs at start-up from these is `startup.rs`).
 //!
 //! The path `get_kv_cache_groups` takes for what kv estimates: the default
 //! layout is LBNHC (FlashAttention declares no layouts, so
