@@ -11,7 +11,7 @@ use kv_core::{KvError, Parallel, Table};
 use serde_json::Value;
 
 use crate::estimate_args::{Args, Engine};
-use crate::input::{emit, expand, read_config, Problem};
+use crate::input::{emit, emit_json_array, expand, read_config, Problem};
 use crate::Format;
 
 /// One config's estimate, divided per rank by kv-core: the ranks (their
@@ -76,9 +76,7 @@ pub fn run(args: &Args) -> bool {
         }
     }
     if args.format == Format::Json {
-        let all: Vec<Value> = done.iter().map(to_json).collect();
-        let text = serde_json::to_string_pretty(&Value::Array(all)).unwrap_or_default();
-        emit(&(text + "\n"));
+        emit_json_array(done.iter().map(to_json).collect());
     }
     problems.is_empty()
 }

@@ -110,3 +110,10 @@ pub fn read_config(path: &Path) -> Result<Value, Problem> {
 pub fn emit(text: &str) {
     let _ = std::io::stdout().lock().write_all(text.as_bytes());
 }
+
+/// Writes one JSON array of `values` to stdout, pretty-printed, as every
+/// engine's `--format json` prints the files it read.
+pub fn emit_json_array(values: Vec<serde_json::Value>) {
+    let text = serde_json::to_string_pretty(&serde_json::Value::Array(values)).unwrap_or_default();
+    emit(&(text + "\n"));
+}

@@ -12,7 +12,7 @@ use kv_core::gguf::GgufMetadata;
 use kv_core::units::{human_bytes, thousands};
 use serde_json::Value;
 
-use crate::input::{emit, Problem};
+use crate::input::{emit, emit_json_array, Problem};
 use crate::Format;
 
 /// llama.cpp's settings (with --engine llama.cpp), named as llama-server
@@ -134,8 +134,7 @@ pub fn run(files: &[PathBuf], args: &LlamaCppArgs, format: Format) -> bool {
                 value
             })
             .collect();
-        let text = serde_json::to_string_pretty(&Value::Array(all)).unwrap_or_default();
-        emit(&(text + "\n"));
+        emit_json_array(all);
     }
     ok
 }
