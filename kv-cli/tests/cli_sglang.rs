@@ -125,3 +125,27 @@ fn sglang_bad_usage_and_refusals() {
     assert_eq!(out.status.code(), Some(1));
     assert!(text(&out.stderr).contains("JambaForCausalLM has no SGlang implementation"));
 }
+
+#[test]
+fn a_length_above_the_models_is_refused_not_replaced_by_the_fallback() {
+    // Gemma-3-27B's length is 131,072 (its loader default); 1,000,000 asked
+    // is refused. SGLang's 2048 fallback is for a config with no length at
+    // all, never for a length given on the command line.
+    let out = kv(&[
+        "estimate",
+        "--engine",
+        "sglang",
+        &shipped("gemma-3-27b"),
+        "--kv-cache-memory-bytes",
+        "40g",
+        "--positions",
+        "1000000",
+    ]);
+    assert_eq!(out.status.code(), Some(1), "{}", text(&out.stdout));
+    let stderr = text(&out.stderr);
+    assert!(
+        stderr.contains("max_model_len 1000000 is greater than the model's 131072"),
+        "{stderr}"
+    );
+    assert!(!text(&out.stdout).contains("KV Cache is allocated"));
+}
