@@ -3,6 +3,13 @@
 
 use serde::Serialize;
 
+use crate::spec::dtype::DType;
+use crate::spec::storage::BlockFormat;
+
+/// ggml's `iq4_nl`: 32 non-linear 4-bit values and an f16 scale, 18 bytes.
+/// Not among kv-core's named formats, which vLLM and `--kv-format` read.
+const IQ4_NL: BlockFormat = BlockFormat::new("iq4_nl", 32, 18);
+
 /// A ggml tensor type a llama.cpp cache can be stored in (`--cache-type-k`,
 /// `--cache-type-v`); `f32` is also what recurrent state is held in.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
@@ -63,24 +70,36 @@ impl GgmlType {
         GgmlType::ALL.into_iter().find(|t| t.name() == name)
     }
 
+    /// How kv-core stores it: a dense dtype, or the block format whose
+    /// elements and bytes per block are ggml's (kv-core's `q8_0`, ... are
+    /// llama.cpp's own).
+    fn storage(self) -> Stored {
+        match self {
+            GgmlType::F32 => Stored::Dense(DType::F32),
+            GgmlType::F16 => Stored::Dense(DType::F16),
+            GgmlType::Bf16 => Stored::Dense(DType::BF16),
+            GgmlType::Q8_0 => Stored::Blocks(BlockFormat::Q8_0),
+            GgmlType::Q4_0 => Stored::Blocks(BlockFormat::Q4_0),
+            GgmlType::Q4_1 => Stored::Blocks(BlockFormat::Q4_1),
+            GgmlType::Q5_0 => Stored::Blocks(BlockFormat::Q5_0),
+            GgmlType::Q5_1 => Stored::Blocks(BlockFormat::Q5_1),
+            GgmlType::Iq4Nl => Stored::Blocks(IQ4_NL),
+        }
+    }
+
     /// Elements per block (`ggml_blck_size`).
     pub fn block_size(self) -> u64 {
-        match self {
-            GgmlType::F32 | GgmlType::F16 | GgmlType::Bf16 => 1,
-            _ => 32,
+        match self.storage() {
+            Stored::Dense(_) => 1,
+            Stored::Blocks(format) => format.block_elems(),
         }
     }
 
     /// Bytes per block (`ggml_type_size`).
     pub fn block_bytes(self) -> u64 {
-        match self {
-            GgmlType::F32 => 4,
-            GgmlType::F16 | GgmlType::Bf16 => 2,
-            GgmlType::Q8_0 => 34,
-            GgmlType::Q4_0 | GgmlType::Iq4Nl => 18,
-            GgmlType::Q4_1 => 20,
-            GgmlType::Q5_0 => 22,
-            GgmlType::Q5_1 => 24,
+        match self.storage() {
+            Stored::Dense(dtype) => dtype.bits() / 8,
+            Stored::Blocks(format) => format.block_bytes(),
         }
     }
 
@@ -98,6 +117,13 @@ impl GgmlType {
         }
         (elements / self.block_size()).checked_mul(self.block_bytes())
     }
+}
+
+/// A ggml type as kv-core stores it: one element of a whole-byte dtype, or
+/// a block format.
+enum Stored {
+    Dense(DType),
+    Blocks(BlockFormat),
 }
 
 impl From<GgmlType> for &'static str {
