@@ -598,3 +598,161 @@ fn a_broken_block_format_in_a_latent_or_state_is_an_error_even_beside_a_zero() {
         assert_eq!(skipped, ["latent", "state"]);
     }
 }
+
+/// `geometry`, `latent` and `state` read after load take a `Result` whose
+/// error is any type that displays itself, as `dtype` does (#34 item 8): a
+/// candle `Result` or a `String` error works in each.
+#[derive(ModelLocalKv)]
+#[kv(
+    name = "attention",
+    cache = "KvCache",
+    geometry = self.geometry(),
+    positions = bounded(4, because = "test"),
+    scope = request,
+    rows = max_num_seqs,
+)]
+#[kv(
+    name = "mla",
+    cache = "MLA latent",
+    latent = self.latent(),
+    positions = bounded(4, because = "test"),
+    scope = request,
+    rows = max_num_seqs,
+)]
+#[kv(
+    name = "ssm",
+    cache = "Mamba state",
+    state = self.state(),
+    scope = request,
+    rows = max_num_seqs,
+)]
+struct ReadByHelpers {
+    /// What each helper returns: `Ok`, a `String` error, a custom error, a
+    /// `KvError` or an `Overflow`.
+    outcome: Outcome,
+}
+
+#[derive(Clone, Copy)]
+enum Outcome {
+    Ok,
+    Text,
+    Custom,
+    Kv,
+    Overflow,
+}
+
+/// An error of the model's own crate: it displays itself, and is no `KvError`.
+#[derive(Debug)]
+struct LoaderError(&'static str);
+
+impl std::fmt::Display for LoaderError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "loader says {}", self.0)
+    }
+}
+
+const SSM_PARTS: &[kv_core::StatePart] = &[kv_core::StatePart::new("ssm", [2, 4, 8], DType::F32)];
+
+impl ReadByHelpers {
+    fn geometry(&self) -> Result<Geometry, String> {
+        match self.outcome {
+            Outcome::Text => Err("no num_key_value_heads".into()),
+            _ => Ok(Geometry::new(2, 2, 8, DType::BF16)),
+        }
+    }
+
+    fn latent(&self) -> Result<kv_core::Latent, LoaderError> {
+        match self.outcome {
+            Outcome::Custom => Err(LoaderError("no kv_lora_rank")),
+            _ => Ok(kv_core::Latent::new(2, 16, 8, DType::BF16)),
+        }
+    }
+
+    fn state(&self) -> Result<kv_core::RecurrentState, KvError> {
+        match self.outcome {
+            Outcome::Kv => Err(KvError::InvalidValue {
+                declaration: "Config.mamba".into(),
+                field: "d_state",
+                problem: "is 0".into(),
+            }),
+            Outcome::Overflow => Err(kv_core::Overflow {
+                step: "state bytes",
+            }
+            .into()),
+            _ => Ok(kv_core::RecurrentState::new(2, SSM_PARTS)),
+        }
+    }
+}
+
+/// The error each declaration was skipped with, by name.
+fn skipped_errors(outcome: Outcome) -> Vec<(String, String)> {
+    collect(&ReadByHelpers { outcome })
+        .skipped()
+        .iter()
+        .map(|s| (s.what().to_string(), s.error.to_string()))
+        .collect()
+}
+
+#[test]
+fn geometry_latent_and_state_results_take_any_error_that_displays_itself() {
+    let collection = collect(&ReadByHelpers {
+        outcome: Outcome::Ok,
+    });
+    assert!(collection.skipped().is_empty());
+    let rows: Vec<u64> = collection
+        .entries()
+        .iter()
+        .map(|e| e.spec.bytes_per_row().unwrap())
+        .collect();
+    // attention: 2 layers x 2 heads x (8 + 8) x 2 B x 4 positions = 512 B;
+    // latent: 2 layers x (16 + 8) x 2 B x 4 positions = 384 B;
+    // state: 2 layers x 2 x 4 x 8 x 4 B = 512 B.
+    assert_eq!(rows, [512, 384, 512]);
+
+    assert_eq!(
+        skipped_errors(Outcome::Text),
+        [(
+            "attention".to_string(),
+            "kv: `ReadByHelpers.attention`: `geometry` could not be read: no num_key_value_heads"
+                .to_string()
+        )]
+    );
+    assert_eq!(
+        skipped_errors(Outcome::Custom),
+        [(
+            "mla".to_string(),
+            "kv: `ReadByHelpers.mla`: `latent` could not be read: loader says no kv_lora_rank"
+                .to_string()
+        )]
+    );
+}
+
+#[test]
+fn a_kv_error_or_an_overflow_from_a_helper_is_kept_as_it_is() {
+    let mut declared = Vec::new();
+    let err = ReadByHelpers {
+        outcome: Outcome::Kv,
+    }
+    .kv_declare(&mut declared)
+    .unwrap_err();
+    assert_eq!(
+        err,
+        KvError::InvalidValue {
+            declaration: "Config.mamba".into(),
+            field: "d_state",
+            problem: "is 0".into(),
+        }
+    );
+    let err = ReadByHelpers {
+        outcome: Outcome::Overflow,
+    }
+    .kv_declare(&mut Vec::new())
+    .unwrap_err();
+    assert_eq!(
+        err,
+        KvError::Overflow {
+            declaration: "ReadByHelpers.ssm".into(),
+            step: "state bytes",
+        }
+    );
+}

@@ -6,7 +6,7 @@
 use std::any::Any;
 use std::fmt;
 
-use crate::error::KvError;
+use crate::error::{KvError, Overflow};
 use crate::spec::dtype::DType;
 use crate::spec::layout::{Geometry, Latent, RecurrentState};
 use crate::spec::storage::Storage;
@@ -82,7 +82,7 @@ impl<T: IntoCount, E: fmt::Display> IntoCount for Result<T, E> {
 
 /// A geometry read after load: a `Geometry`, or a `Result` of one.
 #[diagnostic::on_unimplemented(
-    message = "`{Self}` is not a geometry: `geometry = ...` takes a `kv_core::Geometry` or a `Result<Geometry, E>` with `E: Into<KvError>`",
+    message = "`{Self}` is not a geometry: `geometry = ...` takes a `kv_core::Geometry` or a `Result<Geometry, E>` whose error displays itself",
     label = "expected a `Geometry` or a `Result<Geometry, E>`",
     note = "or give the geometry's parts: `layers`, `kv_heads`, `head_dim` and `dtype`"
 )]
@@ -103,9 +103,9 @@ impl IntoGeometry for &Geometry {
     }
 }
 
-impl<E: Into<KvError>> IntoGeometry for Result<Geometry, E> {
+impl<E: fmt::Display + 'static> IntoGeometry for Result<Geometry, E> {
     fn into_geometry(self) -> Result<Geometry, KvError> {
-        self.map_err(Into::into)
+        self.map_err(|error| read_error(error, "geometry"))
     }
 }
 
@@ -179,17 +179,28 @@ impl IntoDType for &DType {
 
 impl<E: fmt::Display + 'static> IntoDType for Result<DType, E> {
     fn into_dtype(self) -> Result<DType, KvError> {
-        self.map_err(|error| {
-            // A `KvError` already names what failed; keep it whole.
-            match (&error as &dyn Any).downcast_ref::<KvError>() {
-                Some(kv) => kv.clone(),
-                None => KvError::InvalidValue {
-                    declaration: String::new(),
-                    field: "dtype",
-                    problem: format!("could not be read: {error}"),
-                },
-            }
-        })
+        self.map_err(|error| read_error(error, "dtype"))
+    }
+}
+
+/// The error of a value read after load by a fallible helper, for `key`: a
+/// [`KvError`] is kept whole (it already names what failed), an
+/// [`Overflow`] becomes [`KvError::Overflow`], and any other error that
+/// displays itself (a candle error, a `String`) becomes
+/// [`KvError::InvalidValue`] for `key` with its message (`` `geometry`
+/// could not be read: ...``).
+fn read_error<E: fmt::Display + 'static>(error: E, key: &'static str) -> KvError {
+    let any = &error as &dyn Any;
+    if let Some(kv) = any.downcast_ref::<KvError>() {
+        return kv.clone();
+    }
+    if let Some(overflow) = any.downcast_ref::<Overflow>() {
+        return KvError::from(*overflow);
+    }
+    KvError::InvalidValue {
+        declaration: String::new(),
+        field: key,
+        problem: format!("could not be read: {error}"),
     }
 }
 
@@ -223,7 +234,7 @@ impl IntoStorage for DType {
 
 /// A recurrent state read after load: a `RecurrentState`, or a `Result` of one.
 #[diagnostic::on_unimplemented(
-    message = "`{Self}` is not a recurrent state: `state = ...` takes a `kv_core::RecurrentState` or a `Result<RecurrentState, E>` with `E: Into<KvError>`",
+    message = "`{Self}` is not a recurrent state: `state = ...` takes a `kv_core::RecurrentState` or a `Result<RecurrentState, E>` whose error displays itself",
     label = "expected a `RecurrentState` or a `Result<RecurrentState, E>`"
 )]
 pub trait IntoState {
@@ -243,15 +254,15 @@ impl IntoState for &RecurrentState {
     }
 }
 
-impl<E: Into<KvError>> IntoState for Result<RecurrentState, E> {
+impl<E: fmt::Display + 'static> IntoState for Result<RecurrentState, E> {
     fn into_state(self) -> Result<RecurrentState, KvError> {
-        self.map_err(Into::into)
+        self.map_err(|error| read_error(error, "state"))
     }
 }
 
 /// An MLA latent read after load: a `Latent`, or a `Result` of one.
 #[diagnostic::on_unimplemented(
-    message = "`{Self}` is not an MLA latent: `latent = ...` takes a `kv_core::Latent` or a `Result<Latent, E>` with `E: Into<KvError>`",
+    message = "`{Self}` is not an MLA latent: `latent = ...` takes a `kv_core::Latent` or a `Result<Latent, E>` whose error displays itself",
     label = "expected a `Latent` or a `Result<Latent, E>`"
 )]
 pub trait IntoLatent {
@@ -271,8 +282,8 @@ impl IntoLatent for &Latent {
     }
 }
 
-impl<E: Into<KvError>> IntoLatent for Result<Latent, E> {
+impl<E: fmt::Display + 'static> IntoLatent for Result<Latent, E> {
     fn into_latent(self) -> Result<Latent, KvError> {
-        self.map_err(Into::into)
+        self.map_err(|error| read_error(error, "latent"))
     }
 }

@@ -268,7 +268,7 @@ keys! {
         form: Expression,
         need: Need::Optional,
         conflicts: ATTENTION_PARTS,
-        example: "an expression of type `Geometry` or `Result<Geometry, KvError>`",
+        example: "an expression of type `Geometry` or `Result<Geometry, E>` whose error displays itself",
         advice: "give the geometry whole, or its parts",
         read: |v, _, _e| Some(values::expression(v)),
     }
