@@ -12,8 +12,9 @@ pub(crate) mod type_decls;
 
 pub use type_decls::{AfterLoadDecl, AfterLoadRows, DeclaredKv, KvTypeDecls};
 
+use std::borrow::Cow;
 use std::cell::{OnceCell, RefCell};
-use std::collections::{BTreeMap, HashMap};
+use std::collections::{BTreeMap, HashMap, LinkedList, VecDeque};
 use std::fmt;
 use std::rc::Rc;
 use std::sync::{Arc, Mutex, OnceLock, RwLock, TryLockError};
@@ -53,6 +54,28 @@ pub trait ModelLocalKv {
     #[doc(hidden)]
     fn __kv_validated(&self) -> bool {
         false
+    }
+
+    /// Names the owner types this value's type may hold through its
+    /// children, whatever they hold now (an empty `Option`'s type, an
+    /// enum's other variants'): how `registry::unreached` walks from a
+    /// value whose type is generic, or reached through a trait object. The
+    /// derive implements it; a hand-written owner names none, and only what
+    /// it holds now is walked.
+    #[doc(hidden)]
+    fn __kv_owner_types(&self, types: &mut dyn OwnerTypes) {
+        let _ = types;
+    }
+
+    /// [`__kv_owner_types`](ModelLocalKv::__kv_owner_types) without a
+    /// value: what the type's children may hold, for a type named but
+    /// absent now.
+    #[doc(hidden)]
+    fn __kv_child_types(types: &mut dyn OwnerTypes)
+    where
+        Self: Sized,
+    {
+        let _ = types;
     }
 }
 
@@ -116,7 +139,8 @@ pub enum Segment<'a> {
     Field(&'static str),
     /// A position in a `Vec`, array or slice.
     Index(usize),
-    /// A map key.
+    /// A map key, as its `Debug` text (a string key without its quotes:
+    /// `layers.attn`, `by_len.128`).
     Key(&'a dyn fmt::Display),
 }
 
@@ -221,23 +245,32 @@ impl dyn ChildVisitor + '_ {
 #[derive(Clone, Copy, Debug)]
 pub struct Owners;
 
-/// A field that may hold declaring owners: an owner itself, or `Option`, `Vec`,
-/// arrays, slices, map values, `Box`/`Rc`/`Arc` of them, tuples of them, and
-/// owners behind `Mutex`, `RwLock`, `RefCell`, `OnceLock`, `OnceCell` (alone
-/// or in a `Box`, `Rc` or `Arc`).
+/// A field that may hold declaring owners: an owner itself (a trait object
+/// whose trait has `ModelLocalKv` as a supertrait included), or `Option`,
+/// `Vec`, `VecDeque`, `LinkedList`, arrays, slices, map values (`HashMap`,
+/// `BTreeMap`; keys need `Debug`, their text is the path segment), `Cow`,
+/// `Box`/`Rc`/`Arc` of them, tuples of them, and owners behind `Mutex`,
+/// `RwLock`, `RefCell`, `OnceLock`, `OnceCell` (alone or in a `Box`, `Rc`
+/// or `Arc`); with kv-core's features, `smallvec`'s `SmallVec`,
+/// `parking_lot`'s (any `lock_api`) `Mutex`, `RwLock` and `ReentrantMutex`,
+/// and `tokio::sync`'s `Mutex`, `RwLock` and `OnceCell`.
 ///
 /// `Via` is how the owners are reached: [`Owners`] (the default) for every
 /// impl here; a `#[kv(child)]` field with a tuple of owners and non-owners
 /// gets a private one from the derive.
 ///
 /// A lock or cell is read without waiting: one held elsewhere is reported to
-/// the visitor ([`ChildVisitor::unreachable`]), never waited for; a poisoned
-/// lock is read, and reported ([`ChildVisitor::poisoned`]). An empty
-/// `OnceLock` holds nothing.
+/// the visitor ([`ChildVisitor::unreachable`]), never waited for (a tokio
+/// lock is tried, never awaited); a poisoned lock is read, and reported
+/// ([`ChildVisitor::poisoned`]). An empty `OnceLock` holds nothing.
+///
+/// Any other container of owners (another crate's) can be visited by a
+/// function of yours: `#[kv(child(with = path))]`.
 #[diagnostic::on_unimplemented(
-    message = "`{Self}` cannot be a `#[kv(child)]`: it holds no model-local KV owner",
-    label = "not a `ModelLocalKv` owner, nor a container of owners",
-    note = "derive `ModelLocalKv` on the field's type, or hold owners in `Option`, `Vec`, arrays, slices, map values, tuples, `Box`, `Rc`, `Arc`, `Mutex`, `RwLock`, `RefCell` or `OnceLock`; a tuple whose type names a type parameter must hold owners only; if the field holds no KV, remove `#[kv(child)]`"
+    message = "`{Self}` cannot be a `#[kv(child)]`: kv does not know how to reach the owners inside it",
+    label = "not a `ModelLocalKv` owner, nor a container kv walks",
+    note = "kv walks owners in `Option`, `Vec`, `VecDeque`, `LinkedList`, arrays, slices, map values (keys must be `Debug`), tuples, `Cow`, `Box`, `Rc`, `Arc`, `Mutex`, `RwLock`, `RefCell`, `OnceLock` and `OnceCell`; with kv-core's features `smallvec`, `parking_lot` and `tokio`, theirs too",
+    note = "for another container, write a function that returns the owners it holds and name it: `#[kv(child(with = path::to::owners))]`, with `fn owners(field: &FieldType) -> impl IntoIterator<Item = &Owner>`; a tuple whose type names a type parameter must hold owners only; if the field holds no KV, remove `#[kv(child)]`"
 )]
 pub trait KvChild<Via = Owners> {
     /// Hands every owner inside to `visitor`, entering index or key segments.
@@ -246,31 +279,57 @@ pub trait KvChild<Via = Owners> {
     /// Names every owner type this type may hold, whatever it holds now (an
     /// `Option` that is `None` still names its owner's type): how
     /// `registry::unreached` tells a type that no path reaches from one
-    /// merely absent at start-up. The default names none.
+    /// merely absent at start-up. A trait object names its trait object
+    /// type only: what it holds is known from the instance. The default
+    /// names none.
     #[doc(hidden)]
-    fn kv_owner_types(types: &mut dyn OwnerTypes)
-    where
-        Self: Sized,
-    {
+    fn kv_owner_types(types: &mut dyn OwnerTypes) {
         let _ = types;
     }
 }
+
+/// How a field whose type holds a trait object behind a lock or cell
+/// (`Arc<tokio::sync::Mutex<dyn Pipeline + Send + Sync>>`, as mistral.rs
+/// keeps its pipeline) reaches its owners: through owners that need not be
+/// sized. The derive picks it for a field whose type names `dyn`; a
+/// hand-written visit of such a field names it too
+/// (`visitor.field_via::<TraitObjects, _>(..)` is not needed: `KvChild`'s
+/// impls for it are found when the field's type asks for it).
+#[derive(Clone, Copy, Debug)]
+pub struct TraitObjects;
 
 /// Receives the owner types a [`KvChild`] type may hold
 /// ([`KvChild::kv_owner_types`]).
 #[doc(hidden)]
 pub trait OwnerTypes {
-    /// An owner type, by `std::any::type_name`.
-    fn owner(&mut self, type_name: &'static str);
+    /// An owner type, by `std::any::type_name`, and how to name the owner
+    /// types its own children may hold, where its type is known (not
+    /// behind a trait object).
+    fn owner(&mut self, type_name: &'static str, children: Option<fn(&mut dyn OwnerTypes)>);
 }
 
+/// Every owner is a child of its own.
 impl<T: ModelLocalKv> KvChild for T {
     fn kv_visit(&self, visitor: &mut dyn ChildVisitor) {
         visitor.owner(self);
     }
 
     fn kv_owner_types(types: &mut dyn OwnerTypes) {
-        types.owner(std::any::type_name::<T>());
+        types.owner(std::any::type_name::<T>(), Some(T::__kv_child_types));
+    }
+}
+
+/// Every owner, sized or a trait object (`dyn Pipeline`, where `trait
+/// Pipeline: ModelLocalKv`), reached [`TraitObjects`]' way.
+impl<T: ModelLocalKv + ?Sized> KvChild<TraitObjects> for T {
+    fn kv_visit(&self, visitor: &mut dyn ChildVisitor) {
+        // `&T` is a sized owner (it forwards), where `T` may be a trait object.
+        visitor.owner(&self);
+    }
+
+    fn kv_owner_types(types: &mut dyn OwnerTypes) {
+        // What a trait object holds is known from its value only.
+        types.owner(std::any::type_name::<T>(), None);
     }
 }
 
@@ -288,11 +347,11 @@ impl<V, C: KvChild<V>> KvChild<V> for Option<C> {
 
 impl<V, C: KvChild<V>> KvChild<V> for [C] {
     fn kv_visit(&self, visitor: &mut dyn ChildVisitor) {
-        for (index, child) in self.iter().enumerate() {
-            visitor.enter(Segment::Index(index));
-            child.kv_visit(visitor);
-            visitor.leave();
-        }
+        visit_sequence(self, visitor);
+    }
+
+    fn kv_owner_types(types: &mut dyn OwnerTypes) {
+        C::kv_owner_types(types);
     }
 }
 
@@ -316,14 +375,64 @@ impl<V, C: KvChild<V>> KvChild<V> for Vec<C> {
     }
 }
 
-impl<V, K: fmt::Display, C: KvChild<V>, S> KvChild<V> for HashMap<K, C, S> {
+/// A sequence's elements, each under its index in iteration order.
+pub(crate) fn visit_sequence<'a, V, C: KvChild<V> + 'a>(
+    elements: impl IntoIterator<Item = &'a C>,
+    visitor: &mut dyn ChildVisitor,
+) {
+    for (index, child) in elements.into_iter().enumerate() {
+        visitor.enter(Segment::Index(index));
+        child.kv_visit(visitor);
+        visitor.leave();
+    }
+}
+
+/// Sequences other than `Vec` (a scheduler's queue of preempted sequences),
+/// each element under its index from the front.
+macro_rules! sequences_of_children {
+    ($($sequence:ident),+) => {$(
+        impl<V, C: KvChild<V>> KvChild<V> for $sequence<C> {
+            fn kv_visit(&self, visitor: &mut dyn ChildVisitor) {
+                visit_sequence(self, visitor);
+            }
+
+            fn kv_owner_types(types: &mut dyn OwnerTypes) {
+                C::kv_owner_types(types);
+            }
+        }
+    )+};
+}
+
+sequences_of_children!(VecDeque, LinkedList);
+
+/// A `Cow` is visited through what it points at, borrowed or owned.
+impl<V, B: KvChild<V> + ToOwned + ?Sized> KvChild<V> for Cow<'_, B> {
+    fn kv_visit(&self, visitor: &mut dyn ChildVisitor) {
+        (**self).kv_visit(visitor);
+    }
+
+    fn kv_owner_types(types: &mut dyn OwnerTypes) {
+        B::kv_owner_types(types);
+    }
+}
+
+/// A map key's text as a path segment: its `Debug` text, a string's
+/// without its quotes (`"attn"` is `attn`), so that keys need no `Display`.
+pub(crate) fn key_text<K: fmt::Debug + ?Sized>(key: &K) -> String {
+    let text = format!("{key:?}");
+    match text.strip_prefix('"').and_then(|t| t.strip_suffix('"')) {
+        Some(unquoted) => unquoted.to_owned(),
+        None => text,
+    }
+}
+
+impl<V, K: fmt::Debug, C: KvChild<V>, S> KvChild<V> for HashMap<K, C, S> {
     /// Visits in key order (by their text), so paths and reports are stable.
     fn kv_visit(&self, visitor: &mut dyn ChildVisitor) {
-        let mut entries: Vec<(String, &K, &C)> =
-            self.iter().map(|(k, c)| (k.to_string(), k, c)).collect();
+        let mut entries: Vec<(String, &C)> = self.iter().map(|(k, c)| (key_text(k), c)).collect();
         entries.sort_by(|a, b| a.0.cmp(&b.0));
-        for (_, key, child) in entries {
-            visitor.enter(Segment::Key(key));
+        for (key, child) in entries {
+            visitor.enter(Segment::Key(&key));
             child.kv_visit(visitor);
             visitor.leave();
         }
@@ -334,10 +443,11 @@ impl<V, K: fmt::Display, C: KvChild<V>, S> KvChild<V> for HashMap<K, C, S> {
     }
 }
 
-impl<V, K: fmt::Display, C: KvChild<V>> KvChild<V> for BTreeMap<K, C> {
+impl<V, K: fmt::Debug, C: KvChild<V>> KvChild<V> for BTreeMap<K, C> {
+    /// Visits in the map's order.
     fn kv_visit(&self, visitor: &mut dyn ChildVisitor) {
         for (key, child) in self {
-            visitor.enter(Segment::Key(key));
+            visitor.enter(Segment::Key(&key_text(key)));
             child.kv_visit(visitor);
             visitor.leave();
         }
@@ -488,10 +598,11 @@ impl<C> ReadWithoutWaiting for OnceCell<C> {
     }
 }
 
-/// Locks and cells of children (`Mutex<Cache>`), read without waiting.
+/// Locks and cells of children (`Mutex<Cache>`, `Mutex<dyn Pipeline>`),
+/// read without waiting.
 macro_rules! locked_children {
-    ($($cell:ident),+) => {$(
-        impl<V, C: KvChild<V>> KvChild<V> for $cell<C> {
+    ($($cell:ident $([$unsized:tt])?),+) => {$(
+        impl<V, C: KvChild<V> $(+ ?$unsized)?> KvChild<V> for $cell<C> {
             fn kv_visit(&self, visitor: &mut dyn ChildVisitor) {
                 self.read_without_waiting(visitor, &mut |child, visitor| child.kv_visit(visitor));
             }
@@ -503,7 +614,13 @@ macro_rules! locked_children {
     )+};
 }
 
-locked_children!(Mutex, RwLock, RefCell, OnceLock, OnceCell);
+locked_children!(
+    Mutex[Sized],
+    RwLock[Sized],
+    RefCell[Sized],
+    OnceLock,
+    OnceCell
+);
 
 /// `Box`, `Rc`, `Arc` and references of the containers, locks and cells
 /// above (`Arc<Mutex<Cache>>`, as mistral.rs holds its caches;
@@ -511,20 +628,21 @@ locked_children!(Mutex, RwLock, RefCell, OnceLock, OnceCell);
 /// pointer to an owner is an owner itself (it forwards), so pointers of
 /// owners need none of these; each pointer-of-container pair is its own impl.
 macro_rules! pointers_to {
-    ($([$($generics:tt)*] $inner:ty),+ $(,)?) => {$(
-        pointers_to!(@each [$($generics)*] Box<$inner>, Rc<$inner>, Arc<$inner>, &$inner);
+    ($([$($generics:tt)*] $inner:ty $(where [$($bounds:tt)*])?),+ $(,)?) => {$(
+        pointers_to!(@each [$($generics)*] [$($($bounds)*)?] $inner;
+            Box<$inner>, std::rc::Rc<$inner>, std::sync::Arc<$inner>, &$inner);
     )+};
-    (@each $generics:tt $($pointer:ty),+) => {$(
-        pointers_to!(@impl $generics $pointer);
+    (@each $generics:tt $bounds:tt $inner:ty; $($pointer:ty),+) => {$(
+        pointers_to!(@impl $generics $bounds $inner; $pointer);
     )+};
-    (@impl [$($generics:tt)*] $pointer:ty) => {
-        impl<V, $($generics)*> KvChild<V> for $pointer {
+    (@impl [$($generics:tt)*] [$($bounds:tt)*] $inner:ty; $pointer:ty) => {
+        impl<V, $($generics)*> KvChild<V> for $pointer where $inner: KvChild<V>, $($bounds)* {
             fn kv_visit(&self, visitor: &mut dyn ChildVisitor) {
                 (**self).kv_visit(visitor);
             }
 
             fn kv_owner_types(types: &mut dyn OwnerTypes) {
-                C::kv_owner_types(types);
+                <$inner as KvChild<V>>::kv_owner_types(types);
             }
         }
     };
@@ -533,16 +651,22 @@ macro_rules! pointers_to {
 pointers_to! {
     [C: KvChild<V>] Option<C>,
     [C: KvChild<V>] Vec<C>,
+    [C: KvChild<V>] VecDeque<C>,
+    [C: KvChild<V>] LinkedList<C>,
     [C: KvChild<V>] [C],
     [C: KvChild<V>, const N: usize] [C; N],
-    [K: fmt::Display, C: KvChild<V>, S] HashMap<K, C, S>,
-    [K: fmt::Display, C: KvChild<V>] BTreeMap<K, C>,
-    [C: KvChild<V>] Mutex<C>,
-    [C: KvChild<V>] RwLock<C>,
-    [C: KvChild<V>] RefCell<C>,
+    [K: fmt::Debug, C: KvChild<V>, S] HashMap<K, C, S>,
+    [K: fmt::Debug, C: KvChild<V>] BTreeMap<K, C>,
+    [C: KvChild<V> + ?Sized] Mutex<C>,
+    [C: KvChild<V> + ?Sized] RwLock<C>,
+    [C: KvChild<V> + ?Sized] RefCell<C>,
     [C: KvChild<V>] OnceLock<C>,
     [C: KvChild<V>] OnceCell<C>,
 }
+
+// Other crates' containers and locks (kv-core's features `smallvec`,
+// `parking_lot`, `tokio`): after the macros above, which they use.
+mod foreign;
 
 macro_rules! forward_to_target {
     ($pointer:ty, $identity:expr) => {
@@ -561,6 +685,9 @@ macro_rules! forward_to_target {
             }
             fn __kv_validated(&self) -> bool {
                 (**self).__kv_validated()
+            }
+            fn __kv_owner_types(&self, types: &mut dyn OwnerTypes) {
+                (**self).__kv_owner_types(types)
             }
         }
     };
@@ -626,7 +753,7 @@ mod tests {
     fn containers_enter_index_and_key_segments() {
         let mut trace = Trace::default();
         let layers = vec![Some(Leaf), None, Some(Leaf)];
-        layers.kv_visit(&mut trace);
+        KvChild::<Owners>::kv_visit(&layers, &mut trace);
         let leaf = std::any::type_name::<Leaf>();
         assert_eq!(
             trace.0,
@@ -643,7 +770,7 @@ mod tests {
         );
         let mut trace = Trace::default();
         let map: HashMap<&str, Leaf> = [("b", Leaf), ("a", Leaf)].into_iter().collect();
-        map.kv_visit(&mut trace);
+        KvChild::<Owners>::kv_visit(&map, &mut trace);
         assert_eq!(trace.0[0], "enter a");
         assert_eq!(trace.0[3], "enter b");
     }

@@ -59,51 +59,73 @@ pub fn declaring_types() -> impl Iterator<Item = &'static Registered> {
         .filter(|r| !r.decls.static_specs.is_empty() || !r.decls.after_load.is_empty())
 }
 
-/// An annotated type that nothing reaches from a model's root: its
+/// An annotated type that nothing reaches from a model's roots: its
 /// declarations are in no report. See [`unreached`].
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[derive(Clone, Debug, PartialEq, Eq)]
 #[non_exhaustive]
 pub struct Unreached {
     /// `std::any::type_name` of the annotated type.
     pub type_name: &'static str,
     /// The module it is defined in.
     pub module_path: &'static str,
-    /// `std::any::type_name` of the root it was checked from.
-    pub root: &'static str,
+    /// `std::any::type_name` of each root it was checked from.
+    pub roots: Vec<&'static str>,
 }
 
 impl fmt::Display for Unreached {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let roots = self
+            .roots
+            .iter()
+            .map(|root| format!("`{root}`"))
+            .collect::<Vec<_>>()
+            .join(", ");
         write!(
             f,
-            "kv: `{}` derives ModelLocalKv, but no field path from `{}` can hold it, so its \
+            "kv: `{}` derives ModelLocalKv, but no field path from {roots} can hold it, so its \
              declarations are in no report: a struct between them is missing \
              `#[derive(ModelLocalKv)]` (derive it, with `#[kv(child)]` on the field that holds \
-             the next), or the field holding it is `#[kv(skip, ...)]`",
-            self.type_name, self.root
+             the next), a hand-written `ModelLocalKv` does not visit it, or the field holding it \
+             is `#[kv(skip, ...)]`; if it belongs to another model, leave its module out with \
+             `registry::unreached_within`",
+            self.type_name
         )
     }
 }
 
-/// The start-up check for what the compiler cannot see: an annotated type,
-/// defined in `root`'s module or below it, that no chain of `#[kv(child)]`
-/// fields reaches from `root`'s type, and that the model tree does not hold
-/// now. Such a type sits under a struct without the derive (the compiler
-/// checks each derived struct's fields, but not those of a struct that does
-/// not derive), and its caches would vanish from every report.
+/// The start-up check for what the compiler cannot see: every annotated
+/// type of the roots' crates that no chain of `#[kv(child)]` fields reaches
+/// from the `roots` (a pipeline and the cache kept beside it, say), and that
+/// the model tree does not hold now. Such a type sits under a struct without
+/// the derive, in any module (engines keep pipeline, models and shared
+/// layers in sibling modules), or under a hand-written owner that does not
+/// visit it; its caches would vanish from every report.
 ///
-/// A type counts as reached when a path of child fields from the root's
-/// type can hold it (whatever the fields hold now: a `None` or an enum's
-/// other variant still reaches its type), or when the collector finds it
-/// in `root` now (behind a hand-written owner). Only types in `root`'s module
-/// and below it are checked, so the annotated types of other models linked
-/// into the same binary are never reported. Nothing is found for a generic
-/// root (generic types are not registered).
+/// A type counts as reached when a path of child fields from a root can hold
+/// it, whatever the fields hold now (an empty `Option`, an empty `Vec`, an
+/// enum's other variants still reach their types), or when the collector
+/// finds it in a root now. The walk starts from the values, so a generic
+/// root, generic layers and what a trait object holds now are walked like
+/// any other; from each value reached, its type's fields are walked too.
+///
+/// What it cannot see, and so never reports (the census in `kv-candle`
+/// measures what really is held):
+/// - a generic annotated type: it has no single set of declarations, and is
+///   not registered;
+/// - behind a trait object, a type the object does not hold now;
+/// - a type reached by one field while another field of the same type, in a
+///   struct without the derive, is left out: the derive makes an unmarked
+///   field holding an owner a compile error wherever it can see one.
+///
+/// Only types of the roots' crates are checked, so other crates' models
+/// linked into the binary are never reported; in a crate with several
+/// models, [`unreached_within`] names the modules to check. Nothing is
+/// reported about the roots themselves.
 ///
 /// ```
 /// use kv_core::ModelLocalKv;
 ///
-/// mod model {
+/// mod layers {
 ///     use kv_core::ModelLocalKv;
 ///
 ///     #[derive(ModelLocalKv)]
@@ -113,10 +135,14 @@ impl fmt::Display for Unreached {
 ///         scope = request, rows = max_num_seqs,
 ///     )]
 ///     pub struct Attention;
+/// }
+///
+/// mod models {
+///     use kv_core::ModelLocalKv;
 ///
 ///     /// Forgot `#[derive(ModelLocalKv)]`: its attention is in no report.
 ///     pub struct Block {
-///         pub attn: Attention,
+///         pub attn: crate::layers::Attention,
 ///     }
 ///
 ///     #[derive(ModelLocalKv)]
@@ -125,80 +151,124 @@ impl fmt::Display for Unreached {
 ///     }
 /// }
 ///
-/// let model = model::Model { blocks: vec![model::Block { attn: model::Attention }] };
-/// let missing = kv_core::registry::unreached(&model);
+/// let model = models::Model { blocks: vec![models::Block { attn: layers::Attention }] };
+/// let missing = kv_core::registry::unreached(&[&model]);
 /// assert_eq!(missing.len(), 1);
-/// assert!(missing[0].type_name.ends_with("model::Attention"));
+/// assert!(missing[0].type_name.ends_with("layers::Attention"));
 /// // At start-up, beside the report:
 /// for problem in &missing {
 ///     log::warn!("{problem}");
 /// }
 /// ```
-pub fn unreached(root: &dyn ModelLocalKv) -> Vec<Unreached> {
-    let root_type = root.kv_identity().type_name();
+pub fn unreached(roots: &[&dyn ModelLocalKv]) -> Vec<Unreached> {
+    let crates: Vec<&str> = roots
+        .iter()
+        .map(|root| crate_of(root.kv_identity().type_name()))
+        .collect();
+    unreached_within(roots, &crates)
+}
+
+/// [`unreached`], checking the annotated types defined in `modules` (each a
+/// module path, `my_engine::models::llama`, and below it) instead of the
+/// roots' whole crates: for a crate that holds several models, of which
+/// the binary serves one.
+pub fn unreached_within(roots: &[&dyn ModelLocalKv], modules: &[&str]) -> Vec<Unreached> {
     let by_name: HashMap<&'static str, &'static Registered> = inventory::iter::<Registered>
         .into_iter()
         .map(|registered| ((registered.type_name)(), registered))
         .collect();
-    // Types a chain of child fields can hold, from the root's type.
-    let mut reached = TypeWalk {
-        seen: HashSet::new(),
-        queue: vec![root_type],
+    let mut walk = Walk {
+        by_name: &by_name,
+        types: TypeWalk {
+            seen: HashSet::new(),
+            queue: Vec::new(),
+        },
+        owners: HashSet::new(),
     };
-    while let Some(name) = reached.queue.pop() {
-        if let Some(registered) = by_name.get(target_of(name)) {
-            (registered.child_types)(&mut reached);
-        }
+    let root_types: Vec<&'static str> = roots
+        .iter()
+        .map(|root| root.kv_identity().type_name())
+        .collect();
+    for root in roots {
+        walk.owner(*root);
     }
-    // And what the tree holds now, behind hand-written owners too.
-    let mut found = Found(HashSet::new());
-    found.owner(root);
-    let module = module_of(root_type);
+    walk.drain();
+    let reached = walk.types.seen;
     let mut missing: Vec<Unreached> = by_name
         .iter()
         .filter(|(name, _)| {
-            // Both modules from `type_name`: `module_path!` leaves out the
+            // The module from `type_name`: `module_path!` leaves out the
             // functions a type may be defined in, and `type_name` does not.
-            in_module(module_of(name), module)
-                && **name != root_type
-                && !reached.seen.contains(**name)
-                && !found.0.contains(**name)
+            let module = module_of(name);
+            modules.iter().any(|root| in_module(module, root))
+                && !root_types.contains(name)
+                && !reached.contains(**name)
         })
         .map(|(name, registered)| Unreached {
             type_name: name,
             module_path: registered.module_path,
-            root: root_type,
+            roots: root_types.clone(),
         })
         .collect();
     missing.sort_by_key(|unreached| unreached.type_name);
     missing
 }
 
+/// The owner types met, by their names: what values the tree holds now,
+/// and what their types' child fields can hold, each with how to name its
+/// own children's types where its type is known.
 struct TypeWalk {
     seen: HashSet<&'static str>,
-    queue: Vec<&'static str>,
+    queue: Vec<(&'static str, Option<fn(&mut dyn OwnerTypes)>)>,
 }
 
 impl OwnerTypes for TypeWalk {
-    fn owner(&mut self, type_name: &'static str) {
+    fn owner(&mut self, type_name: &'static str, children: Option<fn(&mut dyn OwnerTypes)>) {
         let target = target_of(type_name);
         if self.seen.insert(target) {
-            self.queue.push(target);
+            self.queue.push((target, children));
         }
     }
 }
 
-/// The owner types the collector meets in a tree now.
-struct Found(HashSet<&'static str>);
+/// Walks the tree's values (as the collector would), naming each owner's
+/// type and the types its fields can hold, then the registered types those
+/// can hold, by name, until nothing new is named.
+struct Walk<'r> {
+    by_name: &'r HashMap<&'static str, &'static Registered>,
+    types: TypeWalk,
+    /// Owners already walked (a shared `Arc` or a cycle is walked once).
+    owners: HashSet<crate::declare::OwnerId>,
+}
 
-impl ChildVisitor for Found {
+impl Walk<'_> {
+    /// Follows the types queued through their fields: by the function that
+    /// names them, or for a pointer to an owner (which forwards to its
+    /// target, whose type it cannot name without a value), by the
+    /// target's registered entry.
+    fn drain(&mut self) {
+        while let Some((name, children)) = self.types.queue.pop() {
+            let children = children.or_else(|| self.by_name.get(name).map(|r| r.child_types));
+            if let Some(children) = children {
+                children(&mut self.types);
+            }
+        }
+    }
+}
+
+impl ChildVisitor for Walk<'_> {
     fn enter(&mut self, _: crate::declare::Segment<'_>) {}
     fn leave(&mut self) {}
     fn owner(&mut self, owner: &dyn ModelLocalKv) {
-        // A cycle of shared owners ends at the second visit of a type.
-        if self.0.insert(owner.kv_identity().type_name()) {
-            owner.kv_visit_children(self);
+        let identity = owner.kv_identity();
+        // A zero-sized owner has no address of its own: it is walked each
+        // time it is met (it holds nothing that could make a cycle).
+        if identity.is_addressable() && !self.owners.insert(identity) {
+            return;
         }
+        self.types.owner(identity.type_name(), None);
+        owner.__kv_owner_types(&mut self.types);
+        owner.kv_visit_children(self);
     }
 }
 
@@ -229,6 +299,12 @@ fn module_of(type_name: &str) -> &str {
     path.rsplit_once("::").map_or("", |(module, _)| module)
 }
 
+/// The crate a type is defined in: the first segment of its `type_name`.
+fn crate_of(type_name: &str) -> &str {
+    let path = type_name.split('<').next().unwrap_or(type_name);
+    path.split("::").next().unwrap_or(path)
+}
+
 /// Whether `module` is `root` or below it.
 fn in_module(module: &str, root: &str) -> bool {
     module
@@ -250,6 +326,13 @@ mod tests {
         assert_eq!(target_of("&mut my::A"), "my::A");
         assert_eq!(target_of("&my::A"), "my::A");
         assert_eq!(target_of("my::Boxes<u8>"), "my::Boxes<u8>");
+    }
+
+    #[test]
+    fn crates_are_the_first_segment() {
+        assert_eq!(crate_of("a::b::Model"), "a");
+        assert_eq!(crate_of("a::b::Model<c::D>"), "a");
+        assert_eq!(crate_of("Model"), "Model");
     }
 
     #[test]

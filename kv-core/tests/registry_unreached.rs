@@ -1,32 +1,150 @@
-//! The start-up check for an annotated type cut off from the root by a struct
-//! without the derive (`kv_core::registry::unreached`): found, and never a
-//! false alarm for a type that is merely absent now or belongs to another model.
+//! The start-up check for an annotated type cut off from the roots by a
+//! struct without the derive (`kv_core::registry::unreached`): found in any
+//! module of the roots' crate, and never a false alarm for a type merely
+//! absent now (an empty `Option`, an enum's other variant, a generic layer
+//! with no value), for the roots themselves, or for another model's types.
+//!
+//! Every model here lives in this one test crate, as several models would
+//! in one engine crate: each test names its model's module
+//! (`unreached_within`), and one test shows what the crate-wide check sees.
 
 use std::sync::{Arc, Mutex};
 
-use kv_core::registry::unreached;
+use kv_core::registry::{unreached, unreached_within};
+use kv_core::ModelLocalKv;
 
-/// A model whose middle struct forgot the derive.
-mod forgotten {
+/// The names reported for `roots`, checked within `module` of this crate.
+fn reported(roots: &[&dyn ModelLocalKv], module: &str) -> Vec<&'static str> {
+    let module = format!("registry_unreached::{module}");
+    unreached_within(roots, &[module.as_str()])
+        .iter()
+        .map(|u| u.type_name)
+        .collect()
+}
+
+/// An engine laid out as engines are: the pipeline, the models and the
+/// shared layers in sibling modules; the model's block forgot the derive.
+mod engine {
+    pub mod layers {
+        use kv_core::ModelLocalKv;
+
+        #[derive(ModelLocalKv)]
+        #[kv(
+            name = "kv", cache = "concat", layers = 1, kv_heads = 8, head_dim = 128,
+            dtype = bf16, positions = bounded(4096, because = "max_position_embeddings"),
+            scope = request, rows = max_num_seqs,
+        )]
+        pub struct Attention;
+    }
+
+    pub mod models {
+        use kv_core::ModelLocalKv;
+
+        /// No `#[derive(ModelLocalKv)]`: the compiler checks no field of it.
+        pub struct Block {
+            pub attn: crate::engine::layers::Attention,
+        }
+
+        #[derive(ModelLocalKv)]
+        pub struct Llama {
+            pub blocks: Vec<Block>,
+        }
+    }
+
+    pub mod pipeline {
+        use kv_core::ModelLocalKv;
+
+        #[derive(ModelLocalKv)]
+        pub struct Pipeline {
+            #[kv(child)]
+            pub model: crate::engine::models::Llama,
+        }
+    }
+}
+
+fn engine() -> engine::pipeline::Pipeline {
+    engine::pipeline::Pipeline {
+        model: engine::models::Llama {
+            blocks: vec![engine::models::Block {
+                attn: engine::layers::Attention,
+            }],
+        },
+    }
+}
+
+#[test]
+fn a_type_in_a_sibling_module_under_a_struct_without_the_derive_is_found() {
+    let pipeline = engine();
+    let _ = &pipeline.model.blocks[0].attn;
+    let missing = unreached_within(&[&pipeline], &["registry_unreached::engine"]);
+    assert_eq!(missing.len(), 1, "{missing:?}");
+    assert_eq!(
+        missing[0].type_name,
+        "registry_unreached::engine::layers::Attention"
+    );
+    assert_eq!(missing[0].module_path, "registry_unreached::engine::layers");
+    assert_eq!(
+        missing[0].roots,
+        ["registry_unreached::engine::pipeline::Pipeline"]
+    );
+    assert_eq!(
+        missing[0].to_string(),
+        "kv: `registry_unreached::engine::layers::Attention` derives ModelLocalKv, but no \
+         field path from `registry_unreached::engine::pipeline::Pipeline` can hold it, so its \
+         declarations are in no report: a struct between them is missing \
+         `#[derive(ModelLocalKv)]` (derive it, with `#[kv(child)]` on the field that holds the \
+         next), a hand-written `ModelLocalKv` does not visit it, or the field holding it is \
+         `#[kv(skip, ...)]`; if it belongs to another model, leave its module out with \
+         `registry::unreached_within`"
+    );
+}
+
+#[test]
+fn without_modules_the_roots_whole_crate_is_checked() {
+    let pipeline = engine();
+    let names: Vec<&str> = unreached(&[&pipeline])
+        .iter()
+        .map(|u| u.type_name)
+        .collect();
+    // The sibling module's type, and every other model's types in this
+    // crate: what `unreached_within` is for.
+    assert!(names.contains(&"registry_unreached::engine::layers::Attention"));
+    assert!(names.contains(&"registry_unreached::beside::Cache"));
+    assert!(!names.contains(&"registry_unreached::engine::pipeline::Pipeline"));
+    // Types of other crates (kv-core's own tests register none) are never checked.
+    assert!(names.iter().all(|n| n.starts_with("registry_unreached::")));
+}
+
+/// candle's llama keeps its `Cache` beside the model, not in it: two roots.
+mod beside {
     use kv_core::ModelLocalKv;
 
     #[derive(ModelLocalKv)]
     #[kv(
-        name = "kv", cache = "concat", layers = 1, kv_heads = 8, head_dim = 128,
-        dtype = bf16, positions = bounded(4096, because = "max_position_embeddings"),
-        scope = request, rows = max_num_seqs,
+        name = "kvs", cache = "Vec<Option<(Tensor, Tensor)>>", layers = 2, kv_heads = 4,
+        head_dim = 16, dtype = f32, positions = bounded(64, because = "max_position_embeddings"),
+        scope = request, rows = fixed(1, because = "one sequence"),
     )]
-    pub struct Attention;
-
-    /// No `#[derive(ModelLocalKv)]`: the compiler checks no field of it.
-    pub struct Block {
-        pub attn: Attention,
-    }
+    pub struct Cache;
 
     #[derive(ModelLocalKv)]
-    pub struct Model {
-        pub blocks: Vec<Block>,
-    }
+    pub struct Llama;
+}
+
+#[test]
+fn every_root_given_is_walked_and_none_is_reported() {
+    let (llama, cache) = (beside::Llama, beside::Cache);
+    assert_eq!(reported(&[&llama, &cache], "beside"), Vec::<&str>::new());
+    // Given the model alone, the cache beside it is reached by nothing.
+    assert_eq!(
+        reported(&[&llama], "beside"),
+        ["registry_unreached::beside::Cache"]
+    );
+    // A root is never reported, even where nothing else reaches it.
+    assert_eq!(
+        reported(&[&cache], "beside"),
+        ["registry_unreached::beside::Llama"]
+    );
 }
 
 /// A model whose annotated types are all reachable, some of them absent now.
@@ -77,48 +195,13 @@ mod complete {
         pub cross_attn: Option<(Cross, LayerNorm)>,
     }
 
-    /// Another model in a sub-module, reached from `Model` by nothing: it
-    /// is checked with `Model` only because it lives below `Model`'s module.
+    /// Another model in a sub-module, reached from `Model` by nothing.
     pub mod other {
         use kv_core::ModelLocalKv;
 
         #[derive(ModelLocalKv)]
         pub struct Unrelated;
     }
-}
-
-/// A second model linked into the same binary, in a module of its own.
-mod neighbour {
-    use kv_core::ModelLocalKv;
-
-    #[derive(ModelLocalKv)]
-    pub struct Orphan;
-}
-
-#[test]
-fn a_type_under_a_struct_without_the_derive_is_found_and_explained() {
-    let model = forgotten::Model {
-        blocks: vec![forgotten::Block {
-            attn: forgotten::Attention,
-        }],
-    };
-    let _ = &model.blocks[0].attn;
-    let missing = unreached(&model);
-    assert_eq!(missing.len(), 1, "{missing:?}");
-    assert_eq!(
-        missing[0].type_name,
-        "registry_unreached::forgotten::Attention"
-    );
-    assert_eq!(missing[0].module_path, "registry_unreached::forgotten");
-    assert_eq!(missing[0].root, "registry_unreached::forgotten::Model");
-    assert_eq!(
-        missing[0].to_string(),
-        "kv: `registry_unreached::forgotten::Attention` derives ModelLocalKv, but no field \
-         path from `registry_unreached::forgotten::Model` can hold it, so its declarations \
-         are in no report: a struct between them is missing `#[derive(ModelLocalKv)]` \
-         (derive it, with `#[kv(child)]` on the field that holds the next), or the field \
-         holding it is `#[kv(skip, ...)]`"
-    );
 }
 
 #[test]
@@ -131,20 +214,120 @@ fn types_absent_now_but_reachable_are_no_false_alarm() {
         shared: Arc::new(Mutex::new(Vec::new())),
         cross_attn: None,
     };
-    let names: Vec<&str> = unreached(&model).iter().map(|u| u.type_name).collect();
     // Only the sub-module's own model, which no field of `Model` can hold.
-    assert_eq!(names, ["registry_unreached::complete::other::Unrelated"]);
+    assert_eq!(
+        reported(&[&model], "complete"),
+        ["registry_unreached::complete::other::Unrelated"]
+    );
+    // Its own model's modules only: nothing.
+    let unrelated = complete::other::Unrelated;
+    assert!(reported(&[&model, &unrelated], "complete").is_empty());
+}
+
+/// Generic models (as burn writes them, over a backend): a generic root,
+/// generic layers, each holding an `Option` that is empty now.
+mod generic {
+    use std::marker::PhantomData;
+
+    use kv_core::ModelLocalKv;
+
+    #[derive(ModelLocalKv)]
+    pub struct Draft;
+
+    #[derive(ModelLocalKv)]
+    pub struct Cross;
+
+    #[derive(ModelLocalKv)]
+    pub struct OnlyInAnAbsentLayer;
+
+    #[derive(ModelLocalKv)]
+    pub struct Layer<B> {
+        #[kv(child)]
+        pub cross: Option<Cross>,
+        #[kv(child)]
+        pub only: Option<OnlyInAnAbsentLayer>,
+        pub backend: PhantomData<B>,
+    }
+
+    #[derive(ModelLocalKv)]
+    pub struct Model<B> {
+        #[kv(child)]
+        pub layers: Vec<Layer<B>>,
+        /// No value now: its type's fields are walked from its type.
+        #[kv(child)]
+        pub draft_layer: Option<Layer<B>>,
+        #[kv(child)]
+        pub draft: Option<Draft>,
+    }
+
+    pub struct Cpu;
 }
 
 #[test]
-fn another_models_types_are_not_checked() {
-    let model = complete::other::Unrelated;
-    assert!(unreached(&model).is_empty());
-    let names: Vec<&str> = unreached(&neighbour::Orphan)
-        .iter()
-        .map(|u| u.type_name)
-        .collect();
-    assert!(names.is_empty(), "{names:?}");
+fn a_generic_root_and_generic_layers_with_empty_options_are_no_false_alarm() {
+    let model = generic::Model::<generic::Cpu> {
+        layers: Vec::new(),
+        draft_layer: None,
+        draft: None,
+    };
+    assert!(
+        reported(&[&model], "generic").is_empty(),
+        "{:?}",
+        reported(&[&model], "generic")
+    );
+}
+
+/// mistral.rs's shape: the pipeline holds its model as a trait object.
+mod dynamic {
+    use kv_core::ModelLocalKv;
+
+    pub trait NormalModel: ModelLocalKv {}
+
+    #[derive(ModelLocalKv)]
+    pub struct Attention;
+
+    #[derive(ModelLocalKv)]
+    pub struct Mistral {
+        /// Empty now: reached all the same, from the model's type.
+        #[kv(child)]
+        pub sliding: Option<Attention>,
+    }
+    impl NormalModel for Mistral {}
+
+    #[derive(ModelLocalKv)]
+    pub struct OtherCache;
+
+    /// Another implementor, not the one loaded.
+    #[derive(ModelLocalKv)]
+    pub struct Other {
+        #[kv(child)]
+        pub cache: OtherCache,
+    }
+    impl NormalModel for Other {}
+
+    #[derive(ModelLocalKv)]
+    pub struct Pipeline {
+        #[kv(child)]
+        pub model: Box<dyn NormalModel + Send + Sync>,
+    }
+}
+
+#[test]
+fn behind_a_trait_object_what_the_object_holds_now_is_walked() {
+    let pipeline = dynamic::Pipeline {
+        model: Box::new(dynamic::Mistral { sliding: None }),
+    };
+    // The loaded model's types are reached, its empty `Option` included;
+    // another implementor of the trait is not loaded, and is reported with
+    // what only it holds (the documented limit: a trait object is known
+    // from its value).
+    assert_eq!(
+        reported(&[&pipeline], "dynamic"),
+        [
+            "registry_unreached::dynamic::Other",
+            "registry_unreached::dynamic::OtherCache"
+        ]
+    );
 }
 
 /// A hand-written owner names no child types: what it holds now is found
@@ -174,19 +357,20 @@ mod hand {
 
 #[test]
 fn a_type_held_by_a_hand_written_owner_now_is_reached() {
-    let names: Vec<&str> = unreached(&hand::Hand(hand::Held, None))
-        .iter()
-        .map(|u| u.type_name)
-        .collect();
-    assert_eq!(names, ["registry_unreached::hand::NotHeld"]);
-    let all = unreached(&hand::Hand(hand::Held, Some(hand::NotHeld)));
-    assert!(all.is_empty(), "{all:?}");
+    let hand = hand::Hand(hand::Held, None);
+    assert_eq!(
+        reported(&[&hand], "hand"),
+        ["registry_unreached::hand::NotHeld"]
+    );
+    let full = hand::Hand(hand::Held, Some(hand::NotHeld));
+    assert!(reported(&[&full], "hand").is_empty());
 }
 
 /// Every container empty: each names its owner type all the same.
 mod empty {
+    use std::borrow::Cow;
     use std::cell::{OnceCell, RefCell};
-    use std::collections::{BTreeMap, HashMap};
+    use std::collections::{BTreeMap, HashMap, LinkedList, VecDeque};
     use std::rc::Rc;
     use std::sync::{Arc, Mutex, OnceLock, RwLock};
 
@@ -194,7 +378,7 @@ mod empty {
 
     macro_rules! owners {
         ($($name:ident),+) => {$(
-            #[derive(ModelLocalKv)]
+            #[derive(ModelLocalKv, Clone)]
             pub struct $name;
         )+};
     }
@@ -202,6 +386,9 @@ mod empty {
         InOption,
         InArray,
         InVec,
+        InVecDeque,
+        InLinkedList,
+        InCow,
         InHashMap,
         InBTreeMap,
         InMutex,
@@ -235,6 +422,12 @@ mod empty {
         pub array: [InArray; 0],
         #[kv(child)]
         pub vec: Vec<InVec>,
+        #[kv(child)]
+        pub vec_deque: VecDeque<InVecDeque>,
+        #[kv(child)]
+        pub linked_list: LinkedList<InLinkedList>,
+        #[kv(child)]
+        pub cow: Cow<'a, [InCow]>,
         #[kv(child)]
         pub hash_map: HashMap<String, InHashMap>,
         #[kv(child)]
@@ -281,6 +474,9 @@ fn every_empty_container_still_names_its_owner_type() {
         option: None,
         array: [],
         vec: Vec::new(),
+        vec_deque: Default::default(),
+        linked_list: Default::default(),
+        cow: std::borrow::Cow::Borrowed(&[]),
         hash_map: Default::default(),
         btree_map: Default::default(),
         mutex: Mutex::new(None),
@@ -300,6 +496,6 @@ fn every_empty_container_still_names_its_owner_type() {
         boxed_once: Default::default(),
         rc_once_cell: Default::default(),
     };
-    let names: Vec<&str> = unreached(&model).iter().map(|u| u.type_name).collect();
+    let names = reported(&[&model], "empty");
     assert!(names.is_empty(), "{names:?}");
 }

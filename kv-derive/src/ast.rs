@@ -98,6 +98,9 @@ pub struct Child<'a> {
     pub span: Span,
     /// The field's type, for the `KvChild` bound a generic type needs.
     pub ty: &'a Type,
+    /// `child(with = path)`: the user's function that returns the owners
+    /// the field holds, for a container kv does not walk.
+    pub with: Option<Path>,
 }
 
 /// One declaration, as written.
@@ -237,6 +240,7 @@ fn parse_fields<'a>(fields: &'a syn::Fields, parsed: &mut Fields<'a>, errors: &m
                 segment,
                 span: child.span(),
                 ty: &field.ty,
+                with: flags.child.take().and_then(|mark| mark.with),
             });
         } else if flags.skip.key().is_none() && flags.because.key().is_none() {
             parsed.unmarked.push(Unmarked {

@@ -7,6 +7,7 @@
 
 pub mod asserts;
 mod bounds;
+mod children;
 mod declarations;
 pub mod exprs;
 pub mod fallback;
@@ -17,15 +18,15 @@ mod tuples;
 pub mod unmarked;
 
 use proc_macro2::{Delimiter, Group, TokenStream};
-use quote::{format_ident, quote, quote_spanned, ToTokens};
+use quote::{format_ident, quote, quote_spanned};
 
 use crate::ast::Child;
 use crate::valid::Derive;
 use bounds::child_bounds;
+use children::{child_code, Context};
 use declarations::Declarations;
 use generics::Names;
 use header::{concrete_type, header};
-use lifetimes::with_static_lifetimes;
 use unmarked::unmarked_check;
 
 pub fn expand(derive: &Derive<'_>) -> TokenStream {
@@ -68,51 +69,19 @@ pub fn expand(derive: &Derive<'_>) -> TokenStream {
     let mut markers = 0;
     // What each child field's type may hold, for the registry's start-up check.
     let mut owner_types = TokenStream::new();
-    let mut visit = |child: &Child<'_>, access: TokenStream, segment: &str| {
-        let tuples = tuples::tuples(child.ty, &names.types);
-        let via = if tuples.is_empty() {
-            None
-        } else {
-            let (marker, impls) = tuples::via(&tuples, markers);
-            markers += 1;
-            items.extend(impls);
-            Some(marker)
+    let mut child_checks = TokenStream::new();
+    let mut visit = |owner: &str, child: &Child<'_>, access: TokenStream, segment: &str| {
+        let cx = Context {
+            names: &names,
+            owner: owner.to_owned(),
+            krate,
+            transparent: derive.transparent,
         };
-        if let Some(ty) = with_static_lifetimes(
-            child.ty.to_token_stream(),
-            &names.types_and_self,
-            &names.lifetimes,
-        ) {
-            let via = via
-                .as_ref()
-                .map_or_else(|| quote!(__kv::Owners), |via| quote!(#via));
-            // Asked, not required: a field that is no `KvChild` is already
-            // an error where it is visited.
-            owner_types.extend(quote! {
-                __kv::element_types(
-                    {
-                        #[allow(unused_imports)]
-                        use __kv::NoElementTypes as _;
-                        __kv::Element::<#ty, #via>::TYPES
-                    },
-                    __kv_types,
-                );
-            });
-        }
-        match (derive.transparent, via) {
-            (true, None) => {
-                quote_spanned! {child.span=> __kv::visit_transparent(#access, __kv_visitor); }
-            }
-            (true, Some(via)) => {
-                quote_spanned! {child.span=> __kv::visit_transparent_via::<#via>(#access, __kv_visitor); }
-            }
-            (false, None) => {
-                quote_spanned! {child.span=> __kv::visit_field(#access, #segment, __kv_visitor); }
-            }
-            (false, Some(via)) => {
-                quote_spanned! {child.span=> __kv::visit_field_via::<#via>(#access, #segment, __kv_visitor); }
-            }
-        }
+        let code = child_code(&cx, child, access, segment, &mut markers);
+        items.extend(code.items);
+        owner_types.extend(code.owner_types);
+        child_checks.extend(code.checks);
+        code.visit
     };
     let mut children: Vec<TokenStream> = derive
         .body
@@ -121,6 +90,7 @@ pub fn expand(derive: &Derive<'_>) -> TokenStream {
         .map(|child| {
             let member = &child.member;
             visit(
+                &shell.type_name,
                 child,
                 quote_spanned!(child.span=> &self.#member),
                 &child.segment,
@@ -133,6 +103,7 @@ pub fn expand(derive: &Derive<'_>) -> TokenStream {
             .filter(|variant| !variant.fields.children.is_empty())
             .map(|variant| {
                 let ident = variant.ident;
+                let owner = format!("{}::{}", shell.type_name, variant.name);
                 let single = variant.fields.children.len() == 1
                     && variant.fields.named.is_empty()
                     && variant.fields.unmarked.is_empty();
@@ -151,7 +122,7 @@ pub fn expand(derive: &Derive<'_>) -> TokenStream {
                         };
                         (
                             quote!(#member: #binding),
-                            visit(child, quote!(#binding), &segment),
+                            visit(&owner, child, quote!(#binding), &segment),
                         )
                     })
                     .unzip();
@@ -175,18 +146,18 @@ pub fn expand(derive: &Derive<'_>) -> TokenStream {
         quote! { items #items }
     };
     let concrete = concrete_type(shell);
-    let mut check = TokenStream::new();
+    let mut check = child_checks;
     // Evaluated by `cargo check` for a concrete type.
     if let (Some(ty), false) = (&concrete, checks.is_empty()) {
         check.extend(quote! { const _: () = <#ty as __kv::DeclaredKv>::__KV_CHECKS; });
     }
     for field in derive.body.unmarked {
-        check.extend(unmarked_check(&names, &shell.type_name, field));
+        check.extend(unmarked_check(&names, krate, &shell.type_name, field));
     }
     for variant in derive.variants.iter().flatten() {
         let owner = format!("{}::{}", shell.type_name, variant.name);
         for field in variant.fields.unmarked {
-            check.extend(unmarked_check(&names, &owner, field));
+            check.extend(unmarked_check(&names, krate, &owner, field));
         }
     }
     let force_checks = if check.is_empty() {
@@ -196,14 +167,13 @@ pub fn expand(derive: &Derive<'_>) -> TokenStream {
         quote! { check #check }
     };
     // A generic type has no single set of declarations to register.
-    let register = concrete.map(|ty| {
-        if owner_types.is_empty() {
-            quote! { register #ty; }
-        } else {
-            let owner_types = Group::new(Delimiter::Brace, owner_types);
-            quote! { register #ty, |__kv_types| #owner_types; }
-        }
-    });
+    let register = concrete.map(|ty| quote! { register #ty; });
+    let child_types = if owner_types.is_empty() {
+        TokenStream::new()
+    } else {
+        let owner_types = Group::new(Delimiter::Brace, owner_types);
+        quote! { child_types (__kv_types) #owner_types }
+    };
 
     // Built from owned parts, each list in its group: `quote!` would copy
     // every token of what it interpolates.
@@ -218,7 +188,13 @@ pub fn expand(derive: &Derive<'_>) -> TokenStream {
         checks #checks;
         fn (self, __kv_out) #body
     });
-    input.extend([children, items, force_checks, register.unwrap_or_default()]);
+    input.extend([
+        children,
+        child_types,
+        items,
+        force_checks,
+        register.unwrap_or_default(),
+    ]);
     let input = Group::new(Delimiter::Brace, input);
     quote! { #krate::__kv_impl_v0_1! #input }
 }

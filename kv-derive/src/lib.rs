@@ -25,6 +25,7 @@ mod fuzz;
 mod suggest;
 #[cfg(test)]
 mod tests;
+mod types;
 mod valid;
 
 #[proc_macro_derive(ModelLocalKv, attributes(kv))]

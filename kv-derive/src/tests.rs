@@ -191,18 +191,19 @@ fn only_unmarked_fields_of_checkable_types_are_checked() {
            borrowed: &'a Decoder, fixed: &'static Decoder, \
          }",
     );
+    // A reference is asked about through what it points at.
     assert_eq!(
         unmarked(&output),
         [
-            "Decoder , \"M.owner\" , \"Decoder\"",
-            "& 'static Decoder , \"M.borrowed\" , \"&'a Decoder\"",
-            "& 'static Decoder , \"M.fixed\" , \"&'static Decoder\"",
+            "Decoder , [] , \"M.owner\" , \"Decoder\"",
+            "Decoder , [] , \"M.borrowed\" , \"&'a Decoder\"",
+            "Decoder , [] , \"M.fixed\" , \"&'static Decoder\"",
         ],
         "{output}"
     );
     // A tuple field is named by its index; a unit struct has nothing to check.
     let tuple = derive_str("struct T(u8, Decoder);");
-    assert_eq!(unmarked(&tuple), ["Decoder , \"T.1\" , \"Decoder\""]);
+    assert_eq!(unmarked(&tuple), ["Decoder , [] , \"T.1\" , \"Decoder\""]);
     assert!(unmarked(&derive_str("struct U;")).is_empty());
     // A type written with inert names alone is not checked; one naming
     // anything else is, wherever the name is.
@@ -219,8 +220,66 @@ fn only_unmarked_fields_of_checkable_types_are_checked() {
 }
 
 #[test]
+fn inside_another_crates_type_each_type_argument_is_asked_about_under_it() {
+    let output = derive_str(
+        "struct Q { queue: Queue<Cache>, nested: Option<Outer<Vec<Inner<u8>>>>, \
+         by_key: HashMap<Key, Value>, ghost: PhantomData<Cache>, weak: Weak<Cache>, \
+         f: fn(Cache) -> u8 }",
+    );
+    assert_eq!(
+        unmarked(&output),
+        [
+            // The whole type, then its argument, reported only where the
+            // whole does not declare (one owner, one error).
+            "Queue < Cache > , [] , \"Q.queue\" , \"Queue<Cache>\"",
+            "Cache , [Queue < Cache >] , \"Q.queue\" , \"Queue<Cache>\" , in \"Cache\"",
+            // kv's own containers are seen through; every foreign type
+            // around an argument guards it.
+            "Outer < Vec < Inner < u8 > > > , [] , \"Q.nested\" , \"Option<Outer<Vec<Inner<u8>>>>\"",
+            "Inner < u8 > , [Outer < Vec < Inner < u8 > > >] , \"Q.nested\" , \
+             \"Option<Outer<Vec<Inner<u8>>>>\" , in \"Inner<u8>\"",
+            // A map's key holds nothing kv visits.
+            "Value , [] , \"Q.by_key\" , \"HashMap<Key, Value>\"",
+        ],
+        "{output}"
+    );
+}
+
+/// The `__kv::unmarked_trait_object!` checks in `output`.
+fn unmarked_trait_objects(output: &str) -> Vec<String> {
+    output
+        .split("__kv :: unmarked_trait_object ! (")
+        .skip(1)
+        .map(|rest| rest.split(") ;").next().unwrap_or(rest).trim().to_string())
+        .collect()
+}
+
+#[test]
+fn an_unmarked_trait_object_is_always_checked_once_per_trait() {
+    let output = derive_str(
+        "struct P<'a, T> { model: Box<dyn NormalModel + Send + Sync>, \
+         stages: Vec<(Box<dyn Stage>, Arc<dyn Stage + 'a>)>, generic: Box<dyn Tr<T>>, \
+         ghost: PhantomData<dyn Stage>, callback: fn(&dyn Stage), \
+         #[kv(skip, because = \"weights\")] proj: Arc<dyn QuantMethod> }",
+    );
+    assert_eq!(
+        unmarked_trait_objects(&output),
+        [
+            "dyn NormalModel + Send + Sync , \"P.model\" , \
+             \"Box<dyn NormalModel + Send + Sync>\" , \"NormalModel\" , \"NormalModel\" , \"kv_core\"",
+            "dyn Stage , \"P.stages\" , \"Vec<(Box<dyn Stage>, Arc<dyn Stage + 'a>)>\" , \
+             \"Stage\" , \"Stage\" , \"kv_core\"",
+            // Naming a parameter: it cannot be asked about where it is defined.
+            "_ , \"P.generic\" , \"Box<dyn Tr<T>>\" , \"Tr\" , \"Tr\" , \"kv_core\"",
+        ]
+        .map(|expected| expected.split_whitespace().collect::<Vec<_>>().join(" ")),
+        "{output}"
+    );
+}
+
+#[test]
 fn a_type_is_written_back_as_a_person_writes_it() {
-    use crate::expand::unmarked::type_text;
+    use crate::types::type_text;
     let text = |source: &str| type_text(TokenStream::from_str(source).expect("lexes"));
     assert_eq!(
         text("Option < Box < dyn Trait + Send > >"),

@@ -85,6 +85,24 @@ pub trait DeclaresNoKv {
 
 impl<T: ?Sized> DeclaresNoKv for Unmarked<T> {}
 
+/// Asks, for a trait object type (`dyn Stage + Send`), whether it is a
+/// `ModelLocalKv` owner (its trait has `ModelLocalKv` as a supertrait), the
+/// way [`Unmarked`] asks whether a type declares.
+pub struct TraitObject<T: ?Sized>(core::marker::PhantomData<T>);
+
+impl<T: crate::declare::ModelLocalKv + ?Sized> TraitObject<T> {
+    /// The trait object is an owner: kv visits what it holds.
+    pub const IS_OWNER: bool = true;
+}
+
+/// The fallback of [`TraitObject`]: a trait without the supertrait.
+pub trait NotAnOwner {
+    /// The trait object is no owner: kv cannot see what it holds.
+    const IS_OWNER: bool = false;
+}
+
+impl<T: ?Sized> NotAnOwner for TraitObject<T> {}
+
 /// The predicates behind the const checks, case by case: the compile-fail
 /// suite shows that a broken rule stops the build, these show which values
 /// break which rule (each a mutant the survey found).

@@ -3,9 +3,13 @@
 
 use crate::declare::{ChildVisitor, KvChild, OwnerTypes, Segment};
 
-/// Visits a child field under its name. Takes `&dyn KvChild` so that a field
-/// that is no child is reported as such, not as a bound of this function.
-pub fn visit_field(child: &dyn KvChild, field: &'static str, visitor: &mut dyn ChildVisitor) {
+/// Visits a child field under its name. A field that is no child is an error
+/// at the field (the derive spans the call there), in `KvChild`'s words.
+pub fn visit_field<C: KvChild + ?Sized>(
+    child: &C,
+    field: &'static str,
+    visitor: &mut dyn ChildVisitor,
+) {
     visitor.enter(Segment::Field(field));
     child.kv_visit(visitor);
     visitor.leave();
@@ -13,8 +17,8 @@ pub fn visit_field(child: &dyn KvChild, field: &'static str, visitor: &mut dyn C
 
 /// Visits a child field under its name, reaching its owners `Via` the
 /// derive's own way (a field with a tuple of owners and non-owners).
-pub fn visit_field_via<Via>(
-    child: &dyn KvChild<Via>,
+pub fn visit_field_via<Via, C: KvChild<Via> + ?Sized>(
+    child: &C,
     field: &'static str,
     visitor: &mut dyn ChildVisitor,
 ) {
@@ -25,7 +29,10 @@ pub fn visit_field_via<Via>(
 
 /// Visits a child of a transparent wrapper at the wrapper's own path,
 /// `Via` the derive's own way.
-pub fn visit_transparent_via<Via>(child: &dyn KvChild<Via>, visitor: &mut dyn ChildVisitor) {
+pub fn visit_transparent_via<Via, C: KvChild<Via> + ?Sized>(
+    child: &C,
+    visitor: &mut dyn ChildVisitor,
+) {
     child.kv_visit(visitor);
 }
 
@@ -93,6 +100,62 @@ pub fn element<T: ?Sized>(
 }
 
 /// Visits a child of a transparent wrapper at the wrapper's own path.
-pub fn visit_transparent(child: &dyn KvChild, visitor: &mut dyn ChildVisitor) {
+pub fn visit_transparent<C: KvChild + ?Sized>(child: &C, visitor: &mut dyn ChildVisitor) {
     child.kv_visit(visitor);
+}
+
+/// Visits what a `#[kv(child(with = path))]` function returns for its
+/// field: each owner (or container of owners) under its index, below the
+/// field's segment (none for a transparent wrapper's child).
+pub fn visit_with<'a, I, C>(owners: I, field: Option<&'static str>, visitor: &mut dyn ChildVisitor)
+where
+    I: IntoIterator<Item = &'a C>,
+    C: KvChild + ?Sized + 'a,
+{
+    if let Some(field) = field {
+        visitor.enter(Segment::Field(field));
+    }
+    for (index, owner) in owners.into_iter().enumerate() {
+        visitor.enter(Segment::Index(index));
+        owner.kv_visit(visitor);
+        visitor.leave();
+    }
+    if field.is_some() {
+        visitor.leave();
+    }
+}
+
+/// The owner types a `#[kv(child(with = path))]` function's items may hold,
+/// for the registry: named from the function's signature, for the field's
+/// type `T` (its lifetimes `'static`), whatever the field holds now.
+pub fn with_owner_types<T: ?Sized + 'static, F, I, C>(_with: F, types: &mut dyn OwnerTypes)
+where
+    F: Fn(&'static T) -> I,
+    I: IntoIterator<Item = &'static C>,
+    C: KvChild + ?Sized + 'static,
+{
+    C::kv_owner_types(types);
+}
+
+/// Visits a child field through what the compiler found for its type
+/// ([`Element::VISIT`]), below its segment (none for a transparent
+/// wrapper's child): a field holding a trait object, whose trait the
+/// derive's checks ask about, so that one without `ModelLocalKv` as a
+/// supertrait is reported in kv's words.
+pub fn visit_element_field<T: ?Sized>(
+    value: &T,
+    field: Option<&'static str>,
+    visit: VisitElement<T>,
+    visitor: &mut dyn ChildVisitor,
+) {
+    let Some(visit) = visit else {
+        return;
+    };
+    if let Some(field) = field {
+        visitor.enter(Segment::Field(field));
+    }
+    visit(value, visitor);
+    if field.is_some() {
+        visitor.leave();
+    }
 }

@@ -17,9 +17,10 @@ macro_rules! __kv_impl_v0_1 {
         checks [$($checks:tt)*];
         fn ($self_:ident, $out:ident) { $($declare:tt)* }
         $(children ($visitor:ident) { $($children:tt)* })?
+        $(child_types ($types:ident) { $($child_types:tt)* })?
         $(items { $($items:tt)* })?
         $(check { $($check:tt)* })?
-        $(register $register:ty $(, |$types:ident| { $($child_types:tt)* })?;)?
+        $(register $register:ty;)?
     ) => {
         #[allow(clippy::all, clippy::pedantic, non_local_definitions)]
         const _: () = {
@@ -62,11 +63,23 @@ macro_rules! __kv_impl_v0_1 {
                 fn __kv_validated(&self) -> ::core::primitive::bool {
                     true
                 }
+                $(
+                    fn __kv_owner_types(&self, types: &mut dyn $crate::declare::OwnerTypes) {
+                        <Self as $crate::ModelLocalKv>::__kv_child_types(types)
+                    }
+                    // The user's field types are named again here: lints on
+                    // their style belong to the field, where the user's own
+                    // `allow`s apply, not to this copy.
+                    #[allow(unused, clippy::all, clippy::pedantic, clippy::nursery)]
+                    fn __kv_child_types($types: &mut dyn $crate::declare::OwnerTypes) {
+                        $($child_types)*
+                    }
+                )?
             }
 
             $($($items)*)?
             $($($check)*)?
-            $($crate::__kv_register!($register $(, |$types| { $($child_types)* })?);)?
+            $($crate::__kv_register!($register);)?
         };
     };
 }
@@ -162,33 +175,157 @@ pub use crate::__kv_check_v0_1 as check;
 /// A field not marked `#[kv(child)]` or `#[kv(skip, because = "...")]` must
 /// not hold model-local KV: its declarations would vanish from every report.
 /// Spanned (by the derive) at the field; `$field` is `Type.field`, `$written`
-/// the field's type as written (`$ty` has its lifetimes made `'static`).
+/// the field's type as written, `$ty` the type asked about (its lifetimes
+/// made `'static`), `$inner` how that type is written where it is not the
+/// whole field's (`Cache` in `VecDeque<Cache>`). The check fails only where
+/// none of the `$guard` types around it declares, so that an owner is
+/// reported once, at the outermost type that declares.
 #[doc(hidden)]
 #[macro_export]
 macro_rules! __kv_unmarked_v0_1 {
-    ($ty:ty, $field:literal, $written:literal) => {
+    (@check $ty:ty, [$($guard:ty),*], $what:expr) => {
         const _: () = {
             #[allow(unused_imports)]
             use $crate::__private_v0_1::DeclaresNoKv as _;
             ::core::assert!(
-                !$crate::__private_v0_1::Unmarked::<$ty>::DECLARES_KV,
+                !$crate::__private_v0_1::Unmarked::<$ty>::DECLARES_KV
+                    $(|| $crate::__private_v0_1::Unmarked::<$guard>::DECLARES_KV)*,
                 "{}",
                 ::core::concat!(
-                    "kv: `",
-                    $field,
-                    "` holds `",
-                    $written,
-                    "`, which declares ",
-                    "model-local KV, but the field is not marked, so those declarations would ",
+                    $what,
+                    "but the field is not marked, so those declarations would ",
                     "be missing from every report: add `#[kv(child)]` to count them, or ",
                     "`#[kv(skip, because = \"...\")]` to leave them out and say why"
                 )
             );
         };
     };
+    ($ty:ty, [$($guard:ty),*], $field:literal, $written:literal) => {
+        $crate::__kv_unmarked_v0_1!(@check $ty, [$($guard),*], ::core::concat!(
+            "kv: `", $field, "` holds `", $written, "`, which declares model-local KV, "
+        ));
+    };
+    ($ty:ty, [$($guard:ty),*], $field:literal, $written:literal, in $inner:literal) => {
+        $crate::__kv_unmarked_v0_1!(@check $ty, [$($guard),*], ::core::concat!(
+            "kv: `", $field, "` holds `", $written, "`, in which `", $inner,
+            "` declares model-local KV, "
+        ));
+    };
 }
 
 pub use crate::__kv_unmarked_v0_1 as unmarked;
+
+/// A field marked neither `#[kv(child)]` nor `#[kv(skip, because = "...")]`
+/// that holds a trait object (`$object`, whose trait is `$name`, written
+/// `$last` in a trait declaration): always an error, in words that depend on
+/// whether the trait has `ModelLocalKv` as a supertrait. `_` for a trait
+/// object that names a parameter of the struct, which cannot be asked about.
+#[doc(hidden)]
+#[macro_export]
+macro_rules! __kv_unmarked_trait_object_v0_1 {
+    (_, $field:literal, $written:literal, $name:literal, $last:literal, $krate:literal) => {
+        const _: () = ::core::panic!("{}", ::core::concat!(
+            "kv: `", $field, "` holds `", $written, "`, a trait object: kv cannot tell what ",
+            "it holds, so its caches would be missing from every report. Mark the field ",
+            "`#[kv(child)]` (`", $name, "` must then have `ModelLocalKv` as a supertrait: ",
+            "`trait ", $last, ": ", $krate, "::ModelLocalKv { ... }`), or ",
+            "`#[kv(skip, because = \"...\")]` if it holds no model-local KV"
+        ));
+    };
+    ($object:ty, $field:literal, $written:literal, $name:literal, $last:literal, $krate:literal) => {
+        const _: () = {
+            #[allow(unused_imports)]
+            use $crate::__private_v0_1::NotAnOwner as _;
+            if $crate::__private_v0_1::TraitObject::<$object>::IS_OWNER {
+                ::core::panic!("{}", ::core::concat!(
+                    "kv: `", $field, "` holds `", $written, "`, a trait object that declares ",
+                    "model-local KV, but the field is not marked, so those declarations would be ",
+                    "missing from every ",
+                    "report: add `#[kv(child)]` to count them, or ",
+                    "`#[kv(skip, because = \"...\")]` to leave them out and say why"
+                ));
+            } else {
+                ::core::panic!("{}", ::core::concat!(
+                    "kv: `", $field, "` holds `", $written, "`, a trait object kv cannot see ",
+                    "into: whatever implements `", $name, "` may hold caches, and they would be ",
+                    "missing from every report. If it may, add `ModelLocalKv` as a supertrait ",
+                    "(`trait ", $last, ": ", $krate, "::ModelLocalKv { ... }`) and mark the field ",
+                    "`#[kv(child)]`; if it holds none, mark it `#[kv(skip, because = \"...\")]`"
+                ));
+            }
+        };
+    };
+}
+
+pub use crate::__kv_unmarked_trait_object_v0_1 as unmarked_trait_object;
+
+/// A `#[kv(child)]` field holding a trait object (`$object`, whose trait is
+/// `$name`, written `$last` in a trait declaration) is visited through the
+/// trait: the trait must have `ModelLocalKv` as a supertrait. Spanned (by
+/// the derive) at the `child`.
+#[doc(hidden)]
+#[macro_export]
+macro_rules! __kv_trait_object_child_v0_1 {
+    ($object:ty, $field:literal, $written:literal, $name:literal, $last:literal, $krate:literal) => {
+        const _: () = {
+            #[allow(unused_imports)]
+            use $crate::__private_v0_1::NotAnOwner as _;
+            ::core::assert!(
+                $crate::__private_v0_1::TraitObject::<$object>::IS_OWNER,
+                "{}",
+                ::core::concat!(
+                    "kv: `",
+                    $field,
+                    "` holds `",
+                    $written,
+                    "`: the trait object `dyn ",
+                    $name,
+                    "` is not a `ModelLocalKv` owner, so kv cannot visit what it holds; add ",
+                    "`ModelLocalKv` as a supertrait of `",
+                    $name,
+                    "`: `trait ",
+                    $last,
+                    ": ",
+                    $krate,
+                    "::ModelLocalKv { ... }` (each type that implements it then ",
+                    "derives `ModelLocalKv`), or mark the field ",
+                    "`#[kv(skip, because = \"...\")]`"
+                )
+            );
+        };
+    };
+}
+
+pub use crate::__kv_trait_object_child_v0_1 as trait_object_child;
+
+/// A `#[kv(child)]` field of type `$ty`, holding trait objects `$objects`
+/// that are owners, must be a container kv walks; asked only once every
+/// trait object is an owner, so one mistake is one error.
+#[doc(hidden)]
+#[macro_export]
+macro_rules! __kv_walkable_child_v0_1 {
+    ($ty:ty, [$($object:ty),*], $field:literal, $written:literal) => {
+        const _: () = {
+            #[allow(unused_imports)]
+            use $crate::__private_v0_1::{NoElement as _, NotAnOwner as _};
+            ::core::assert!(
+                !(true $(&& $crate::__private_v0_1::TraitObject::<$object>::IS_OWNER)*)
+                    || $crate::__private_v0_1::Element::<$ty, $crate::__private_v0_1::TraitObjects>::VISIT
+                        .is_some(),
+                "{}",
+                ::core::concat!(
+                    "kv: `", $field, "` holds `", $written, "`, which kv does not know how to ",
+                    "walk to its owners: hold them in a container kv walks (`Box`, `Arc`, `Vec`, ",
+                    "`Option`, a lock, ...; with kv-core's features `smallvec`, `parking_lot`, ",
+                    "`tokio`, theirs too), or write a function that returns them and name it: ",
+                    "`#[kv(child(with = path::to::owners))]`"
+                )
+            );
+        };
+    };
+}
+
+pub use crate::__kv_walkable_child_v0_1 as walkable_child;
 
 /// Registers a derived type in [`crate::registry`] when the `registry`
 /// feature is on; expands to nothing otherwise.
@@ -196,28 +333,13 @@ pub use crate::__kv_unmarked_v0_1 as unmarked;
 #[doc(hidden)]
 #[macro_export]
 macro_rules! __kv_register {
-    ($ty:ty $(, |$types:ident| { $($child_types:tt)* })?) => {
+    ($ty:ty) => {
         $crate::__private_v0_1::inventory::submit! {
             $crate::registry::Registered {
                 decls: <$ty as $crate::declare::DeclaredKv>::KV_DECLS,
                 module_path: ::core::module_path!(),
                 type_name: ::core::any::type_name::<$ty>,
-                child_types: {
-                    // The user's field types are named again here: lints on
-                    // their style belong to the field, where the user's own
-                    // `allow`s apply, not to this copy.
-                    #[allow(unused, clippy::all, clippy::pedantic, clippy::nursery)]
-                    fn child_types(__kv_types: &mut dyn $crate::declare::OwnerTypes) {
-                        $(
-                            #[allow(unused_imports)]
-                            use $crate::__private_v0_1 as __kv;
-                            let $types = __kv_types;
-                            $($child_types)*
-                        )?
-                        let _ = __kv_types;
-                    }
-                    child_types
-                },
+                child_types: <$ty as $crate::ModelLocalKv>::__kv_child_types,
             }
         }
     };
@@ -229,5 +351,5 @@ macro_rules! __kv_register {
 #[doc(hidden)]
 #[macro_export]
 macro_rules! __kv_register {
-    ($ty:ty $(, |$types:ident| { $($child_types:tt)* })?) => {};
+    ($ty:ty) => {};
 }

@@ -30,6 +30,7 @@ pub use crate::declare::after_load::{
 };
 pub use crate::declare::{
     AfterLoadDecl, AfterLoadRows, ChildVisitor, DeclaredKv, KvChild, OwnerTypes, Owners,
+    TraitObjects,
 };
 pub use crate::spec::dtype::DType;
 pub use crate::spec::layout::Geometry;

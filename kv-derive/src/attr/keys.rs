@@ -17,7 +17,8 @@ use proc_macro2::{Ident, TokenStream};
 use syn::{LitStr, Path};
 
 use super::values::{
-    self, DTypeValue, Gate, Named, PositionsValue, RowsValue, StorageValue, Value, BECAUSE_ADVICE,
+    self, ChildMark, DTypeValue, Gate, Named, PositionsValue, RowsValue, StorageValue, Value,
+    BECAUSE_ADVICE,
 };
 use crate::errors::Errors;
 
@@ -50,6 +51,9 @@ pub enum Need {
 pub enum Form {
     /// `#[kv(key)]`, no value.
     Flag,
+    /// `#[kv(child)]`, or `#[kv(child(with = path))]`: a marker whose
+    /// arguments are read by its reader.
+    Marker,
     /// A non-blank string literal.
     Text,
     /// A count: a literal, a const expression or an expression on `self`.
@@ -400,14 +404,14 @@ keys! {
         advice: "",
         read: |_, _, _e| Some(()),
     }
-    child: () = "child" {
+    child: ChildMark = "child" {
         place: Field,
-        form: Flag,
+        form: Marker,
         need: Need::Optional,
         conflicts: &[],
-        example: "`#[kv(child)]`",
+        example: "`#[kv(child)]`, or `#[kv(child(with = path))]` for a container kv does not walk",
         advice: "",
-        read: |_, _, _e| Some(()),
+        read: |v, _, e| values::child(v, e),
     }
     skip: () = "skip" {
         place: Field,
@@ -430,9 +434,9 @@ keys! {
 }
 
 impl Key {
-    /// `false` for flags like `child`, written without `= value`.
+    /// `false` for flags and markers like `child`, written without `= value`.
     pub fn takes_value(&self) -> bool {
-        self.form != Form::Flag
+        !matches!(self.form, Form::Flag | Form::Marker)
     }
 }
 

@@ -4,7 +4,7 @@
 use proc_macro2::{Ident, TokenStream};
 use syn::spanned::Spanned;
 
-use super::keys::{self, Attrs, Need, Place, KEYS};
+use super::keys::{self, Attrs, Form, Need, Place, KEYS};
 use super::syntax::Entry;
 use crate::errors::Errors;
 use crate::suggest::{closest, or_list};
@@ -44,6 +44,20 @@ pub fn read(entries: Vec<Entry>, place: Place, attrs: &mut Attrs, errors: &mut E
             errors.push(entry.key.span(), message);
             continue;
         }
+        let args = match (entry.args, key.form) {
+            (Some(args), Form::Marker) => args.stream(),
+            (Some(args), _) => {
+                errors.push(
+                    args.span(),
+                    format!(
+                        "`{name}` takes no arguments in parentheses: {}",
+                        key.example
+                    ),
+                );
+                continue;
+            }
+            (None, _) => TokenStream::new(),
+        };
         match (key.takes_value(), entry.value) {
             (true, Some(value)) => (key.read)(key, attrs, &entry.key, value, errors),
             (true, None) => {
@@ -60,7 +74,7 @@ pub fn read(entries: Vec<Entry>, place: Place, attrs: &mut Attrs, errors: &mut E
                         format!("`{name}` takes no value: write `#[kv({name})]`"),
                     );
                 }
-                (key.read)(key, attrs, &entry.key, TokenStream::new(), errors);
+                (key.read)(key, attrs, &entry.key, args, errors);
             }
         }
     }

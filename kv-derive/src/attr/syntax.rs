@@ -1,16 +1,18 @@
 //! The syntax of `#[kv(...)]`: its `key` / `key = value` entries, split at
 //! top-level commas.
 
-use proc_macro2::{Ident, Span, TokenStream, TokenTree};
+use proc_macro2::{Delimiter, Group, Ident, Span, TokenStream, TokenTree};
 use syn::spanned::Spanned;
 use syn::Attribute;
 
 use crate::errors::Errors;
 
-/// One `key` or `key = value` inside `#[kv(...)]`.
+/// One `key`, `key = value` or `key(arguments)` inside `#[kv(...)]`.
 pub struct Entry {
     pub key: Ident,
     pub value: Option<TokenStream>,
+    /// `child(with = path)`'s `with = path`: the arguments of a marker.
+    pub args: Option<Group>,
 }
 
 /// Splits a token stream at commas that are not inside a group.
@@ -48,8 +50,20 @@ pub fn parse_entries(tokens: TokenStream, errors: &mut Errors) -> Vec<Entry> {
                 continue;
             }
         };
+        let mut args = None;
         let value = match trees.next() {
             None => None,
+            Some(TokenTree::Group(group)) if group.delimiter() == Delimiter::Parenthesis => {
+                if let Some(extra) = trees.next() {
+                    errors.push(
+                        extra.span(),
+                        format!("unexpected tokens after `{key}(...)`: separate keys with a comma"),
+                    );
+                    continue;
+                }
+                args = Some(group);
+                None
+            }
             Some(TokenTree::Punct(eq)) if eq.as_char() == '=' => {
                 let value: TokenStream = trees.collect();
                 if value.is_empty() {
@@ -63,7 +77,7 @@ pub fn parse_entries(tokens: TokenStream, errors: &mut Errors) -> Vec<Entry> {
                 continue;
             }
         };
-        entries.push(Entry { key, value });
+        entries.push(Entry { key, value, args });
     }
     entries
 }

@@ -687,3 +687,48 @@ pub fn rows(value: TokenStream, errors: &mut Errors) -> Option<RowsValue> {
         }
     }
 }
+
+/// `#[kv(child)]`, or `#[kv(child(with = path))]`: how the field's owners
+/// are reached.
+pub struct ChildMark {
+    /// A function of the user's that returns the owners the field holds,
+    /// for a container kv does not walk.
+    pub with: Option<Path>,
+}
+
+/// Reads `child`'s arguments: none, or `with = path` (a path, or a string
+/// literal holding one, as serde's `with` is written).
+pub fn child(args: TokenStream, errors: &mut Errors) -> Option<ChildMark> {
+    const WITH: &str = "write `child(with = path::to::owners)`, naming a function \
+                        `fn owners(field: &FieldType) -> impl IntoIterator<Item = &Owner>`";
+    if args.is_empty() {
+        return Some(ChildMark { with: None });
+    }
+    let mut with = None;
+    for entry in parse_entries(args, errors) {
+        if entry.key != "with" {
+            errors.push(
+                entry.key.span(),
+                format!("unknown argument `{}` of `child`: {WITH}", entry.key),
+            );
+            continue;
+        }
+        if with.is_some() {
+            errors.push(entry.key.span(), "duplicate key `with`");
+            continue;
+        }
+        let Some(value) = entry.value else {
+            errors.push(entry.key.span(), format!("`with` needs a value: {WITH}"));
+            continue;
+        };
+        let path = match syn::parse2::<LitStr>(value.clone()) {
+            Ok(lit) => lit.parse::<Path>(),
+            Err(_) => syn::parse2::<Path>(value.clone()),
+        };
+        match path {
+            Ok(path) => with = Some(path),
+            Err(_) => errors.push_tokens(&value, format!("`with` must name a function: {WITH}")),
+        }
+    }
+    with.map(|path| ChildMark { with: Some(path) })
+}

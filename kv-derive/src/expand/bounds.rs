@@ -4,6 +4,7 @@
 use proc_macro2::TokenStream;
 use quote::{quote, ToTokens};
 
+use crate::types::trait_objects;
 use crate::valid::Derive;
 
 /// The type's where clause, plus `FieldType: KvChild` for each child field
@@ -19,10 +20,19 @@ pub fn child_bounds(derive: &Derive<'_>, params: &[String]) -> TokenStream {
         .flat_map(|clause| clause.predicates.iter().map(|p| quote!(#p)))
         .collect();
     if !params.is_empty() {
-        for child in derive.all_children() {
+        // A `child(with = path)` field is reached by the user's function,
+        // whose own signature bounds what it returns.
+        for child in derive.all_children().filter(|child| child.with.is_none()) {
             let ty = child.ty.to_token_stream();
             if mentions_any(&ty, params) {
-                predicates.push(quote!(#ty: #krate::declare::KvChild));
+                // A field holding a trait object is visited kv-core's
+                // `TraitObjects` way (see `children.rs`).
+                if trait_objects(child.ty).is_empty() {
+                    predicates.push(quote!(#ty: #krate::declare::KvChild));
+                } else {
+                    predicates
+                        .push(quote!(#ty: #krate::declare::KvChild<#krate::declare::TraitObjects>));
+                }
             }
         }
     }

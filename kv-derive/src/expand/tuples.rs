@@ -167,15 +167,3 @@ fn element_has_tuple(element: &Type) -> bool {
     collect(element, &mut found);
     !found.is_empty()
 }
-
-/// The element types of every tuple, except those holding a tuple of their
-/// own (whose elements are listed instead): what an unmarked field's check
-/// asks about, since the field's whole type is no `KvChild` when one of its
-/// tuples also holds things that declare nothing.
-pub fn leaves<'t>(tuples: &[&'t TypeTuple]) -> Vec<&'t Type> {
-    tuples
-        .iter()
-        .flat_map(|tuple| tuple.elems.iter())
-        .filter(|element| !element_has_tuple(element))
-        .collect()
-}

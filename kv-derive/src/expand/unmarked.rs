@@ -1,12 +1,12 @@
 //! The check that a field marked neither `child` nor `skip` declares no KV.
 
-use proc_macro2::{Delimiter, TokenStream, TokenTree};
+use proc_macro2::{Span, TokenStream, TokenTree};
 use quote::{quote, quote_spanned, ToTokens};
 
 use super::generics::Names;
 use super::lifetimes::with_static_lifetimes;
-use super::tuples;
 use crate::ast::Unmarked;
+use crate::types::{held_types, krate_text, trait_name, trait_objects, type_text};
 
 /// Names that cannot make a type hold an owner: primitives, and the standard
 /// containers and their paths. A type written with these alone (`u32`,
@@ -75,94 +75,92 @@ fn is_inert(tokens: TokenStream) -> bool {
     })
 }
 
-/// `__kv::unmarked!(Type, "Owner.field", "Type as written");`, spanned from
-/// the field's name to the end of its type, for a field marked neither
-/// `child` nor `skip` whose type can be checked where the struct is defined:
-/// one that names no type or const parameter and not `Self` (its lifetimes
-/// become `'static`). A field of an inert type is not checked.
-pub fn unmarked_check(names: &Names, owner: &str, field: &Unmarked<'_>) -> TokenStream {
-    let label = format!("{owner}.{}", field.segment);
-    let tuples = tuples::tuples(field.ty, &names.types);
-    if tuples.is_empty() {
-        return unmarked_type(names, &label, field, field.ty).unwrap_or_default();
-    }
-    // A tuple holding owners and things that declare nothing is no `KvChild`
-    // as a whole, so its elements are asked one by one; every owner a child
-    // field could reach is in one of them.
-    tuples::leaves(&tuples)
-        .into_iter()
-        .filter_map(|element| unmarked_type(names, &label, field, element))
-        .collect()
-}
-
-/// The check that `ty`, in the unmarked `field`, declares no KV.
-fn unmarked_type(
+/// `__kv::unmarked!(Type, [guards], "Owner.field", "Type as written" [, in
+/// "Inner"]);` for each type inside an unmarked field's type that may hold
+/// an owner ([`held_types`]): the field's type, or what a container holds
+/// (`Vec<Cache>` asks about `Cache`; another crate's `Queue<Cache>` asks
+/// about `Queue<Cache>` and `Cache`), each reported only where no type
+/// around it (its guards) declares. Spanned from the field's name to the end
+/// of its type. A type naming a type or const parameter or `Self` cannot be
+/// checked where the struct is defined and is passed over (its lifetimes
+/// become `'static`), and so is an inert one.
+pub fn unmarked_check(
     names: &Names,
-    label: &str,
+    krate: &syn::Path,
+    owner: &str,
     field: &Unmarked<'_>,
-    ty: &syn::Type,
-) -> Option<TokenStream> {
-    let tokens = ty.to_token_stream();
-    if is_inert(tokens.clone()) {
-        return None;
-    }
-    let ty = with_static_lifetimes(tokens, &names.all_and_self, &names.lifetimes)?;
+) -> TokenStream {
+    let label = format!("{owner}.{}", field.segment);
     let whole = field.ty.to_token_stream();
-    let end = whole.clone().into_iter().last()?.span();
+    let Some(end) = whole.clone().into_iter().last().map(|tree| tree.span()) else {
+        return TokenStream::new();
+    };
     let written = type_text(whole);
-    let path = quote_spanned! {field.span=> __kv::unmarked! };
-    let args = quote_spanned! {end=> (#ty, #label, #written) };
-    Some(quote! { #path #args; })
+    let static_type = |ty: &syn::Type| {
+        let tokens = ty.to_token_stream();
+        if is_inert(tokens.clone()) {
+            return None;
+        }
+        with_static_lifetimes(tokens, &names.all_and_self, &names.lifetimes)
+    };
+    let mut checks = trait_object_checks(names, krate, &label, &written, field, end);
+    for held in held_types(field.ty) {
+        let Some(ty) = static_type(held.ty) else {
+            continue;
+        };
+        // Inside kv's own containers the field's type declares exactly when
+        // this type does: "holds `Vec<Cache>`, which declares". Inside
+        // another crate's type, the message names the owner found in it.
+        let inner = (!held.guards.is_empty()).then(|| {
+            let inner = type_text(held.ty.to_token_stream());
+            quote!(, in #inner)
+        });
+        let guards = held.guards.iter().filter_map(|guard| static_type(guard));
+        let path = quote_spanned! {field.span=> __kv::unmarked! };
+        let args = quote_spanned! {end=> (#ty, [#(#guards),*], #label, #written #inner) };
+        checks.extend(quote! { #path #args; });
+    }
+    checks
 }
 
-/// A type as a person writes it (`Box<dyn Trait>`, `&'a T`, `[T; 2]`), for
-/// messages: `TokenStream`'s own text spaces every token.
-pub fn type_text(tokens: TokenStream) -> String {
-    let mut text = String::new();
-    let mut word_before = false;
-    let mut keyword_before = false;
-    let mut tick_before = false;
-    for tree in tokens {
-        let word = matches!(tree, TokenTree::Ident(_) | TokenTree::Literal(_));
-        match &tree {
-            TokenTree::Group(group) => {
-                // `&mut [T]`, `dyn (A)`, `&'a [T]`; but `Fn(u8)`.
-                if keyword_before {
-                    text.push(' ');
-                }
-                let (open, close) = match group.delimiter() {
-                    Delimiter::Parenthesis => ("(", ")"),
-                    Delimiter::Bracket => ("[", "]"),
-                    Delimiter::Brace => ("{ ", " }"),
-                    Delimiter::None => ("", ""),
-                };
-                text.push_str(open);
-                text.push_str(&type_text(group.stream()));
-                text.push_str(close);
-            }
-            TokenTree::Punct(punct) => match punct.as_char() {
-                ',' | ';' => {
-                    text.push(punct.as_char());
-                    text.push(' ');
-                }
-                '+' | '=' => {
-                    text.push(' ');
-                    text.push(punct.as_char());
-                    text.push(' ');
-                }
-                other => text.push(other),
-            },
-            _ => {
-                if word && word_before {
-                    text.push(' ');
-                }
-                text.push_str(&tree.to_string());
-            }
+/// An unmarked field holding a trait object is an error whatever its trait:
+/// kv cannot tell what the object holds. Its message depends on the trait,
+/// asked at compile time: a trait with `ModelLocalKv` as a supertrait
+/// declares (mark the field `child`), any other hides what it holds (add
+/// the supertrait). A trait object naming a parameter of the struct cannot
+/// be asked about where the struct is defined: its error says both.
+fn trait_object_checks(
+    names: &Names,
+    krate: &syn::Path,
+    label: &str,
+    written: &str,
+    field: &Unmarked<'_>,
+    end: Span,
+) -> TokenStream {
+    let krate = krate_text(krate);
+    let mut checks = TokenStream::new();
+    let mut seen: Vec<String> = Vec::new();
+    for object in trait_objects(field.ty) {
+        let Some(name) = trait_name(object) else {
+            continue;
+        };
+        if seen.contains(&name) {
+            continue;
         }
-        word_before = word;
-        // A lifetime (`'a`) is spaced from what follows as a keyword is.
-        keyword_before = matches!(&tree, TokenTree::Ident(i) if tick_before || ["mut", "dyn", "impl", "const"].iter().any(|k| i == k));
-        tick_before = matches!(&tree, TokenTree::Punct(p) if p.as_char() == '\'');
+        let last = name.rsplit("::").next().unwrap_or(&name).to_owned();
+        seen.push(name.clone());
+        let path = quote_spanned! {field.span=> __kv::unmarked_trait_object! };
+        let args = match with_static_lifetimes(
+            object.to_token_stream(),
+            &names.all_and_self,
+            &names.lifetimes,
+        ) {
+            Some(object) => {
+                quote_spanned! {end=> (#object, #label, #written, #name, #last, #krate) }
+            }
+            None => quote_spanned! {end=> (_, #label, #written, #name, #last, #krate) },
+        };
+        checks.extend(quote! { #path #args; });
     }
-    text
+    checks
 }

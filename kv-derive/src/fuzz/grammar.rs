@@ -223,7 +223,7 @@ pub(crate) fn value(key: &'static Key) -> BoxedStrategy<String> {
         Form::Path => select(CRATE_PATHS)
             .prop_map(|path| Literal::string(path).to_string())
             .boxed(),
-        Form::Flag => Just(String::new()).boxed(),
+        Form::Flag | Form::Marker => Just(String::new()).boxed(),
     }
 }
 
