@@ -29,7 +29,9 @@ use crate::spec::KvSpec;
 #[diagnostic::on_unimplemented(
     message = "`{Self}` does not declare model-local KV: it does not implement `ModelLocalKv`",
     label = "not a `ModelLocalKv` owner",
-    note = "add `#[derive(ModelLocalKv)]` to `{Self}` (with no `#[kv(...)]` it declares nothing), or implement `ModelLocalKv` by hand"
+    note = "if `{Self}` is your own type, add `#[derive(ModelLocalKv)]` to it (with no `#[kv(...)]` it declares nothing), or implement `ModelLocalKv` by hand",
+    note = "if it is a trait object, add `ModelLocalKv` as a supertrait of its trait: `trait Model: kv_core::ModelLocalKv { ... }`",
+    note = "if it is another crate's container or lock, it cannot implement `ModelLocalKv` in your crate: enable kv-core's feature for it (`smallvec`, `parking_lot`, `tokio`), or visit the field with `#[kv(child(with = path::to::owners))]`"
 )]
 pub trait ModelLocalKv {
     /// Appends the declarations this value holds now (gates already

@@ -181,7 +181,7 @@ pub fn expand(derive: &Derive<'_>) -> TokenStream {
     let after_load = group(Delimiter::Bracket, after_load, true);
     let checks = group(Delimiter::Bracket, checks, false);
     let body = group(Delimiter::Brace, vec![evaluate_checks, declarations], false);
-    let mut input = header(shell, child_bounds(derive, &names.types));
+    let mut input = header(shell, child_bounds(derive, &names));
     input.extend(quote! {
         static #static_specs;
         after_load #after_load;

@@ -4,6 +4,7 @@
 //! compiler answers that for the checks `expand` writes.
 
 use proc_macro2::{Delimiter, TokenStream, TokenTree};
+use quote::ToTokens;
 use syn::{GenericArgument, PathArguments, Type, TypeTraitObject};
 
 /// Wrappers that own nothing of what they name (`PhantomData<Cache>`, a
@@ -225,6 +226,23 @@ pub fn type_text(tokens: TokenStream) -> String {
 /// The runtime crate's path as a user writes it in code (`kv_core`, or the
 /// `crate = "..."` given), for messages.
 pub fn krate_text(krate: &syn::Path) -> String {
-    let text = type_text(quote::ToTokens::to_token_stream(krate));
+    let text = type_text(krate.to_token_stream());
     text.strip_prefix("::").unwrap_or(&text).to_owned()
+}
+
+/// Whether a child of type `ty` reaches its owners kv-core's `TraitObjects`
+/// way: it holds a trait object, or names a type parameter that may be
+/// unsized (`P: ?Sized`, which may be a trait object).
+pub fn reaches_trait_objects(ty: &Type, unsized_params: &[String]) -> bool {
+    !trait_objects(ty).is_empty()
+        || (!unsized_params.is_empty() && names_any(ty.to_token_stream(), unsized_params))
+}
+
+/// Whether `tokens` name one of `idents`.
+fn names_any(tokens: TokenStream, idents: &[String]) -> bool {
+    tokens.into_iter().any(|tree| match tree {
+        TokenTree::Ident(ident) => idents.contains(&ident.to_string()),
+        TokenTree::Group(group) => names_any(group.stream(), idents),
+        _ => false,
+    })
 }

@@ -125,17 +125,45 @@ where
     }
 }
 
-/// The owner types a `#[kv(child(with = path))]` function's items may hold,
-/// for the registry: named from the function's signature, for the field's
-/// type `T` (its lifetimes `'static`), whatever the field holds now.
-pub fn with_owner_types<T: ?Sized + 'static, F, I, C>(_with: F, types: &mut dyn OwnerTypes)
+/// The item type of a `#[kv(child(with = path))]` function, for the field's
+/// type `T` (its lifetimes `'static`), handed to `types` as a probe: the
+/// registry names the owner types its items may hold, whatever the field
+/// holds now. The items need not be children here: that error is the visit's.
+pub fn with_item<T: ?Sized + 'static, F, I, C>(_with: F, types: impl FnOnce(Probe<C>))
 where
     F: Fn(&'static T) -> I,
     I: IntoIterator<Item = &'static C>,
-    C: KvChild + ?Sized + 'static,
+    C: ?Sized + 'static,
 {
-    C::kv_owner_types(types);
+    types(Probe(core::marker::PhantomData));
 }
+
+/// A type, asked whether it is a [`KvChild`] (autoref-style, as
+/// [`Element`] asks): `(&probe).owner_types(types)` names its owner types
+/// where it is one, and nothing where it is not.
+pub struct Probe<C: ?Sized>(core::marker::PhantomData<fn(&C)>);
+
+/// The case of [`Probe`] where the type is a child.
+pub trait ProbeChild {
+    /// Names the owner types the probed type may hold.
+    fn owner_types(&self, types: &mut dyn OwnerTypes);
+}
+
+impl<C: KvChild + ?Sized> ProbeChild for Probe<C> {
+    fn owner_types(&self, types: &mut dyn OwnerTypes) {
+        C::kv_owner_types(types);
+    }
+}
+
+/// The fallback of [`ProbeChild`]: a type that is no child names nothing.
+pub trait ProbeNothing {
+    /// Names nothing.
+    fn owner_types(&self, types: &mut dyn OwnerTypes) {
+        let _ = types;
+    }
+}
+
+impl<C: ?Sized> ProbeNothing for &Probe<C> {}
 
 /// Visits a child field through what the compiler found for its type
 /// ([`Element::VISIT`]), below its segment (none for a transparent

@@ -44,6 +44,8 @@ pub fn read(entries: Vec<Entry>, place: Place, attrs: &mut Attrs, errors: &mut E
             errors.push(entry.key.span(), message);
             continue;
         }
+        // Arguments a key does not take are reported, and the key still
+        // read, so that it is not also reported missing.
         let args = match (entry.args, key.form) {
             (Some(args), Form::Marker) => args.stream(),
             (Some(args), _) => {
@@ -54,7 +56,7 @@ pub fn read(entries: Vec<Entry>, place: Place, attrs: &mut Attrs, errors: &mut E
                         key.example
                     ),
                 );
-                continue;
+                TokenStream::new()
             }
             (None, _) => TokenStream::new(),
         };

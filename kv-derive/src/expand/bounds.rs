@@ -4,13 +4,15 @@
 use proc_macro2::TokenStream;
 use quote::{quote, ToTokens};
 
-use crate::types::trait_objects;
+use super::generics::Names;
+use crate::types::reaches_trait_objects;
 use crate::valid::Derive;
 
 /// The type's where clause, plus `FieldType: KvChild` for each child field
 /// whose type names a type parameter (as serde infers its bounds), so that
 /// `struct Wrapper<M> { #[kv(child)] inner: Arc<M> }` needs no bound written.
-pub fn child_bounds(derive: &Derive<'_>, params: &[String]) -> TokenStream {
+pub fn child_bounds(derive: &Derive<'_>, names: &Names) -> TokenStream {
+    let params = &names.types;
     let shell = derive.shell;
     let krate = &shell.krate;
     let mut predicates: Vec<TokenStream> = shell
@@ -27,7 +29,7 @@ pub fn child_bounds(derive: &Derive<'_>, params: &[String]) -> TokenStream {
             if mentions_any(&ty, params) {
                 // A field holding a trait object is visited kv-core's
                 // `TraitObjects` way (see `children.rs`).
-                if trait_objects(child.ty).is_empty() {
+                if !reaches_trait_objects(child.ty, &names.unsized_types) {
                     predicates.push(quote!(#ty: #krate::declare::KvChild));
                 } else {
                     predicates

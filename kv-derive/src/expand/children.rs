@@ -12,7 +12,7 @@ use super::generics::Names;
 use super::lifetimes::with_static_lifetimes;
 use super::tuples;
 use crate::ast::Child;
-use crate::types::{krate_text, trait_name, trait_objects, type_text};
+use crate::types::{krate_text, reaches_trait_objects, trait_name, trait_objects, type_text};
 
 /// The code of one child field.
 #[derive(Default)]
@@ -61,7 +61,13 @@ pub fn child_code(
             __kv::visit_with(#with(#access), #field, __kv_visitor);
         };
         let owner_types = static_type.map_or_else(TokenStream::new, |ty| {
-            quote! { __kv::with_owner_types::<#ty, _, _, _>(#with, __kv_types); }
+            quote! {
+                __kv::with_item::<#ty, _, _, _>(#with, |item| {
+                    #[allow(unused_imports)]
+                    use __kv::{ProbeChild as _, ProbeNothing as _};
+                    (&item).owner_types(__kv_types);
+                });
+            }
         });
         return ChildCode {
             visit,
@@ -79,7 +85,7 @@ pub fn child_code(
         *marker += 1;
         code.items = impls;
         Some(quote!(#via))
-    } else if !objects.is_empty() {
+    } else if reaches_trait_objects(child.ty, &cx.names.unsized_types) {
         Some(quote!(__kv::TraitObjects))
     } else {
         None

@@ -13,6 +13,10 @@ pub struct Names {
     /// one is not checked where the struct is defined.
     pub all_and_self: Vec<String>,
     pub lifetimes: Vec<String>,
+    /// Type parameters that may be unsized (`P: ?Sized`, in the parameter
+    /// list or the where clause): a child's type naming one may hold a
+    /// trait object.
+    pub unsized_types: Vec<String>,
 }
 
 impl Names {
@@ -31,11 +35,39 @@ impl Names {
             .lifetimes()
             .map(|param| param.lifetime.ident.to_string())
             .collect();
+        let mut unsized_types: Vec<String> = generics
+            .type_params()
+            .filter(|param| maybe_unsized(&param.bounds))
+            .map(|param| param.ident.to_string())
+            .collect();
+        for predicate in generics
+            .where_clause
+            .iter()
+            .flat_map(|w| w.predicates.iter())
+        {
+            if let syn::WherePredicate::Type(predicate) = predicate {
+                if let (syn::Type::Path(path), true) =
+                    (&predicate.bounded_ty, maybe_unsized(&predicate.bounds))
+                {
+                    if let Some(ident) = path.path.get_ident() {
+                        unsized_types.push(ident.to_string());
+                    }
+                }
+            }
+        }
         Names {
             types,
             types_and_self,
             all_and_self,
             lifetimes,
+            unsized_types,
         }
     }
+}
+
+/// Whether `bounds` has `?Sized`.
+fn maybe_unsized<P>(bounds: &syn::punctuated::Punctuated<syn::TypeParamBound, P>) -> bool {
+    bounds.iter().any(|bound| {
+        matches!(bound, syn::TypeParamBound::Trait(trait_bound) if trait_bound.maybe.is_some())
+    })
 }
