@@ -30,7 +30,7 @@ use crate::spec::KvSpec;
     message = "`{Self}` does not declare model-local KV: it does not implement `ModelLocalKv`",
     label = "not a `ModelLocalKv` owner",
     note = "if `{Self}` is your own type, add `#[derive(ModelLocalKv)]` to it (with no `#[kv(...)]` it declares nothing), or implement `ModelLocalKv` by hand",
-    note = "if it is a trait object, add `ModelLocalKv` as a supertrait of its trait: `trait Model: kv_core::ModelLocalKv { ... }`",
+    note = "if it is a trait object, add `ModelLocalKv` as a supertrait of its trait: `trait Model: kv_core::ModelLocalKv {{ ... }}`",
     note = "if it is another crate's container or lock, it cannot implement `ModelLocalKv` in your crate: enable kv-core's feature for it (`smallvec`, `parking_lot`, `tokio`), or visit the field with `#[kv(child(with = path::to::owners))]`"
 )]
 pub trait ModelLocalKv {
@@ -300,6 +300,11 @@ pub trait KvChild<Via = Owners> {
 #[derive(Clone, Copy, Debug)]
 pub struct TraitObjects;
 
+/// Names the owner types a type's children may hold
+/// ([`ModelLocalKv::__kv_child_types`]).
+#[doc(hidden)]
+pub type ChildTypes = fn(&mut dyn OwnerTypes);
+
 /// Receives the owner types a [`KvChild`] type may hold
 /// ([`KvChild::kv_owner_types`]).
 #[doc(hidden)]
@@ -307,7 +312,7 @@ pub trait OwnerTypes {
     /// An owner type, by `std::any::type_name`, and how to name the owner
     /// types its own children may hold, where its type is known (not
     /// behind a trait object).
-    fn owner(&mut self, type_name: &'static str, children: Option<fn(&mut dyn OwnerTypes)>);
+    fn owner(&mut self, type_name: &'static str, children: Option<ChildTypes>);
 }
 
 /// Every owner is a child of its own.

@@ -27,7 +27,7 @@ use std::collections::{HashMap, HashSet};
 use std::fmt;
 
 use crate::declare::type_decls::KvTypeDecls;
-use crate::declare::{ChildVisitor, ModelLocalKv, OwnerTypes};
+use crate::declare::{ChildTypes, ChildVisitor, ModelLocalKv, OwnerTypes};
 
 /// One derived type, as registered by the derive.
 #[derive(Clone, Copy, Debug)]
@@ -219,11 +219,11 @@ pub fn unreached_within(roots: &[&dyn ModelLocalKv], modules: &[&str]) -> Vec<Un
 /// own children's types where its type is known.
 struct TypeWalk {
     seen: HashSet<&'static str>,
-    queue: Vec<(&'static str, Option<fn(&mut dyn OwnerTypes)>)>,
+    queue: Vec<(&'static str, Option<ChildTypes>)>,
 }
 
 impl OwnerTypes for TypeWalk {
-    fn owner(&mut self, type_name: &'static str, children: Option<fn(&mut dyn OwnerTypes)>) {
+    fn owner(&mut self, type_name: &'static str, children: Option<ChildTypes>) {
         let target = target_of(type_name);
         if self.seen.insert(target) {
             self.queue.push((target, children));
