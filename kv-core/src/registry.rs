@@ -142,7 +142,7 @@ impl fmt::Display for Unreached {
 ///
 ///     /// Forgot `#[derive(ModelLocalKv)]`: its attention is in no report.
 ///     pub struct Block {
-///         pub attn: crate::layers::Attention,
+///         pub attn: super::layers::Attention,
 ///     }
 ///
 ///     #[derive(ModelLocalKv)]
