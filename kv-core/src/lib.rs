@@ -102,6 +102,7 @@ pub use spec::layout::{Geometry, Latent, RecurrentState, StatePart};
 pub use spec::placement::{Placement, Sharding};
 pub use spec::positions::{PositionPolicy, Positions};
 pub use spec::storage::{BlockFormat, Storage};
+pub use spec::tensors::{TensorPart, Tensors};
 #[doc(inline)]
 pub use spec::{KvSpec, Rows, Scope};
 
@@ -127,14 +128,15 @@ pub use spec::{KvSpec, Rows, Scope};
 /// |---|---|---|
 /// | `name` | `"retained"` | on the struct and on tuple fields |
 /// | `cache` | `"sliding DynamicCache"`: what kind of cache holds it | yes |
-/// | `layers`, `kv_heads`, `head_dim` | a count | yes, or `geometry`, `latent` or `state` |
+/// | `layers`, `kv_heads`, `head_dim` | a count | yes, or `geometry`, `latent`, `state` or `tensors` |
 /// | `v_head_dim` | a count, where values differ from keys | no |
-/// | `dtype` | `f64`, `f32`, `f16`, `bf16`, `f8e4m3`, `f8e5m2`, `i8`, `u8`, `i4`, `i2`, `f4e2m1`, or an expression of type [`DType`] or, read after load, `Result<DType, E>` with `E` any error that displays itself (a lower-case word close to a dtype name, like `bf61`, is taken for a misspelling; write such a const by its path) | yes, or `kv_format`, `geometry`, `latent` or `state` |
+/// | `dtype` | `f64`, `f32`, `f16`, `bf16`, `f8e4m3`, `f8e5m2`, `i8`, `u8`, `i4`, `i2`, `f4e2m1`, or an expression of type [`DType`] or, read after load, `Result<DType, E>` with `E` any error that displays itself (a lower-case word close to a dtype name, like `bf61`, is taken for a misspelling; write such a const by its path) | yes, or `kv_format`, `geometry`, `latent`, `state` or `tensors` |
 /// | `kv_format`, `v_format` | how keys (and values) are stored, where it is not `dtype`: a dtype name, a block format (`q8_0`, `q4_0`, `q4_1`, `q5_0`, `q5_1`, `nvfp4`), vLLM's `--kv-cache-dtype` name (`fp8`, `fp8_e5m2`, `int8_per_token_head`, ..., [`Storage::VLLM_NAMES`]), or an expression of type [`Storage`] | no |
 /// | `geometry` | an expression of type [`Geometry`] or, read after load, `Result<Geometry, E>` with `E` any error that displays itself (a [`KvError`] is kept whole) | instead of the parts above |
 /// | `latent` | an MLA latent: an expression of type [`Latent`] (or, read after load, a `Result` of one whose error displays itself) | instead of the attention parts |
 /// | `state` | recurrent state: an expression of type [`RecurrentState`] (or, read after load, a `Result` of one whose error displays itself); it has no `positions` | instead of the attention parts and `positions` |
-/// | `positions` | `bounded(COUNT, because = "...")`, or a policy that writes its own reason: `window(W)`, `window_minus_one(W)`, `window_capped(W, max_cache_len = N)`, `window_plus_chunk(W, chunk = N)`, `vllm_sliding_window(W, max_num_batched_tokens = N, max_model_len = N, block_size = N)`, `vllm_chunked_local(CHUNK, ..the same..)`, `padded(COUNT, multiple = N)`, `grows_by(COUNT, step = N)` ([`PositionPolicy`]); each input a count | yes, except with `state` |
+/// | `tensors` | tensors kept beside the caches (rotary cos/sin tables, a memo of masks by prompt length, codebooks): an expression of type [`Tensors`] of named [`TensorPart`]s (or, read after load, a `Result` of one whose error displays itself); it has no `positions`, and a memo's range carries its reason | instead of the attention parts and `positions` |
+/// | `positions` | `bounded(COUNT, because = "...")`, or a policy that writes its own reason: `window(W)`, `window_minus_one(W)`, `window_capped(W, max_cache_len = N)`, `window_plus_chunk(W, chunk = N)`, `vllm_sliding_window(W, max_num_batched_tokens = N, max_model_len = N, block_size = N)`, `vllm_chunked_local(CHUNK, ..the same..)`, `padded(COUNT, multiple = N)`, `grows_by(COUNT, step = N)` ([`PositionPolicy`]); each input a count | yes, except with `state` or `tensors` |
 /// | `scope` | `invocation`, `request`, `session` or `model` (diagnostic only, never a multiplier) | yes |
 /// | `rows` | `max_num_seqs`, or `fixed(COUNT, because = "...")` | yes: never defaults to 1 |
 /// | `only_when` | `"async_chunk"`: a `bool` field; or `"is_streaming()"`: a `fn(&self) -> bool`; when false the declaration yields nothing | no |

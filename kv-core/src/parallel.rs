@@ -202,6 +202,14 @@ pub(crate) fn for_rank(
             share: String::new(),
         }));
     }
+    // Tables beside the caches are not cut by layer or head: each rank
+    // keeps its own copy.
+    if let Layout::Tensors(_) = &spec.layout {
+        return Ok(Some(RankShare {
+            spec: spec.clone(),
+            share: "model-local tensors: every rank keeps its own".to_owned(),
+        }));
+    }
     if let Sharding::Whole(because) = &spec.sharding {
         return Ok(Some(RankShare {
             spec: spec.clone(),
@@ -275,6 +283,7 @@ pub(crate) fn for_rank(
             latent.layers = held;
             format!("MLA latent replicated on all {tp} tp ranks")
         }
+        Layout::Tensors(_) => unreachable!("tensors are kept whole, above"),
         Layout::Recurrent(state) => {
             state.layers = held;
             let mut parts = state.parts.to_vec();

@@ -123,8 +123,6 @@ impl fmt::Display for Unreached {
 /// reported about the roots themselves.
 ///
 /// ```
-/// use kv_core::ModelLocalKv;
-///
 /// mod layers {
 ///     use kv_core::ModelLocalKv;
 ///
@@ -151,13 +149,15 @@ impl fmt::Display for Unreached {
 ///     }
 /// }
 ///
-/// let model = models::Model { blocks: vec![models::Block { attn: layers::Attention }] };
-/// let missing = kv_core::registry::unreached(&[&model]);
-/// assert_eq!(missing.len(), 1);
-/// assert!(missing[0].type_name.ends_with("layers::Attention"));
-/// // At start-up, beside the report:
-/// for problem in &missing {
-///     log::warn!("{problem}");
+/// fn main() {
+///     let model = models::Model { blocks: vec![models::Block { attn: layers::Attention }] };
+///     let missing = kv_core::registry::unreached(&[&model]);
+///     assert_eq!(missing.len(), 1);
+///     assert!(missing[0].type_name.ends_with("layers::Attention"));
+///     // At start-up, beside the report:
+///     for problem in &missing {
+///         log::warn!("{problem}");
+///     }
 /// }
 /// ```
 pub fn unreached(roots: &[&dyn ModelLocalKv]) -> Vec<Unreached> {

@@ -13,11 +13,13 @@ pub(crate) mod parts;
 pub(crate) mod placement;
 pub(crate) mod positions;
 pub(crate) mod storage;
+pub(crate) mod tensors;
 
 pub use layout::{Layout, Residual};
 pub use parts::LayoutPart;
 pub use placement::LayerGroup;
 pub use positions::Bound;
+pub use tensors::TensorShape;
 
 use std::borrow::Cow;
 use std::fmt;
@@ -27,6 +29,7 @@ use crate::pattern::{LayerKind, LayerPattern};
 use layout::{Geometry, Latent, RecurrentState};
 use placement::{Placement, Sharding};
 use positions::Positions;
+use tensors::Tensors;
 
 /// Text carried by a declaration: a literal in derived code, owned when built at run time.
 pub(crate) type Text = Cow<'static, str>;
@@ -222,6 +225,18 @@ impl KvSpec {
         KvSpec::with_layout(name, cache, Layout::Recurrent(state), scope, rows)
     }
 
+    /// Tensors a model keeps beside its caches (rotary tables, a memo of
+    /// masks): no positions; held whole on every rank of a parallel layout.
+    pub fn tensors(
+        name: impl Into<Cow<'static, str>>,
+        cache: impl Into<Cow<'static, str>>,
+        tensors: Tensors,
+        scope: Scope,
+        rows: Rows,
+    ) -> KvSpec {
+        KvSpec::with_layout(name, cache, Layout::Tensors(tensors), scope, rows)
+    }
+
     /// A declaration of any layout.
     pub fn with_layout(
         name: impl Into<Cow<'static, str>>,
@@ -336,6 +351,11 @@ impl KvSpec {
                 "cache",
                 "is blank; say what kind of cache holds this",
             ));
+        }
+        if let Layout::Tensors(tensors) = &self.layout {
+            if let Some((part, problem)) = tensors.first_invalid() {
+                return Err(invalid("tensors", &format!("part `{part}` {problem}")));
+            }
         }
         if let Some(field) = self.layout.first_zero() {
             return Err(invalid(

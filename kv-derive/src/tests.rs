@@ -656,12 +656,17 @@ fn a_geometry_part_is_missing_unless_a_whole_layout_replaces_it() {
         [
             "\"missing `layers`: give `layers`, `kv_heads`, `head_dim` and `dtype`, or \
           `geometry = ...` whole (or `latent = ...` for an MLA latent, `state = ...` for \
-          recurrent state)\""
+          recurrent state, `tensors = ...` for tables kept beside the caches)\""
         ],
         "{parts}"
     );
     let whole = declaration(&format!("geometry = G, {positions}"));
     assert!(errors(&whole).is_empty(), "{whole}");
+    // Tensors replace the parts and the positions.
+    let tensors = declaration("tensors = TABLES");
+    assert!(errors(&tensors).is_empty(), "{tensors}");
+    let both = declaration(&format!("tensors = TABLES, {positions}"));
+    assert_eq!(errors(&both).len(), 1, "{both}");
 }
 
 #[test]

@@ -82,6 +82,8 @@ pub enum Kind<'a> {
     Attention(Geometry<'a>, &'a PositionsValue),
     Latent(&'a Value, &'a PositionsValue),
     State(&'a Value),
+    /// Tensors kept beside the caches: no positions.
+    Tensors(&'a Value),
 }
 
 /// An attention geometry, whole or in parts.
@@ -139,7 +141,7 @@ impl<'a> ValidDecl<'a> {
     pub fn positions(&self) -> Option<&'a PositionsValue> {
         match self.kind {
             Kind::Attention(_, positions) | Kind::Latent(_, positions) => Some(positions),
-            Kind::State(_) => None,
+            Kind::State(_) | Kind::Tensors(_) => None,
         }
     }
 
@@ -154,7 +156,9 @@ impl<'a> ValidDecl<'a> {
     pub fn layout_is_const(&self) -> bool {
         match &self.kind {
             Kind::Attention(geometry, _) => geometry.is_const(),
-            Kind::Latent(value, _) | Kind::State(value) => !value.is_after_load(),
+            Kind::Latent(value, _) | Kind::State(value) | Kind::Tensors(value) => {
+                !value.is_after_load()
+            }
         }
     }
 }
@@ -315,6 +319,8 @@ fn declaration<'a>(
         Kind::Latent(latent, attrs.positions.get()?)
     } else if let Some(state) = attrs.state.get() {
         Kind::State(state)
+    } else if let Some(tensors) = attrs.tensors.get() {
+        Kind::Tensors(tensors)
     } else {
         let geometry = match attrs.geometry.get() {
             Some(whole) => Geometry::Whole(whole),

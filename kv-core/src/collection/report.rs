@@ -15,6 +15,7 @@ use super::collect::{collect, Collection};
 use super::group::Grouped;
 use crate::declare::ModelLocalKv;
 use crate::error::Overflow;
+use crate::spec::Layout;
 use crate::units::{counted, report_bytes};
 
 const HEADER: &str = "Model-local KV (outside the paged manager)";
@@ -236,7 +237,12 @@ fn declaration_line(group: &Grouped<'_>, max_num_seqs: u64) -> (Level, String) {
                 positions.bound
             );
         }
-        None => line.push_str("recurrent state, no positions"),
+        None => match &spec.layout {
+            Layout::Tensors(tensors) => {
+                let _ = write!(line, "tensors: {tensors}");
+            }
+            _ => line.push_str("recurrent state, no positions"),
+        },
     }
     if let Some(only_when) = &spec.only_when {
         line.push_str(", only_when=");

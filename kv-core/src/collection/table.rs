@@ -35,11 +35,13 @@ use std::fmt::Write as _;
 
 use super::collect::{Collection, EmptyDeclaration};
 use super::group::times;
-use crate::declare::type_decls::{AfterLoadDecl, AfterLoadRows, KvTypeDecls, NO_POSITIONS};
+use crate::declare::type_decls::{
+    AfterLoadDecl, AfterLoadRows, KvTypeDecls, NO_POSITIONS, TENSORS_AFTER_LOAD,
+};
 use crate::error::Overflow;
 #[cfg(feature = "json")]
 use crate::export::json::{ExportedDeclaration, ExportedReport};
-use crate::spec::{KvSpec, Rows};
+use crate::spec::{KvSpec, Layout, Rows};
 use crate::units::human_bytes;
 
 /// What a figure reads when its byte arithmetic overflows `u64`.
@@ -302,8 +304,7 @@ impl Table {
                 spec.only_when.as_deref(),
                 spec.assumes.as_deref(),
             ),
-            spec.positions()
-                .map_or_else(|| NO_POSITIONS.to_owned(), ToString::to_string),
+            bound_cell(spec),
             group_size_cell(spec.bytes_per_row(), count),
             rows_cell(&spec.rows),
             group_size_cell(spec.peak_bytes(self.max_num_seqs), count),
@@ -330,7 +331,9 @@ impl Table {
         let later = || KNOWN_AFTER_LOAD.to_owned();
         let bound = match decl.positions {
             Some(count) => bounded_cell(count, decl.positions_bound),
-            None if decl.positions_bound == NO_POSITIONS => NO_POSITIONS.to_owned(),
+            None if [NO_POSITIONS, TENSORS_AFTER_LOAD].contains(&decl.positions_bound) => {
+                decl.positions_bound.to_owned()
+            }
             None => format!("{KNOWN_AFTER_LOAD} ({})", decl.positions_bound),
         };
         let (rows, row_count) = match decl.rows {
@@ -424,10 +427,25 @@ fn exported_size(each: Option<u64>, count: usize) -> String {
 /// Bounded by, from an exported declaration.
 #[cfg(feature = "json")]
 fn exported_bound(d: &ExportedDeclaration) -> String {
-    match (d.positions, &d.positions_bound) {
-        (Some(count), Some(reason)) => bounded_cell(count, reason),
-        (Some(count), None) => count.to_string(),
-        (None, _) => NO_POSITIONS.to_owned(),
+    match (d.positions, &d.positions_bound, &d.tensor_parts) {
+        (Some(count), Some(reason), _) => bounded_cell(count, reason),
+        (Some(count), None, _) => count.to_string(),
+        (None, _, Some(parts)) => parts
+            .iter()
+            .map(|part| part.text.as_str())
+            .collect::<Vec<_>>()
+            .join(", "),
+        (None, _, None) => NO_POSITIONS.to_owned(),
+    }
+}
+
+/// Bounded by: the positions and why, the tensors' shapes, or none for
+/// recurrent state.
+fn bound_cell(spec: &KvSpec) -> String {
+    match (&spec.layout, spec.positions()) {
+        (_, Some(positions)) => positions.to_string(),
+        (Layout::Tensors(tensors), None) => tensors.to_string(),
+        (_, None) => NO_POSITIONS.to_owned(),
     }
 }
 

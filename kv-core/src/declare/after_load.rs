@@ -10,6 +10,7 @@ use crate::error::{KvError, Overflow};
 use crate::spec::dtype::DType;
 use crate::spec::layout::{Geometry, Latent, RecurrentState};
 use crate::spec::storage::Storage;
+use crate::spec::tensors::Tensors;
 
 /// An integer read after load, converted to `u64` without wrapping.
 #[diagnostic::on_unimplemented(
@@ -285,5 +286,34 @@ impl IntoLatent for &Latent {
 impl<E: fmt::Display + 'static> IntoLatent for Result<Latent, E> {
     fn into_latent(self) -> Result<Latent, KvError> {
         self.map_err(|error| read_error(error, "latent"))
+    }
+}
+
+/// Tensors kept beside the caches, read after load: a `Tensors`, or a
+/// `Result` of one.
+#[diagnostic::on_unimplemented(
+    message = "`{Self}` is not a set of tensors: `tensors = ...` takes a `kv_core::Tensors` or a `Result<Tensors, E>` whose error displays itself",
+    label = "expected a `Tensors` or a `Result<Tensors, E>`"
+)]
+pub trait IntoTensors {
+    /// The tensors or the error reading them.
+    fn into_tensors(self) -> Result<Tensors, KvError>;
+}
+
+impl IntoTensors for Tensors {
+    fn into_tensors(self) -> Result<Tensors, KvError> {
+        Ok(self)
+    }
+}
+
+impl IntoTensors for &Tensors {
+    fn into_tensors(self) -> Result<Tensors, KvError> {
+        Ok(self.clone())
+    }
+}
+
+impl<E: fmt::Display + 'static> IntoTensors for Result<Tensors, E> {
+    fn into_tensors(self) -> Result<Tensors, KvError> {
+        self.map_err(|error| read_error(error, "tensors"))
     }
 }

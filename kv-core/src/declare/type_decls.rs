@@ -48,6 +48,10 @@ pub struct AfterLoadDecl {
 /// in a table.
 pub(crate) const NO_POSITIONS: &str = "no positions (recurrent state)";
 
+/// The bound of tensors beside the caches read after load: what the derive
+/// writes as their `positions_bound` before load; the shapes follow after.
+pub(crate) const TENSORS_AFTER_LOAD: &str = "tensors, no positions (shapes known after load)";
+
 /// The rows of an [`AfterLoadDecl`].
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum AfterLoadRows {

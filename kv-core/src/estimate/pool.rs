@@ -219,6 +219,8 @@ fn blocks(spec: &KvSpec, block_size: u64) -> u64 {
 fn page(spec: &KvSpec, block_size: u64) -> Result<u64, Overflow> {
     let per_token = match &spec.layout {
         Layout::Recurrent(state) => return state.bytes_per_layer(),
+        // Not paged (a config's estimate declares none): one page of its own.
+        Layout::Tensors(tensors) => return tensors.bytes(),
         Layout::Attention { geometry, .. } => geometry.with_layers(1).bytes_per_position()?,
         Layout::Latent { latent, .. } => {
             let mut one = *latent;

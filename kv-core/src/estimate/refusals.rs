@@ -315,7 +315,8 @@ pub(super) fn check_format(hf: &HfConfig, specs: &[KvSpec]) -> Result<(), KvErro
                     continue;
                 }
             }
-            Layout::Recurrent(_) => continue,
+            // Not in vLLM's KV cache: no format of its to refuse.
+            Layout::Recurrent(_) | Layout::Tensors(_) => continue,
         };
         return Err(KvError::Config {
             what: "kv_format",

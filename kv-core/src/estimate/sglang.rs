@@ -289,6 +289,8 @@ pub fn sglang_pools(
                 latent = Some((l.layers, width));
             }
             Layout::Recurrent(s) => state.push(s.clone()),
+            // A config's estimate declares none; SGLang's pools hold none.
+            Layout::Tensors(_) => {}
         }
     }
 

@@ -7,6 +7,7 @@ use serde_json::Value;
 use crate::collection::collect::{Collected, Collection, EmptyDeclaration, Skipped};
 use crate::parallel::Parallel;
 use crate::spec::layout::Layout;
+use crate::spec::tensors::TensorShape;
 use crate::spec::Rows;
 
 /// The version of the JSON family (this report, the cluster view, the
@@ -93,7 +94,7 @@ pub struct ExportedDeclaration {
     pub owner_type: String,
     /// What kind of cache holds it.
     pub cache: String,
-    /// `attention`, `mla latent` or `recurrent`.
+    /// `attention`, `mla latent`, `recurrent` or `tensors`.
     pub kind: String,
     /// Layers that hold it.
     pub layers: u64,
@@ -111,6 +112,10 @@ pub struct ExportedDeclaration {
     pub state_parts: Option<Vec<ExportedStatePart>>,
     /// Recurrent: states kept per sequence.
     pub slots: Option<u64>,
+    /// Tensors beside the caches: each part (absent in a report written
+    /// before they could be declared).
+    #[serde(default)]
+    pub tensor_parts: Option<Vec<ExportedTensorPart>>,
     /// Storage of keys, the latent or the state (`"bf16"`, `"q8_0"`).
     pub format: String,
     /// Storage of values, where attention stores them apart.
@@ -161,6 +166,26 @@ pub struct ExportedStatePart {
     pub shape: Vec<u64>,
     /// Its storage.
     pub format: String,
+}
+
+/// One part of a declaration of tensors beside the caches.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[non_exhaustive]
+pub struct ExportedTensorPart {
+    /// `cos`, `mask`, ...
+    pub name: String,
+    /// A fixed part's shape; `null` for a memo by length.
+    pub shape: Option<Vec<u64>>,
+    /// A memo's shortest and longest lengths (one `t x t` tensor per length).
+    pub lengths: Option<[u64; 2]>,
+    /// Why a memo's lengths stop where they do.
+    pub lengths_bound: Option<String>,
+    /// Its storage.
+    pub format: String,
+    /// Its bytes; `null` where they overflow.
+    pub bytes: Option<u64>,
+    /// The part as the report writes it (`cos [4096 x 64] f32`).
+    pub text: String,
 }
 
 /// An owner whose declarations were dropped, or one declaration skipped alone.
@@ -270,6 +295,7 @@ fn declaration(entry: &Collected, max_num_seqs: u64) -> ExportedDeclaration {
         rope_dim: None,
         state_parts: None,
         slots: None,
+        tensor_parts: None,
         format: String::new(),
         v_format: None,
         positions: spec.positions().map(|p| p.count),
@@ -321,6 +347,45 @@ fn declaration(entry: &Collected, max_num_seqs: u64) -> ExportedDeclaration {
                 .collect::<Vec<_>>()
                 .join("+");
             out.state_parts = Some(parts);
+        }
+        Layout::Tensors(tensors) => {
+            let parts: Vec<ExportedTensorPart> = tensors
+                .parts()
+                .iter()
+                .map(|part| {
+                    let (shape, lengths, lengths_bound, format) = match part.shape {
+                        TensorShape::Fixed { dims, storage } => {
+                            (Some(dims.to_vec()), None, None, storage.to_string())
+                        }
+                        TensorShape::SquarePerLength {
+                            from,
+                            to,
+                            dtype,
+                            because,
+                        } => (
+                            None,
+                            Some([from, to]),
+                            Some(because.to_owned()),
+                            dtype.to_string(),
+                        ),
+                    };
+                    ExportedTensorPart {
+                        name: part.name.to_owned(),
+                        shape,
+                        lengths,
+                        lengths_bound,
+                        format,
+                        bytes: part.bytes().ok(),
+                        text: part.to_string(),
+                    }
+                })
+                .collect();
+            out.format = parts
+                .iter()
+                .map(|p| p.format.as_str())
+                .collect::<Vec<_>>()
+                .join("+");
+            out.tensor_parts = Some(parts);
         }
     }
     out
@@ -421,6 +486,7 @@ mod tests {
                     "rope_dim": null,
                     "state_parts": null,
                     "slots": null,
+                    "tensor_parts": null,
                     "format": "bf16",
                     "v_format": null,
                     "positions": 2048,

@@ -10,6 +10,7 @@ use crate::spec::dtype::DType;
 use crate::spec::layout::{Geometry, Latent, Layout, RecurrentState};
 use crate::spec::positions::{Bound, PositionPolicy, Positions};
 use crate::spec::storage::Storage;
+use crate::spec::tensors::Tensors;
 use crate::spec::{KvSpec, Rows};
 
 /// Every position policy by the name `positions = NAME(..)` takes, with its
@@ -121,6 +122,8 @@ fn zero_count(spec: &KvSpec) -> Option<&'static str> {
             !degenerate(&latent.storage) && !latent.rope_storage.as_ref().is_some_and(degenerate)
         }
         Layout::Recurrent(state) => !state.parts.iter().any(|part| degenerate(&part.storage)),
+        // A table of no extent is a mistake, not an empty group: an error.
+        Layout::Tensors(_) => false,
     };
     if !formats_ok {
         return None;
@@ -170,9 +173,18 @@ pub const fn state(state: RecurrentState) -> Layout {
     Layout::Recurrent(state)
 }
 
+/// Tensors kept beside the caches, for generated code.
+pub const fn tensors(tensors: Tensors) -> Layout {
+    Layout::Tensors(tensors)
+}
+
 /// The bound a recurrent state shows before load (no positions), for
 /// generated code; the tables recognise it.
 pub const NO_POSITIONS: &str = type_decls::NO_POSITIONS;
+
+/// The bound tensors read after load show before load, for generated code;
+/// the tables recognise it.
+pub const TENSORS_AFTER_LOAD: &str = type_decls::TENSORS_AFTER_LOAD;
 
 /// A bare count and its reason, for generated code.
 pub const fn bounded(count: u64, because: &'static str) -> Positions {

@@ -137,8 +137,9 @@ macro_rules! __kv_check_v0_1 {
                 "kv: `",
                 $owner,
                 "`: this const layout has a zero dimension, a zero input to its ",
-                "position policy, or a policy whose count overflows; every dimension and input ",
-                "must be positive: check the latent, state or policy"
+                "position policy, or a policy whose count overflows, or its tensors have an ",
+                "empty range, a blank reason or a memo in a dtype under a byte; every dimension ",
+                "and input must be positive: check the latent, state, tensors or policy"
             )
         );
     };

@@ -26,7 +26,7 @@ pub use std::result::Result::Ok;
 pub use std::vec::Vec;
 
 pub use crate::declare::after_load::{
-    IntoCount, IntoDType, IntoGeometry, IntoLatent, IntoState, IntoStorage,
+    IntoCount, IntoDType, IntoGeometry, IntoLatent, IntoState, IntoStorage, IntoTensors,
 };
 pub use crate::declare::{
     AfterLoadDecl, AfterLoadRows, ChildVisitor, DeclaredKv, KvChild, OwnerTypes, Owners,

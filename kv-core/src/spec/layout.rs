@@ -7,6 +7,7 @@ use std::borrow::Cow;
 use super::dtype::DType;
 use super::positions::Positions;
 use super::storage::Storage;
+use super::tensors::{TensorShape, Tensors};
 use crate::error::Overflow;
 
 /// The shape of one position of an attention K/V cache across its layers.
@@ -541,6 +542,9 @@ pub enum Layout {
     },
     /// Recurrent state: no positions.
     Recurrent(RecurrentState),
+    /// Tensors kept beside the caches (rotary tables, a memo of masks): no
+    /// positions, held whole on every rank.
+    Tensors(Tensors),
 }
 
 /// The key of a storage format's first zero (a block format of no elements or
@@ -645,24 +649,32 @@ impl Layout {
                 }
                 None
             }
+            // Zeros and the rest of what makes tensors invalid: one walk,
+            // whose words `KvSpec::validate` reports.
+            Layout::Tensors(tensors) => match tensors.first_invalid() {
+                Some(_) => Some("tensors"),
+                None => None,
+            },
         }
     }
 
-    /// `attention`, `mla latent` or `recurrent`.
+    /// `attention`, `mla latent`, `recurrent` or `tensors`.
     pub const fn kind(&self) -> &'static str {
         match self {
             Layout::Attention { .. } => "attention",
             Layout::Latent { .. } => "mla latent",
             Layout::Recurrent(_) => "recurrent",
+            Layout::Tensors(_) => "tensors",
         }
     }
 
-    /// Layers that hold this cache.
+    /// Layers that hold this cache; 1 for tensors, which are not per layer.
     pub const fn layers(&self) -> u64 {
         match self {
             Layout::Attention { geometry, .. } => geometry.layers,
             Layout::Latent { latent, .. } => latent.layers,
             Layout::Recurrent(state) => state.layers,
+            Layout::Tensors(_) => 1,
         }
     }
 
@@ -672,16 +684,16 @@ impl Layout {
             Layout::Attention { positions, .. } | Layout::Latent { positions, .. } => {
                 Some(positions)
             }
-            Layout::Recurrent(_) => None,
+            Layout::Recurrent(_) | Layout::Tensors(_) => None,
         }
     }
 
-    /// Bytes one position takes; `None` for recurrent state.
+    /// Bytes one position takes; `None` for recurrent state and tensors.
     pub const fn bytes_per_position(&self) -> Option<Result<u64, Overflow>> {
         match self {
             Layout::Attention { geometry, .. } => Some(geometry.bytes_per_position()),
             Layout::Latent { latent, .. } => Some(latent.bytes_per_position()),
-            Layout::Recurrent(_) => None,
+            Layout::Recurrent(_) | Layout::Tensors(_) => None,
         }
     }
 
@@ -694,6 +706,7 @@ impl Layout {
             } => geometry.bytes_per_row(positions.count),
             Layout::Latent { latent, positions } => latent.bytes_per_row(positions.count),
             Layout::Recurrent(state) => state.bytes_per_row(),
+            Layout::Tensors(tensors) => tensors.bytes(),
         }
     }
 
@@ -730,6 +743,14 @@ impl Layout {
                 for part in state.parts.iter() {
                     if let Ok(elements) = part.elements() {
                         note(part.storage, elements, part.name);
+                    }
+                }
+            }
+            Layout::Tensors(tensors) => {
+                for part in tensors.parts() {
+                    if let TensorShape::Fixed { dims, storage } = part.shape {
+                        let elements = dims[0].saturating_mul(dims[1]).saturating_mul(dims[2]);
+                        note(storage, elements, part.name);
                     }
                 }
             }

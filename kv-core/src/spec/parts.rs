@@ -5,6 +5,7 @@ use std::borrow::Cow;
 
 use super::layout::Layout;
 use super::storage::Storage;
+use super::tensors::TensorShape;
 use crate::error::Overflow;
 
 /// One part of a row: what it holds, how it is stored, and its bytes.
@@ -12,7 +13,7 @@ use crate::error::Overflow;
 #[non_exhaustive]
 pub struct LayoutPart {
     /// `"K"`, `"V"`, `"residual K"`, `"residual V"`, `"latent"`, `"rope"`, or
-    /// a state part's name (`"conv"`, `"ssm"`, ...).
+    /// a state or tensor part's name (`"conv"`, `"ssm"`, `"cos"`, ...).
     pub name: Cow<'static, str>,
     /// How its elements are stored.
     pub storage: Storage,
@@ -131,6 +132,18 @@ impl Layout {
                     bytes_per_row: p.elements().and_then(|elements| {
                         bytes(p.storage, elements, &[state.layers, state.slots])
                     }),
+                })
+                .collect(),
+            Layout::Tensors(tensors) => tensors
+                .parts()
+                .iter()
+                .map(|p| LayoutPart {
+                    name: Cow::Borrowed(p.name),
+                    storage: match p.shape {
+                        TensorShape::Fixed { storage, .. } => storage,
+                        TensorShape::SquarePerLength { dtype, .. } => Storage::Dense(dtype),
+                    },
+                    bytes_per_row: p.bytes(),
                 })
                 .collect(),
         }

@@ -164,9 +164,10 @@ macro_rules! keys {
 
 const GEOMETRY_PARTS: &str =
     "give `layers`, `kv_heads`, `head_dim` and `dtype`, or `geometry = ...` whole \
-     (or `latent = ...` for an MLA latent, `state = ...` for recurrent state)";
+     (or `latent = ...` for an MLA latent, `state = ...` for recurrent state, \
+     `tensors = ...` for tables kept beside the caches)";
 /// The keys that replace the attention geometry's parts.
-const WHOLE_LAYOUTS: &[&str] = &[name::geometry, name::latent, name::state];
+const WHOLE_LAYOUTS: &[&str] = &[name::geometry, name::latent, name::state, name::tensors];
 /// The attention geometry's parts and formats.
 const ATTENTION_PARTS: &[&str] = &[
     name::layers,
@@ -187,6 +188,20 @@ const NOT_WITH_LATENT: &[&str] = &[
     name::kv_format,
     name::v_format,
     name::geometry,
+];
+/// What tensors beside the caches replace: any other layout, and positions.
+const NOT_WITH_TENSORS: &[&str] = &[
+    name::layers,
+    name::kv_heads,
+    name::head_dim,
+    name::v_head_dim,
+    name::dtype,
+    name::kv_format,
+    name::v_format,
+    name::geometry,
+    name::latent,
+    name::state,
+    name::positions,
 ];
 /// What recurrent state replaces: any other layout, and positions.
 const NOT_WITH_STATE: &[&str] = &[
@@ -261,7 +276,13 @@ keys! {
     dtype: DTypeValue = "dtype" {
         place: Declaration,
         form: DType,
-        need: Need::UnlessAny(&[name::geometry, name::latent, name::state, name::kv_format]),
+        need: Need::UnlessAny(&[
+            name::geometry,
+            name::latent,
+            name::state,
+            name::tensors,
+            name::kv_format,
+        ]),
         conflicts: &[],
         example: "a dtype like `bf16`, or an expression of type `kv_core::DType`",
         advice: GEOMETRY_PARTS,
@@ -314,10 +335,20 @@ keys! {
                  give `state = ...` (layers and named parts) without them",
         read: |v, _, _e| Some(values::expression(v)),
     }
+    tensors: Value = "tensors" {
+        place: Declaration,
+        form: Expression,
+        need: Need::Optional,
+        conflicts: NOT_WITH_TENSORS,
+        example: "an expression of type `kv_core::Tensors`, like `Tensors::new(&ROPE)`",
+        advice: "tensors kept beside the caches (rotary tables, a memo of masks) have their \
+                 own shapes and no positions: give `tensors = ...` (named parts) without them",
+        read: |v, _, _e| Some(values::expression(v)),
+    }
     positions: PositionsValue = "positions" {
         place: Declaration,
         form: Positions,
-        need: Need::UnlessAny(&[name::state]),
+        need: Need::UnlessAny(&[name::state, name::tensors]),
         conflicts: &[],
         example: "`positions = bounded(N, because = \"...\")` or a policy like `window_minus_one(72)`",
         advice: "say how many positions the cache holds and why, e.g. `positions = bounded(2048, because = \"max_cache_len\")`",

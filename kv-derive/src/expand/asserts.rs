@@ -79,7 +79,9 @@ pub fn const_checks(
         other => {
             if let Some(index) = static_index {
                 let span = match other {
-                    Kind::Latent(value, _) | Kind::State(value) => value.span(),
+                    Kind::Latent(value, _) | Kind::State(value) | Kind::Tensors(value) => {
+                        value.span()
+                    }
                     Kind::Attention(_, positions) => positions.span(),
                 };
                 let spec = quote_spanned! {decl.span=> Self::__KV_STATIC[#index] };

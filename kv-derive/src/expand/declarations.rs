@@ -62,7 +62,11 @@ impl Declarations {
 /// `0` stands for a figure that is not.
 fn after_load_decl(decl: &ValidDecl<'_>, head: TokenStream) -> TokenStream {
     let (position_count, bound) = match decl.positions() {
-        // A recurrent state's bound is kv-core's own text, which its tables know.
+        // A recurrent state's and tensors' bounds are kv-core's own texts,
+        // which its tables know.
+        None if matches!(decl.kind, Kind::Tensors(_)) => {
+            (quote!(0), quote! { __kv::TENSORS_AFTER_LOAD })
+        }
         None => (quote!(0), quote! { __kv::NO_POSITIONS }),
         Some(positions) => {
             let text = bound_text(positions);
@@ -189,6 +193,17 @@ fn spec(decl: &ValidDecl<'_>, head: TokenStream) -> TokenStream {
         Kind::State(value) => {
             let tokens = value.tokens();
             quote_spanned! {value.span()=> __kv::state(#tokens) }
+        }
+        Kind::Tensors(value @ Value::AfterLoad(tokens)) => {
+            quote_spanned! {value.span()=>
+                __kv::tensors(
+                    __kv::read_whole(__kv::IntoTensors::into_tensors(#tokens), ::core::stringify!(#tokens))?
+                )
+            }
+        }
+        Kind::Tensors(value) => {
+            let tokens = value.tokens();
+            quote_spanned! {value.span()=> __kv::tensors(#tokens) }
         }
     };
     quote! { #head.spec(#layout, #rows) }

@@ -98,6 +98,12 @@ pub(crate) const STATES: &[&str] = &[
     "self.state.clone()",
     "self.config.recurrent_state()",
 ];
+pub(crate) const TENSORS: &[&str] = &[
+    "TENSORS",
+    "kv_core::Tensors::new(&ROPE)",
+    "self.tables.clone()",
+    "self.config.rope_tables()",
+];
 pub(crate) const STORAGE_EXPRESSIONS: &[&str] = &[
     "STORAGE",
     "Q8_0",
@@ -209,6 +215,7 @@ pub(crate) fn value(key: &'static Key) -> BoxedStrategy<String> {
                 "geometry" => GEOMETRIES,
                 "latent" => LATENTS,
                 "state" => STATES,
+                "tensors" => TENSORS,
                 other => panic!("the fuzz grammar has no expressions for `{other}`"),
             };
             select(examples).prop_map(String::from).boxed()
