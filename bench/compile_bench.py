@@ -111,13 +111,17 @@ def compile_bench():
         if "warning" in res.stderr:
             sys.exit(f"{side} crate has warnings:\n{res.stderr}")
     if os.environ.get("KV_BENCH_VERIFY", "1") != "0":
+        # In a target dir of its own: its `registry` feature and bootstrap
+        # flag would otherwise change the shared dependencies' fingerprints,
+        # and the first timed clean sample would rebuild every one of them.
+        expand_env = cargo_env(os.path.join(WORK, "target-expand"))
         expanded = {}
         for side in SIDES:
             # With kv-core's `registry` feature `__kv_register!(T)` expands to an
             # item (it is empty otherwise, and a missing call would go unseen).
             out = run(["cargo", "rustc", "--offline", "--profile", "check", "-q", "--features", "registry",
                        "--", "-Zunpretty=expanded"],
-                      crate_dir(side), dict(env, RUSTC_BOOTSTRAP="1"))
+                      crate_dir(side), dict(expand_env, RUSTC_BOOTSTRAP="1"))
             expanded[side] = os.path.join(WORK, f"expanded-{side}.rs")
             with open(expanded[side], "w") as f:
                 f.write(out.stdout)

@@ -381,12 +381,14 @@ def unmarked_checks(ident, unmarked):
         words = re.findall(r"[A-Za-z_][A-Za-z0-9_]*", re.sub(r"'\w+", "", ty))
         if all(w in INERT for w in words):
             continue
-        out.append(f"__kv::unmarked!({ty}, {rs(f'{ident}.{name}')}, {rs(ty)});")
+        # The bench's unmarked types are single paths: no guards, no inner type.
+        out.append(f"__kv::unmarked!({ty}, [], {rs(f'{ident}.{name}')}, {rs(ty)});")
     return out
 
 
-def register_types(child_types):
-    """What each child field's type may hold, as expand.rs registers it."""
+def child_types_section(child_types):
+    """What each child field's type may hold, as expand.rs names it for the
+    registry's walk (`child_types`, inside the impl)."""
     if not child_types:
         return ""
     each = " ".join(
@@ -394,7 +396,7 @@ def register_types(child_types):
         f"__kv::Element::<{ty}, __kv::Owners>::TYPES }}, __kv_types);"
         for ty in child_types
     )
-    return f", |__kv_types| {{ {each} }}"
+    return f"        child_types (__kv_types) {{ {each} }}\n"
 
 
 def expansion(ident, struct_decls, field_decls, children, unmarked=(), child_types=()):
@@ -433,7 +435,7 @@ def expansion(ident, struct_decls, field_decls, children, unmarked=(), child_typ
     ];
     fn (self, __kv_out) {{{nl}{nl.join(declarations)}
     }}
-{visit}{check}    register {ident}{register_types(child_types)};
+{visit}{child_types_section(child_types)}{check}    register {ident};
 }}
 """
 
