@@ -184,10 +184,7 @@ fn line(
     Ok(DeclaredLine {
         rows: spec.row_count(max_num_seqs),
         driver: spec.rows.to_string(),
-        positions: spec.positions().map_or_else(
-            || "recurrent state, no positions".to_owned(),
-            |p| format!("{} from {}", counted(p.count, "position"), p.bound),
-        ),
+        positions: spec.extent(),
         per_row: spec.bytes_per_row().map_err(overflow)?,
         bytes: spec.peak_bytes(max_num_seqs).map_err(overflow)?,
         measured: None,

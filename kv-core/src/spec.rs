@@ -306,9 +306,24 @@ impl KvSpec {
         }
     }
 
-    /// The positions and their bound; `None` for recurrent state.
+    /// The positions and their bound; `None` for recurrent state and tensors.
     pub const fn positions(&self) -> Option<&Positions> {
         self.layout.positions()
+    }
+
+    /// What a row holds beyond its bytes, as the report writes it: `71
+    /// positions from sliding_window(72) - 1`, `recurrent state, no
+    /// positions`, or `tensors: cos [4096 x 64] f32, ...`.
+    pub fn extent(&self) -> String {
+        match (&self.layout, self.positions()) {
+            (_, Some(positions)) => format!(
+                "{} from {}",
+                crate::units::counted(positions.count, "position"),
+                positions.bound
+            ),
+            (Layout::Tensors(tensors), None) => format!("tensors: {tensors}"),
+            (_, None) => "recurrent state, no positions".to_owned(),
+        }
     }
 
     /// Bytes one row takes: positions x bytes per position, or the state.

@@ -15,7 +15,6 @@ use super::collect::{collect, Collection};
 use super::group::Grouped;
 use crate::declare::ModelLocalKv;
 use crate::error::Overflow;
-use crate::spec::Layout;
 use crate::units::{counted, report_bytes};
 
 const HEADER: &str = "Model-local KV (outside the paged manager)";
@@ -228,22 +227,7 @@ fn declaration_line(group: &Grouped<'_>, max_num_seqs: u64) -> (Level, String) {
         bytes_or_overflow(spec.bytes_per_row()),
         spec.scope,
     );
-    match spec.positions() {
-        Some(positions) => {
-            let _ = write!(
-                line,
-                "{} from {}",
-                counted(positions.count, "position"),
-                positions.bound
-            );
-        }
-        None => match &spec.layout {
-            Layout::Tensors(tensors) => {
-                let _ = write!(line, "tensors: {tensors}");
-            }
-            _ => line.push_str("recurrent state, no positions"),
-        },
-    }
+    line.push_str(&spec.extent());
     if let Some(only_when) = &spec.only_when {
         line.push_str(", only_when=");
         line.push_str(only_when);

@@ -1,0 +1,6 @@
+//! What models share, as mistral.rs keeps it under `layers`: attention's
+//! projections, the rotary tables, the caches.
+
+pub mod attention;
+pub mod cache;
+pub mod rotary;

@@ -1,0 +1,146 @@
+//! Each model built with zero weights and driven to the peak its
+//! declarations state, and the bytes each declaration's own tensors hold.
+
+use candle_core::{DType, Device, Result, Tensor};
+use candle_nn::VarBuilder;
+use kv_candle::measured_bytes;
+
+use crate::engine::layers::attention::tokens;
+use crate::engine::models::{llama, mimi, mistral};
+use crate::engine::pipeline::{Engine, NormalPipeline};
+
+/// Zero weights in `dtype`, on the CPU.
+pub fn zero_weights(dtype: DType) -> VarBuilder<'static> {
+    VarBuilder::zeros(dtype, &Device::Cpu)
+}
+
+/// mistral.rs-style: 3 layers (the first slides over 8 positions), 4 query
+/// and 2 KV heads of 16 dims, f32, up to 32 positions grown 16 at a time.
+pub const MISTRAL: mistral::Config = mistral::Config {
+    hidden: 64,
+    layers: 3,
+    sliding_layers: 1,
+    sliding_window: 8,
+    heads: 4,
+    kv_heads: 2,
+    head_dim: 16,
+    max_seq_len: 32,
+};
+
+/// The engine's batch: 2 sequences, a 10-token prompt then 22 tokens.
+pub const MISTRAL_BATCH: usize = 2;
+
+pub fn mistral_engine() -> Result<Engine> {
+    let model = mistral::Mistral::new(&MISTRAL, zero_weights(DType::F32))?;
+    Ok(Engine::new(NormalPipeline::new(Box::new(model))))
+}
+
+pub fn drive_mistral(engine: &Engine) -> Result<()> {
+    engine.step(&tokens(MISTRAL_BATCH, 10, MISTRAL.hidden, DType::F32)?)?;
+    for _ in 10..MISTRAL.max_seq_len {
+        engine.step(&tokens(MISTRAL_BATCH, 1, MISTRAL.hidden, DType::F32)?)?;
+    }
+    Ok(())
+}
+
+/// candle-llama-style: 2 layers, 4 query and 2 KV heads of 16 dims, f32,
+/// 48 positions; the server takes prompts of up to 40 tokens.
+pub const LLAMA: llama::Config = llama::Config {
+    hidden: 64,
+    layers: 2,
+    heads: 4,
+    kv_heads: 2,
+    head_dim: 16,
+    max_position_embeddings: 48,
+    max_prompt: 40,
+};
+
+pub fn llama() -> Result<(llama::Llama, llama::Cache)> {
+    Ok((
+        llama::Llama::new(&LLAMA, zero_weights(DType::F32))?,
+        llama::Cache::new(&LLAMA, DType::F32)?,
+    ))
+}
+
+/// One request per prompt length from 2 to `max_prompt`, on one `Cache`
+/// (its K/V cleared between requests, its masks kept), the last decoded to
+/// `max_position_embeddings` positions.
+pub fn drive_llama(model: &llama::Llama, cache: &mut llama::Cache) -> Result<()> {
+    for len in 2..=LLAMA.max_prompt {
+        cache.clear_kvs();
+        model.forward(&tokens(1, len, LLAMA.hidden, DType::F32)?, 0, cache)?;
+    }
+    for pos in LLAMA.max_prompt..LLAMA.max_position_embeddings {
+        model.forward(&tokens(1, 1, LLAMA.hidden, DType::F32)?, pos, cache)?;
+    }
+    Ok(())
+}
+
+/// Mimi-style: 32 channels, a kernel of 4, 8 frames a step, 4 heads of 8
+/// dims attending back 16 frames, a batch of 2 streams.
+pub const MIMI: mimi::Config = mimi::Config {
+    channels: 32,
+    kernel: 4,
+    frames_per_step: 8,
+    heads: 4,
+    head_dim: 8,
+    context: 16,
+    batch: 2,
+};
+
+pub fn mimi() -> Result<mimi::Mimi> {
+    mimi::Mimi::new(&MIMI, zero_weights(DType::F32))
+}
+
+/// Five steps: past the context, and every state at its steady size.
+pub fn drive_mimi(model: &mut mimi::Mimi) -> Result<()> {
+    for _ in 0..5 {
+        let frames = Tensor::zeros(
+            (MIMI.batch, MIMI.channels, MIMI.frames_per_step),
+            DType::F32,
+            &Device::Cpu,
+        )?;
+        model.step(&frames)?;
+    }
+    Ok(())
+}
+
+/// The bytes the llama `Cache`'s own tensors hold: K/V, tables, masks.
+pub fn llama_measured(cache: &llama::Cache) -> Result<[(String, u64); 3]> {
+    let masks: Vec<&Tensor> = cache.masks().collect();
+    Ok([
+        ("kvs".to_owned(), measured_bytes(cache.kvs())?),
+        (
+            "rope.cos_sin".to_owned(),
+            measured_bytes(&[&cache.rope().cos, &cache.rope().sin])?,
+        ),
+        ("masks".to_owned(), measured_bytes(&masks)?),
+    ])
+}
+
+/// The bytes the engine's pipeline holds, every storage once (the rotary
+/// table every layer shares is one).
+pub fn mistral_measured(engine: &Engine) -> Result<u64> {
+    measured_bytes(&engine.pipeline)
+}
+
+/// The bytes each Mimi stage holds, by declaration path.
+pub fn mimi_measured(model: &mimi::Mimi) -> Result<Vec<(String, u64)>> {
+    let stages = |part: &str, stages: &[Box<dyn mimi::Stage>]| -> Result<Vec<(String, u64)>> {
+        stages
+            .iter()
+            .enumerate()
+            .map(|(i, stage)| {
+                let name = if i == 0 && part == "encoder" || i == 1 && part == "decoder" {
+                    "prev_frames"
+                } else {
+                    "kv_cache"
+                };
+                Ok((format!("{part}.{i}.{name}"), measured_bytes(&**stage)?))
+            })
+            .collect()
+    };
+    let mut all = stages("encoder", &model.encoder)?;
+    all.extend(stages("decoder", &model.decoder)?);
+    Ok(all)
+}
