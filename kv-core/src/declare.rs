@@ -223,6 +223,15 @@ impl dyn ChildVisitor + '_ {
         self.under(Segment::Index(index), child);
     }
 
+    /// Visits `child`, a container of trait objects (`Arc<Mutex<dyn
+    /// Pipeline>>`), under the field segment `name`: [`field`](#method.field)
+    /// takes sized owners only.
+    pub fn dyn_field<C: KvChild<TraitObjects> + ?Sized>(&mut self, name: &'static str, child: &C) {
+        self.enter(Segment::Field(name));
+        child.kv_visit(self);
+        self.leave();
+    }
+
     /// Visits `child` under the map-key segment `key`.
     pub fn key<C: KvChild + ?Sized>(&mut self, key: &dyn fmt::Display, child: &C) {
         self.under(Segment::Key(key), child);
@@ -293,10 +302,9 @@ pub trait KvChild<Via = Owners> {
 /// How a field whose type holds a trait object behind a lock or cell
 /// (`Arc<tokio::sync::Mutex<dyn Pipeline + Send + Sync>>`, as mistral.rs
 /// keeps its pipeline) reaches its owners: through owners that need not be
-/// sized. The derive picks it for a field whose type names `dyn`; a
-/// hand-written visit of such a field names it too
-/// (`visitor.field_via::<TraitObjects, _>(..)` is not needed: `KvChild`'s
-/// impls for it are found when the field's type asks for it).
+/// sized. The derive picks it for a field whose type names `dyn` (or a
+/// parameter declared `?Sized`); a hand-written visit of such a field calls
+/// [`dyn_field`](#method.dyn_field) on the visitor.
 #[derive(Clone, Copy, Debug)]
 pub struct TraitObjects;
 

@@ -165,42 +165,63 @@ pub use spec::{KvSpec, Rows, Scope};
 ///
 /// # Children and options
 ///
-/// - `#[kv(child)]` on a field: the collector visits it (an owner, or
-///   `Option`, `Vec`, arrays, slices, map values, tuples, `Box`/`Rc`/`Arc`
-///   and references of owners or of these containers (`Box<[Layer]>`,
-///   `Arc<Vec<Layer>>`), and owners behind `Mutex`, `RwLock`, `RefCell`,
-///   `OnceLock` or `OnceCell`, alone or in a `Box`, `Rc` or `Arc`, nested in
-///   any of these). A tuple may also hold things that declare nothing, as Whisper's
-///   decoder keeps `Option<(MultiHeadAttention, LayerNorm)>`: only its
-///   elements that declare are visited (each under its index,
-///   `cross_attn.0`), where the tuple's type names no type parameter. Locks
-///   and cells are read without waiting: one held elsewhere is
-///   [`Collection::skipped`] with [`KvError::Unreachable`] naming its path,
-///   never waited for; a poisoned lock is read and listed in
-///   [`Collection::poisoned`]. In a generic type the `KvChild` bound of such
-///   a field is inferred.
+/// - `#[kv(child)]` on a field: the collector visits it. It may be an owner
+///   (a trait object whose trait has `ModelLocalKv` as a supertrait
+///   included: `Box<dyn NormalModel>`, `Arc<Mutex<dyn Pipeline>>`), or
+///   owners in `Option`, `Vec`, `VecDeque`, `LinkedList`, arrays, slices,
+///   map values (`HashMap`, `BTreeMap`: a key is its `Debug` text in the
+///   path, a string's without quotes), tuples, `Cow`, `Box`/`Rc`/`Arc` and
+///   references, behind `Mutex`, `RwLock`, `RefCell`, `OnceLock` or
+///   `OnceCell`, nested in any of these; with kv-core's features, in
+///   `smallvec`'s `SmallVec` (`smallvec`), `parking_lot`'s locks (any
+///   `lock_api` lock; `parking_lot`) and `tokio::sync`'s `Mutex`, `RwLock`
+///   and `OnceCell` (`tokio`). A tuple may also hold things that declare
+///   nothing, as Whisper's decoder keeps `Option<(MultiHeadAttention,
+///   LayerNorm)>`: only its elements that declare are visited (each under
+///   its index, `cross_attn.0`), where the tuple's type names no type
+///   parameter. Locks and cells are read without waiting (a tokio lock is
+///   tried, never awaited): one held elsewhere is [`Collection::skipped`]
+///   with [`KvError::Unreachable`] naming its path, never waited for; a
+///   poisoned lock is read and listed in [`Collection::poisoned`]. In a
+///   generic type the `KvChild` bound of such a field is inferred (a
+///   parameter declared `?Sized` may be a trait object).
+/// - `#[kv(child(with = path))]` on a field of another crate's container:
+///   `path` names a function `fn(&FieldType) -> impl IntoIterator<Item =
+///   &Owner>` (as serde's `with`), whose items are visited under their
+///   index (`slots.0`, `slots.1`); a string literal holding the path works
+///   too.
 /// - `#[kv(skip, because = "...")]` on a field: its model-local KV is left out
 ///   on purpose (a draft model reported by its own engine, a view of another
-///   field), and the reason says why; a blank reason is an error.
-/// - A field marked neither way must not hold KV: a field whose type declares
-///   model-local KV (implements [`KvChild`](declare::KvChild): an owner, or
-///   any container above of owners, or a tuple with an owner among its
-///   elements) is a compile error under the field, naming its type and both
-///   ways out, so that a forgotten `child` cannot silently drop a child's
-///   declarations from every report. What is checked and what is not: every
-///   field of a concrete type, a lifetime-generic one included; not a field
-///   whose type names a type or const parameter of the struct, or `Self`
-///   (the check is resolved where the struct is defined, where the parameter
-///   is unknown: mark such a field `#[kv(child)]` if it may hold an owner, or
-///   `skip` it); not a field whose type is written with primitives and
-///   standard containers alone (`u32`, `String`, `Option<()>`, `Vec<f32>`,
-///   `Mutex<u64>`, `&'a [u8]`); and not an owner behind your own wrapper
-///   that does not derive, which the collector could not visit either.
-/// - A struct without the derive between the root and an annotated type
+///   field, a trait object of weights), and the reason says why; a blank
+///   reason is an error.
+/// - A field marked neither way must not hold KV; where it may, it is a
+///   compile error under the field, naming its type and both ways out, so
+///   that a forgotten `child` cannot silently drop a child's declarations
+///   from every report:
+///   - a type that declares (an owner, or any container above of owners);
+///   - a type kv does not walk that holds one (another crate's
+///     `Queue<Cache>`, a `HashSet<Cache>`, a `Cell<Cache>`): each type
+///     argument is asked in turn, and the error names the owner inside;
+///   - any trait object (`Box<dyn Trait>`, `Arc<dyn Trait>`, `&dyn Trait`,
+///     in any container), whatever its trait: kv cannot tell what it holds.
+///     The error says whether the trait declares (mark the field `child`) or
+///     hides what it holds (add `ModelLocalKv` as a supertrait, and gives
+///     the line to write).
+///
+///   What is not checked: a field whose type names a type or const
+///   parameter of the struct, or `Self` (resolved where the struct is
+///   defined, where the parameter is unknown; a trait object among them is
+///   still an error); a type written with primitives and standard
+///   containers alone (`u32`, `String`, `Vec<f32>`, `Mutex<u64>`, `&'a
+///   [u8]`); what holds nothing (`PhantomData`, `Weak`, fn and raw
+///   pointers); a trait object hidden behind a type alias; and an owner
+///   behind a struct of your own that does not derive.
+/// - A struct without the derive between the roots and an annotated type
 ///   hides that type from the compiler's check (nothing checks the fields
 ///   of a struct that does not derive). With the `registry` feature,
-///   [`registry::unreached`] finds such types at start-up: those defined in
-///   the root's module or below it that no chain of child fields can hold.
+///   [`registry::unreached`] finds such types at start-up, in any module of
+///   the roots' crate; what no check can see, a census measures
+///   (`kv_candle::census`).
 /// - `#[kv(transparent)]` on the struct: its one `#[kv(child)]` field is
 ///   visited at the wrapper's own path, for wrappers that forward to their
 ///   inner model (a second child would give two declarations one full name).

@@ -251,3 +251,31 @@ fn a_transparent_wrappers_function_child_is_at_the_wrappers_path() {
     };
     assert_eq!(paths(&wrapped), ["0.kv"]);
 }
+
+/// A hand-written owner visits a locked trait object with `dyn_field`.
+struct HandPipeline {
+    shared: Arc<Mutex<dyn NormalModel>>,
+}
+
+impl ModelLocalKv for HandPipeline {
+    fn kv_declare(&self, _: &mut Vec<kv_core::KvSpec>) -> Result<(), KvError> {
+        Ok(())
+    }
+
+    fn kv_visit_children(&self, visitor: &mut dyn kv_core::declare::ChildVisitor) {
+        visitor.dyn_field("shared", &self.shared);
+    }
+}
+
+#[test]
+fn a_hand_written_owner_visits_a_locked_trait_object() {
+    let pipeline = HandPipeline {
+        shared: Arc::new(Mutex::new(Mistral {
+            layers: vec![cache(), cache()],
+        })),
+    };
+    assert_eq!(
+        paths(&pipeline),
+        ["shared.layers.0.kv", "shared.layers.1.kv"]
+    );
+}
