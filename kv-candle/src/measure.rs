@@ -37,6 +37,9 @@ use crate::StaticKvCache;
 pub struct Meter {
     seen: BTreeSet<usize>,
     bytes: u64,
+    /// The address of each CPU storage's buffer counted, with its bytes:
+    /// what the allocator returned for it, so the census can name it.
+    buffers: Vec<(usize, u64)>,
 }
 
 impl Meter {
@@ -58,14 +61,26 @@ impl Meter {
         // Tensors sharing an allocation share this `Storage`, so its address
         // identifies the allocation.
         let key = &*storage as *const Storage as usize;
-        let bytes = match &*storage {
-            Storage::Cpu(cpu) => cpu_bytes(cpu),
+        let (address, bytes) = match &*storage {
+            Storage::Cpu(cpu) => cpu_buffer(cpu),
             other => bail!(
                 "kv-candle: cannot measure storage on {:?}; only CPU storage is measured",
                 other.device().location()
             ),
         };
-        self.add_allocation(key, bytes)
+        let counted = self.storages();
+        self.add_allocation(key, bytes)?;
+        if self.storages() > counted && bytes > 0 {
+            self.buffers.push((address, bytes as u64));
+        }
+        Ok(self)
+    }
+
+    /// The buffer behind each CPU storage counted (its address, as the
+    /// allocator returned it, and its bytes), in the order counted. A
+    /// zero-sized buffer has no allocation and is not listed.
+    pub(crate) fn buffers(&self) -> &[(usize, u64)] {
+        &self.buffers
     }
 
     /// Adds `bytes` for an allocation known by `key` (an address that is
@@ -95,10 +110,11 @@ impl Meter {
     }
 }
 
-/// Bytes of a CPU allocation: its capacity, which is what the allocator handed out.
-fn cpu_bytes(storage: &CpuStorage) -> usize {
-    fn size<T>(v: &Vec<T>) -> usize {
-        v.capacity() * std::mem::size_of::<T>()
+/// Address and bytes of a CPU allocation: its capacity, which is what the
+/// allocator handed out.
+fn cpu_buffer(storage: &CpuStorage) -> (usize, usize) {
+    fn size<T>(v: &Vec<T>) -> (usize, usize) {
+        (v.as_ptr() as usize, v.capacity() * std::mem::size_of::<T>())
     }
     match storage {
         CpuStorage::U8(v) => size(v),
