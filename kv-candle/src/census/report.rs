@@ -354,8 +354,7 @@ impl CensusReport {
     }
 }
 
-/// Allocations grouped by size, phase and name, in the order of each
-/// group's first (largest first, as the report keeps them).
+/// Allocations grouped by size, phase and name.
 fn groups<'a>(allocations: &[&'a Allocation]) -> Vec<(&'a Allocation, u64)> {
     let mut groups: Vec<(&Allocation, u64)> = Vec::new();
     for &allocation in allocations {
@@ -368,6 +367,15 @@ fn groups<'a>(allocations: &[&'a Allocation]) -> Vec<(&'a Allocation, u64)> {
             None => groups.push((allocation, 1)),
         }
     }
+    // Largest first; within a size, by phase, named before unnamed.
+    groups.sort_by(|(a, _), (b, _)| {
+        (b.bytes, a.phase, a.name.is_none(), &a.name).cmp(&(
+            a.bytes,
+            b.phase,
+            b.name.is_none(),
+            &b.name,
+        ))
+    });
     groups
 }
 
