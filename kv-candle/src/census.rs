@@ -128,8 +128,27 @@ impl Census {
         let mut model = build(loaded)?;
         token.enter(Phase::Drive);
         drive(&mut model)?;
+        token.pause();
+        release_rayon_queue();
         let report = CensusReport::new(token.finish(), self.min_allocation_bytes)?;
         Ok(Counted { model, report })
+    }
+}
+
+/// Jobs pushed through rayon's global queue after the drive: twice a
+/// queue block's 63 slots.
+const RAYON_QUEUE_JOBS: usize = 2 * 63;
+
+/// Pushes empty jobs through rayon's global queue from this (no longer
+/// counting) thread, one at a time, so that a queue block it allocated
+/// during the phases is consumed and freed. rayon's queue
+/// (crossbeam-deque's `Injector`) holds jobs in blocks of 63 (1,520 B on
+/// 64-bit), each allocated by the thread whose push crosses into it and
+/// freed by the worker that takes its last job: without this, a block the
+/// drive's parallel ops happened to allocate would count as held.
+fn release_rayon_queue() {
+    for _ in 0..RAYON_QUEUE_JOBS {
+        rayon::join(|| (), || ());
     }
 }
 

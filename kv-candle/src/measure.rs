@@ -6,7 +6,7 @@ use std::collections::BTreeSet;
 use std::rc::Rc;
 use std::sync::{Arc, Mutex, RwLock, TryLockError};
 
-use candle_core::{bail, CpuStorage, Result, Storage, Tensor};
+use candle_core::{bail, CpuStorage, Result, Storage, StreamTensor, Tensor};
 use candle_nn::kv_cache::{
     Cache, ConcatKvCache, InterleavedKvCache, KvCache, RotatingCache, RotatingKvCache,
     ScatteredKvCache,
@@ -284,6 +284,16 @@ impl<M: Measure + ?Sized> Measure for RefCell<M> {
 impl<M: Measure + ?Sized> Measure for Rc<M> {
     fn measure(&self, meter: &mut Meter) -> Result<()> {
         (**self).measure(meter)
+    }
+}
+
+/// The tensor a candle `StreamTensor` holds, if any (mimi's streaming
+/// convolutions keep their state in one): the whole allocation behind it.
+/// A `split`'s or `narrow`'s remainder is a view, so a state kept that way
+/// holds all of the tensor it was cut from.
+impl Measure for StreamTensor {
+    fn measure(&self, meter: &mut Meter) -> Result<()> {
+        self.as_option().measure(meter)
     }
 }
 

@@ -53,7 +53,7 @@ pub fn tokens(batch: usize, len: usize, hidden: usize, dtype: DType) -> Result<T
 }
 
 /// Query, key, value and output projections, and the heads they split into.
-struct Projections {
+pub struct Projections {
     q: Linear,
     k: Linear,
     v: Linear,
@@ -574,7 +574,7 @@ pub mod shared {
 
     #[derive(ModelLocalKv)]
     pub struct Model {
-        layers: Vec<Projections>,
+        pub layers: Vec<Projections>,
         max_positions: usize,
         #[kv(child)]
         pub cache: Arc<Mutex<NormalCache>>,

@@ -344,6 +344,12 @@ impl Token {
         });
     }
 
+    /// This thread stops counting what it allocates; frees (by any thread)
+    /// still leave the live set until [`finish`](Token::finish).
+    pub(crate) fn pause(&mut self) {
+        let _ = ENLISTED.try_with(|enlisted| enlisted.set(self.previous));
+    }
+
     /// Ends the census: this thread leaves it, and its live allocations
     /// are taken out of the live set and returned.
     pub(crate) fn finish(mut self) -> Finished {
