@@ -37,7 +37,7 @@
 //! - **Lazily built state.** Per-thread and process-wide state built on
 //!   first use (gemm's per-thread packing buffer, rayon's pool) would count
 //!   in the phase that first used it; [`Census::run`] runs candle's CPU ops
-//!   once on small tensors before counting ([`warm_up`]).
+//!   once on small tensors before counting.
 
 mod alloc;
 mod report;
@@ -103,7 +103,7 @@ impl Census {
     /// model to its peak. Returns the model and the report.
     ///
     /// An error when [`CountingAlloc`] is not the global allocator, when this
-    /// thread is running a census already, when [`warm_up`] or a phase
+    /// thread is running a census already, when the warm-up or a phase
     /// fails (that phase's error), or when a byte count overflows.
     pub fn run<W, M>(
         &self,
@@ -155,9 +155,8 @@ fn release_rayon_queue() {
 /// Runs the candle CPU ops models use once on this thread, on small
 /// tensors, so state they build on first use (gemm's per-thread packing
 /// buffer, rayon's pool and its queues, lazily read CPU features) exists
-/// before a census counts. [`Census::run`] calls it; call it yourself
-/// before counting with other tools.
-pub fn warm_up() -> Result<()> {
+/// before a census counts. [`Census::run`] calls it.
+fn warm_up() -> Result<()> {
     let device = Device::Cpu;
     for dtype in [DType::F32, DType::F16, DType::BF16, DType::F64] {
         // Small enough for gemm to run on this thread (its packing buffer

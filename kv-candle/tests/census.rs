@@ -323,6 +323,32 @@ fn candle_ops_allocate_each_tensors_storage_on_the_calling_thread() -> Result<()
 }
 
 #[test]
+fn state_candle_builds_on_a_threads_first_matmul_is_not_counted() -> Result<()> {
+    // A fresh thread: its first small matmul runs on it, and gemm then
+    // allocates its per-thread packing buffer (the size of the L2 cache)
+    // and keeps it. The census warms up first, so only the product is held.
+    let held = std::thread::scope(|s| {
+        s.spawn(|| {
+            let counted = Census::new().run(
+                || Ok(()),
+                |()| Ok(None),
+                |product| {
+                    let a = Tensor::ones((8, 8), DType::F32, &cpu())?;
+                    *product = Some(a.matmul(&a)?);
+                    Ok(())
+                },
+            )?;
+            Ok::<_, candle_core::Error>(counted.report.held())
+        })
+        .join()
+    })
+    .map_err(|_| candle_core::Error::Msg("the thread panicked".into()))??;
+    // (8, 8) f32: 256 B.
+    assert_eq!(held, Held::new(256, 1));
+    Ok(())
+}
+
+#[test]
 fn candle_keeps_four_small_allocations_per_tensor_and_three_per_view() -> Result<()> {
     // candle 0.11.1, 64-bit: a tensor is an `Arc<Tensor_>` (152 B), an
     // `Arc<RwLock<Storage>>` (56 B), its shape (8 B a dim) and its strides
@@ -543,6 +569,7 @@ fn a_tolerance_is_a_finite_fraction_zero_or_more() {
 /// Declares through a value that fails: the collector skips it.
 #[derive(ModelLocalKv)]
 struct Unreadable {
+    #[allow(dead_code)] // declared, never filled: the declaration cannot be read
     #[kv(cache = "K and V", layers = 1, kv_heads = 1, head_dim = 8,
          dtype = kv_candle::kv_dtype(self.dtype),
          positions = bounded(4, because = "test"),

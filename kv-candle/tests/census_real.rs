@@ -13,6 +13,8 @@
 //!   documented sizes: held equals declared exactly, with candle's
 //!   bookkeeping and each model's own `Vec` of layers shown apart.
 
+// Each test binary uses part of the worked examples' module.
+#[allow(dead_code)]
 #[path = "../examples/worked_models/models.rs"]
 mod models;
 
@@ -349,12 +351,12 @@ fn mimis_streaming_conv_keeps_its_whole_last_input_not_kernel_minus_stride_frame
 }
 
 mod worked {
-    //! The worked examples under the census, at their documented sizes.
-    //! The default threshold (256 B) sits above candle's per-tensor
-    //! bookkeeping; each model's own `Vec` of layers (built in the build
-    //! phase, 352 to 1,600 B) is set apart by name.
+    //! The worked examples under the census, at their documented sizes
+    //! and with their own drives. The default threshold (256 B) sits above
+    //! candle's per-tensor bookkeeping; each model's own `Vec` of layers
+    //! (built in the build phase, 352 to 1,600 B) is set apart by name.
 
-    use super::models::{concat, cross, peak, shared, sliding, tokens};
+    use super::models::{concat, peak, sliding};
     use super::*;
 
     fn show<M: ModelLocalKv>(counted: &Counted<M>, max_num_seqs: u64) {
@@ -369,17 +371,10 @@ mod worked {
 
     #[test]
     fn the_concat_model_holds_its_declaration_exactly() -> Result<()> {
-        let cfg = peak::CONCAT;
         let mut counted = Census::new().run(
-            || zero_weights(DType::F16, &cpu(), |vb| concat::ForCausalLm::new(&cfg, vb)),
-            |vb| concat::ForCausalLm::new(&cfg, vb),
-            |model| {
-                model.forward(&tokens(1, 5, cfg.hidden, DType::F16)?)?;
-                for _ in 5..cfg.max_positions {
-                    model.forward(&tokens(1, 1, cfg.hidden, DType::F16)?)?;
-                }
-                Ok(())
-            },
+            || zero_weights(DType::F16, &cpu(), peak::new_concat),
+            peak::new_concat,
+            peak::drive_concat,
         )?;
         let layers = &counted.model.model.layers;
         let vec_bytes = (layers.capacity() * size_of::<concat::DecoderLayer>()) as u64;
@@ -398,18 +393,10 @@ mod worked {
 
     #[test]
     fn the_sliding_model_holds_its_declaration_exactly() -> Result<()> {
-        let cfg = peak::SLIDING;
-        let new = |vb| sliding::Model::new(&cfg, peak::SLIDING_WINDOW, peak::GLOBAL_EVERY, vb);
         let mut counted = Census::new().run(
-            || zero_weights(DType::BF16, &cpu(), new),
-            new,
-            |model| {
-                model.forward(&tokens(1, 6, cfg.hidden, DType::BF16)?)?;
-                for _ in 6..cfg.max_positions {
-                    model.forward(&tokens(1, 1, cfg.hidden, DType::BF16)?)?;
-                }
-                Ok(())
-            },
+            || zero_weights(DType::BF16, &cpu(), peak::new_sliding),
+            peak::new_sliding,
+            peak::drive_sliding,
         )?;
         let layers = &counted.model.layers;
         let vec_bytes = (layers.capacity() * size_of::<sliding::DecoderLayer>()) as u64;
@@ -427,18 +414,10 @@ mod worked {
 
     #[test]
     fn the_cross_attention_model_holds_its_declaration_exactly() -> Result<()> {
-        let cfg = peak::CROSS;
-        let new = |vb| cross::TextDecoder::new(&cfg, peak::N_AUDIO_CTX, vb);
         let mut counted = Census::new().run(
-            || zero_weights(DType::F32, &cpu(), new),
-            new,
-            |decoder| {
-                let audio = tokens(1, peak::N_AUDIO_CTX, cfg.hidden, DType::F32)?;
-                for len in 1..=cfg.max_positions {
-                    decoder.forward(&tokens(1, len, cfg.hidden, DType::F32)?, &audio)?;
-                }
-                Ok(())
-            },
+            || zero_weights(DType::F32, &cpu(), peak::new_cross),
+            peak::new_cross,
+            peak::drive_cross,
         )?;
         let blocks = counted.report.set_apart("blocks", &counted.model.blocks)?;
         assert_eq!(blocks.allocations, 1);
@@ -453,28 +432,21 @@ mod worked {
 
     #[test]
     fn the_shared_cache_model_holds_its_declaration_exactly() -> Result<()> {
-        let cfg = peak::SHARED;
-        let batch = peak::SHARED_BATCH;
+        let batch = peak::SHARED_BATCH as u64;
         let mut counted = Census::new().run(
-            || zero_weights(DType::F32, &cpu(), |vb| shared::Model::new(&cfg, vb)),
-            |vb| shared::Model::new(&cfg, vb),
-            |model| {
-                model.forward(&tokens(batch, 7, cfg.hidden, DType::F32)?)?;
-                for _ in 7..cfg.max_positions {
-                    model.forward(&tokens(batch, 1, cfg.hidden, DType::F32)?)?;
-                }
-                Ok(())
-            },
+            || zero_weights(DType::F32, &cpu(), peak::new_shared),
+            peak::new_shared,
+            |model| peak::drive_shared(model),
         )?;
         let layers = counted.report.set_apart("layers", &counted.model.layers)?;
         assert_eq!(layers.allocations, 1);
-        show(&counted, batch as u64);
+        show(&counted, batch);
         // 2 layers x K and V of (2, 2, 24, 8) f32 = 3,072 B: 12,288 B at
         // max_num_seqs 2 (24 positions: 20 held, grown 8 at a time).
         assert_eq!(counted.report.held(), Held::new(12_288, 4));
         counted
             .report
-            .assert_accounted(&counted.model, batch as u64, Tolerance::EXACT);
+            .assert_accounted(&counted.model, batch, Tolerance::EXACT);
         Ok(())
     }
 }

@@ -528,11 +528,12 @@ impl Tolerance {
 
 impl fmt::Display for Tolerance {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        match (self.bytes, self.fraction) {
-            (0, fraction) if fraction == 0.0 => f.write_str("exact"),
-            (bytes, fraction) if fraction == 0.0 => write!(f, "{bytes} B"),
-            (0, fraction) => write!(f, "{}% of declared", fraction * 100.0),
-            (bytes, fraction) => write!(f, "{bytes} B or {}% of declared", fraction * 100.0),
+        let percent = self.fraction * 100.0;
+        match (self.bytes, self.fraction > 0.0) {
+            (0, false) => f.write_str("exact"),
+            (bytes, false) => write!(f, "{bytes} B"),
+            (0, true) => write!(f, "{percent}% of declared"),
+            (bytes, true) => write!(f, "{bytes} B or {percent}% of declared"),
         }
     }
 }
