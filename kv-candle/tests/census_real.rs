@@ -392,6 +392,28 @@ mod worked {
     }
 
     #[test]
+    fn weights_from_a_varmap_make_the_cache_keep_the_whole_graph() -> Result<()> {
+        // A `VarMap`'s weights are trainable `Var`s: each tensor computed
+        // from one records its inputs for backprop, so the cache's last
+        // K and V keep every step's intermediate tensors alive.
+        let counted = Census::new().run(
+            || {
+                let map = candle_nn::VarMap::new();
+                let vb = candle_nn::VarBuilder::from_varmap(&map, DType::F16, &cpu());
+                peak::new_concat(vb.clone())?;
+                Ok(vb)
+            },
+            peak::new_concat,
+            peak::drive_concat,
+        )?;
+        let accounting = counted.report.compare(&counted.model, 1).expect("compare");
+        // Declared 4,608 B, as with plain weights; held: ten times more.
+        assert_eq!(accounting.declared, 4608);
+        assert!(accounting.held > 10 * 4608, "{accounting}");
+        Ok(())
+    }
+
+    #[test]
     fn the_sliding_model_holds_its_declaration_exactly() -> Result<()> {
         let mut counted = Census::new().run(
             || zero_weights(DType::BF16, &cpu(), peak::new_sliding),
