@@ -44,6 +44,7 @@ mod report;
 mod tracker;
 
 use std::collections::HashMap;
+use std::marker::PhantomData;
 use std::sync::{Arc, Mutex};
 
 use candle_core::{DType, Device, Result, Shape, Tensor};
@@ -130,7 +131,10 @@ impl Census {
         drive(&mut model)?;
         token.pause();
         release_rayon_queue();
-        let report = CensusReport::new(token.finish(), self.min_allocation_bytes)?;
+        let Some(finished) = token.finish() else {
+            candle_core::bail!("kv-candle: the census's records were lost")
+        };
+        let report = CensusReport::new(finished, self.min_allocation_bytes)?;
         Ok(Counted { model, report })
     }
 }
@@ -276,16 +280,19 @@ impl Enlistment {
     pub fn enter(self) -> Enlisted {
         Enlisted {
             previous: tracker::enlist(self.census),
+            _thread: PhantomData,
         }
     }
 }
 
 /// This thread is enlisted while it lives; dropping it restores what the
-/// thread was enlisted in before.
+/// thread was enlisted in before. Not `Send`: it belongs to the thread it
+/// enlisted.
 #[derive(Debug)]
 #[must_use = "the thread leaves the census when this is dropped"]
 pub struct Enlisted {
     previous: u64,
+    _thread: PhantomData<*const ()>,
 }
 
 impl Drop for Enlisted {

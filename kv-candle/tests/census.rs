@@ -52,7 +52,12 @@ fn each_phase_reports_its_growth_peak_and_what_it_keeps() -> Result<()> {
         },
     )?;
     let report = &counted.report;
-    let [weights, build, drive] = report.phases;
+    let [weights, build, drive] =
+        [Phase::Weights, Phase::Build, Phase::Drive].map(|p| *report.phase(p));
+    assert_eq!(
+        report.phases().iter().map(|p| p.phase).collect::<Vec<_>>(),
+        Phase::ALL
+    );
     assert_eq!(
         (
             weights.growth,

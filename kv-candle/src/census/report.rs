@@ -10,6 +10,7 @@ use crate::{Measure, Meter};
 
 /// Bytes, and how many allocations hold them.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+#[non_exhaustive]
 pub struct Held {
     /// Bytes.
     pub bytes: u64,
@@ -122,8 +123,7 @@ enum Kind {
 pub struct CensusReport {
     /// The threshold between compared allocations and bookkeeping.
     pub min_allocation_bytes: u64,
-    /// Weights, build and drive, in that order.
-    pub phases: [PhaseFigures; 3],
+    phases: [PhaseFigures; 3],
     allocations: Vec<Allocation>,
     held: Held,
     bookkeeping: Held,
@@ -222,6 +222,11 @@ impl CensusReport {
     /// One phase's figures.
     pub fn phase(&self, phase: Phase) -> &PhaseFigures {
         &self.phases[phase.index()]
+    }
+
+    /// Every phase's figures, in the order they ran.
+    pub fn phases(&self) -> &[PhaseFigures] {
+        &self.phases
     }
 
     /// Allocations of at least `min_allocation_bytes` made in the build and

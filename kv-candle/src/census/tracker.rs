@@ -25,6 +25,7 @@ use std::sync::{Mutex, PoisonError};
 
 /// One of the census's phases, in the order they run.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
+#[non_exhaustive]
 pub enum Phase {
     /// Loading the weights: measured and reported apart, never compared
     /// with declarations (weights are not model-local state).
@@ -351,13 +352,10 @@ impl Token {
     }
 
     /// Ends the census: this thread leaves it, and its live allocations
-    /// are taken out of the live set and returned.
-    pub(crate) fn finish(mut self) -> Finished {
-        self.end().unwrap_or(Finished {
-            phases: [PhaseCounters::default(); 3],
-            live: Vec::new(),
-            overflow: true,
-        })
+    /// are taken out of the live set and returned (`None` only if the
+    /// tracker lost the census, which nothing does).
+    pub(crate) fn finish(mut self) -> Option<Finished> {
+        self.end()
     }
 
     fn end(&mut self) -> Option<Finished> {
