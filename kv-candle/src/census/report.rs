@@ -127,6 +127,7 @@ pub struct CensusReport {
     allocations: Vec<Allocation>,
     held: Held,
     bookkeeping: Held,
+    apart: Held,
     weights: Held,
 }
 
@@ -187,6 +188,7 @@ impl CensusReport {
             allocations,
             held: Held::default(),
             bookkeeping: Held::default(),
+            apart: Held::default(),
             weights: Held::default(),
         };
         report.sum()?;
@@ -205,6 +207,7 @@ impl CensusReport {
         let [weights, build, drive] = &self.phases;
         self.held = build.held.plus(drive.held).ok_or_else(overflow)?;
         self.bookkeeping = build.small.plus(drive.small).ok_or_else(overflow)?;
+        self.apart = build.set_apart.plus(drive.set_apart).ok_or_else(overflow)?;
         self.weights = weights
             .held
             .plus(weights.small)
@@ -304,15 +307,7 @@ impl CensusReport {
     /// Allocations set apart by [`set_apart`](Self::set_apart) in the build
     /// and drive phases.
     pub fn set_apart_total(&self) -> Held {
-        let (build, drive) = (self.phase(Phase::Build), self.phase(Phase::Drive));
-        // Live at once, so their sum fits in the address space.
-        Held::new(
-            build.set_apart.bytes.saturating_add(drive.set_apart.bytes),
-            build
-                .set_apart
-                .allocations
-                .saturating_add(drive.set_apart.allocations),
-        )
+        self.apart
     }
 
     /// Sets what `owner` and its children declare at `max_num_seqs` (summed
