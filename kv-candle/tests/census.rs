@@ -22,6 +22,25 @@ fn every() -> Census {
     Census::new().min_allocation_bytes(0)
 }
 
+/// A census whose drive makes one value, kept by the model (an `Option`,
+/// which allocates nothing itself).
+fn kept<T>(census: Census, make: impl FnOnce() -> Result<T>) -> Result<Counted<Option<T>>> {
+    census.run(
+        || Ok(()),
+        |()| Ok(None),
+        |kept| {
+            *kept = Some(make()?);
+            Ok(())
+        },
+    )
+}
+
+/// What a thread spawned (and joined) now returns.
+fn on_a_thread<T: Send>(f: impl FnOnce() -> T + Send) -> Result<T> {
+    std::thread::scope(|s| s.spawn(f).join())
+        .map_err(|_| candle_core::Error::Msg("the thread panicked".into()))
+}
+
 /// Sizes of the allocations `phase` made that were live at the end, largest first.
 fn sizes<M>(counted: &Counted<M>, phase: Phase) -> Vec<u64> {
     counted
@@ -146,9 +165,7 @@ fn a_free_by_another_thread_leaves_the_live_set() -> Result<()> {
         |()| Ok(()),
         |()| {
             let made_here = black_box(vec![3u8; 4096]);
-            std::thread::scope(|s| s.spawn(move || drop(made_here)).join())
-                .map_err(|_| candle_core::Error::Msg("the thread panicked".into()))?;
-            Ok(())
+            on_a_thread(move || drop(made_here))
         },
     )?;
     assert!(
@@ -162,37 +179,18 @@ fn a_free_by_another_thread_leaves_the_live_set() -> Result<()> {
 
 #[test]
 fn another_threads_allocations_count_only_when_it_is_enlisted() -> Result<()> {
-    let kept_elsewhere = every().run(
-        || Ok(()),
-        |()| Ok(None::<Vec<u8>>),
-        |kept| {
-            let made = std::thread::scope(|s| s.spawn(|| black_box(vec![4u8; 4096])).join())
-                .map_err(|_| candle_core::Error::Msg("the thread panicked".into()))?;
-            *kept = Some(made);
-            Ok(())
-        },
-    )?;
+    let kept_elsewhere = kept(every(), || on_a_thread(|| black_box(vec![4u8; 4096])))?;
     // Not enlisted: what that thread allocated and the model kept is not seen.
     assert!(!sizes(&kept_elsewhere, Phase::Drive).contains(&4096));
 
-    let enlisted = every().run(
-        || Ok(()),
-        |()| Ok(None::<Vec<u8>>),
-        |kept| {
-            let census = Enlistment::current()
-                .ok_or_else(|| candle_core::Error::Msg("not in a census".into()))?;
-            let made = std::thread::scope(|s| {
-                s.spawn(move || {
-                    let _enlisted = census.enter();
-                    black_box(vec![4u8; 4096])
-                })
-                .join()
-            })
-            .map_err(|_| candle_core::Error::Msg("the thread panicked".into()))?;
-            *kept = Some(made);
-            Ok(())
-        },
-    )?;
+    let enlisted = kept(every(), || {
+        let census = Enlistment::current()
+            .ok_or_else(|| candle_core::Error::Msg("not in a census".into()))?;
+        on_a_thread(move || {
+            let _enlisted = census.enter();
+            black_box(vec![4u8; 4096])
+        })
+    })?;
     assert!(sizes(&enlisted, Phase::Drive).contains(&4096));
     assert_eq!(Enlistment::current(), None);
     Ok(())
@@ -205,17 +203,12 @@ fn censuses_on_several_threads_each_count_their_own() {
             .map(|i| {
                 s.spawn(move || {
                     let bytes = 1000 * i as usize + 500;
-                    let counted = every().run(
-                        || Ok(()),
-                        |()| Ok(None::<Vec<u8>>),
-                        |kept| {
-                            for _ in 0..50 {
-                                drop(black_box(vec![0u8; 333]));
-                            }
-                            *kept = Some(black_box(vec![1u8; bytes]));
-                            Ok(())
-                        },
-                    )?;
+                    let counted = kept(every(), || {
+                        for _ in 0..50 {
+                            drop(black_box(vec![0u8; 333]));
+                        }
+                        Ok(black_box(vec![1u8; bytes]))
+                    })?;
                     Ok((bytes as u64, counted.report.held()))
                 })
             })
@@ -236,14 +229,9 @@ fn censuses_on_several_threads_each_count_their_own() {
 
 #[test]
 fn a_census_inside_a_census_is_an_error() -> Result<()> {
-    let counted = every().run(
-        || Ok(()),
-        |()| Ok(None),
-        |inner| {
-            *inner = Some(every().run(|| Ok(()), |()| Ok(()), |()| Ok(())).map(drop));
-            Ok(())
-        },
-    )?;
+    let counted = kept(every(), || {
+        Ok(every().run(|| Ok(()), |()| Ok(()), |()| Ok(())).map(drop))
+    })?;
     let error = counted.model.expect("ran").unwrap_err().to_string();
     assert!(
         error.contains("a census is already running on this thread"),
@@ -332,22 +320,13 @@ fn state_candle_builds_on_a_threads_first_matmul_is_not_counted() -> Result<()> 
     // A fresh thread: its first small matmul runs on it, and gemm then
     // allocates its per-thread packing buffer (the size of the L2 cache)
     // and keeps it. The census warms up first, so only the product is held.
-    let held = std::thread::scope(|s| {
-        s.spawn(|| {
-            let counted = Census::new().run(
-                || Ok(()),
-                |()| Ok(None),
-                |product| {
-                    let a = Tensor::ones((8, 8), DType::F32, &cpu())?;
-                    *product = Some(a.matmul(&a)?);
-                    Ok(())
-                },
-            )?;
-            Ok::<_, candle_core::Error>(counted.report.held())
-        })
-        .join()
-    })
-    .map_err(|_| candle_core::Error::Msg("the thread panicked".into()))??;
+    let held = on_a_thread(|| {
+        let counted = kept(Census::new(), || {
+            let a = Tensor::ones((8, 8), DType::F32, &cpu())?;
+            a.matmul(&a)
+        })?;
+        Ok::<_, candle_core::Error>(counted.report.held())
+    })??;
     // (8, 8) f32: 256 B.
     assert_eq!(held, Held::new(256, 1));
     Ok(())
@@ -367,14 +346,7 @@ fn candle_keeps_four_small_allocations_per_tensor_and_three_per_view() -> Result
         &[480, 152, 56, 32, 32], // 120 x 4 B
     ];
     for (shape, want) in shapes.into_iter().zip(want) {
-        let counted = every().run(
-            || Ok(()),
-            |()| Ok(None),
-            |tensor| {
-                *tensor = Some(Tensor::zeros(shape, DType::F32, &cpu())?);
-                Ok(())
-            },
-        )?;
+        let counted = kept(every(), || Tensor::zeros(shape, DType::F32, &cpu()))?;
         assert_eq!(sizes(&counted, Phase::Drive), want, "{shape:?}");
     }
     let view = every().run(
@@ -387,14 +359,9 @@ fn candle_keeps_four_small_allocations_per_tensor_and_three_per_view() -> Result
     )?;
     assert_eq!(sizes(&view, Phase::Drive), [152, 16, 16]);
     // Under the default threshold, all of it is bookkeeping.
-    let default = Census::new().run(
-        || Ok(()),
-        |()| Ok(None),
-        |tensor| {
-            *tensor = Some(Tensor::zeros((2, 3, 4, 5), DType::F32, &cpu())?);
-            Ok(())
-        },
-    )?;
+    let default = kept(Census::new(), || {
+        Tensor::zeros((2, 3, 4, 5), DType::F32, &cpu())
+    })?;
     assert_eq!(default.report.held(), Held::new(480, 1));
     assert_eq!(
         default.report.bookkeeping(),

@@ -356,38 +356,48 @@ mod worked {
     //! candle's per-tensor bookkeeping; each model's own `Vec` of layers
     //! (built in the build phase, 352 to 1,600 B) is set apart by name.
 
-    use super::models::{concat, peak, sliding};
+    use super::models::peak;
     use super::*;
 
-    fn show<M: ModelLocalKv>(counted: &Counted<M>, max_num_seqs: u64) {
-        println!(
-            "{}",
-            counted
-                .report
-                .compare(&counted.model, max_num_seqs)
-                .expect("compare")
-        );
+    /// The census of a worked example: zero weights in `dtype`, built by
+    /// `new`, driven by `drive`; its `Vec` of layers (`layers`) set apart,
+    /// all `capacity x size_of` of it; printed, and held = declared exactly.
+    fn exact<M: ModelLocalKv, T>(
+        dtype: DType,
+        new: fn(candle_nn::VarBuilder<'static>) -> Result<M>,
+        drive: fn(&mut M) -> Result<()>,
+        layers: fn(&M) -> &Vec<T>,
+        max_num_seqs: u64,
+    ) -> Result<Counted<M>> {
+        let mut counted = Census::new().run(|| zero_weights(dtype, &cpu(), new), new, drive)?;
+        let structure = layers(&counted.model);
+        let bytes = (structure.capacity() * size_of::<T>()) as u64;
+        let set_apart = counted.report.set_apart("layers", structure)?;
+        assert_eq!(set_apart, Held::new(bytes, 1));
+        let accounting = counted
+            .report
+            .compare(&counted.model, max_num_seqs)
+            .expect("compare");
+        println!("{accounting}");
+        counted
+            .report
+            .assert_accounted(&counted.model, max_num_seqs, Tolerance::EXACT);
+        Ok(counted)
     }
 
     #[test]
     fn the_concat_model_holds_its_declaration_exactly() -> Result<()> {
-        let mut counted = Census::new().run(
-            || zero_weights(DType::F16, &cpu(), peak::new_concat),
+        let counted = exact(
+            DType::F16,
             peak::new_concat,
             peak::drive_concat,
+            |model| &model.model.layers,
+            1,
         )?;
-        let layers = &counted.model.model.layers;
-        let vec_bytes = (layers.capacity() * size_of::<concat::DecoderLayer>()) as u64;
-        let set_apart = counted.report.set_apart("model.layers", layers)?;
-        assert_eq!(set_apart, Held::new(vec_bytes, 1));
-        show(&counted, 1);
         // 3 layers x K and V of (1, 2, 12, 16) f16 = 768 B: 4,608 B.
         assert_eq!(counted.report.held(), Held::new(4608, 6));
         // Per tensor: 152 + 56 + 32 + 32 B.
         assert_eq!(counted.report.bookkeeping(), Held::new(6 * 272, 24));
-        counted
-            .report
-            .assert_accounted(&counted.model, 1, Tolerance::EXACT);
         Ok(())
     }
 
@@ -415,60 +425,45 @@ mod worked {
 
     #[test]
     fn the_sliding_model_holds_its_declaration_exactly() -> Result<()> {
-        let mut counted = Census::new().run(
-            || zero_weights(DType::BF16, &cpu(), peak::new_sliding),
+        let counted = exact(
+            DType::BF16,
             peak::new_sliding,
             peak::drive_sliding,
+            |model| &model.layers,
+            1,
         )?;
-        let layers = &counted.model.layers;
-        let vec_bytes = (layers.capacity() * size_of::<sliding::DecoderLayer>()) as u64;
-        let set_apart = counted.report.set_apart("layers", layers)?;
-        assert_eq!(set_apart, Held::new(vec_bytes, 1));
-        show(&counted, 1);
         // 5 sliding layers x K and V of (1, 1, 4, 32) bf16 = 256 B, and the
         // global layer's (1, 1, 10, 32) bf16 = 640 B: 2,560 + 1,280 = 3,840 B.
         assert_eq!(counted.report.held(), Held::new(3840, 12));
-        counted
-            .report
-            .assert_accounted(&counted.model, 1, Tolerance::EXACT);
         Ok(())
     }
 
     #[test]
     fn the_cross_attention_model_holds_its_declaration_exactly() -> Result<()> {
-        let mut counted = Census::new().run(
-            || zero_weights(DType::F32, &cpu(), peak::new_cross),
+        let counted = exact(
+            DType::F32,
             peak::new_cross,
             peak::drive_cross,
+            |decoder| &decoder.blocks,
+            1,
         )?;
-        let blocks = counted.report.set_apart("blocks", &counted.model.blocks)?;
-        assert_eq!(blocks.allocations, 1);
-        show(&counted, 1);
         // 2 blocks x K and V of (1, 2, 30, 16) f32 = 3,840 B: 15,360 B.
         assert_eq!(counted.report.held(), Held::new(15_360, 4));
-        counted
-            .report
-            .assert_accounted(&counted.model, 1, Tolerance::EXACT);
         Ok(())
     }
 
     #[test]
     fn the_shared_cache_model_holds_its_declaration_exactly() -> Result<()> {
-        let batch = peak::SHARED_BATCH as u64;
-        let mut counted = Census::new().run(
-            || zero_weights(DType::F32, &cpu(), peak::new_shared),
+        let counted = exact(
+            DType::F32,
             peak::new_shared,
             |model| peak::drive_shared(model),
+            |model| &model.layers,
+            peak::SHARED_BATCH as u64,
         )?;
-        let layers = counted.report.set_apart("layers", &counted.model.layers)?;
-        assert_eq!(layers.allocations, 1);
-        show(&counted, batch);
         // 2 layers x K and V of (2, 2, 24, 8) f32 = 3,072 B: 12,288 B at
         // max_num_seqs 2 (24 positions: 20 held, grown 8 at a time).
         assert_eq!(counted.report.held(), Held::new(12_288, 4));
-        counted
-            .report
-            .assert_accounted(&counted.model, batch, Tolerance::EXACT);
         Ok(())
     }
 }
