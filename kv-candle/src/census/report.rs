@@ -437,16 +437,17 @@ impl fmt::Display for CensusReport {
                 allocation.bytes, allocation.phase
             )?;
         }
-        if let Some(rest) = small_groups.get(SMALL_GROUPS_SHOWN..) {
-            if !rest.is_empty() {
-                let rest = rest.iter().fold(Held::default(), |sum, (a, count)| {
-                    Held::new(
-                        sum.bytes.saturating_add(a.bytes.saturating_mul(*count)),
-                        sum.allocations.saturating_add(*count),
-                    )
-                });
-                writeln!(f, "    and {rest} of other sizes")?;
-            }
+        let rest = small_groups.iter().skip(SMALL_GROUPS_SHOWN).fold(
+            Held::default(),
+            |sum, (a, count)| {
+                Held::new(
+                    sum.bytes.saturating_add(a.bytes.saturating_mul(*count)),
+                    sum.allocations.saturating_add(*count),
+                )
+            },
+        );
+        if rest.allocations > 0 {
+            writeln!(f, "    and {rest} of other sizes")?;
         }
         writeln!(
             f,
