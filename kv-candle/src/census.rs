@@ -151,9 +151,10 @@ impl Census {
     }
 }
 
-/// Jobs pushed through rayon's global queue after the drive: twice a
-/// queue block's 63 slots.
-const RAYON_QUEUE_JOBS: usize = 2 * 63;
+/// Jobs pushed through rayon's global queue after the drive: 126, twice a
+/// queue block's 63 slots (63 suffice to pass the block in use; the rest
+/// leave time for the worker that takes its last job to free it).
+const RAYON_QUEUE_JOBS: usize = 126;
 
 /// Pushes empty jobs through rayon's global queue from this (no longer
 /// counting) thread, one at a time, so that a queue block it allocated
