@@ -37,9 +37,9 @@ use crate::StaticKvCache;
 pub struct Meter {
     seen: BTreeSet<usize>,
     bytes: u64,
-    /// The address of each CPU storage's buffer counted, with its bytes:
-    /// what the allocator returned for it, so the census can name it.
-    buffers: Vec<(usize, u64)>,
+    /// The address of each CPU storage's buffer added (what the allocator
+    /// returned for it), so the census can name it; repeats are harmless.
+    buffers: Vec<usize>,
 }
 
 impl Meter {
@@ -68,18 +68,14 @@ impl Meter {
                 other.device().location()
             ),
         };
-        let counted = self.storages();
-        self.add_allocation(key, bytes)?;
-        if self.storages() > counted && bytes > 0 {
-            self.buffers.push((address, bytes as u64));
-        }
-        Ok(self)
+        self.buffers.push(address);
+        self.add_allocation(key, bytes)
     }
 
-    /// The buffer behind each CPU storage counted (its address, as the
-    /// allocator returned it, and its bytes), in the order counted. A
-    /// zero-sized buffer has no allocation and is not listed.
-    pub(crate) fn buffers(&self) -> &[(usize, u64)] {
+    /// The address of the buffer behind each CPU tensor added, as the
+    /// allocator returned it (a zero-sized one is dangling: no allocation
+    /// has it).
+    pub(crate) fn buffers(&self) -> &[usize] {
         &self.buffers
     }
 

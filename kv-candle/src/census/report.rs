@@ -265,8 +265,7 @@ impl CensusReport {
     ) -> candle_core::Result<Held> {
         let mut meter = Meter::new();
         meter.add(value)?;
-        let addresses: Vec<usize> = meter.buffers().iter().map(|&(a, _)| a).collect();
-        self.mark(name, &addresses, false)
+        self.mark(name, meter.buffers(), false)
     }
 
     /// Sets apart the allocation behind `buffer` (a `Vec`'s or a boxed
