@@ -148,11 +148,11 @@ pub fn measured_bytes<M: Measure + ?Sized>(value: &M) -> Result<u64> {
     Ok(Meter::new().add(value)?.bytes())
 }
 
-/// A value whose tensors a [`Meter`] can count: candle's caches, tensors and
-/// `StreamTensor`s,
-/// [`StaticKvCache`], quantized tensors (`QTensor`), candle-transformers'
-/// Mamba and Mamba2 `State`, and pairs, slices, arrays, `Vec`s, `Option`s,
-/// `Box`es, `Rc`s, `Arc`s, `Mutex`es, `RwLock`s and `RefCell`s of them.
+/// A value whose tensors a [`Meter`] can count: candle's caches, tensors
+/// and `StreamTensor`s, [`StaticKvCache`], quantized tensors (`QTensor`),
+/// candle-transformers' Mamba and Mamba2 `State`, and pairs, slices,
+/// arrays, `Vec`s, `Option`s, `Box`es, `Rc`s, `Arc`s, `Mutex`es, `RwLock`s
+/// and `RefCell`s of them.
 ///
 /// The concat cache most candle-transformers models keep per layer,
 /// `Option<(Tensor, Tensor)>`, is measured as it is (K and V, each the
