@@ -3,7 +3,7 @@
 
 use std::fmt;
 
-use kv_core::{KvError, KvSpec, ModelLocalKv};
+use kv_core::{Collection, KvError, KvSpec, ModelLocalKv};
 
 /// One declaration's side of a [`Comparison`].
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -34,8 +34,25 @@ impl DeclaredLine {
     }
 }
 
+/// `declared decoder.sliding: 2 rows (max_num_seqs) x 1792 B/row = 3584 B
+/// (7 positions from sliding_window - 1)`.
+impl fmt::Display for DeclaredLine {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(
+            f,
+            "declared {}: {} ({}) x {} B/row = {} B ({})",
+            self.name,
+            counted(self.rows, "row"),
+            self.driver,
+            self.per_row,
+            self.bytes,
+            self.positions,
+        )
+    }
+}
+
 /// `1 row`, `2 rows`: a count and its noun, plural unless one.
-fn counted(count: u64, noun: &str) -> String {
+pub(crate) fn counted(count: u64, noun: &str) -> String {
     if count == 1 {
         format!("1 {noun}")
     } else {
@@ -44,7 +61,7 @@ fn counted(count: u64, noun: &str) -> String {
 }
 
 /// `+3072 B` or `-1 B`: `measured - declared`, signed.
-fn signed_difference(declared: u64, measured: u64) -> String {
+pub(crate) fn signed_difference(declared: u64, measured: u64) -> String {
     match measured.checked_sub(declared) {
         Some(more) => format!("+{more} B"),
         None => format!("-{} B", declared - measured),
@@ -121,16 +138,7 @@ impl fmt::Display for Comparison {
             )?;
         }
         for line in &self.lines {
-            write!(
-                f,
-                "  declared {}: {} ({}) x {} B/row = {} B ({})",
-                line.name,
-                counted(line.rows, "row"),
-                line.driver,
-                line.per_row,
-                line.bytes,
-                line.positions,
-            )?;
+            write!(f, "  {line}")?;
             match line.measured {
                 Some(measured) if measured == line.bytes => write!(f, "; measured {measured} B")?,
                 Some(measured) => write!(
@@ -243,7 +251,15 @@ fn declared_lines(
     owner: &dyn ModelLocalKv,
     max_num_seqs: u64,
 ) -> Result<Vec<DeclaredLine>, KvError> {
-    let collection = kv_core::collect(owner);
+    collection_lines(&kv_core::collect(owner), max_num_seqs)
+}
+
+/// Each declaration of `collection`; an owner or declaration the collector
+/// skipped is an error, never a smaller sum.
+pub(crate) fn collection_lines(
+    collection: &Collection,
+    max_num_seqs: u64,
+) -> Result<Vec<DeclaredLine>, KvError> {
     if let Some(skipped) = collection.skipped().first() {
         return Err(skipped.error.clone());
     }

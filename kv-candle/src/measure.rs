@@ -6,7 +6,7 @@ use std::collections::BTreeSet;
 use std::rc::Rc;
 use std::sync::{Arc, Mutex, RwLock, TryLockError};
 
-use candle_core::{bail, CpuStorage, Result, Storage, Tensor};
+use candle_core::{bail, CpuStorage, Result, Storage, StreamTensor, Tensor};
 use candle_nn::kv_cache::{
     Cache, ConcatKvCache, InterleavedKvCache, KvCache, RotatingCache, RotatingKvCache,
     ScatteredKvCache,
@@ -37,6 +37,9 @@ use crate::StaticKvCache;
 pub struct Meter {
     seen: BTreeSet<usize>,
     bytes: u64,
+    /// The address of each CPU storage's buffer added (what the allocator
+    /// returned for it), so the census can name it; repeats are harmless.
+    buffers: Vec<usize>,
 }
 
 impl Meter {
@@ -58,14 +61,22 @@ impl Meter {
         // Tensors sharing an allocation share this `Storage`, so its address
         // identifies the allocation.
         let key = &*storage as *const Storage as usize;
-        let bytes = match &*storage {
-            Storage::Cpu(cpu) => cpu_bytes(cpu),
+        let (address, bytes) = match &*storage {
+            Storage::Cpu(cpu) => cpu_buffer(cpu),
             other => bail!(
                 "kv-candle: cannot measure storage on {:?}; only CPU storage is measured",
                 other.device().location()
             ),
         };
+        self.buffers.push(address);
         self.add_allocation(key, bytes)
+    }
+
+    /// The address of the buffer behind each CPU tensor added, as the
+    /// allocator returned it (a zero-sized one is dangling: no allocation
+    /// has it).
+    pub(crate) fn buffers(&self) -> &[usize] {
+        &self.buffers
     }
 
     /// Adds `bytes` for an allocation known by `key` (an address that is
@@ -95,10 +106,11 @@ impl Meter {
     }
 }
 
-/// Bytes of a CPU allocation: its capacity, which is what the allocator handed out.
-fn cpu_bytes(storage: &CpuStorage) -> usize {
-    fn size<T>(v: &Vec<T>) -> usize {
-        v.capacity() * std::mem::size_of::<T>()
+/// Address and bytes of a CPU allocation: its capacity, which is what the
+/// allocator handed out.
+fn cpu_buffer(storage: &CpuStorage) -> (usize, usize) {
+    fn size<T>(v: &Vec<T>) -> (usize, usize) {
+        (v.as_ptr() as usize, v.capacity() * std::mem::size_of::<T>())
     }
     match storage {
         CpuStorage::U8(v) => size(v),
@@ -136,10 +148,11 @@ pub fn measured_bytes<M: Measure + ?Sized>(value: &M) -> Result<u64> {
     Ok(Meter::new().add(value)?.bytes())
 }
 
-/// A value whose tensors a [`Meter`] can count: candle's caches, tensors,
-/// [`StaticKvCache`], quantized tensors (`QTensor`), candle-transformers'
-/// Mamba and Mamba2 `State`, and pairs, slices, arrays, `Vec`s, `Option`s,
-/// `Box`es, `Rc`s, `Arc`s, `Mutex`es, `RwLock`s and `RefCell`s of them.
+/// A value whose tensors a [`Meter`] can count: candle's caches, tensors
+/// and `StreamTensor`s, [`StaticKvCache`], quantized tensors (`QTensor`),
+/// candle-transformers' Mamba and Mamba2 `State`, and pairs, slices,
+/// arrays, `Vec`s, `Option`s, `Box`es, `Rc`s, `Arc`s, `Mutex`es, `RwLock`s
+/// and `RefCell`s of them.
 ///
 /// The concat cache most candle-transformers models keep per layer,
 /// `Option<(Tensor, Tensor)>`, is measured as it is (K and V, each the
@@ -268,6 +281,16 @@ impl<M: Measure + ?Sized> Measure for RefCell<M> {
 impl<M: Measure + ?Sized> Measure for Rc<M> {
     fn measure(&self, meter: &mut Meter) -> Result<()> {
         (**self).measure(meter)
+    }
+}
+
+/// The tensor a candle `StreamTensor` holds, if any (mimi's streaming
+/// convolutions keep their state in one): the whole allocation behind it.
+/// A `split`'s or `narrow`'s remainder is a view, so a state kept that way
+/// holds all of the tensor it was cut from.
+impl Measure for StreamTensor {
+    fn measure(&self, meter: &mut Meter) -> Result<()> {
+        self.as_option().measure(meter)
     }
 }
 

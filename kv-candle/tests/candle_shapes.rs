@@ -1,11 +1,12 @@
 //! The shapes real candle model code keeps its KV in, measured on CPU
 //! tensors: candle-transformers' concat cache `Option<(Tensor, Tensor)>`
 //! (per layer, or a `Vec` of them), candle-nn's `ScatteredKvCache` and
-//! `InterleavedKvCache`, and caches behind `Box`, `Arc` and `Mutex`.
+//! `InterleavedKvCache`, candle's `StreamTensor`, and caches behind `Box`,
+//! `Arc` and `Mutex`.
 
 use std::sync::{Arc, Mutex};
 
-use candle_core::{DType, Device, Result, Tensor};
+use candle_core::{DType, Device, Result, StreamTensor, Tensor, D};
 use candle_nn::kv_cache::{InterleavedKvCache, KvCache, ScatteredCacheBuilder};
 use kv_candle::{assert_declared_bytes, measured_bytes, Meter};
 use kv_core::ModelLocalKv;
@@ -226,5 +227,32 @@ fn rw_locks_cells_and_rcs_are_measured_through_without_waiting() -> Result<()> {
         err.starts_with("kv-candle: cannot measure a RefCell borrowed mutably"),
         "{err}"
     );
+    Ok(())
+}
+
+#[test]
+fn a_stream_tensor_holds_the_whole_tensor_it_was_cut_from() -> Result<()> {
+    assert_eq!(measured_bytes(&StreamTensor::empty())?, 0);
+    // (1 batch, 4 channels, 10 frames) of f32: 4 x 10 x 4 B = 160 B.
+    let frames = Tensor::zeros((1, 4, 10), DType::F32, &Device::Cpu)?;
+    let whole = StreamTensor::from_tensor(frames);
+    assert_eq!(measured_bytes(&whole)?, 160);
+    // What mimi's streaming convolutions keep as state: the last frames,
+    // cut with `split` or `narrow`. A view: all 160 B stay allocated, not
+    // the 3 frames' 48 B.
+    let (_, rest) = whole.split(D::Minus1, 7)?;
+    assert_eq!(rest.seq_len(D::Minus1)?, 3);
+    assert_eq!(measured_bytes(&rest)?, 160);
+    assert_eq!(measured_bytes(&whole.narrow(D::Minus1, 7, 3)?)?, 160);
+    // Both halves share the allocation: counted once.
+    let (head, tail) = whole.split(D::Minus1, 4)?;
+    assert_eq!(measured_bytes(&(head, tail))?, 160);
+    // `cat2` of two copies a new (1, 4, 13) tensor: 208 B.
+    let more = StreamTensor::from_tensor(Tensor::zeros((1, 4, 3), DType::F32, &Device::Cpu)?);
+    let joined = StreamTensor::cat2(&whole, &more, D::Minus1)?;
+    assert_eq!(measured_bytes(&joined)?, 4 * 13 * 4);
+    // With an empty side, `cat2` keeps the other's tensor: no copy.
+    let kept = StreamTensor::cat2(&StreamTensor::empty(), &more, D::Minus1)?;
+    assert_eq!(measured_bytes(&(kept, more))?, 4 * 3 * 4);
     Ok(())
 }

@@ -53,7 +53,7 @@ pub fn tokens(batch: usize, len: usize, hidden: usize, dtype: DType) -> Result<T
 }
 
 /// Query, key, value and output projections, and the heads they split into.
-struct Projections {
+pub struct Projections {
     q: Linear,
     k: Linear,
     v: Linear,
@@ -574,7 +574,7 @@ pub mod shared {
 
     #[derive(ModelLocalKv)]
     pub struct Model {
-        layers: Vec<Projections>,
+        pub layers: Vec<Projections>,
         max_positions: usize,
         #[kv(child)]
         pub cache: Arc<Mutex<NormalCache>>,
@@ -653,12 +653,23 @@ pub mod peak {
     };
 
     pub fn concat() -> Result<concat::ForCausalLm> {
-        let mut model = concat::ForCausalLm::new(&CONCAT, zero_weights(DType::F16))?;
+        let mut model = new_concat(zero_weights(DType::F16))?;
+        drive_concat(&mut model)?;
+        Ok(model)
+    }
+
+    /// Built from `vb` (its dtype, f16 here, is the cache's).
+    pub fn new_concat(vb: VarBuilder) -> Result<concat::ForCausalLm> {
+        concat::ForCausalLm::new(&CONCAT, vb)
+    }
+
+    /// A 5-token prompt, then 7 tokens one at a time: 12 positions.
+    pub fn drive_concat(model: &mut concat::ForCausalLm) -> Result<()> {
         model.forward(&tokens(1, 5, CONCAT.hidden, DType::F16)?)?;
         for _ in 5..CONCAT.max_positions {
             model.forward(&tokens(1, 1, CONCAT.hidden, DType::F16)?)?;
         }
-        Ok(model)
+        Ok(())
     }
 
     pub fn concat_measured(model: &concat::ForCausalLm) -> Result<Vec<(String, u64)>> {
@@ -691,17 +702,23 @@ pub mod peak {
     pub const GLOBAL_EVERY: usize = 6;
 
     pub fn sliding() -> Result<sliding::Model> {
-        let mut model = sliding::Model::new(
-            &SLIDING,
-            SLIDING_WINDOW,
-            GLOBAL_EVERY,
-            zero_weights(DType::BF16),
-        )?;
+        let mut model = new_sliding(zero_weights(DType::BF16))?;
+        drive_sliding(&mut model)?;
+        Ok(model)
+    }
+
+    /// Built from `vb` (bf16 here).
+    pub fn new_sliding(vb: VarBuilder) -> Result<sliding::Model> {
+        sliding::Model::new(&SLIDING, SLIDING_WINDOW, GLOBAL_EVERY, vb)
+    }
+
+    /// A 6-token prompt, then 4 tokens one at a time: 10 positions.
+    pub fn drive_sliding(model: &mut sliding::Model) -> Result<()> {
         model.forward(&tokens(1, 6, SLIDING.hidden, DType::BF16)?)?;
         for _ in 6..SLIDING.max_positions {
             model.forward(&tokens(1, 1, SLIDING.hidden, DType::BF16)?)?;
         }
-        Ok(model)
+        Ok(())
     }
 
     pub fn sliding_measured(model: &sliding::Model) -> Result<Vec<(String, u64)>> {
@@ -732,12 +749,23 @@ pub mod peak {
     pub const N_AUDIO_CTX: usize = 30;
 
     pub fn cross() -> Result<cross::TextDecoder> {
-        let mut decoder = cross::TextDecoder::new(&CROSS, N_AUDIO_CTX, zero_weights(DType::F32))?;
+        let mut decoder = new_cross(zero_weights(DType::F32))?;
+        drive_cross(&mut decoder)?;
+        Ok(decoder)
+    }
+
+    /// Built from `vb` (f32 here).
+    pub fn new_cross(vb: VarBuilder) -> Result<cross::TextDecoder> {
+        cross::TextDecoder::new(&CROSS, N_AUDIO_CTX, vb)
+    }
+
+    /// 30 encoder frames; 1 to 8 text tokens, one more each step.
+    pub fn drive_cross(decoder: &mut cross::TextDecoder) -> Result<()> {
         let audio = tokens(1, N_AUDIO_CTX, CROSS.hidden, DType::F32)?;
         for len in 1..=CROSS.max_positions {
             decoder.forward(&tokens(1, len, CROSS.hidden, DType::F32)?, &audio)?;
         }
-        Ok(decoder)
+        Ok(())
     }
 
     pub fn cross_measured(decoder: &cross::TextDecoder) -> Result<Vec<(String, u64)>> {
@@ -769,12 +797,23 @@ pub mod peak {
     pub const SHARED_BATCH: usize = 2;
 
     pub fn shared() -> Result<shared::Model> {
-        let model = shared::Model::new(&SHARED, zero_weights(DType::F32))?;
+        let model = new_shared(zero_weights(DType::F32))?;
+        drive_shared(&model)?;
+        Ok(model)
+    }
+
+    /// Built from `vb` (f32 here).
+    pub fn new_shared(vb: VarBuilder) -> Result<shared::Model> {
+        shared::Model::new(&SHARED, vb)
+    }
+
+    /// A batch of 2: a 7-token prompt, then 13 tokens one at a time.
+    pub fn drive_shared(model: &shared::Model) -> Result<()> {
         model.forward(&tokens(SHARED_BATCH, 7, SHARED.hidden, DType::F32)?)?;
         for _ in 7..SHARED.max_positions {
             model.forward(&tokens(SHARED_BATCH, 1, SHARED.hidden, DType::F32)?)?;
         }
-        Ok(model)
+        Ok(())
     }
 
     pub fn shared_measured(model: &shared::Model) -> Result<Vec<(String, u64)>> {
