@@ -22,7 +22,7 @@ use candle_core::{DType, Device, Module, Result, StreamTensor, StreamingModule, 
 use candle_transformers::models::llama;
 use candle_transformers::models::mimi::conv::{PadMode, StreamableConv1d};
 use kv_candle::census::{zero_weights, Census, Counted, CountingAlloc, Held, Phase, Tolerance};
-use kv_core::{ModelLocalKv, RecurrentState, StatePart};
+use kv_core::{ModelLocalKv, RecurrentState, StatePart, TensorPart, Tensors};
 
 #[global_allocator]
 static ALLOC: CountingAlloc = CountingAlloc::new();
@@ -62,6 +62,14 @@ const POSITIONS: usize = 48;
 /// `forwards`: one `(seq_len, index_pos + seq_len)` u8 mask per distinct
 /// key for every forward of more than one token, never evicted.
 fn mask_bytes(forwards: &[(usize, usize)]) -> u64 {
+    mask_shapes(forwards)
+        .iter()
+        .map(|&(s, k)| (s * k) as u64)
+        .sum()
+}
+
+/// The distinct `(seq_len, kv_len)` masks `forwards` build.
+fn mask_shapes(forwards: &[(usize, usize)]) -> Vec<(usize, usize)> {
     let mut keys: Vec<(usize, usize)> = forwards
         .iter()
         .filter(|&&(seq_len, _)| seq_len > 1)
@@ -69,7 +77,7 @@ fn mask_bytes(forwards: &[(usize, usize)]) -> u64 {
         .collect();
     keys.sort_unstable();
     keys.dedup();
-    keys.iter().map(|&(s, k)| (s * k) as u64).sum()
+    keys
 }
 
 /// The worst case of the memo for prompts at position 0 only: one `(t, t)`
@@ -82,15 +90,12 @@ fn worst_case_prompt_masks(max_position_embeddings: u64) -> u64 {
 /// the cache's fields are private, so each declaration is read from the
 /// config and the drive's plan.
 #[derive(ModelLocalKv)]
-// TODO(tensors-layout): the rotary tables and the masks are model-local
-// tensors, not recurrent state; declared as named state parts until kv-core
-// has a layout for them.
 #[kv(name = "rope", cache = "llama Cache: cos and sin, (max_position_embeddings, head_dim / 2) each",
-     state = self.rope(), scope = request,
+     tensors = self.rope(), scope = request,
      rows = fixed(1, because = "one pair of tables per Cache, whatever the batch"),
      only_when = "declares_rope")]
 #[kv(name = "masks", cache = "llama Cache: mask memo, a (seq_len, kv_len) u8 mask per multi-token forward shape, never evicted",
-     state = self.masks(), scope = request,
+     tensors = self.masks(), scope = request,
      rows = fixed(1, because = "one memo per Cache; masks do not depend on the batch"),
      only_when = "declares_masks")]
 struct DeclaredLlama {
@@ -122,9 +127,9 @@ impl DeclaredLlama {
 
     /// `Cache::new` builds cos and sin of `(max_position_embeddings,
     /// head_dim / 2)` in f32 and converts them to the cache's dtype.
-    fn rope(&self) -> RecurrentState {
+    fn rope(&self) -> Tensors {
         let table = |name| {
-            StatePart::new(
+            TensorPart::new(
                 name,
                 [
                     self.config.max_position_embeddings as u64,
@@ -134,21 +139,21 @@ impl DeclaredLlama {
                 self.dtype(),
             )
         };
-        RecurrentState::from_parts(1, vec![table("cos"), table("sin")])
+        Tensors::from_parts(vec![table("cos"), table("sin")])
     }
 
     /// The masks of the drive's multi-token forwards, one u8 per element.
     /// The honest bound in general is every shape a caller may use: for
     /// prompts at position 0 only, `sum of t^2 for t = 2..=L`
     /// ([`worst_case_prompt_masks`]); this declares the drive's own set.
-    fn masks(&self) -> RecurrentState {
-        RecurrentState::from_parts(
-            1,
-            vec![StatePart::new(
-                "masks",
-                [mask_bytes(&self.forwards), 1, 1],
-                kv_core::DType::U8,
-            )],
+    fn masks(&self) -> Tensors {
+        Tensors::from_parts(
+            mask_shapes(&self.forwards)
+                .into_iter()
+                .map(|(seq_len, kv_len)| {
+                    TensorPart::new("mask", [seq_len as u64, kv_len as u64, 1], kv_core::DType::U8)
+                })
+                .collect(),
         )
     }
 }

@@ -16,7 +16,7 @@ use candle_core::{DType, Device, Result, Tensor};
 use kv_candle::census::{Census, Counted, CountingAlloc, Held, Tolerance};
 use kv_candle::Measure;
 use kv_core::declare::{ChildVisitor, Segment};
-use kv_core::{KvError, KvSpec, ModelLocalKv, RecurrentState, Rows, Scope, StatePart};
+use kv_core::{KvError, KvSpec, ModelLocalKv, Rows, Scope, TensorPart, Tensors};
 
 #[global_allocator]
 static ALLOC: CountingAlloc = CountingAlloc::new();
@@ -140,20 +140,18 @@ impl Rope {
     }
 
     /// cos and sin: two tables of 64 x 8 x 4 B = 2,048 B.
-    // TODO(tensors-layout): declare as model-local tensors once kv-core has
-    // a layout for them; until then, a recurrent state of two named parts.
     fn declaration() -> KvSpec {
         let table = |name| {
-            StatePart::new(
+            TensorPart::new(
                 name,
                 [MAX_POSITION_EMBEDDINGS as u64, HEAD_DIM as u64 / 2, 1],
                 kv_core::DType::F32,
             )
         };
-        KvSpec::recurrent(
+        KvSpec::tensors(
             "rope",
             "cos/sin tables (max_position_embeddings, head_dim / 2)",
-            RecurrentState::from_parts(1, vec![table("cos"), table("sin")]),
+            Tensors::from_parts(vec![table("cos"), table("sin")]),
             Scope::Model,
             Rows::fixed(1, "one pair of tables for every sequence"),
         )
