@@ -151,7 +151,11 @@ impl DeclaredLlama {
             mask_shapes(&self.forwards)
                 .into_iter()
                 .map(|(seq_len, kv_len)| {
-                    TensorPart::new("mask", [seq_len as u64, kv_len as u64, 1], kv_core::DType::U8)
+                    TensorPart::new(
+                        "mask",
+                        [seq_len as u64, kv_len as u64, 1],
+                        kv_core::DType::U8,
+                    )
                 })
                 .collect(),
         )

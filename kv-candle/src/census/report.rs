@@ -278,6 +278,18 @@ impl CensusReport {
         self.mark(name, &[buffer.as_ptr() as usize], true)
     }
 
+    /// Sets apart the allocation `boxed` lives in (what a `Box`, `Rc` or
+    /// `Arc` points at: `&*stage` for a `Box<dyn Stage>`), as
+    /// [`set_apart`](Self::set_apart) does a buffer's: a stage or layer
+    /// boxed as a trait object is the model's structure, not its state.
+    pub fn set_apart_boxed<T: ?Sized>(
+        &mut self,
+        name: &str,
+        boxed: &T,
+    ) -> candle_core::Result<Held> {
+        self.mark(name, &[boxed as *const T as *const () as usize], true)
+    }
+
     fn mark(
         &mut self,
         name: &str,

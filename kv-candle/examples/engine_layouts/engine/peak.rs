@@ -31,7 +31,12 @@ pub const MISTRAL: mistral::Config = mistral::Config {
 pub const MISTRAL_BATCH: usize = 2;
 
 pub fn mistral_engine() -> Result<Engine> {
-    let model = mistral::Mistral::new(&MISTRAL, zero_weights(DType::F32))?;
+    mistral_engine_from(zero_weights(DType::F32))
+}
+
+/// The engine over the weights `vb` hands out.
+pub fn mistral_engine_from(vb: VarBuilder) -> Result<Engine> {
+    let model = mistral::Mistral::new(&MISTRAL, vb)?;
     Ok(Engine::new(NormalPipeline::new(Box::new(model))))
 }
 
@@ -44,7 +49,7 @@ pub fn drive_mistral(engine: &Engine) -> Result<()> {
 }
 
 /// candle-llama-style: 2 layers, 4 query and 2 KV heads of 16 dims, f32,
-/// 48 positions; the server takes prompts of up to 40 tokens.
+/// 48 positions; the server takes prompts of 16 to 40 tokens.
 pub const LLAMA: llama::Config = llama::Config {
     hidden: 64,
     layers: 2,
@@ -52,21 +57,28 @@ pub const LLAMA: llama::Config = llama::Config {
     kv_heads: 2,
     head_dim: 16,
     max_position_embeddings: 48,
+    min_prompt: 16,
     max_prompt: 40,
 };
 
 pub fn llama() -> Result<(llama::Llama, llama::Cache)> {
+    llama_from(zero_weights(DType::F32))
+}
+
+/// The model over the weights `vb` hands out, and its `Cache`.
+pub fn llama_from(vb: VarBuilder) -> Result<(llama::Llama, llama::Cache)> {
+    let dtype = vb.dtype();
     Ok((
-        llama::Llama::new(&LLAMA, zero_weights(DType::F32))?,
-        llama::Cache::new(&LLAMA, DType::F32)?,
+        llama::Llama::new(&LLAMA, vb)?,
+        llama::Cache::new(&LLAMA, dtype)?,
     ))
 }
 
-/// One request per prompt length from 2 to `max_prompt`, on one `Cache`
+/// One request per prompt length the server takes, on one `Cache`
 /// (its K/V cleared between requests, its masks kept), the last decoded to
 /// `max_position_embeddings` positions.
 pub fn drive_llama(model: &llama::Llama, cache: &mut llama::Cache) -> Result<()> {
-    for len in 2..=LLAMA.max_prompt {
+    for len in LLAMA.min_prompt..=LLAMA.max_prompt {
         cache.clear_kvs();
         model.forward(&tokens(1, len, LLAMA.hidden, DType::F32)?, 0, cache)?;
     }
@@ -90,6 +102,11 @@ pub const MIMI: mimi::Config = mimi::Config {
 
 pub fn mimi() -> Result<mimi::Mimi> {
     mimi::Mimi::new(&MIMI, zero_weights(DType::F32))
+}
+
+/// The codec over the weights `vb` hands out.
+pub fn mimi_from(vb: VarBuilder) -> Result<mimi::Mimi> {
+    mimi::Mimi::new(&MIMI, vb)
 }
 
 /// Five steps: past the context, and every state at its steady size.

@@ -15,6 +15,9 @@ use crate::engine::models::NormalModel;
 pub trait Pipeline: ModelLocalKv + Measure + Send {
     /// One scheduler step over a batch `(batch, len, hidden)`.
     fn step(&mut self, x: &Tensor) -> Result<Tensor>;
+
+    /// The pipeline as itself, for a caller that knows its type.
+    fn as_any(&self) -> &dyn std::any::Any;
 }
 
 /// A pipeline of one plain model.
@@ -39,6 +42,17 @@ impl Measure for NormalPipeline {
 impl Pipeline for NormalPipeline {
     fn step(&mut self, x: &Tensor) -> Result<Tensor> {
         self.model.forward(x)
+    }
+
+    fn as_any(&self) -> &dyn std::any::Any {
+        self
+    }
+}
+
+impl NormalPipeline {
+    /// The model it drives.
+    pub fn model(&self) -> &dyn NormalModel {
+        &*self.model
     }
 }
 

@@ -24,7 +24,9 @@ pub struct Config {
     pub kv_heads: usize,
     pub head_dim: usize,
     pub max_position_embeddings: usize,
-    /// The server refuses longer prompts; every prompt starts at position 0.
+    /// The server takes prompts of `min_prompt..=max_prompt` tokens, each
+    /// starting at position 0.
+    pub min_prompt: usize,
     pub max_prompt: usize,
 }
 
@@ -36,6 +38,11 @@ pub struct Llama {
 }
 
 impl Llama {
+    /// The blocks, as allocated.
+    pub fn blocks(&self) -> &[Projections] {
+        &self.blocks
+    }
+
     pub fn new(cfg: &Config, vb: VarBuilder) -> Result<Self> {
         let blocks = (0..cfg.layers)
             .map(|i| {
@@ -102,6 +109,7 @@ pub struct Cache {
     rope: RotaryEmbedding,
     geometry: Geometry,
     max_position_embeddings: usize,
+    min_prompt: usize,
     max_prompt: usize,
 }
 
@@ -120,6 +128,7 @@ impl Cache {
                 kv_dtype,
             ),
             max_position_embeddings: cfg.max_position_embeddings,
+            min_prompt: cfg.min_prompt,
             max_prompt: cfg.max_prompt,
         })
     }
@@ -144,11 +153,12 @@ impl Cache {
     }
 
     /// Every prompt starts at position 0, so a prompt of `t` tokens keeps
-    /// one `(t, t)` mask; the server takes prompts of 2 to `max_prompt`.
+    /// one `(t, t)` mask; the server takes prompts of `min_prompt` to
+    /// `max_prompt` tokens.
     fn masks_bound(&self) -> Tensors {
         Tensors::from_parts(vec![TensorPart::square_per_length(
             "mask",
-            2,
+            self.min_prompt as u64,
             self.max_prompt as u64,
             kv_core::DType::U8,
             "one (t, t) u8 mask per prompt length t the server takes, never evicted",

@@ -115,4 +115,15 @@ impl NormalModel for Mistral {
         }
         Ok(x)
     }
+
+    fn as_any(&self) -> &dyn std::any::Any {
+        self
+    }
+}
+
+impl Mistral {
+    /// The layers, as allocated.
+    pub fn layers(&self) -> &[DecoderLayer] {
+        &self.layers
+    }
 }

@@ -16,4 +16,7 @@ use kv_core::ModelLocalKv;
 pub trait NormalModel: ModelLocalKv + Measure + Send + Sync {
     /// One step for a batch `(batch, len, hidden)`.
     fn forward(&self, x: &Tensor) -> Result<Tensor>;
+
+    /// The model as itself, for a caller that knows its type.
+    fn as_any(&self) -> &dyn std::any::Any;
 }
