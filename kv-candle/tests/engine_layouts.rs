@@ -140,65 +140,34 @@ fn mimis_stages_are_declared_to_the_byte_through_the_stage_trait() -> Result<()>
     Ok(())
 }
 
-/// The census (`kv_candle::census`): each model built from weights loaded
-/// apart, driven to its peak, and the bytes the process holds for it set
-/// against what it declares. The model's own structure (its `Vec`s of
-/// layers, its boxed stages) is set apart by name; what remains held equals
-/// the declarations, but for the llama memo's hash table, worked out below.
+/// The census (`kv_candle::census`, through `peak::*_census`): each model
+/// built from weights loaded apart, driven to its peak, its own structure
+/// (its `Vec`s of layers, its boxed stages) set apart. What it holds then
+/// equals what it declares, but for the llama memo's hash table, worked out
+/// below.
 mod census {
     use super::*;
-    use candle_core::{DType, Device};
-    use engine::models::mistral::Mistral;
-    use engine::pipeline::NormalPipeline;
-    use kv_candle::census::{zero_weights, Census, CountingAlloc, Tolerance};
+    use kv_candle::census::{CountingAlloc, Tolerance};
 
     #[global_allocator]
     static ALLOC: CountingAlloc = CountingAlloc::new();
 
     #[test]
     fn the_mistral_pipeline_holds_what_it_declares() -> Result<()> {
-        let counted = Census::new().run(
-            || zero_weights(DType::F32, &Device::Cpu, peak::mistral_engine_from),
-            peak::mistral_engine_from,
-            |engine| peak::drive_mistral(engine),
-        )?;
-        let mut report = counted.report;
-        {
-            // The engine's own structure, reached as mistral.rs's callers
-            // reach it: through the traits' `as_any`.
-            let pipeline = counted.model.pipeline.lock().expect("not poisoned");
-            let pipeline = pipeline
-                .as_any()
-                .downcast_ref::<NormalPipeline>()
-                .expect("normal");
-            let mistral = pipeline
-                .model()
-                .as_any()
-                .downcast_ref::<Mistral>()
-                .expect("mistral");
-            report.set_apart("layers", mistral.layers())?;
-            let engine::layers::cache::EitherCache::Normal(cache) = &mistral.cache;
-            report.set_apart("caches", &cache.lock().expect("not poisoned").0)?;
-        }
-        let accounting = report.compare(&counted.model, 2).expect("compare");
-        println!("{accounting}");
+        let counted = peak::mistral_census()?;
+        let accounting = counted.report.compare(&counted.model, 2).expect("compare");
         assert_eq!((accounting.declared, accounting.held), (38_912, 38_912));
-        report.assert_accounted(&counted.model, 2, Tolerance::EXACT);
+        counted
+            .report
+            .assert_accounted(&counted.model, 2, Tolerance::EXACT);
         Ok(())
     }
 
     #[test]
     fn the_llama_cache_holds_what_it_declares_and_its_memos_hash_table() -> Result<()> {
-        let counted = Census::new().run(
-            || zero_weights(DType::F32, &Device::Cpu, peak::llama_from),
-            peak::llama_from,
-            |(llama, cache)| peak::drive_llama(llama, cache),
-        )?;
-        let mut report = counted.report;
-        let (llama, cache) = &counted.model;
-        report.set_apart("blocks", llama.blocks())?;
-        let accounting = report.compare(cache, 1).expect("compare");
-        println!("{accounting}");
+        let counted = peak::llama_census()?;
+        let cache = &counted.model.1;
+        let accounting = counted.report.compare(cache, 1).expect("compare");
         // The memo is a `HashMap<(usize, usize), Tensor>` of 25 masks: its
         // table (hashbrown) has 32 buckets (25 x 8 / 7, rounded up to a power
         // of two) of 24-byte entries, and a control byte per bucket plus 16:
@@ -210,25 +179,20 @@ mod census {
             (accounting.declared, accounting.held),
             (48_548, 48_548 + table)
         );
-        report.assert_accounted(cache, 1, Tolerance::bytes(table));
+        counted
+            .report
+            .assert_accounted(cache, 1, Tolerance::bytes(table));
         Ok(())
     }
 
     #[test]
     fn mimi_holds_what_it_declares() -> Result<()> {
-        let counted = Census::new().run(
-            || zero_weights(DType::F32, &Device::Cpu, peak::mimi_from),
-            peak::mimi_from,
-            peak::drive_mimi,
-        )?;
-        let mut report = counted.report;
-        for stage in counted.model.encoder.iter().chain(&counted.model.decoder) {
-            report.set_apart_boxed("stage", &**stage)?;
-        }
-        let accounting = report.compare(&counted.model, 2).expect("compare");
-        println!("{accounting}");
+        let counted = peak::mimi_census()?;
+        let accounting = counted.report.compare(&counted.model, 2).expect("compare");
         assert_eq!((accounting.declared, accounting.held), (22_016, 22_016));
-        report.assert_accounted(&counted.model, 2, Tolerance::EXACT);
+        counted
+            .report
+            .assert_accounted(&counted.model, 2, Tolerance::EXACT);
         Ok(())
     }
 }

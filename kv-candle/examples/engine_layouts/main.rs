@@ -1,8 +1,9 @@
 //! Three models laid out as Rust engines lay theirs out (mistral.rs's
 //! pipeline over sibling modules, candle-transformers' llama with its
 //! `Cache` beside the model, Mimi's streaming stages as trait objects),
-//! each run on the CPU to its peak: its start-up report, and its
-//! declarations against the bytes its own tensors hold.
+//! each run on the CPU to its peak: its start-up report, its declarations
+//! against the bytes its own tensors hold, and the census of what the
+//! process holds for it.
 //!
 //! ```text
 //! cargo run -p kv-candle --example engine_layouts
@@ -11,7 +12,19 @@
 mod engine;
 
 use engine::peak;
+use kv_candle::census::CountingAlloc;
 use kv_core::{collect, ModelLocalKv};
+
+#[global_allocator]
+static ALLOC: CountingAlloc = CountingAlloc::new();
+
+/// The census's accounting of `root` at `max_num_seqs`.
+fn census(report: &kv_candle::census::CensusReport, root: &dyn ModelLocalKv, max_num_seqs: u64) {
+    match report.compare(root, max_num_seqs) {
+        Ok(accounting) => println!("{accounting}\n"),
+        Err(err) => println!("cannot compare: {err}\n"),
+    }
+}
 
 fn show(title: &str, root: &dyn ModelLocalKv, max_num_seqs: u64, measured: &[(String, u64)]) {
     println!("== {title}");
@@ -56,5 +69,14 @@ fn main() -> candle_core::Result<()> {
         peak::MIMI.batch as u64,
         &peak::mimi_measured(&mimi)?,
     );
+
+    println!("== the census: what the process holds beyond the weights");
+    let mistral = peak::mistral_census()?;
+    census(&mistral.report, &mistral.model, batch);
+    let llama = peak::llama_census()?;
+    census(&llama.report, &llama.model.1, 1);
+    println!("(the llama Cache's 816 B more: its mask memo's hash table)\n");
+    let mimi = peak::mimi_census()?;
+    census(&mimi.report, &mimi.model, peak::MIMI.batch as u64);
     Ok(())
 }

@@ -3,6 +3,7 @@
 
 use candle_core::{DType, Device, Result, Tensor};
 use candle_nn::VarBuilder;
+use kv_candle::census::{zero_weights as census_weights, Census, Counted};
 use kv_candle::measured_bytes;
 
 use crate::engine::layers::attention::tokens;
@@ -160,4 +161,63 @@ pub fn mimi_measured(model: &mimi::Mimi) -> Result<Vec<(String, u64)>> {
     let mut all = stages("encoder", &model.encoder)?;
     all.extend(stages("decoder", &model.decoder)?);
     Ok(all)
+}
+
+/// The census of the mistral.rs-style engine, driven to its peak, with the
+/// engine's own structure set apart (its `Vec`s of layers and of caches,
+/// reached as mistral.rs's callers reach them, through `as_any`). Needs
+/// `kv_candle::census::CountingAlloc` as the binary's global allocator.
+pub fn mistral_census() -> Result<Counted<Engine>> {
+    let mut counted = Census::new().run(
+        || census_weights(DType::F32, &Device::Cpu, mistral_engine_from),
+        mistral_engine_from,
+        |engine| drive_mistral(engine),
+    )?;
+    let Ok(pipeline) = counted.model.pipeline.lock() else {
+        candle_core::bail!("the pipeline is poisoned")
+    };
+    let Some(model) = pipeline
+        .as_any()
+        .downcast_ref::<NormalPipeline>()
+        .and_then(|pipeline| pipeline.model().as_any().downcast_ref::<mistral::Mistral>())
+    else {
+        candle_core::bail!("not the mistral pipeline")
+    };
+    counted.report.set_apart("layers", model.layers())?;
+    let crate::engine::layers::cache::EitherCache::Normal(cache) = &model.cache;
+    let Ok(cache) = cache.lock() else {
+        candle_core::bail!("the cache is poisoned")
+    };
+    counted.report.set_apart("caches", &cache.0)?;
+    drop(cache);
+    drop(pipeline);
+    Ok(counted)
+}
+
+/// The census of the llama model and its `Cache`, with the model's blocks
+/// set apart.
+pub fn llama_census() -> Result<Counted<(llama::Llama, llama::Cache)>> {
+    let mut counted = Census::new().run(
+        || census_weights(DType::F32, &Device::Cpu, llama_from),
+        llama_from,
+        |(model, cache)| drive_llama(model, cache),
+    )?;
+    counted
+        .report
+        .set_apart("blocks", counted.model.0.blocks())?;
+    Ok(counted)
+}
+
+/// The census of the Mimi-style codec, with its boxed stages set apart.
+pub fn mimi_census() -> Result<Counted<mimi::Mimi>> {
+    let mut counted = Census::new().run(
+        || census_weights(DType::F32, &Device::Cpu, mimi_from),
+        mimi_from,
+        drive_mimi,
+    )?;
+    let model = &counted.model;
+    for stage in model.encoder.iter().chain(&model.decoder) {
+        counted.report.set_apart_boxed("stage", &**stage)?;
+    }
+    Ok(counted)
 }
