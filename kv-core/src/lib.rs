@@ -64,12 +64,9 @@ pub mod config;
 pub mod declare;
 mod error;
 #[cfg(feature = "json")]
-pub mod estimate;
-#[cfg(feature = "json")]
 pub mod export;
 #[cfg(feature = "fresh")]
 pub mod fresh;
-pub mod gguf;
 #[cfg(feature = "fresh")]
 pub mod page;
 mod parallel;

@@ -15,6 +15,7 @@
 
 mod detect;
 mod export;
+mod families;
 #[cfg(test)]
 mod fixtures;
 mod lines;

@@ -1,19 +1,15 @@
 //! An estimate as one model's collection, divided per rank, and its JSON
 //! shape ([`ExportedEstimate`]): what `kv estimate --format json` prints.
 
+use kv_core::collection::Totals;
+use kv_core::export::{ClusterTotals, ExportedReport, SCHEMA_VERSION};
+use kv_core::{collect, Collection, KvError, KvSpec, ModelLocalKv, Overflow, Parallel};
 use serde::{Deserialize, Serialize};
 
 use super::detect::Estimate;
 use super::pool::{memory_for, Grouping, VllmPool};
 use super::settings::overflow;
 use super::startup::VllmStartup;
-use crate::collection::collect::{collect, Collection, Totals};
-use crate::declare::ModelLocalKv;
-use crate::error::{KvError, Overflow};
-use crate::export::cluster::ClusterTotals;
-use crate::export::json::{ExportedReport, SCHEMA_VERSION};
-use crate::parallel::Parallel;
-use crate::spec::KvSpec;
 
 /// The declarations of an estimate, as an owner the collector visits
 /// (reports name them `FromConfig.NAME`).
@@ -56,7 +52,7 @@ impl Estimate {
     /// a hybrid's block and state pages are set per rank.
     ///
     /// ```
-    /// use kv_core::estimate::{estimate, EstimateSettings};
+    /// use kv_engines::estimate::{estimate, EstimateSettings};
     /// use kv_core::Parallel;
     ///
     /// let llama = serde_json::json!({
@@ -161,8 +157,8 @@ impl Estimate {
 /// [`ExportedReport`] (one [`SCHEMA_VERSION`]), and it reads back equal.
 ///
 /// ```
-/// use kv_core::estimate::{estimate, EstimateSettings};
-/// use kv_core::export::ExportedEstimate;
+/// use kv_engines::estimate::{estimate, EstimateSettings};
+/// use kv_engines::estimate::ExportedEstimate;
 /// use kv_core::Parallel;
 ///
 /// let llama = serde_json::json!({
@@ -342,7 +338,7 @@ mod tests {
     /// A rank of `per_row_bytes` whose report holds `peak_bytes`, all on
     /// the device (the rest unread).
     fn rank(per_row_bytes: u64, peak_bytes: u64) -> ExportedEstimateRank {
-        let mut report = crate::collection::collect::Collection::default().export(1);
+        let mut report = kv_core::Collection::default().export(1);
         report.total_bytes = Some(peak_bytes);
         report.device_bytes = Some(peak_bytes);
         ExportedEstimateRank {

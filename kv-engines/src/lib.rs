@@ -1,0 +1,29 @@
+//! What an inference engine holds for a checkpoint, for people sizing one
+//! before serving it, and for the `kv` command: vLLM 0.33's, SGLang 0.5.23's
+//! and llama.cpp's rules, applied to an HF `config.json` or a GGUF header.
+//! Model authors declaring the caches their own code holds want
+//! [kv-core](kv_core) instead; this crate builds on its public API alone
+//! (declarations, collection, export, [`HfConfig`](kv_core::HfConfig)).
+//!
+//! - [`estimate`]: what vLLM would hold for a `config.json`, group by group,
+//!   its pool and start-up line; [`estimate::sglang`] and
+//!   [`estimate::llamacpp`] for the other engines.
+//! - [`gguf`]: a GGUF file's header, for llama.cpp's geometry.
+//!
+//! ```
+//! use kv_engines::estimate::{estimate, EstimateSettings};
+//!
+//! let llama = serde_json::json!({
+//!     "num_hidden_layers": 32, "num_key_value_heads": 8, "hidden_size": 4096,
+//!     "num_attention_heads": 32, "torch_dtype": "bfloat16",
+//! });
+//! let e = estimate(&llama, &EstimateSettings::new().positions(8192))?;
+//! // 32 layers x 8 KV heads x (128 + 128) x 2 bytes.
+//! assert_eq!(e.collection()?.totals(256)?.per_position, 131_072);
+//! # Ok::<(), kv_core::KvError>(())
+//! ```
+#![forbid(unsafe_code)]
+#![warn(missing_docs)]
+
+pub mod estimate;
+pub mod gguf;
