@@ -1,9 +1,10 @@
-//! What an inference engine holds for a checkpoint, for people sizing one
-//! before serving it, and for the `kv` command: vLLM 0.33's, SGLang 0.5.23's
-//! and llama.cpp's rules, applied to an HF `config.json` or a GGUF header.
-//! Model authors declaring the caches their own code holds want
-//! [kv-core](kv_core) instead; this crate builds on its public API alone
-//! (declarations, collection, export, [`HfConfig`](kv_core::HfConfig)).
+//! For people sizing a checkpoint for an inference engine before serving
+//! it, and for the `kv` command: what vLLM 0.33, SGLang 0.5.23 and llama.cpp
+//! hold for an HF `config.json` or a GGUF header, by each engine's rules.
+//! Model authors declaring the caches their own code holds, and engines
+//! integrating the derive, want [kv-core](kv_core) instead; this crate
+//! builds on its public API alone (declarations, collection, export,
+//! [`HfConfig`](kv_core::HfConfig)).
 //!
 //! - [`estimate`]: what vLLM would hold for a `config.json`, group by group,
 //!   its pool and start-up line; [`estimate::sglang`] and

@@ -1,7 +1,6 @@
 //! SGLang 0.5.23's pools (`kv_engines::estimate::sglang::sglang_pools`): figures worked
 //! out by hand from SGLang's rules, each in a comment. The same cases were
 //! run through SGLang's own KVCacheConfigurator (scripts/sglang/compare.py).
-#![cfg(feature = "json")]
 
 use kv_core::KvError;
 use kv_engines::estimate::sglang::{sglang_pools, SglangKvDtype, SglangPools, SglangSettings};

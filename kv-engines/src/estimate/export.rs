@@ -296,25 +296,30 @@ mod tests {
         // 16 positions (one block of 16) per row, 3 rows.
         assert_eq!(exported.ranks[1].per_row_bytes, 128 * 16);
         assert_eq!(exported.ranks[1].report.total_bytes, Some(128 * 16 * 3));
+        // kv-core's `ClusterTotals` is non-exhaustive: compared field by field.
+        let totals = &exported.cluster.totals;
         assert_eq!(
-            exported.cluster,
-            ExportedEstimateCluster {
-                totals: ClusterTotals {
-                    rank_count: 2,
-                    total_bytes: 2 * 128 * 16 * 3,
-                    device_bytes: 2 * 128 * 16 * 3,
-                    host_bytes: 0,
-                    // The ranks tie: the first is named.
-                    largest_device_bytes: 128 * 16 * 3,
-                    largest_device_tp_rank: 0,
-                    largest_device_pp_rank: 0,
-                },
-                per_row_bytes: 2 * 128 * 16,
-                // A block is 2 layers x 16 tokens x 64 B = 2,048 B; a request
-                // takes 1; 3 requests and the null block: 4 x 2,048.
-                kv_cache_memory_bytes_needed: 8192,
-            }
+            (
+                totals.rank_count,
+                totals.total_bytes,
+                totals.device_bytes,
+                totals.host_bytes
+            ),
+            (2, 2 * 128 * 16 * 3, 2 * 128 * 16 * 3, 0)
         );
+        // The ranks tie: the first is named.
+        assert_eq!(
+            (
+                totals.largest_device_bytes,
+                totals.largest_device_tp_rank,
+                totals.largest_device_pp_rank
+            ),
+            (128 * 16 * 3, 0, 0)
+        );
+        assert_eq!(exported.cluster.per_row_bytes, 2 * 128 * 16);
+        // A block is 2 layers x 16 tokens x 64 B = 2,048 B; a request takes
+        // 1; 3 requests and the null block: 4 x 2,048.
+        assert_eq!(exported.cluster.kv_cache_memory_bytes_needed, 8192);
         assert_eq!(exported.ranks[0].vllm_pool.bytes_per_block, 2048);
         assert_eq!(exported.ranks[1].vllm_pool.peak_bytes, 3 * 2048);
         let text = serde_json::to_string(&exported).unwrap();

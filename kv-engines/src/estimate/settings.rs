@@ -111,7 +111,7 @@ pub struct EstimateSettings {
     /// family whose vLLM attention ignores it (Falcon) keeps the model dtype,
     /// and says so.
     pub kv_format: Option<Storage>,
-    /// Keys given over the config ([`HfConfig::with_value`](kv_core::config::HfConfig::with_value)); a dotted key
+    /// Keys given over the config ([`HfConfig::with_value`](kv_core::HfConfig::with_value)); a dotted key
     /// (`text_config.layer_types`) sets that section. A key that nothing
     /// reads is an error.
     pub values: Map<String, Value>,
