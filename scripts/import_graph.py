@@ -9,8 +9,8 @@ circle (a strongly connected set of files). Usage:
     python3 scripts/import_graph.py kv-core/src          # edges, then circles
     python3 scripts/import_graph.py --check kv-core/src  # circles only; exit 1 on any
 
-CI runs the check on kv-core, kv-derive and kv-cli: each file's imports point
-down (issue #27).
+CI runs the check on kv-core, kv-engines, kv-derive and kv-cli: each file's
+imports point down (issue #27).
 """
 import os, re, sys
 check = '--check' in sys.argv[1:]

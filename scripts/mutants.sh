@@ -11,10 +11,13 @@
 # - kv-core: its own tests with every feature its code has (json, fresh,
 #   chart, registry), the compile-fail (trybuild) suite included, since the
 #   const checks are only observable there, and the examples' tests, which
-#   compare the committed docs page and chart with what kv-core renders;
+#   compare the committed docs page and chart with what kv-core renders, and
+#   kv-engines' tests, whose estimates read configs through kv-core's
+#   HfConfig;
 # - kv-derive: kv-core's, the examples' and the workspace tests' suites (the
 #   derive's behaviour is what the crates using it observe), the trybuild
 #   suite included; its own unit and fuzz tests run too;
+# - kv-engines: its own tests and the `kv` command's, which print its lines;
 # - kv-candle: its own tests.
 #
 # kv-core and kv-derive run in two passes, because the trybuild suite is the
@@ -83,9 +86,10 @@ case "$crate" in
         features=(--features json,fresh,chart,registry)
         # kv-examples' tests compare the committed docs (page, table, chart)
         # with what kv-core renders now: the only check of the chart's pixels.
+        # kv-engines' estimates exercise the config reader.
         # (cargo-mutants takes one --test-package; others are cargo's -p.)
         pass1_tests=(--test-package kv-core "${features[@]}"
-            -- -p kv-examples --lib --tests "${skip_trybuild[@]}")
+            -- -p kv-examples -p kv-engines --lib --tests "${skip_trybuild[@]}")
         pass2_tests=(--test-package kv-core "${features[@]}" -- --test ui)
         two_passes -p kv-core "$@"
         ;;
@@ -99,12 +103,16 @@ case "$crate" in
         pass2_tests=(-- -p kv-core --test ui)
         two_passes -p kv-derive "$@"
         ;;
+    kv-engines)
+        cargo mutants -p kv-engines --test-package kv-engines "${common[@]}" "$@" \
+            -- -p kv-cli --tests || [[ $? -eq 2 ]]
+        ;;
     kv-candle)
         cargo mutants -p kv-candle --test-package kv-candle "${common[@]}" "$@" \
             -- --lib --tests || [[ $? -eq 2 ]]
         ;;
     *)
-        echo "unknown crate \`$crate\`: kv-core, kv-derive or kv-candle" >&2
+        echo "unknown crate \`$crate\`: kv-core, kv-derive, kv-engines or kv-candle" >&2
         exit 2
         ;;
 esac

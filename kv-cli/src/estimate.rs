@@ -1,13 +1,14 @@
-//! `kv estimate`: declarations estimated from HF configs (`kv_core::estimate::estimate`),
+//! `kv estimate`: declarations estimated from HF configs (`kv_engines::estimate::estimate`),
 //! collected and divided per rank as a model's own would be.
 
 use std::fmt::Write as _;
 use std::path::Path;
 
-use kv_core::estimate::{EstimateRank, EstimateSettings, StartupOutcome};
-use kv_core::export::{ExportedEstimate, ExportedEstimateCluster};
 use kv_core::units::{human_bytes, thousands};
 use kv_core::{KvError, Parallel, Table};
+use kv_engines::estimate::{
+    EstimateRank, EstimateSettings, ExportedEstimate, ExportedEstimateCluster, StartupOutcome,
+};
 use serde_json::Value;
 
 use crate::estimate_args::{Args, Engine};
@@ -87,7 +88,7 @@ fn estimate_file(
     args: &Args,
 ) -> Result<Estimated, Vec<Problem>> {
     let config = read_config(file).map_err(|p| vec![p])?;
-    let estimate = kv_core::estimate::estimate(&config, settings).map_err(|e| {
+    let estimate = kv_engines::estimate::estimate(&config, settings).map_err(|e| {
         e.into_problems()
             .into_iter()
             .map(|e| problem(file, e, args))
@@ -96,7 +97,7 @@ fn estimate_file(
     let mut estimated = estimated(file, estimate, args).map_err(|p| vec![p])?;
     if let Some(bytes) = args.kv_cache_memory_bytes {
         let layout = Parallel::new(args.tp, args.pp).map_err(|e| vec![Problem::new(file, e)])?;
-        let startup = kv_core::estimate::vllm_startup(&config, settings, layout, bytes)
+        let startup = kv_engines::estimate::vllm_startup(&config, settings, layout, bytes)
             .map_err(|e| vec![Problem::new(file, e)])?;
         estimated.exported = estimated.exported.with_vllm_startup(startup);
     }
@@ -176,7 +177,7 @@ fn problem(file: &Path, error: KvError, args: &Args) -> Problem {
 
 fn estimated(
     file: &Path,
-    estimate: kv_core::estimate::Estimate,
+    estimate: kv_engines::estimate::Estimate,
     args: &Args,
 ) -> Result<Estimated, Problem> {
     let source = file.display().to_string();
@@ -234,12 +235,12 @@ fn render(estimated: &Estimated, args: &Args) -> String {
                 let _ = writeln!(
                     out,
                     "- {name}: {}",
-                    kv_core::estimate::totals_line(&rank.totals, args.max_num_seqs)
+                    kv_engines::estimate::totals_line(&rank.totals, args.max_num_seqs)
                 );
                 let _ = writeln!(
                     out,
                     "- {name}: {}",
-                    kv_core::estimate::pool_line(&rank.pool, &rank.totals, args.max_num_seqs)
+                    kv_engines::estimate::pool_line(&rank.pool, &rank.totals, args.max_num_seqs)
                 );
             }
             out.push('\n');
@@ -260,7 +261,7 @@ fn render(estimated: &Estimated, args: &Args) -> String {
                     let _ = writeln!(
                         body,
                         "{indent}{}",
-                        kv_core::estimate::group_line(&entry.spec, args.max_num_seqs)
+                        kv_engines::estimate::group_line(&entry.spec, args.max_num_seqs)
                     );
                     if let Some(assumes) = &entry.spec.assumes {
                         let _ = writeln!(body, "{indent}  (assumes {assumes})");
@@ -272,12 +273,12 @@ fn render(estimated: &Estimated, args: &Args) -> String {
                 let _ = writeln!(
                     body,
                     "{indent}{}",
-                    kv_core::estimate::totals_line(&rank.totals, args.max_num_seqs)
+                    kv_engines::estimate::totals_line(&rank.totals, args.max_num_seqs)
                 );
                 let _ = writeln!(
                     body,
                     "{indent}{}",
-                    kv_core::estimate::pool_line(&rank.pool, &rank.totals, args.max_num_seqs)
+                    kv_engines::estimate::pool_line(&rank.pool, &rank.totals, args.max_num_seqs)
                 );
                 let p = rank.collection.parallel();
                 match groups.iter_mut().find(|(b, _)| *b == body) {

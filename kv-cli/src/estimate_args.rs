@@ -70,10 +70,10 @@ pub struct Args {
     #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u64).range(1..))]
     pub(crate) dcp_interleave: u64,
     /// vLLM block_size, in tokens.
-    #[arg(long, default_value_t = kv_core::estimate::DEFAULT_BLOCK_SIZE, value_parser = clap::value_parser!(u64).range(1..))]
+    #[arg(long, default_value_t = kv_engines::estimate::DEFAULT_BLOCK_SIZE, value_parser = clap::value_parser!(u64).range(1..))]
     pub(crate) block_size: u64,
     /// vLLM max_num_batched_tokens (bounds a sliding window's blocks).
-    #[arg(long, default_value_t = kv_core::estimate::DEFAULT_MAX_NUM_BATCHED_TOKENS, value_parser = clap::value_parser!(u64).range(1..))]
+    #[arg(long, default_value_t = kv_engines::estimate::DEFAULT_MAX_NUM_BATCHED_TOKENS, value_parser = clap::value_parser!(u64).range(1..))]
     pub(crate) max_num_batched_tokens: u64,
     /// vLLM --kv-cache-memory-bytes (per rank), as vLLM reads it (1000000,
     /// 25.6k, 8g decimal; 8G binary): prints the start-up line vLLM would log

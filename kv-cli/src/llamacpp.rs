@@ -1,15 +1,15 @@
 //! `kv estimate --engine llama.cpp MODEL.gguf`: what llama.cpp holds for a
-//! GGUF model (`kv_core::estimate::llamacpp`), printed as llama.cpp's own
+//! GGUF model (`kv_engines::estimate::llamacpp`), printed as llama.cpp's own
 //! cache lines.
 
 use std::fmt::Write as _;
 use std::path::{Path, PathBuf};
 
-use kv_core::estimate::llamacpp::{
+use kv_core::units::{human_bytes, thousands};
+use kv_engines::estimate::llamacpp::{
     estimate, FlashAttn, GgmlType, LlamaCppEstimate, LlamaCppSettings, LLAMACPP_COMMIT,
 };
-use kv_core::gguf::GgufMetadata;
-use kv_core::units::{human_bytes, thousands};
+use kv_engines::gguf::GgufMetadata;
 use serde_json::Value;
 
 use crate::input::{emit, emit_json_array, Problem};

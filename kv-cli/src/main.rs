@@ -2,7 +2,7 @@
 //! Rust yet, and for engines' logs.
 //!
 //! - `kv estimate CONFIG.json...`: what vLLM holds for each HF config
-//!   (`kv_core::estimate::estimate`), one llama.cpp-style line per group;
+//!   (`kv_engines::estimate::estimate`), one llama.cpp-style line per group;
 //!   with `--engine llama.cpp`, what llama.cpp holds for each GGUF file.
 //! - `kv merge rank*.json`: per-rank reports as one cluster view
 //!   (`kv_core::export::ClusterReport`).

@@ -1,13 +1,13 @@
 //! `kv estimate --engine sglang`: SGLang 0.5.23's pools and start-up lines
-//! for each config (`kv_core::estimate::sglang::sglang_pools`), from
+//! for each config (`kv_engines::estimate::sglang::sglang_pools`), from
 //! `--kv-cache-memory-bytes`.
 
 use std::fmt::Write as _;
 use std::path::Path;
 
-use kv_core::estimate::sglang::{sglang_pools, SglangKvDtype, SglangPools, SglangSettings};
-use kv_core::estimate::EstimateSettings;
 use kv_core::{DType, KvError, Storage};
+use kv_engines::estimate::sglang::{sglang_pools, SglangKvDtype, SglangPools, SglangSettings};
+use kv_engines::estimate::EstimateSettings;
 use serde_json::{json, Value};
 
 use crate::estimate_args::Args;
@@ -101,13 +101,13 @@ fn size_file(
     for (key, value) in &args.values {
         estimate_settings = estimate_settings.set(key, value.clone());
     }
-    let estimate = match kv_core::estimate::estimate(&config, &estimate_settings) {
+    let estimate = match kv_engines::estimate::estimate(&config, &estimate_settings) {
         // A config with no length: SGLang's get_context_length falls back to 2048.
         Err(KvError::Config {
             what: "max_model_len",
             ..
         }) if args.positions.is_none() => {
-            kv_core::estimate::estimate(&config, &estimate_settings.positions(2048))
+            kv_engines::estimate::estimate(&config, &estimate_settings.positions(2048))
         }
         other => other,
     }

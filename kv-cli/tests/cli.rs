@@ -4,10 +4,10 @@
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 
-use kv_core::estimate::EstimateSettings;
 use kv_core::export::ClusterReport;
 use kv_core::units::thousands;
 use kv_core::{Collection, KvError, KvSpec, ModelLocalKv, Parallel};
+use kv_engines::estimate::EstimateSettings;
 use serde_json::Value;
 
 fn kv(args: &[&str]) -> Output {
@@ -66,7 +66,7 @@ impl ModelLocalKv for Declared {
 fn library(name: &str, settings: &EstimateSettings) -> Collection {
     let text = std::fs::read_to_string(shipped(name)).unwrap();
     let config: Value = serde_json::from_str(&text).unwrap();
-    let estimate = kv_core::estimate::estimate(&config, settings).unwrap();
+    let estimate = kv_engines::estimate::estimate(&config, settings).unwrap();
     let collection = kv_core::collect(&Declared(estimate.specs));
     assert!(collection.skipped().is_empty());
     collection
@@ -182,7 +182,7 @@ fn estimate_prints_the_library_figures_for_every_shipped_config() {
         // The same export, but for the owner's type name (the test's, here).
         let mut expected = collection.to_json(256);
         for d in expected["declarations"].as_array_mut().unwrap() {
-            d["owner_type"] = "kv_core::estimate::export::FromConfig".into();
+            d["owner_type"] = "kv_engines::estimate::export::FromConfig".into();
         }
         assert_eq!(rank["report"], expected, "{name}");
     }
@@ -301,7 +301,8 @@ fn vllms_pool_and_start_up_line_beside_the_sum_of_layers() {
         json[0]["cluster"]["kv_cache_memory_bytes_needed"],
         818_058_362_880u64
     );
-    let back: Vec<kv_core::export::ExportedEstimate> = serde_json::from_str(&stdout(&out)).unwrap();
+    let back: Vec<kv_engines::estimate::ExportedEstimate> =
+        serde_json::from_str(&stdout(&out)).unwrap();
     assert_eq!(serde_json::to_value(&back).unwrap(), json);
     // The text says vLLM would not start, with its words.
     let out = gemma_3_27b(&["--kv-cache-memory-bytes", "3g"]);
@@ -842,7 +843,7 @@ fn merge_prints_the_cluster_view() {
         "--format",
         "json",
     ]);
-    let estimates: Vec<kv_core::export::ExportedEstimate> =
+    let estimates: Vec<kv_engines::estimate::ExportedEstimate> =
         serde_json::from_str(&stdout(&out)).unwrap();
     assert_eq!(estimates[0].schema_version, kv_core::export::SCHEMA_VERSION);
     assert_eq!(estimates[0].block_size, 80);

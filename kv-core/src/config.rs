@@ -12,7 +12,6 @@ mod text;
 
 pub use lookup::{DTypeRule, HfConfig};
 pub use models::MambaVersion;
-pub(crate) use models::{Holds, KvCacheDtype, RopeLength, SsmDtype};
 pub use quant::{KvCacheScheme, KvQuantType};
 pub use state::{LinearAttentionConfig, MambaConfig, MlaConfig, ShortConvConfig};
 pub use text::parse_json;

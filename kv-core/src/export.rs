@@ -4,7 +4,6 @@
 pub(crate) mod cluster;
 pub(crate) mod json;
 
-pub use crate::estimate::{ExportedEstimate, ExportedEstimateCluster, ExportedEstimateRank};
 pub use cluster::{ClusterReport, ClusterTotals, ExportedCluster};
 pub use json::{
     ExportedDeclaration, ExportedParallel, ExportedReport, ExportedSkip, ExportedStatePart,

@@ -1,7 +1,10 @@
 #![recursion_limit = "256"]
-//! Declare, at the type level, the attention KV caches a model holds outside
-//! an inference engine's paged KV manager, so that their memory is computed,
-//! checked, logged and documented instead of guessed.
+//! For model authors, and for engines that integrate the derive: declare, at
+//! the type level, the attention KV caches a model holds outside an
+//! inference engine's paged KV manager, so that their memory is computed,
+//! checked, logged and documented instead of guessed. To size a checkpoint
+//! as vLLM, SGLang or llama.cpp would (the `kv` command's estimates, a GGUF
+//! header), use the kv-engines crate, built on this one's public API.
 //!
 //! The root holds what a model author and an engine call:
 //!
@@ -25,11 +28,9 @@
 //! [`spec`] (a spec's layout and its parts), [`collection`] (what was
 //! collected, skipped and totalled; the start-up report), [`pattern`] (kinds
 //! of layer), [`budget`] (compile-time ceilings, [`assert_kv_budget!`]),
-//! [`planner`] (how many sequences fit a device), [`units`], [`gguf`] (a GGUF
-//! file's header, for llama.cpp's geometry), and with feature
-//! `json` [`config`], [`estimate`] (what vLLM holds for a config.json) and
-//! [`export`] (reports as JSON, merged across ranks); with features:
-//! `registry`, `fresh` and `page`, `chart`.
+//! [`planner`] (how many sequences fit a device), [`units`], and with
+//! feature `json` [`config`] and [`export`] (reports as JSON, merged across
+//! ranks); with features: `registry`, `fresh` and `page`, `chart`.
 //!
 //! ```
 //! use kv_core::{log_model_local_kv, ModelLocalKv};
@@ -64,12 +65,9 @@ pub mod config;
 pub mod declare;
 mod error;
 #[cfg(feature = "json")]
-pub mod estimate;
-#[cfg(feature = "json")]
 pub mod export;
 #[cfg(feature = "fresh")]
 pub mod fresh;
-pub mod gguf;
 #[cfg(feature = "fresh")]
 pub mod page;
 mod parallel;

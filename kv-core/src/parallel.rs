@@ -283,7 +283,8 @@ pub(crate) fn for_rank(
             latent.layers = held;
             format!("MLA latent replicated on all {tp} tp ranks")
         }
-        Layout::Tensors(_) => unreachable!("tensors are kept whole, above"),
+        // Returned whole above; as text, the same words.
+        Layout::Tensors(_) => "model-local tensors: every rank keeps its own".to_owned(),
         Layout::Recurrent(state) => {
             state.layers = held;
             let mut parts = state.parts.to_vec();

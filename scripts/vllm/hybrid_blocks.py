@@ -1,6 +1,6 @@
 """One tensor-parallel rank's hybrid block, state page and padding, from vLLM
 0.33's own shape calculators and spec classes, for the configs the tests in
-kv-core/tests/estimate_published.rs work out by hand.
+kv-engines/tests/estimate_published.rs work out by hand.
 
 Not part of CI. Run with the vLLM virtual environment:
 

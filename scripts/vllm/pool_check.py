@@ -1,6 +1,6 @@
 """vLLM 0.33's own KV cache planning on hand-built specs (CPU, no model):
 the group padding, the pool's bytes per request, the start-up line and the
-refusal, for the figures kv-core/tests/estimate_pool.rs works out by hand.
+refusal, for the figures kv-engines/tests/estimate_pool.rs works out by hand.
 
 Run with a vLLM 0.33 virtual environment (not part of CI):
     /work/.venv-vllm/bin/python scripts/vllm/pool_check.py

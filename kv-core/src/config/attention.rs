@@ -60,7 +60,7 @@ impl HfConfig {
             return self.count_or(WHAT, Some(kv_heads), KV_HEADS);
         }
         let rule = self
-            .family()
+            .family_row()
             .map_or(models::KvHeads::Generic, |row| row.kv_heads);
         let kv_heads = match rule {
             models::KvHeads::MultiQueryFlag
@@ -136,8 +136,9 @@ impl HfConfig {
     }
 
     /// The query heads with the key that set them, `None` where no section
-    /// sets one (vLLM then reads 0, which every TP size divides).
-    pub(crate) fn attention_heads(&self) -> Result<Option<(String, u64)>, KvError> {
+    /// sets one (vLLM then reads 0, which every TP size divides). Keys as in
+    /// the lookup table above.
+    pub fn attention_heads(&self) -> Result<Option<(String, u64)>, KvError> {
         match self.find(ATTENTION_HEADS) {
             Some((key, value)) => positive("attention heads", &key, value).map(|n| Some((key, n))),
             None => Ok(None),
@@ -180,7 +181,7 @@ impl HfConfig {
     }
 
     fn head_dim(&self) -> Result<u64, KvError> {
-        let rule = self.family().map(|row| row.kv_heads);
+        let rule = self.family_row().map(|row| row.kv_heads);
         let head_dim_keys = match rule {
             Some(models::KvHeads::ChatGlm) => HEAD_DIM_CHATGLM,
             Some(models::KvHeads::Zamba2) => HEAD_DIM_ZAMBA2,
@@ -281,8 +282,9 @@ impl HfConfig {
     }
 
     /// The model dtype: the one given ([`HfConfig::with_dtype`]), else the
-    /// config's, by the dtype rule.
-    pub(crate) fn dtype(&self) -> Result<DType, KvError> {
+    /// config's, by the dtype rule ([`HfConfig::with_dtype_rule`]); what
+    /// [`HfConfig::geometry`] stores K/V in, and recurrent state takes.
+    pub fn dtype(&self) -> Result<DType, KvError> {
         match self.dtype {
             Some(dtype) => Ok(dtype),
             None => self.read_dtype(),

@@ -119,8 +119,9 @@ impl HfConfig {
         }
     }
 
-    /// Whether [`HfConfig::layer_pattern`] finds any key to build from.
-    pub(crate) fn has_layer_pattern(&self) -> bool {
+    /// Whether [`HfConfig::layer_pattern`] finds any key to build from: a
+    /// config without one has the same kind of layer throughout.
+    pub fn has_layer_pattern(&self) -> bool {
         PATTERN_KEYS.iter().any(|key| self.find(&[key]).is_some())
             || self
                 .find(&[NUM_KV_SHARED_LAYERS])
@@ -240,7 +241,7 @@ impl HfConfig {
                 };
                 let pattern = list_pattern(&name, key, value, layers)?;
                 if self
-                    .family()
+                    .family_row()
                     .and_then(|row| row.mamba)
                     .is_some_and(|rule| rule.listed_as_linear_attention)
                 {

@@ -286,8 +286,10 @@ impl HfConfig {
             .unwrap_or_else(std::sync::PoisonError::into_inner)
     }
 
-    /// Whether a reader has asked for `key` so far.
-    pub(crate) fn was_asked(&self, key: &str) -> bool {
+    /// Whether a reader has asked for `key` so far, whether or not any
+    /// section sets it: with [`HfConfig::unread_values`], how a caller tells
+    /// a value it gave (in a nested section, say) that nothing reads.
+    pub fn was_asked(&self, key: &str) -> bool {
         self.tracking().asked.contains(key)
     }
 
@@ -303,9 +305,29 @@ impl HfConfig {
             .collect()
     }
 
-    /// The model family's row, by the first `model_type` of
-    /// [`HfConfig::model_types`] (the text model's, where it has its own).
-    pub(crate) fn family(&self) -> Option<&'static models::ModelType> {
+    /// The model family the config is read as: the first `model_type` of
+    /// [`HfConfig::model_types`] (the text model's, where it has its own),
+    /// where kv's table of model families has it (its loader defaults and
+    /// its spellings of KV heads, head dim and Mamba keys apply); `None`
+    /// where it has none, and the config is read by the generic keys alone.
+    /// An engine's rules for a family are keyed by this name.
+    ///
+    /// ```
+    /// use kv_core::HfConfig;
+    ///
+    /// let gemma = HfConfig::from_value(serde_json::json!({"model_type": "gemma3"}));
+    /// assert_eq!(gemma.family(), Some("gemma3"));
+    /// let unknown = HfConfig::from_value(serde_json::json!({"model_type": "my_model"}));
+    /// assert_eq!(unknown.family(), None);
+    /// ```
+    pub fn family(&self) -> Option<&'static str> {
+        let first = *self.model_types().first()?;
+        let row = models::model_type(first)?;
+        row.names.iter().copied().find(|name| *name == first)
+    }
+
+    /// The model family's row, by [`HfConfig::family`]'s rule.
+    pub(super) fn family_row(&self) -> Option<&'static models::ModelType> {
         self.model_types()
             .first()
             .and_then(|name| models::model_type(name))
@@ -313,7 +335,7 @@ impl HfConfig {
 
     /// The top level's `architectures` (vLLM picks its model class by these,
     /// not by `model_type`); entries that are not strings are left out.
-    pub(crate) fn architectures(&self) -> Vec<&str> {
+    pub fn architectures(&self) -> Vec<&str> {
         self.config
             .get("architectures")
             .and_then(Value::as_array)
@@ -322,7 +344,7 @@ impl HfConfig {
     }
 
     /// The `model_type` values present: given, then nested sections, then top.
-    pub(crate) fn model_types(&self) -> Vec<&str> {
+    pub fn model_types(&self) -> Vec<&str> {
         let top = self.config.as_object();
         let nested = NESTED_SECTIONS
             .into_iter()
@@ -337,7 +359,7 @@ impl HfConfig {
     }
 
     fn load_defaults(&mut self) {
-        let (defaults, source) = match self.family() {
+        let (defaults, source) = match self.family_row() {
             Some(row) => (
                 row.defaults
                     .iter()
@@ -355,7 +377,10 @@ impl HfConfig {
         self.defaults_source = source;
     }
 
-    pub(crate) fn note(&self, sentence: String) {
+    /// Adds `sentence` to [`HfConfig::notes`], unless it is there already:
+    /// how a reader outside this module (an engine's rule, a model's own
+    /// reading of a key) read a value, said beside the lookup's own notes.
+    pub fn note(&self, sentence: String) {
         let notes = &mut self.tracking().notes;
         if !notes.contains(&sentence) {
             notes.push(sentence);
@@ -460,14 +485,27 @@ impl HfConfig {
     }
 
     /// The first non-null `key`, as `section.key`, and its value: one key,
-    /// for readers beside this module that look up as the config does.
-    pub(crate) fn value(&self, key: &str) -> Option<(String, &Value)> {
+    /// for readers beside this module that look up as the config does (the
+    /// sections in order, then the family's loader default, noted).
+    ///
+    /// ```
+    /// use kv_core::HfConfig;
+    ///
+    /// let config = HfConfig::from_value(serde_json::json!({
+    ///     "text_config": {"attention_chunk_size": 8192},
+    /// }));
+    /// let (name, value) = config.value("attention_chunk_size").unwrap();
+    /// assert_eq!((name.as_str(), value.as_u64()), ("text_config.attention_chunk_size", Some(8192)));
+    /// assert!(config.value("sliding_window").is_none());
+    /// ```
+    pub fn value(&self, key: &str) -> Option<(String, &Value)> {
         self.find(&[key])
     }
 
     /// `key` as a positive count with its qualified name, `None` when no
-    /// section sets it; a value that is not one is an error naming it.
-    pub(crate) fn count_if_set(
+    /// section sets it; a value that is not one is an error naming it (as
+    /// `what`).
+    pub fn count_if_set(
         &self,
         what: &'static str,
         key: &str,

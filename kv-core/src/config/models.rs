@@ -1,10 +1,11 @@
-//! One row per model family, holding every rule that is the family's: the
-//! defaults its loader applies to keys a published `config.json` leaves out,
-//! and how vLLM reads what is there (KV heads, what it holds, the KV format,
-//! pipeline support, its Mamba layers and SSM dtype, short-conv width, RoPE
-//! length). A new family is one row. Each row names its source, and `detected` (in
-//! [`crate::estimate`]) and [`HfConfig::notes`](super::HfConfig::notes) say
-//! which defaults were applied.
+//! One row per model family, holding every rule that is the family's as its
+//! loader reads it: the defaults its loader applies to keys a published
+//! `config.json` leaves out, how its KV heads and head dim are spelled, its
+//! Mamba layers, short-conv width. A new family is one row. Each row with
+//! defaults names its source, and [`HfConfig::notes`](super::HfConfig::notes)
+//! says which defaults were applied. How an engine treats a family (what it
+//! holds, its KV format, pipeline support) is the engine's: kv-engines keeps
+//! those rules, by [`HfConfig::family`](super::HfConfig::family).
 
 /// How a family's KV heads are spelled, beyond the generic keys.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -35,34 +36,6 @@ pub(crate) enum KvHeads {
     MiniCpm3,
 }
 
-/// Whether a family's attention takes vLLM's `--kv-cache-dtype`.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub(crate) enum KvCacheDtype {
-    /// The format asked for (its `Attention` is built with the cache config).
-    Asked,
-    /// Never: K/V stay in the model dtype (or a `kv_cache_scheme`'s fp8);
-    /// the words say why.
-    Ignored(&'static str),
-}
-
-/// What a family holds, when its keys alone would not say.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub(crate) enum Holds {
-    /// Whatever its keys say (attention, a pattern, ...); `kv_lora_rank`
-    /// does not make it MLA.
-    ByKeys,
-    /// MLA where `kv_lora_rank` is set (vLLM's `is_deepseek_mla` list), else
-    /// attention by its keys.
-    Mla,
-    /// Mamba state in every layer, no attention.
-    MambaOnly,
-    /// Attention and Mamba2 side by side in every layer, each with its cache
-    /// (vLLM's `FalconH1ParallelHybrid`), whatever pattern keys say.
-    MambaAndAttentionInEveryLayer,
-    /// No attention and no state kv sizes: the words say what it keeps.
-    Unsized(&'static str),
-}
-
 /// Which Mamba a config describes.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 #[non_exhaustive]
@@ -87,34 +60,10 @@ pub(crate) struct MambaRule {
     /// (vLLM's NemotronH builds it with `intermediate_size = mamba_num_heads
     /// * mamba_head_dim`: Nemotron-H-4B's 112 x 64 = 7,168, not 2 x 3,072).
     pub inner_from_heads: bool,
-    /// The SSM state's dtype when the config sets no `mamba_ssm_cache_dtype`.
-    pub ssm_dtype: SsmDtype,
     /// Layer lists say `linear_attention` for its Mamba2 layers: transformers
     /// 5 saves Nemotron-H's `M` so (`NemotronHConfig._pattern_to_list`), and
     /// vLLM reads it back as `M` (the `hybrid_override_pattern` property).
     pub listed_as_linear_attention: bool,
-}
-
-/// Where a family's SSM state dtype comes from in vLLM 0.33.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub(crate) enum SsmDtype {
-    /// The model dtype (`mamba_ssm_cache_dtype auto`).
-    Model,
-    /// The config's `mamba_ssm_cache_dtype`, else float32 (the words say
-    /// whose default that is).
-    ConfigElseF32(&'static str),
-}
-
-/// Whether vLLM scales the derived `max_model_len` by the RoPE `factor`.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub(crate) enum RopeLength {
-    /// By the factor, unless the RoPE type already scales its length
-    /// (`_get_and_verify_max_len`).
-    Scaled,
-    /// Never: the length keys are already scaled (vLLM skips every
-    /// `model_type` containing "gemma3": "Gemma3's max_model_len (128K) is
-    /// already scaled by RoPE scaling").
-    AlreadyScaled,
 }
 
 const fn mamba(version: MambaVersion, only: bool) -> Option<MambaRule> {
@@ -122,7 +71,6 @@ const fn mamba(version: MambaVersion, only: bool) -> Option<MambaRule> {
         version,
         only,
         inner_from_heads: false,
-        ssm_dtype: SsmDtype::Model,
         listed_as_linear_attention: false,
     })
 }
@@ -137,11 +85,6 @@ pub(crate) struct ModelType {
     /// Where the defaults come from, e.g. "transformers Gemma3TextConfig default".
     pub source: &'static str,
     pub kv_heads: KvHeads,
-    pub holds: Holds,
-    pub kv_cache_dtype: KvCacheDtype,
-    /// vLLM's model class, where it lacks `SupportsPP`: vLLM 0.33 refuses
-    /// `pipeline_parallel_size > 1` for it (`verify_with_parallel_config`).
-    pub no_pipeline: Option<&'static str>,
     /// Its Mamba layers, where it has any.
     pub mamba: Option<MambaRule>,
     /// The key that gives its short-conv (`conv`) layers' width: LFM2's
@@ -149,8 +92,6 @@ pub(crate) struct ModelType {
     /// `Lfm2ForCausalLM` and `Lfm2MoeForCausalLM`
     /// `get_mamba_state_shape_from_config`).
     pub short_conv_width: Option<&'static str>,
-    /// How its RoPE scaling moves `max_model_len`.
-    pub rope_length: RopeLength,
 }
 
 const fn generic(names: &'static [&'static str]) -> ModelType {
@@ -159,17 +100,14 @@ const fn generic(names: &'static [&'static str]) -> ModelType {
         defaults: &[],
         source: "",
         kv_heads: KvHeads::Generic,
-        holds: Holds::ByKeys,
-        kv_cache_dtype: KvCacheDtype::Asked,
-        no_pipeline: None,
         mamba: None,
         short_conv_width: None,
-        rope_length: RopeLength::Scaled,
     }
 }
 
 /// The table. Defaults are transformers 5.25's config classes (their
-/// dataclass fields and `__post_init__`); engine rules are vLLM 0.33's.
+/// dataclass fields and `__post_init__`); spellings are as vLLM 0.33 reads
+/// them.
 pub(crate) const MODEL_TYPES: &[ModelType] = &[
     ModelType {
         // Gemma2Config: layer_types alternate, sliding first ((i + 1) % 2).
@@ -195,7 +133,6 @@ pub(crate) const MODEL_TYPES: &[ModelType] = &[
             ("max_position_embeddings", "131072"),
         ],
         source: "transformers Gemma3TextConfig default",
-        rope_length: RopeLength::AlreadyScaled,
         ..generic(&["gemma3_text", "gemma3"])
     },
     ModelType {
@@ -212,10 +149,6 @@ pub(crate) const MODEL_TYPES: &[ModelType] = &[
             ("max_position_embeddings", "32768"),
         ],
         source: "transformers Gemma3nTextConfig default",
-        // vLLM 0.33 models/gemma3n.py, gemma3n_mm.py: neither class
-        // implements SupportsPP.
-        no_pipeline: Some("Gemma3nForConditionalGeneration / Gemma3nForCausalLM"),
-        rope_length: RopeLength::AlreadyScaled,
         ..generic(&["gemma3n_text", "gemma3n"])
     },
     ModelType {
@@ -239,10 +172,6 @@ pub(crate) const MODEL_TYPES: &[ModelType] = &[
         ],
         source: "transformers FalconConfig default",
         kv_heads: KvHeads::MultiQueryFlag,
-        kv_cache_dtype: KvCacheDtype::Ignored(
-            "vLLM 0.33's Falcon builds its `Attention` without the cache config \
-             (`model_executor/models/falcon.py`), so the K/V stay in the model dtype",
-        ),
         ..generic(&["falcon", "RefinedWeb", "RefinedWebModel"])
     },
     ModelType {
@@ -262,7 +191,6 @@ pub(crate) const MODEL_TYPES: &[ModelType] = &[
         ..generic(&["chatglm"])
     },
     ModelType {
-        holds: Holds::MambaOnly,
         mamba: mamba(MambaVersion::Mamba1, true),
         ..generic(&["mamba", "falcon_mamba"])
     },
@@ -273,10 +201,6 @@ pub(crate) const MODEL_TYPES: &[ModelType] = &[
         ..generic(&["jamba"])
     },
     ModelType {
-        holds: Holds::MambaOnly,
-        // vLLM 0.33 models/mamba2.py: Mamba2ForCausalLM lacks SupportsPP
-        // (MambaForCausalLM has it).
-        no_pipeline: Some("Mamba2ForCausalLM"),
         mamba: mamba(MambaVersion::Mamba2, true),
         ..generic(&["mamba2"])
     },
@@ -308,44 +232,23 @@ pub(crate) const MODEL_TYPES: &[ModelType] = &[
             version: MambaVersion::Mamba2,
             only: false,
             inner_from_heads: true,
-            ssm_dtype: SsmDtype::ConfigElseF32("vLLM's default for NemotronH"),
             listed_as_linear_attention: true,
         }),
         ..generic(&["nemotron_h"])
     },
     ModelType {
         kv_heads: KvHeads::Zamba2,
-        // vLLM 0.33 models/zamba2.py: `Zamba2ForCausalLM(nn.Module,
-        // HasInnerState, IsHybrid)`.
-        no_pipeline: Some("Zamba2ForCausalLM"),
         mamba: mamba(MambaVersion::Mamba2, false),
         ..generic(&["zamba2"])
     },
     ModelType {
-        holds: Holds::MambaAndAttentionInEveryLayer,
         mamba: mamba(MambaVersion::Mamba2, false),
         ..generic(&["falcon_h1"])
     },
     ModelType {
-        // vLLM 0.33 models/whisper.py: WhisperForConditionalGeneration
-        // lacks SupportsPP.
-        no_pipeline: Some("WhisperForConditionalGeneration"),
         defaults: &[("max_target_positions", "448")],
         source: "transformers WhisperConfig default",
         ..generic(&["whisper"])
-    },
-    ModelType {
-        holds: Holds::Unsized(
-            "RWKV has no attention: each layer keeps a fixed time-mix and channel-mix \
-             state, which kv's estimator does not size; declare it with \
-             `state(...)` in Rust",
-        ),
-        ..generic(&["rwkv", "rwkv5", "rwkv6", "rwkv7"])
-    },
-    ModelType {
-        // vLLM's `is_deepseek_mla` list, of the families kv knows.
-        holds: Holds::Mla,
-        ..generic(&["deepseek_v2", "deepseek_v3", "kimi_k2"])
     },
     ModelType {
         // `kv_lora_rank` is set, but vLLM caches plain K/V heads.
@@ -370,8 +273,16 @@ pub(crate) const MODEL_TYPES: &[ModelType] = &[
         source: "transformers Qwen3NextConfig default",
         ..generic(&["qwen3_next"])
     },
-    // Families read by the generic keys alone: known, so not reported as unknown.
+    // Families read by the generic keys alone: known, so not reported as
+    // unknown (an engine may still have rules of its own for them).
     generic(&[
+        "rwkv",
+        "rwkv5",
+        "rwkv6",
+        "rwkv7",
+        "deepseek_v2",
+        "deepseek_v3",
+        "kimi_k2",
         "llama",
         "mixtral",
         "ministral",
@@ -453,14 +364,6 @@ mod tests {
     }
 
     #[test]
-    fn only_falcon_ignores_the_kv_cache_dtype() {
-        // vLLM 0.33: of the model files of the families kv knows, only
-        // falcon.py builds its `Attention` without `cache_config`.
-        let ignored = names_where(|row| matches!(row.kv_cache_dtype, KvCacheDtype::Ignored(_)));
-        assert_eq!(ignored, ["falcon", "RefinedWeb", "RefinedWebModel"]);
-    }
-
-    #[test]
     fn the_state_rules_are_vllms_model_classes() {
         use MambaVersion::{Mamba1, Mamba2};
         // vLLM 0.33: MambaMixer in mamba.py and jamba.py; MambaMixer2 in
@@ -482,11 +385,10 @@ mod tests {
         );
         let only = names_where(|row| row.mamba.is_some_and(|m| m.only));
         assert_eq!(only, ["mamba", "falcon_mamba", "mamba2"]);
-        // NemotronH alone: a heads x head_dim mixer, float32 SSM state by
-        // default, Mamba2 layers listed as linear_attention.
+        // NemotronH alone: a heads x head_dim mixer, Mamba2 layers listed as
+        // linear_attention.
         for rule in [
             |m: MambaRule| m.inner_from_heads,
-            |m: MambaRule| m.ssm_dtype != SsmDtype::Model,
             |m: MambaRule| m.listed_as_linear_attention,
         ] {
             assert_eq!(
@@ -499,14 +401,6 @@ mod tests {
             .filter_map(|row| Some((row.names[0], row.short_conv_width?)))
             .collect();
         assert_eq!(widths, [("lfm2", "conv_dim"), ("lfm2_moe", "hidden_size")]);
-        // vLLM skips the RoPE factor for every model_type containing "gemma3".
-        let scaled = names_where(|row| row.rope_length == RopeLength::AlreadyScaled);
-        assert_eq!(scaled, ["gemma3_text", "gemma3", "gemma3n_text", "gemma3n"]);
-        let contains: Vec<&str> = names_where(|_| true)
-            .into_iter()
-            .filter(|name| name.contains("gemma3"))
-            .collect();
-        assert_eq!(contains, scaled);
     }
 
     #[test]

@@ -49,7 +49,7 @@ impl ClusterTotals {
     /// The figures of `reports`, one per rank, added up. A sum past `u64` is
     /// an [`Overflow`] naming it; so is a rank whose figures are `null` in
     /// its report (they overflowed there, so the sum cannot fit either).
-    pub(crate) fn of<'a>(
+    pub fn of<'a>(
         reports: impl IntoIterator<Item = &'a ExportedReport>,
     ) -> Result<ClusterTotals, Overflow> {
         const PEAK: &str = "the cluster's peak bytes";

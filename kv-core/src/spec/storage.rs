@@ -137,7 +137,7 @@ impl Storage {
     ];
 
     /// vLLM's name of a per-token-head format; `None` for any other storage.
-    pub(crate) fn per_token_head_name(&self) -> Option<&'static str> {
+    pub fn per_token_head_name(&self) -> Option<&'static str> {
         Storage::VLLM_NAMES
             .into_iter()
             .find(|(_, storage)| matches!(storage, Storage::Scaled { .. }) && storage == self)

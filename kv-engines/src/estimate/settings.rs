@@ -2,10 +2,8 @@
 //! lengths and values given over a config, and the errors every estimate
 //! module raises.
 
+use kv_core::{KvError, Overflow, Storage};
 use serde_json::{Map, Value};
-
-use crate::error::{KvError, Overflow};
-use crate::spec::storage::Storage;
 
 /// vLLM's default KV block size, in tokens.
 pub const DEFAULT_BLOCK_SIZE: u64 = 16;
@@ -85,7 +83,7 @@ impl VllmEngine {
 ///
 /// ```
 /// use kv_core::{Storage};
-/// use kv_core::estimate::EstimateSettings;
+/// use kv_engines::estimate::EstimateSettings;
 ///
 /// let settings = EstimateSettings::new()
 ///     .positions(8192)
@@ -113,7 +111,7 @@ pub struct EstimateSettings {
     /// family whose vLLM attention ignores it (Falcon) keeps the model dtype,
     /// and says so.
     pub kv_format: Option<Storage>,
-    /// Keys given over the config ([`HfConfig::with_value`](crate::config::HfConfig::with_value)); a dotted key
+    /// Keys given over the config ([`HfConfig::with_value`](kv_core::HfConfig::with_value)); a dotted key
     /// (`text_config.layer_types`) sets that section. A key that nothing
     /// reads is an error.
     pub values: Map<String, Value>,

@@ -3,11 +3,12 @@
 
 use std::fmt::Write as _;
 
+use kv_core::collection::Totals;
+use kv_core::spec::Layout;
+use kv_core::units::{human_bytes, thousands, MIB};
+use kv_core::KvSpec;
+
 use super::pool::VllmPool;
-use crate::collection::collect::Totals;
-use crate::spec::layout::Layout;
-use crate::spec::KvSpec;
-use crate::units::{human_bytes, thousands, MIB};
 
 fn mib(bytes: u128) -> f64 {
     bytes as f64 / MIB as f64
@@ -19,7 +20,7 @@ fn mib(bytes: u128) -> f64 {
 /// peak. A figure past `u64` reads `overflow`.
 ///
 /// ```
-/// use kv_core::estimate::{estimate, group_line, EstimateSettings};
+/// use kv_engines::estimate::{estimate, group_line, EstimateSettings};
 ///
 /// let llama = serde_json::json!({
 ///     "num_hidden_layers": 32, "num_key_value_heads": 8, "hidden_size": 4096,
@@ -213,9 +214,7 @@ mod tests {
             "sliding_window": 512, "sliding_window_pattern": 6, "torch_dtype": "bfloat16",
         });
         let e = estimate(&gemma, &EstimateSettings::new().positions(8192)).unwrap();
-        let rank = e
-            .ranks(crate::parallel::Parallel::new(1, 1).unwrap(), 2)
-            .unwrap();
+        let rank = e.ranks(kv_core::Parallel::new(1, 1).unwrap(), 2).unwrap();
         assert_eq!(
             pool_line(&rank[0].pool, &rank[0].totals, 2),
             "vLLM's pool (groups of 4 layers): sliding_attention 22 layers charged as 24 (6 \

@@ -19,13 +19,11 @@
 //! block spans its widest projected group, and a request still takes blocks
 //! from every group.
 
+use kv_core::spec::Layout;
+use kv_core::{Collection, KvError, KvSpec, Overflow};
 use serde::{Deserialize, Serialize};
 
 use super::settings::{config_error, overflow, VLLM_VERSION};
-use crate::collection::collect::Collection;
-use crate::error::{KvError, Overflow};
-use crate::spec::layout::Layout;
-use crate::spec::KvSpec;
 
 /// One kind of layer as vLLM's pool groups it (one estimate declaration).
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -219,14 +217,15 @@ fn blocks(spec: &KvSpec, block_size: u64) -> u64 {
 fn page(spec: &KvSpec, block_size: u64) -> Result<u64, Overflow> {
     let per_token = match &spec.layout {
         Layout::Recurrent(state) => return state.bytes_per_layer(),
-        // Not paged (a config's estimate declares none): one page of its own.
-        Layout::Tensors(tensors) => return tensors.bytes(),
         Layout::Attention { geometry, .. } => geometry.with_layers(1).bytes_per_position()?,
         Layout::Latent { latent, .. } => {
             let mut one = *latent;
             one.layers = 1;
             one.bytes_per_position()?
         }
+        // A layout vLLM does not page (tensors beside the caches; an
+        // estimate builds none): one page of its own, its whole row.
+        other => return other.bytes_per_row(),
     };
     per_token.checked_mul(block_size).ok_or(Overflow {
         step: "one page (block size x bytes per token)",
@@ -301,11 +300,11 @@ pub(super) fn memory_for(pools: &[&VllmPool], max_num_seqs: u64) -> Result<u64, 
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::spec::KvSpec;
+    use kv_core::KvSpec;
 
     struct Declared(Vec<KvSpec>);
 
-    impl crate::declare::ModelLocalKv for Declared {
+    impl kv_core::ModelLocalKv for Declared {
         fn kv_declare(&self, out: &mut Vec<KvSpec>) -> Result<(), KvError> {
             out.extend(self.0.iter().cloned());
             Ok(())
@@ -314,10 +313,10 @@ mod tests {
 
     #[test]
     fn unequal_pages_are_each_charged_as_the_largest() {
-        use crate::spec::dtype::DType;
-        use crate::spec::layout::Geometry;
-        use crate::spec::positions::Positions;
-        use crate::spec::{Rows, Scope};
+        use kv_core::DType;
+        use kv_core::Geometry;
+        use kv_core::Positions;
+        use kv_core::{Rows, Scope};
         let spec = |name: &'static str, kv_heads: u64| {
             KvSpec::attention(
                 name,
@@ -334,7 +333,7 @@ mod tests {
         let specs = vec![spec("wide", 2), spec("narrow", 1)];
         let grouping = Grouping::of(&specs, 16).unwrap();
         let pool = grouping
-            .pool(&crate::collection::collect::collect(&Declared(specs)), 3)
+            .pool(&kv_core::collect(&Declared(specs)), 3)
             .unwrap();
         assert!(pool.unequal_pages);
         assert_eq!(pool.page_bytes, 8192);

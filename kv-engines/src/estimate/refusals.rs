@@ -6,14 +6,11 @@
 //! (the DCP interleave), then the KV cache specs (DCP and sliding or
 //! chunked layers).
 
+use kv_core::spec::{Bound, Layout};
+use kv_core::{BlockFormat, DType, HfConfig, KvError, KvSpec, PositionPolicy, Storage};
+
+use super::families;
 use super::settings::{EstimateSettings, VLLM_VERSION};
-use crate::config::HfConfig;
-use crate::error::KvError;
-use crate::spec::dtype::DType;
-use crate::spec::layout::Layout;
-use crate::spec::positions::{Bound, PositionPolicy};
-use crate::spec::storage::{BlockFormat, Storage};
-use crate::spec::KvSpec;
 
 /// Architectures vLLM 0.33 no longer serves natively, the last release that
 /// did (`model_executor/models/registry.py`, `_PREVIOUSLY_SUPPORTED_MODELS`),
@@ -147,7 +144,7 @@ pub(super) fn check_layout(hf: &HfConfig, settings: &EstimateSettings) -> Result
         }
     }
     if pp > 1 {
-        if let Some(class) = hf.family().and_then(|row| row.no_pipeline) {
+        if let Some(class) = families::rules(hf).and_then(|row| row.no_pipeline) {
             return refused(format!(
                 "pp {pp}: vLLM's {class} does not implement `SupportsPP` (vLLM: \"Pipeline \
                  parallelism is not supported for this model.\"); use pp 1"
@@ -315,8 +312,9 @@ pub(super) fn check_format(hf: &HfConfig, specs: &[KvSpec]) -> Result<(), KvErro
                     continue;
                 }
             }
-            // Not in vLLM's KV cache: no format of its to refuse.
-            Layout::Recurrent(_) | Layout::Tensors(_) => continue,
+            // Not in vLLM's KV cache, or a layout an estimate never builds:
+            // no format of its to refuse.
+            _ => continue,
         };
         return Err(KvError::Config {
             what: "kv_format",

@@ -11,7 +11,7 @@
 //! [`KvError::ConfigFile`] that says where it stopped.
 //!
 //! ```
-//! use kv_core::gguf::{GgufMetadata, GgufValue};
+//! use kv_engines::gguf::{GgufMetadata, GgufValue};
 //!
 //! // A header with one entry: general.architecture = "llama".
 //! let mut file = b"GGUF".to_vec();
@@ -35,7 +35,7 @@ use std::fs::File;
 use std::io::{BufReader, Read};
 use std::path::Path;
 
-use crate::error::KvError;
+use kv_core::KvError;
 
 /// The versions read: 1 (before August 2023) wrote 32-bit counts.
 const VERSIONS: [u32; 2] = [2, 3];

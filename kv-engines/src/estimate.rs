@@ -1,9 +1,10 @@
-//! Declarations estimated from an HF `config.json` alone (feature `json`),
-//! for a checkpoint that has no annotated Rust yet: what vLLM would hold for
-//! it, group by group. See [`estimate`].
+//! Declarations estimated from an HF `config.json` alone, for a checkpoint
+//! that has no annotated Rust yet: what vLLM would hold for it, group by
+//! group. See [`estimate`].
 //!
 //! Files: `settings` (what an estimate is made with), `detect` (the
-//! detection order), `vllm` (vLLM's sizing rules per kind of layer),
+//! detection order), `families` (vLLM's rules per model family),
+//! `vllm` (vLLM's sizing rules per kind of layer),
 //! `max_len` and `refusals` (its length rule and what it will not start),
 //! `pool` (its pool groups), `startup` (its start-up line), `lines` and
 //! `export` (text and JSON).
@@ -15,6 +16,7 @@
 
 mod detect;
 mod export;
+mod families;
 #[cfg(test)]
 mod fixtures;
 mod lines;

@@ -8,8 +8,8 @@ use serde_json::{json, Value};
 mod fixtures;
 
 use fixtures::shipped;
-use kv_core::estimate::{estimate, Estimate, EstimateSettings};
 use kv_core::{KvError, Parallel};
+use kv_engines::estimate::{estimate, Estimate, EstimateSettings};
 
 fn at(tp: u64, pp: u64, dcp: u64) -> EstimateSettings {
     EstimateSettings::new()

@@ -1,16 +1,16 @@
 //! [`estimate`]: the detection order, from a config to one declaration per
 //! kind of cache, with vLLM's refusals checked on the way.
 
+use kv_core::config::DTypeRule;
+use kv_core::pattern::{LayerKind, LayerPattern};
+use kv_core::{HfConfig, KvError, KvSpec};
 use serde_json::{Map, Value};
 
+use super::families::{self, Holds};
 use super::pool::Grouping;
 use super::settings::{config_error, EstimateSettings};
 use super::vllm::{self, Builder, Paging};
 use super::{max_len, refusals};
-use crate::config::{DTypeRule, HfConfig, Holds};
-use crate::error::KvError;
-use crate::pattern::{LayerKind, LayerPattern};
-use crate::spec::KvSpec;
 
 /// What [`estimate`] found in a config and the declarations it makes.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -95,7 +95,7 @@ pub struct Estimate {
 /// `cdiv(max_model_len, dcp)` tokens in whole blocks.
 ///
 /// ```
-/// use kv_core::estimate::{estimate, EstimateSettings};
+/// use kv_engines::estimate::{estimate, EstimateSettings};
 ///
 /// let llama = serde_json::json!({
 ///     "num_hidden_layers": 32, "num_key_value_heads": 8, "hidden_size": 4096,
@@ -132,7 +132,7 @@ pub fn estimate(config: &Value, settings: &EstimateSettings) -> Result<Estimate,
         ));
     }
     let hf = given_values(config, &settings.values)?.with_dtype_rule(DTypeRule::VllmAuto);
-    if let Some(Holds::Unsized(words)) = hf.family().map(|row| row.holds) {
+    if let Some(Holds::Unsized(words)) = families::rules(&hf).map(|row| row.holds) {
         let model_type = hf
             .model_types()
             .first()
@@ -267,7 +267,7 @@ fn detect(
     // MLA is a family's: vLLM reads `kv_lora_rank` as MLA only for the
     // families of its `is_deepseek_mla` list (MiniCPM3 has the key and
     // caches plain heads); a family kv does not know is read by its keys.
-    let mla_family = match hf.family().map(|row| row.holds) {
+    let mla_family = match families::rules(hf).map(|row| row.holds) {
         Some(Holds::Mla) | None => true,
         Some(_) => false,
     };
@@ -282,7 +282,7 @@ fn detect(
         return Ok((detected, paging, vec![spec]));
     }
     let every_layer_hybrid = matches!(
-        hf.family().map(|row| row.holds),
+        families::rules(hf).map(|row| row.holds),
         Some(Holds::MambaAndAttentionInEveryLayer)
     );
     if every_layer_hybrid || hf.has_layer_pattern() {
@@ -331,7 +331,7 @@ fn detect(
         let (detected, specs) = vllm::encoder_decoder(hf, &key, encoder, |d| builder(plain, d))?;
         return Ok((detected, plain, specs));
     }
-    if let Some(Holds::MambaOnly) = hf.family().map(|row| row.holds) {
+    if let Some(Holds::MambaOnly) = families::rules(hf).map(|row| row.holds) {
         let model_type = hf
             .model_types()
             .first()
@@ -427,7 +427,7 @@ fn hybrid_as(pattern: &LayerPattern, kind: LayerKind) -> Result<LayerPattern, Kv
 mod tests {
     use super::super::fixtures::{shipped, tiny};
     use super::*;
-    use crate::spec::storage::Storage;
+    use kv_core::Storage;
 
     fn at_8192() -> EstimateSettings {
         EstimateSettings::new().positions(8192)

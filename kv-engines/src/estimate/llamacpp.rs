@@ -39,8 +39,8 @@
 //!   `LLAMA_ATTN_ROT_DISABLE` is taken as unset.
 //!
 //! ```
-//! use kv_core::estimate::llamacpp::{estimate, LlamaCppSettings};
-//! use kv_core::gguf::GgufMetadata;
+//! use kv_engines::estimate::llamacpp::{estimate, LlamaCppSettings};
+//! use kv_engines::gguf::GgufMetadata;
 //!
 //! // A llama header: 32 layers, 8 KV heads of 128 (key_length), 32k context.
 //! fn entry(file: &mut Vec<u8>, key: &str, kind: u32, value: &[u8]) {
@@ -76,9 +76,9 @@
 //! # Ok::<(), kv_core::KvError>(())
 //! ```
 
+use kv_core::KvError;
 use serde::Serialize;
 
-use crate::error::KvError;
 use crate::gguf::GgufMetadata;
 
 mod ggml_type;

@@ -1,10 +1,10 @@
 //! GGUF headers written byte by byte as ggml's `gguf.c` lays them out, read
-//! back by `kv_core::gguf`; and every way a file can be cut short or foreign.
+//! back by `kv_engines::gguf`; and every way a file can be cut short or foreign.
 
 use std::io::{self, Read};
 
-use kv_core::gguf::{GgufMetadata, GgufValue};
 use kv_core::KvError;
+use kv_engines::gguf::{GgufMetadata, GgufValue};
 
 /// A value as the test writes it: ggml's type id and its payload.
 enum W {

@@ -3,12 +3,12 @@
 //! KV format names, and configs without a dtype; keys and layout as
 //! published, figures worked out by hand from vLLM's source.
 
+use kv_core::pattern::LayerKind;
+use kv_core::Storage;
 use serde_json::{json, Value};
 
 use super::detect::{estimate, Estimate};
 use super::settings::EstimateSettings;
-use crate::pattern::LayerKind;
-use crate::spec::storage::Storage;
 
 fn at(positions: u64) -> EstimateSettings {
     EstimateSettings::new().positions(positions)
@@ -212,7 +212,7 @@ fn minicpm3_caches_plain_heads_not_an_mla_latent() {
     saved["num_key_value_heads"] = json!(8);
     assert_eq!(per_position(&estimate(&saved, &at(8192)).unwrap()), 952_320);
     // A head dim given explicitly wins, as for every family.
-    let given = crate::config::HfConfig::from_value(minicpm3_4b())
+    let given = kv_core::config::HfConfig::from_value(minicpm3_4b())
         .with_head_dim(128)
         .geometry()
         .unwrap();
@@ -273,7 +273,7 @@ fn nemotron_h_8b_has_4_attention_and_24_mamba2_layers() {
     );
     // The pattern places each kind for pipeline stages: layers 0-25 hold
     // 12 M and the attention layers 7 and 18.
-    let pattern = crate::config::HfConfig::from_value(nemotron_h_8b())
+    let pattern = kv_core::config::HfConfig::from_value(nemotron_h_8b())
         .layer_pattern()
         .unwrap();
     assert_eq!(pattern.count_in(LayerKind::Mamba, 0, 26), 12);

@@ -1,10 +1,8 @@
 //! The ggml types llama.cpp stores a cache in, with ggml's block sizes and
 //! bytes per block (`ggml.c`, `type_traits`), and `ggml_row_size`.
 
+use kv_core::{BlockFormat, DType};
 use serde::Serialize;
-
-use crate::spec::dtype::DType;
-use crate::spec::storage::BlockFormat;
 
 /// ggml's `iq4_nl`: 32 non-linear 4-bit values and an f16 scale, 18 bytes.
 /// Not among kv-core's named formats, which vLLM and `--kv-format` read.

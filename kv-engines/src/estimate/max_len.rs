@@ -2,11 +2,11 @@
 //! (`vllm/config/model.py _get_and_verify_max_len`,
 //! `ModelArchConfigConvertorBase.derive_max_model_len_and_key`).
 
+use kv_core::{HfConfig, KvError};
 use serde_json::Value;
 
+use super::families::{self, Holds};
 use super::settings::{config_error, EstimateSettings};
-use crate::config::{HfConfig, Holds, RopeLength};
-use crate::error::KvError;
 
 const WHAT: &str = "max_model_len";
 
@@ -74,14 +74,16 @@ pub(super) fn max_model_len(
         )),
         // vLLM: "Assuming the model's maximum length is 2048" where the
         // config and its class set no length (Mamba's classes have none).
-        (None, None) if hf.family().is_some_and(|row| row.holds == Holds::MambaOnly) => Ok((
-            ASSUMED_LEN,
-            format!(
-                "max_model_len {ASSUMED_LEN} (vLLM's assumption when the config sets no \
+        (None, None) if families::rules(hf).is_some_and(|row| row.holds == Holds::MambaOnly) => {
+            Ok((
+                ASSUMED_LEN,
+                format!(
+                    "max_model_len {ASSUMED_LEN} (vLLM's assumption when the config sets no \
                  length and its class has none: \"Assuming the model's maximum length is \
                  {ASSUMED_LEN}.\")"
-            ),
-        )),
+                ),
+            ))
+        }
         (None, None) => Err(config_error(
             "max_model_len",
             format!(
@@ -138,9 +140,7 @@ fn derive(hf: &HfConfig) -> Result<Option<Derived>, KvError> {
             }));
         }
     }
-    let already_scaled = hf
-        .family()
-        .is_some_and(|row| row.rope_length == RopeLength::AlreadyScaled);
+    let already_scaled = families::rope_already_scaled(hf);
     // Where vLLM applies `factor`, it multiplies by it as it is: a null falls
     // back to 1.0, and anything but a number fails the multiplication.
     let applied = !already_scaled && !UNSCALED_ROPE.contains(&rope_type);

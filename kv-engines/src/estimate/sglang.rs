@@ -5,13 +5,13 @@
 //! `srt/mem_cache/kv_cache_configurator.py`, `memory_pool.py`), on Hopper
 //! (page size 1), with its defaults; the geometry is kv's detection.
 
+use kv_core::pattern::LayerKind;
+use kv_core::spec::Layout;
+use kv_core::KvError;
 use serde::Serialize;
 use serde_json::Value;
 
 use super::detect::Estimate;
-use crate::error::KvError;
-use crate::pattern::LayerKind;
-use crate::spec::layout::Layout;
 
 /// The engine these figures follow, as the JSON names it.
 pub const SGLANG_ENGINE: &str = "sglang 0.5.23";
@@ -289,8 +289,14 @@ pub fn sglang_pools(
                 latent = Some((l.layers, width));
             }
             Layout::Recurrent(s) => state.push(s.clone()),
-            // A config's estimate declares none; SGLang's pools hold none.
+            // A config's estimate declares no tensors; SGLang's pools hold none.
             Layout::Tensors(_) => {}
+            other => {
+                return Err(refused(format!(
+                    "kv's `{}` layout is not one SGLang's pools hold",
+                    other.kind()
+                )))
+            }
         }
     }
 

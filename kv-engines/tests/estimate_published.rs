@@ -9,10 +9,10 @@ use serde_json::{json, Value};
 mod fixtures;
 
 use fixtures::{tiny, with_keys};
-use kv_core::estimate::{estimate, Estimate, EstimateSettings};
 use kv_core::pattern::LayerKind;
 use kv_core::spec::Layout;
 use kv_core::{KvError, KvSpec};
+use kv_engines::estimate::{estimate, Estimate, EstimateSettings};
 
 fn at(positions: u64) -> EstimateSettings {
     EstimateSettings::new().positions(positions)

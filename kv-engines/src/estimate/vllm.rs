@@ -2,17 +2,16 @@
 //! `vllm/v1/kv_cache_interface.py` and the hybrid block size of
 //! `vllm/platforms/interface.py Platform._align_hybrid_block_size`.
 
+use kv_core::config::{KvQuantType, MambaVersion, MlaConfig};
+use kv_core::pattern::LayerKind;
+use kv_core::{
+    DType, Geometry, HfConfig, KvError, KvSpec, Latent, PositionPolicy, Positions, RecurrentState,
+    Rows, Scope, StatePart, Storage,
+};
 use serde_json::Value;
 
+use super::families::{self, KvCacheDtype, SsmDtype};
 use super::settings::{config_error, overflow, EstimateSettings, VLLM_VERSION};
-use crate::config::{HfConfig, KvCacheDtype, MambaVersion, MlaConfig, SsmDtype};
-use crate::error::KvError;
-use crate::pattern::LayerKind;
-use crate::spec::dtype::DType;
-use crate::spec::layout::{Geometry, Latent, RecurrentState, StatePart};
-use crate::spec::positions::{PositionPolicy, Positions};
-use crate::spec::storage::Storage;
-use crate::spec::{KvSpec, Rows, Scope};
 
 /// The smallest kernel block of vLLM's attention backends (FlashAttention):
 /// hybrid block sizes are multiples of it.
@@ -151,7 +150,7 @@ impl Paging {
         }
         let too_big = || overflow("the hybrid block size".to_owned());
         let per_aligned = alignment.checked_mul(attention_per_token).ok_or_else(|| {
-            too_big()(crate::error::Overflow {
+            too_big()(kv_core::Overflow {
                 step: "alignment x attention page",
             })
         })?;
@@ -159,7 +158,7 @@ impl Paging {
             .checked_mul(state_page.div_ceil(per_aligned))
             .and_then(|b| b.div_ceil(KERNEL_BLOCK).checked_mul(KERNEL_BLOCK))
             .ok_or_else(|| {
-                too_big()(crate::error::Overflow {
+                too_big()(kv_core::Overflow {
                     step: "the block size",
                 })
             })?;
@@ -277,7 +276,7 @@ fn rank_bytes(parts: &[StatePart], tp: u64, kind: LayerKind) -> Result<u64, KvEr
             .ok()
             .and_then(|bytes| total.checked_add(bytes))
             .ok_or_else(|| {
-                overflow(format!("one rank's {kind} state"))(crate::error::Overflow {
+                overflow(format!("one rank's {kind} state"))(kv_core::Overflow {
                     step: "the state page",
                 })
             })?;
@@ -303,7 +302,7 @@ fn attention_storage(
 ) -> Result<(Storage, Option<String>), KvError> {
     let ignored = match (
         settings.kv_format,
-        hf.family().map(|row| row.kv_cache_dtype),
+        families::rules(hf).map(|row| row.kv_cache_dtype),
     ) {
         (Some(asked), Some(KvCacheDtype::Ignored(why))) => {
             let said = format!("the KV format {asked} asked is not applied: {why}");
@@ -320,7 +319,7 @@ fn attention_storage(
     let (storage, said) = match hf.kv_cache_scheme()? {
         None => (Storage::Dense(dtype), None),
         Some(scheme) => match (scheme.num_bits, scheme.kind) {
-            (Some(8), Some(crate::config::KvQuantType::Float)) => (
+            (Some(8), Some(KvQuantType::Float)) => (
                 Storage::Dense(DType::F8E4M3),
                 Some(format!("K/V in f8e4m3 as `{}` states", scheme.source)),
             ),
@@ -489,10 +488,7 @@ fn mamba2_groups(groups: u64, tp: u64) -> Result<(u64, String), KvError> {
 /// except NemotronH, whose config (or vLLM's default for it) says float32
 /// (`NemotronHForCausalLMConfig.update_mamba_ssm_cache_dtype`).
 fn ssm_dtype(hf: &HfConfig, dtype: DType) -> Result<DType, KvError> {
-    let rule = hf
-        .family()
-        .and_then(|row| row.mamba)
-        .map(|rule| rule.ssm_dtype);
+    let rule = families::rules(hf).map(|row| row.ssm_dtype);
     let Some(SsmDtype::ConfigElseF32(whose)) = rule else {
         return Ok(dtype);
     };
@@ -550,12 +546,12 @@ impl Builder<'_> {
     }
 
     /// The positions overflow: the length itself is too long.
-    fn over_length(&self, what: &str) -> impl Fn(crate::error::Overflow) -> KvError {
+    fn over_length(&self, what: &str) -> impl Fn(kv_core::Overflow) -> KvError {
         self.overflows(what, "max_model_len", "")
     }
 
     /// The bytes overflow: the config's geometry at this length.
-    fn over_bytes(&self, what: &str) -> impl Fn(crate::error::Overflow) -> KvError {
+    fn over_bytes(&self, what: &str) -> impl Fn(kv_core::Overflow) -> KvError {
         self.overflows(what, "figures", ": check the config's geometry")
     }
 
@@ -564,7 +560,7 @@ impl Builder<'_> {
         what: &str,
         blamed: &'static str,
         advice: &'static str,
-    ) -> impl Fn(crate::error::Overflow) -> KvError {
+    ) -> impl Fn(kv_core::Overflow) -> KvError {
         let max_model_len = self.max_model_len;
         let what = what.to_owned();
         move |o| KvError::Config {
@@ -798,7 +794,7 @@ impl Builder<'_> {
                 .checked_sub(content)
                 .and_then(|rank| rank.checked_mul(tp))
                 .ok_or_else(|| {
-                    overflow(format!("{kind} page padding at tp {tp}"))(crate::error::Overflow {
+                    overflow(format!("{kind} page padding at tp {tp}"))(kv_core::Overflow {
                         step: "the padding of every rank",
                     })
                 })?;

@@ -2,14 +2,13 @@
 //! (`get_kv_cache_configs`, `_check_enough_kv_cache_memory`,
 //! `update_kv_cache_capacity`), from the pools of [`super::pool`].
 
+use kv_core::units::thousands;
+use kv_core::{KvError, Parallel};
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
 use super::detect::estimate;
 use super::settings::{config_error, EstimateSettings};
-use crate::error::KvError;
-use crate::parallel::Parallel;
-use crate::units::thousands;
 
 /// What vLLM does at start-up with `--kv-cache-memory-bytes` per rank: the
 /// line it logs, or the error it raises (`get_kv_cache_configs`,
@@ -81,7 +80,7 @@ const CONSERVING_MEMORY: &str = "https://docs.vllm.ai/en/latest/configuration/co
 /// length vLLM's binary search tries, when it refuses.
 ///
 /// ```
-/// use kv_core::estimate::{vllm_startup, EstimateSettings, StartupOutcome};
+/// use kv_engines::estimate::{vllm_startup, EstimateSettings, StartupOutcome};
 /// use kv_core::Parallel;
 ///
 /// let llama = serde_json::json!({

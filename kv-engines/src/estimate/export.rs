@@ -1,19 +1,15 @@
 //! An estimate as one model's collection, divided per rank, and its JSON
 //! shape ([`ExportedEstimate`]): what `kv estimate --format json` prints.
 
+use kv_core::collection::Totals;
+use kv_core::export::{ClusterTotals, ExportedReport, SCHEMA_VERSION};
+use kv_core::{collect, Collection, KvError, KvSpec, ModelLocalKv, Overflow, Parallel};
 use serde::{Deserialize, Serialize};
 
 use super::detect::Estimate;
 use super::pool::{memory_for, Grouping, VllmPool};
 use super::settings::overflow;
 use super::startup::VllmStartup;
-use crate::collection::collect::{collect, Collection, Totals};
-use crate::declare::ModelLocalKv;
-use crate::error::{KvError, Overflow};
-use crate::export::cluster::ClusterTotals;
-use crate::export::json::{ExportedReport, SCHEMA_VERSION};
-use crate::parallel::Parallel;
-use crate::spec::KvSpec;
 
 /// The declarations of an estimate, as an owner the collector visits
 /// (reports name them `FromConfig.NAME`).
@@ -56,7 +52,7 @@ impl Estimate {
     /// a hybrid's block and state pages are set per rank.
     ///
     /// ```
-    /// use kv_core::estimate::{estimate, EstimateSettings};
+    /// use kv_engines::estimate::{estimate, EstimateSettings};
     /// use kv_core::Parallel;
     ///
     /// let llama = serde_json::json!({
@@ -161,8 +157,8 @@ impl Estimate {
 /// [`ExportedReport`] (one [`SCHEMA_VERSION`]), and it reads back equal.
 ///
 /// ```
-/// use kv_core::estimate::{estimate, EstimateSettings};
-/// use kv_core::export::ExportedEstimate;
+/// use kv_engines::estimate::{estimate, EstimateSettings};
+/// use kv_engines::estimate::ExportedEstimate;
 /// use kv_core::Parallel;
 ///
 /// let llama = serde_json::json!({
@@ -300,25 +296,30 @@ mod tests {
         // 16 positions (one block of 16) per row, 3 rows.
         assert_eq!(exported.ranks[1].per_row_bytes, 128 * 16);
         assert_eq!(exported.ranks[1].report.total_bytes, Some(128 * 16 * 3));
+        // kv-core's `ClusterTotals` is non-exhaustive: compared field by field.
+        let totals = &exported.cluster.totals;
         assert_eq!(
-            exported.cluster,
-            ExportedEstimateCluster {
-                totals: ClusterTotals {
-                    rank_count: 2,
-                    total_bytes: 2 * 128 * 16 * 3,
-                    device_bytes: 2 * 128 * 16 * 3,
-                    host_bytes: 0,
-                    // The ranks tie: the first is named.
-                    largest_device_bytes: 128 * 16 * 3,
-                    largest_device_tp_rank: 0,
-                    largest_device_pp_rank: 0,
-                },
-                per_row_bytes: 2 * 128 * 16,
-                // A block is 2 layers x 16 tokens x 64 B = 2,048 B; a request
-                // takes 1; 3 requests and the null block: 4 x 2,048.
-                kv_cache_memory_bytes_needed: 8192,
-            }
+            (
+                totals.rank_count,
+                totals.total_bytes,
+                totals.device_bytes,
+                totals.host_bytes
+            ),
+            (2, 2 * 128 * 16 * 3, 2 * 128 * 16 * 3, 0)
         );
+        // The ranks tie: the first is named.
+        assert_eq!(
+            (
+                totals.largest_device_bytes,
+                totals.largest_device_tp_rank,
+                totals.largest_device_pp_rank
+            ),
+            (128 * 16 * 3, 0, 0)
+        );
+        assert_eq!(exported.cluster.per_row_bytes, 2 * 128 * 16);
+        // A block is 2 layers x 16 tokens x 64 B = 2,048 B; a request takes
+        // 1; 3 requests and the null block: 4 x 2,048.
+        assert_eq!(exported.cluster.kv_cache_memory_bytes_needed, 8192);
         assert_eq!(exported.ranks[0].vllm_pool.bytes_per_block, 2048);
         assert_eq!(exported.ranks[1].vllm_pool.peak_bytes, 3 * 2048);
         let text = serde_json::to_string(&exported).unwrap();
@@ -342,7 +343,7 @@ mod tests {
     /// A rank of `per_row_bytes` whose report holds `peak_bytes`, all on
     /// the device (the rest unread).
     fn rank(per_row_bytes: u64, peak_bytes: u64) -> ExportedEstimateRank {
-        let mut report = crate::collection::collect::Collection::default().export(1);
+        let mut report = kv_core::Collection::default().export(1);
         report.total_bytes = Some(peak_bytes);
         report.device_bytes = Some(peak_bytes);
         ExportedEstimateRank {

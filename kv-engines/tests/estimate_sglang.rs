@@ -1,11 +1,10 @@
-//! SGLang 0.5.23's pools (`kv_core::estimate::sglang::sglang_pools`): figures worked
+//! SGLang 0.5.23's pools (`kv_engines::estimate::sglang::sglang_pools`): figures worked
 //! out by hand from SGLang's rules, each in a comment. The same cases were
 //! run through SGLang's own KVCacheConfigurator (scripts/sglang/compare.py).
-#![cfg(feature = "json")]
 
-use kv_core::estimate::sglang::{sglang_pools, SglangKvDtype, SglangPools, SglangSettings};
-use kv_core::estimate::{estimate, EstimateSettings};
 use kv_core::KvError;
+use kv_engines::estimate::sglang::{sglang_pools, SglangKvDtype, SglangPools, SglangSettings};
+use kv_engines::estimate::{estimate, EstimateSettings};
 use serde_json::{json, Value};
 
 const GIB_40: u64 = 40 << 30;

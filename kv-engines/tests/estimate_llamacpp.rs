@@ -2,11 +2,11 @@
 //! figures worked out by hand (in the comments) and lines llama.cpp 0c1e57098
 //! logged for the same geometry (scripts/llamacpp/compare.py ran them).
 
-use kv_core::estimate::llamacpp::{
+use kv_core::KvError;
+use kv_engines::estimate::llamacpp::{
     estimate, mib, FlashAttn, GgmlType, LlamaCppEstimate, LlamaCppSettings, Memory,
 };
-use kv_core::gguf::GgufMetadata;
-use kv_core::KvError;
+use kv_engines::gguf::GgufMetadata;
 
 /// A metadata value as GGUF types it.
 enum V {
@@ -154,7 +154,7 @@ fn refusal(meta: &GgufMetadata, s: &LlamaCppSettings) -> String {
 
 /// The (cells, layers, streams, K bytes, V bytes) of each cache.
 fn caches(e: &LlamaCppEstimate) -> Vec<(u64, u64, u64, u64, u64)> {
-    let of = |c: &kv_core::estimate::llamacpp::KvCache| {
+    let of = |c: &kv_engines::estimate::llamacpp::KvCache| {
         (c.cells, c.layers, c.streams, c.k_bytes, c.v_bytes)
     };
     match &e.memory {

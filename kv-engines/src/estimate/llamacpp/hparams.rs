@@ -4,7 +4,8 @@
 //! rules kv has checked. Another architecture is refused by name: its
 //! rules (a window, a state, a layer filter) are its own.
 
-use crate::error::KvError;
+use kv_core::KvError;
+
 use crate::gguf::{GgufMetadata, GgufValue};
 
 /// llama.cpp's `LLAMA_MAX_LAYERS`: a larger `block_count` aborts the load.

@@ -8,10 +8,10 @@ use serde_json::{json, Value};
 mod fixtures;
 
 use fixtures::{shipped, tiny};
-use kv_core::estimate::{
+use kv_core::Parallel;
+use kv_engines::estimate::{
     estimate, vllm_startup, Estimate, EstimateSettings, StartupOutcome, VllmPool,
 };
-use kv_core::Parallel;
 
 fn gemma_3_1b() -> Value {
     json!({
