@@ -8,7 +8,7 @@ use candle_nn::kv_cache::{
 use kv_core::declare::after_load::IntoCount;
 use kv_core::{Geometry, KvError};
 
-use crate::{StaticKvCache, SEQ_DIM};
+use crate::caches::{StaticKvCache, SEQ_DIM};
 
 fn invalid(field: &'static str, problem: String) -> KvError {
     KvError::InvalidValue {
@@ -36,7 +36,7 @@ fn kv_dtype_of(
     field: &'static str,
     whose: &str,
 ) -> Result<kv_core::DType, KvError> {
-    crate::kv_dtype(dtype).map_err(|_| {
+    crate::caches::kv_dtype(dtype).map_err(|_| {
         invalid(
             field,
             format!("is candle's {dtype:?}{whose}, which has no kv dtype"),

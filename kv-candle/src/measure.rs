@@ -12,7 +12,7 @@ use candle_nn::kv_cache::{
     ScatteredKvCache,
 };
 
-use crate::StaticKvCache;
+use crate::caches::StaticKvCache;
 
 /// Adds up the storages of tensors, each allocation once.
 ///

@@ -5,7 +5,7 @@ use candle_core::quantized::{GgmlDType, QTensor};
 use candle_core::{bail, Device, Result};
 use kv_core::{BlockFormat, Storage};
 
-use crate::{Measure, Meter};
+use crate::measure::{Measure, Meter};
 
 /// kv's [`Storage`] for a candle GGML type: `f32`, `f16`, `bf16` dense, and
 /// the llama.cpp block formats `q8_0`, `q4_0`, `q4_1`, `q5_0`, `q5_1`. An

@@ -6,7 +6,8 @@ use candle_transformers::models::{mamba, mamba2};
 use kv_core::config::{MambaConfig, MambaVersion};
 use kv_core::{KvSpec, RecurrentState, Rows, Scope, StatePart};
 
-use crate::{kv_dtype, Measure, Meter};
+use crate::caches::kv_dtype;
+use crate::measure::{Measure, Meter};
 
 /// The conv window candle-transformers' `mamba` and `mamba2` hard-code
 /// (their private `D_CONV`); a config's `conv_kernel` / `d_conv` is not read.
