@@ -1,6 +1,6 @@
-//! Attention's projections and scaled dot-product, without a mask: with
-//! zero weights every score is equal, and what these models show is the
-//! caches, not the logits.
+//! Attention's projections and scaled dot-product, without a mask, shared by
+//! the examples (each includes this file): with zero weights every score is
+//! equal, and what these models show is the caches, not the logits.
 
 use candle_core::{DType, Device, Module, Result, Tensor, D};
 use candle_nn::{linear_no_bias, Linear, VarBuilder};
