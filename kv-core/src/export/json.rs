@@ -341,11 +341,7 @@ fn declaration(entry: &Collected, max_num_seqs: u64) -> ExportedDeclaration {
                     format: part.storage.to_string(),
                 })
                 .collect();
-            out.format = parts
-                .iter()
-                .map(|p| p.format.as_str())
-                .collect::<Vec<_>>()
-                .join("+");
+            out.format = joined(parts.iter().map(|p| p.format.as_str()));
             out.state_parts = Some(parts);
         }
         Layout::Tensors(tensors) => {
@@ -380,15 +376,16 @@ fn declaration(entry: &Collected, max_num_seqs: u64) -> ExportedDeclaration {
                     }
                 })
                 .collect();
-            out.format = parts
-                .iter()
-                .map(|p| p.format.as_str())
-                .collect::<Vec<_>>()
-                .join("+");
+            out.format = joined(parts.iter().map(|p| p.format.as_str()));
             out.tensor_parts = Some(parts);
         }
     }
     out
+}
+
+/// The formats of a layout's parts, as one: `bf16+f32`.
+fn joined<'a>(formats: impl Iterator<Item = &'a str>) -> String {
+    formats.collect::<Vec<_>>().join("+")
 }
 
 fn skip(skipped: &Skipped) -> ExportedSkip {
