@@ -499,3 +499,37 @@ fn every_empty_container_still_names_its_owner_type() {
     let names = reported(&[&model], "empty");
     assert!(names.is_empty(), "{names:?}");
 }
+
+/// A layer generic over `M: ?Sized` (so that a trait object fits) walks
+/// its field the trait objects' way; instantiated with a sized type that
+/// is absent now, that type is still named as reached.
+mod unsized_param {
+    use kv_core::ModelLocalKv;
+
+    #[derive(ModelLocalKv)]
+    pub struct Cache;
+
+    #[derive(ModelLocalKv)]
+    pub struct Layer<M: ?Sized + ModelLocalKv> {
+        #[kv(child)]
+        pub inner: Option<Box<M>>,
+    }
+
+    #[derive(ModelLocalKv)]
+    pub struct Root {
+        #[kv(child)]
+        pub layer: Layer<Cache>,
+    }
+}
+
+#[test]
+fn a_sized_type_through_an_unsized_parameter_absent_now_is_no_false_alarm() {
+    let root = unsized_param::Root {
+        layer: unsized_param::Layer { inner: None },
+    };
+    assert!(
+        reported(&[&root], "unsized_param").is_empty(),
+        "{:?}",
+        reported(&[&root], "unsized_param")
+    );
+}
