@@ -167,3 +167,41 @@ fn a_foreign_lock_held_elsewhere_is_skipped_by_path_and_named() {
     });
     drop((parking, parking_rw, pipeline, tokio_rw));
 }
+
+/// Types held in other crates' containers but absent now (an empty
+/// `SmallVec`, an unset `OnceCell`, a lock holding `None`) are named from
+/// their types, as `Vec`'s and `Mutex`'s are: no false alarm at start-up.
+mod absent {
+    use kv_core::ModelLocalKv;
+    use smallvec::SmallVec;
+
+    #[derive(ModelLocalKv)]
+    pub struct InSmallVec;
+
+    #[derive(ModelLocalKv)]
+    pub struct InOnceCell;
+
+    #[derive(ModelLocalKv)]
+    pub struct InParkingLot;
+
+    #[derive(ModelLocalKv)]
+    pub struct Root {
+        #[kv(child)]
+        pub small: SmallVec<[InSmallVec; 2]>,
+        #[kv(child)]
+        pub once: tokio::sync::OnceCell<InOnceCell>,
+        #[kv(child)]
+        pub parked: parking_lot::Mutex<Option<InParkingLot>>,
+    }
+}
+
+#[test]
+fn types_absent_now_in_other_crates_containers_are_no_false_alarm() {
+    let root = absent::Root {
+        small: SmallVec::new(),
+        once: tokio::sync::OnceCell::new(),
+        parked: parking_lot::Mutex::new(None),
+    };
+    let reported = kv_core::registry::unreached_within(&[&root], &["foreign_containers::absent"]);
+    assert!(reported.is_empty(), "{reported:?}");
+}
