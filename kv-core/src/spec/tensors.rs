@@ -154,11 +154,7 @@ impl TensorPart {
                 };
                 // A sub-byte dtype rounds up per tensor, not per memo: no
                 // closed form; such a memo is refused by `first_invalid`.
-                let bytes = total_bits / 8;
-                if bytes > u64::MAX as u128 {
-                    return Err(BYTES);
-                }
-                Ok(bytes as u64)
+                u64::try_from(total_bits / 8).map_err(|_| BYTES)
             }
         }
     }
