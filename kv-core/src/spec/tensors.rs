@@ -154,7 +154,12 @@ impl TensorPart {
                 };
                 // A sub-byte dtype rounds up per tensor, not per memo: no
                 // closed form; such a memo is refused by `first_invalid`.
-                u64::try_from(total_bits / 8).map_err(|_| BYTES)
+                // Past u64 when the cast loses bits (no boundary to get wrong).
+                let bytes = total_bits / 8;
+                if bytes as u64 as u128 != bytes {
+                    return Err(BYTES);
+                }
+                Ok(bytes as u64)
             }
         }
     }
