@@ -23,17 +23,13 @@ struct Estimated {
 }
 
 pub fn run(args: &Args) -> bool {
-    match (args.engine, args.llamacpp.first_given()) {
-        (Engine::LlamaCpp, _) => {
+    // Flags the engine does not read were refused before (`crate::flags`).
+    match args.engine {
+        Engine::LlamaCpp => {
             return crate::llamacpp::run(&args.configs, &args.llamacpp, args.format)
         }
-        (_, Some(flag)) => clap::Error::raw(
-            clap::error::ErrorKind::ArgumentConflict,
-            format!("{flag} applies to --engine llama.cpp only\n"),
-        )
-        .exit(),
-        (Engine::Sglang, None) => return crate::sglang::run(args),
-        (Engine::Vllm, None) => {}
+        Engine::Sglang => return crate::sglang::run(args),
+        Engine::Vllm => {}
     }
     let (files, mut problems) = expand(&args.configs, Some("config.json"));
     for problem in &problems {

@@ -53,23 +53,6 @@ pub struct LlamaCppArgs {
 }
 
 impl LlamaCppArgs {
-    /// The first llama.cpp flag given, for refusing it with another engine.
-    pub fn first_given(&self) -> Option<&'static str> {
-        [
-            (self.ctx_size.is_some(), "--ctx-size"),
-            (self.parallel.is_some(), "--parallel"),
-            (self.ubatch_size.is_some(), "--ubatch-size"),
-            (self.batch_size.is_some(), "--batch-size"),
-            (self.kv_unified, "--kv-unified"),
-            (self.swa_full, "--swa-full"),
-            (self.flash_attn.is_some(), "--flash-attn"),
-            (self.cache_type_k.is_some(), "--cache-type-k"),
-            (self.cache_type_v.is_some(), "--cache-type-v"),
-        ]
-        .into_iter()
-        .find_map(|(given, flag)| given.then_some(flag))
-    }
-
     fn settings(&self) -> LlamaCppSettings {
         let mut s = LlamaCppSettings::default();
         s.n_ctx = self.ctx_size.unwrap_or(s.n_ctx);

@@ -15,17 +15,18 @@
 use std::path::PathBuf;
 use std::process::ExitCode;
 
-use clap::{Parser, Subcommand, ValueEnum};
+use clap::{CommandFactory, FromArgMatches, Subcommand, ValueEnum};
 
 mod estimate;
 mod estimate_args;
+mod flags;
 mod input;
 mod llamacpp;
 mod merge;
 mod sglang;
 mod table;
 
-#[derive(Parser)]
+#[derive(clap::Parser)]
 #[command(name = "kv", version, about = "Model-local KV: estimate, merge, table")]
 struct Cli {
     #[command(subcommand)]
@@ -71,9 +72,16 @@ enum Command {
 }
 
 fn main() -> ExitCode {
-    let cli = Cli::parse();
+    let matches = Cli::command().get_matches();
+    let cli = Cli::from_arg_matches(&matches).unwrap_or_else(|e| e.exit());
     let ok = match cli.command {
-        Command::Estimate(args) => estimate::run(&args),
+        Command::Estimate(args) => {
+            // Which flags were given (not defaulted) is known only here.
+            if let Some(given) = matches.subcommand_matches("estimate") {
+                flags::refuse_foreign_flags(given, args.engine, args.format);
+            }
+            estimate::run(&args)
+        }
         Command::Merge { reports, format } => merge::run(&reports, format),
         Command::Table {
             report,

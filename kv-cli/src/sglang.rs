@@ -34,14 +34,6 @@ pub fn run(args: &Args) -> bool {
         )
         .exit()
     };
-    if args.pp != 1 || args.dcp != 1 {
-        clap::Error::raw(
-            clap::error::ErrorKind::ArgumentConflict,
-            "--engine sglang covers --pp 1 and --dcp 1 (SGLang's pipeline and decode context \
-             parallelism are not in kv's profile)\n",
-        )
-        .exit()
-    }
     let kv_cache_dtype = match args.kv_format {
         None => SglangKvDtype::Auto,
         Some(Storage::Dense(DType::F8E4M3)) => SglangKvDtype::Fp8E4m3,
@@ -49,7 +41,7 @@ pub fn run(args: &Args) -> bool {
         Some(other) => clap::Error::raw(
             clap::error::ErrorKind::ValueValidation,
             format!(
-                "invalid value for '--kv-cache-dtype': {other:?}: kv's SGLang profile takes \
+                "invalid value for '--kv-cache-dtype': {other}: kv's SGLang profile takes \
                  fp8_e4m3 or fp8_e5m2 (omit the flag for auto, the model dtype)\n"
             ),
         )

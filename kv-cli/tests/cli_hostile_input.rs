@@ -1,0 +1,337 @@
+//! Issue 35, the `kv` command's side: flags an engine does not read are
+//! refused by name; files that are too big, not regular, GGUF where JSON is
+//! wanted, or walked in a circle are one clear line; bytes from a file are
+//! escaped and cut before they reach stderr; a failed write to stdout is an
+//! error; `kv merge` refuses ranks of different models.
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output};
+
+fn kv(args: &[&str]) -> Output {
+    Command::new(env!("CARGO_BIN_EXE_kv"))
+        .args(args)
+        .output()
+        .expect("the kv binary runs")
+}
+
+fn stdout(out: &Output) -> String {
+    String::from_utf8(out.stdout.clone()).unwrap()
+}
+
+fn stderr(out: &Output) -> String {
+    String::from_utf8(out.stderr.clone()).unwrap()
+}
+
+fn shipped(name: &str) -> String {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+        .join("../examples/configs")
+        .join(name)
+        .join("config.json")
+        .display()
+        .to_string()
+}
+
+/// A fresh directory for one test's files.
+fn scratch(test: &str) -> PathBuf {
+    let dir = PathBuf::from(env!("CARGO_TARGET_TMPDIR"))
+        .join("kv-cli-hostile")
+        .join(test);
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).unwrap();
+    dir
+}
+
+fn write(dir: &Path, name: &str, bytes: impl AsRef<[u8]>) -> String {
+    let path = dir.join(name);
+    std::fs::write(&path, bytes).unwrap();
+    path.display().to_string()
+}
+
+/// Llama-3-8B's cache geometry as a GGUF v3 header (32 layers, 32 heads, 8
+/// KV heads, n_embd 4096, 8192 context).
+fn llama_gguf() -> Vec<u8> {
+    fn string(out: &mut Vec<u8>, s: &str) {
+        out.extend((s.len() as u64).to_le_bytes());
+        out.extend(s.as_bytes());
+    }
+    let numbers = [
+        ("llama.block_count", 32u32),
+        ("llama.context_length", 8192),
+        ("llama.embedding_length", 4096),
+        ("llama.attention.head_count", 32),
+        ("llama.attention.head_count_kv", 8),
+    ];
+    let mut out = b"GGUF".to_vec();
+    out.extend(3u32.to_le_bytes());
+    out.extend(0u64.to_le_bytes());
+    out.extend((numbers.len() as u64 + 1).to_le_bytes());
+    string(&mut out, "general.architecture");
+    out.extend(8u32.to_le_bytes());
+    string(&mut out, "llama");
+    for (key, value) in numbers {
+        string(&mut out, key);
+        out.extend(4u32.to_le_bytes());
+        out.extend(value.to_le_bytes());
+    }
+    out
+}
+
+/// Each engine's profile, with the flags it needs to run on its file.
+fn engine_args(engine: &str, config: &str, gguf: &str) -> Vec<String> {
+    let mut args = vec![
+        "estimate".to_owned(),
+        "--engine".to_owned(),
+        engine.to_owned(),
+    ];
+    match engine {
+        "vllm" => args.extend([config.to_owned(), "--positions".into(), "8192".into()]),
+        "sglang" => args.extend([
+            config.to_owned(),
+            "--kv-cache-memory-bytes".into(),
+            "8G".into(),
+        ]),
+        _ => args.push(gguf.to_owned()),
+    }
+    args
+}
+
+/// Every flag of `kv estimate` that one engine's profile does not read, with
+/// a value, and the words its refusal must hold (what to use instead).
+const REFUSED: &[(&str, &[&str], &str)] = &[
+    // vLLM: SGLang's and llama.cpp's own flags.
+    ("vllm", &["--dp", "2"], "vLLM's data-parallel replicas"),
+    (
+        "vllm",
+        &["--swa-full-tokens-ratio", "0.5"],
+        "it is SGLang's",
+    ),
+    (
+        "vllm",
+        &["--mamba-full-memory-ratio", "0.5"],
+        "it is SGLang's",
+    ),
+    (
+        "vllm",
+        &["--max-running-requests", "8"],
+        "vLLM's is --max-num-seqs",
+    ),
+    (
+        "vllm",
+        &["--max-total-tokens", "8192"],
+        "--kv-cache-memory-bytes",
+    ),
+    (
+        "vllm",
+        &["--ctx-size", "4096"],
+        "vLLM's length is --positions",
+    ),
+    ("vllm", &["--parallel", "4"], "vLLM's is --max-num-seqs"),
+    (
+        "vllm",
+        &["--ubatch-size", "512"],
+        "--max-num-batched-tokens",
+    ),
+    (
+        "vllm",
+        &["--batch-size", "2048"],
+        "--max-num-batched-tokens",
+    ),
+    ("vllm", &["--kv-unified"], "it is llama.cpp's -kvu"),
+    ("vllm", &["--swa-full"], "it is llama.cpp's"),
+    ("vllm", &["--flash-attn", "on"], "it is llama.cpp's -fa"),
+    ("vllm", &["--cache-type-k", "q8_0"], "vLLM's is --kv-format"),
+    ("vllm", &["--cache-type-v", "q8_0"], "vLLM's is --kv-format"),
+    // SGLang: vLLM's and llama.cpp's.
+    ("sglang", &["--max-num-seqs", "8"], "--max-running-requests"),
+    (
+        "sglang",
+        &["--allow-long-max-model-len"],
+        "SGLANG_ALLOW_OVERWRITE_LONGER_CONTEXT_LEN",
+    ),
+    ("sglang", &["--speculative-tokens", "2"], "draft model"),
+    ("sglang", &["--no-prefix-caching"], "--disable-radix-cache"),
+    (
+        "sglang",
+        &["--no-async-scheduling"],
+        "--disable-overlap-schedule",
+    ),
+    ("sglang", &["--pp", "2"], "--pp-size"),
+    ("sglang", &["--pp", "1"], "--pp-size"),
+    ("sglang", &["--dcp", "2"], "decode context parallelism"),
+    (
+        "sglang",
+        &["--dcp-interleave", "2"],
+        "decode context parallelism",
+    ),
+    ("sglang", &["--block-size", "32"], "--page-size"),
+    (
+        "sglang",
+        &["--max-num-batched-tokens", "4096"],
+        "--chunked-prefill-size",
+    ),
+    (
+        "sglang",
+        &["--format", "markdown"],
+        "give --format text or json",
+    ),
+    (
+        "sglang",
+        &["--ctx-size", "4096"],
+        "SGLang's length is --positions",
+    ),
+    ("sglang", &["--parallel", "4"], "--max-running-requests"),
+    ("sglang", &["--ubatch-size", "512"], "it is llama.cpp's -ub"),
+    ("sglang", &["--batch-size", "2048"], "it is llama.cpp's -b"),
+    ("sglang", &["--kv-unified"], "it is llama.cpp's -kvu"),
+    ("sglang", &["--swa-full"], "--swa-full-tokens-ratio"),
+    ("sglang", &["--flash-attn", "off"], "it is llama.cpp's -fa"),
+    (
+        "sglang",
+        &["--cache-type-k", "q8_0"],
+        "--kv-format fp8_e4m3",
+    ),
+    (
+        "sglang",
+        &["--cache-type-v", "q8_0"],
+        "--kv-format fp8_e4m3",
+    ),
+    // llama.cpp: vLLM's and SGLang's.
+    ("llama.cpp", &["--tp", "2"], "one llama.cpp process"),
+    ("llama.cpp", &["--pp", "2"], "one llama.cpp process"),
+    (
+        "llama.cpp",
+        &["--kv-format", "q8_0"],
+        "--cache-type-k TYPE and --cache-type-v TYPE",
+    ),
+    (
+        "llama.cpp",
+        &["--kv-cache-dtype", "fp8"],
+        "--cache-type-k TYPE and --cache-type-v TYPE",
+    ),
+    (
+        "llama.cpp",
+        &["--kv-cache-memory-bytes", "8G"],
+        "--ctx-size and --parallel",
+    ),
+    (
+        "llama.cpp",
+        &["--positions", "4096"],
+        "llama.cpp's length is --ctx-size",
+    ),
+    ("llama.cpp", &["--max-num-seqs", "4"], "--parallel"),
+    ("llama.cpp", &["--set", "a=1"], "--override-kv"),
+    ("llama.cpp", &["--dp", "2"], "it is SGLang's --dp-size"),
+    (
+        "llama.cpp",
+        &["--allow-long-max-model-len"],
+        "give --ctx-size alone",
+    ),
+    ("llama.cpp", &["--speculative-tokens", "1"], "draft model"),
+    ("llama.cpp", &["--no-prefix-caching"], "no such setting"),
+    ("llama.cpp", &["--no-async-scheduling"], "no such setting"),
+    ("llama.cpp", &["--dcp", "2"], "decode context parallelism"),
+    (
+        "llama.cpp",
+        &["--dcp-interleave", "2"],
+        "decode context parallelism",
+    ),
+    ("llama.cpp", &["--block-size", "32"], "--ctx-size"),
+    (
+        "llama.cpp",
+        &["--max-num-batched-tokens", "512"],
+        "--batch-size and --ubatch-size",
+    ),
+    (
+        "llama.cpp",
+        &["--swa-full-tokens-ratio", "0.5"],
+        "llama.cpp's is --swa-full",
+    ),
+    (
+        "llama.cpp",
+        &["--mamba-full-memory-ratio", "0.5"],
+        "it is SGLang's",
+    ),
+    (
+        "llama.cpp",
+        &["--max-running-requests", "4"],
+        "llama.cpp's is --parallel",
+    ),
+    ("llama.cpp", &["--max-total-tokens", "4096"], "--ctx-size"),
+];
+
+#[test]
+fn a_flag_the_engine_does_not_read_is_refused_by_name() {
+    let dir = scratch("flags");
+    let gguf = write(&dir, "llama.gguf", llama_gguf());
+    let config = shipped("llama-3-8b");
+    // Each profile runs as given, so a refusal is the flag's alone.
+    for engine in ["vllm", "sglang", "llama.cpp"] {
+        let args = engine_args(engine, &config, &gguf);
+        let args: Vec<&str> = args.iter().map(String::as_str).collect();
+        let out = kv(&args);
+        assert!(out.status.success(), "{engine}: {}", stderr(&out));
+    }
+    for (engine, flag, instead) in REFUSED {
+        let mut args = engine_args(engine, &config, &gguf);
+        args.extend(flag.iter().map(|s| s.to_string()));
+        let args: Vec<&str> = args.iter().map(String::as_str).collect();
+        let out = kv(&args);
+        let err = stderr(&out);
+        assert_eq!(out.status.code(), Some(2), "{args:?}: {err}");
+        assert!(stdout(&out).is_empty(), "{args:?}");
+        assert_eq!(err.lines().count(), 1, "{args:?}: {err}");
+        // How the refusal names the flag.
+        let name = match flag[0] {
+            "--kv-format" | "--kv-cache-dtype" => "--kv-format (--kv-cache-dtype)",
+            "--format" => "--format markdown",
+            other => other,
+        };
+        assert!(
+            err.starts_with(&format!(
+                "error: {name} does not apply to --engine {engine}: "
+            )),
+            "{args:?}: {err}"
+        );
+        assert!(err.contains(instead), "{args:?}: {err}");
+    }
+}
+
+#[test]
+fn a_flag_the_engine_reads_still_applies() {
+    let dir = scratch("flags_applied");
+    let gguf = write(&dir, "llama.gguf", llama_gguf());
+    let config = shipped("llama-3-8b");
+    // SGLang reads --positions, --tp, --set and --kv-format fp8_e4m3.
+    let mut args = engine_args("sglang", &config, &gguf);
+    args.extend(
+        [
+            "--positions",
+            "4096",
+            "--tp",
+            "2",
+            "--kv-format",
+            "fp8_e4m3",
+            "--set",
+            "torch_dtype=bfloat16",
+        ]
+        .map(String::from),
+    );
+    let args: Vec<&str> = args.iter().map(String::as_str).collect();
+    let out = kv(&args);
+    assert!(out.status.success(), "{}", stderr(&out));
+    assert!(stdout(&out).contains("tp 2"), "{}", stdout(&out));
+    // The Debug form of a storage format is gone from SGLang's refusal.
+    let mut args = engine_args("sglang", &config, &gguf);
+    args.extend(["--kv-format", "q4_0"].map(String::from));
+    let args: Vec<&str> = args.iter().map(String::as_str).collect();
+    let out = kv(&args);
+    assert_eq!(out.status.code(), Some(2));
+    assert_eq!(
+        stderr(&out),
+        "error: invalid value for '--kv-cache-dtype': q4_0: kv's SGLang profile takes \
+         fp8_e4m3 or fp8_e5m2 (omit the flag for auto, the model dtype)\n"
+    );
+    // A default is not a flag given: vLLM runs with SGLang's defaults unset.
+    let out = kv(&["estimate", &config, "--positions", "4096", "--tp", "2"]);
+    assert!(out.status.success(), "{}", stderr(&out));
+}
