@@ -6,6 +6,7 @@ use kv_core::export::ClusterReport;
 use kv_core::KvError;
 
 use crate::input::{emit, expand, Problem};
+use crate::same_model::different_models;
 use crate::table::read_report;
 use crate::Format;
 
@@ -20,7 +21,11 @@ pub fn run(paths: &[PathBuf], format: Format) -> bool {
     }
     if problems.is_empty() {
         let names: Vec<String> = reports.iter().map(|(file, _)| file.clone()).collect();
+        // kv-core checks the layout and the figures; then kv checks that the
+        // ranks are of one model (a report names none: its declarations do).
+        let different = different_models(&reports);
         match ClusterReport::merge_labelled(reports) {
+            Ok(_) if !different.is_empty() => problems.extend(different),
             Ok(cluster) => {
                 emit(&render(&cluster, format));
                 return true;

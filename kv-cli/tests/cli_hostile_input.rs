@@ -335,3 +335,113 @@ fn a_flag_the_engine_reads_still_applies() {
     let out = kv(&["estimate", &config, "--positions", "4096", "--tp", "2"]);
     assert!(out.status.success(), "{}", stderr(&out));
 }
+
+/// Each rank's report from `kv estimate --format json`, written as
+/// `{prefix}{tp}_{pp}.json`; the paths in rank order.
+fn rank_reports(dir: &Path, prefix: &str, args: &[&str]) -> Vec<String> {
+    let mut all = vec!["estimate", "--format", "json"];
+    all.extend(args);
+    let out = kv(&all);
+    assert!(out.status.success(), "{args:?}: {}", stderr(&out));
+    let estimate: serde_json::Value = serde_json::from_str(&stdout(&out)).unwrap();
+    estimate[0]["ranks"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|rank| {
+            let p = &rank["report"]["parallel"];
+            let name = format!("{prefix}{}_{}.json", p["tp_rank"], p["pp_rank"]);
+            write(dir, &name, rank["report"].to_string())
+        })
+        .collect()
+}
+
+#[test]
+fn merge_refuses_ranks_of_different_models() {
+    let dir = scratch("merge_models");
+    let llama = shipped("llama-3-8b");
+    let mistral = shipped("mistral-7b-v0.1");
+    let layout = ["--positions", "4096", "--tp", "2"];
+    let a = rank_reports(&dir, "llama", &[&[llama.as_str()][..], &layout].concat());
+    let b = rank_reports(
+        &dir,
+        "mistral",
+        &[&[mistral.as_str()][..], &layout].concat(),
+    );
+    // Llama's rank 0 with Mistral's rank 1: one layout, two models.
+    let out = kv(&["merge", &a[0], &b[1]]);
+    assert_eq!(out.status.code(), Some(1), "{}", stdout(&out));
+    assert!(stdout(&out).is_empty());
+    assert_eq!(
+        stderr(&out),
+        format!(
+            "kv: {}: cannot merge: not a rank of the same model as {} (rank tp=0 pp=0): \
+             pipeline stage 0 holds declarations sliding_attention here, full_attention there\n",
+            b[1], a[0]
+        )
+    );
+    // Llama with 28 layers: same declaration, another layer count in one stage.
+    let c = rank_reports(
+        &dir,
+        "short",
+        &[
+            &[llama.as_str(), "--set", "num_hidden_layers=28"][..],
+            &layout,
+        ]
+        .concat(),
+    );
+    let out = kv(&["merge", &a[0], &c[1]]);
+    assert_eq!(out.status.code(), Some(1));
+    assert_eq!(
+        stderr(&out),
+        format!(
+            "kv: {}: cannot merge: not a rank of the same model as {} (rank tp=0 pp=0): \
+             declaration `full_attention` has layers 28 here, 32 there \
+             (ranks of one pipeline stage hold the same)\n",
+            c[1], a[0]
+        )
+    );
+    // Across pipeline stages: 4 KV heads in one stage, 8 in the other.
+    let stages = ["--positions", "4096", "--pp", "2"];
+    let d = rank_reports(&dir, "stages", &[&[llama.as_str()][..], &stages].concat());
+    let e = rank_reports(
+        &dir,
+        "fewer_heads",
+        &[
+            &[llama.as_str(), "--set", "num_key_value_heads=4"][..],
+            &stages,
+        ]
+        .concat(),
+    );
+    let out = kv(&["merge", &d[0], &e[1]]);
+    assert_eq!(out.status.code(), Some(1));
+    assert_eq!(
+        stderr(&out),
+        format!(
+            "kv: {}: cannot merge: not a rank of the same model as {} (rank tp=0 pp=0): \
+             declaration `full_attention` has kv_heads 4 here, 8 there\n",
+            e[1], d[0]
+        )
+    );
+    // The ranks of one model still merge, hybrids' uneven stages included.
+    for (prefix, args) in [
+        (
+            "gemma",
+            vec![
+                shipped("gemma-3-27b"),
+                "--set".into(),
+                "sliding_window_pattern=6".into(),
+            ],
+        ),
+        ("jamba", vec![shipped("jamba-v0.1")]),
+        ("lite", vec![shipped("deepseek-v2-lite")]),
+    ] {
+        let mut all: Vec<&str> = args.iter().map(String::as_str).collect();
+        all.extend(["--positions", "4096", "--tp", "2", "--pp", "4"]);
+        let files = rank_reports(&dir, prefix, &all);
+        let mut merge = vec!["merge"];
+        merge.extend(files.iter().map(String::as_str));
+        let out = kv(&merge);
+        assert!(out.status.success(), "{prefix}: {}", stderr(&out));
+    }
+}
