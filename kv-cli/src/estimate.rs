@@ -12,7 +12,8 @@ use kv_engines::estimate::{
 use serde_json::Value;
 
 use crate::estimate_args::{Args, Engine};
-use crate::input::{emit, emit_json_array, expand, read_config, Problem};
+use crate::input::{expand, read_config, Problem};
+use crate::output::{emit, emit_json_array, StdoutFailed};
 use crate::Format;
 
 /// One config's estimate, divided per rank by kv-core: the ranks (their
@@ -22,7 +23,8 @@ struct Estimated {
     ranks: Vec<EstimateRank>,
 }
 
-pub fn run(args: &Args) -> bool {
+/// Estimates every config; `Ok(false)` when any could not be.
+pub fn run(args: &Args) -> Result<bool, StdoutFailed> {
     // Flags the engine does not read were refused before (`crate::flags`).
     match args.engine {
         Engine::LlamaCpp => {
@@ -60,7 +62,7 @@ pub fn run(args: &Args) -> bool {
         match estimate_file(file, &settings, args) {
             Ok(estimated) => {
                 if args.format != Format::Json {
-                    emit(&render(&estimated, args));
+                    emit(&render(&estimated, args))?;
                 }
                 done.push(estimated);
             }
@@ -73,9 +75,9 @@ pub fn run(args: &Args) -> bool {
         }
     }
     if args.format == Format::Json {
-        emit_json_array(done.iter().map(to_json).collect());
+        emit_json_array(done.iter().map(to_json).collect())?;
     }
-    problems.is_empty()
+    Ok(problems.is_empty())
 }
 
 fn estimate_file(
@@ -83,7 +85,7 @@ fn estimate_file(
     settings: &EstimateSettings,
     args: &Args,
 ) -> Result<Estimated, Vec<Problem>> {
-    let config = read_config(file).map_err(|p| vec![p])?;
+    let config = read_config(file, args.read.max_file_bytes).map_err(|p| vec![p])?;
     let estimate = kv_engines::estimate::estimate(&config, settings).map_err(|e| {
         e.into_problems()
             .into_iter()

@@ -209,6 +209,16 @@ const RULES: &[Rule] = &[
              llama.cpp profile); omit it",
         ),
     },
+    Rule {
+        id: "max_file_bytes",
+        flag: "--max-file-bytes",
+        vllm: ALL,
+        sglang: ALL,
+        llamacpp: Some(
+            "it bounds JSON configs; a GGUF file is read to the end of its header only, \
+             whatever its size: omit it",
+        ),
+    },
     // SGLang's own.
     Rule {
         id: "dp",

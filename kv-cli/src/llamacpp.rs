@@ -12,7 +12,8 @@ use kv_engines::estimate::llamacpp::{
 use kv_engines::gguf::GgufMetadata;
 use serde_json::Value;
 
-use crate::input::{emit, emit_json_array, Problem};
+use crate::input::{regular_file, Problem};
+use crate::output::{emit, emit_json_array, StdoutFailed};
 use crate::Format;
 
 /// llama.cpp's settings (with --engine llama.cpp), named as llama-server
@@ -87,8 +88,8 @@ fn parse_type(text: &str) -> Result<GgmlType, String> {
     })
 }
 
-/// Estimates every GGUF file; false when any could not be.
-pub fn run(files: &[PathBuf], args: &LlamaCppArgs, format: Format) -> bool {
+/// Estimates every GGUF file; `Ok(false)` when any could not be.
+pub fn run(files: &[PathBuf], args: &LlamaCppArgs, format: Format) -> Result<bool, StdoutFailed> {
     let settings = args.settings();
     let mut done = Vec::new();
     let mut ok = true;
@@ -96,7 +97,7 @@ pub fn run(files: &[PathBuf], args: &LlamaCppArgs, format: Format) -> bool {
         match estimate_file(file, &settings) {
             Ok(estimated) => {
                 if format != Format::Json {
-                    emit(&render(file, &estimated, format));
+                    emit(&render(file, &estimated, format))?;
                 }
                 done.push((file, estimated));
             }
@@ -117,12 +118,14 @@ pub fn run(files: &[PathBuf], args: &LlamaCppArgs, format: Format) -> bool {
                 value
             })
             .collect();
-        emit_json_array(all);
+        emit_json_array(all)?;
     }
-    ok
+    Ok(ok)
 }
 
 fn estimate_file(file: &Path, settings: &LlamaCppSettings) -> Result<LlamaCppEstimate, Problem> {
+    // A FIFO would block the GGUF reader and a device never end it.
+    regular_file(file)?;
     let meta = GgufMetadata::from_path(file).map_err(|e| Problem::new(file, e))?;
     estimate(&meta, settings).map_err(|e| Problem::new(file, e))
 }

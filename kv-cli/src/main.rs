@@ -23,6 +23,7 @@ mod flags;
 mod input;
 mod llamacpp;
 mod merge;
+mod output;
 mod same_model;
 mod sglang;
 mod table;
@@ -58,6 +59,8 @@ enum Command {
         /// Output format.
         #[arg(long, value_enum, default_value_t = Format::Text)]
         format: Format,
+        #[command(flatten)]
+        read: input::ReadLimit,
     },
     /// Prints a report (Collection::export JSON) as a table.
     Table {
@@ -69,6 +72,8 @@ enum Command {
         /// Output format.
         #[arg(long, value_enum, default_value_t = Format::Text)]
         format: Format,
+        #[command(flatten)]
+        read: input::ReadLimit,
     },
 }
 
@@ -83,16 +88,25 @@ fn main() -> ExitCode {
             }
             estimate::run(&args)
         }
-        Command::Merge { reports, format } => merge::run(&reports, format),
+        Command::Merge {
+            reports,
+            format,
+            read,
+        } => merge::run(&reports, format, read.max_file_bytes),
         Command::Table {
             report,
             markdown,
             format,
-        } => table::run(&report, if markdown { Format::Markdown } else { format }),
+            read,
+        } => table::run(
+            &report,
+            if markdown { Format::Markdown } else { format },
+            read.max_file_bytes,
+        ),
     };
-    if ok {
-        ExitCode::SUCCESS
-    } else {
-        ExitCode::FAILURE
+    match ok {
+        Ok(true) => ExitCode::SUCCESS,
+        Ok(false) => ExitCode::FAILURE,
+        Err(failed) => failed.exit_code(),
     }
 }

@@ -5,16 +5,18 @@ use std::path::PathBuf;
 use kv_core::export::ClusterReport;
 use kv_core::KvError;
 
-use crate::input::{emit, expand, Problem};
+use crate::input::{expand, Problem};
+use crate::output::{emit, StdoutFailed};
 use crate::same_model::different_models;
 use crate::table::read_report;
 use crate::Format;
 
-pub fn run(paths: &[PathBuf], format: Format) -> bool {
+/// Merges the reports; `Ok(false)` when they could not be.
+pub fn run(paths: &[PathBuf], format: Format, limit: u64) -> Result<bool, StdoutFailed> {
     let (files, mut problems) = expand(paths, None);
     let mut reports = Vec::new();
     for file in files {
-        match read_report(&file) {
+        match read_report(&file, limit) {
             Ok(report) => reports.push((file.display().to_string(), report)),
             Err(problem) => problems.push(problem),
         }
@@ -27,8 +29,8 @@ pub fn run(paths: &[PathBuf], format: Format) -> bool {
         match ClusterReport::merge_labelled(reports) {
             Ok(_) if !different.is_empty() => problems.extend(different),
             Ok(cluster) => {
-                emit(&render(&cluster, format));
-                return true;
+                emit(&render(&cluster, format))?;
+                return Ok(true);
             }
             // One line per problem, naming the file at fault (every file for
             // a problem of the whole set, such as a missing rank).
@@ -50,7 +52,7 @@ pub fn run(paths: &[PathBuf], format: Format) -> bool {
     for problem in &problems {
         problem.report();
     }
-    false
+    Ok(false)
 }
 
 fn render(cluster: &ClusterReport, format: Format) -> String {

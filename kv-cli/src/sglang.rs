@@ -11,7 +11,8 @@ use kv_engines::estimate::EstimateSettings;
 use serde_json::{json, Value};
 
 use crate::estimate_args::Args;
-use crate::input::{emit, emit_json_array, expand, read_config, Problem};
+use crate::input::{expand, read_config, Problem};
+use crate::output::{emit, emit_json_array, StdoutFailed};
 use crate::Format;
 
 /// One config's pools and what was detected.
@@ -21,7 +22,8 @@ struct Sized {
     pools: SglangPools,
 }
 
-pub fn run(args: &Args) -> bool {
+/// Sizes every config's pools; `Ok(false)` when any could not be.
+pub fn run(args: &Args) -> Result<bool, StdoutFailed> {
     let (files, mut problems) = expand(&args.configs, Some("config.json"));
     for problem in &problems {
         problem.report();
@@ -60,7 +62,7 @@ pub fn run(args: &Args) -> bool {
         match size_file(file, &settings, bytes, args) {
             Ok(sized) => {
                 if args.format != Format::Json {
-                    emit(&render(&sized, &settings));
+                    emit(&render(&sized, &settings))?;
                 }
                 done.push(sized);
             }
@@ -71,9 +73,9 @@ pub fn run(args: &Args) -> bool {
         }
     }
     if args.format == Format::Json {
-        emit_json_array(done.iter().map(to_json).collect());
+        emit_json_array(done.iter().map(to_json).collect())?;
     }
-    problems.is_empty()
+    Ok(problems.is_empty())
 }
 
 fn size_file(
@@ -82,7 +84,7 @@ fn size_file(
     bytes: u64,
     args: &Args,
 ) -> Result<Sized, Problem> {
-    let config = read_config(file)?;
+    let config = read_config(file, args.read.max_file_bytes)?;
     let attn_tp = settings.attn_tp().map_err(|e| Problem::new(file, e))?;
     // kv's detection gives the geometry; SGLang's own rules size it. The
     // length is the model's own, SGLang's context_len.

@@ -445,3 +445,265 @@ fn merge_refuses_ranks_of_different_models() {
         assert!(out.status.success(), "{prefix}: {}", stderr(&out));
     }
 }
+
+/// `kv` with stdout sent to `stdout`.
+fn kv_to(args: &[&str], stdout: std::process::Stdio) -> Output {
+    Command::new(env!("CARGO_BIN_EXE_kv"))
+        .args(args)
+        .stdout(stdout)
+        .output()
+        .expect("the kv binary runs")
+}
+
+/// A rank report (tp=1) of Llama-3-8B, from `kv estimate --format json`.
+fn one_report(dir: &Path) -> String {
+    let llama = shipped("llama-3-8b");
+    rank_reports(dir, "report", &[llama.as_str(), "--positions", "4096"]).remove(0)
+}
+
+#[cfg(unix)]
+#[test]
+fn a_file_that_is_not_regular_is_refused_by_name() {
+    let dir = scratch("not_regular");
+    let fifo = dir.join("config.json");
+    let made = Command::new("mkfifo").arg(&fifo).status().unwrap();
+    assert!(made.success());
+    let fifo = fifo.display().to_string();
+    for (args, file, kind) in [
+        (
+            vec!["estimate", "/dev/zero"],
+            "/dev/zero",
+            "a character device",
+        ),
+        (
+            vec!["table", "/dev/zero"],
+            "/dev/zero",
+            "a character device",
+        ),
+        (
+            vec!["merge", "/dev/zero"],
+            "/dev/zero",
+            "a character device",
+        ),
+        (
+            vec!["estimate", "--engine", "llama.cpp", "/dev/zero"],
+            "/dev/zero",
+            "a character device",
+        ),
+        (
+            vec![
+                "estimate",
+                "--engine",
+                "sglang",
+                "/dev/zero",
+                "--kv-cache-memory-bytes",
+                "8G",
+            ],
+            "/dev/zero",
+            "a character device",
+        ),
+        // No writer: opening it would block for ever.
+        (
+            vec!["estimate", fifo.as_str()],
+            fifo.as_str(),
+            "a FIFO (named pipe)",
+        ),
+        (
+            vec!["table", fifo.as_str()],
+            fifo.as_str(),
+            "a FIFO (named pipe)",
+        ),
+    ] {
+        let out = kv(&args);
+        assert_eq!(out.status.code(), Some(1), "{args:?}");
+        assert_eq!(
+            stderr(&out),
+            format!("kv: {file}: {kind}, not a regular file; give a file kv can read to its end\n"),
+            "{args:?}"
+        );
+    }
+}
+
+#[test]
+fn a_file_above_the_limit_is_refused_and_the_flag_raises_it() {
+    let dir = scratch("limit");
+    // Llama-3-8B's config, padded to 2,000 bytes exactly.
+    let mut text = std::fs::read_to_string(shipped("llama-3-8b")).unwrap();
+    text.push_str(&" ".repeat(2000 - text.len()));
+    let config = write(&dir, "config.json", &text);
+    let out = kv(&[
+        "estimate",
+        &config,
+        "--positions",
+        "4096",
+        "--max-file-bytes",
+        "1999",
+    ]);
+    assert_eq!(out.status.code(), Some(1));
+    assert_eq!(
+        stderr(&out),
+        format!(
+            "kv: {config}: the file is larger than 1,999 bytes, the most kv reads of a \
+             config.json; raise the limit with --max-file-bytes BYTES\n"
+        )
+    );
+    // At the limit: read.
+    let out = kv(&[
+        "estimate",
+        &config,
+        "--positions",
+        "4096",
+        "--max-file-bytes",
+        "2000",
+    ]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    // The default, 16 MiB: a file one byte above it is refused, whatever it holds.
+    let big = write(&dir, "big.json", vec![b' '; (16 << 20) + 1]);
+    for command in ["estimate", "table", "merge"] {
+        let out = kv(&[command, &big]);
+        assert_eq!(out.status.code(), Some(1), "{command}");
+        assert!(
+            stderr(&out).starts_with(&format!(
+                "kv: {big}: the file is larger than 16,777,216 bytes, the most kv reads of a"
+            )),
+            "{command}: {}",
+            stderr(&out)
+        );
+    }
+    // Reports are bounded too, and the flag raises it for them.
+    let report = one_report(&dir);
+    let out = kv(&["table", &report, "--max-file-bytes", "10"]);
+    assert_eq!(out.status.code(), Some(1));
+    assert!(stderr(&out).contains("the most kv reads of a kv report; raise the limit"));
+    let out = kv(&["merge", &report, "--max-file-bytes", "10"]);
+    assert_eq!(out.status.code(), Some(1));
+    let out = kv(&["merge", &report, "--max-file-bytes", "1000000"]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    let out = kv(&["estimate", &config, "--max-file-bytes", "0"]);
+    assert_eq!(out.status.code(), Some(2));
+}
+
+#[cfg(unix)]
+#[test]
+fn a_directory_walk_stops_at_a_link_cycle_and_reads_each_file_once() {
+    let dir = scratch("cycle");
+    std::fs::copy(shipped("llama-3-8b"), dir.join("config.json")).unwrap();
+    // A link back up, a link to the same file, and a link to a link.
+    std::os::unix::fs::symlink(".", dir.join("a")).unwrap();
+    std::fs::create_dir(dir.join("sub")).unwrap();
+    std::os::unix::fs::symlink("../config.json", dir.join("sub/config.json")).unwrap();
+    std::os::unix::fs::symlink("../a", dir.join("sub/up")).unwrap();
+    let out = kv(&["estimate", dir.to_str().unwrap(), "--positions", "4096"]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    let text = stdout(&out);
+    let sources: Vec<&str> = text.lines().filter(|l| !l.starts_with(' ')).collect();
+    assert_eq!(
+        sources,
+        [dir.join("config.json").display().to_string()],
+        "{text}"
+    );
+    // kv merge walks the same way: the report once, not once per path.
+    let reports = scratch("cycle_reports");
+    one_report(&reports);
+    std::os::unix::fs::symlink(".", reports.join("loop")).unwrap();
+    let out = kv(&["merge", reports.to_str().unwrap()]);
+    assert!(out.status.success(), "{}", stderr(&out));
+}
+
+#[test]
+fn a_gguf_file_given_where_json_is_read_is_named() {
+    let dir = scratch("gguf");
+    let gguf = write(&dir, "llama.gguf", llama_gguf());
+    for (args, says) in [
+        (
+            vec!["estimate", gguf.as_str()],
+            "not a config.json; use --engine llama.cpp for GGUF files",
+        ),
+        (
+            vec![
+                "estimate",
+                "--engine",
+                "sglang",
+                gguf.as_str(),
+                "--kv-cache-memory-bytes",
+                "8G",
+            ],
+            "not a config.json; use --engine llama.cpp for GGUF files",
+        ),
+        (
+            vec!["table", gguf.as_str()],
+            "not a kv report; kv merge and kv table read reports (Collection::export JSON)",
+        ),
+        (
+            vec!["merge", gguf.as_str()],
+            "not a kv report; kv merge and kv table read reports (Collection::export JSON)",
+        ),
+    ] {
+        let out = kv(&args);
+        assert_eq!(out.status.code(), Some(1), "{args:?}");
+        assert_eq!(
+            stderr(&out),
+            format!("kv: {gguf}: this is a GGUF file, {says}\n"),
+            "{args:?}"
+        );
+    }
+    // Other bytes that are not UTF-8: where, not "stream did not contain".
+    let latin1 = write(&dir, "config.json", b"{\"model_type\": \"caf\xe9\"}");
+    let out = kv(&["estimate", &latin1]);
+    assert_eq!(out.status.code(), Some(1));
+    assert_eq!(
+        stderr(&out),
+        format!("kv: {latin1}: not UTF-8 text (an invalid byte at offset 19); expected JSON\n")
+    );
+}
+
+#[cfg(target_os = "linux")]
+#[test]
+fn a_failed_write_to_stdout_is_an_error() {
+    let dir = scratch("full");
+    let gguf = write(&dir, "llama.gguf", llama_gguf());
+    let report = one_report(&dir);
+    let llama = shipped("llama-3-8b");
+    let commands: Vec<Vec<&str>> = vec![
+        vec!["estimate", &llama, "--positions", "4096"],
+        vec![
+            "estimate",
+            &llama,
+            "--positions",
+            "4096",
+            "--format",
+            "json",
+        ],
+        vec![
+            "estimate",
+            "--engine",
+            "sglang",
+            &llama,
+            "--kv-cache-memory-bytes",
+            "8G",
+        ],
+        vec!["estimate", "--engine", "llama.cpp", &gguf],
+        vec!["table", &report],
+        vec!["merge", &report],
+    ];
+    for args in &commands {
+        // A full disk: one line, exit 1.
+        let full = std::fs::OpenOptions::new()
+            .write(true)
+            .open("/dev/full")
+            .unwrap();
+        let out = kv_to(args, full.into());
+        assert_eq!(out.status.code(), Some(1), "{args:?}");
+        assert_eq!(
+            stderr(&out),
+            "kv: cannot write to stdout: No space left on device (os error 28)\n",
+            "{args:?}"
+        );
+        // A closed pipe (`| head` done reading): exit 1, quietly, no panic.
+        let (reader, writer) = std::io::pipe().unwrap();
+        drop(reader);
+        let out = kv_to(args, writer.into());
+        assert_eq!(out.status.code(), Some(1), "{args:?}");
+        assert_eq!(stderr(&out), "", "{args:?}");
+    }
+}
