@@ -13,6 +13,7 @@ use serde_json::Value;
 
 use crate::estimate_args::{Args, Engine};
 use crate::input::{expand, read_config, Problem};
+use crate::message::usage_error;
 use crate::output::{emit, emit_json_array, StdoutFailed};
 use crate::Format;
 
@@ -106,26 +107,21 @@ fn estimate_file(
 /// KV format vLLM refuses for the model): bad usage, exit 2.
 fn usage(file: &Path, flag: &str, problem: &str) -> ! {
     let problem = problem.strip_prefix("kv: ").unwrap_or(problem);
-    clap::Error::raw(
+    usage_error(
         clap::error::ErrorKind::ValueValidation,
-        format!(
-            "invalid value for '{flag}': {}: {problem}\n",
-            file.display()
-        ),
+        &format!("invalid value for '{flag}': {}: {problem}", file.display()),
     )
-    .exit()
 }
 
 /// A --tp/--pp/--dcp layout vLLM would not start with: bad usage, exit 2.
 fn refused_layout(file: &Path, problem: &str) -> ! {
-    clap::Error::raw(
+    usage_error(
         clap::error::ErrorKind::ArgumentConflict,
-        format!(
-            "the layout --tp/--pp/--dcp/--dcp-interleave is refused: {}: {problem}\n",
+        &format!(
+            "the layout --tp/--pp/--dcp/--dcp-interleave is refused: {}: {problem}",
             file.display()
         ),
     )
-    .exit()
 }
 
 /// One problem in CLI words: a length the flag gave that the model refuses
@@ -137,14 +133,7 @@ fn problem(file: &Path, error: KvError, args: &Args) -> Problem {
         KvError::Config {
             what: "kv_format",
             problem,
-        } if args.kv_format.is_some() => clap::Error::raw(
-            clap::error::ErrorKind::ValueValidation,
-            format!(
-                "invalid value for '--kv-format': {}: {problem}\n",
-                file.display()
-            ),
-        )
-        .exit(),
+        } if args.kv_format.is_some() => usage(file, "--kv-format", problem),
         KvError::Config {
             what: "kv_format", ..
         } => Problem::new(file, error),

@@ -7,6 +7,7 @@ use clap::parser::ValueSource;
 use clap::ArgMatches;
 
 use crate::estimate_args::Engine;
+use crate::message::usage_error;
 use crate::Format;
 
 /// One flag: for each engine, `None` where its profile reads the flag, else
@@ -366,11 +367,7 @@ pub fn foreign_flag(matches: &ArgMatches, engine: Engine, format: Format) -> Opt
 /// Exits 2 (clap's usage exit) with the refusal, if any flag does not apply.
 pub fn refuse_foreign_flags(matches: &ArgMatches, engine: Engine, format: Format) {
     if let Some(refusal) = foreign_flag(matches, engine, format) {
-        clap::Error::raw(
-            clap::error::ErrorKind::ArgumentConflict,
-            format!("{refusal}\n"),
-        )
-        .exit()
+        usage_error(clap::error::ErrorKind::ArgumentConflict, &refusal)
     }
 }
 

@@ -7,6 +7,8 @@ use std::path::{Path, PathBuf};
 
 use kv_core::units::thousands;
 
+use crate::message::{escaped, printable};
+
 use serde_json::Value;
 
 /// One problem with one input, printed as `kv: FILE: PROBLEM` on one line.
@@ -33,12 +35,10 @@ impl Problem {
 impl std::fmt::Display for Problem {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         // kv-core's messages start with "kv: "; the file goes in between.
+        // The file is escaped, never cut (it is the user's own path); the
+        // message may quote a file's bytes, and is cut as well.
         let message = self.message.strip_prefix("kv: ").unwrap_or(&self.message);
-        let one_line: String = message
-            .chars()
-            .map(|c| if c == '\n' || c == '\r' { ' ' } else { c })
-            .collect();
-        write!(f, "kv: {}: {}", self.file, one_line.trim_end())
+        write!(f, "kv: {}: {}", escaped(&self.file), printable(message))
     }
 }
 

@@ -23,6 +23,7 @@ mod flags;
 mod input;
 mod llamacpp;
 mod merge;
+mod message;
 mod output;
 mod same_model;
 mod sglang;

@@ -12,6 +12,7 @@ use serde_json::{json, Value};
 
 use crate::estimate_args::Args;
 use crate::input::{expand, read_config, Problem};
+use crate::message::usage_error;
 use crate::output::{emit, emit_json_array, StdoutFailed};
 use crate::Format;
 
@@ -29,25 +30,23 @@ pub fn run(args: &Args) -> Result<bool, StdoutFailed> {
         problem.report();
     }
     let Some(bytes) = args.kv_cache_memory_bytes else {
-        clap::Error::raw(
+        usage_error(
             clap::error::ErrorKind::MissingRequiredArgument,
             "--engine sglang needs --kv-cache-memory-bytes B (the memory SGLang has left for \
-             its KV pools after the weights, per GPU)\n",
+             its KV pools after the weights, per GPU)",
         )
-        .exit()
     };
     let kv_cache_dtype = match args.kv_format {
         None => SglangKvDtype::Auto,
         Some(Storage::Dense(DType::F8E4M3)) => SglangKvDtype::Fp8E4m3,
         Some(Storage::Dense(DType::F8E5M2)) => SglangKvDtype::Fp8E5m2,
-        Some(other) => clap::Error::raw(
+        Some(other) => usage_error(
             clap::error::ErrorKind::ValueValidation,
-            format!(
+            &format!(
                 "invalid value for '--kv-cache-dtype': {other}: kv's SGLang profile takes \
-                 fp8_e4m3 or fp8_e5m2 (omit the flag for auto, the model dtype)\n"
+                 fp8_e4m3 or fp8_e5m2 (omit the flag for auto, the model dtype)"
             ),
-        )
-        .exit(),
+        ),
     };
     let mut settings = SglangSettings::default();
     settings.tp = args.tp;

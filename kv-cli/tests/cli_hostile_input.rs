@@ -707,3 +707,60 @@ fn a_failed_write_to_stdout_is_an_error() {
         assert_eq!(stderr(&out), "", "{args:?}");
     }
 }
+
+/// A GGUF v3 header of one key: `general.architecture` = `architecture`.
+fn gguf_of_architecture(architecture: &[u8]) -> Vec<u8> {
+    let mut out = b"GGUF".to_vec();
+    out.extend(3u32.to_le_bytes());
+    out.extend(0u64.to_le_bytes());
+    out.extend(1u64.to_le_bytes());
+    let key = b"general.architecture";
+    out.extend((key.len() as u64).to_le_bytes());
+    out.extend(key);
+    out.extend(8u32.to_le_bytes());
+    out.extend((architecture.len() as u64).to_le_bytes());
+    out.extend(architecture);
+    out
+}
+
+#[test]
+fn bytes_from_a_file_reach_stderr_escaped_and_cut() {
+    let dir = scratch("escaped");
+    let mut architecture = b"\x1b[2J\x1b]0;owned\x07".to_vec();
+    architecture.extend([b'A'; 20_000]);
+    let gguf = write(&dir, "evil.gguf", gguf_of_architecture(&architecture));
+    let out = kv(&["estimate", "--engine", "llama.cpp", &gguf]);
+    assert_eq!(out.status.code(), Some(1));
+    let err = stderr(&out);
+    assert!(!err.bytes().any(|b| b < 0x20 && b != b'\n'), "{err:?}");
+    assert_eq!(err.lines().count(), 1, "{err}");
+    assert!(
+        err.chars().count() < 1000,
+        "{} characters",
+        err.chars().count()
+    );
+    assert!(
+        err.contains("architecture `\\u{1b}[2J\\u{1b}]0;owned\\u{7}AAAA"),
+        "{err}"
+    );
+    assert!(err.contains(" characters cut]...AAAA"), "{err}");
+    // A file's name is escaped too (never cut: it is the user's path).
+    #[cfg(unix)]
+    {
+        use std::os::unix::ffi::OsStrExt as _;
+        let reports = scratch("escaped_name");
+        let name = std::ffi::OsStr::from_bytes(b"\x1b[2Jrank\xe2\x80\xae.json");
+        std::fs::write(reports.join(name), "{}").unwrap();
+        let out = kv(&["merge", reports.to_str().unwrap()]);
+        assert_eq!(out.status.code(), Some(1));
+        let err = stderr(&out);
+        assert!(!err.bytes().any(|b| b < 0x20 && b != b'\n'), "{err:?}");
+        assert!(
+            err.starts_with(&format!(
+                "kv: {}/\\u{{1b}}[2Jrank\\u{{202e}}.json: not a kv report",
+                reports.display()
+            )),
+            "{err}"
+        );
+    }
+}
