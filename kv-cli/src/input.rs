@@ -60,21 +60,20 @@ pub struct ReadLimit {
 /// and its subdirectories (only those named `named`, where given: a
 /// checkpoint folder also holds `tokenizer_config.json` and others), sorted
 /// by path. An unreadable directory or one with no such file is a problem.
-/// A walk enters each directory once and lists each file once, by their
-/// canonical paths, so a link back up (`a -> .`) ends the walk there and a
-/// file reached by two paths is read once; files named on the command line
-/// are kept as given.
+/// A directory's walk enters each directory once and lists each file once,
+/// by their canonical paths, so a link back up (`a -> .`) ends the walk
+/// there and a file reached by two paths in it is read once; what the
+/// command line names is kept as given (a path named twice is read twice).
 pub fn expand(paths: &[PathBuf], named: Option<&str>) -> (Vec<PathBuf>, Vec<Problem>) {
     let mut files = Vec::new();
     let mut problems = Vec::new();
-    let mut seen = Seen::default();
     for path in paths {
         if !path.is_dir() {
             files.push(path.clone());
             continue;
         }
         let mut found = Vec::new();
-        walk(path, named, &mut found, &mut problems, &mut seen);
+        walk(path, named, &mut found, &mut problems, &mut Seen::default());
         found.sort();
         if found.is_empty() {
             let wanted = named.unwrap_or("*.json");

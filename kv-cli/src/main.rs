@@ -9,8 +9,9 @@
 //! - `kv table REPORT.json`: a report (`Collection::export`'s JSON) as a table.
 //!
 //! Exit codes: 0 for success, 1 for bad input (each problem one line
-//! `kv: FILE: ...` on stderr; the other files are still reported), 2 for bad
-//! usage (clap's).
+//! `kv: FILE: ...` on stderr; the other files are still reported) or a
+//! failed write to stdout (`output::StdoutFailed`), 2 for bad usage (clap's,
+//! and a flag the chosen engine does not read: `flags`).
 
 use std::path::PathBuf;
 use std::process::ExitCode;
