@@ -29,7 +29,7 @@ pub fn run(args: &Args) -> Result<bool, StdoutFailed> {
     // Flags the engine does not read were refused before (`crate::flags`).
     match args.engine {
         Engine::LlamaCpp => {
-            return crate::llamacpp::run(&args.configs, &args.llamacpp, args.format)
+            return crate::llamacpp::run(&args.configs, &args.llamacpp, args.kv_format, args.format)
         }
         Engine::Sglang => return crate::sglang::run(args),
         Engine::Vllm => {}

@@ -124,13 +124,11 @@ const RULES: &[Rule] = &[
     },
     Rule {
         id: "kv_format",
-        flag: "--kv-format (--kv-cache-dtype)",
+        flag: "--kv-format",
         vllm: ALL,
         sglang: ALL,
-        llamacpp: Some(
-            "llama.cpp types K and V apart: give --cache-type-k TYPE and --cache-type-v TYPE \
-             (its -ctk/-ctv)",
-        ),
+        // As -ctk T -ctv T; a type llama.cpp does not take is refused there.
+        llamacpp: ALL,
     },
     Rule {
         id: "tp",

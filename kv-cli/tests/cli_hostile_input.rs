@@ -200,16 +200,6 @@ const REFUSED: &[(&str, &[&str], &str)] = &[
     ("llama.cpp", &["--pp", "2"], "one llama.cpp process"),
     (
         "llama.cpp",
-        &["--kv-format", "q8_0"],
-        "--cache-type-k TYPE and --cache-type-v TYPE",
-    ),
-    (
-        "llama.cpp",
-        &["--kv-cache-dtype", "fp8"],
-        "--cache-type-k TYPE and --cache-type-v TYPE",
-    ),
-    (
-        "llama.cpp",
         &["--kv-cache-memory-bytes", "8G"],
         "--ctx-size and --parallel",
     ),
@@ -282,7 +272,6 @@ fn a_flag_the_engine_does_not_read_is_refused_by_name() {
         assert_eq!(err.lines().count(), 1, "{args:?}: {err}");
         // How the refusal names the flag.
         let name = match flag[0] {
-            "--kv-format" | "--kv-cache-dtype" => "--kv-format (--kv-cache-dtype)",
             "--format" => "--format markdown",
             other => other,
         };
@@ -331,6 +320,54 @@ fn a_flag_the_engine_reads_still_applies() {
         "error: invalid value for '--kv-cache-dtype': q4_0: kv's SGLang profile takes \
          fp8_e4m3 or fp8_e5m2 (omit the flag for auto, the model dtype)\n"
     );
+    // llama.cpp reads --kv-format as -ctk T -ctv T (vLLM's --kv-cache-dtype
+    // types K and V alike): the same lines.
+    let lines = |args: &[&str]| {
+        let mut all = vec![
+            "estimate",
+            "--engine",
+            "llama.cpp",
+            &gguf,
+            "--flash-attn",
+            "on",
+        ];
+        all.extend(args);
+        let out = kv(&all);
+        assert!(out.status.success(), "{args:?}: {}", stderr(&out));
+        stdout(&out)
+    };
+    let typed = lines(&["--kv-format", "q8_0"]);
+    assert!(
+        typed.contains("K (q8_0):  272.00 MiB, V (q8_0):  272.00 MiB"),
+        "{typed}"
+    );
+    assert_eq!(
+        typed,
+        lines(&["--cache-type-k", "q8_0", "--cache-type-v", "q8_0"])
+    );
+    assert_eq!(
+        lines(&["--kv-cache-dtype", "bf16"]),
+        lines(&["--cache-type-k", "bf16", "--cache-type-v", "bf16"])
+    );
+    // A format llama.cpp's cache does not take, or beside -ctk/-ctv: exit 2.
+    for (args, says) in [
+        (
+            &["--kv-format", "fp8"][..],
+            "error: invalid value for '--kv-format': f8e4m3 is not a cache type llama.cpp takes; \
+             one of f32, f16, bf16, q8_0, q4_0, q4_1, q5_0, q5_1, iq4_nl\n",
+        ),
+        (
+            &["--kv-format", "q8_0", "--cache-type-k", "f16"][..],
+            "error: --kv-format q8_0 types K and V alike (llama.cpp's -ctk and -ctv); give it or \
+             --cache-type-k, not both\n",
+        ),
+    ] {
+        let mut all = vec!["estimate", "--engine", "llama.cpp", &gguf];
+        all.extend(args);
+        let out = kv(&all);
+        assert_eq!(out.status.code(), Some(2), "{args:?}");
+        assert_eq!(stderr(&out), says, "{args:?}");
+    }
     // A default is not a flag given: vLLM runs with SGLang's defaults unset.
     let out = kv(&["estimate", &config, "--positions", "4096", "--tp", "2"]);
     assert!(out.status.success(), "{}", stderr(&out));
