@@ -6,6 +6,7 @@ use kv_core::export::ClusterReport;
 use kv_core::KvError;
 
 use crate::input::{expand, Problem};
+use crate::message::usage_error;
 use crate::output::{emit, StdoutFailed};
 use crate::same_model::different_models;
 use crate::table::read_report;
@@ -13,6 +14,15 @@ use crate::Format;
 
 /// Merges the reports; `Ok(false)` when they could not be.
 pub fn run(paths: &[PathBuf], format: Format, limit: u64) -> Result<bool, StdoutFailed> {
+    if format == Format::Markdown {
+        // kv-core's cluster view is text; printing it as "Markdown" would
+        // ignore the flag.
+        usage_error(
+            clap::error::ErrorKind::InvalidValue,
+            "--format markdown does not apply to kv merge: its cluster view is text; give \
+             --format text or json",
+        )
+    }
     let (files, mut problems) = expand(paths, None);
     let mut reports = Vec::new();
     for file in files {

@@ -801,3 +801,17 @@ fn bytes_from_a_file_reach_stderr_escaped_and_cut() {
         );
     }
 }
+
+#[test]
+fn merge_refuses_markdown_it_would_not_print() {
+    let dir = scratch("merge_markdown");
+    let report = one_report(&dir);
+    let out = kv(&["merge", &report, "--format", "markdown"]);
+    assert_eq!(out.status.code(), Some(2));
+    assert_eq!(
+        stderr(&out),
+        "error: --format markdown does not apply to kv merge: its cluster view is text; give \
+         --format text or json\n"
+    );
+    assert!(stdout(&out).is_empty());
+}
