@@ -68,8 +68,9 @@ enum Command {
     Table {
         /// The report.
         report: PathBuf,
-        /// Markdown instead of aligned text (the same as --format markdown).
-        #[arg(long)]
+        /// Markdown instead of aligned text (the same as --format markdown;
+        /// refused beside --format, which it would override).
+        #[arg(long, conflicts_with = "format")]
         markdown: bool,
         /// Output format.
         #[arg(long, value_enum, default_value_t = Format::Text)]

@@ -803,7 +803,7 @@ fn bytes_from_a_file_reach_stderr_escaped_and_cut() {
 }
 
 #[test]
-fn merge_refuses_markdown_it_would_not_print() {
+fn merge_and_table_refuse_a_format_they_would_not_print() {
     let dir = scratch("merge_markdown");
     let report = one_report(&dir);
     let out = kv(&["merge", &report, "--format", "markdown"]);
@@ -814,4 +814,12 @@ fn merge_refuses_markdown_it_would_not_print() {
          --format text or json\n"
     );
     assert!(stdout(&out).is_empty());
+    // kv table's --markdown beside --format would override it: refused.
+    let out = kv(&["table", &report, "--markdown", "--format", "json"]);
+    assert_eq!(out.status.code(), Some(2));
+    assert!(
+        stderr(&out).starts_with("error: the argument '--markdown' cannot be used with '--format"),
+        "{}",
+        stderr(&out)
+    );
 }
