@@ -1,15 +1,15 @@
-//! Files on the command line: directories expanded, JSON read, problems
-//! reported as one line naming the file.
+//! Files on the command line: directories expanded (each file once, link
+//! cycles ended), JSON read within a bound (`--max-file-bytes`; regular
+//! files only, a GGUF named), problems reported as one line naming the file.
 
 use std::collections::HashSet;
 use std::io::{Read as _, Write as _};
 use std::path::{Path, PathBuf};
 
 use kv_core::units::thousands;
+use serde_json::Value;
 
 use crate::message::{escaped, printable};
-
-use serde_json::Value;
 
 /// One problem with one input, printed as `kv: FILE: PROBLEM` on one line.
 #[derive(Debug)]
