@@ -12,7 +12,9 @@ use kv_engines::estimate::{
 use serde_json::Value;
 
 use crate::estimate_args::{Args, Engine};
-use crate::input::{emit, emit_json_array, expand, read_config, Problem};
+use crate::input::{expand, read_config, Problem};
+use crate::message::usage_error;
+use crate::output::{emit, emit_json_array, StdoutFailed};
 use crate::Format;
 
 /// One config's estimate, divided per rank by kv-core: the ranks (their
@@ -22,18 +24,15 @@ struct Estimated {
     ranks: Vec<EstimateRank>,
 }
 
-pub fn run(args: &Args) -> bool {
-    match (args.engine, args.llamacpp.first_given()) {
-        (Engine::LlamaCpp, _) => {
-            return crate::llamacpp::run(&args.configs, &args.llamacpp, args.format)
+/// Estimates every config; `Ok(false)` when any could not be.
+pub fn run(args: &Args) -> Result<bool, StdoutFailed> {
+    // Flags the engine does not read were refused before (`crate::flags`).
+    match args.engine {
+        Engine::LlamaCpp => {
+            return crate::llamacpp::run(&args.configs, &args.llamacpp, args.kv_format, args.format)
         }
-        (_, Some(flag)) => clap::Error::raw(
-            clap::error::ErrorKind::ArgumentConflict,
-            format!("{flag} applies to --engine llama.cpp only\n"),
-        )
-        .exit(),
-        (Engine::Sglang, None) => return crate::sglang::run(args),
-        (Engine::Vllm, None) => {}
+        Engine::Sglang => return crate::sglang::run(args),
+        Engine::Vllm => {}
     }
     let (files, mut problems) = expand(&args.configs, Some("config.json"));
     for problem in &problems {
@@ -64,7 +63,7 @@ pub fn run(args: &Args) -> bool {
         match estimate_file(file, &settings, args) {
             Ok(estimated) => {
                 if args.format != Format::Json {
-                    emit(&render(&estimated, args));
+                    emit(&render(&estimated, args))?;
                 }
                 done.push(estimated);
             }
@@ -77,9 +76,9 @@ pub fn run(args: &Args) -> bool {
         }
     }
     if args.format == Format::Json {
-        emit_json_array(done.iter().map(to_json).collect());
+        emit_json_array(done.iter().map(to_json).collect())?;
     }
-    problems.is_empty()
+    Ok(problems.is_empty())
 }
 
 fn estimate_file(
@@ -87,7 +86,7 @@ fn estimate_file(
     settings: &EstimateSettings,
     args: &Args,
 ) -> Result<Estimated, Vec<Problem>> {
-    let config = read_config(file).map_err(|p| vec![p])?;
+    let config = read_config(file, args.read.max_file_bytes).map_err(|p| vec![p])?;
     let estimate = kv_engines::estimate::estimate(&config, settings).map_err(|e| {
         e.into_problems()
             .into_iter()
@@ -108,26 +107,21 @@ fn estimate_file(
 /// KV format vLLM refuses for the model): bad usage, exit 2.
 fn usage(file: &Path, flag: &str, problem: &str) -> ! {
     let problem = problem.strip_prefix("kv: ").unwrap_or(problem);
-    clap::Error::raw(
+    usage_error(
         clap::error::ErrorKind::ValueValidation,
-        format!(
-            "invalid value for '{flag}': {}: {problem}\n",
-            file.display()
-        ),
+        &format!("invalid value for '{flag}': {}: {problem}", file.display()),
     )
-    .exit()
 }
 
 /// A --tp/--pp/--dcp layout vLLM would not start with: bad usage, exit 2.
 fn refused_layout(file: &Path, problem: &str) -> ! {
-    clap::Error::raw(
+    usage_error(
         clap::error::ErrorKind::ArgumentConflict,
-        format!(
-            "the layout --tp/--pp/--dcp/--dcp-interleave is refused: {}: {problem}\n",
+        &format!(
+            "the layout --tp/--pp/--dcp/--dcp-interleave is refused: {}: {problem}",
             file.display()
         ),
     )
-    .exit()
 }
 
 /// One problem in CLI words: a length the flag gave that the model refuses
@@ -139,14 +133,7 @@ fn problem(file: &Path, error: KvError, args: &Args) -> Problem {
         KvError::Config {
             what: "kv_format",
             problem,
-        } if args.kv_format.is_some() => clap::Error::raw(
-            clap::error::ErrorKind::ValueValidation,
-            format!(
-                "invalid value for '--kv-format': {}: {problem}\n",
-                file.display()
-            ),
-        )
-        .exit(),
+        } if args.kv_format.is_some() => usage(file, "--kv-format", problem),
         KvError::Config {
             what: "kv_format", ..
         } => Problem::new(file, error),

@@ -89,6 +89,8 @@ pub struct Args {
     /// Output format.
     #[arg(long, value_enum, default_value_t = Format::Text)]
     pub(crate) format: Format,
+    #[command(flatten)]
+    pub(crate) read: crate::input::ReadLimit,
 }
 
 fn parse_storage(name: &str) -> Result<Storage, String> {

@@ -6,13 +6,16 @@ use std::fmt::Write as _;
 use std::path::{Path, PathBuf};
 
 use kv_core::units::{human_bytes, thousands};
+use kv_core::Storage;
 use kv_engines::estimate::llamacpp::{
     estimate, FlashAttn, GgmlType, LlamaCppEstimate, LlamaCppSettings, LLAMACPP_COMMIT,
 };
 use kv_engines::gguf::GgufMetadata;
 use serde_json::Value;
 
-use crate::input::{emit, emit_json_array, Problem};
+use crate::input::{regular_file, Problem};
+use crate::message::usage_error;
+use crate::output::{emit, emit_json_array, StdoutFailed};
 use crate::Format;
 
 /// llama.cpp's settings (with --engine llama.cpp), named as llama-server
@@ -53,25 +56,41 @@ pub struct LlamaCppArgs {
 }
 
 impl LlamaCppArgs {
-    /// The first llama.cpp flag given, for refusing it with another engine.
-    pub fn first_given(&self) -> Option<&'static str> {
-        [
-            (self.ctx_size.is_some(), "--ctx-size"),
-            (self.parallel.is_some(), "--parallel"),
-            (self.ubatch_size.is_some(), "--ubatch-size"),
-            (self.batch_size.is_some(), "--batch-size"),
-            (self.kv_unified, "--kv-unified"),
-            (self.swa_full, "--swa-full"),
-            (self.flash_attn.is_some(), "--flash-attn"),
-            (self.cache_type_k.is_some(), "--cache-type-k"),
-            (self.cache_type_v.is_some(), "--cache-type-v"),
-        ]
-        .into_iter()
-        .find_map(|(given, flag)| given.then_some(flag))
-    }
-
-    fn settings(&self) -> LlamaCppSettings {
+    /// llama.cpp's settings; `kv_format` (`--kv-format`, as vLLM's
+    /// `--kv-cache-dtype` types K and V alike) is `-ctk T -ctv T` where T is
+    /// a cache type llama.cpp takes, and is refused otherwise or beside
+    /// either of them (exit 2).
+    fn settings(&self, kv_format: Option<Storage>) -> LlamaCppSettings {
         let mut s = LlamaCppSettings::default();
+        if let Some(storage) = kv_format {
+            if let Some(flag) = [
+                (self.cache_type_k.is_some(), "--cache-type-k"),
+                (self.cache_type_v.is_some(), "--cache-type-v"),
+            ]
+            .into_iter()
+            .find_map(|(given, flag)| given.then_some(flag))
+            {
+                usage_error(
+                    clap::error::ErrorKind::ArgumentConflict,
+                    &format!(
+                        "--kv-format {storage} types K and V alike (llama.cpp's -ctk and -ctv); \
+                         give it or {flag}, not both"
+                    ),
+                )
+            }
+            let Some(cache_type) = GgmlType::from_name(&storage.to_string()) else {
+                usage_error(
+                    clap::error::ErrorKind::ValueValidation,
+                    &format!(
+                        "invalid value for '--kv-format': {storage} is not a cache type llama.cpp \
+                         takes; one of {}",
+                        cache_type_names()
+                    ),
+                )
+            };
+            s.type_k = cache_type;
+            s.type_v = cache_type;
+        }
         s.n_ctx = self.ctx_size.unwrap_or(s.n_ctx);
         s.n_seq = self.parallel.unwrap_or(s.n_seq);
         s.n_ubatch = self.ubatch_size.unwrap_or(s.n_ubatch);
@@ -94,26 +113,36 @@ fn parse_flash_attn(text: &str) -> Result<FlashAttn, String> {
     }
 }
 
+/// `f32, f16, bf16, q8_0, ...`: the cache types llama.cpp takes.
+fn cache_type_names() -> String {
+    let names: Vec<&str> = GgmlType::ALL.iter().map(|t| t.name()).collect();
+    names.join(", ")
+}
+
 fn parse_type(text: &str) -> Result<GgmlType, String> {
     GgmlType::from_name(text).ok_or_else(|| {
-        let names: Vec<&str> = GgmlType::ALL.iter().map(|t| t.name()).collect();
         format!(
             "`{text}` is not a cache type llama.cpp takes here; one of {}",
-            names.join(", ")
+            cache_type_names()
         )
     })
 }
 
-/// Estimates every GGUF file; false when any could not be.
-pub fn run(files: &[PathBuf], args: &LlamaCppArgs, format: Format) -> bool {
-    let settings = args.settings();
+/// Estimates every GGUF file; `Ok(false)` when any could not be.
+pub fn run(
+    files: &[PathBuf],
+    args: &LlamaCppArgs,
+    kv_format: Option<Storage>,
+    format: Format,
+) -> Result<bool, StdoutFailed> {
+    let settings = args.settings(kv_format);
     let mut done = Vec::new();
     let mut ok = true;
     for file in files {
         match estimate_file(file, &settings) {
             Ok(estimated) => {
                 if format != Format::Json {
-                    emit(&render(file, &estimated, format));
+                    emit(&render(file, &estimated, format))?;
                 }
                 done.push((file, estimated));
             }
@@ -134,12 +163,14 @@ pub fn run(files: &[PathBuf], args: &LlamaCppArgs, format: Format) -> bool {
                 value
             })
             .collect();
-        emit_json_array(all);
+        emit_json_array(all)?;
     }
-    ok
+    Ok(ok)
 }
 
 fn estimate_file(file: &Path, settings: &LlamaCppSettings) -> Result<LlamaCppEstimate, Problem> {
+    // A FIFO would block the GGUF reader and a device never end it.
+    regular_file(file)?;
     let meta = GgufMetadata::from_path(file).map_err(|e| Problem::new(file, e))?;
     estimate(&meta, settings).map_err(|e| Problem::new(file, e))
 }

@@ -9,23 +9,28 @@
 //! - `kv table REPORT.json`: a report (`Collection::export`'s JSON) as a table.
 //!
 //! Exit codes: 0 for success, 1 for bad input (each problem one line
-//! `kv: FILE: ...` on stderr; the other files are still reported), 2 for bad
-//! usage (clap's).
+//! `kv: FILE: ...` on stderr; the other files are still reported) or a
+//! failed write to stdout (`output::StdoutFailed`), 2 for bad usage (clap's,
+//! and a flag the chosen engine does not read: `flags`).
 
 use std::path::PathBuf;
 use std::process::ExitCode;
 
-use clap::{Parser, Subcommand, ValueEnum};
+use clap::{CommandFactory, FromArgMatches, Subcommand, ValueEnum};
 
 mod estimate;
 mod estimate_args;
+mod flags;
 mod input;
 mod llamacpp;
 mod merge;
+mod message;
+mod output;
+mod same_model;
 mod sglang;
 mod table;
 
-#[derive(Parser)]
+#[derive(clap::Parser)]
 #[command(name = "kv", version, about = "Model-local KV: estimate, merge, table")]
 struct Cli {
     #[command(subcommand)]
@@ -56,34 +61,55 @@ enum Command {
         /// Output format.
         #[arg(long, value_enum, default_value_t = Format::Text)]
         format: Format,
+        #[command(flatten)]
+        read: input::ReadLimit,
     },
     /// Prints a report (Collection::export JSON) as a table.
     Table {
         /// The report.
         report: PathBuf,
-        /// Markdown instead of aligned text (the same as --format markdown).
-        #[arg(long)]
+        /// Markdown instead of aligned text (the same as --format markdown;
+        /// refused beside --format, which it would override).
+        #[arg(long, conflicts_with = "format")]
         markdown: bool,
         /// Output format.
         #[arg(long, value_enum, default_value_t = Format::Text)]
         format: Format,
+        #[command(flatten)]
+        read: input::ReadLimit,
     },
 }
 
 fn main() -> ExitCode {
-    let cli = Cli::parse();
+    let matches = Cli::command().get_matches();
+    let cli = Cli::from_arg_matches(&matches).unwrap_or_else(|e| e.exit());
     let ok = match cli.command {
-        Command::Estimate(args) => estimate::run(&args),
-        Command::Merge { reports, format } => merge::run(&reports, format),
+        Command::Estimate(args) => {
+            // Which flags were given (not defaulted) is known only here.
+            if let Some(given) = matches.subcommand_matches("estimate") {
+                flags::refuse_foreign_flags(given, args.engine, args.format);
+            }
+            estimate::run(&args)
+        }
+        Command::Merge {
+            reports,
+            format,
+            read,
+        } => merge::run(&reports, format, read.max_file_bytes),
         Command::Table {
             report,
             markdown,
             format,
-        } => table::run(&report, if markdown { Format::Markdown } else { format }),
+            read,
+        } => table::run(
+            &report,
+            if markdown { Format::Markdown } else { format },
+            read.max_file_bytes,
+        ),
     };
-    if ok {
-        ExitCode::SUCCESS
-    } else {
-        ExitCode::FAILURE
+    match ok {
+        Ok(true) => ExitCode::SUCCESS,
+        Ok(false) => ExitCode::FAILURE,
+        Err(failed) => failed.exit_code(),
     }
 }

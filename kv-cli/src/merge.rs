@@ -5,25 +5,42 @@ use std::path::PathBuf;
 use kv_core::export::ClusterReport;
 use kv_core::KvError;
 
-use crate::input::{emit, expand, Problem};
+use crate::input::{expand, Problem};
+use crate::message::usage_error;
+use crate::output::{emit, StdoutFailed};
+use crate::same_model::different_models;
 use crate::table::read_report;
 use crate::Format;
 
-pub fn run(paths: &[PathBuf], format: Format) -> bool {
+/// Merges the reports; `Ok(false)` when they could not be.
+pub fn run(paths: &[PathBuf], format: Format, limit: u64) -> Result<bool, StdoutFailed> {
+    if format == Format::Markdown {
+        // kv-core's cluster view is text; printing it as "Markdown" would
+        // ignore the flag.
+        usage_error(
+            clap::error::ErrorKind::InvalidValue,
+            "--format markdown does not apply to kv merge: its cluster view is text; give \
+             --format text or json",
+        )
+    }
     let (files, mut problems) = expand(paths, None);
     let mut reports = Vec::new();
     for file in files {
-        match read_report(&file) {
+        match read_report(&file, limit) {
             Ok(report) => reports.push((file.display().to_string(), report)),
             Err(problem) => problems.push(problem),
         }
     }
     if problems.is_empty() {
         let names: Vec<String> = reports.iter().map(|(file, _)| file.clone()).collect();
+        // kv-core checks the layout and the figures; then kv checks that the
+        // ranks are of one model (a report names none: its declarations do).
+        let different = different_models(&reports);
         match ClusterReport::merge_labelled(reports) {
+            Ok(_) if !different.is_empty() => problems.extend(different),
             Ok(cluster) => {
-                emit(&render(&cluster, format));
-                return true;
+                emit(&render(&cluster, format))?;
+                return Ok(true);
             }
             // One line per problem, naming the file at fault (every file for
             // a problem of the whole set, such as a missing rank).
@@ -45,7 +62,7 @@ pub fn run(paths: &[PathBuf], format: Format) -> bool {
     for problem in &problems {
         problem.report();
     }
-    false
+    Ok(false)
 }
 
 fn render(cluster: &ClusterReport, format: Format) -> String {

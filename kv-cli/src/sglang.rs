@@ -11,7 +11,9 @@ use kv_engines::estimate::EstimateSettings;
 use serde_json::{json, Value};
 
 use crate::estimate_args::Args;
-use crate::input::{emit, emit_json_array, expand, read_config, Problem};
+use crate::input::{expand, read_config, Problem};
+use crate::message::usage_error;
+use crate::output::{emit, emit_json_array, StdoutFailed};
 use crate::Format;
 
 /// One config's pools and what was detected.
@@ -21,39 +23,30 @@ struct Sized {
     pools: SglangPools,
 }
 
-pub fn run(args: &Args) -> bool {
+/// Sizes every config's pools; `Ok(false)` when any could not be.
+pub fn run(args: &Args) -> Result<bool, StdoutFailed> {
     let (files, mut problems) = expand(&args.configs, Some("config.json"));
     for problem in &problems {
         problem.report();
     }
     let Some(bytes) = args.kv_cache_memory_bytes else {
-        clap::Error::raw(
+        usage_error(
             clap::error::ErrorKind::MissingRequiredArgument,
             "--engine sglang needs --kv-cache-memory-bytes B (the memory SGLang has left for \
-             its KV pools after the weights, per GPU)\n",
+             its KV pools after the weights, per GPU)",
         )
-        .exit()
     };
-    if args.pp != 1 || args.dcp != 1 {
-        clap::Error::raw(
-            clap::error::ErrorKind::ArgumentConflict,
-            "--engine sglang covers --pp 1 and --dcp 1 (SGLang's pipeline and decode context \
-             parallelism are not in kv's profile)\n",
-        )
-        .exit()
-    }
     let kv_cache_dtype = match args.kv_format {
         None => SglangKvDtype::Auto,
         Some(Storage::Dense(DType::F8E4M3)) => SglangKvDtype::Fp8E4m3,
         Some(Storage::Dense(DType::F8E5M2)) => SglangKvDtype::Fp8E5m2,
-        Some(other) => clap::Error::raw(
+        Some(other) => usage_error(
             clap::error::ErrorKind::ValueValidation,
-            format!(
-                "invalid value for '--kv-cache-dtype': {other:?}: kv's SGLang profile takes \
-                 fp8_e4m3 or fp8_e5m2 (omit the flag for auto, the model dtype)\n"
+            &format!(
+                "invalid value for '--kv-cache-dtype': {other}: kv's SGLang profile takes \
+                 fp8_e4m3 or fp8_e5m2 (omit the flag for auto, the model dtype)"
             ),
-        )
-        .exit(),
+        ),
     };
     let mut settings = SglangSettings::default();
     settings.tp = args.tp;
@@ -68,7 +61,7 @@ pub fn run(args: &Args) -> bool {
         match size_file(file, &settings, bytes, args) {
             Ok(sized) => {
                 if args.format != Format::Json {
-                    emit(&render(&sized, &settings));
+                    emit(&render(&sized, &settings))?;
                 }
                 done.push(sized);
             }
@@ -79,9 +72,9 @@ pub fn run(args: &Args) -> bool {
         }
     }
     if args.format == Format::Json {
-        emit_json_array(done.iter().map(to_json).collect());
+        emit_json_array(done.iter().map(to_json).collect())?;
     }
-    problems.is_empty()
+    Ok(problems.is_empty())
 }
 
 fn size_file(
@@ -90,7 +83,7 @@ fn size_file(
     bytes: u64,
     args: &Args,
 ) -> Result<Sized, Problem> {
-    let config = read_config(file)?;
+    let config = read_config(file, args.read.max_file_bytes)?;
     let attn_tp = settings.attn_tp().map_err(|e| Problem::new(file, e))?;
     // kv's detection gives the geometry; SGLang's own rules size it. The
     // length is the model's own, SGLang's context_len.

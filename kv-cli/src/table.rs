@@ -8,25 +8,27 @@ use kv_core::export::ExportedReport;
 use kv_core::units::human_bytes;
 use kv_core::Table;
 
-use crate::input::{emit, read_json, Problem};
+use crate::input::{read_json, Problem};
+use crate::output::{emit, StdoutFailed};
 use crate::Format;
 
 /// Reads a report; a file that is not one names the key.
-pub fn read_report(path: &Path) -> Result<ExportedReport, Problem> {
-    let value = read_json(path)?;
+pub fn read_report(path: &Path, limit: u64) -> Result<ExportedReport, Problem> {
+    let value = read_json(path, limit)?;
     serde_json::from_value(value)
         .map_err(|e| Problem::new(path, format!("not a kv report (Collection::export): {e}")))
 }
 
-pub fn run(path: &Path, format: Format) -> bool {
-    match read_report(path) {
+/// Prints the report; `Ok(false)` when it could not be read.
+pub fn run(path: &Path, format: Format, limit: u64) -> Result<bool, StdoutFailed> {
+    match read_report(path, limit) {
         Ok(report) => {
-            emit(&render(&report, format));
-            true
+            emit(&render(&report, format))?;
+            Ok(true)
         }
         Err(problem) => {
             problem.report();
-            false
+            Ok(false)
         }
     }
 }

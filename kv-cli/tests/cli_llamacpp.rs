@@ -136,7 +136,7 @@ fn llama_cpp_flags_are_usage_errors_elsewhere() {
     let file = llama_gguf("usage.gguf");
     let out = kv(&["estimate", &file, "--ctx-size", "4096"]);
     assert_eq!(out.status.code(), Some(2));
-    assert!(text(&out.stderr).contains("--ctx-size applies to --engine llama.cpp only"));
+    assert!(text(&out.stderr).contains("--ctx-size does not apply to --engine vllm: it is llama.cpp's -c; vLLM's length is --positions"));
     let out = kv(&[
         "estimate",
         "--engine",
