@@ -405,11 +405,17 @@ mod tests {
             TensorPart::new("cos", [4, 4, 0], DType::F32).first_invalid(),
             Some("has a zero dimension")
         );
-        let empty = Storage::Blocks(BlockFormat::new("empty", 0, 34));
-        assert!(TensorPart::new("cos", [4, 4, 1], DType::F32)
-            .with_storage(empty)
-            .first_invalid()
-            .is_some());
+        // One length is a range too.
+        assert_eq!(memo(8, 8, DType::U8, "why"), None);
+        let blocks = |elems, bytes| {
+            TensorPart::new("cos", [4, 4, 1], DType::F32)
+                .with_storage(Storage::Blocks(BlockFormat::new("blocks", elems, bytes)))
+                .first_invalid()
+        };
+        assert_eq!(blocks(32, 34), None);
+        let no_blocks = Some("has a block format of no elements or no bytes");
+        assert_eq!(blocks(0, 34), no_blocks);
+        assert_eq!(blocks(32, 0), no_blocks);
         assert_eq!(
             Tensors::from_parts(Vec::new()).first_invalid(),
             Some(("tensors", "has no parts"))
