@@ -30,6 +30,8 @@ pub enum Value {
     F64(f64),
     /// A type code GGUF does not define.
     Unknown(u32),
+    /// An array of `len` u8 ones, written without holding them as values.
+    U8Run(u64),
 }
 
 impl Value {
@@ -49,6 +51,7 @@ impl Value {
             Value::I64(_) => 11,
             Value::F64(_) => 12,
             Value::Unknown(code) => *code,
+            Value::U8Run(_) => 9,
         }
     }
 
@@ -80,6 +83,11 @@ impl Value {
             Value::I64(v) => out.extend(v.to_le_bytes()),
             Value::F64(v) => out.extend(v.to_le_bytes()),
             Value::Unknown(_) => out.extend(0u64.to_le_bytes()),
+            Value::U8Run(len) => {
+                out.extend(0u32.to_le_bytes());
+                out.extend(len.to_le_bytes());
+                out.resize(out.len() + *len as usize, 1);
+            }
         }
     }
 }
@@ -182,10 +190,7 @@ pub fn seeds() -> Vec<Header> {
                 ("attention.sliding_window_pattern", Value::U32(4)),
             ],
         ),
-        attention(
-            "deepseek",
-            vec![("nextn_predict_layers", Value::U32(1))],
-        ),
+        attention("deepseek", vec![("nextn_predict_layers", Value::U32(1))]),
         mamba("mamba", vec![]),
         mamba("mamba2", vec![("ssm.group_count", Value::U32(2))]),
     ]
@@ -216,6 +221,14 @@ pub fn case(seeds: &[Header], rng: &mut Rng) -> Vec<u8> {
         for _ in 0..=rng.below(3) {
             mutate_entries(&mut header, rng);
         }
+    }
+    // Rarely, an array as large as a vocabulary, whose elements are all
+    // there: what a reader holds per element shows.
+    if rng.one_in(500) {
+        header.entries.push((
+            b"tokenizer.ggml.token_type".to_vec(),
+            Value::U8Run(4_000_000),
+        ));
     }
     let mut data = header.bytes();
     if !structural || rng.one_in(3) {

@@ -28,4 +28,4 @@ pub mod run;
 mod targets;
 
 pub use run::{run, Inputs, Plan, Summary};
-pub use targets::{Outcome, Target};
+pub use targets::{Flags, Outcome, Target};

@@ -19,7 +19,9 @@ pub fn seeds(configs: &[Value]) -> Vec<RankPair> {
         .filter_map(|config| {
             let settings = EstimateSettings::new().positions(4096).tensor_parallel(2);
             let made = estimate(config, &settings).ok()?;
-            let exported = made.export("seed.json", Parallel::new(2, 1).ok()?, 16).ok()?;
+            let exported = made
+                .export("seed.json", Parallel::new(2, 1).ok()?, 16)
+                .ok()?;
             let mut ranks = exported.ranks.into_iter();
             let first = serde_json::to_value(ranks.next()?.report).ok()?;
             let second = serde_json::to_value(ranks.next()?.report).ok()?;

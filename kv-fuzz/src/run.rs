@@ -9,8 +9,9 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
+use crate::interesting::U64S;
 use crate::rng::Rng;
-use crate::targets::{Outcome, Target};
+use crate::targets::{Flags, Outcome, Target};
 use crate::{alloc, config, gguf, report};
 
 /// A case running longer than this is a hang: the run stops and names it.
@@ -41,6 +42,8 @@ pub struct Summary {
     /// Outcomes with a figure, and refusals.
     pub sized: u64,
     pub refused: u64,
+    /// Outcomes read and rendered with no figure (reports).
+    pub read: u64,
     pub panics: Vec<Finding>,
     /// A 0-byte figure for a model with layers.
     pub zero_figures: Vec<Finding>,
@@ -63,10 +66,11 @@ impl fmt::Display for Summary {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         writeln!(
             f,
-            "{} cases in {:.1} s: {} figures, {} refusals; {} panics, 0 hangs (each case under {} s; slowest {:.1} ms), {} zero figures; most held by one case {}",
+            "{} cases in {:.1} s: {} figures, {} read, {} refusals; {} panics, 0 hangs (each case under {} s; slowest {:.1} ms), {} zero figures; most held by one case {}",
             self.cases,
             self.elapsed.as_secs_f64(),
             self.sized,
+            self.read,
             self.refused,
             self.panics.len(),
             HANG_AFTER.as_secs(),
@@ -102,16 +106,51 @@ impl Inputs {
         }
     }
 
-    pub fn case(&self, target: Target, seed: u64, index: u64) -> (Vec<u8>, Option<Vec<u8>>) {
+    /// Case `index`'s input, the other rank of a report, and the flags.
+    pub fn case(&self, target: Target, seed: u64, index: u64) -> Case {
         let mut rng = Rng::for_case(seed, index);
-        match target {
+        let (data, other) = match target {
             Target::Gguf => (gguf::case(&self.gguf, &mut rng), None),
             Target::Config => (config::case(&self.configs, &mut rng), None),
             Target::Report => {
                 let (mine, other) = report::case(&self.reports, &mut rng);
                 (mine, Some(other))
             }
+        };
+        Case {
+            data,
+            other,
+            flags: flags(&mut rng),
         }
+    }
+}
+
+/// One case: what `kv` is given.
+pub struct Case {
+    pub data: Vec<u8>,
+    pub other: Option<Vec<u8>>,
+    pub flags: Flags,
+}
+
+/// Flags as a user gives them: mostly usual values, one in four on a
+/// boundary.
+fn flags(rng: &mut Rng) -> Flags {
+    let mut pick = |usual: u64| {
+        if rng.one_in(4) {
+            *rng.pick(U64S)
+        } else {
+            usual
+        }
+    };
+    Flags {
+        block_size: pick(16),
+        positions: pick(4096),
+        tensor_parallel: pick(2).min(1 << 20),
+        max_num_seqs: pick(16),
+        kv_cache_memory_bytes: pick(8 << 30),
+        n_ctx: pick(4096) as u32,
+        n_seq: pick(3) as u32,
+        n_ubatch: pick(512) as u32,
     }
 }
 
@@ -152,13 +191,13 @@ pub fn run(plan: &Plan) -> Summary {
         ..Summary::default()
     };
     for index in plan.start..plan.start.saturating_add(plan.cases) {
-        let (data, other) = inputs.case(plan.target, plan.seed, index);
+        let Case { data, other, flags } = inputs.case(plan.target, plan.seed, index);
         current.store(index, Ordering::Relaxed);
         let case_begun = Instant::now();
         started.store(begun.elapsed().as_millis() as u64, Ordering::Relaxed);
         let before = alloc::begin_case(index);
         let result = panic::catch_unwind(AssertUnwindSafe(|| {
-            plan.target.run(&data, other.as_deref())
+            plan.target.run(&data, other.as_deref(), &flags)
         }));
         let held = alloc::end_case(before);
         started.store(u64::MAX, Ordering::Relaxed);
@@ -167,6 +206,7 @@ pub fn run(plan: &Plan) -> Summary {
         summary.cases += 1;
         match result {
             Ok(outcomes) => {
+                let mut zero_seen = false;
                 for outcome in outcomes {
                     match outcome {
                         Outcome::Sized {
@@ -174,6 +214,10 @@ pub fn run(plan: &Plan) -> Summary {
                             bytes: 0,
                             layers,
                         } if layers > 0 => {
+                            // One finding per case, the first figure.
+                            if std::mem::replace(&mut zero_seen, true) {
+                                continue;
+                            }
                             keep(plan, index, &data);
                             summary.zero_figures.push(Finding {
                                 case: index,
@@ -182,7 +226,7 @@ pub fn run(plan: &Plan) -> Summary {
                         }
                         Outcome::Sized { .. } => summary.sized += 1,
                         Outcome::Refused(_) => summary.refused += 1,
-                        Outcome::Read => {}
+                        Outcome::Read => summary.read += 1,
                     }
                 }
             }

@@ -51,21 +51,35 @@ impl Target {
             .find(|t| t.name() == name)
     }
 
-    /// What the reader makes of `data`.
-    pub fn run(self, data: &[u8], other_rank: Option<&[u8]>) -> Vec<Outcome> {
+    /// What the reader makes of `data`; `flags` are the values a case gives
+    /// the command's flags (`--block-size`, `--positions`, `--tp`, ...).
+    pub fn run(self, data: &[u8], other_rank: Option<&[u8]>, flags: &Flags) -> Vec<Outcome> {
         match self {
-            Target::Gguf => gguf(data),
-            Target::Config => config(data),
+            Target::Gguf => gguf(data, flags),
+            Target::Config => config(data, flags),
             Target::Report => report(data, other_rank.unwrap_or_default()),
         }
     }
+}
+
+/// Flag values a case sets beside the defaults, each on a boundary.
+#[derive(Clone, Debug)]
+pub struct Flags {
+    pub block_size: u64,
+    pub positions: u64,
+    pub tensor_parallel: u64,
+    pub max_num_seqs: u64,
+    pub kv_cache_memory_bytes: u64,
+    pub n_ctx: u32,
+    pub n_seq: u32,
+    pub n_ubatch: u32,
 }
 
 fn refused(error: impl ToString) -> Outcome {
     Outcome::Refused(error.to_string())
 }
 
-fn gguf(data: &[u8]) -> Vec<Outcome> {
+fn gguf(data: &[u8], flags: &Flags) -> Vec<Outcome> {
     let meta = match GgufMetadata::read(data, "case.gguf") {
         Ok(meta) => meta,
         Err(error) => return vec![refused(error)],
@@ -78,8 +92,9 @@ fn gguf(data: &[u8]) -> Vec<Outcome> {
         .unwrap_or(0);
     let mut settings = vec![LlamaCppSettings::default()];
     let mut small = LlamaCppSettings::default();
-    small.n_ctx = 1;
-    small.n_seq = 3;
+    small.n_ctx = flags.n_ctx;
+    small.n_seq = flags.n_seq;
+    small.n_ubatch = flags.n_ubatch;
     small.swa_full = true;
     settings.push(small);
     let mut quantized = LlamaCppSettings::default();
@@ -107,7 +122,13 @@ fn gguf(data: &[u8]) -> Vec<Outcome> {
 
 /// The layer count a config states, at its top or in `text_config`.
 fn layers_of(config: &Value) -> u64 {
-    let keys = ["num_hidden_layers", "n_layer", "num_layers", "n_layers", "decoder_layers"];
+    let keys = [
+        "num_hidden_layers",
+        "n_layer",
+        "num_layers",
+        "n_layers",
+        "decoder_layers",
+    ];
     [config, &config["text_config"]]
         .iter()
         .flat_map(|section| keys.iter().filter_map(|key| section[key].as_u64()))
@@ -115,7 +136,7 @@ fn layers_of(config: &Value) -> u64 {
         .unwrap_or(0)
 }
 
-fn config(data: &[u8]) -> Vec<Outcome> {
+fn config(data: &[u8], flags: &Flags) -> Vec<Outcome> {
     let config: Value = match serde_json::from_slice(data) {
         Ok(config) => config,
         Err(error) => return vec![refused(error)],
@@ -125,15 +146,19 @@ fn config(data: &[u8]) -> Vec<Outcome> {
     for (tp, settings) in [
         (1, EstimateSettings::new()),
         (
-            2,
+            flags.tensor_parallel,
             EstimateSettings::new()
-                .positions(4096)
-                .tensor_parallel(2)
-                .block_size(32),
+                .positions(flags.positions)
+                .tensor_parallel(flags.tensor_parallel)
+                .block_size(flags.block_size),
         ),
     ] {
-        let Ok(layout) = Parallel::new(tp, 1) else {
-            continue;
+        let layout = match Parallel::new(tp, 1) {
+            Ok(layout) => layout,
+            Err(error) => {
+                outcomes.push(refused(error));
+                continue;
+            }
         };
         let made = match estimate(&config, &settings) {
             Ok(made) => made,
@@ -142,7 +167,7 @@ fn config(data: &[u8]) -> Vec<Outcome> {
                 continue;
             }
         };
-        outcomes.push(match made.export("case.json", layout, 16) {
+        outcomes.push(match made.export("case.json", layout, flags.max_num_seqs) {
             Ok(exported) => Outcome::Sized {
                 what: "vLLM's estimate",
                 bytes: exported.cluster.totals.total_bytes,
@@ -151,7 +176,7 @@ fn config(data: &[u8]) -> Vec<Outcome> {
             Err(error) => refused(error),
         });
         outcomes.push(
-            match vllm_startup(&config, &settings, layout, 8 << 30) {
+            match vllm_startup(&config, &settings, layout, flags.kv_cache_memory_bytes) {
                 Ok(startup) => {
                     std::hint::black_box(format!("{startup:?}"));
                     Outcome::Read

@@ -12,7 +12,8 @@ use kv_fuzz::{run, Plan, Target};
 #[global_allocator]
 static ALLOC: BoundedAlloc = BoundedAlloc;
 
-const USAGE: &str = "usage: kv-fuzz gguf|config|report [--cases N] [--seed S] [--start K] [--out DIR]";
+const USAGE: &str =
+    "usage: kv-fuzz gguf|config|report [--cases N] [--seed S] [--start K] [--out DIR]";
 
 fn main() -> ExitCode {
     match plan(std::env::args().skip(1).collect()) {
