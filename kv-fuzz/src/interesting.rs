@@ -52,6 +52,6 @@ pub const NUMBERS: &[&str] = &[
 /// One of [`NUMBERS`] as serde_json reads it: a u64, an i64, or an f64
 /// (past u64 it becomes a float, as in any config read with serde_json).
 pub fn number(rng: &mut crate::rng::Rng) -> serde_json::Value {
-    let text: &str = rng.pick(NUMBERS);
+    let text = rng.pick::<&str>(NUMBERS);
     serde_json::from_str(text).unwrap_or(serde_json::Value::Null)
 }
