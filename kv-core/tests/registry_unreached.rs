@@ -533,3 +533,41 @@ fn a_sized_type_through_an_unsized_parameter_absent_now_is_no_false_alarm() {
         reported(&[&root], "unsized_param")
     );
 }
+
+/// Another crate's container reached by a `child(with = ..)` function: the
+/// items' type is named from the function's signature, so an empty
+/// container now is no false alarm.
+mod with_function {
+    use kv_core::ModelLocalKv;
+
+    #[derive(ModelLocalKv)]
+    pub struct Cache;
+
+    pub struct Slab<T> {
+        pub entries: Vec<Option<T>>,
+    }
+
+    pub fn occupied(slab: &Slab<Cache>) -> impl Iterator<Item = &Cache> + '_ {
+        slab.entries.iter().flatten()
+    }
+
+    #[derive(ModelLocalKv)]
+    pub struct Engine {
+        #[kv(child(with = occupied))]
+        pub slots: Slab<Cache>,
+    }
+}
+
+#[test]
+fn a_with_functions_items_absent_now_are_no_false_alarm() {
+    let engine = with_function::Engine {
+        slots: with_function::Slab {
+            entries: vec![None],
+        },
+    };
+    assert!(
+        reported(&[&engine], "with_function").is_empty(),
+        "{:?}",
+        reported(&[&engine], "with_function")
+    );
+}
