@@ -142,11 +142,13 @@ fn flags(rng: &mut Rng) -> Flags {
             usual
         }
     };
+    // Within the ranges `kv estimate`'s flags accept (clap refuses the
+    // rest before any file is read).
     Flags {
-        block_size: pick(16),
-        positions: pick(4096),
-        tensor_parallel: pick(2).min(1 << 20),
-        max_num_seqs: pick(16),
+        block_size: pick(16).max(1),
+        positions: pick(4096).max(1),
+        tensor_parallel: pick(2).clamp(1, 4096),
+        max_num_seqs: pick(16).max(1),
         kv_cache_memory_bytes: pick(8 << 30),
         n_ctx: pick(4096) as u32,
         n_seq: pick(3) as u32,
