@@ -146,7 +146,16 @@ impl Paging {
                 .iter()
                 .all(|kind| *kind == LayerKind::LinearAttention)
         {
-            alignment = lcm(alignment, GDN_CHECKPOINT_ALIGNMENT);
+            alignment = lcm(alignment, GDN_CHECKPOINT_ALIGNMENT).ok_or_else(|| {
+                config_error(
+                    "estimate settings",
+                    format!(
+                        "--block-size {} makes the hybrid alignment lcm({alignment}, \
+                         {GDN_CHECKPOINT_ALIGNMENT}) overflow u64",
+                        settings.block_size
+                    ),
+                )
+            })?;
         }
         let too_big = || overflow("the hybrid block size".to_owned());
         let per_aligned = alignment.checked_mul(attention_per_token).ok_or_else(|| {
@@ -284,12 +293,14 @@ fn rank_bytes(parts: &[StatePart], tp: u64, kind: LayerKind) -> Result<u64, KvEr
     Ok(total)
 }
 
-fn lcm(a: u64, b: u64) -> u64 {
+/// The least common multiple, `None` where it overflows (a block size from
+/// a flag may be anything); `a` and `b` are above 0.
+fn lcm(a: u64, b: u64) -> Option<u64> {
     let (mut x, mut y) = (a, b);
     while y != 0 {
         (x, y) = (y, x % y);
     }
-    a / x * b
+    (a / x).checked_mul(b)
 }
 
 /// K/V storage: `kv_format` (unless the family's attention ignores it),
