@@ -35,6 +35,29 @@ pub struct EstimateRank {
     pub pool: VllmPool,
 }
 
+/// The most ranks one estimate sizes: each rank is held whole (its
+/// declarations, totals and pool), so `tp x pp` is bounded before any is
+/// built. 65,536 is far above any deployment vLLM runs.
+pub const MAX_RANKS: u64 = 65_536;
+
+/// Refuses a layout of more than [`MAX_RANKS`] ranks, naming the sizes
+/// (`--tp` and `--pp`) that make the count.
+fn check_rank_count(parallel: Parallel) -> Result<(), KvError> {
+    match parallel.tp.checked_mul(parallel.pp) {
+        Some(ranks) if ranks <= MAX_RANKS => Ok(()),
+        ranks => Err(KvError::Parallel {
+            declaration: String::new(),
+            problem: format!(
+                "tp {} x pp {} (--tp, --pp) makes {} ranks; kv sizes at most {MAX_RANKS} ranks \
+                 per estimate",
+                parallel.tp,
+                parallel.pp,
+                ranks.map_or_else(|| "more than 2^64".to_owned(), |r| r.to_string())
+            ),
+        }),
+    }
+}
+
 impl Estimate {
     /// The declarations collected as one model's (validated: a declaration
     /// the collector refuses is an error here, not a skipped line).
@@ -82,6 +105,7 @@ impl Estimate {
                 ),
             });
         }
+        check_rank_count(parallel)?;
         let whole = self.collection()?;
         let grouping = Grouping::of(&self.specs, self.block_size)?;
         parallel
