@@ -49,7 +49,7 @@ pub fn run(args: &Args) -> bool {
         Some(other) => clap::Error::raw(
             clap::error::ErrorKind::ValueValidation,
             format!(
-                "invalid value for '--kv-cache-dtype': {other:?}: kv's SGLang profile takes \
+                "invalid value for '--kv-cache-dtype': {other}: kv's SGLang profile takes \
                  fp8_e4m3 or fp8_e5m2 (omit the flag for auto, the model dtype)\n"
             ),
         )

@@ -146,16 +146,16 @@ impl Paging {
                 .iter()
                 .all(|kind| *kind == LayerKind::LinearAttention)
         {
-            alignment = lcm(alignment, GDN_CHECKPOINT_ALIGNMENT).ok_or_else(|| {
-                config_error(
-                    "estimate settings",
-                    format!(
-                        "--block-size {} makes the hybrid alignment lcm({alignment}, \
+            alignment =
+                lcm(alignment, GDN_CHECKPOINT_ALIGNMENT).ok_or_else(|| KvError::InvalidValue {
+                    declaration: String::new(),
+                    field: "block_size",
+                    problem: format!(
+                        "{} (--block-size) makes the hybrid alignment lcm({alignment}, \
                          {GDN_CHECKPOINT_ALIGNMENT}) overflow u64",
                         settings.block_size
                     ),
-                )
-            })?;
+                })?;
         }
         let too_big = || overflow("the hybrid block size".to_owned());
         let per_aligned = alignment.checked_mul(attention_per_token).ok_or_else(|| {
@@ -902,13 +902,15 @@ pub(super) fn encoder_decoder<'a>(
     // from the encoder's; read through HfConfig so they are checked alike.
     let mut decoder = hf.clone();
     let mut said = Vec::new();
-    for (from, to) in [
-        ("decoder_layers", "num_hidden_layers"),
-        ("decoder_attention_heads", "num_attention_heads"),
+    // Each is checked under the name the file spells (`decoder_attention_heads`),
+    // before it stands in for the key the geometry reads.
+    for (what, from, to) in [
+        ("layers", "decoder_layers", "num_hidden_layers"),
+        ("kv_heads", "decoder_attention_heads", "num_attention_heads"),
     ] {
-        if let Some((name, value)) = hf.value(from) {
-            decoder = decoder.with_value(to, value.clone());
-            said.push(format!("`{name}` {value}"));
+        if let Some((name, count)) = hf.count_if_set(what, from)? {
+            decoder = decoder.with_value(to, count);
+            said.push(format!("`{name}` {count}"));
         }
     }
     let geometry = decoder.geometry()?;
