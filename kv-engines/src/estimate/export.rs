@@ -95,6 +95,7 @@ impl Estimate {
         parallel: Parallel,
         max_num_seqs: u64,
     ) -> Result<Vec<EstimateRank>, KvError> {
+        check_rank_count(parallel)?;
         if parallel.tp != self.tensor_parallel {
             return Err(KvError::Parallel {
                 declaration: String::new(),
@@ -105,7 +106,6 @@ impl Estimate {
                 ),
             });
         }
-        check_rank_count(parallel)?;
         let whole = self.collection()?;
         let grouping = Grouping::of(&self.specs, self.block_size)?;
         parallel

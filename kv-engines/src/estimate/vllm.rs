@@ -386,6 +386,7 @@ fn state_parts(
         let conv = hf.short_conv()?;
         // vLLM keeps conv_L_cache - 1 inputs (`short_conv_state_shape`).
         let positions = conv.kernel.saturating_sub(1);
+        refuse_empty_conv(hf, &["conv_L_cache"], conv.kernel, positions)?;
         return Ok((
             vec![StatePart::conv(conv.channels, positions, dtype)],
             format!(
@@ -399,6 +400,12 @@ fn state_parts(
         let linear = hf.linear_attention()?;
         // vLLM keeps conv_kernel - 1 + num_spec positions of conv state.
         let positions = lengthened(linear.conv_kernel)?.saturating_sub(1);
+        refuse_empty_conv(
+            hf,
+            &["linear_conv_kernel_dim"],
+            linear.conv_kernel,
+            positions,
+        )?;
         let conv = StatePart::gated_delta_conv(
             linear.key_heads,
             linear.key_head_dim,
@@ -423,6 +430,16 @@ fn state_parts(
         ));
     }
     let mamba = hf.mamba()?;
+    let conv_positions = match mamba.version {
+        MambaVersion::Mamba1 => mamba.d_conv.saturating_sub(1),
+        _ => lengthened(mamba.d_conv)?.saturating_sub(1),
+    };
+    refuse_empty_conv(
+        hf,
+        &["mamba_d_conv", "conv_kernel", "d_conv"],
+        mamba.d_conv,
+        conv_positions,
+    )?;
     let ssm_dtype = ssm_dtype(hf, dtype)?;
     match mamba.version {
         MambaVersion::Mamba1 => Ok((
@@ -470,6 +487,32 @@ fn state_parts(
             ))
         }
     }
+}
+
+/// A conv state keeps `kernel - 1 (+ speculative)` inputs: a kernel of 1
+/// with none speculative keeps none, and the layer's state would be 0 bytes
+/// in silence. Refused naming the key the config spells (the first of
+/// `keys` it sets).
+fn refuse_empty_conv(
+    hf: &HfConfig,
+    keys: &[&str],
+    kernel: u64,
+    positions: u64,
+) -> Result<(), KvError> {
+    if positions > 0 {
+        return Ok(());
+    }
+    let key = keys
+        .iter()
+        .find_map(|key| hf.value(key).map(|(name, _)| name))
+        .unwrap_or_else(|| keys.join("/"));
+    Err(config_error(
+        "conv state",
+        format!(
+            "`{key}` is {kernel}: the conv state keeps kernel - 1 = 0 inputs, so the layer \
+             would hold a 0-byte state; kv refuses it"
+        ),
+    ))
 }
 
 /// Mamba2's groups over all `tp` ranks, with words where they are repeated.
