@@ -54,6 +54,13 @@ const VERSIONS: [u32; 2] = [2, 3];
 /// strings (a tokenizer's vocabulary), is kept as its type and length.
 pub const KEPT_ELEMENTS: u64 = 512;
 
+/// A string value longer than this is kept as its length only (no cache
+/// rule reads a long string: chat templates, licences).
+pub const KEPT_STRING_BYTES: u64 = 1 << 20;
+
+/// The GGUF specification's bound on a key: "at most 2^16-1 (65535) bytes".
+pub const MAX_KEY_BYTES: u64 = 65_535;
+
 /// kv reads at most this many metadata entries (published GGUFs hold a few
 /// dozen; each array is one): more is refused rather than held.
 pub const MAX_ENTRIES: u64 = 65_536;
@@ -85,6 +92,9 @@ pub enum GgufValue {
     /// `GGUF_TYPE_ARRAY`: its element type and length, and its elements
     /// where they are kept.
     Array(GgufArray),
+    /// `GGUF_TYPE_STRING` longer than [`KEPT_STRING_BYTES`]: its length in
+    /// bytes, the bytes read past.
+    LongText(u64),
     /// `GGUF_TYPE_UINT64`.
     U64(u64),
     /// `GGUF_TYPE_INT64`.
@@ -121,7 +131,7 @@ impl GgufValue {
             GgufValue::I32(_) => "i32",
             GgufValue::F32(_) => "f32",
             GgufValue::Bool(_) => "bool",
-            GgufValue::Text(_) => "str",
+            GgufValue::Text(_) | GgufValue::LongText(_) => "str",
             GgufValue::Array(_) => "arr",
             GgufValue::U64(_) => "u64",
             GgufValue::I64(_) => "i64",
@@ -142,6 +152,7 @@ impl GgufValue {
             GgufValue::F32(v) => format!("f32 {v}"),
             GgufValue::Bool(v) => format!("bool {v}"),
             GgufValue::Text(t) => format!("str of {} bytes", t.len()),
+            GgufValue::LongText(len) => format!("str of {len} bytes (not kept)"),
             GgufValue::Array(a) => format!("arr of {} {}", a.len(), a.element_type()),
             GgufValue::U64(v) => format!("u64 {v}"),
             GgufValue::I64(v) => format!("i64 {v}"),
@@ -277,7 +288,7 @@ impl GgufMetadata {
         let mut entries = Vec::new();
         let mut index = HashMap::new();
         for entry in 0..count {
-            let key = input.string(&format!("the key of metadata entry {entry} of {count}"))?;
+            let key = input.key(entry, count)?;
             if key.is_empty() {
                 return Err(input.error(format!(
                     "metadata entry {entry} has an empty key; llama.cpp refuses: key {entry} is \
@@ -335,6 +346,9 @@ impl GgufMetadata {
     pub fn architecture(&self) -> Result<&str, KvError> {
         match self.get("general.architecture") {
             Some(GgufValue::Text(arch)) => Ok(arch),
+            Some(GgufValue::LongText(len)) => Err(self.error(format!(
+                "`general.architecture` is a string of {len} bytes, not an architecture's name"
+            ))),
             Some(other) => Err(self.error(format!(
                 "`general.architecture` is a {}, not a string",
                 other.type_name()
@@ -557,11 +571,11 @@ impl<R: Read> Input<'_, R> {
         Ok(())
     }
 
-    /// A length-prefixed UTF-8 string: a length past the end of a file of
-    /// known size is refused before any allocation, and one of unknown size
-    /// is read in pieces, so that it fails at the end of the file.
-    fn string(&mut self, what: &str) -> Result<String, KvError> {
-        let len = self.u64(what)?;
+    /// The `len` bytes of a UTF-8 string whose length was read: a length
+    /// past the end of a file of known size is refused before any
+    /// allocation, and one of unknown size is read in pieces, so that it
+    /// fails at the end of the file.
+    fn string_of(&mut self, len: u64, what: &str) -> Result<String, KvError> {
         self.check_left(Some(len), what)?;
         let mut text = Vec::new();
         let read = (&mut self.reader).take(len).read_to_end(&mut text);
@@ -577,6 +591,38 @@ impl<R: Read> Input<'_, R> {
         }
         self.at = self.at.saturating_add(len);
         String::from_utf8(text).map_err(|_| self.error(format!("{what} is not UTF-8")))
+    }
+
+    /// A key: a string of at most [`MAX_KEY_BYTES`], as the GGUF
+    /// specification bounds it (a longer one is refused before it is read).
+    fn key(&mut self, entry: u64, count: u64) -> Result<String, KvError> {
+        let what = format!("the key of metadata entry {entry} of {count}");
+        let mut raw = [0; 8];
+        self.fill(&mut raw, &what)?;
+        if self.big_endian {
+            raw.reverse();
+        }
+        let len = u64::from_le_bytes(raw);
+        if len > MAX_KEY_BYTES {
+            return Err(self.error(format!(
+                "{what} is {len} bytes long (at byte {}); the GGUF specification bounds keys \
+                 to {MAX_KEY_BYTES} bytes",
+                self.at - 8
+            )));
+        }
+        self.string_of(len, &what)
+    }
+
+    /// A string value: kept up to [`KEPT_STRING_BYTES`], else read past
+    /// and kept as its length.
+    fn text(&mut self, what: &str) -> Result<GgufValue, KvError> {
+        let len = self.u64(what)?;
+        if len > KEPT_STRING_BYTES {
+            self.check_left(Some(len), what)?;
+            self.skip(len, what)?;
+            return Ok(GgufValue::LongText(len));
+        }
+        self.string_of(len, what).map(GgufValue::Text)
     }
 
     /// A string whose bytes nothing reads: skipped, not held.
@@ -600,7 +646,7 @@ impl<R: Read> Input<'_, R> {
                 1 => GgufValue::Bool(true),
                 other => return Err(self.error(format!("{what}: bool byte {other}, not 0 or 1"))),
             },
-            8 => GgufValue::Text(self.string(what)?),
+            8 => self.text(what)?,
             9 => GgufValue::Array(self.array(what)?),
             10 => GgufValue::U64(self.u64(what)?),
             11 => GgufValue::I64(i64::from_le_bytes(self.bytes(what)?)),

@@ -267,8 +267,25 @@ fn corrupt_lengths_end_at_the_end_of_the_file_without_allocating_them() {
     file.extend(u64::MAX.to_le_bytes());
     file.extend(b"general");
     let got = problem(GgufMetadata::read(&file[..], "model.gguf"));
+    assert_eq!(
+        got,
+        "the key of metadata entry 0 of 1 is 18446744073709551615 bytes long (at byte 24); \
+         the GGUF specification bounds keys to 65535 bytes"
+    );
+    // A key at the bound is read, and ends where the file ends.
+    file[24..32].copy_from_slice(&65_535u64.to_le_bytes());
+    let got = problem(GgufMetadata::read(&file[..], "model.gguf"));
     assert!(
-        got.contains("is 18446744073709551615 bytes long, but the file ends 7 bytes into it"),
+        got.contains("is 65535 bytes long, but the file ends 7 bytes into it"),
+        "{got}"
+    );
+    // A string value of 1 MiB (kept) claimed in a file of a few dozen bytes.
+    let mut file = gguf(3, false, &[("name", W::Str("x"))]);
+    let at = file.len() - 9;
+    file[at..at + 8].copy_from_slice(&(1u64 << 20).to_le_bytes());
+    let got = problem(GgufMetadata::read(&file[..], "model.gguf"));
+    assert!(
+        got.contains("`name` is 1048576 bytes long, but the file ends 1 bytes into it"),
         "{got}"
     );
     // An array of 2^64 - 1 elements.

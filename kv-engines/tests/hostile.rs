@@ -8,7 +8,9 @@ use kv_core::{KvError, Parallel};
 use kv_engines::estimate::llamacpp::{estimate as llamacpp, LlamaCppSettings};
 use kv_engines::estimate::sglang::{sglang_pools, SglangSettings};
 use kv_engines::estimate::{estimate, EstimateSettings, MAX_RANKS};
-use kv_engines::gguf::{GgufMetadata, GgufValue, KEPT_ELEMENTS, MAX_ENTRIES};
+use kv_engines::gguf::{
+    GgufMetadata, GgufValue, KEPT_ELEMENTS, KEPT_STRING_BYTES, MAX_ENTRIES, MAX_KEY_BYTES,
+};
 use serde_json::{json, Value};
 
 /// One metadata value, written with its GGUF type id.
@@ -19,6 +21,8 @@ enum W {
     I32(i32),
     U64(u64),
     Str(&'static str),
+    /// A string built at run time.
+    Text(String),
     /// An array: element type id, then each element's bytes as written.
     Array(u32, u64, Vec<u8>),
 }
@@ -53,6 +57,10 @@ fn header_with<K: AsRef<str>>(tensors: u64, entries: &[(K, W)]) -> Vec<u8> {
                 out.extend(v.to_le_bytes());
             }
             W::Str(v) => {
+                out.extend(8u32.to_le_bytes());
+                string(&mut out, v);
+            }
+            W::Text(v) => {
                 out.extend(8u32.to_le_bytes());
                 string(&mut out, v);
             }
@@ -571,4 +579,29 @@ fn max_total_tokens_that_leave_no_request_are_refused_as_sglang_asserts() {
     }
     // 7 tokens: max_req_len 6, input 1; requests 7 // 2 = 3.
     assert_eq!(sglang_with_total(7), Ok(3));
+}
+
+#[test]
+fn long_strings_are_kept_as_their_length_and_keys_are_bounded_by_the_spec() {
+    // A 2 MiB chat template: past KEPT_STRING_BYTES (1 MiB), read past.
+    let mut file = header(&[("template", W::Str("x")), ("after", W::U8(9))]);
+    let at = file.iter().rposition(|&b| b == b'x').unwrap();
+    let template = vec![b'{'; 2 << 20];
+    file.splice(at..=at, template);
+    file[at - 8..at].copy_from_slice(&(2u64 << 20).to_le_bytes());
+    let meta = GgufMetadata::read(&file[..], "model.gguf").unwrap();
+    assert_eq!(meta.get("template"), Some(&GgufValue::LongText(2 << 20)));
+    assert_eq!(meta.get("after"), Some(&GgufValue::U8(9)));
+    // 1 MiB exactly is kept.
+    let name = W::Text("n".repeat(KEPT_STRING_BYTES as usize));
+    let meta = GgufMetadata::read(&header(&[("name", name)])[..], "model.gguf").unwrap();
+    assert!(matches!(meta.get("name"), Some(GgufValue::Text(t)) if t.len() == 1 << 20));
+    // A key of MAX_KEY_BYTES + 1 is refused before it is read.
+    let long_key = "k".repeat(MAX_KEY_BYTES as usize + 1);
+    let got = refused(&header(&[(long_key.as_str(), W::U8(1))]));
+    assert_eq!(
+        got,
+        "the key of metadata entry 0 of 1 is 65536 bytes long (at byte 24); the GGUF \
+         specification bounds keys to 65535 bytes"
+    );
 }
