@@ -272,7 +272,9 @@ impl Hparams {
 
     /// An attention layer the cache keeps with no KV head or a 0-wide key
     /// or value holds nothing: a model with layers never sizes to 0 bytes
-    /// in silence, so each is refused naming the key that made it.
+    /// in silence, so each is refused naming the key that made it. (Hybrids
+    /// that mark recurrent layers with 0 KV heads, such as jamba, are not in
+    /// [`ARCHITECTURES`]: they are refused by name before this.)
     fn refuse_empty_attention(
         &self,
         key: &Keys,
