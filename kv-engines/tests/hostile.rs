@@ -537,6 +537,15 @@ fn whisper_heads_of_0_are_named_as_the_config_spells_them() {
         .to_string();
     assert!(err.contains("`decoder_attention_heads` is 0"), "{err}");
     assert!(!err.contains("explicit."), "{err}");
+    // The detected line names it as the file does too.
+    let e = estimate(&shipped("whisper-large-v3"), &EstimateSettings::new()).unwrap();
+    assert!(
+        e.detected
+            .contains("kv heads = `decoder_attention_heads` 20"),
+        "{}",
+        e.detected
+    );
+    assert!(!e.detected.contains("explicit."), "{}", e.detected);
 }
 
 // ---- SGLang: a pool that leaves no request ---------------------------------

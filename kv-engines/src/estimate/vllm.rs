@@ -952,7 +952,7 @@ pub(super) fn encoder_decoder<'a>(
         ("kv_heads", "decoder_attention_heads", "num_attention_heads"),
     ] {
         if let Some((name, count)) = hf.count_if_set(what, from)? {
-            decoder = decoder.with_value(to, count);
+            decoder = decoder.with_value_from(to, count, &name);
             said.push(format!("`{name}` {count}"));
         }
     }
