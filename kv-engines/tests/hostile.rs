@@ -614,3 +614,42 @@ fn long_strings_are_kept_as_their_length_and_keys_are_bounded_by_the_spec() {
          specification bounds keys to 65535 bytes"
     );
 }
+
+#[test]
+fn config_heads_or_head_dim_of_0_are_refused_naming_the_key() {
+    let with = |key: &str, value: Value| {
+        let mut config = qwen3_8b();
+        config[key] = value;
+        config
+    };
+    for (key, value, words) in [
+        (
+            "num_key_value_heads",
+            json!(0),
+            "`num_key_value_heads` is 0",
+        ),
+        ("head_dim", json!(0), "`head_dim` is 0"),
+        (
+            "num_attention_heads",
+            json!(0),
+            "`num_attention_heads` is 0",
+        ),
+    ] {
+        // SGLang's pools are sized from this estimate (sglang_pools takes
+        // it), so a refusal here is SGLang's too.
+        let err = estimate(&with(key, value), &EstimateSettings::new())
+            .unwrap_err()
+            .to_string();
+        assert!(err.contains(words), "{key}: {err}");
+    }
+    // No head_dim, and a hidden size the heads do not divide: 16 / 32.
+    let mut narrow = with("hidden_size", json!(16));
+    narrow.as_object_mut().unwrap().remove("head_dim");
+    let err = estimate(&narrow, &EstimateSettings::new())
+        .unwrap_err()
+        .to_string();
+    assert!(
+        err.contains("`hidden_size` 16 is not divisible by `num_attention_heads` 32"),
+        "{err}"
+    );
+}
