@@ -350,7 +350,8 @@ impl GgufMetadata {
                 "`general.architecture` is a string of {len} bytes, not an architecture's name"
             ))),
             Some(other) => Err(self.error(format!(
-                "`general.architecture` is a {}, not a string",
+                "`general.architecture` is a {0}, not a string; llama.cpp refuses: key \
+                 general.architecture has wrong type {0} but expected type str",
                 other.type_name()
             ))),
             None => Err(self.error("no `general.architecture`".to_owned())),

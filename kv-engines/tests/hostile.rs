@@ -653,3 +653,13 @@ fn config_heads_or_head_dim_of_0_are_refused_naming_the_key() {
         "{err}"
     );
 }
+
+#[test]
+fn an_architecture_of_another_type_is_refused_in_llama_cpps_words() {
+    let meta =
+        GgufMetadata::read(&header(&[("general.architecture", W::U32(1))])[..], "m").unwrap();
+    assert!(meta.architecture().unwrap_err().to_string().contains(
+        "`general.architecture` is a u32, not a string; llama.cpp refuses: key \
+         general.architecture has wrong type u32 but expected type str"
+    ));
+}
