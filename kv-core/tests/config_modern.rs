@@ -474,7 +474,10 @@ fn mamba2_reads_heads_and_checks_them_against_d_inner() {
     let (what, problem) = config_error(HfConfig::from_value(wrong).mamba());
     assert_eq!(what, "mamba head_dim");
     assert!(
-        problem.starts_with("Mamba2 heads 100 x head_dim 64 is not d_inner 8192"),
+        problem.starts_with(
+            "Mamba2 heads `mamba_num_heads` 100 x head_dim `mamba_head_dim` 64 is not d_inner \
+             `expand` 2 x `hidden_size` 4096 = 8192"
+        ),
         "{problem}"
     );
     // ...except in Nemotron-H, whose mixer vLLM builds heads x head_dim wide.

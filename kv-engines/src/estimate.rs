@@ -32,7 +32,9 @@ mod startup;
 mod vllm;
 
 pub use detect::{estimate, Estimate};
-pub use export::{EstimateRank, ExportedEstimate, ExportedEstimateCluster, ExportedEstimateRank};
+pub use export::{
+    EstimateRank, ExportedEstimate, ExportedEstimateCluster, ExportedEstimateRank, MAX_RANKS,
+};
 pub use lines::{charged_kinds, group_line, pool_line, totals_line};
 pub use pool::{VllmPool, VllmPoolKind};
 pub use settings::{

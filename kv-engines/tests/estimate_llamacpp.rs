@@ -469,10 +469,9 @@ fn pattern_flags_may_be_u32_and_up_to_512_long() {
     long.resize(512, 1);
     assert_eq!(layers(long.clone()).unwrap(), [1, 3]);
     long.push(1);
-    assert!(layers(long)
-        .unwrap_err()
-        .to_string()
-        .contains("at most 512"));
+    assert!(layers(long).unwrap_err().to_string().contains(
+        "array length 513 for key gemma3.attention.sliding_window_pattern exceeds max 512"
+    ));
 }
 
 #[test]
@@ -829,6 +828,7 @@ fn refusals_are_llama_cpps() {
             ("block_count", V::U32(1)),
             ("context_length", V::U32(0)),
             ("embedding_length", V::U32(64)),
+            ("attention.head_count", V::U32(8)),
         ],
     );
     assert!(refusal(&meta, &settings(0, 1)).contains("cannot both be zero"));
@@ -885,6 +885,7 @@ fn models_llama_cpp_would_not_load_are_refused_naming_why() {
             ("block_count", V::U32(512)),
             ("context_length", V::U32(256)),
             ("embedding_length", V::U32(64)),
+            ("attention.head_count", V::U32(8)),
         ],
     );
     assert_eq!(caches(&run(&meta, &settings(0, 1)))[0].1, 512);
@@ -897,7 +898,13 @@ fn models_llama_cpp_would_not_load_are_refused_naming_why() {
         ]
     )
     .contains("above the 2 layers"));
-    assert!(with("llama", vec![("block_count", V::U64(1 << 33))]).contains("uint32"));
+    // llama.cpp's get_key<uint32_t> takes a u32 and nothing else.
+    assert!(
+        with("llama", vec![("block_count", V::U64(1 << 33))]).contains(
+            "`llama.block_count` is u64 8589934592; llama.cpp refuses: key llama.block_count has \
+         wrong type u64 but expected type u32"
+        )
+    );
     // A window no layer slides in: gemma2 with pattern 1.
     assert!(with(
         "gemma2",

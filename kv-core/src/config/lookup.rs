@@ -2,7 +2,7 @@
 //! loader defaults, what readers asked and said, and the checks every value
 //! read from the config passes.
 
-use std::collections::BTreeSet;
+use std::collections::{BTreeMap, BTreeSet};
 use std::fmt::Write as _;
 use std::path::Path;
 use std::sync::{Arc, Mutex, MutexGuard};
@@ -148,6 +148,9 @@ pub struct HfConfig {
     pub(super) dtype_rule: DTypeRule,
     /// Keys given with [`HfConfig::with_value`], looked at before the config.
     overrides: Map<String, Value>,
+    /// For a value given in another key's stead ([`HfConfig::with_value_from`]),
+    /// the key the file spells, which messages name instead of `explicit.KEY`.
+    spelled: BTreeMap<String, String>,
     pub(super) mamba_version: Option<MambaVersion>,
     /// The family's loader defaults and their source.
     defaults: Map<String, Value>,
@@ -194,6 +197,7 @@ impl HfConfig {
             dtype: None,
             dtype_rule: DTypeRule::AsWritten,
             overrides: Map::new(),
+            spelled: BTreeMap::new(),
             mamba_version: None,
             defaults: Map::new(),
             defaults_source: "",
@@ -270,6 +274,19 @@ impl HfConfig {
             self.load_defaults();
         }
         self
+    }
+
+    /// Uses `value` for `key` as [`HfConfig::with_value`] does, where the
+    /// file gave it as `spelled` (Whisper's `decoder_attention_heads` read as
+    /// `num_attention_heads`): messages and notes name `spelled`.
+    pub fn with_value_from(
+        mut self,
+        key: &str,
+        value: impl Into<Value>,
+        spelled: &str,
+    ) -> HfConfig {
+        self.spelled.insert(key.to_owned(), spelled.to_owned());
+        self.with_value(key, value)
     }
 
     /// How values were read, one sentence each: every loader default applied
@@ -481,7 +498,7 @@ impl HfConfig {
             }
             self.note(format!("`{key}` {value} ({source})"));
         }
-        Some((qualified(found.0, found.1), found.2))
+        Some((self.qualified(found.0, found.1), found.2))
     }
 
     /// The first non-null `key`, as `section.key`, and its value: one key,
@@ -529,7 +546,7 @@ impl HfConfig {
         if let Section::Default(source) = section {
             self.note(format!("`{key}` {value} ({source})"));
         }
-        Some((qualified(section, key), value, map))
+        Some((self.qualified(section, key), value, map))
     }
 
     /// "looked at the top level, `text_config` (absent), ..." and the source.
@@ -561,14 +578,20 @@ impl HfConfig {
     }
 }
 
-/// `key` at the top level, `section.key` in a section, `key (source)` for a
-/// loader default.
-fn qualified(section: Section, key: &str) -> String {
-    match section {
-        Section::Top => key.to_owned(),
-        Section::Explicit => format!("explicit.{key}"),
-        Section::Nested(name) => format!("{name}.{key}"),
-        Section::Default(source) => format!("{key} ({source})"),
+impl HfConfig {
+    /// `key` at the top level, `section.key` in a section, `key (source)`
+    /// for a loader default; a value given in a file's key's stead is named
+    /// as the file spells it.
+    fn qualified(&self, section: Section, key: &str) -> String {
+        match section {
+            Section::Top => key.to_owned(),
+            Section::Explicit => match self.spelled.get(key) {
+                Some(spelled) => spelled.clone(),
+                None => format!("explicit.{key}"),
+            },
+            Section::Nested(name) => format!("{name}.{key}"),
+            Section::Default(source) => format!("{key} ({source})"),
+        }
     }
 }
 

@@ -205,6 +205,15 @@ impl HfConfig {
         let expand = self.count_or("mamba expand", None, EXPAND)?;
         let d_inner_keys = if pure { D_INNER_PURE } else { D_INNER };
         let inner_from_heads = inner_from_heads && version == MambaVersion::Mamba2;
+        // The key each value came from, as the file spells it, for messages.
+        let named = |tried: &[&str]| {
+            self.find(tried)
+                .map_or_else(|| keys(tried), |(key, _)| format!("`{key}`"))
+        };
+        let d_inner_from = match self.find(d_inner_keys) {
+            Some((key, _)) => format!("`{key}`"),
+            None => format!("{} {expand} x {} {hidden}", named(EXPAND), named(HIDDEN)),
+        };
         let mut d_inner = match self.find(d_inner_keys) {
             Some((key, value)) => positive("mamba d_inner", &key, value)?,
             None => expand.checked_mul(hidden).ok_or_else(|| KvError::Config {
@@ -236,9 +245,11 @@ impl HfConfig {
                     return Err(KvError::Config {
                         what: "mamba head_dim",
                         problem: format!(
-                            "Mamba2 heads {heads} x head_dim {head_dim} is not d_inner \
-                             {d_inner}; the config contradicts itself; fix it or give the \
-                             values"
+                            "Mamba2 heads {} {heads} x head_dim {} {head_dim} is not d_inner \
+                             {d_inner_from} = {d_inner}; the config contradicts itself; fix it \
+                             or give the values",
+                            named(heads_keys),
+                            named(dim_keys)
                         ),
                     });
                 }

@@ -35,6 +35,31 @@ pub struct EstimateRank {
     pub pool: VllmPool,
 }
 
+/// The most ranks one estimate sizes: each rank is held whole (its
+/// declarations, totals and pool), so `tp x pp` is bounded before any is
+/// built. A rank holds a few kilobytes (more for a hybrid), so 65,536 ranks
+/// held about 110 MB in kv-fuzz's config runs; 4,096 (the most `--tp` takes)
+/// hold under 20 MB and are far above any layout vLLM runs one model on.
+pub const MAX_RANKS: u64 = 4_096;
+
+/// Refuses a layout of more than [`MAX_RANKS`] ranks, naming the sizes
+/// (`--tp` and `--pp`) that make the count.
+fn check_rank_count(parallel: Parallel) -> Result<(), KvError> {
+    match parallel.tp.checked_mul(parallel.pp) {
+        Some(ranks) if ranks <= MAX_RANKS => Ok(()),
+        ranks => Err(KvError::Parallel {
+            declaration: String::new(),
+            problem: format!(
+                "tp {} x pp {} (--tp, --pp) makes {} ranks; kv sizes at most {MAX_RANKS} ranks \
+                 per estimate",
+                parallel.tp,
+                parallel.pp,
+                ranks.map_or_else(|| "more than 2^64".to_owned(), |r| r.to_string())
+            ),
+        }),
+    }
+}
+
 impl Estimate {
     /// The declarations collected as one model's (validated: a declaration
     /// the collector refuses is an error here, not a skipped line).
@@ -72,6 +97,7 @@ impl Estimate {
         parallel: Parallel,
         max_num_seqs: u64,
     ) -> Result<Vec<EstimateRank>, KvError> {
+        check_rank_count(parallel)?;
         if parallel.tp != self.tensor_parallel {
             return Err(KvError::Parallel {
                 declaration: String::new(),

@@ -212,7 +212,7 @@ pub fn estimate(
     let hp = Hparams::read(meta)?;
     let mut lines = Vec::new();
     let flash = init_checks(&hp, settings, &mut lines)?;
-    let cells = Cells::settle(&hp, settings)?;
+    let cells = Cells::settle(&hp, settings, meta.source())?;
     let build = Build {
         hp: &hp,
         source: meta.source(),
@@ -235,6 +235,18 @@ pub fn estimate(
             .ok_or_else(|| build.overflow("bytes of the non-SWA and SWA caches"))?,
         other => other.bytes(),
     };
+    // Hparams::read refuses each way it knows to a 0-byte cache; this is the
+    // net under them: a model with layers is never sized to 0 in silence.
+    if bytes == 0 {
+        return Err(KvError::ConfigFile {
+            path: meta.source().to_owned(),
+            problem: format!(
+                "`{0}` has {1} layers (`{0}.block_count`) but every cache llama.cpp would make \
+                 for it is 0 bytes; kv refuses a 0-byte figure",
+                hp.architecture, hp.layers
+            ),
+        });
+    }
     Ok(LlamaCppEstimate {
         engine: "llama.cpp",
         commit: LLAMACPP_COMMIT,
@@ -346,7 +358,7 @@ struct Cells {
 }
 
 impl Cells {
-    fn settle(hp: &Hparams, settings: &LlamaCppSettings) -> Result<Cells, KvError> {
+    fn settle(hp: &Hparams, settings: &LlamaCppSettings, source: &str) -> Result<Cells, KvError> {
         let n_seq = settings.n_seq.max(1);
         if n_seq > MAX_SEQ {
             return Err(refuse(
@@ -376,10 +388,26 @@ impl Cells {
             per
         };
         if u32::try_from(n_ctx).is_err() {
-            return Err(refuse(
-                "n_ctx",
-                format!("makes {n_ctx} cells in all, more than llama.cpp's uint32 counts"),
-            ));
+            // Name what made the count: the flag, or the file's key when no
+            // n_ctx was given.
+            return Err(match settings.n_ctx {
+                0 => KvError::ConfigFile {
+                    path: source.to_owned(),
+                    problem: format!(
+                        "`{}.context_length` {} ({} sequence(s)) makes {n_ctx} cells in all \
+                         once padded to {PAD}, more than llama.cpp's uint32 counts; give fewer \
+                         with --ctx-size",
+                        hp.architecture, hp.context_length, n_seq
+                    ),
+                },
+                given => refuse(
+                    "n_ctx",
+                    format!(
+                        "{given} ({n_seq} sequence(s)) makes {n_ctx} cells in all once padded \
+                         to {PAD}, more than llama.cpp's uint32 counts"
+                    ),
+                ),
+            });
         }
         Ok(Cells {
             n_seq,
@@ -435,11 +463,7 @@ impl Build<'_> {
         let hp = self.hp;
         // MTP layers get no cache in the main context, unless they are all
         // there is (the trunk is every layer when there are none).
-        let kept = if hp.trunk_layers() > 0 {
-            hp.trunk_layers() as usize
-        } else {
-            hp.layers as usize
-        };
+        let kept = hp.kept_layers();
         let full = cells.n_ctx_seq;
         Ok(if let Some(state) = hp.recurrent {
             Memory::Recurrent {

@@ -519,6 +519,25 @@ pub fn sglang_pools(
             )));
         }
     }
+    // TpModelWorker.__init__ (managers/tp_worker.py) asserts both before
+    // the scheduler starts: a pool of 0 or 1 token leaves no request, and
+    // one of under 7 tokens (or a context of under 7) no request input.
+    if requests == 0 {
+        return Err(refused(format!(
+            "AssertionError: max_running_request is zero (the full pool of {full_tokens} \
+             token(s) per worker leaves max_total_num_tokens // 2 = 0 requests); give \
+             --max-total-tokens of at least 2"
+        )));
+    }
+    let max_req_len = context_len.min(full_tokens).saturating_sub(1);
+    if max_req_len <= 5 {
+        return Err(refused(format!(
+            "AssertionError: Memory pool size is too small (max_req_len = min(context_len {} \
+             - 1, max_total_num_tokens {full_tokens} - 1) = {max_req_len} leaves no input \
+             after its 5 reserved tokens)",
+            estimate.max_model_len
+        )));
+    }
 
     Ok(SglangPools {
         engine: SGLANG_ENGINE,

@@ -146,7 +146,16 @@ impl Paging {
                 .iter()
                 .all(|kind| *kind == LayerKind::LinearAttention)
         {
-            alignment = lcm(alignment, GDN_CHECKPOINT_ALIGNMENT);
+            alignment =
+                lcm(alignment, GDN_CHECKPOINT_ALIGNMENT).ok_or_else(|| KvError::InvalidValue {
+                    declaration: String::new(),
+                    field: "block_size",
+                    problem: format!(
+                        "{} (--block-size) makes the hybrid alignment lcm({alignment}, \
+                         {GDN_CHECKPOINT_ALIGNMENT}) overflow u64",
+                        settings.block_size
+                    ),
+                })?;
         }
         let too_big = || overflow("the hybrid block size".to_owned());
         let per_aligned = alignment.checked_mul(attention_per_token).ok_or_else(|| {
@@ -284,12 +293,14 @@ fn rank_bytes(parts: &[StatePart], tp: u64, kind: LayerKind) -> Result<u64, KvEr
     Ok(total)
 }
 
-fn lcm(a: u64, b: u64) -> u64 {
+/// The least common multiple, `None` where it overflows (a block size from
+/// a flag may be anything); `a` and `b` are above 0.
+fn lcm(a: u64, b: u64) -> Option<u64> {
     let (mut x, mut y) = (a, b);
     while y != 0 {
         (x, y) = (y, x % y);
     }
-    a / x * b
+    (a / x).checked_mul(b)
 }
 
 /// K/V storage: `kv_format` (unless the family's attention ignores it),
@@ -375,6 +386,7 @@ fn state_parts(
         let conv = hf.short_conv()?;
         // vLLM keeps conv_L_cache - 1 inputs (`short_conv_state_shape`).
         let positions = conv.kernel.saturating_sub(1);
+        refuse_empty_conv(hf, &["conv_L_cache"], conv.kernel, positions)?;
         return Ok((
             vec![StatePart::conv(conv.channels, positions, dtype)],
             format!(
@@ -388,6 +400,12 @@ fn state_parts(
         let linear = hf.linear_attention()?;
         // vLLM keeps conv_kernel - 1 + num_spec positions of conv state.
         let positions = lengthened(linear.conv_kernel)?.saturating_sub(1);
+        refuse_empty_conv(
+            hf,
+            &["linear_conv_kernel_dim"],
+            linear.conv_kernel,
+            positions,
+        )?;
         let conv = StatePart::gated_delta_conv(
             linear.key_heads,
             linear.key_head_dim,
@@ -412,6 +430,16 @@ fn state_parts(
         ));
     }
     let mamba = hf.mamba()?;
+    let conv_positions = match mamba.version {
+        MambaVersion::Mamba1 => mamba.d_conv.saturating_sub(1),
+        _ => lengthened(mamba.d_conv)?.saturating_sub(1),
+    };
+    refuse_empty_conv(
+        hf,
+        &["mamba_d_conv", "conv_kernel", "d_conv"],
+        mamba.d_conv,
+        conv_positions,
+    )?;
     let ssm_dtype = ssm_dtype(hf, dtype)?;
     match mamba.version {
         MambaVersion::Mamba1 => Ok((
@@ -459,6 +487,32 @@ fn state_parts(
             ))
         }
     }
+}
+
+/// A conv state keeps `kernel - 1 (+ speculative)` inputs: a kernel of 1
+/// with none speculative keeps none, and the layer's state would be 0 bytes
+/// in silence. Refused naming the key the config spells (the first of
+/// `keys` it sets).
+fn refuse_empty_conv(
+    hf: &HfConfig,
+    keys: &[&str],
+    kernel: u64,
+    positions: u64,
+) -> Result<(), KvError> {
+    if positions > 0 {
+        return Ok(());
+    }
+    let key = keys
+        .iter()
+        .find_map(|key| hf.value(key).map(|(name, _)| name))
+        .unwrap_or_else(|| keys.join("/"));
+    Err(config_error(
+        "conv state",
+        format!(
+            "`{key}` is {kernel}: the conv state keeps kernel - 1 = 0 inputs, so the layer \
+             would hold a 0-byte state; kv refuses it"
+        ),
+    ))
 }
 
 /// Mamba2's groups over all `tp` ranks, with words where they are repeated.
@@ -891,13 +945,15 @@ pub(super) fn encoder_decoder<'a>(
     // from the encoder's; read through HfConfig so they are checked alike.
     let mut decoder = hf.clone();
     let mut said = Vec::new();
-    for (from, to) in [
-        ("decoder_layers", "num_hidden_layers"),
-        ("decoder_attention_heads", "num_attention_heads"),
+    // Each is checked under the name the file spells (`decoder_attention_heads`),
+    // before it stands in for the key the geometry reads.
+    for (what, from, to) in [
+        ("layers", "decoder_layers", "num_hidden_layers"),
+        ("kv_heads", "decoder_attention_heads", "num_attention_heads"),
     ] {
-        if let Some((name, value)) = hf.value(from) {
-            decoder = decoder.with_value(to, value.clone());
-            said.push(format!("`{name}` {value}"));
+        if let Some((name, count)) = hf.count_if_set(what, from)? {
+            decoder = decoder.with_value_from(to, count, &name);
+            said.push(format!("`{name}` {count}"));
         }
     }
     let geometry = decoder.geometry()?;

@@ -6,7 +6,7 @@
 
 use kv_core::KvError;
 
-use crate::gguf::{GgufMetadata, GgufValue};
+use crate::gguf::{GgufArray, GgufMetadata, GgufValue};
 
 /// llama.cpp's `LLAMA_MAX_LAYERS`: a larger `block_count` aborts the load.
 const MAX_LAYERS: u64 = 512;
@@ -174,7 +174,7 @@ impl Hparams {
             })?;
         let key = Keys {
             meta,
-            arch: &architecture,
+            arch: meta.architecture()?,
         };
         let layers = key.required("block_count")?;
         if layers == 0 || u64::from(layers) > MAX_LAYERS {
@@ -236,7 +236,7 @@ impl Hparams {
         let head_v = (0..n)
             .map(|il| if is_swa(il) { swa_v } else { full_v })
             .collect();
-        Ok(Hparams {
+        let hparams = Hparams {
             architecture,
             layers,
             nextn,
@@ -246,7 +246,102 @@ impl Hparams {
             head_v,
             sliding,
             recurrent,
-        })
+        };
+        if hparams.recurrent.is_none() {
+            hparams.refuse_empty_attention(&key, embedding, heads[0])?;
+        } else if hparams.trunk_layers() == 0 {
+            return Err(error(format!(
+                "`{0}.nextn_predict_layers` is {nextn}, every one of the {layers} layers: \
+                 llama.cpp keeps no state for MTP layers, so the estimate would be 0 bytes; kv \
+                 refuses it",
+                hparams.architecture
+            )));
+        }
+        Ok(hparams)
+    }
+
+    /// The layers the cache keeps (`kept` in the estimate): the trunk, or
+    /// every layer where all are MTP layers.
+    pub fn kept_layers(&self) -> usize {
+        let kept = match self.trunk_layers() {
+            0 => self.layers,
+            trunk => trunk,
+        };
+        usize::try_from(kept).unwrap_or(usize::MAX)
+    }
+
+    /// An attention layer the cache keeps with no KV head or a 0-wide key
+    /// or value holds nothing: a model with layers never sizes to 0 bytes
+    /// in silence, so each is refused naming the key that made it. (Hybrids
+    /// that mark recurrent layers with 0 KV heads, such as jamba, are not in
+    /// [`ARCHITECTURES`]: they are refused by name before this.)
+    fn refuse_empty_attention(
+        &self,
+        key: &Keys,
+        embedding: u32,
+        head_count: u32,
+    ) -> Result<(), KvError> {
+        let arch = &self.architecture;
+        let has = |suffix: &str| key.meta.get(&key.full(suffix)).is_some();
+        let empty = |what: String, il: usize| {
+            key.error(format!(
+                "{what} for layer {il} of {}: the layer would hold no cache and the estimate \
+                 0 bytes; kv refuses it",
+                self.layers
+            ))
+        };
+        let derived = || {
+            format!(
+                "`{arch}.embedding_length` {embedding} / `{arch}.attention.head_count` \
+                 {head_count} makes a head of 0"
+            )
+        };
+        for il in 0..self.kept_layers().min(self.kv_heads.len()) {
+            if self.kv_heads[il] == 0 {
+                let what = if has("attention.head_count_kv") {
+                    format!("`{arch}.attention.head_count_kv` is 0")
+                } else if has("attention.head_count") {
+                    format!(
+                        "`{arch}.attention.head_count` is 0 (no \
+                         `{arch}.attention.head_count_kv`, so it gives the KV heads)"
+                    )
+                } else {
+                    format!("no `{arch}.attention.head_count` nor `{arch}.attention.head_count_kv`")
+                };
+                return Err(empty(what, il));
+            }
+            let swa = self.is_swa(il);
+            for (width, suffix, swa_suffix) in [
+                (
+                    self.head_k[il],
+                    "attention.key_length",
+                    "attention.key_length_swa",
+                ),
+                (
+                    self.head_v[il],
+                    "attention.value_length",
+                    "attention.value_length_swa",
+                ),
+            ] {
+                if width != 0 {
+                    continue;
+                }
+                let what = if head_count == 0 {
+                    format!(
+                        "`{arch}.attention.head_count` is 0 or absent, so llama.cpp reads no \
+                         `{arch}.{suffix}` and its heads are 0 wide"
+                    )
+                } else if swa && has(swa_suffix) {
+                    format!("`{arch}.{swa_suffix}` is 0")
+                } else if has(suffix) {
+                    format!("`{arch}.{suffix}` is 0")
+                } else {
+                    derived()
+                };
+                return Err(empty(what, il));
+            }
+        }
+        Ok(())
     }
 }
 
@@ -264,20 +359,28 @@ impl Keys<'_> {
         }
     }
 
-    fn fit(&self, suffix: &str, value: u64) -> Result<u32, KvError> {
-        u32::try_from(value).map_err(|_| {
-            self.error(format!(
-                "`{}.{suffix}` is {value}, more than llama.cpp's uint32 holds",
-                self.arch
-            ))
-        })
+    fn full(&self, suffix: &str) -> String {
+        format!("{}.{suffix}", self.arch)
     }
 
+    /// `get_key<uint32_t>`: the key must be a u32 (`GKV::get_kv` checks the
+    /// type, not the value).
     fn optional(&self, suffix: &str) -> Result<Option<u32>, KvError> {
-        match self.meta.count(suffix)? {
-            Some(value) => self.fit(suffix, value).map(Some),
+        let key = self.full(suffix);
+        match self.meta.get(&key) {
             None => Ok(None),
+            Some(GgufValue::U32(v)) => Ok(Some(*v)),
+            Some(other) => Err(self.wrong_type(&key, other)),
         }
+    }
+
+    fn wrong_type(&self, key: &str, value: &GgufValue) -> KvError {
+        self.error(format!(
+            "`{key}` is {}; llama.cpp refuses: key {key} has wrong type {} but expected type \
+             u32",
+            value.describe(),
+            value.type_name()
+        ))
     }
 
     fn required(&self, suffix: &str) -> Result<u32, KvError> {
@@ -289,15 +392,83 @@ impl Keys<'_> {
         })
     }
 
+    /// `get_key_or_arr` into uint32 per layer: a u32 for every layer, or an
+    /// array of exactly one u32, i32 or bool per layer (`get_arr` copies
+    /// i32 bits as uint32, so a negative one is refused here).
     fn per_layer(&self, suffix: &str, layers: u32) -> Result<Option<Vec<u32>>, KvError> {
-        let Some(values) = self.meta.per_layer(suffix, layers.into())? else {
-            return Ok(None);
+        let key = self.full(suffix);
+        let n = usize::try_from(layers).unwrap_or(usize::MAX);
+        let array = match self.meta.get(&key) {
+            None => return Ok(None),
+            Some(GgufValue::Array(array)) => array,
+            Some(GgufValue::U32(v)) => return Ok(Some(vec![*v; n])),
+            Some(other) => return Err(self.wrong_type(&key, other)),
         };
-        values
-            .into_iter()
-            .map(|v| self.fit(suffix, v))
+        if array.len() != u64::from(layers) {
+            return Err(self.error(format!(
+                "`{key}` has {} entries for {layers} layers; llama.cpp refuses: key {key} has \
+                 wrong array length; expected {layers}, got {}",
+                array.len(),
+                array.len()
+            )));
+        }
+        let items = self.per_layer_items(&key, array)?;
+        items
+            .iter()
+            .enumerate()
+            .map(|(il, item)| match *item {
+                GgufValue::U32(v) => Ok(v),
+                GgufValue::Bool(b) => Ok(u32::from(b)),
+                GgufValue::I32(v) => u32::try_from(v).map_err(|_| {
+                    self.error(format!(
+                        "`{key}` is {v} for layer {il}; llama.cpp would read it as uint32 {}, \
+                         which kv refuses",
+                        u32::from_le_bytes(v.to_le_bytes())
+                    ))
+                }),
+                _ => Err(self.error(format!("`{key}`: layer {il} is not a u32"))),
+            })
             .collect::<Result<Vec<u32>, KvError>>()
             .map(Some)
+    }
+
+    /// The elements of a per-layer array, of a type `get_arr` copies into
+    /// uint32 (bool, u32, i32), in llama.cpp's words where not.
+    fn per_layer_items<'m>(
+        &self,
+        key: &str,
+        array: &'m GgufArray,
+    ) -> Result<&'m [GgufValue], KvError> {
+        let element = array.element_type();
+        match element {
+            "bool" | "u32" | "i32" => {}
+            "u64" | "f32" | "str" => {
+                return Err(self.error(format!(
+                    "`{key}` is an arr of {element}; llama.cpp refuses: {key} has wrong array \
+                     element type {element}"
+                )))
+            }
+            _ => {
+                return Err(self.error(format!(
+                    "`{key}` is an arr of {element}; llama.cpp refuses: {key} is not a \
+                     string/float32/uint32/int32/uint64 array"
+                )))
+            }
+        }
+        if array.len() > MAX_LAYERS {
+            return Err(self.error(format!(
+                "`{key}` has {} entries; llama.cpp refuses: array length {} for key {key} \
+                 exceeds max {MAX_LAYERS}",
+                array.len(),
+                array.len()
+            )));
+        }
+        array.items().ok_or_else(|| {
+            self.error(format!(
+                "`{key}`: its {} entries were not kept",
+                array.len()
+            ))
+        })
     }
 
     /// The window and which layers slide: `load_swa_pattern` takes an array
@@ -324,26 +495,15 @@ impl Keys<'_> {
         let full_name = format!("{}.{key}", self.arch);
         let trunk = layers - usize::try_from(nextn).unwrap_or(layers);
         let flags = match self.meta.get(&full_name) {
-            Some(GgufValue::Array(items)) => {
-                if items.len() > MAX_LAYERS as usize {
-                    return Err(self.error(format!(
-                        "`{full_name}` has {} entries; llama.cpp takes at most {MAX_LAYERS}",
-                        items.len()
-                    )));
-                }
+            Some(GgufValue::Array(array)) => {
+                let items = self.per_layer_items(&full_name, array)?;
                 let mut flags = vec![false; layers];
-                for (il, item) in items.iter().enumerate().take(layers) {
-                    flags[il] = match item {
-                        GgufValue::Bool(b) => *b,
-                        GgufValue::U32(v) => *v != 0,
-                        GgufValue::I32(v) => *v != 0,
-                        other => {
-                            return Err(self.error(format!(
-                                "`{full_name}` holds {} values; llama.cpp reads bool, u32 or \
-                                 i32 flags",
-                                other.type_name()
-                            )))
-                        }
+                for (flag, item) in flags.iter_mut().zip(items) {
+                    *flag = match *item {
+                        GgufValue::Bool(b) => b,
+                        GgufValue::U32(v) => v != 0,
+                        GgufValue::I32(v) => v != 0,
+                        _ => false,
                     };
                 }
                 flags
