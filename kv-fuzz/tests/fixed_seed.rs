@@ -29,7 +29,7 @@ fn slice(target: Target, cases: u64) {
 // on threads of one process.
 #[test]
 fn fixed_seed_slices_break_no_property() {
-    slice(Target::Gguf, 20_000);
-    slice(Target::Config, 1_500);
-    slice(Target::Report, 1_500);
+    slice(Target::Gguf, 50_000);
+    slice(Target::Config, 5_000);
+    slice(Target::Report, 5_000);
 }
