@@ -1,8 +1,8 @@
 //! Runs the built `kv` binary on the shipped configs (figures asserted equal
 //! to kv-core's), on bad files and bad usage, and on reports written here.
 
-use std::path::{Path, PathBuf};
-use std::process::{Command, Output};
+use std::path::Path;
+use std::process::Output;
 
 use kv_core::export::ClusterReport;
 use kv_core::units::thousands;
@@ -10,48 +10,8 @@ use kv_core::{Collection, KvError, KvSpec, ModelLocalKv, Parallel};
 use kv_engines::estimate::EstimateSettings;
 use serde_json::Value;
 
-fn kv(args: &[&str]) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_kv"))
-        .args(args)
-        .output()
-        .expect("the kv binary runs")
-}
-
-fn stdout(out: &Output) -> String {
-    String::from_utf8(out.stdout.clone()).unwrap()
-}
-
-fn stderr(out: &Output) -> String {
-    String::from_utf8(out.stderr.clone()).unwrap()
-}
-
-fn configs() -> PathBuf {
-    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../examples/configs")
-}
-
-fn shipped(name: &str) -> String {
-    configs()
-        .join(name)
-        .join("config.json")
-        .display()
-        .to_string()
-}
-
-/// A fresh directory for one test's files.
-fn scratch(test: &str) -> PathBuf {
-    let dir = PathBuf::from(env!("CARGO_TARGET_TMPDIR"))
-        .join("kv-cli")
-        .join(test);
-    let _ = std::fs::remove_dir_all(&dir);
-    std::fs::create_dir_all(&dir).unwrap();
-    dir
-}
-
-fn write(dir: &Path, name: &str, text: &str) -> String {
-    let path = dir.join(name);
-    std::fs::write(&path, text).unwrap();
-    path.display().to_string()
-}
+mod support;
+use support::*;
 
 struct Declared(Vec<KvSpec>);
 
@@ -801,7 +761,7 @@ fn rank_reports(dir: &Path, max_num_seqs: u64) -> (Vec<String>, Collection) {
             write(
                 dir,
                 &format!("rank{}.json", rank.tp_rank),
-                &serde_json::to_string_pretty(&report).unwrap(),
+                serde_json::to_string_pretty(&report).unwrap(),
             )
         })
         .collect();
@@ -880,7 +840,7 @@ fn an_estimates_cluster_is_what_merge_makes_of_its_ranks_reports() {
         .unwrap()
         .iter()
         .enumerate()
-        .map(|(i, rank)| write(&dir, &format!("rank{i}.json"), &rank["report"].to_string()))
+        .map(|(i, rank)| write(&dir, &format!("rank{i}.json"), rank["report"].to_string()))
         .collect();
     let mut args = vec!["merge", "--format", "json"];
     args.extend(files.iter().map(String::as_str));
@@ -943,7 +903,7 @@ fn merge_names_the_file_that_does_not_belong() {
     let mut report: Value =
         serde_json::from_str(&std::fs::read_to_string(&files[1]).unwrap()).unwrap();
     report["total_bytes"] = 0.into();
-    let bad = write(&other, "inconsistent.json", &report.to_string());
+    let bad = write(&other, "inconsistent.json", report.to_string());
     let out = kv(&["merge", &files[0], &bad]);
     assert_eq!(out.status.code(), Some(1));
     let err = stderr(&out);
@@ -959,7 +919,7 @@ fn merge_names_the_file_that_does_not_belong() {
     let mut report: Value =
         serde_json::from_str(&std::fs::read_to_string(&files[1]).unwrap()).unwrap();
     report["schema_version"] = 1.into();
-    let old = write(&other, "old.json", &report.to_string());
+    let old = write(&other, "old.json", report.to_string());
     let out = kv(&["merge", &files[0], &old]);
     assert_eq!(out.status.code(), Some(1));
     assert_eq!(
@@ -986,7 +946,7 @@ fn table_prints_a_report() {
     let file = write(
         &dir,
         "report.json",
-        &serde_json::to_string(&whole.export(256)).unwrap(),
+        serde_json::to_string(&whole.export(256)).unwrap(),
     );
     let out = kv(&["table", &file, "--markdown"]);
     assert!(out.status.success(), "{}", stderr(&out));

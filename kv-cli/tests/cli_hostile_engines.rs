@@ -3,18 +3,10 @@
 //! or the flag, with a failing exit code, never a panic (101) nor a figure.
 
 use std::path::PathBuf;
-use std::process::{Command, Output};
+use std::process::Output;
 
-fn kv(args: &[&str]) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_kv"))
-        .args(args)
-        .output()
-        .expect("the kv binary runs")
-}
-
-fn text(bytes: &[u8]) -> String {
-    String::from_utf8(bytes.to_vec()).unwrap()
-}
+mod support;
+use support::*;
 
 /// `out` is a refusal (exit 1 or 2, nothing on stdout, no panic) whose
 /// stderr holds `words`.
@@ -30,56 +22,15 @@ fn assert_refused(out: &Output, words: &str) {
     assert!(stderr.contains(words), "{stderr}");
 }
 
-fn shipped(name: &str) -> String {
-    format!(
-        "{}/../examples/configs/{name}/config.json",
-        env!("CARGO_MANIFEST_DIR")
-    )
-}
-
 fn write(name: &str, bytes: &[u8]) -> String {
     let dir = PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join("kv-cli-hostile-engines");
     std::fs::create_dir_all(&dir).unwrap();
-    let path = dir.join(name);
-    std::fs::write(&path, bytes).unwrap();
-    path.display().to_string()
+    support::write(&dir, name, bytes)
 }
 
-/// A llama GGUF v3 header: Llama-3-8B's geometry, with `extra` raw entries
-/// (key, GGUF type id, value bytes) after it and `skip` keys left out.
+/// [`support::llama_gguf`] in a file named `name`.
 fn llama_gguf(name: &str, skip: &[&str], extra: &[(&str, u32, Vec<u8>)]) -> String {
-    fn string(out: &mut Vec<u8>, s: &str) {
-        out.extend((s.len() as u64).to_le_bytes());
-        out.extend(s.as_bytes());
-    }
-    let numbers: Vec<(&str, u32)> = [
-        ("llama.block_count", 32u32),
-        ("llama.context_length", 8192),
-        ("llama.embedding_length", 4096),
-        ("llama.attention.head_count", 32),
-        ("llama.attention.head_count_kv", 8),
-    ]
-    .into_iter()
-    .filter(|(key, _)| !skip.contains(key))
-    .collect();
-    let mut out = b"GGUF".to_vec();
-    out.extend(3u32.to_le_bytes());
-    out.extend(0u64.to_le_bytes());
-    out.extend(((numbers.len() + extra.len()) as u64 + 1).to_le_bytes());
-    string(&mut out, "general.architecture");
-    out.extend(8u32.to_le_bytes());
-    string(&mut out, "llama");
-    for (key, value) in numbers {
-        string(&mut out, key);
-        out.extend(4u32.to_le_bytes());
-        out.extend(value.to_le_bytes());
-    }
-    for (key, kind, bytes) in extra {
-        string(&mut out, key);
-        out.extend(kind.to_le_bytes());
-        out.extend(bytes);
-    }
-    write(name, &out)
+    write(name, &support::llama_gguf(skip, extra))
 }
 
 fn llamacpp(file: &str) -> Output {

@@ -4,77 +4,11 @@
 //! escaped and cut before they reach stderr; a failed write to stdout is an
 //! error; `kv merge` refuses ranks of different models.
 
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::process::{Command, Output};
 
-fn kv(args: &[&str]) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_kv"))
-        .args(args)
-        .output()
-        .expect("the kv binary runs")
-}
-
-fn stdout(out: &Output) -> String {
-    String::from_utf8(out.stdout.clone()).unwrap()
-}
-
-fn stderr(out: &Output) -> String {
-    String::from_utf8(out.stderr.clone()).unwrap()
-}
-
-fn shipped(name: &str) -> String {
-    PathBuf::from(env!("CARGO_MANIFEST_DIR"))
-        .join("../examples/configs")
-        .join(name)
-        .join("config.json")
-        .display()
-        .to_string()
-}
-
-/// A fresh directory for one test's files.
-fn scratch(test: &str) -> PathBuf {
-    let dir = PathBuf::from(env!("CARGO_TARGET_TMPDIR"))
-        .join("kv-cli-hostile")
-        .join(test);
-    let _ = std::fs::remove_dir_all(&dir);
-    std::fs::create_dir_all(&dir).unwrap();
-    dir
-}
-
-fn write(dir: &Path, name: &str, bytes: impl AsRef<[u8]>) -> String {
-    let path = dir.join(name);
-    std::fs::write(&path, bytes).unwrap();
-    path.display().to_string()
-}
-
-/// Llama-3-8B's cache geometry as a GGUF v3 header (32 layers, 32 heads, 8
-/// KV heads, n_embd 4096, 8192 context).
-fn llama_gguf() -> Vec<u8> {
-    fn string(out: &mut Vec<u8>, s: &str) {
-        out.extend((s.len() as u64).to_le_bytes());
-        out.extend(s.as_bytes());
-    }
-    let numbers = [
-        ("llama.block_count", 32u32),
-        ("llama.context_length", 8192),
-        ("llama.embedding_length", 4096),
-        ("llama.attention.head_count", 32),
-        ("llama.attention.head_count_kv", 8),
-    ];
-    let mut out = b"GGUF".to_vec();
-    out.extend(3u32.to_le_bytes());
-    out.extend(0u64.to_le_bytes());
-    out.extend((numbers.len() as u64 + 1).to_le_bytes());
-    string(&mut out, "general.architecture");
-    out.extend(8u32.to_le_bytes());
-    string(&mut out, "llama");
-    for (key, value) in numbers {
-        string(&mut out, key);
-        out.extend(4u32.to_le_bytes());
-        out.extend(value.to_le_bytes());
-    }
-    out
-}
+mod support;
+use support::*;
 
 /// Each engine's profile, with the flags it needs to run on its file.
 fn engine_args(engine: &str, config: &str, gguf: &str) -> Vec<String> {
@@ -252,7 +186,7 @@ const REFUSED: &[(&str, &[&str], &str)] = &[
 #[test]
 fn a_flag_the_engine_does_not_read_is_refused_by_name() {
     let dir = scratch("flags");
-    let gguf = write(&dir, "llama.gguf", llama_gguf());
+    let gguf = write(&dir, "llama.gguf", llama_gguf(&[], &[]));
     let config = shipped("llama-3-8b");
     // Each profile runs as given, so a refusal is the flag's alone.
     for engine in ["vllm", "sglang", "llama.cpp"] {
@@ -288,7 +222,7 @@ fn a_flag_the_engine_does_not_read_is_refused_by_name() {
 #[test]
 fn a_flag_the_engine_reads_still_applies() {
     let dir = scratch("flags_applied");
-    let gguf = write(&dir, "llama.gguf", llama_gguf());
+    let gguf = write(&dir, "llama.gguf", llama_gguf(&[], &[]));
     let config = shipped("llama-3-8b");
     // SGLang reads --positions, --tp, --set and --kv-format fp8_e4m3.
     let mut args = engine_args("sglang", &config, &gguf);
@@ -650,7 +584,7 @@ fn a_directory_walk_stops_at_a_link_cycle_and_reads_each_file_once() {
 #[test]
 fn a_gguf_file_given_where_json_is_read_is_named() {
     let dir = scratch("gguf");
-    let gguf = write(&dir, "llama.gguf", llama_gguf());
+    let gguf = write(&dir, "llama.gguf", llama_gguf(&[], &[]));
     for (args, says) in [
         (
             vec!["estimate", gguf.as_str()],
@@ -698,7 +632,7 @@ fn a_gguf_file_given_where_json_is_read_is_named() {
 #[test]
 fn a_failed_write_to_stdout_is_an_error() {
     let dir = scratch("full");
-    let gguf = write(&dir, "llama.gguf", llama_gguf());
+    let gguf = write(&dir, "llama.gguf", llama_gguf(&[], &[]));
     let report = one_report(&dir);
     let llama = shipped("llama-3-8b");
     let commands: Vec<Vec<&str>> = vec![

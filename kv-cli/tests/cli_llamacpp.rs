@@ -2,52 +2,17 @@
 //! own lines (as it logged them for this geometry), JSON, refusals and usage.
 
 use std::path::PathBuf;
-use std::process::{Command, Output};
 
 use serde_json::Value;
 
-fn kv(args: &[&str]) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_kv"))
-        .args(args)
-        .output()
-        .expect("the kv binary runs")
-}
+mod support;
+use support::*;
 
-fn text(bytes: &[u8]) -> String {
-    String::from_utf8(bytes.to_vec()).unwrap()
-}
-
-/// Llama-3-8B's cache geometry as a GGUF v3 header (32 layers, 32 heads, 8
-/// KV heads, n_embd 4096, 8192 context), in a fresh file named `name`.
+/// Llama-3-8B's geometry as a GGUF header, in a fresh file named `name`.
 fn llama_gguf(name: &str) -> String {
-    fn string(out: &mut Vec<u8>, s: &str) {
-        out.extend((s.len() as u64).to_le_bytes());
-        out.extend(s.as_bytes());
-    }
-    let numbers = [
-        ("llama.block_count", 32u32),
-        ("llama.context_length", 8192),
-        ("llama.embedding_length", 4096),
-        ("llama.attention.head_count", 32),
-        ("llama.attention.head_count_kv", 8),
-    ];
-    let mut out = b"GGUF".to_vec();
-    out.extend(3u32.to_le_bytes());
-    out.extend(0u64.to_le_bytes());
-    out.extend((numbers.len() as u64 + 1).to_le_bytes());
-    string(&mut out, "general.architecture");
-    out.extend(8u32.to_le_bytes());
-    string(&mut out, "llama");
-    for (key, value) in numbers {
-        string(&mut out, key);
-        out.extend(4u32.to_le_bytes());
-        out.extend(value.to_le_bytes());
-    }
     let dir = PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join("kv-cli-llamacpp");
     std::fs::create_dir_all(&dir).unwrap();
-    let path = dir.join(name);
-    std::fs::write(&path, out).unwrap();
-    path.display().to_string()
+    write(&dir, name, support::llama_gguf(&[], &[]))
 }
 
 #[test]

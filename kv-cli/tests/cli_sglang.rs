@@ -1,30 +1,10 @@
 //! `kv estimate --engine sglang`: SGLang 0.5.23's lines reach the output
 //! (figures worked out by hand in comments), and bad usage exits 2.
 
-use std::path::PathBuf;
-use std::process::{Command, Output};
-
 use serde_json::Value;
 
-fn kv(args: &[&str]) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_kv"))
-        .args(args)
-        .output()
-        .expect("the kv binary runs")
-}
-
-fn shipped(name: &str) -> String {
-    PathBuf::from(env!("CARGO_MANIFEST_DIR"))
-        .join("../examples/configs")
-        .join(name)
-        .join("config.json")
-        .display()
-        .to_string()
-}
-
-fn text(out: &[u8]) -> String {
-    String::from_utf8(out.to_vec()).unwrap()
-}
+mod support;
+use support::*;
 
 #[test]
 fn sglang_prints_its_own_lines() {
