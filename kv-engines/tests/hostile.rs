@@ -559,9 +559,9 @@ fn qwen3_8b() -> Value {
     })
 }
 
-fn sglang_with_total(tokens: u64) -> Result<u64, String> {
+fn sglang_with_total(positions: u64, tokens: u64) -> Result<u64, String> {
     let config = qwen3_8b();
-    let e = estimate(&config, &EstimateSettings::new()).unwrap();
+    let e = estimate(&config, &EstimateSettings::new().positions(positions)).unwrap();
     let mut settings = SglangSettings::default();
     settings.max_total_tokens = Some(tokens);
     sglang_pools(&config, &e, &settings, 40 << 30)
@@ -571,23 +571,29 @@ fn sglang_with_total(tokens: u64) -> Result<u64, String> {
 
 #[test]
 fn max_total_tokens_that_leave_no_request_are_refused_as_sglang_asserts() {
-    // TpModelWorker: max_running_requests = min(4096-ish, 1 // 2 = 0).
-    let one = sglang_with_total(1).unwrap_err();
+    // TpModelWorker (tp_worker.py:420, SGLang 0.5.23): max_running_requests
+    // = min(2048.., 1 // 2 = 0) is asserted positive.
+    let one = sglang_with_total(40960, 1).unwrap_err();
     assert!(
         one.contains("SGLang would not start: AssertionError: max_running_request is zero"),
         "{one}"
     );
-    // 2 to 6 tokens: a request, but max_req_len = min(40960, n) - 1 leaves
-    // max_req_input_len = max_req_len - 5 <= 0.
-    for tokens in 2..=6 {
-        let got = sglang_with_total(tokens).unwrap_err();
-        assert!(
-            got.contains("AssertionError: Memory pool size is too small"),
-            "{tokens}: {got}"
-        );
-    }
-    // 7 tokens: max_req_len 6, input 1; requests 7 // 2 = 3.
-    assert_eq!(sglang_with_total(7), Ok(3));
+    // 2 tokens: 2 // 2 = 1 request, max_req_len = min(40960, 2) - 1 = 1:
+    // SGLang starts (its max_req_input_len, 5 fewer, is not asserted).
+    assert_eq!(sglang_with_total(40960, 2), Ok(1));
+    // 7 tokens: 7 // 2 = 3 requests.
+    assert_eq!(sglang_with_total(40960, 7), Ok(3));
+    // tp_worker.py:425: a context of 1 token leaves max_req_len
+    // min(1, 100) - 1 = 0.
+    let context = sglang_with_total(1, 100).unwrap_err();
+    assert!(
+        context.contains(
+            "AssertionError: Memory pool size is too small (max_req_len = min(context_len 1 - 1, \
+             max_total_num_tokens 100 - 1) = 0)"
+        ),
+        "{context}"
+    );
+    assert_eq!(sglang_with_total(2, 100), Ok(50));
 }
 
 #[test]

@@ -519,9 +519,11 @@ pub fn sglang_pools(
             )));
         }
     }
-    // TpModelWorker.__init__ (managers/tp_worker.py) asserts both before
-    // the scheduler starts: a pool of 0 or 1 token leaves no request, and
-    // one of under 7 tokens (or a context of under 7) no request input.
+    // TpModelWorker asserts both when it allocates the pools
+    // (managers/tp_worker.py:420 and :425 in 0.5.23): a pool of 0 or 1
+    // token leaves no request, and a context or pool of 1 token no request
+    // length. (Its `max_req_input_len`, 5 tokens fewer, is not asserted: a
+    // smaller pool starts, with a warning, and refuses long requests.)
     if requests == 0 {
         return Err(refused(format!(
             "AssertionError: max_running_request is zero (the full pool of {full_tokens} \
@@ -530,11 +532,10 @@ pub fn sglang_pools(
         )));
     }
     let max_req_len = context_len.min(full_tokens).saturating_sub(1);
-    if max_req_len <= 5 {
+    if max_req_len == 0 {
         return Err(refused(format!(
             "AssertionError: Memory pool size is too small (max_req_len = min(context_len {} \
-             - 1, max_total_num_tokens {full_tokens} - 1) = {max_req_len} leaves no input \
-             after its 5 reserved tokens)",
+             - 1, max_total_num_tokens {full_tokens} - 1) = 0)",
             estimate.max_model_len
         )));
     }
