@@ -669,3 +669,66 @@ fn an_architecture_of_another_type_is_refused_in_llama_cpps_words() {
          general.architecture has wrong type u32 but expected type str"
     ));
 }
+
+#[test]
+fn long_arrays_of_every_fixed_width_are_read_past_at_their_width() {
+    // Past KEPT_ELEMENTS, an array is skipped by its element size: 2 bytes
+    // for u16/i16 (types 2, 3), 8 for u64/i64/f64 (10..=12). A wrong size
+    // would read `after` at the wrong byte.
+    for (kind, width) in [(2u32, 2usize), (3, 2), (10, 8), (11, 8), (12, 8)] {
+        let len = KEPT_ELEMENTS + 88;
+        let file = header(&[
+            ("long", W::Array(kind, len, vec![0; len as usize * width])),
+            ("after", W::U8(9)),
+        ]);
+        let meta = GgufMetadata::read_sized(&file[..], Some(file.len() as u64), "model.gguf")
+            .unwrap_or_else(|e| panic!("type {kind}: {e}"));
+        let Some(GgufValue::Array(array)) = meta.get("long") else {
+            panic!("type {kind}: no array");
+        };
+        assert_eq!((array.len(), array.is_empty()), (len, false), "type {kind}");
+        assert_eq!(meta.get("after"), Some(&GgufValue::U8(9)), "type {kind}");
+    }
+    let meta = GgufMetadata::read(
+        &header(&[("none", W::Array(4, 0, Vec::new()))])[..],
+        "m.gguf",
+    )
+    .unwrap();
+    let Some(GgufValue::Array(empty)) = meta.get("none") else {
+        panic!("no array");
+    };
+    assert!(empty.is_empty());
+}
+
+#[test]
+fn a_count_for_every_layer_is_kept_up_to_kept_elements_layers() {
+    let meta = GgufMetadata::read(
+        &llama(&[("attention.head_count_kv", W::U32(8))])[..],
+        "model.gguf",
+    )
+    .unwrap();
+    let at_bound = meta
+        .per_layer("attention.head_count_kv", KEPT_ELEMENTS)
+        .unwrap()
+        .unwrap();
+    assert_eq!((at_bound.len() as u64, at_bound[0]), (KEPT_ELEMENTS, 8));
+    let past = meta
+        .per_layer("attention.head_count_kv", KEPT_ELEMENTS + 1)
+        .unwrap_err()
+        .to_string();
+    assert!(
+        past.contains("`llama.attention.head_count_kv` for 513 layers: kv keeps at most 512"),
+        "{past}"
+    );
+}
+
+#[test]
+fn a_foreign_magic_is_shown_as_hex_and_printable_bytes() {
+    let got = refused(b"G GU\x1b\x00\x00\x00");
+    assert!(
+        got.contains("bytes 47 20 47 55 ('G GU')"),
+        "a space is shown, a control byte never: {got}"
+    );
+    let got = refused(b"\x1b[2J\x00\x00\x00\x00");
+    assert!(got.contains("bytes 1b 5b 32 4a ('?[2J')"), "{got}");
+}
