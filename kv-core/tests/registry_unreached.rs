@@ -571,3 +571,51 @@ fn a_with_functions_items_absent_now_are_no_false_alarm() {
         reported(&[&engine], "with_function")
     );
 }
+
+/// Beside a `?Sized` parameter, a concrete child still reaches its owners
+/// the static way: what its absent (generic) type holds is named too.
+mod unsized_beside {
+    use kv_core::ModelLocalKv;
+
+    #[derive(ModelLocalKv)]
+    pub struct Inner;
+
+    #[derive(ModelLocalKv)]
+    pub struct Outer<T: 'static> {
+        #[kv(child)]
+        pub inner: Option<Inner>,
+        pub tag: T,
+    }
+
+    #[derive(ModelLocalKv)]
+    pub struct Small;
+
+    #[derive(ModelLocalKv)]
+    pub struct Layer<M: ?Sized + ModelLocalKv> {
+        #[kv(child)]
+        pub model: Box<M>,
+        #[kv(child)]
+        pub outer: Option<Outer<u8>>,
+    }
+
+    #[derive(ModelLocalKv)]
+    pub struct Root {
+        #[kv(child)]
+        pub layer: Layer<Small>,
+    }
+}
+
+#[test]
+fn a_concrete_child_beside_an_unsized_parameter_names_what_its_type_holds() {
+    let root = unsized_beside::Root {
+        layer: unsized_beside::Layer {
+            model: Box::new(unsized_beside::Small),
+            outer: None,
+        },
+    };
+    assert!(
+        reported(&[&root], "unsized_beside").is_empty(),
+        "{:?}",
+        reported(&[&root], "unsized_beside")
+    );
+}
