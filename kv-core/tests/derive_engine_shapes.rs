@@ -279,3 +279,22 @@ fn a_hand_written_owner_visits_a_locked_trait_object() {
         ["shared.layers.0.kv", "shared.layers.1.kv"]
     );
 }
+
+/// A `?Sized` parameter inside brackets (an array of boxes) is seen too:
+/// the field reaches its owners the trait objects' way.
+#[derive(ModelLocalKv)]
+struct Pair<M: ?Sized + ModelLocalKv> {
+    #[kv(child)]
+    models: [Box<M>; 2],
+}
+
+#[test]
+fn an_unsized_parameter_inside_brackets_is_walked_through_the_trait() {
+    let mistral = || Mistral {
+        layers: vec![cache()],
+    };
+    let pair: Pair<dyn NormalModel> = Pair {
+        models: [Box::new(mistral()), Box::new(mistral())],
+    };
+    assert_eq!(paths(&pair), ["models.0.layers.0.kv", "models.1.layers.0.kv"]);
+}
