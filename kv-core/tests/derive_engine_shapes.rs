@@ -296,5 +296,8 @@ fn an_unsized_parameter_inside_brackets_is_walked_through_the_trait() {
     let pair: Pair<dyn NormalModel> = Pair {
         models: [Box::new(mistral()), Box::new(mistral())],
     };
-    assert_eq!(paths(&pair), ["models.0.layers.0.kv", "models.1.layers.0.kv"]);
+    assert_eq!(
+        paths(&pair),
+        ["models.0.layers.0.kv", "models.1.layers.0.kv"]
+    );
 }

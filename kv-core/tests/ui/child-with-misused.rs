@@ -22,6 +22,9 @@ struct Scheduler {
     c: Queue<Cache>,
     #[kv(skip(with = lengths), because = "x")]
     d: Queue<Cache>,
+    // Arguments go in parentheses, not brackets.
+    #[kv(child[with = lengths])]
+    e: Queue<Cache>,
 }
 
 #[derive(ModelLocalKv)]

@@ -64,6 +64,13 @@ pub fn parse_entries(tokens: TokenStream, errors: &mut Errors) -> Vec<Entry> {
                 args = Some(group);
                 None
             }
+            Some(TokenTree::Group(group)) => {
+                errors.push(
+                    group.span(),
+                    format!("arguments go in parentheses: `{key}(...)`"),
+                );
+                continue;
+            }
             Some(TokenTree::Punct(eq)) if eq.as_char() == '=' => {
                 let value: TokenStream = trees.collect();
                 if value.is_empty() {
@@ -87,7 +94,10 @@ pub fn kv_attributes(attrs: &[Attribute]) -> impl Iterator<Item = &Attribute> {
     attrs.iter().filter(|a| a.path().is_ident("kv"))
 }
 
-/// The entries of one `#[kv(...)]`, or `None` (reported) when it has none.
+/// The entries of one `#[kv(...)]`, or `None` (reported) when it has none
+/// or one of them could not be read: what the attribute meant is not
+/// guessed at, so one mistyped entry is one error, not a cascade of
+/// "missing" keys.
 pub fn entries_of(attribute: &Attribute, errors: &mut Errors) -> Option<Vec<Entry>> {
     let tokens = match attribute.meta.require_list() {
         Ok(list) => list.tokens.clone(),
@@ -103,5 +113,7 @@ pub fn entries_of(attribute: &Attribute, errors: &mut Errors) -> Option<Vec<Entr
         );
         return None;
     }
-    Some(parse_entries(tokens, errors))
+    let before = errors.len();
+    let entries = parse_entries(tokens, errors);
+    (errors.len() == before).then_some(entries)
 }
