@@ -7,7 +7,7 @@ use kv_core::KvError;
 
 use crate::input::{expand, Problem};
 use crate::message::usage_error;
-use crate::output::{emit, StdoutFailed};
+use crate::output::{emit, emit_json, StdoutFailed};
 use crate::same_model::different_models;
 use crate::table::read_report;
 use crate::Format;
@@ -39,7 +39,12 @@ pub fn run(paths: &[PathBuf], format: Format, limit: u64) -> Result<bool, Stdout
         match ClusterReport::merge_labelled(reports) {
             Ok(_) if !different.is_empty() => problems.extend(different),
             Ok(cluster) => {
-                emit(&render(&cluster, format))?;
+                let text = render(&cluster, format);
+                if format == Format::Json {
+                    emit_json(&text)?;
+                } else {
+                    emit(&text)?;
+                }
                 return Ok(true);
             }
             // One line per problem, naming the file at fault (every file for

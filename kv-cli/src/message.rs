@@ -33,6 +33,38 @@ pub fn escaped(text: &str) -> String {
     out
 }
 
+/// A report for stdout with what came from a file made harmless: lines and
+/// tabs kept (a report has many), every other control character and
+/// invisible mark written as `\u{1b}`, so no escape from a config's
+/// `model_type` or a GGUF's architecture reaches the terminal.
+pub fn escaped_report(text: &str) -> String {
+    let mut out = String::with_capacity(text.len());
+    for c in text.chars() {
+        match c {
+            '\n' | '\t' => out.push(c),
+            c if c.is_control() || invisible(c) => out.extend(c.escape_unicode()),
+            c => out.push(c),
+        }
+    }
+    out
+}
+
+/// JSON text with the same characters escaped the JSON way (`\u001b`),
+/// which reads back to the same value: serde_json writes DEL, C1 controls
+/// and invisible marks as they are. (Outside strings JSON text holds none.)
+pub fn escaped_json(text: &str) -> String {
+    let mut out = String::with_capacity(text.len());
+    for c in text.chars() {
+        if (c.is_control() && c != '\n') || invisible(c) {
+            // Every such character is in the Basic Multilingual Plane.
+            out.push_str(&format!("\\u{:04x}", u32::from(c)));
+        } else {
+            out.push(c);
+        }
+    }
+    out
+}
+
 /// `text` with its middle cut out past `keep_head + keep_tail` characters,
 /// saying how many were cut.
 fn cut(text: &str, longest: usize, keep_head: usize, keep_tail: usize) -> String {
@@ -67,7 +99,31 @@ pub fn usage_error(kind: clap::error::ErrorKind, text: &str) -> ! {
 
 #[cfg(test)]
 mod tests {
-    use super::{escaped, printable};
+    use super::{escaped, escaped_json, escaped_report, printable};
+
+    #[test]
+    fn reports_keep_their_lines_and_lose_their_escapes() {
+        assert_eq!(
+            escaped_report("arch \x1b[2J\u{202e}x\n  K\tV\u{7f}\n"),
+            "arch \\u{1b}[2J\\u{202e}x\n  K\tV\\u{7f}\n"
+        );
+        let json = serde_json::to_string_pretty(&serde_json::json!({
+            "architecture": "a\u{1b}b\u{7f}c\u{202e}d\u{9b}e"
+        }))
+        .unwrap();
+        let escaped = escaped_json(&json);
+        assert!(
+            !escaped.chars().any(|c| c.is_control() && c != '\n'),
+            "{escaped}"
+        );
+        assert!(
+            escaped.contains(r"a\u001bb\u007fc\u202ed\u009be"),
+            "{escaped}"
+        );
+        // The same value reads back.
+        let back: serde_json::Value = serde_json::from_str(&escaped).unwrap();
+        assert_eq!(back["architecture"], "a\u{1b}b\u{7f}c\u{202e}d\u{9b}e");
+    }
 
     #[test]
     fn control_characters_and_invisible_marks_are_escaped() {

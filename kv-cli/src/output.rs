@@ -4,6 +4,8 @@
 use std::io::Write as _;
 use std::process::ExitCode;
 
+use crate::message::{escaped_json, escaped_report};
+
 /// A write to stdout that failed: the report did not arrive.
 #[derive(Debug)]
 pub struct StdoutFailed(std::io::Error);
@@ -23,8 +25,19 @@ impl StdoutFailed {
     }
 }
 
-/// Writes `text` to stdout and flushes it.
+/// Writes a text or Markdown report to stdout, escaped
+/// ([`escaped_report`]), and flushes it.
 pub fn emit(text: &str) -> Result<(), StdoutFailed> {
+    write_out(&escaped_report(text))
+}
+
+/// Writes JSON text to stdout, escaped the JSON way ([`escaped_json`]: the
+/// same value), and flushes it.
+pub fn emit_json(text: &str) -> Result<(), StdoutFailed> {
+    write_out(&escaped_json(text))
+}
+
+fn write_out(text: &str) -> Result<(), StdoutFailed> {
     let mut out = std::io::stdout().lock();
     out.write_all(text.as_bytes())
         .and_then(|()| out.flush())
@@ -35,5 +48,5 @@ pub fn emit(text: &str) -> Result<(), StdoutFailed> {
 /// engine's `--format json` prints the files it read.
 pub fn emit_json_array(values: Vec<serde_json::Value>) -> Result<(), StdoutFailed> {
     let text = serde_json::to_string_pretty(&serde_json::Value::Array(values)).unwrap_or_default();
-    emit(&(text + "\n"))
+    emit_json(&(text + "\n"))
 }

@@ -9,7 +9,7 @@ use kv_core::units::human_bytes;
 use kv_core::Table;
 
 use crate::input::{read_json, Problem};
-use crate::output::{emit, StdoutFailed};
+use crate::output::{emit, emit_json, StdoutFailed};
 use crate::Format;
 
 /// Reads a report; a file that is not one names the key.
@@ -23,7 +23,12 @@ pub fn read_report(path: &Path, limit: u64) -> Result<ExportedReport, Problem> {
 pub fn run(path: &Path, format: Format, limit: u64) -> Result<bool, StdoutFailed> {
     match read_report(path, limit) {
         Ok(report) => {
-            emit(&render(&report, format))?;
+            let text = render(&report, format);
+            if format == Format::Json {
+                emit_json(&text)?;
+            } else {
+                emit(&text)?;
+            }
             Ok(true)
         }
         Err(problem) => {

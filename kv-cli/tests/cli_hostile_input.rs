@@ -757,3 +757,36 @@ fn merge_and_table_refuse_a_format_they_would_not_print() {
         stderr(&out)
     );
 }
+
+#[test]
+fn bytes_from_a_file_reach_stdout_escaped() {
+    let dir = scratch("stdout_escaped");
+    let mut config: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(shipped("llama-3-8b")).unwrap()).unwrap();
+    config["model_type"] = serde_json::Value::from("llama\u{1b}[2J\u{202e}\u{7f}");
+    let file = write(&dir, "config.json", config.to_string());
+    let text = kv(&["estimate", &file, "--positions", "8192"]);
+    assert_eq!(text.status.code(), Some(0), "{}", stderr(&text));
+    let shown = stdout(&text);
+    assert!(
+        !shown
+            .chars()
+            .any(|c| (c.is_control() && c != '\n') || c == '\u{202e}'),
+        "{shown}"
+    );
+    assert!(shown.contains(r"llama\u{1b}[2J\u{202e}\u{7f}"), "{shown}");
+    // JSON keeps the value, escaped the JSON way.
+    let json = kv(&["estimate", &file, "--positions", "8192", "--format", "json"]);
+    let shown = stdout(&json);
+    assert!(
+        !shown
+            .chars()
+            .any(|c| (c.is_control() && c != '\n') || c == '\u{202e}'),
+        "{shown}"
+    );
+    let back: serde_json::Value = serde_json::from_str(&shown).unwrap();
+    assert!(
+        back.to_string().contains("llama\\u001b[2J\u{202e}\u{7f}"),
+        "{back}"
+    );
+}
