@@ -584,7 +584,7 @@ mod unsized_beside {
     pub struct Outer<T: 'static> {
         #[kv(child)]
         pub inner: Option<Inner>,
-        pub tag: T,
+        pub tag: std::marker::PhantomData<T>,
     }
 
     #[derive(ModelLocalKv)]
