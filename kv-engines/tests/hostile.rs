@@ -512,6 +512,17 @@ fn a_conv_kernel_of_1_is_refused_naming_the_key() {
         err.contains("`mamba_d_conv` is 1: the conv state keeps kernel - 1 = 0 inputs"),
         "{err}"
     );
+    // Mamba1's conv state does not grow with speculative tokens (vLLM's
+    // `mamba1_state_shape`): still empty, still refused.
+    let err = estimate(
+        &jamba,
+        &EstimateSettings::new()
+            .positions(4096)
+            .speculative_tokens(2),
+    )
+    .unwrap_err()
+    .to_string();
+    assert!(err.contains("`mamba_d_conv` is 1"), "{err}");
     let mut next = shipped("qwen3-next-80b-a3b");
     next["linear_conv_kernel_dim"] = json!(1);
     let err = estimate(&next, &EstimateSettings::new().positions(4096))
