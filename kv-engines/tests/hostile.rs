@@ -743,3 +743,38 @@ fn a_foreign_magic_is_shown_as_hex_and_printable_bytes() {
     let got = refused(b"\x1b[2J\x00\x00\x00\x00");
     assert!(got.contains("bytes 1b 5b 32 4a ('?[2J')"), "{got}");
 }
+
+#[test]
+fn a_per_layer_array_of_bools_is_read_as_llama_cpps_get_arr_reads_it() {
+    // get_arr takes BOOL, UINT32 and INT32 arrays for a uint32 array: true
+    // is 1 KV head. 32 layers x 8192 cells x (K 128 + V 128) x 2 B (f16) =
+    // 134,217,728 B.
+    let keys = base(W::U32(32), Some(W::Array(7, 32, vec![1; 32])));
+    let meta = GgufMetadata::read(&llama(&keys)[..], "model.gguf").unwrap();
+    let sized = llamacpp(&meta, &LlamaCppSettings::default()).unwrap();
+    assert_eq!(sized.bytes(), 134_217_728);
+}
+
+#[test]
+fn a_full_layers_zero_width_is_named_by_its_own_key_beside_the_sliding_one() {
+    // Gemma 3: layers 0..=4 slide (their key_length_swa is 64), layer 5 is
+    // full and its key_length is 0.
+    let file = header(&[
+        ("general.architecture", W::Str("gemma3")),
+        ("gemma3.block_count", W::U32(6)),
+        ("gemma3.context_length", W::U32(4096)),
+        ("gemma3.embedding_length", W::U32(256)),
+        ("gemma3.attention.head_count", W::U32(4)),
+        ("gemma3.attention.head_count_kv", W::U32(1)),
+        ("gemma3.attention.sliding_window", W::U32(512)),
+        ("gemma3.attention.key_length", W::U32(0)),
+        ("gemma3.attention.key_length_swa", W::U32(64)),
+        ("gemma3.attention.value_length", W::U32(64)),
+        ("gemma3.attention.value_length_swa", W::U32(64)),
+    ]);
+    let got = llama_refusal(&file);
+    assert!(
+        got.contains("`gemma3.attention.key_length` is 0 for layer 5 of 6"),
+        "{got}"
+    );
+}
