@@ -790,3 +790,46 @@ fn bytes_from_a_file_reach_stdout_escaped() {
         "{back}"
     );
 }
+
+#[test]
+fn merge_and_table_escape_their_output_as_their_format_reads() {
+    let dir = scratch("merge_table_escaped");
+    let files = rank_reports(
+        &dir,
+        "ranks",
+        &[&shipped("llama-3-8b"), "--positions", "4096", "--tp", "2"],
+    );
+    // The declaration renamed with DEL and a bidi mark, in both ranks.
+    for file in &files {
+        let text = std::fs::read_to_string(file).unwrap();
+        assert!(text.contains("\"full_attention\""), "{text}");
+        let renamed = text.replace("\"full_attention\"", "\"full\\u007f\\u202eattention\"");
+        std::fs::write(file, renamed).unwrap();
+    }
+    let raw = |text: &str| text.chars().any(|c| c == '\u{7f}' || c == '\u{202e}');
+    for args in [
+        vec!["merge", &files[0], &files[1]],
+        vec!["table", &files[0]],
+    ] {
+        let text = kv(&args);
+        assert_eq!(text.status.code(), Some(0), "{args:?}: {}", stderr(&text));
+        let shown = stdout(&text);
+        assert!(!raw(&shown), "{shown}");
+        // The table names declarations (the cluster view counts them).
+        if args[0] == "table" {
+            assert!(shown.contains(r"full\u{7f}\u{202e}attention"), "{shown}");
+        }
+        let mut json_args = args.clone();
+        json_args.extend(["--format", "json"]);
+        let json = kv(&json_args);
+        assert_eq!(json.status.code(), Some(0), "{args:?}: {}", stderr(&json));
+        let shown = stdout(&json);
+        assert!(
+            !raw(&shown) && shown.contains(r"full\u007f\u202eattention"),
+            "{shown}"
+        );
+        // The same value reads back.
+        let back: serde_json::Value = serde_json::from_str(&shown).unwrap();
+        assert!(back.to_string().contains("full\u{7f}\u{202e}attention"));
+    }
+}
