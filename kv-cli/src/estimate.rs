@@ -93,6 +93,9 @@ fn estimate_file(
             .map(|e| problem(file, e, args))
             .collect::<Vec<_>>()
     })?;
+    if args.strict {
+        crate::strict::refuse_unverified(file, &estimate).map_err(|p| vec![p])?;
+    }
     let mut estimated = estimated(file, estimate, args).map_err(|p| vec![p])?;
     if let Some(bytes) = args.kv_cache_memory_bytes {
         let layout = Parallel::new(args.tp, args.pp).map_err(|e| vec![Problem::new(file, e)])?;

@@ -35,6 +35,12 @@ pub struct Args {
     /// VLLM_ALLOW_LONG_MAX_MODEL_LEN=1); refused otherwise, as vLLM refuses it.
     #[arg(long)]
     pub(crate) allow_long_max_model_len: bool,
+    /// Refuses a config whose family kv has not been checked on (a
+    /// `model_type` not in kv's table, or none), instead of sizing it by
+    /// the generic rules and saying so. llama.cpp's profile refuses every
+    /// architecture it does not list already.
+    #[arg(long)]
+    pub(crate) strict: bool,
     /// vLLM num_speculative_tokens: each Mamba / Gated DeltaNet layer keeps
     /// one more state page per token, and Mamba2 / Gated DeltaNet conv states
     /// one more input.

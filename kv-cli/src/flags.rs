@@ -75,6 +75,13 @@ const RULES: &[Rule] = &[
         ),
     },
     Rule {
+        id: "strict",
+        flag: "--strict",
+        vllm: ALL,
+        sglang: ALL,
+        llamacpp: ALL,
+    },
+    Rule {
         id: "allow_long_max_model_len",
         flag: "--allow-long-max-model-len",
         vllm: ALL,

@@ -28,6 +28,7 @@ mod message;
 mod output;
 mod same_model;
 mod sglang;
+mod strict;
 mod table;
 
 #[derive(clap::Parser)]

@@ -116,6 +116,9 @@ fn size_file(
         ),
         other => Problem::new(file, other),
     })?;
+    if args.strict {
+        crate::strict::refuse_unverified(file, &estimate)?;
+    }
     let pools =
         sglang_pools(&config, &estimate, settings, bytes).map_err(|e| Problem::new(file, e))?;
     Ok(Sized {

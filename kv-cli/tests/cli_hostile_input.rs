@@ -833,3 +833,50 @@ fn merge_and_table_escape_their_output_as_their_format_reads() {
         assert!(back.to_string().contains("full\u{7f}\u{202e}attention"));
     }
 }
+
+#[test]
+fn strict_refuses_a_family_kv_has_not_been_checked_on() {
+    let dir = scratch("strict");
+    let mut config: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(shipped("llama-3-8b")).unwrap()).unwrap();
+    config["model_type"] = serde_json::Value::from("brand_new");
+    let file = write(&dir, "config.json", config.to_string());
+    // Without --strict: sized by the generic rules, and said.
+    let out = kv(&["estimate", &file, "--positions", "8192"]);
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    assert!(
+        stdout(&out).contains("the family is unverified (--strict refuses it)"),
+        "{}",
+        stdout(&out)
+    );
+    let refusal = format!(
+        "kv: {file}: `model_type` brand_new is not in kv's table of model families, so kv \
+         would size it by its generic rules, unverified for this family; --strict refuses it \
+         (without --strict the estimate is printed and says so)\n"
+    );
+    for engine in [
+        &["--engine", "vllm"][..],
+        &[
+            "--engine",
+            "sglang",
+            "--kv-cache-memory-bytes",
+            "40000000000",
+        ],
+    ] {
+        let mut args = vec!["estimate", &file, "--positions", "8192", "--strict"];
+        args.extend(engine);
+        let out = kv(&args);
+        assert_eq!(out.status.code(), Some(1), "{engine:?}: {}", stderr(&out));
+        assert!(out.stdout.is_empty(), "{}", stdout(&out));
+        assert_eq!(stderr(&out), refusal, "{engine:?}");
+    }
+    // A family kv knows passes --strict.
+    let out = kv(&[
+        "estimate",
+        &shipped("llama-3-8b"),
+        "--positions",
+        "8192",
+        "--strict",
+    ]);
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+}

@@ -370,11 +370,27 @@ fn an_unknown_model_type_is_said_and_rwkv_says_it_has_no_attention() {
     });
     let e = estimate(&odd, &at(1024)).unwrap();
     assert!(
-        e.detected
-            .contains("`model_type` brand_new is not in kv's table of model families"),
+        e.detected.contains(
+            "`model_type` brand_new is not in kv's table of model families: read by the \
+             generic keys, no loader defaults applied; the family is unverified (--strict \
+             refuses it)"
+        ),
         "{}",
         e.detected
     );
+    assert_eq!(
+        e.unverified_family.as_deref(),
+        Some("`model_type` brand_new is not in kv's table of model families")
+    );
+    let mut unnamed = odd.clone();
+    unnamed.as_object_mut().unwrap().remove("model_type");
+    let e = estimate(&unnamed, &at(1024)).unwrap();
+    assert_eq!(e.unverified_family.as_deref(), Some("no `model_type`"));
+    let mut llama = odd.clone();
+    llama["model_type"] = json!("llama");
+    let e = estimate(&llama, &at(1024)).unwrap();
+    assert_eq!(e.unverified_family, None);
+    assert!(!e.detected.contains("unverified"), "{}", e.detected);
     let rwkv = json!({"model_type": "rwkv", "num_hidden_layers": 24, "hidden_size": 2048});
     let err = estimate(&rwkv, &at(1024)).unwrap_err().to_string();
     assert!(

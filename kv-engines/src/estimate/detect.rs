@@ -38,6 +38,11 @@ pub struct Estimate {
     pub specs: Vec<KvSpec>,
     /// vLLM's `decode_context_parallel_size` the figures are for.
     pub decode_context_parallel: u64,
+    /// Where kv fell back to its generic rules, why: a `model_type` that is
+    /// not one of the families kv has been checked on, or none. Its figures
+    /// are unverified (`kv estimate --strict` refuses them); `None` for a
+    /// known family.
+    pub unverified_family: Option<String>,
 }
 
 /// Estimates what vLLM holds for a model from its HF `config.json`.
@@ -189,13 +194,18 @@ pub fn estimate(config: &Value, settings: &EstimateSettings) -> Result<Estimate,
         ));
     }
     let mut said = vec![detected];
-    match hf.model_types().first() {
-        Some(model_type) if hf.family().is_none() => said.push(format!(
-            "`model_type` {model_type} is not in kv's table of model families: read by the \
-             generic keys, no loader defaults applied"
+    let unverified_family = match hf.model_types().first() {
+        Some(model_type) if hf.family().is_none() => Some(format!(
+            "`model_type` {model_type} is not in kv's table of model families"
         )),
-        None => said.push("no `model_type`: read by the generic keys".to_owned()),
-        _ => {}
+        None => Some("no `model_type`".to_owned()),
+        _ => None,
+    };
+    if let Some(why) = &unverified_family {
+        said.push(format!(
+            "{why}: read by the generic keys, no loader defaults applied; the family is \
+             unverified (--strict refuses it)"
+        ));
     }
     said.extend(hf.notes());
     said.push(source);
@@ -207,6 +217,7 @@ pub fn estimate(config: &Value, settings: &EstimateSettings) -> Result<Estimate,
         tensor_parallel: settings.engine.tensor_parallel,
         specs,
         decode_context_parallel: settings.engine.decode_context_parallel,
+        unverified_family,
     })
 }
 
