@@ -217,12 +217,8 @@ fn parse_fields<'a>(fields: &'a syn::Fields, parsed: &mut Fields<'a>, errors: &m
         };
         // All `#[kv(child)]` of a field share one slot: a second is a duplicate.
         let mut flags = Attrs::default();
-        // A field whose attribute could not be read (reported) is not also
-        // called unmarked.
-        let mut unreadable = false;
         for attribute in kv_attributes(&field.attrs) {
             let Some(entries) = entries_of(attribute, errors) else {
-                unreadable = true;
                 continue;
             };
             if entries.iter().any(|e| place_of(e) == Some(Place::Field)) {
@@ -246,7 +242,7 @@ fn parse_fields<'a>(fields: &'a syn::Fields, parsed: &mut Fields<'a>, errors: &m
                 ty: &field.ty,
                 with: flags.child.take().and_then(|mark| mark.with),
             });
-        } else if !unreadable && flags.skip.key().is_none() && flags.because.key().is_none() {
+        } else if flags.skip.key().is_none() && flags.because.key().is_none() {
             parsed.unmarked.push(Unmarked {
                 segment,
                 span: field
