@@ -39,7 +39,6 @@ pub fn run(args: &Args) -> Result<bool, StdoutFailed> {
         problem.report();
     }
     let mut settings = EstimateSettings::new()
-        .block_size(args.block_size)
         .max_num_batched_tokens(args.max_num_batched_tokens)
         .pipeline_stages(args.pp)
         .tensor_parallel(args.tp)
@@ -51,6 +50,9 @@ pub fn run(args: &Args) -> Result<bool, StdoutFailed> {
         .allow_long_max_model_len(args.allow_long_max_model_len);
     if let Some(positions) = args.positions {
         settings = settings.positions(positions);
+    }
+    if let Some(block_size) = args.block_size {
+        settings = settings.block_size(block_size);
     }
     if let Some(storage) = args.kv_format {
         settings = settings.kv_format(storage);
@@ -140,6 +142,10 @@ fn problem(file: &Path, error: KvError, args: &Args) -> Problem {
         KvError::Config {
             what: "kv_format", ..
         } => Problem::new(file, error),
+        KvError::Config {
+            what: "block_size",
+            problem,
+        } => usage(file, "--block-size", problem),
         KvError::LongerThanModel { .. } => usage(
             file,
             "--positions",

@@ -75,9 +75,11 @@ pub struct Args {
     /// before the next; must divide the block size. Moves no figure.
     #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u64).range(1..))]
     pub(crate) dcp_interleave: u64,
-    /// vLLM block_size, in tokens.
-    #[arg(long, default_value_t = kv_engines::estimate::DEFAULT_BLOCK_SIZE, value_parser = clap::value_parser!(u64).range(1..))]
-    pub(crate) block_size: u64,
+    /// vLLM block_size, in tokens [default: 16, or what the attention
+    /// backend runs: 64 for an fp8 MLA latent]. Given, vLLM picks the backend
+    /// for it instead (16 given: TRITON_MLA for an fp8 latent).
+    #[arg(long, value_parser = clap::value_parser!(u64).range(1..))]
+    pub(crate) block_size: Option<u64>,
     /// vLLM max_num_batched_tokens (bounds a sliding window's blocks).
     #[arg(long, default_value_t = kv_engines::estimate::DEFAULT_MAX_NUM_BATCHED_TOKENS, value_parser = clap::value_parser!(u64).range(1..))]
     pub(crate) max_num_batched_tokens: u64,

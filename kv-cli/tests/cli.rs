@@ -749,6 +749,54 @@ fn decode_context_parallel_halves_each_ranks_tokens_and_vllms_refusals_exit_2() 
         "{}",
         stderr(&out)
     );
+    // A block no attention backend runs is bad usage of --block-size.
+    let out = kv(&[
+        "estimate",
+        &llama,
+        "--positions",
+        "8192",
+        "--block-size",
+        "8",
+    ]);
+    assert_eq!(out.status.code(), Some(2));
+    assert!(
+        stderr(&out).starts_with(&format!(
+            "error: invalid value for '--block-size': {llama}: vLLM 0.33 would not start: no \
+             attention backend on Hopper runs a block of 8 tokens"
+        )),
+        "{}",
+        stderr(&out)
+    );
+    // 16 given for an fp8 latent: TRITON_MLA at 16, said in the convention.
+    let out = kv(&[
+        "estimate",
+        &lite,
+        "--positions",
+        "3000",
+        "--kv-format",
+        "fp8",
+        "--block-size",
+        "16",
+    ]);
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    assert!(
+        stdout(&out).contains("block_size 16 (TRITON_MLA"),
+        "{}",
+        stdout(&out)
+    );
+    let out = kv(&[
+        "estimate",
+        &lite,
+        "--positions",
+        "3000",
+        "--kv-format",
+        "fp8",
+    ]);
+    assert!(
+        stdout(&out).contains("block_size 64 (FLASHMLA"),
+        "{}",
+        stdout(&out)
+    );
 }
 
 fn rank_reports(dir: &Path, max_num_seqs: u64) -> (Vec<String>, Collection) {

@@ -484,3 +484,43 @@ fn zero_layout_sizes_are_errors() {
         );
     }
 }
+
+#[test]
+fn a_block_size_given_that_no_attention_backend_runs_is_refused() {
+    let block = |size: u64| EstimateSettings::new().positions(8192).block_size(size);
+    // Llama-3-8B given --block-size 8: FLASH_ATTN, TRITON_ATTN and
+    // FLEX_ATTENTION run multiples of 16, FLASHINFER 16/32/64, so vLLM's
+    // selector finds no backend (vLLM 0.33 on Hopper, seen 2026-12-06:
+    // "No valid attention backend found for cuda with ...block_size=8...").
+    for size in [8, 24, 100] {
+        match estimate(&shipped("llama-3-8b"), &block(size)) {
+            Err(KvError::Config { what, problem }) => {
+                assert_eq!(what, "block_size");
+                assert!(
+                    problem.contains(&format!(
+                        "no attention backend on Hopper runs a block of {size} tokens"
+                    )) && problem.contains("No valid attention backend found"),
+                    "{problem}"
+                );
+            }
+            other => panic!("--block-size {size}: expected a refusal, got {other:?}"),
+        }
+    }
+    // 48 is a multiple of 16: FLASH_ATTN runs it; cdiv(8192, 48) = 171
+    // blocks = 8,208 positions.
+    let e = estimate(&shipped("llama-3-8b"), &block(48)).unwrap();
+    assert_eq!(e.specs[0].positions().unwrap().count, 8208);
+    // Mamba alone picks no attention backend: vLLM starts, and so does kv.
+    let mamba = json!({
+        "architectures": ["MambaForCausalLM"], "model_type": "mamba",
+        "hidden_size": 768, "num_hidden_layers": 24, "state_size": 16,
+        "conv_kernel": 4, "expand": 2, "torch_dtype": "float32",
+    });
+    assert!(estimate(&mamba, &block(8)).is_ok());
+    // The default block is never refused.
+    assert!(estimate(
+        &shipped("llama-3-8b"),
+        &EstimateSettings::new().positions(8192)
+    )
+    .is_ok());
+}

@@ -268,6 +268,7 @@ def engine_config(model_dir, layout):
         decode_context_parallel_size=layout["dcp"],
         kv_cache_dtype=layout["fmt"],
         max_model_len=layout["mml"],
+        block_size=layout.get("bs"),
         max_num_seqs=MAX_NUM_SEQS,
         max_num_batched_tokens=MAX_NUM_BATCHED_TOKENS,
         skip_tokenizer_init=True,
@@ -486,6 +487,8 @@ def kv_run(kv, config, layout, budget=None):
         args += ["--dcp", str(layout["dcp"])]
     if layout["mml"] is not None:
         args += ["--positions", str(layout["mml"])]
+    if layout.get("bs") is not None:
+        args += ["--block-size", str(layout["bs"])]
     if budget is not None:
         args += ["--kv-cache-memory-bytes", str(budget)]
     p = subprocess.run(args, capture_output=True, text=True)
@@ -561,6 +564,10 @@ def layouts(quick):
             dict(tp=2, pp=1, fmt="auto", dcp=2, mml=None),
             dict(tp=8, pp=1, fmt="auto", dcp=2, mml=None),
             dict(tp=8, pp=1, fmt="auto", dcp=4, mml=None),
+            # --block-size given: vLLM picks the backend for the block.
+            dict(tp=1, pp=1, fmt="fp8", dcp=1, mml=None, bs=16),
+            dict(tp=1, pp=1, fmt="auto", dcp=1, mml=None, bs=32),
+            dict(tp=1, pp=1, fmt="auto", dcp=1, mml=None, bs=8),
         ]
     return out
 
@@ -568,7 +575,8 @@ def layouts(quick):
 def layout_name(layout):
     mml = layout["mml"] if layout["mml"] is not None else "derived"
     dcp = f" dcp{layout['dcp']}" if layout["dcp"] > 1 else ""
-    return f"tp{layout['tp']} pp{layout['pp']} {layout['fmt']}{dcp} len {mml}"
+    bs = f" block {layout['bs']}" if layout.get("bs") is not None else ""
+    return f"tp{layout['tp']} pp{layout['pp']} {layout['fmt']}{dcp}{bs} len {mml}"
 
 
 def compare_config(kv, config, work, quick):

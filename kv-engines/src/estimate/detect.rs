@@ -155,6 +155,7 @@ pub fn estimate(config: &Value, settings: &EstimateSettings) -> Result<Estimate,
     let (detected, paging, mut specs) = detect(&hf, settings, max_model_len, &source)?;
     refusals::check_dcp(&hf, settings, paging.block_size, &specs)?;
     refusals::check_format(&hf, &specs)?;
+    refusals::check_block_size(settings, &specs)?;
     // Where vLLM's pool charges a kind more layers than it has, its cache says so.
     let grouping = Grouping::of(&specs, paging.block_size)?;
     for spec in &mut specs {
@@ -649,9 +650,68 @@ mod tests {
             (16, 3008)
         );
         assert!(!bf16.convention.contains("FLASHMLA"));
-        // A block the user gives is kept.
-        let given = estimate(&shipped("deepseek-v2-lite"), &fp8.block_size(128)).unwrap();
+        // A block the user gives is kept: 128 is a multiple of FLASHMLA's 64.
+        let given = estimate(&shipped("deepseek-v2-lite"), &fp8.clone().block_size(128)).unwrap();
         assert_eq!(given.block_size, 128);
+        assert!(
+            !given.convention.contains("TRITON_MLA"),
+            "{}",
+            given.convention
+        );
+    }
+
+    #[test]
+    fn a_block_of_16_given_is_not_the_default_for_an_fp8_latent() {
+        let v2_lite = shipped("deepseek-v2-lite");
+        let fp8 = EstimateSettings::new()
+            .positions(3000)
+            .kv_format(Storage::from_name("fp8").unwrap());
+        // `--block-size 16` given: vLLM's selector skips FLASHMLA (blocks of
+        // 64) and runs TRITON_MLA at 16: cdiv(3000, 16) = 188 blocks = 3,008
+        // positions; a row 188 x 27 layers x 16 x 576 B = 188 x 248,832 B.
+        let sixteen = estimate(&v2_lite, &fp8.clone().block_size(16)).unwrap();
+        assert_eq!(sixteen.block_size, 16);
+        assert_eq!(sixteen.specs[0].positions().unwrap().count, 3008);
+        assert_eq!(sixteen.specs[0].bytes_per_row(), Ok(46_780_416));
+        assert!(
+            sixteen
+                .convention
+                .contains("block_size 16 (TRITON_MLA: the block given"),
+            "{}",
+            sixteen.convention
+        );
+        // 32 given: TRITON_MLA too, cdiv(3000, 32) = 94 blocks = 3,008.
+        let thirty_two = estimate(&v2_lite, &fp8.clone().block_size(32)).unwrap();
+        assert_eq!(
+            (thirty_two.block_size, thirty_two.specs[0].bytes_per_row()),
+            (32, Ok(94 * 27 * 32 * 576))
+        );
+        // A bf16 latent given 16 runs FLASH_ATTN_MLA at 16, as by default.
+        let bf16 = estimate(
+            &v2_lite,
+            &EstimateSettings::new().positions(3000).block_size(16),
+        )
+        .unwrap();
+        assert_eq!(bf16.block_size, 16);
+        assert!(
+            !bf16.convention.contains("TRITON_MLA"),
+            "{}",
+            bf16.convention
+        );
+        // A block no MLA backend runs (not a multiple of 16) is refused, in
+        // either storage.
+        for settings in [
+            fp8.block_size(8),
+            EstimateSettings::new().positions(3000).block_size(24),
+        ] {
+            let refused = estimate(&v2_lite, &settings).unwrap_err().to_string();
+            assert!(
+                refused.contains("no MLA backend on Hopper runs a block of")
+                    && refused.contains("for `mla_latent`")
+                    && refused.contains("No valid attention backend found"),
+                "{refused}"
+            );
+        }
     }
 
     #[test]

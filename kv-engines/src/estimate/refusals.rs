@@ -327,6 +327,51 @@ pub(super) fn check_format(hf: &HfConfig, specs: &[KvSpec]) -> Result<(), KvErro
     Ok(())
 }
 
+/// The block every attention backend vLLM 0.33 tries on Hopper runs a
+/// multiple of (`get_supported_kernel_block_sizes`): FLASH_ATTN,
+/// TRITON_ATTN, FLEX_ATTENTION, FLASH_ATTN_MLA and TRITON_MLA
+/// `MultipleOf(16)`, FLASHINFER 16/32/64, FLASHMLA 64.
+const ATTENTION_BLOCK_MULTIPLE: u64 = 16;
+
+/// vLLM's refusal of a `--block-size` no attention backend runs: given, the
+/// selector keeps the block (`user_specified_block_size`) and every backend's
+/// `supports_block_size` tests `block_size % base == 0` against its kernel
+/// blocks, each a multiple of 16 on Hopper, so a block that is not one
+/// leaves no backend for attention or an MLA latent. A model without either
+/// (Mamba alone) picks no attention backend and is not refused.
+pub(super) fn check_block_size(
+    settings: &EstimateSettings,
+    specs: &[KvSpec],
+) -> Result<(), KvError> {
+    let block_size = settings.block_size;
+    if !settings.block_size_given || block_size.is_multiple_of(ATTENTION_BLOCK_MULTIPLE) {
+        return Ok(());
+    }
+    let Some(spec) = specs.iter().find(|spec| {
+        matches!(
+            spec.layout,
+            Layout::Attention { .. } | Layout::Latent { .. }
+        )
+    }) else {
+        return Ok(());
+    };
+    let kind = match spec.layout {
+        Layout::Latent { .. } => "MLA",
+        _ => "attention",
+    };
+    Err(KvError::Config {
+        what: "block_size",
+        problem: format!(
+            "vLLM {VLLM_VERSION} would not start: no {kind} backend on Hopper runs a block of \
+             {block_size} tokens for `{}` (each runs a multiple of 16: FLASH_ATTN, \
+             FLASHINFER, TRITON_ATTN, FLASH_ATTN_MLA, TRITON_MLA; FLASHMLA a multiple of 64; \
+             vLLM: \"No valid attention backend found for cuda with ...\"); give a \
+             multiple of 16, or no --block-size",
+            spec.name
+        ),
+    })
+}
+
 fn refused(problem: String) -> Result<(), KvError> {
     Err(KvError::Parallel {
         declaration: String::new(),

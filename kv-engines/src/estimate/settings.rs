@@ -102,6 +102,13 @@ pub struct EstimateSettings {
     /// vLLM `block_size` (default [`DEFAULT_BLOCK_SIZE`]); a hybrid model's
     /// attention raises it as vLLM does.
     pub block_size: u64,
+    /// Whether the user gave `block_size` (vLLM's `--block-size`, its
+    /// `CacheConfig.user_specified_block_size`): vLLM then picks the attention
+    /// backend for that block instead of the block for the backend, so a
+    /// block of 16 given is not the default 16 (an fp8 MLA latent runs
+    /// TRITON_MLA at 16, not FLASHMLA at 64). [`block_size`](Self::block_size)
+    /// sets it.
+    pub block_size_given: bool,
     /// vLLM `max_num_batched_tokens` (default
     /// [`DEFAULT_MAX_NUM_BATCHED_TOKENS`]).
     pub max_num_batched_tokens: u64,
@@ -135,6 +142,7 @@ impl EstimateSettings {
         EstimateSettings {
             positions: None,
             block_size: DEFAULT_BLOCK_SIZE,
+            block_size_given: false,
             max_num_batched_tokens: DEFAULT_MAX_NUM_BATCHED_TOKENS,
             kv_format: None,
             values: Map::new(),
@@ -149,9 +157,12 @@ impl EstimateSettings {
         self
     }
 
-    /// vLLM's `block_size`.
+    /// vLLM's `block_size`, given by the user (`--block-size`): the default
+    /// [`DEFAULT_BLOCK_SIZE`] given is not the default left unset, as in
+    /// vLLM ([`block_size_given`](Self::block_size_given)).
     pub fn block_size(mut self, block_size: u64) -> EstimateSettings {
         self.block_size = block_size;
+        self.block_size_given = true;
         self
     }
 

@@ -61,13 +61,17 @@ impl Paging {
         }
     }
 
-    /// An MLA model's paging, from the storage its latent will have: on
-    /// Hopper (SM 9.0, kv's GPU), vLLM 0.33 tries FLASH_ATTN_MLA first
-    /// (`platforms/cuda.py` `_get_backend_priorities`), which takes bf16/f16
-    /// only; an fp8 latent goes to FLASHMLA, whose only kernel block is 64,
-    /// and `update_block_size_for_backend` sets the block to it unless the
-    /// user gave one (kv reads a block size of 16, vLLM's default, as not
-    /// given).
+    /// An MLA model's paging, from the storage its latent will have. On
+    /// Hopper (SM 9.0, kv's GPU) vLLM 0.33 tries, in this order
+    /// (`platforms/cuda.py` `_get_backend_priorities`), FLASH_ATTN_MLA
+    /// (bf16/f16 only, blocks a multiple of 16), FLASHMLA (a multiple of 64),
+    /// FLASHINFER_MLA (SM 10 only) and TRITON_MLA (a multiple of 16).
+    /// Without `--block-size`, the first that takes the latent sets the
+    /// block (`update_block_size_for_backend`): 64 for an fp8 latent
+    /// (FLASHMLA), else 16. With it (`user_specified_block_size`), the
+    /// selector keeps the block and skips the backends that cannot run it
+    /// (`supports_block_size`): an fp8 latent at 16 or 32 runs TRITON_MLA; a
+    /// block no backend runs is refused ([`super::refusals::check_block_size`]).
     pub fn mla(
         settings: &EstimateSettings,
         hf: &HfConfig,
@@ -76,12 +80,25 @@ impl Paging {
         let block_size = settings.block_size;
         let (storage, _) = attention_storage(settings, hf, mla.dtype)?;
         let fp8 = storage.dtype() == Some(DType::F8E4M3);
-        if fp8 && block_size == super::settings::DEFAULT_BLOCK_SIZE {
+        if !settings.block_size_given {
+            if fp8 {
+                return Ok(Paging {
+                    block_size: FLASH_MLA_BLOCK,
+                    backend: Some(
+                        "FLASHMLA, vLLM's MLA backend for an fp8 latent on Hopper \
+                         (FLASH_ATTN_MLA takes bf16/f16 only), runs only blocks of 64",
+                    ),
+                    ..Paging::plain(block_size)
+                });
+            }
+            return Ok(Paging::plain(block_size));
+        }
+        if fp8 && !block_size.is_multiple_of(FLASH_MLA_BLOCK) {
             return Ok(Paging {
-                block_size: FLASH_MLA_BLOCK,
                 backend: Some(
-                    "FLASHMLA, vLLM's MLA backend for an fp8 latent on Hopper (FLASH_ATTN_MLA \
-                     takes bf16/f16 only), runs only blocks of 64",
+                    "TRITON_MLA: the block given rules out FLASHMLA, which runs multiples of \
+                     64 (vLLM warns \"--block-size precluded higher-priority backend(s) \
+                     FLASHMLA\")",
                 ),
                 ..Paging::plain(block_size)
             });
