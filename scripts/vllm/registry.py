@@ -1,0 +1,237 @@
+"""vLLM 0.33's registry as the test universe: every text-generation and
+multimodal architecture it registers, run through `compare.py` (vLLM's own
+objects against `kv estimate`), summed up per architecture into
+docs/coverage/vllm.tsv (format: docs/coverage/README.md), from which
+`kv-engines/tests/coverage_table.rs` generates docs/engines.md.
+
+Not part of CI. Build kv, then, in the vLLM 0.33 virtual environment:
+
+    cargo build --release -p kv-cli
+    /work/.venv-vllm/bin/python scripts/vllm/registry.py \
+        --kv target/release/kv --out /tmp/kv-vllm-registry [--jobs 2]
+    KV_UPDATE_DOCS=1 cargo test -p kv-engines --test coverage_table
+
+The config for each architecture, in this order (the detail names it):
+1. a published config kv ships (scripts/vllm/configs, scripts/sglang/configs,
+   examples/configs) whose `architectures` names it;
+2. the defaults of transformers' config class for it (transformers' auto
+   mappings give the model_type of each class name);
+3. the defaults of vLLM's own config class for the registry module's name
+   (`vllm.transformers_utils.config._CONFIG_REGISTRY`), else for the longest
+   key of vLLM's, then transformers', that the class name starts with;
+4. none: `cannot-build`, the config class being remote code on the Hub.
+
+Each architecture's config runs `compare.py --quick` (TP 1/2, PP 1/2, auto
+and fp8: six layouts). An architecture is `exact` when every quantity of
+every layout agrees and vLLM starts on at least one; `refused-alike` when
+vLLM refuses every layout and kv refuses each too; `cannot-build` where
+vLLM's model class fails on the config (not a refusal: a key its class needs
+and the defaults lack, an image processor); else `not-covered`, with the
+count of quantities that agree and the first that does not.
+
+Options: --only ARCH... (run these; the others keep OUT's last results),
+--jobs N, --summarise (run nothing: rewrite the .tsv from OUT).
+"""
+
+import argparse
+import csv
+import datetime
+import glob
+import json
+import os
+import subprocess
+import sys
+from collections import defaultdict
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+ROOT = os.path.abspath(os.path.join(HERE, "..", ".."))
+TSV = os.path.join(ROOT, "docs", "coverage", "vllm.tsv")
+
+
+def registry():
+    """(architecture, kind, module) for vLLM's text and multimodal models."""
+    from vllm.model_executor.models import registry as r
+
+    out = []
+    for kind, table in (("text", r._TEXT_GENERATION_MODELS), ("multimodal", r._MULTIMODAL_MODELS)):
+        for arch, (module, _cls) in table.items():
+            out.append((arch, kind, module))
+    return out
+
+
+def shipped_configs():
+    """architecture -> (source, config) from the configs kv ships."""
+    found = {}
+    patterns = [
+        os.path.join(HERE, "configs", "*.json"),
+        os.path.join(ROOT, "scripts", "sglang", "configs", "*.json"),
+        os.path.join(ROOT, "examples", "configs", "*", "config.json"),
+    ]
+    for pattern in patterns:
+        for path in sorted(glob.glob(pattern)):
+            try:
+                config = json.load(open(path))
+            except (OSError, ValueError):
+                continue
+            for arch in config.get("architectures") or []:
+                found.setdefault(arch, (os.path.relpath(path, ROOT), config))
+    return found
+
+
+def transformers_model_types():
+    """class name -> model_type, from every auto mapping of transformers."""
+    from transformers.models.auto import modeling_auto
+
+    out = {}
+    for name in dir(modeling_auto):
+        if not (name.startswith("MODEL") and name.endswith("_MAPPING_NAMES")):
+            continue
+        for model_type, classes in getattr(modeling_auto, name).items():
+            for cls in classes if isinstance(classes, (list, tuple)) else [classes]:
+                out.setdefault(cls, model_type)
+    return out
+
+
+def default_config(arch, module, model_types):
+    """(source, config dict) from a config class's defaults, or (reason, None)."""
+    from transformers import CONFIG_MAPPING
+
+    candidates = []
+    if arch in model_types:
+        candidates.append(("transformers", model_types[arch]))
+    candidates.append(("transformers", module))
+    try:
+        from vllm.transformers_utils.config import _CONFIG_REGISTRY as vllm_configs
+    except ImportError:
+        vllm_configs = {}
+    candidates.append(("vllm", module))
+    # Last, the longest config key the class name starts with (DeepseekV41ForCausalLM:
+    # vLLM's `deepseek_v41`), vLLM's keys before transformers'.
+    squashed = arch.lower().replace("_", "")
+    for origin, keys in (("vllm", vllm_configs), ("transformers", CONFIG_MAPPING.keys())):
+        prefixes = [k for k in keys if squashed.startswith(k.lower().replace("_", "").replace("-", ""))]
+        if prefixes:
+            candidates.append((origin, max(prefixes, key=len)))
+    for origin, model_type in candidates:
+        try:
+            if origin == "transformers":
+                cls = CONFIG_MAPPING[model_type]
+            else:
+                cls = vllm_configs[model_type]
+        except KeyError:
+            continue
+        try:
+            config = cls().to_dict()
+        except Exception as e:  # a class whose defaults do not build
+            return f"{origin}'s {cls.__name__}() fails: {type(e).__name__}: {e}"[:200], None
+        config["architectures"] = [arch]
+        if not config.get("torch_dtype") and not config.get("dtype"):
+            config["torch_dtype"] = "bfloat16"
+        return f"{origin}'s {cls.__name__} defaults", config
+    return (
+        "no config class for it in transformers 5.20 or vLLM 0.33 (its config is remote "
+        "code on the Hub)",
+        None,
+    )
+
+
+def clean(text):
+    return " ".join(str(text).replace("\t", " ").split())[:240]
+
+
+def classify(rows):
+    """(status, detail) for one architecture's compare rows."""
+    layouts = defaultdict(dict)
+    for layout, quantity, v, k in rows:
+        layouts[layout][quantity] = (v, k)
+    errors = [(lay, q["harness_error"][0]) for lay, q in layouts.items() if "harness_error" in q]
+    ran = {lay: q for lay, q in layouts.items() if "harness_error" not in q}
+    if not ran:
+        error = clean(errors[0][1]) if errors else "no result"
+        if "meta" in error or "CUDA" in error:
+            return "not-covered", f"harness: {error}"
+        return "cannot-build", f"vLLM's model class fails on this config: {error}"
+    started = [lay for lay, q in ran.items() if str(q.get("refused", ("", ""))[0]) == "False"]
+    agree = total = 0
+    first = None
+    for lay, q in ran.items():
+        for quantity, (v, k) in q.items():
+            if quantity == "refused.why":
+                continue
+            total += 1
+            if str(v) == str(k):
+                agree += 1
+            elif first is None:
+                first = f"{quantity} at {lay}: vLLM {clean(v)[:90]} / kv {clean(k)[:90]}"
+    where = f"{len(ran)} layouts" + (f" ({len(errors)} more failed to build)" if errors else "")
+    if agree == total and started:
+        return "exact", f"{agree}/{total} quantities over {where}"
+    if agree == total:
+        why = clean(next(iter(ran.values())).get("refused.why", ("", ""))[0])
+        return "refused-alike", f"both refuse every layout; vLLM: {why[:160]}"
+    return "not-covered", f"{agree}/{total} quantities agree over {where}; first: {first}"
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--kv", default="target/release/kv")
+    ap.add_argument("--out", default="/tmp/kv-vllm-registry")
+    ap.add_argument("--only", nargs="*")
+    ap.add_argument("--jobs", type=int, default=1)
+    ap.add_argument("--timeout", type=int, default=600)
+    ap.add_argument("--summarise", action="store_true")
+    a = ap.parse_args()
+    configs_dir = os.path.join(a.out, "configs")
+    os.makedirs(configs_dir, exist_ok=True)
+    archs = registry()
+    shipped = shipped_configs()
+    model_types = transformers_model_types()
+    sources = {}
+    for arch, kind, module in archs:
+        if arch in shipped:
+            source, config = shipped[arch]
+            sources[arch] = (f"published config {source}", True)
+        else:
+            source, config = default_config(arch, module, model_types)
+            sources[arch] = (source, config is not None)
+        if config is not None:
+            with open(os.path.join(configs_dir, arch + ".json"), "w") as f:
+                json.dump(config, f, indent=1, default=str)
+    if not a.summarise:
+        runnable = [arch for arch, _, _ in archs if sources[arch][1]]
+        if a.only:
+            runnable = [arch for arch in runnable if arch in a.only]
+        cmd = [sys.executable, os.path.join(HERE, "compare.py"), "--kv", a.kv,
+               "--configs", configs_dir, "--out", os.path.join(a.out, "compare"),
+               "--quick", "--jobs", str(a.jobs), "--timeout", str(a.timeout), "--only", *runnable]
+        subprocess.run(cmd, check=False)
+    parts = os.path.join(a.out, "compare", "parts")
+    today = datetime.date.today().isoformat()
+    lines = [
+        "# vLLM 0.33.0: vllm/model_executor/models/registry.py, text generation and multimodal",
+        f"# written by scripts/vllm/registry.py (compare.py --quick: TP 1/2, PP 1/2, auto and fp8)",
+        "architecture\tstatus\tchecked\tdetail",
+    ]
+    counts = defaultdict(int)
+    for arch, kind, module in sorted(archs):
+        source, runnable = sources[arch]
+        part = os.path.join(parts, arch + ".json")
+        if not runnable:
+            status, detail, checked = "cannot-build", source, today
+        elif not os.path.exists(part):
+            status, detail, checked = "not-covered", f"not run ({source})", "-"
+        else:
+            status, detail = classify(json.load(open(part)))
+            checked = datetime.date.fromtimestamp(os.path.getmtime(part)).isoformat()
+            detail = f"{detail}; config: {source}"
+        counts[status] += 1
+        lines.append(f"{arch}\t{status}\t{checked}\t{clean(detail)}")
+    os.makedirs(os.path.dirname(TSV), exist_ok=True)
+    with open(TSV, "w") as f:
+        f.write("\n".join(lines) + "\n")
+    print(f"{len(archs)} architectures: " + ", ".join(f"{k} {v}" for k, v in sorted(counts.items())))
+    print(f"wrote {TSV}")
+
+
+if __name__ == "__main__":
+    main()
