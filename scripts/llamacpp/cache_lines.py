@@ -45,6 +45,29 @@ def log(level, text, _user):
         emit(line)
 
 
+class GgufInitParams(ctypes.Structure):
+    _fields_ = [("no_alloc", ctypes.c_bool), ("ctx", ctypes.c_void_p)]
+
+
+@llama_cpp.llama_model_set_tensor_data_t
+def no_data(_tensor, _user):
+    pass
+
+
+def from_header(path, mp):
+    """A header-only GGUF (fixture.py): llama.cpp makes the tensors itself
+    from the metadata (llama_model_init_from_user), none allocated."""
+    lib = os.path.join(os.path.dirname(llama_cpp.__file__), "lib", "libggml-base.so")
+    ggml = ctypes.CDLL(lib)
+    ggml.gguf_init_from_file.restype = ctypes.c_void_p
+    ggml.gguf_init_from_file.argtypes = [ctypes.c_char_p, GgufInitParams]
+    meta = ggml.gguf_init_from_file(path.encode(), GgufInitParams(True, None))
+    if not meta:
+        return None
+    mp.no_alloc = True
+    return llama_cpp.llama_model_init_from_user(meta, no_data, None, mp)
+
+
 def main():
     p = argparse.ArgumentParser()
     p.add_argument("model")
@@ -57,11 +80,15 @@ def main():
     p.add_argument("--flash-attn", default="on", choices=FLASH)
     p.add_argument("--kv-unified", action="store_true")
     p.add_argument("--swa-full", action="store_true")
+    p.add_argument("--no-weights", action="store_true")
     a = p.parse_args()
     llama_cpp.llama_log_set(log, None)
     llama_cpp.llama_backend_init()
     mp = llama_cpp.llama_model_default_params()
-    m = llama_cpp.llama_model_load_from_file(a.model.encode(), mp)
+    if a.no_weights:
+        m = from_header(a.model, mp)
+    else:
+        m = llama_cpp.llama_model_load_from_file(a.model.encode(), mp)
     if not m:
         print("model failed to load", file=sys.stderr)
         sys.exit(2)
