@@ -228,13 +228,9 @@ pub fn estimate(
     };
     let memory = build.memory(&cells, settings)?;
     memory.lines(&mut lines);
-    let bytes = match &memory {
-        Memory::Iswa { base, swa, .. } => base
-            .bytes()
-            .checked_add(swa.bytes())
-            .ok_or_else(|| build.overflow("bytes of the non-SWA and SWA caches"))?,
-        other => other.bytes(),
-    };
+    let bytes = memory
+        .checked_bytes()
+        .ok_or_else(|| build.overflow("bytes of the caches and state together"))?;
     // Hparams::read refuses each way it knows to a 0-byte cache; this is the
     // net under them: a model with layers is never sized to 0 in silence.
     if bytes == 0 {
@@ -464,12 +460,33 @@ impl Build<'_> {
         // MTP layers get no cache in the main context, unless they are all
         // there is (the trunk is every layer when there are none).
         let kept = hp.kept_layers();
+        let trunk = usize::try_from(hp.trunk_layers()).unwrap_or(usize::MAX);
+        Ok(match (hp.recurrent, &hp.hybrid) {
+            // llama_memory_recurrent keeps a state for every layer of n_layer().
+            (Some(state), None) => Memory::Recurrent {
+                state: self.recurrent(state, |il| il < trunk)?,
+            },
+            // llama_memory_hybrid(_iswa): the attention cache first, then the
+            // state, each over its own filter.
+            (Some(state), Some(layers)) => Memory::Hybrid {
+                attention: Box::new(self.attention(cells, settings, |il| layers.attn[il])?),
+                state: self.recurrent(state, |il| il < trunk && layers.recr[il])?,
+            },
+            (None, _) => self.attention(cells, settings, |il| il < kept)?,
+        })
+    }
+
+    /// `llama_kv_cache`, or `llama_kv_cache_iswa` for a model with a window,
+    /// over the layers `keep` takes.
+    fn attention(
+        &self,
+        cells: &Cells,
+        settings: &LlamaCppSettings,
+        keep: impl Fn(usize) -> bool + Copy,
+    ) -> Result<Memory, KvError> {
+        let hp = self.hp;
         let full = cells.n_ctx_seq;
-        Ok(if let Some(state) = hp.recurrent {
-            Memory::Recurrent {
-                state: self.recurrent(state)?,
-            }
-        } else if let Some(sliding) = &hp.sliding {
+        Ok(if let Some(sliding) = &hp.sliding {
             let swa_cells = if settings.swa_full {
                 full
             } else {
@@ -478,13 +495,13 @@ impl Build<'_> {
                 pad(full.min(window + u64::from(cells.n_ubatch)))
             };
             Memory::Iswa {
-                base: self.kv_cache(full, |il| il < kept && !hp.is_swa(il))?,
-                swa: self.kv_cache(swa_cells, |il| il < kept && hp.is_swa(il))?,
+                base: self.kv_cache(full, |il| keep(il) && !hp.is_swa(il))?,
+                swa: self.kv_cache(swa_cells, |il| keep(il) && hp.is_swa(il))?,
                 swa_full: settings.swa_full,
             }
         } else {
             Memory::KvCache {
-                cache: self.kv_cache(full, |il| il < kept)?,
+                cache: self.kv_cache(full, keep)?,
             }
         })
     }
@@ -543,14 +560,21 @@ impl Build<'_> {
     }
 
     /// `llama_memory_recurrent`'s constructor: one f32 R and S row per
-    /// sequence, per layer.
-    fn recurrent(&self, state: hparams::Recurrent) -> Result<RecurrentState, KvError> {
+    /// sequence, for each layer of `n_layer()` that `keep` takes (its line
+    /// counts `n_layer()` whatever the filter).
+    fn recurrent(
+        &self,
+        state: hparams::Recurrent,
+        keep: impl Fn(usize) -> bool,
+    ) -> Result<RecurrentState, KvError> {
         let layers = u64::from(self.hp.trunk_layers());
+        let trunk = usize::try_from(self.hp.trunk_layers()).unwrap_or(usize::MAX);
+        let state_layers = (0..trunk).filter(|&il| keep(il)).count() as u64;
         let f32_bytes = |elements: u32| {
             GgmlType::F32
                 .row_bytes(elements.into())
                 .and_then(|row| row.checked_mul(self.seqs))
-                .and_then(|b| b.checked_mul(layers))
+                .and_then(|b| b.checked_mul(state_layers))
                 .ok_or_else(|| self.overflow("state bytes (row x cells x layers)"))
         };
         let (r_bytes, s_bytes) = (f32_bytes(state.r)?, f32_bytes(state.s)?);
@@ -560,6 +584,7 @@ impl Build<'_> {
         Ok(RecurrentState {
             cells: self.seqs,
             layers,
+            state_layers,
             seqs: self.seqs,
             state_type: GgmlType::F32,
             r_bytes,

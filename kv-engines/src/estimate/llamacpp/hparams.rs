@@ -36,6 +36,37 @@ enum Family {
     Mamba {
         grouped: bool,
     },
+    /// A hybrid (`llama_memory_hybrid`): a KV cache for the layers with
+    /// attention, recurrent state for the others, each architecture with its
+    /// own layer filters (`create_memory`) and state keys.
+    Hybrid(Hybrid),
+}
+
+/// The hybrids kv follows, by how `load_arch_hparams` marks recurrent
+/// layers and `create_memory` filters them.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Hybrid {
+    /// jamba: recurrent where `head_count_kv` is 0; Mamba state without
+    /// groups (jamba reads no `ssm.group_count`).
+    Jamba,
+    /// granitehybrid, plamo2: recurrent where `head_count_kv` is 0; Mamba2
+    /// state (`ssm.group_count` required).
+    ZeroKvHeads,
+    /// falcon-h1: every layer has both attention and state.
+    FalconH1,
+    /// nemotron_h: recurrent where `head_count_kv` and the layer's
+    /// `feed_forward_length` are 0; attention where only the FFN is 0; an
+    /// MLP layer (FFN above 0) has neither.
+    NemotronH,
+    /// qwen3next: Gated DeltaNet layers from `attention.recurrent_layers`,
+    /// else all but every `full_attention_interval`-th (4); MTP layers
+    /// have neither.
+    Qwen3Next,
+    /// lfm2: short-conv layers where `head_count_kv` is 0, state
+    /// `embedding_length x (shortconv.l_cache - 1)` (no S); with a
+    /// `sliding_window` above 0 its attention layers slide
+    /// (`llama_memory_hybrid_iswa`).
+    Lfm2,
 }
 
 /// The architectures kv follows, as `general.architecture` names them.
@@ -82,6 +113,13 @@ const ARCHITECTURES: &[(&str, Family)] = &[
         "gpt-oss",
         Family::Attention(Window::Required { pattern: 2 }),
     ),
+    ("jamba", Family::Hybrid(Hybrid::Jamba)),
+    ("granitehybrid", Family::Hybrid(Hybrid::ZeroKvHeads)),
+    ("plamo2", Family::Hybrid(Hybrid::ZeroKvHeads)),
+    ("falcon-h1", Family::Hybrid(Hybrid::FalconH1)),
+    ("nemotron_h", Family::Hybrid(Hybrid::NemotronH)),
+    ("qwen3next", Family::Hybrid(Hybrid::Qwen3Next)),
+    ("lfm2", Family::Hybrid(Hybrid::Lfm2)),
     ("mamba", Family::Mamba { grouped: false }),
     ("mamba2", Family::Mamba { grouped: true }),
 ];
@@ -112,6 +150,16 @@ pub(super) struct Recurrent {
     pub s: u32,
 }
 
+/// A hybrid's layer filters (`filter_attn`, `filter_recr` of
+/// `create_memory`), for every layer.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub(super) struct HybridLayers {
+    /// Layers in the KV cache.
+    pub attn: Vec<bool>,
+    /// Layers with recurrent state.
+    pub recr: Vec<bool>,
+}
+
 /// The hparams that size llama.cpp's caches.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub(super) struct Hparams {
@@ -130,8 +178,10 @@ pub(super) struct Hparams {
     pub head_v: Vec<u32>,
     /// The window, for a model whose `swa_type` is not none.
     pub sliding: Option<Sliding>,
-    /// The state, for a recurrent model.
+    /// The state, for a recurrent or hybrid model.
     pub recurrent: Option<Recurrent>,
+    /// The layer filters, for a hybrid.
+    pub hybrid: Option<HybridLayers>,
 }
 
 impl Hparams {
@@ -216,9 +266,13 @@ impl Hparams {
         let swa_v = key
             .optional("attention.value_length_swa")?
             .unwrap_or(full_v);
-        let (sliding, recurrent) = match family {
-            Family::Attention(window) => (key.sliding(window, n, nextn)?, None),
-            Family::Mamba { grouped } => (None, Some(key.mamba(grouped, embedding)?)),
+        let (sliding, recurrent, hybrid) = match family {
+            Family::Attention(window) => (key.sliding(window, n, nextn)?, None, None),
+            Family::Mamba { grouped } => (None, Some(key.mamba(grouped, embedding)?), None),
+            Family::Hybrid(kind) => {
+                let (state, layers, sliding) = key.hybrid(kind, embedding, &kv_heads, nextn)?;
+                (sliding, Some(state), Some(layers))
+            }
         };
         if let Some(s) = &sliding {
             // llama_model::create_memory: GGML_ASSERT(hparams.is_swa_any()).
@@ -246,8 +300,9 @@ impl Hparams {
             head_v,
             sliding,
             recurrent,
+            hybrid,
         };
-        if hparams.recurrent.is_none() {
+        if hparams.recurrent.is_none() || hparams.hybrid.is_some() {
             hparams.refuse_empty_attention(&key, embedding, heads[0])?;
         } else if hparams.trunk_layers() == 0 {
             return Err(error(format!(
@@ -296,7 +351,11 @@ impl Hparams {
                  {head_count} makes a head of 0"
             )
         };
-        for il in 0..self.kept_layers().min(self.kv_heads.len()) {
+        let cached = |il: usize| match &self.hybrid {
+            Some(h) => h.attn[il],
+            None => il < self.kept_layers(),
+        };
+        for il in (0..self.kv_heads.len()).filter(|&il| cached(il)) {
             if self.kv_heads[il] == 0 {
                 let what = if has("attention.head_count_kv") {
                     format!("`{arch}.attention.head_count_kv` is 0")
@@ -525,6 +584,105 @@ impl Keys<'_> {
         }))
     }
 
+    /// A hybrid's state widths, layer filters and (lfm2) window.
+    fn hybrid(
+        &self,
+        kind: Hybrid,
+        embedding: u32,
+        kv_heads: &[u32],
+        nextn: u32,
+    ) -> Result<(Recurrent, HybridLayers, Option<Sliding>), KvError> {
+        let n = kv_heads.len();
+        let layers = u32::try_from(n).unwrap_or(u32::MAX);
+        // n_layer(): the trunk, before the MTP layers (nextn <= layers, checked).
+        let trunk = n.saturating_sub(usize::try_from(nextn).unwrap_or(n));
+        let state = match kind {
+            Hybrid::Lfm2 => {
+                let l_cache = self.required("shortconv.l_cache")?;
+                // n_embd x (l_cache - 1) in uint32: 0 would wrap in llama.cpp.
+                let r = l_cache
+                    .checked_sub(1)
+                    .and_then(|k| embedding.checked_mul(k))
+                    .ok_or_else(|| {
+                        self.error(format!(
+                            "`{0}.shortconv.l_cache` {l_cache} x `{0}.embedding_length` \
+                             {embedding}: the conv state's width (n_embd x (l_cache - 1)) is out \
+                             of llama.cpp's uint32; kv refuses it",
+                            self.arch
+                        ))
+                    })?;
+                Recurrent { r, s: 0 }
+            }
+            Hybrid::Jamba => self.ssm(false)?,
+            _ => self.ssm(true)?,
+        };
+        let zero_kv = |il: usize| il < trunk && kv_heads[il] == 0;
+        let (attn, recr): (Vec<bool>, Vec<bool>) = match kind {
+            Hybrid::Jamba | Hybrid::ZeroKvHeads | Hybrid::Lfm2 => {
+                (0..n).map(|il| (!zero_kv(il), zero_kv(il))).unzip()
+            }
+            Hybrid::FalconH1 => (vec![true; n], vec![true; n]),
+            Hybrid::NemotronH => {
+                let ff = self
+                    .per_layer("feed_forward_length", layers)?
+                    .unwrap_or_else(|| vec![0; n]);
+                (0..n)
+                    .map(|il| {
+                        let recr = zero_kv(il) && ff[il] == 0;
+                        (!recr && ff[il] == 0, recr)
+                    })
+                    .unzip()
+            }
+            Hybrid::Qwen3Next => {
+                let is_recr: Vec<bool> = match self.per_layer("attention.recurrent_layers", layers)? {
+                    Some(flags) => flags.iter().map(|&f| f != 0).collect(),
+                    None => {
+                        let interval = self.optional("full_attention_interval")?.unwrap_or(4);
+                        if interval == 0 {
+                            return Err(self.error(format!(
+                                "`{}.full_attention_interval` is 0; llama.cpp would divide by \
+                                 it (layer % 0); kv refuses it",
+                                self.arch
+                            )));
+                        }
+                        (0..n)
+                            .map(|il| il < trunk && (il as u64 + 1) % u64::from(interval) != 0)
+                            .collect()
+                    }
+                };
+                (0..n)
+                    .map(|il| (il < trunk && !is_recr[il], il < trunk && is_recr[il]))
+                    .unzip()
+            }
+        };
+        let sliding = match kind {
+            Hybrid::Lfm2 => match self.optional("attention.sliding_window")? {
+                Some(window) if window > 0 => Some(Sliding {
+                    window,
+                    layers: (0..n).map(|il| il < trunk && !zero_kv(il)).collect(),
+                }),
+                _ => None,
+            },
+            _ => None,
+        };
+        Ok((state, HybridLayers { attn, recr }, sliding))
+    }
+
+    /// `n_embd_r()` and `n_embd_s()` from the `ssm.*` keys of a hybrid:
+    /// `grouped` where the architecture reads `ssm.group_count`.
+    fn ssm(&self, grouped: bool) -> Result<Recurrent, KvError> {
+        let conv = self.required("ssm.conv_kernel")?;
+        let inner = self.required("ssm.inner_size")?;
+        let state = self.required("ssm.state_size")?;
+        self.required("ssm.time_step_rank")?;
+        let groups = if grouped {
+            self.required("ssm.group_count")?
+        } else {
+            0
+        };
+        self.ssm_widths(conv, inner, state, groups)
+    }
+
     /// `n_embd_r()` and `n_embd_s()` of a Mamba or Mamba2 model.
     fn mamba(&self, grouped: bool, embedding: u32) -> Result<Recurrent, KvError> {
         let conv = self.required("ssm.conv_kernel")?;
@@ -544,6 +702,11 @@ impl Keys<'_> {
             }
             0
         };
+        self.ssm_widths(conv, inner, state, groups)
+    }
+
+    /// (d_conv - 1) x (d_inner + 2 x n_group x d_state) and d_state x d_inner.
+    fn ssm_widths(&self, conv: u32, inner: u32, state: u32, groups: u32) -> Result<Recurrent, KvError> {
         // (d_conv - 1) x (d_inner + 2 x n_group x d_state), d_state x d_inner,
         // in llama.cpp's uint32.
         let channels = 2u64

@@ -88,8 +88,12 @@ impl KvCache {
 pub struct RecurrentState {
     /// `mem_size`: one cell per sequence.
     pub cells: u64,
-    /// Layers with a state.
+    /// `n_layer()`, as the line prints it: every layer before the MTP ones,
+    /// with a state or not.
     pub layers: u64,
+    /// Layers with a state (a hybrid's recurrent layers; all of them for
+    /// Mamba).
+    pub state_layers: u64,
     /// `n_seq_max`.
     pub seqs: u64,
     /// The state type (llama.cpp holds both in f32).
@@ -150,6 +154,14 @@ pub enum Memory {
         /// The state.
         state: RecurrentState,
     },
+    /// `llama_memory_hybrid` (`llama_memory_hybrid_iswa` with a window):
+    /// a KV cache for the attention layers, recurrent state for the others.
+    Hybrid {
+        /// The attention cache: [`Memory::KvCache`] or [`Memory::Iswa`].
+        attention: Box<Memory>,
+        /// The state.
+        state: RecurrentState,
+    },
 }
 
 impl Memory {
@@ -159,6 +171,24 @@ impl Memory {
             Memory::KvCache { cache } => cache.bytes(),
             Memory::Iswa { base, swa, .. } => base.bytes().saturating_add(swa.bytes()),
             Memory::Recurrent { state } => state.bytes(),
+            Memory::Hybrid { attention, state } => attention.bytes().saturating_add(state.bytes()),
+        }
+    }
+
+    /// Every byte, or `None` where the sum overflows a `u64`.
+    pub(super) fn checked_bytes(&self) -> Option<u64> {
+        match self {
+            Memory::KvCache { cache } => cache.k_bytes.checked_add(cache.v_bytes),
+            Memory::Iswa { base, swa, .. } => base
+                .k_bytes
+                .checked_add(base.v_bytes)?
+                .checked_add(swa.k_bytes)?
+                .checked_add(swa.v_bytes),
+            Memory::Recurrent { state } => state.r_bytes.checked_add(state.s_bytes),
+            Memory::Hybrid { attention, state } => attention
+                .checked_bytes()?
+                .checked_add(state.r_bytes)?
+                .checked_add(state.s_bytes),
         }
     }
 
@@ -190,6 +220,10 @@ impl Memory {
                 swa.lines(out);
             }
             Memory::Recurrent { state } => out.push(state.line()),
+            Memory::Hybrid { attention, state } => {
+                attention.lines(out);
+                out.push(state.line());
+            }
         }
     }
 }
