@@ -54,19 +54,19 @@ enum Hybrid {
     ZeroKvHeads,
     /// falcon-h1: every layer has both attention and state.
     FalconH1,
-    /// nemotron_h: recurrent where `head_count_kv` and the layer's
+    /// nemotron_h, nemotron_h_moe: recurrent where `head_count_kv` and the layer's
     /// `feed_forward_length` are 0; attention where only the FFN is 0; an
     /// MLP layer (FFN above 0) has neither.
     NemotronH,
-    /// qwen3next: Gated DeltaNet layers from `attention.recurrent_layers`,
+    /// qwen3next, qwen35, qwen35moe: Gated DeltaNet layers from `attention.recurrent_layers`,
     /// else all but every `full_attention_interval`-th (4); MTP layers
     /// have neither.
     Qwen3Next,
-    /// lfm2: short-conv layers where `head_count_kv` is 0, state
-    /// `embedding_length x (shortconv.l_cache - 1)` (no S); with a
-    /// `sliding_window` above 0 its attention layers slide
-    /// (`llama_memory_hybrid_iswa`).
-    Lfm2,
+    /// lfm2, lfm2moe: short-conv layers where `head_count_kv` is 0, state
+    /// `embedding_length x (shortconv.l_cache - 1)` (no S); lfm2 (`window`)
+    /// with a `sliding_window` above 0 slides its attention layers
+    /// (`llama_memory_hybrid_iswa`), lfm2moe reads no window.
+    Lfm2 { window: bool },
 }
 
 /// The architectures kv follows, as `general.architecture` names them.
@@ -119,7 +119,11 @@ const ARCHITECTURES: &[(&str, Family)] = &[
     ("falcon-h1", Family::Hybrid(Hybrid::FalconH1)),
     ("nemotron_h", Family::Hybrid(Hybrid::NemotronH)),
     ("qwen3next", Family::Hybrid(Hybrid::Qwen3Next)),
-    ("lfm2", Family::Hybrid(Hybrid::Lfm2)),
+    ("lfm2", Family::Hybrid(Hybrid::Lfm2 { window: true })),
+    ("lfm2moe", Family::Hybrid(Hybrid::Lfm2 { window: false })),
+    ("nemotron_h_moe", Family::Hybrid(Hybrid::NemotronH)),
+    ("qwen35", Family::Hybrid(Hybrid::Qwen3Next)),
+    ("qwen35moe", Family::Hybrid(Hybrid::Qwen3Next)),
     ("mamba", Family::Mamba { grouped: false }),
     ("mamba2", Family::Mamba { grouped: true }),
 ];
@@ -597,7 +601,7 @@ impl Keys<'_> {
         // n_layer(): the trunk, before the MTP layers (nextn <= layers, checked).
         let trunk = n.saturating_sub(usize::try_from(nextn).unwrap_or(n));
         let state = match kind {
-            Hybrid::Lfm2 => {
+            Hybrid::Lfm2 { .. } => {
                 let l_cache = self.required("shortconv.l_cache")?;
                 // n_embd x (l_cache - 1) in uint32: 0 would wrap in llama.cpp.
                 let r = l_cache
@@ -618,7 +622,7 @@ impl Keys<'_> {
         };
         let zero_kv = |il: usize| il < trunk && kv_heads[il] == 0;
         let (attn, recr): (Vec<bool>, Vec<bool>) = match kind {
-            Hybrid::Jamba | Hybrid::ZeroKvHeads | Hybrid::Lfm2 => {
+            Hybrid::Jamba | Hybrid::ZeroKvHeads | Hybrid::Lfm2 { .. } => {
                 (0..n).map(|il| (!zero_kv(il), zero_kv(il))).unzip()
             }
             Hybrid::FalconH1 => (vec![true; n], vec![true; n]),
@@ -656,7 +660,7 @@ impl Keys<'_> {
             }
         };
         let sliding = match kind {
-            Hybrid::Lfm2 => match self.optional("attention.sliding_window")? {
+            Hybrid::Lfm2 { window: true } => match self.optional("attention.sliding_window")? {
                 Some(window) if window > 0 => Some(Sliding {
                     window,
                     layers: (0..n).map(|il| il < trunk && !zero_kv(il)).collect(),
