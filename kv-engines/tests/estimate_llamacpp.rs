@@ -1011,7 +1011,7 @@ mod any_header {
         /// returns adds up.
         #[test]
         fn never_panics_and_adds_up(
-            arch in prop::sample::select(vec!["llama", "gemma2", "gemma3", "cohere2", "mamba", "mamba2"]),
+            arch in prop::sample::select(vec!["llama", "gemma2", "gemma3", "cohere2", "mamba", "mamba2", "jamba", "falcon-h1", "granitehybrid", "nemotron_h", "qwen3next", "lfm2"]),
             layers in count(), heads in count(), kv_heads in count(), key in count(),
             window in count(), pattern in count(), inner in count(), state in count(),
             n_ctx in count(), n_seq in count(), ubatch in count(),
@@ -1043,6 +1043,9 @@ mod any_header {
                         base.k_bytes + base.v_bytes + swa.k_bytes + swa.v_bytes
                     }
                     Memory::Recurrent { state } => state.r_bytes + state.s_bytes,
+                    Memory::Hybrid { attention, state } => {
+                        attention.bytes() + state.r_bytes + state.s_bytes
+                    }
                     _ => unreachable!(),
                 };
                 prop_assert_eq!(e.bytes(), parts);
@@ -1050,4 +1053,332 @@ mod any_header {
             }
         }
     }
+}
+
+/// A hybrid's attention cache and state, as (KV cells, KV layers, K bytes,
+/// V bytes, state layers printed, state layers held, R bytes, S bytes).
+fn hybrid(e: &LlamaCppEstimate) -> (u64, u64, u64, u64, u64, u64, u64, u64) {
+    let Memory::Hybrid { attention, state } = &e.memory else {
+        panic!("not a hybrid: {:?}", e.memory)
+    };
+    let Memory::KvCache { cache } = attention.as_ref() else {
+        panic!("not one KV cache: {attention:?}")
+    };
+    (
+        cache.cells,
+        cache.layers,
+        cache.k_bytes,
+        cache.v_bytes,
+        state.layers,
+        state.state_layers,
+        state.r_bytes,
+        state.s_bytes,
+    )
+}
+
+/// Jamba-v0.1: 32 layers, attention at 4, 12, 20 and 28 (KV heads 8 there,
+/// 0 elsewhere), 32 heads over 4096 (heads of 128), Mamba d_conv 4, d_inner
+/// 8192, d_state 16.
+fn jamba() -> GgufMetadata {
+    let kv: Vec<u32> = (0..32).map(|il| if il % 8 == 4 { 8 } else { 0 }).collect();
+    gguf(
+        "jamba",
+        &[
+            ("block_count", V::U32(32)),
+            ("context_length", V::U32(262144)),
+            ("embedding_length", V::U32(4096)),
+            ("attention.head_count", V::U32(32)),
+            ("attention.head_count_kv", V::U32s(kv)),
+            ("ssm.conv_kernel", V::U32(4)),
+            ("ssm.inner_size", V::U32(8192)),
+            ("ssm.state_size", V::U32(16)),
+            ("ssm.time_step_rank", V::U32(256)),
+        ],
+    )
+}
+
+#[test]
+fn jamba_holds_kv_for_its_attention_layers_and_state_for_the_rest() {
+    // n_ctx 8192 over 2 sequences: 2 streams of pad(4096) = 4096 cells.
+    // KV (llama_memory_hybrid's filter_attn: head_count_kv != 0): 4 layers
+    // x 4096 cells x 2 streams x (8 x 128 = 1024) x 2 B = 67,108,864 B =
+    // 64 MiB for K, and for V.
+    // State (filter_recr: head_count_kv == 0): 28 layers x 2 sequences.
+    // jamba reads no ssm.group_count, so R = (4 - 1) x 8192 = 24,576 f32 =
+    // 98,304 B; x 56 = 5,505,024 B = 5.25 MiB. S = 16 x 8192 = 131,072 f32 =
+    // 524,288 B; x 56 = 29,360,128 B = 28 MiB. Together 33.25 MiB.
+    // llama_memory_recurrent prints n_layer() (32), not the 28 it holds.
+    let e = run(&jamba(), &settings(8192, 2));
+    assert_eq!(
+        hybrid(&e),
+        (4096, 4, 67_108_864, 67_108_864, 32, 28, 5_505_024, 29_360_128)
+    );
+    assert_eq!(e.bytes(), 2 * 67_108_864 + 5_505_024 + 29_360_128);
+    // As llama.cpp logged it for a twin of this header (cache_lines.py
+    // --no-weights on fixture.py's jamba with these keys, 2026-12-06).
+    assert_eq!(
+        e.lines(),
+        [
+            "llama_kv_cache: size =  128.00 MiB (  4096 cells,   4 layers,  2/2 seqs), K (f16):   \
+             64.00 MiB, V (f16):   64.00 MiB",
+            "llama_kv_cache: attn_rot_k = 0, n_embd_head_k_all = 128",
+            "llama_kv_cache: attn_rot_v = 0, n_embd_head_k_all = 128",
+            "llama_memory_recurrent: size =   33.25 MiB (     2 cells,  32 layers,  2 seqs  0 \
+             rs_seq), R (f32):    5.25 MiB, S (f32):   28.00 MiB, P (f32):    0.00 MiB",
+        ]
+    );
+    // Without flash attention V is transposed and padded to the widest
+    // layer's (1024; the recurrent layers' are 0), and llama.cpp says so.
+    let mut off = settings(8192, 2);
+    off.flash_attn = FlashAttn::Off;
+    let e = run(&jamba(), &off);
+    assert_eq!(
+        e.lines()[0],
+        "llama_kv_cache: the V embeddings have different sizes across layers and FA is not \
+         enabled - padding V cache to 1024"
+    );
+    assert_eq!(e.bytes(), 2 * 67_108_864 + 5_505_024 + 29_360_128);
+}
+
+#[test]
+fn nemotron_h_skips_mlp_layers_in_both_caches() {
+    // Layers M - M * - M: Mamba where head_count_kv and feed_forward_length
+    // are 0, attention where only the FFN is 0, an MLP layer (FFN 21504)
+    // in neither. KV: layer 3 alone, 4096 cells x (8 x 128) x 2 B =
+    // 8,388,608 B = 8 MiB for K and for V.
+    // R = (4 - 1) x (8192 + 2 x 8 groups x 128) = 30,720 f32 = 122,880 B,
+    // x 3 layers = 368,640 B = 0.3515625 MiB (0.35). S = 128 x 8192 f32 =
+    // 4 MiB, x 3 = 12,582,912 B. Together 12.3515625 MiB (12.35); the line
+    // says 6 layers.
+    let meta = gguf(
+        "nemotron_h",
+        &[
+            ("block_count", V::U32(6)),
+            ("context_length", V::U32(8192)),
+            ("embedding_length", V::U32(4096)),
+            (
+                "feed_forward_length",
+                V::U32s(vec![0, 21504, 0, 0, 21504, 0]),
+            ),
+            ("attention.head_count", V::U32(32)),
+            ("attention.head_count_kv", V::U32s(vec![0, 0, 0, 8, 0, 0])),
+            ("attention.key_length", V::U32(128)),
+            ("attention.value_length", V::U32(128)),
+            ("ssm.conv_kernel", V::U32(4)),
+            ("ssm.inner_size", V::U32(8192)),
+            ("ssm.state_size", V::U32(128)),
+            ("ssm.group_count", V::U32(8)),
+            ("ssm.time_step_rank", V::U32(128)),
+        ],
+    );
+    let e = run(&meta, &settings(4096, 1));
+    assert_eq!(
+        hybrid(&e),
+        (4096, 1, 8_388_608, 8_388_608, 6, 3, 368_640, 12_582_912)
+    );
+    // llama.cpp's lines for its twin.
+    assert_eq!(
+        e.lines()[0],
+        "llama_kv_cache: size =   16.00 MiB (  4096 cells,   1 layers,  1/1 seqs), K (f16):    \
+         8.00 MiB, V (f16):    8.00 MiB"
+    );
+    assert_eq!(
+        e.lines()[3],
+        "llama_memory_recurrent: size =   12.35 MiB (     1 cells,   6 layers,  1 seqs  0 \
+         rs_seq), R (f32):    0.35 MiB, S (f32):   12.00 MiB, P (f32):    0.00 MiB"
+    );
+}
+
+/// Qwen3-Next-80B-A3B: 48 layers, full attention every 4th (2 KV heads of
+/// 256), Gated DeltaNet elsewhere (16 key heads of 128 as groups x
+/// d_state, 32 value heads of 128 as d_inner 4096, d_conv 4).
+fn qwen3next(keys: Vec<(&'static str, V)>) -> GgufMetadata {
+    let mut all = vec![
+        ("block_count", V::U32(48)),
+        ("context_length", V::U32(262144)),
+        ("embedding_length", V::U32(2048)),
+        ("attention.head_count", V::U32(16)),
+        ("attention.head_count_kv", V::U32(2)),
+        ("attention.key_length", V::U32(256)),
+        ("attention.value_length", V::U32(256)),
+        ("ssm.conv_kernel", V::U32(4)),
+        ("ssm.inner_size", V::U32(4096)),
+        ("ssm.state_size", V::U32(128)),
+        ("ssm.group_count", V::U32(16)),
+        ("ssm.time_step_rank", V::U32(32)),
+    ];
+    // A key given replaces the default one (GGUF refuses a duplicate).
+    all.retain(|(suffix, _)| !keys.iter().any(|(given, _)| given == suffix));
+    all.extend(keys);
+    gguf("qwen3next", &all)
+}
+
+#[test]
+fn qwen3next_attends_every_fourth_layer() {
+    // full_attention_interval 4 (the default): layer il is recurrent unless
+    // (il + 1) % 4 == 0, so 12 attention layers and 36 recurrent ones.
+    // KV: 12 x 8192 cells x (2 x 256 = 512) x 2 B = 100,663,296 B = 96 MiB
+    // for K and for V.
+    // R = (4 - 1) x (4096 + 2 x 16 x 128) = 24,576 f32 = 98,304 B, x 36 =
+    // 3,538,944 B = 3.375 MiB, printed 3.38 (a tie, to even). S = 128 x
+    // 4096 f32 = 2 MiB, x 36 = 72 MiB. Together 75.375 MiB, printed 75.38.
+    let expected = (
+        8192,
+        12,
+        100_663_296,
+        100_663_296,
+        48,
+        36,
+        3_538_944,
+        75_497_472,
+    );
+    let e = run(&qwen3next(vec![]), &settings(8192, 1));
+    assert_eq!(hybrid(&e), expected);
+    assert_eq!(
+        e.lines()[3],
+        "llama_memory_recurrent: size =   75.38 MiB (     1 cells,  48 layers,  1 seqs  0 \
+         rs_seq), R (f32):    3.38 MiB, S (f32):   72.00 MiB, P (f32):    0.00 MiB"
+    );
+    // The interval written out gives the same; an explicit per-layer flag
+    // array wins over it.
+    let e = run(
+        &qwen3next(vec![("full_attention_interval", V::U32(4))]),
+        &settings(8192, 1),
+    );
+    assert_eq!(hybrid(&e), expected);
+    let flags: Vec<bool> = (0..48).map(|il| il >= 2).collect();
+    let e = run(
+        &qwen3next(vec![
+            ("full_attention_interval", V::U32(4)),
+            ("attention.recurrent_layers", V::Bools(flags)),
+        ]),
+        &settings(8192, 1),
+    );
+    // 2 attention layers: 2 x 8192 x 512 x 2 B = 16,777,216 B; 46 recurrent:
+    // R 98,304 x 46 = 4,521,984 B, S 2 MiB x 46 = 96,468,992 B.
+    assert_eq!(
+        hybrid(&e),
+        (8192, 2, 16_777_216, 16_777_216, 48, 46, 4_521_984, 96_468_992)
+    );
+}
+
+#[test]
+fn lfm2_keeps_a_short_conv_row_and_no_ssm_state() {
+    // LFM2-1.2B: 16 layers, attention at 2, 5, 8, 10, 12 and 14 (8 KV heads
+    // of 2048 / 32 = 64). KV: 6 x 4096 x 512 x 2 B = 25,165,824 B = 24 MiB
+    // for K and for V. The 10 conv layers: R = 2048 x (l_cache 3 - 1) =
+    // 4096 f32 = 16,384 B, x 10 = 163,840 B = 0.15625 MiB (0.16); no S.
+    let kv = vec![0, 0, 8, 0, 0, 8, 0, 0, 8, 0, 8, 0, 8, 0, 8, 0];
+    let meta = gguf(
+        "lfm2",
+        &[
+            ("block_count", V::U32(16)),
+            ("context_length", V::U32(128000)),
+            ("embedding_length", V::U32(2048)),
+            ("attention.head_count", V::U32(32)),
+            ("attention.head_count_kv", V::U32s(kv)),
+            ("shortconv.l_cache", V::U32(3)),
+        ],
+    );
+    let e = run(&meta, &settings(4096, 1));
+    assert_eq!(
+        hybrid(&e),
+        (4096, 6, 12_582_912 * 2, 12_582_912 * 2, 16, 10, 163_840, 0)
+    );
+    assert_eq!(
+        e.lines()[3],
+        "llama_memory_recurrent: size =    0.16 MiB (     1 cells,  16 layers,  1 seqs  0 \
+         rs_seq), R (f32):    0.16 MiB, S (f32):    0.00 MiB, P (f32):    0.00 MiB"
+    );
+}
+
+#[test]
+fn falcon_h1_layers_hold_both_attention_and_state() {
+    // Falcon-H1-0.5B: every one of 36 layers is in both caches. KV: 36 x
+    // 4096 x (2 x 64 = 128) x 2 B = 37,748,736 B = 36 MiB for K and for V.
+    // R = (4 - 1) x (1536 + 2 x 1 x 128) = 5376 f32 = 21,504 B, x 36 =
+    // 774,144 B = 0.738... MiB (0.74). S = 128 x 1536 f32 = 786,432 B, x 36
+    // = 28,311,552 B = 27 MiB. Together 27.738... MiB (27.74).
+    let meta = gguf(
+        "falcon-h1",
+        &[
+            ("block_count", V::U32(36)),
+            ("context_length", V::U32(16384)),
+            ("embedding_length", V::U32(1024)),
+            ("attention.head_count", V::U32(8)),
+            ("attention.head_count_kv", V::U32(2)),
+            ("attention.key_length", V::U32(64)),
+            ("attention.value_length", V::U32(64)),
+            ("ssm.conv_kernel", V::U32(4)),
+            ("ssm.inner_size", V::U32(1536)),
+            ("ssm.state_size", V::U32(128)),
+            ("ssm.group_count", V::U32(1)),
+            ("ssm.time_step_rank", V::U32(24)),
+        ],
+    );
+    let e = run(&meta, &settings(4096, 1));
+    assert_eq!(
+        hybrid(&e),
+        (4096, 36, 37_748_736, 37_748_736, 36, 36, 774_144, 28_311_552)
+    );
+    assert_eq!(
+        e.lines()[3],
+        "llama_memory_recurrent: size =   27.74 MiB (     1 cells,  36 layers,  1 seqs  0 \
+         rs_seq), R (f32):    0.74 MiB, S (f32):   27.00 MiB, P (f32):    0.00 MiB"
+    );
+}
+
+#[test]
+fn hybrid_keys_that_would_break_llama_cpp_are_refused_by_name() {
+    // (il + 1) % 0 in llama.cpp: refused, naming the key.
+    let zero = qwen3next(vec![("full_attention_interval", V::U32(0))]);
+    let err = refusal(&zero, &settings(8192, 1));
+    assert!(
+        err.contains("`qwen3next.full_attention_interval` is 0"),
+        "{err}"
+    );
+    // l_cache 0 would wrap (l_cache - 1) in uint32.
+    let lfm2 = |l_cache| {
+        gguf(
+            "lfm2",
+            &[
+                ("block_count", V::U32(2)),
+                ("context_length", V::U32(4096)),
+                ("embedding_length", V::U32(2048)),
+                ("attention.head_count", V::U32(32)),
+                ("attention.head_count_kv", V::U32s(vec![8, 0])),
+                ("shortconv.l_cache", V::U32(l_cache)),
+            ],
+        )
+    };
+    let err = refusal(&lfm2(0), &settings(4096, 1));
+    assert!(err.contains("`lfm2.shortconv.l_cache` 0"), "{err}");
+    // n_embd x (l_cache - 1) past uint32.
+    let err = refusal(&lfm2(u32::MAX), &settings(4096, 1));
+    assert!(err.contains("out of llama.cpp's uint32"), "{err}");
+    // A state key llama.cpp requires, missing.
+    let no_conv = gguf(
+        "jamba",
+        &[
+            ("block_count", V::U32(2)),
+            ("context_length", V::U32(4096)),
+            ("embedding_length", V::U32(256)),
+            ("attention.head_count", V::U32(4)),
+            ("attention.head_count_kv", V::U32s(vec![4, 0])),
+            ("ssm.inner_size", V::U32(512)),
+            ("ssm.state_size", V::U32(16)),
+            ("ssm.time_step_rank", V::U32(16)),
+        ],
+    );
+    let err = refusal(&no_conv, &settings(4096, 1));
+    assert!(err.contains("no `jamba.ssm.conv_kernel`"), "{err}");
+    // d_state x d_inner past uint32 (n_embd_s()).
+    let err = refusal(
+        &qwen3next(vec![("ssm.inner_size", V::U32(u32::MAX))]),
+        &settings(8192, 1),
+    );
+    assert!(
+        err.contains("n_embd_r") || err.contains("n_embd_s"),
+        "{err}"
+    );
 }

@@ -638,22 +638,23 @@ impl Keys<'_> {
                     .unzip()
             }
             Hybrid::Qwen3Next => {
-                let is_recr: Vec<bool> = match self.per_layer("attention.recurrent_layers", layers)? {
-                    Some(flags) => flags.iter().map(|&f| f != 0).collect(),
-                    None => {
-                        let interval = self.optional("full_attention_interval")?.unwrap_or(4);
-                        if interval == 0 {
-                            return Err(self.error(format!(
-                                "`{}.full_attention_interval` is 0; llama.cpp would divide by \
+                let is_recr: Vec<bool> =
+                    match self.per_layer("attention.recurrent_layers", layers)? {
+                        Some(flags) => flags.iter().map(|&f| f != 0).collect(),
+                        None => {
+                            let interval = self.optional("full_attention_interval")?.unwrap_or(4);
+                            if interval == 0 {
+                                return Err(self.error(format!(
+                                    "`{}.full_attention_interval` is 0; llama.cpp would divide by \
                                  it (layer % 0); kv refuses it",
-                                self.arch
-                            )));
+                                    self.arch
+                                )));
+                            }
+                            (0..n)
+                                .map(|il| il < trunk && (il as u64 + 1) % u64::from(interval) != 0)
+                                .collect()
                         }
-                        (0..n)
-                            .map(|il| il < trunk && (il as u64 + 1) % u64::from(interval) != 0)
-                            .collect()
-                    }
-                };
+                    };
                 (0..n)
                     .map(|il| (il < trunk && !is_recr[il], il < trunk && is_recr[il]))
                     .unzip()
@@ -710,7 +711,13 @@ impl Keys<'_> {
     }
 
     /// (d_conv - 1) x (d_inner + 2 x n_group x d_state) and d_state x d_inner.
-    fn ssm_widths(&self, conv: u32, inner: u32, state: u32, groups: u32) -> Result<Recurrent, KvError> {
+    fn ssm_widths(
+        &self,
+        conv: u32,
+        inner: u32,
+        state: u32,
+        groups: u32,
+    ) -> Result<Recurrent, KvError> {
         // (d_conv - 1) x (d_inner + 2 x n_group x d_state), d_state x d_inner,
         // in llama.cpp's uint32.
         let channels = 2u64
