@@ -292,6 +292,17 @@ fn init_checks(
                 .to_owned(),
         ));
     }
+    // MLA caches K alone and reads V out of it, so the types must agree.
+    if hp.mla && settings.type_k != settings.type_v {
+        return Err(refuse(
+            "type_v",
+            format!(
+                "differs from type_k on an MLA model; llama.cpp refuses: llama_init_from_model: \
+                 model does not support different K ({}) and V ({}) cache types",
+                settings.type_k, settings.type_v
+            ),
+        ));
+    }
     let mut flash = settings.flash_attn;
     if settings.type_v.is_quantized() {
         match flash {
@@ -520,7 +531,12 @@ impl Build<'_> {
             layers += 1;
             let v_width = if self.v_trans { v_max } else { hp.v_gqa(il) };
             let k = self.row(self.type_k, hp.k_gqa(il), "K")?;
-            let v = self.row(self.type_v, v_width, "V")?;
+            // MLA: `has_v = !is_mla`, no V tensor is made.
+            let v = if hp.mla {
+                0
+            } else {
+                self.row(self.type_v, v_width, "V")?
+            };
             let add = |sum: u64, row: u64| {
                 row.checked_mul(rows)
                     .and_then(|layer| sum.checked_add(layer))
@@ -537,7 +553,11 @@ impl Build<'_> {
         // only full or only sliding layers, and each kind has one), 0 without.
         let first = all.clone().find(|&il| keep(il));
         let head_k_all = first.map_or(0, |il| i64::from(hp.head_k[il]));
-        let head_v_all = first.map_or(0, |il| i64::from(hp.head_v[il]));
+        // MLA leaves n_embd_head_v_all at 0 (its V loop is skipped).
+        let head_v_all = match first {
+            Some(il) if !hp.mla => i64::from(hp.head_v[il]),
+            _ => 0,
+        };
         // attn_rot_*: keyed on layer 0's head, as llama.cpp keys it.
         let rotates = |all: i64, t: GgmlType, head0: u32| {
             all > 0 && t.is_quantized() && head0.is_multiple_of(64)

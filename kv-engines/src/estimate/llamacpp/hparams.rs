@@ -40,6 +40,12 @@ enum Family {
     /// attention, recurrent state for the others, each architecture with its
     /// own layer filters (`create_memory`) and state keys.
     Hybrid(Hybrid),
+    /// deepseek2: every layer full attention; with both
+    /// `attention.key_length_mla` and `attention.value_length_mla` above 0
+    /// (`is_mla()`) the cache holds K alone, a row of `key_length` x
+    /// `head_count_kv` (the latent plus the rope part, 576 for DeepSeek-V2/V3
+    /// converted today), and no V tensor at all.
+    Mla,
 }
 
 /// The hybrids kv follows, by how `load_arch_hparams` marks recurrent
@@ -113,6 +119,7 @@ const ARCHITECTURES: &[(&str, Family)] = &[
         "gpt-oss",
         Family::Attention(Window::Required { pattern: 2 }),
     ),
+    ("deepseek2", Family::Mla),
     ("jamba", Family::Hybrid(Hybrid::Jamba)),
     ("granitehybrid", Family::Hybrid(Hybrid::ZeroKvHeads)),
     ("plamo2", Family::Hybrid(Hybrid::ZeroKvHeads)),
@@ -186,6 +193,8 @@ pub(super) struct Hparams {
     pub recurrent: Option<Recurrent>,
     /// The layer filters, for a hybrid.
     pub hybrid: Option<HybridLayers>,
+    /// `is_mla()`: K alone is cached (no V tensor).
+    pub mla: bool,
 }
 
 impl Hparams {
@@ -270,8 +279,17 @@ impl Hparams {
         let swa_v = key
             .optional("attention.value_length_swa")?
             .unwrap_or(full_v);
+        let mla = match family {
+            Family::Mla => {
+                let k = key.optional("attention.key_length_mla")?.unwrap_or(0);
+                let v = key.optional("attention.value_length_mla")?.unwrap_or(0);
+                k != 0 && v != 0
+            }
+            _ => false,
+        };
         let (sliding, recurrent, hybrid) = match family {
             Family::Attention(window) => (key.sliding(window, n, nextn)?, None, None),
+            Family::Mla => (None, None, None),
             Family::Mamba { grouped } => (None, Some(key.mamba(grouped, embedding)?), None),
             Family::Hybrid(kind) => {
                 let (state, layers, sliding) = key.hybrid(kind, embedding, &kv_heads, nextn)?;
@@ -305,6 +323,7 @@ impl Hparams {
             sliding,
             recurrent,
             hybrid,
+            mla,
         };
         if hparams.recurrent.is_none() || hparams.hybrid.is_some() {
             hparams.refuse_empty_attention(&key, embedding, heads[0])?;
@@ -386,7 +405,8 @@ impl Hparams {
                     "attention.value_length_swa",
                 ),
             ] {
-                if width != 0 {
+                // An MLA cache has no V, so a 0-wide value holds nothing less.
+                if width != 0 || (self.mla && suffix == "attention.value_length") {
                     continue;
                 }
                 let what = if head_count == 0 {
