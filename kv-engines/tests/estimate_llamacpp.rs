@@ -1382,3 +1382,81 @@ fn hybrid_keys_that_would_break_llama_cpp_are_refused_by_name() {
         "{err}"
     );
 }
+
+/// DeepSeek-V3 as convert_hf_to_gguf.py writes it now: 61 layers (+ `more`),
+/// one KV head whose key is kv_lora_rank 512 + rope 64 = 576 and value 512,
+/// with the MLA head sizes (192, 128) that make `is_mla()`.
+fn deepseek_v3(more: Vec<(&'static str, V)>) -> GgufMetadata {
+    let mut keys = vec![
+        ("context_length", V::U32(163840)),
+        ("embedding_length", V::U32(7168)),
+        ("attention.head_count", V::U32(128)),
+        ("attention.head_count_kv", V::U32(1)),
+        ("attention.key_length", V::U32(576)),
+        ("attention.value_length", V::U32(512)),
+        ("attention.kv_lora_rank", V::U32(512)),
+        ("rope.dimension_count", V::U32(64)),
+    ];
+    keys.extend(more);
+    gguf("deepseek2", &keys)
+}
+
+#[test]
+fn deepseek2_mla_caches_the_576_wide_latent_and_no_v() {
+    let mla = || {
+        vec![
+            ("block_count", V::U32(61)),
+            ("attention.key_length_mla", V::U32(192)),
+            ("attention.value_length_mla", V::U32(128)),
+        ]
+    };
+    // K: 61 layers x 8192 cells x 576 x 2 B = 575,668,224 B = 549 MiB. No
+    // V tensor (has_v = !is_mla), and n_embd_head_v_all stays 0.
+    let e = run(&deepseek_v3(mla()), &settings(8192, 1));
+    assert_eq!(caches(&e), [(8192, 61, 1, 575_668_224, 0)]);
+    // As llama.cpp logged it for the twin (fixture.py deepseek2, these keys).
+    assert_eq!(
+        e.lines(),
+        [
+            "llama_kv_cache: size =  549.00 MiB (  8192 cells,  61 layers,  1/1 seqs), K (f16):  \
+             549.00 MiB, V (f16):    0.00 MiB",
+            "llama_kv_cache: attn_rot_k = 0, n_embd_head_k_all = 576",
+            "llama_kv_cache: attn_rot_v = 0, n_embd_head_k_all = 0",
+        ]
+    );
+    // q8_0: 576 = 18 blocks x 34 B = 612 B a row; x 8192 x 61 = 305,823,744
+    // B = 291.65625 MiB (291.66). 576 % 64 == 0, so K is rotated.
+    let q8 = with_types(settings(8192, 1), GgmlType::Q8_0, GgmlType::Q8_0);
+    let e = run(&deepseek_v3(mla()), &q8);
+    assert_eq!(caches(&e), [(8192, 61, 1, 305_823_744, 0)]);
+    assert_eq!(
+        e.lines()[..3],
+        [
+            "llama_init_from_model: enabling flash_attn since it is required for quantized V \
+             cache",
+            "llama_kv_cache: size =  291.66 MiB (  8192 cells,  61 layers,  1/1 seqs), K (q8_0):  \
+             291.66 MiB, V (q8_0):    0.00 MiB",
+            "llama_kv_cache: attn_rot_k = 1, n_embd_head_k_all = 576",
+        ]
+    );
+    // K and V of different types: llama.cpp refuses an MLA model.
+    let mixed = with_types(settings(8192, 1), GgmlType::F16, GgmlType::Q8_0);
+    assert!(refusal(&deepseek_v3(mla()), &mixed).contains(
+        "llama_init_from_model: model does not support different K (f16) and V (q8_0) cache types"
+    ));
+    // The MTP layer (nextn_predict_layers 1 of 62) gets no cache: the same
+    // 61 layers. (Not confirmed on a twin: llama.cpp's loader asserts
+    // building the MTP tensors without weights.)
+    let mut with_mtp = mla();
+    with_mtp[0] = ("block_count", V::U32(62));
+    with_mtp.push(("nextn_predict_layers", V::U32(1)));
+    let e = run(&deepseek_v3(with_mtp), &settings(8192, 1));
+    assert_eq!(caches(&e), [(8192, 61, 1, 575_668_224, 0)]);
+    // Without the MLA sizes (older GGUFs) it is a plain cache: K 576 and V
+    // 512 wide: V 61 x 8192 x 512 x 2 B = 511,705,088 B (488 MiB) beside
+    // the same K; llama.cpp logged 1037.00 MiB for the twin with the MLA
+    // sizes at 0 (its graph then aborts on the twin's MLA-shaped weights).
+    let plain = deepseek_v3(vec![("block_count", V::U32(61))]);
+    let e = run(&plain, &settings(8192, 1));
+    assert_eq!(caches(&e), [(8192, 61, 1, 575_668_224, 511_705_088)]);
+}
