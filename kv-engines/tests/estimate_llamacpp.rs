@@ -1460,3 +1460,43 @@ fn deepseek2_mla_caches_the_576_wide_latent_and_no_v() {
     let e = run(&plain, &settings(8192, 1));
     assert_eq!(caches(&e), [(8192, 61, 1, 575_668_224, 511_705_088)]);
 }
+
+#[test]
+fn grok_runs_without_flash_attention() {
+    // Grok-1: 64 layers, 8 KV heads of 6144 / 48 = 128. llama.cpp forces
+    // flash attention off for grok, so a quantized V is refused even when
+    // flash attention is asked for. K: 64 x 8192 x 1024 x 2 B = 1 GiB; V
+    // the same (transposed, all layers one width: no padding line).
+    let meta = gguf(
+        "grok",
+        &[
+            ("block_count", V::U32(64)),
+            ("context_length", V::U32(8192)),
+            ("embedding_length", V::U32(6144)),
+            ("attention.head_count", V::U32(48)),
+            ("attention.head_count_kv", V::U32(8)),
+        ],
+    );
+    let e = run(&meta, &settings(8192, 1));
+    assert!(!e.flash_attn);
+    assert_eq!(caches(&e), [(8192, 64, 1, 1 << 30, 1 << 30)]);
+    // As llama.cpp logged it for the twin.
+    assert_eq!(
+        e.lines()[..2],
+        [
+            "llama_init_from_model: flash_attn is not compatible with Grok - forcing off",
+            "llama_kv_cache: size = 2048.00 MiB (  8192 cells,  64 layers,  1/1 seqs), K (f16): \
+             1024.00 MiB, V (f16): 1024.00 MiB",
+        ]
+    );
+    let mut q4 = with_types(settings(8192, 1), GgmlType::Q4_0, GgmlType::Q4_0);
+    q4.flash_attn = FlashAttn::On;
+    let err = refusal(&meta, &q4);
+    assert!(
+        err.contains(
+            "llama_init_from_model: flash_attn is not compatible with Grok - forcing off; \
+             llama_init_from_model: quantized V cache requires flash_attn to be enabled"
+        ),
+        "{err}"
+    );
+}

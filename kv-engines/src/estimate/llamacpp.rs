@@ -304,6 +304,14 @@ fn init_checks(
         ));
     }
     let mut flash = settings.flash_attn;
+    // Grok's graph has no flash-attention path: llama.cpp turns it off.
+    if hp.architecture == "grok" && flash != FlashAttn::Off {
+        lines.push(
+            "llama_init_from_model: flash_attn is not compatible with Grok - forcing off"
+                .to_owned(),
+        );
+        flash = FlashAttn::Off;
+    }
     if settings.type_v.is_quantized() {
         match flash {
             FlashAttn::Auto => {
@@ -318,12 +326,14 @@ fn init_checks(
                 return Err(refuse(
                     "type_v",
                     format!(
-                        "{} needs flash attention, which is off; llama.cpp refuses: \
+                        "{} needs flash attention, which is off; llama.cpp refuses: {}\
                          llama_init_from_model: quantized V cache requires flash_attn to be \
                          enabled",
-                        settings.type_v
+                        settings.type_v,
+                        // What it logged first (Grok's forcing it off).
+                        lines.iter().map(|l| format!("{l}; ")).collect::<String>()
                     ),
-                ))
+                ));
             }
             FlashAttn::On => {}
         }
