@@ -1500,3 +1500,92 @@ fn grok_runs_without_flash_attention() {
         "{err}"
     );
 }
+
+/// 8 KV heads of 128 (2048 B a row in f16) over `layers`, with `more`.
+fn heads_8x128(arch: &str, layers: u32, more: Vec<(&'static str, V)>) -> GgufMetadata {
+    let mut keys = vec![
+        ("block_count", V::U32(layers)),
+        ("context_length", V::U32(131072)),
+        ("embedding_length", V::U32(5120)),
+        ("attention.head_count", V::U32(40)),
+        ("attention.head_count_kv", V::U32(8)),
+        ("attention.key_length", V::U32(128)),
+        ("attention.value_length", V::U32(128)),
+    ];
+    keys.extend(more);
+    gguf(arch, &keys)
+}
+
+#[test]
+fn llama4_chunks_attention_into_8192_whatever_the_key_says() {
+    // Llama-4-Scout: 48 layers, 3 chunked in 4 (36), 12 full. n_ctx 32768:
+    // full 12 x 32768 x 2048 B = 805,306,368 B = 768 MiB for K and for V;
+    // chunked cells pad(min(32768, 8192 + 512)) = 8704: 36 x 8704 x 2048 B
+    // = 641,728,512 B = 612 MiB. llama.cpp logged these for the twin.
+    let scout = heads_8x128("llama4", 48, vec![]);
+    let e = run(&scout, &settings(32768, 1));
+    assert_eq!(
+        caches(&e),
+        [
+            (32768, 12, 1, 805_306_368, 805_306_368),
+            (8704, 36, 1, 641_728_512, 641_728_512)
+        ]
+    );
+    assert_eq!(
+        e.lines()[4],
+        "llama_kv_cache_iswa: creating     SWA KV cache, size = 8704 cells"
+    );
+    // A window in the file does not change the chunk (n_swa = 8192 set
+    // over it) ...
+    let e = run(
+        &heads_8x128(
+            "llama4",
+            48,
+            vec![("attention.sliding_window", V::U32(1024))],
+        ),
+        &settings(32768, 1),
+    );
+    assert_eq!(caches(&e)[1].0, 8704);
+    // ... but 0 turns chunking off: one cache of 48 full layers.
+    let e = run(
+        &heads_8x128("llama4", 48, vec![("attention.sliding_window", V::U32(0))]),
+        &settings(32768, 1),
+    );
+    assert_eq!(caches(&e), [(32768, 48, 1, 3_221_225_472, 3_221_225_472)]);
+}
+
+#[test]
+fn exaone4_slides_only_with_64_layers() {
+    // EXAONE-4.0-32B: 64 layers, window 4096, 3 sliding in 4. n_ctx 16384:
+    // full 16 x 16384 x 2048 B = 536,870,912 B = 512 MiB; sliding cells
+    // pad(min(16384, 4096 + 512)) = 4608: 48 x 4608 x 2048 B = 452,984,832
+    // B = 432 MiB. llama.cpp logged these for the twin.
+    let e = run(
+        &heads_8x128(
+            "exaone4",
+            64,
+            vec![("attention.sliding_window", V::U32(4096))],
+        ),
+        &settings(16384, 1),
+    );
+    assert_eq!(
+        caches(&e),
+        [
+            (16384, 16, 1, 536_870_912, 536_870_912),
+            (4608, 48, 1, 452_984_832, 452_984_832)
+        ]
+    );
+    // No window key: 4096 by default.
+    let e = run(&heads_8x128("exaone4", 64, vec![]), &settings(16384, 1));
+    assert_eq!(caches(&e)[1].0, 4608);
+    // EXAONE-4.0-1.2B (30 layers): the window is read but never used.
+    let e = run(
+        &heads_8x128(
+            "exaone4",
+            30,
+            vec![("attention.sliding_window", V::U32(4096))],
+        ),
+        &settings(16384, 1),
+    );
+    assert_eq!(caches(&e), [(16384, 30, 1, 1_006_632_960, 1_006_632_960)]);
+}

@@ -25,6 +25,13 @@ enum Window {
     /// Windowed only when `sliding_window` is there and above 0 (gemma3,
     /// olmo2).
     IfPositive { pattern: u32 },
+    /// llama4: chunked attention (`LLAMA_SWA_TYPE_CHUNKED`, sized as a
+    /// window by `llama_kv_cache_iswa`) of 8192 whatever `sliding_window`
+    /// says, unless it is there and 0; 3 chunked layers in 4.
+    Llama4,
+    /// exaone4: windowed only with 64 layers (EXAONE-4.0-32B): 4096 unless
+    /// `sliding_window` says otherwise, 3 sliding layers in 4.
+    Exaone4,
 }
 
 /// How an architecture holds its context.
@@ -95,6 +102,8 @@ const ARCHITECTURES: &[(&str, Family)] = &[
     ("deepseek", Family::Attention(Window::None)),
     ("olmo", Family::Attention(Window::None)),
     ("exaone", Family::Attention(Window::None)),
+    ("llama4", Family::Attention(Window::Llama4)),
+    ("exaone4", Family::Attention(Window::Exaone4)),
     ("smollm3", Family::Attention(Window::None)),
     // Read no window, state or per-arch head size in `load_arch_hparams`
     // and take create_memory's default path: one llama_kv_cache (checked on
@@ -634,6 +643,17 @@ impl Keys<'_> {
                 Some(w) if w > 0 => (w, pattern),
                 _ => return Ok(None),
             },
+            Window::Llama4 => match found {
+                Some(0) => return Ok(None),
+                _ => (8192, 4),
+            },
+            Window::Exaone4 => {
+                let trunk = layers - usize::try_from(nextn).unwrap_or(layers);
+                if trunk != 64 {
+                    return Ok(None);
+                }
+                (found.unwrap_or(4096), 4)
+            }
         };
         let key = "attention.sliding_window_pattern";
         let full_name = format!("{}.{key}", self.arch);
