@@ -1589,3 +1589,114 @@ fn exaone4_slides_only_with_64_layers() {
     );
     assert_eq!(caches(&e), [(16384, 30, 1, 1_006_632_960, 1_006_632_960)]);
 }
+
+#[test]
+fn gemma3n_keeps_kv_in_its_first_20_layers_only() {
+    // Gemma-3n-E4B: 35 layers, 2 KV heads of 256, window 512, 4 sliding in
+    // 5. llama.cpp fixes n_layer_kv_from_start at 20: layers 20 to 34 reuse
+    // layer 18's or 19's K/V. Of layers 0-19, 4, 9, 14 and 19 are full:
+    // 4 x 8192 x (2 x 256 x 2 B = 1024 B) = 33,554,432 B = 32 MiB for K
+    // and V; 16 sliding in pad(min(8192, 512 + 512)) = 1024 cells: 16 x
+    // 1024 x 1024 B = 16 MiB. llama.cpp logged these for the twin.
+    let meta = gguf(
+        "gemma3n",
+        &[
+            ("block_count", V::U32(35)),
+            ("context_length", V::U32(32768)),
+            ("embedding_length", V::U32(2048)),
+            ("attention.head_count", V::U32(8)),
+            ("attention.head_count_kv", V::U32(2)),
+            ("attention.key_length", V::U32(256)),
+            ("attention.value_length", V::U32(256)),
+            ("attention.sliding_window", V::U32(512)),
+        ],
+    );
+    let e = run(&meta, &settings(8192, 1));
+    assert_eq!(
+        caches(&e),
+        [
+            (8192, 4, 1, 33_554_432, 33_554_432),
+            (1024, 16, 1, 16_777_216, 16_777_216)
+        ]
+    );
+}
+
+/// Gemma-4-E2B-like: 35 layers, 20 of them sharing an earlier layer's K/V,
+/// one KV head of 512 on full layers and 256 on sliding ones (4 in 5).
+fn gemma4(shared: u32) -> GgufMetadata {
+    let pattern = (0..35).map(|il| il % 5 != 4).collect();
+    gguf(
+        "gemma4",
+        &[
+            ("block_count", V::U32(35)),
+            ("context_length", V::U32(131072)),
+            ("embedding_length", V::U32(1536)),
+            ("attention.head_count", V::U32(8)),
+            ("attention.head_count_kv", V::U32(1)),
+            ("attention.key_length", V::U32(512)),
+            ("attention.value_length", V::U32(512)),
+            ("attention.key_length_swa", V::U32(256)),
+            ("attention.value_length_swa", V::U32(256)),
+            ("attention.sliding_window", V::U32(512)),
+            ("attention.sliding_window_pattern", V::Bools(pattern)),
+            ("attention.shared_kv_layers", V::U32(shared)),
+        ],
+    )
+}
+
+#[test]
+fn gemma4_shares_kv_past_block_count_minus_shared_layers() {
+    // n_layer_kv_from_start = 35 - 20 = 15. Of layers 0-14, 4, 9 and 14
+    // are full: 3 x 8192 x 512 x 2 B = 25,165,824 B = 24 MiB for K and V;
+    // 12 sliding in 1024 cells, 256 wide: 12 x 1024 x 512 B = 6,291,456 B
+    // = 6 MiB.
+    let e = run(&gemma4(20), &settings(8192, 1));
+    assert_eq!(
+        caches(&e),
+        [
+            (8192, 3, 1, 25_165_824, 25_165_824),
+            (1024, 12, 1, 6_291_456, 6_291_456)
+        ]
+    );
+    // Without flash attention every V is padded to the widest (512), the
+    // sliding cache's too: 12 x 1024 x 1024 B = 12 MiB; each cache says so.
+    let mut off = settings(8192, 1);
+    off.flash_attn = FlashAttn::Off;
+    let e = run(&gemma4(20), &off);
+    assert_eq!(caches(&e)[1], (1024, 12, 1, 6_291_456, 12_582_912));
+    let padding = "llama_kv_cache: the V embeddings have different sizes across layers and FA \
+                   is not enabled - padding V cache to 512";
+    assert_eq!(e.lines().iter().filter(|l| *l == padding).count(), 2);
+    // As llama.cpp logged it for the twin.
+    assert_eq!(
+        e.lines()[7],
+        "llama_kv_cache: size =   18.00 MiB (  1024 cells,  12 layers,  1/1 seqs), K (f16):    \
+         6.00 MiB, V (f16):   12.00 MiB"
+    );
+    // 34 or 36 shared layers leave fewer than 2 with K/V: llama.cpp's
+    // reuse callback aborts (34) or the count goes negative (36).
+    for shared in [34, 36] {
+        let err = refusal(&gemma4(shared), &settings(8192, 1));
+        assert!(
+            err.contains("GGML_ASSERT(hparams.n_layer_kv_from_start >= 2)"),
+            "{err}"
+        );
+    }
+    // The pattern only as an array: a number is refused, naming the key.
+    let as_number = gguf(
+        "gemma4",
+        &[
+            ("block_count", V::U32(4)),
+            ("context_length", V::U32(4096)),
+            ("embedding_length", V::U32(1536)),
+            ("attention.head_count", V::U32(8)),
+            ("attention.sliding_window", V::U32(512)),
+            ("attention.sliding_window_pattern", V::U32(5)),
+        ],
+    );
+    let err = refusal(&as_number, &settings(4096, 1));
+    assert!(
+        err.contains("no array `gemma4.attention.sliding_window_pattern`"),
+        "{err}"
+    );
+}

@@ -537,6 +537,8 @@ impl Build<'_> {
             .checked_mul(self.streams)
             .ok_or_else(|| self.overflow("rows (cells x streams)"))?;
         let (mut k_bytes, mut v_bytes, mut layers) = (0u64, 0u64, 0u64);
+        // has_kv: gemma3n's and gemma4's later layers reuse an earlier one's.
+        let keep = |il: usize| hp.has_kv(il) && keep(il);
         for il in all.clone().filter(|&il| keep(il)) {
             layers += 1;
             let v_width = if self.v_trans { v_max } else { hp.v_gqa(il) };

@@ -29,6 +29,9 @@ enum Window {
     /// window by `llama_kv_cache_iswa`) of 8192 whatever `sliding_window`
     /// says, unless it is there and 0; 3 chunked layers in 4.
     Llama4,
+    /// gemma4: `sliding_window` required and the pattern only as an array
+    /// (`get_arr`, required).
+    RequiredArray,
     /// exaone4: windowed only with 64 layers (EXAONE-4.0-32B): 4096 unless
     /// `sliding_window` says otherwise, 3 sliding layers in 4.
     Exaone4,
@@ -103,6 +106,11 @@ const ARCHITECTURES: &[(&str, Family)] = &[
     ("olmo", Family::Attention(Window::None)),
     ("exaone", Family::Attention(Window::None)),
     ("llama4", Family::Attention(Window::Llama4)),
+    (
+        "gemma3n",
+        Family::Attention(Window::Required { pattern: 5 }),
+    ),
+    ("gemma4", Family::Attention(Window::RequiredArray)),
     ("exaone4", Family::Attention(Window::Exaone4)),
     ("smollm3", Family::Attention(Window::None)),
     // Read no window, state or per-arch head size in `load_arch_hparams`
@@ -265,6 +273,10 @@ pub(super) struct Hparams {
     pub hybrid: Option<HybridLayers>,
     /// `is_mla()`: K alone is cached (no V tensor).
     pub mla: bool,
+    /// `n_layer_kv_from_start`: only the layers before it have a K/V
+    /// (`has_kv`); the later ones reuse an earlier layer's (gemma3n: 20;
+    /// gemma4: `block_count - attention.shared_kv_layers`).
+    pub kv_from_start: Option<u32>,
 }
 
 impl Hparams {
@@ -281,6 +293,12 @@ impl Hparams {
     /// `n_embd_v_gqa(il)`.
     pub fn v_gqa(&self, il: usize) -> u64 {
         u64::from(self.head_v[il]) * u64::from(self.kv_heads[il])
+    }
+
+    /// `has_kv(il)`.
+    pub fn has_kv(&self, il: usize) -> bool {
+        self.kv_from_start
+            .is_none_or(|k| il < usize::try_from(k).unwrap_or(usize::MAX))
     }
 
     /// `is_swa(il)`.
@@ -357,6 +375,12 @@ impl Hparams {
             }
             _ => false,
         };
+        let kv_from_start = key.kv_from_start(&architecture, layers)?;
+        if architecture == "gemma4" {
+            // Read again as required by gemma4's own loader.
+            key.required("attention.key_length_swa")?;
+            key.required("attention.value_length_swa")?;
+        }
         let (sliding, recurrent, hybrid) = match family {
             Family::Attention(window) => (key.sliding(window, n, nextn)?, None, None),
             Family::Mla => (None, None, None),
@@ -394,6 +418,7 @@ impl Hparams {
             recurrent,
             hybrid,
             mla,
+            kv_from_start,
         };
         if hparams.recurrent.is_none() || hparams.hybrid.is_some() {
             hparams.refuse_empty_attention(&key, embedding, heads[0])?;
@@ -448,7 +473,7 @@ impl Hparams {
             Some(h) => h.attn[il],
             None => il < self.kept_layers(),
         };
-        for il in (0..self.kv_heads.len()).filter(|&il| cached(il)) {
+        for il in (0..self.kv_heads.len()).filter(|&il| cached(il) && self.has_kv(il)) {
             if self.kv_heads[il] == 0 {
                 let what = if has("attention.head_count_kv") {
                     format!("`{arch}.attention.head_count_kv` is 0")
@@ -643,6 +668,16 @@ impl Keys<'_> {
                 Some(w) if w > 0 => (w, pattern),
                 _ => return Ok(None),
             },
+            Window::RequiredArray => {
+                let name = self.full("attention.sliding_window_pattern");
+                if !matches!(self.meta.get(&name), Some(GgufValue::Array(_))) {
+                    return Err(self.error(format!(
+                        "no array `{name}`; llama.cpp refuses the model (it reads the pattern \
+                         only as an array of per-layer flags)"
+                    )));
+                }
+                (self.required("attention.sliding_window")?, 0)
+            }
             Window::Llama4 => match found {
                 Some(0) => return Ok(None),
                 _ => (8192, 4),
@@ -687,6 +722,39 @@ impl Keys<'_> {
             window,
             layers: flags,
         }))
+    }
+
+    /// `n_layer_kv_from_start` of gemma3n and gemma4 (None for the others:
+    /// every layer has its K/V). Their layer-reuse callback asserts it is at
+    /// least 2, so less is refused.
+    fn kv_from_start(&self, architecture: &str, layers: u32) -> Result<Option<u32>, KvError> {
+        let start = match architecture {
+            "gemma3n" => 20,
+            "gemma4" => {
+                let shared = self.optional("attention.shared_kv_layers")?.unwrap_or(0);
+                // int32 in llama.cpp: a negative one gives every layer a K/V,
+                // but the reuse callback's assert fails first.
+                match layers.checked_sub(shared) {
+                    Some(start) => start,
+                    None => {
+                        return Err(self.error(format!(
+                            "`{0}.attention.shared_kv_layers` {shared} is more than the {layers} \
+                             layers; llama.cpp aborts (GGML_ASSERT(hparams.n_layer_kv_from_start \
+                             >= 2))",
+                            self.arch
+                        )))
+                    }
+                }
+            }
+            _ => return Ok(None),
+        };
+        if start < 2 {
+            return Err(self.error(format!(
+                "`{architecture}` keeps K/V in its first {start} layers only; llama.cpp aborts \
+                 (GGML_ASSERT(hparams.n_layer_kv_from_start >= 2))"
+            )));
+        }
+        Ok(Some(start))
     }
 
     /// A hybrid's state widths, layer filters and (lfm2) window.
