@@ -375,12 +375,6 @@ impl Hparams {
             }
             _ => false,
         };
-        let kv_from_start = key.kv_from_start(&architecture, layers)?;
-        if architecture == "gemma4" {
-            // Read again as required by gemma4's own loader.
-            key.required("attention.key_length_swa")?;
-            key.required("attention.value_length_swa")?;
-        }
         let (sliding, recurrent, hybrid) = match family {
             Family::Attention(window) => (key.sliding(window, n, nextn)?, None, None),
             Family::Mla => (None, None, None),
@@ -390,6 +384,13 @@ impl Hparams {
                 (sliding, Some(state), Some(layers))
             }
         };
+        // After the pattern, in gemma4's loader's order.
+        if architecture == "gemma4" {
+            // Read again as required by gemma4's own loader.
+            key.required("attention.key_length_swa")?;
+            key.required("attention.value_length_swa")?;
+        }
+        let kv_from_start = key.kv_from_start(&architecture, layers)?;
         if let Some(s) = &sliding {
             // llama_model::create_memory: GGML_ASSERT(hparams.is_swa_any()).
             if !s.layers.iter().any(|&swa| swa) {
