@@ -1700,3 +1700,32 @@ fn gemma4_shares_kv_past_block_count_minus_shared_layers() {
         "{err}"
     );
 }
+
+#[test]
+fn cohere2moe_counts_its_pattern_dense_first() {
+    // load_swa_pattern(ml, 4, true): layer il slides unless il % 4 == 0,
+    // so of 6 layers 0 and 4 are full (gemma-style counting would make only
+    // layer 3 full). 2 KV heads of 256 / 2 = 128: a row is 512 B in f16.
+    // Full: 2 x 8192 x 512 B = 8,388,608 B (8 MiB); sliding in pad(min(8192,
+    // 1024 + 512)) = 1536 cells: 4 x 1536 x 512 B = 3,145,728 B (3 MiB).
+    // llama.cpp logged 16.00 and 6.00 MiB for the twin.
+    let meta = gguf(
+        "cohere2moe",
+        &[
+            ("block_count", V::U32(6)),
+            ("context_length", V::U32(16384)),
+            ("embedding_length", V::U32(256)),
+            ("attention.head_count", V::U32(2)),
+            ("attention.head_count_kv", V::U32(2)),
+            ("attention.sliding_window", V::U32(1024)),
+        ],
+    );
+    let e = run(&meta, &settings(8192, 1));
+    assert_eq!(
+        caches(&e),
+        [
+            (8192, 2, 1, 8_388_608, 8_388_608),
+            (1536, 4, 1, 3_145_728, 3_145_728)
+        ]
+    );
+}

@@ -29,9 +29,14 @@ enum Window {
     /// window by `llama_kv_cache_iswa`) of 8192 whatever `sliding_window`
     /// says, unless it is there and 0; 3 chunked layers in 4.
     Llama4,
-    /// gemma4: `sliding_window` required and the pattern only as an array
-    /// (`get_arr`, required).
-    RequiredArray,
+    /// gemma4, granite_swa, maple, mimo2: `sliding_window` required and the
+    /// pattern only as an array (`get_arr`, required); `window_first` where
+    /// the loader reads the window before the pattern.
+    RequiredArray { window_first: bool },
+    /// cohere2moe: `sliding_window` required, the pattern dense-first
+    /// (`load_swa_pattern(ml, 4, true)`: layer `il` slides when `il % p`
+    /// is not 0).
+    RequiredDenseFirst { pattern: u32 },
     /// exaone4: windowed only with 64 layers (EXAONE-4.0-32B): 4096 unless
     /// `sliding_window` says otherwise, 3 sliding layers in 4.
     Exaone4,
@@ -110,7 +115,51 @@ const ARCHITECTURES: &[(&str, Family)] = &[
         "gemma3n",
         Family::Attention(Window::Required { pattern: 5 }),
     ),
-    ("gemma4", Family::Attention(Window::RequiredArray)),
+    (
+        "gemma4",
+        Family::Attention(Window::RequiredArray {
+            window_first: false,
+        }),
+    ),
+    (
+        "granite_swa",
+        Family::Attention(Window::RequiredArray {
+            window_first: false,
+        }),
+    ),
+    (
+        "maple",
+        Family::Attention(Window::RequiredArray { window_first: true }),
+    ),
+    (
+        "mimo2",
+        Family::Attention(Window::RequiredArray { window_first: true }),
+    ),
+    (
+        "cohere2moe",
+        Family::Attention(Window::RequiredDenseFirst { pattern: 4 }),
+    ),
+    (
+        "exaone-moe",
+        Family::Attention(Window::Required { pattern: 4 }),
+    ),
+    (
+        "muse-glimmer",
+        Family::Attention(Window::Required { pattern: 4 }),
+    ),
+    (
+        "afmoe",
+        Family::Attention(Window::IfPositive { pattern: 4 }),
+    ),
+    (
+        "mellum",
+        Family::Attention(Window::IfPositive { pattern: 4 }),
+    ),
+    (
+        "plamo3",
+        Family::Attention(Window::IfPositive { pattern: 8 }),
+    ),
+    ("mistral4", Family::Mla),
     ("exaone4", Family::Attention(Window::Exaone4)),
     ("smollm3", Family::Attention(Window::None)),
     // Read no window, state or per-arch head size in `load_arch_hparams`
@@ -661,6 +710,7 @@ impl Keys<'_> {
         nextn: u32,
     ) -> Result<Option<Sliding>, KvError> {
         let found = self.optional("attention.sliding_window")?;
+        let window_kind = window;
         let (window, pattern) = match window {
             Window::None => return Ok(None),
             Window::Default { window, pattern } => (found.unwrap_or(window), pattern),
@@ -669,7 +719,12 @@ impl Keys<'_> {
                 Some(w) if w > 0 => (w, pattern),
                 _ => return Ok(None),
             },
-            Window::RequiredArray => {
+            Window::RequiredArray { window_first } => {
+                let window = if window_first {
+                    Some(self.required("attention.sliding_window")?)
+                } else {
+                    None
+                };
                 let name = self.full("attention.sliding_window_pattern");
                 if !matches!(self.meta.get(&name), Some(GgufValue::Array(_))) {
                     return Err(self.error(format!(
@@ -677,7 +732,13 @@ impl Keys<'_> {
                          only as an array of per-layer flags)"
                     )));
                 }
-                (self.required("attention.sliding_window")?, 0)
+                match window {
+                    Some(w) => (w, 0),
+                    None => (self.required("attention.sliding_window")?, 0),
+                }
+            }
+            Window::RequiredDenseFirst { pattern } => {
+                (self.required("attention.sliding_window")?, pattern)
             }
             Window::Llama4 => match found {
                 Some(0) => return Ok(None),
@@ -710,11 +771,17 @@ impl Keys<'_> {
             }
             _ => {
                 let pattern = self.optional(key)?.unwrap_or(pattern);
+                let dense_first = matches!(window_kind, Window::RequiredDenseFirst { .. });
                 (0..layers)
                     .map(|il| {
                         let il = il as u64;
                         let p = u64::from(pattern);
-                        il < trunk as u64 && (p == 0 || il % p < p - 1)
+                        let slides = if dense_first {
+                            il % p.max(1) != 0
+                        } else {
+                            il % p.max(1) < p.saturating_sub(1)
+                        };
+                        il < trunk as u64 && (p == 0 || slides)
                     })
                     .collect()
             }
