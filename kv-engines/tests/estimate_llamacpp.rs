@@ -1729,3 +1729,48 @@ fn cohere2moe_counts_its_pattern_dense_first() {
         ]
     );
 }
+
+#[test]
+fn rwkv6_holds_token_shift_and_wkv_state() {
+    // RWKV-6 1.6B: 24 layers, n_embd 2048, heads of 64; 2 sequences.
+    // R = token_shift_count (2 by default) x 2048 = 4096 f32 = 16,384 B,
+    // x 24 x 2 = 786,432 B = 0.75 MiB. S = 2048 x 64 = 131,072 f32 =
+    // 524,288 B, x 48 = 25,165,824 B = 24 MiB. llama.cpp logged this line
+    // for the twin (its graph then aborts on the twin's head count 0).
+    let rwkv6 = |more: Vec<(&'static str, V)>| {
+        let mut keys = vec![
+            ("block_count", V::U32(24)),
+            ("context_length", V::U32(1048576)),
+            ("embedding_length", V::U32(2048)),
+            ("wkv.head_size", V::U32(64)),
+            ("time_mix_extra_dim", V::U32(32)),
+            ("time_decay_extra_dim", V::U32(64)),
+        ];
+        keys.extend(more);
+        gguf("rwkv6", &keys)
+    };
+    let e = run(&rwkv6(vec![]), &settings(4096, 2));
+    assert_eq!(
+        e.lines(),
+        [
+            "llama_memory_recurrent: size =   24.75 MiB (     2 cells,  24 layers,  2 seqs  0 \
+             rs_seq), R (f32):    0.75 MiB, S (f32):   24.00 MiB, P (f32):    0.00 MiB"
+        ]
+    );
+    assert_eq!(e.bytes(), 786_432 + 25_165_824);
+    // A token shift of 3: R 3 x 2048 x 4 B x 48 = 1,179,648 B.
+    let e = run(
+        &rwkv6(vec![("token_shift_count", V::U32(3))]),
+        &settings(4096, 2),
+    );
+    assert_eq!(e.bytes(), 1_179_648 + 25_165_824);
+    // A width past uint32 is refused naming the keys.
+    let err = refusal(
+        &rwkv6(vec![("token_shift_count", V::U32(u32::MAX))]),
+        &settings(4096, 2),
+    );
+    assert!(
+        err.contains("`token_shift_count` x `embedding_length`"),
+        "{err}"
+    );
+}

@@ -39,6 +39,9 @@ def log(level, text, _user):
         last_level[0] = level
     if last_level[0] < 2:
         return
+    if last_level[0] == 4 and not text.startswith(PREFIXES):
+        # Why a load failed, for registry.py's detail.
+        sys.stderr.write(text)
     pending[0] += text
     *done, pending[0] = pending[0].split("\n")
     for line in done:

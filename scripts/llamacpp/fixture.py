@@ -239,6 +239,13 @@ def fixture(arch, moe):
     add("LLM_KV_ACTIVATION_SITU_BETA", "f32", 4.0)
     add("LLM_KV_ACTIVATION_SITU_LINEAR_BETA", "f32", 25.0)
     add("LLM_KV_KDA_GATE_LOWER_BOUND", "f32", -5.0)
+    if arch in ("rwkv7", "arwkv7"):
+        # Not in test-llama-archs (it skips RWKV): the ranks rwkv7's loader
+        # requires, so the twin loads.
+        add("LLM_KV_ATTENTION_DECAY_LORA_RANK", "u32", 64)
+        add("LLM_KV_ATTENTION_ICLR_LORA_RANK", "u32", 64)
+        add("LLM_KV_ATTENTION_VALUE_RESIDUAL_MIX_LORA_RANK", "u32", 32)
+        add("LLM_KV_ATTENTION_GATE_LORA_RANK", "u32", 128)
     return out
 
 

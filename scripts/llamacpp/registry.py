@@ -117,7 +117,11 @@ def run_arch(arch, path, kv):
         out = [l for l in real.stdout.splitlines() if l.startswith(("llama_", "#"))]
         theirs = [l for l in out if not l.startswith("#")]
         if not out or not out[-1].startswith("# context"):
-            why = (real.stderr.strip().splitlines() or ["(no message)"])[-1][:200]
+            errs = real.stderr.strip().splitlines()
+            loading = [l for l in errs if "error loading model" in l]
+            why = ((loading or errs or ["(no message)"])[-1]).strip()[:200]
+            if "unsupported model architecture" in why:
+                return "cannot-build", f"llama.cpp has no loader for it ({why})"
             if not theirs:
                 return "not-covered", (f"not run: llama.cpp did not load the test-llama-archs "
                                        f"fixture ({why})")

@@ -55,6 +55,12 @@ enum Family {
     /// attention, recurrent state for the others, each architecture with its
     /// own layer filters (`create_memory`) and state keys.
     Hybrid(Hybrid),
+    /// RWKV-6 (`v7` false: rwkv6, rwkv6qwen2) and RWKV-7 (rwkv7, arwkv7):
+    /// recurrent, R = `token_shift_count` (2) x `embedding_length` and S =
+    /// `embedding_length` x `wkv.head_size` per sequence per layer.
+    Rwkv {
+        v7: bool,
+    },
     /// deepseek2: every layer full attention; with both
     /// `attention.key_length_mla` and `attention.value_length_mla` above 0
     /// (`is_mla()`) the cache holds K alone, a row of `key_length` x
@@ -258,6 +264,10 @@ const ARCHITECTURES: &[(&str, Family)] = &[
     ("nemotron_h_moe", Family::Hybrid(Hybrid::NemotronH)),
     ("qwen35", Family::Hybrid(Hybrid::Qwen3Next)),
     ("qwen35moe", Family::Hybrid(Hybrid::Qwen3Next)),
+    ("rwkv6", Family::Rwkv { v7: false }),
+    ("rwkv6qwen2", Family::Rwkv { v7: false }),
+    ("rwkv7", Family::Rwkv { v7: true }),
+    ("arwkv7", Family::Rwkv { v7: true }),
     ("mamba", Family::Mamba { grouped: false }),
     ("mamba2", Family::Mamba { grouped: true }),
 ];
@@ -427,6 +437,7 @@ impl Hparams {
         let (sliding, recurrent, hybrid) = match family {
             Family::Attention(window) => (key.sliding(window, n, nextn)?, None, None),
             Family::Mla => (None, None, None),
+            Family::Rwkv { v7 } => (None, Some(key.rwkv(v7, embedding)?), None),
             Family::Mamba { grouped } => (None, Some(key.mamba(grouped, embedding)?), None),
             Family::Hybrid(kind) => {
                 let (state, layers, sliding) = key.hybrid(kind, embedding, &kv_heads, nextn)?;
@@ -790,6 +801,42 @@ impl Keys<'_> {
             window,
             layers: flags,
         }))
+    }
+
+    /// `n_embd_r()` and `n_embd_s()` of an RWKV model, after the keys its
+    /// loader requires.
+    fn rwkv(&self, v7: bool, embedding: u32) -> Result<Recurrent, KvError> {
+        let head = self.required("wkv.head_size")?;
+        let required: &[&str] = if v7 {
+            &[
+                "attention.decay_lora_rank",
+                "attention.iclr_lora_rank",
+                "attention.value_residual_mix_lora_rank",
+            ]
+        } else {
+            &["time_mix_extra_dim", "time_decay_extra_dim"]
+        };
+        for suffix in required {
+            self.required(suffix)?;
+        }
+        let shift = self.optional("token_shift_count")?.unwrap_or(2);
+        let fit = |what: &str, a: u32, b: u32, keys: &str| {
+            a.checked_mul(b).ok_or_else(|| {
+                self.error(format!(
+                    "{keys}: the {what} state's width overflows llama.cpp's uint32 \
+                     (n_embd_{what}())"
+                ))
+            })
+        };
+        Ok(Recurrent {
+            r: fit(
+                "r",
+                shift,
+                embedding,
+                "`token_shift_count` x `embedding_length`",
+            )?,
+            s: fit("s", embedding, head, "`embedding_length` x `wkv.head_size`")?,
+        })
     }
 
     /// `n_layer_kv_from_start` of gemma3n and gemma4 (None for the others:
