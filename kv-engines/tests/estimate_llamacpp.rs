@@ -1774,3 +1774,83 @@ fn rwkv6_holds_token_shift_and_wkv_state() {
         "{err}"
     );
 }
+
+#[test]
+fn minimax01_lightning_layers_hold_a_square_state_per_head() {
+    // MiniMax-Text-01: 80 layers, softmax attention every 8th (7, 15, ...,
+    // 79: 10 layers, 8 KV heads of 128), lightning attention in the other
+    // 70. KV: 10 x 8192 x 1024 x 2 B = 167,772,160 B = 160 MiB for K and V.
+    // S = 128^2 x 64 heads = 1,048,576 f32 = 4 MiB a layer, x 70 = 280 MiB;
+    // no R (minimax-01 reads no conv keys). llama.cpp logged both lines for
+    // the twin.
+    let meta = gguf(
+        "minimax-01",
+        &[
+            ("block_count", V::U32(80)),
+            ("context_length", V::U32(1048576)),
+            ("embedding_length", V::U32(6144)),
+            ("attention.head_count", V::U32(64)),
+            ("attention.head_count_kv", V::U32(8)),
+            ("attention.key_length", V::U32(128)),
+            ("attention.value_length", V::U32(128)),
+        ],
+    );
+    let e = run(&meta, &settings(8192, 1));
+    assert_eq!(
+        hybrid(&e),
+        (8192, 10, 167_772_160, 167_772_160, 80, 70, 0, 293_601_280)
+    );
+    assert_eq!(
+        e.lines()[3],
+        "llama_memory_recurrent: size =  280.00 MiB (     1 cells,  80 layers,  1 seqs  0 \
+         rs_seq), R (f32):    0.00 MiB, S (f32):  280.00 MiB, P (f32):    0.00 MiB"
+    );
+}
+
+#[test]
+fn kimi_linear_pairs_mla_attention_with_kda_state() {
+    // Kimi-Linear-like: 27 layers, MLA at 3, 7, 11, 15, 19, 23 and 26 (one
+    // KV head of 576, no V), KDA (head_count_kv 0) in the other 20.
+    // K: 7 x 8192 x 576 x 2 B = 66,060,288 B = 63 MiB.
+    // R = 3 x (4 - 1) x 32 heads x 128 = 36,864 f32 = 147,456 B, x 20 =
+    // 2,949,120 B = 2.8125 MiB (2.81). S = 128^2 x 32 = 524,288 f32 = 2 MiB,
+    // x 20 = 40 MiB. Together 42.8125 MiB (42.81). As llama.cpp logged.
+    let kv = (0..27)
+        .map(|il| u32::from(il % 4 == 3 || il == 26))
+        .collect();
+    let meta = gguf(
+        "kimi-linear",
+        &[
+            ("block_count", V::U32(27)),
+            ("context_length", V::U32(1048576)),
+            ("embedding_length", V::U32(2304)),
+            ("attention.head_count", V::U32(32)),
+            ("attention.head_count_kv", V::U32s(kv)),
+            ("attention.key_length", V::U32(576)),
+            ("attention.value_length", V::U32(512)),
+            ("attention.key_length_mla", V::U32(192)),
+            ("attention.value_length_mla", V::U32(128)),
+            ("attention.kv_lora_rank", V::U32(512)),
+            ("ssm.conv_kernel", V::U32(4)),
+            ("kda.head_dim", V::U32(128)),
+        ],
+    );
+    let e = run(&meta, &settings(8192, 1));
+    assert_eq!(
+        hybrid(&e),
+        (8192, 7, 66_060_288, 0, 27, 20, 2_949_120, 41_943_040)
+    );
+    assert_eq!(
+        e.lines()[0],
+        "llama_kv_cache: size =   63.00 MiB (  8192 cells,   7 layers,  1/1 seqs), K (f16):   \
+         63.00 MiB, V (f16):    0.00 MiB"
+    );
+    assert_eq!(
+        e.lines()[3],
+        "llama_memory_recurrent: size =   42.81 MiB (     1 cells,  27 layers,  1 seqs  0 \
+         rs_seq), R (f32):    2.81 MiB, S (f32):   40.00 MiB, P (f32):    0.00 MiB"
+    );
+    // MLA: K and V types must agree.
+    let mixed = with_types(settings(8192, 1), GgmlType::Q8_0, GgmlType::F16);
+    assert!(refusal(&meta, &mixed).contains("model does not support different K"));
+}

@@ -89,6 +89,15 @@ enum Hybrid {
     /// else all but every `full_attention_interval`-th (4); MTP layers
     /// have neither.
     Qwen3Next,
+    /// minimax-01: lightning-attention layers from
+    /// `attention.recurrent_layers`, else all but every
+    /// `full_attention_interval`-th (8); S = (key length)^2 x `head_count`
+    /// (layer 0's), no R.
+    MiniMax01,
+    /// kimi-linear: KDA layers where `head_count_kv` is 0 (R = 3 x (d_conv -
+    /// 1) x `head_count` x `kda.head_dim`, S = `kda.head_dim`^2 x
+    /// `head_count`), MLA attention elsewhere.
+    KimiLinear,
     /// lfm2, lfm2moe: short-conv layers where `head_count_kv` is 0, state
     /// `embedding_length x (shortconv.l_cache - 1)` (no S); lfm2 (`window`)
     /// with a `sliding_window` above 0 slides its attention layers
@@ -263,6 +272,8 @@ const ARCHITECTURES: &[(&str, Family)] = &[
     ("lfm2moe", Family::Hybrid(Hybrid::Lfm2 { window: false })),
     ("nemotron_h_moe", Family::Hybrid(Hybrid::NemotronH)),
     ("qwen35", Family::Hybrid(Hybrid::Qwen3Next)),
+    ("minimax-01", Family::Hybrid(Hybrid::MiniMax01)),
+    ("kimi-linear", Family::Hybrid(Hybrid::KimiLinear)),
     ("qwen35moe", Family::Hybrid(Hybrid::Qwen3Next)),
     ("rwkv6", Family::Rwkv { v7: false }),
     ("rwkv6qwen2", Family::Rwkv { v7: false }),
@@ -432,6 +443,12 @@ impl Hparams {
                 let v = key.optional("attention.value_length_mla")?.unwrap_or(0);
                 k != 0 && v != 0
             }
+            // kimi-linear requires both (its MLA attention layers).
+            Family::Hybrid(Hybrid::KimiLinear) => {
+                let k = key.required("attention.key_length_mla")?;
+                let v = key.required("attention.value_length_mla")?;
+                k != 0 && v != 0
+            }
             _ => false,
         };
         let (sliding, recurrent, hybrid) = match family {
@@ -440,7 +457,8 @@ impl Hparams {
             Family::Rwkv { v7 } => (None, Some(key.rwkv(v7, embedding)?), None),
             Family::Mamba { grouped } => (None, Some(key.mamba(grouped, embedding)?), None),
             Family::Hybrid(kind) => {
-                let (state, layers, sliding) = key.hybrid(kind, embedding, &kv_heads, nextn)?;
+                let (state, layers, sliding) =
+                    key.hybrid(kind, embedding, &kv_heads, nextn, heads[0], full_k)?;
                 (sliding, Some(state), Some(layers))
             }
         };
@@ -879,6 +897,8 @@ impl Keys<'_> {
         embedding: u32,
         kv_heads: &[u32],
         nextn: u32,
+        head_count: u32,
+        key_length: u32,
     ) -> Result<(Recurrent, HybridLayers, Option<Sliding>), KvError> {
         let n = kv_heads.len();
         let layers = u32::try_from(n).unwrap_or(u32::MAX);
@@ -902,11 +922,50 @@ impl Keys<'_> {
                 Recurrent { r, s: 0 }
             }
             Hybrid::Jamba => self.ssm(false)?,
+            // n_embd_s() = n_embd_head_la^2 x n_head(); no conv keys are read.
+            Hybrid::MiniMax01 => Recurrent {
+                r: 0,
+                s: key_length
+                    .checked_mul(key_length)
+                    .and_then(|sq| sq.checked_mul(head_count))
+                    .ok_or_else(|| {
+                        self.error(format!(
+                            "`{0}.attention.key_length` {key_length} squared x \
+                             `{0}.attention.head_count` {head_count} overflows llama.cpp's \
+                             uint32 (n_embd_s())",
+                            self.arch
+                        ))
+                    })?,
+            },
+            Hybrid::KimiLinear => {
+                let conv = self.required("ssm.conv_kernel")?;
+                let kda = self.required("kda.head_dim")?;
+                // 3 x (d_conv > 0 ? d_conv - 1 : 3) x n_head() x head_kda, and
+                // head_kda^2 x n_head(), in uint32.
+                let taps = if conv > 0 { conv - 1 } else { 3 };
+                let inner = u64::from(head_count) * u64::from(kda);
+                let r = inner.checked_mul(3 * u64::from(taps));
+                let s = inner.checked_mul(u64::from(kda));
+                let fit = |what: &str, v: Option<u64>| {
+                    v.and_then(|v| u32::try_from(v).ok()).ok_or_else(|| {
+                        self.error(format!(
+                            "`{0}.kda.head_dim` {kda} x `{0}.attention.head_count` {head_count}: \
+                             the {what} state's width overflows llama.cpp's uint32 \
+                             (n_embd_{what}())",
+                            self.arch
+                        ))
+                    })
+                };
+                Recurrent {
+                    r: fit("r", r)?,
+                    s: fit("s", s)?,
+                }
+            }
             _ => self.ssm(true)?,
         };
         let zero_kv = |il: usize| il < trunk && kv_heads[il] == 0;
         let (attn, recr): (Vec<bool>, Vec<bool>) = match kind {
-            Hybrid::Jamba | Hybrid::ZeroKvHeads | Hybrid::Lfm2 { .. } => {
+            Hybrid::Jamba | Hybrid::ZeroKvHeads | Hybrid::Lfm2 { .. } | Hybrid::KimiLinear => {
                 (0..n).map(|il| (!zero_kv(il), zero_kv(il))).unzip()
             }
             Hybrid::FalconH1 => (vec![true; n], vec![true; n]),
@@ -921,24 +980,26 @@ impl Keys<'_> {
                     })
                     .unzip()
             }
-            Hybrid::Qwen3Next => {
-                let is_recr: Vec<bool> =
-                    match self.per_layer("attention.recurrent_layers", layers)? {
-                        Some(flags) => flags.iter().map(|&f| f != 0).collect(),
-                        None => {
-                            let interval = self.optional("full_attention_interval")?.unwrap_or(4);
-                            if interval == 0 {
-                                return Err(self.error(format!(
-                                    "`{}.full_attention_interval` is 0; llama.cpp would divide by \
+            Hybrid::Qwen3Next | Hybrid::MiniMax01 => {
+                let is_recr: Vec<bool> = match self
+                    .per_layer("attention.recurrent_layers", layers)?
+                {
+                    Some(flags) => flags.iter().map(|&f| f != 0).collect(),
+                    None => {
+                        let default = if kind == Hybrid::MiniMax01 { 8 } else { 4 };
+                        let interval = self.optional("full_attention_interval")?.unwrap_or(default);
+                        if interval == 0 {
+                            return Err(self.error(format!(
+                                "`{}.full_attention_interval` is 0; llama.cpp would divide by \
                                  it (layer % 0); kv refuses it",
-                                    self.arch
-                                )));
-                            }
-                            (0..n)
-                                .map(|il| il < trunk && (il as u64 + 1) % u64::from(interval) != 0)
-                                .collect()
+                                self.arch
+                            )));
                         }
-                    };
+                        (0..n)
+                            .map(|il| il < trunk && (il as u64 + 1) % u64::from(interval) != 0)
+                            .collect()
+                    }
+                };
                 (0..n)
                     .map(|il| (il < trunk && !is_recr[il], il < trunk && is_recr[il]))
                     .unzip()
