@@ -26,13 +26,22 @@
 //!   attention, a quantized type whose block does not divide a head, more
 //!   than 256 sequences, a `block_count` outside 1 to 512. With flash
 //!   attention auto, a quantized V turns it on (and llama.cpp says so).
-//! - **Architectures** followed: llama (Mistral-7B converts to it),
-//!   mistral3, qwen2, qwen2moe, qwen3, qwen3moe, gemma, phi3 (its window is
-//!   dropped, as llama.cpp drops it), falcon, gpt2, starcoder2, command-r,
-//!   granite, internlm2, stablelm, deepseek, olmo, exaone, smollm3; gemma2,
-//!   gemma3, olmo2, cohere2 and gpt-oss with their windows; mamba and
-//!   mamba2. Any other is refused by name: its window, state or layer filter
-//!   is its own (MLA, Gemma-3n's shared layers, hybrids).
+//! - **Architectures** followed (`hparams::ARCHITECTURES`; each checked on a
+//!   twin by `scripts/llamacpp/registry.py`, results in
+//!   `docs/coverage/llamacpp.tsv`): the plain ones with one full cache
+//!   (llama, qwen2, phi3 whose window llama.cpp drops, ... and the 58 that
+//!   read no window of their own); windowed ones (gemma2, gemma3, cohere2,
+//!   cohere2moe counting its pattern dense-first, gpt-oss, exaone4 only with
+//!   64 layers, llama4's 8192 chunks, gemma4/granite_swa/maple/mimo2 with an
+//!   array pattern, ...); gemma3n and gemma4 whose later layers reuse an
+//!   earlier one's K/V (`n_layer_kv_from_start`); MLA (deepseek2, mistral4:
+//!   K alone, `key_length` wide, no V, K and V types equal); recurrent
+//!   (mamba, mamba2, rwkv6/7); and hybrids (`llama_memory_hybrid`: jamba,
+//!   granitehybrid, plamo2, falcon-h1, nemotron_h(_moe), qwen3next, qwen35(moe),
+//!   lfm2 (with a window: `_iswa`), lfm2moe, minimax-01, kimi-linear), whose
+//!   attention cache takes `filter_attn`'s layers and whose state line counts
+//!   `n_layer()` while holding `filter_recr`'s. Any other is refused by name
+//!   (DSA/MSA indexer caches, hrm_text's slots, speculative heads, ...).
 //! - **Lines** are llama.cpp's at info and warning level from the cache
 //!   constructors, MiB as it rounds them (a `float`); the per-device buffer
 //!   lines are left out (they name the backend). The environment variable

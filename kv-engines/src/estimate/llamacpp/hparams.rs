@@ -1,8 +1,9 @@
 //! What llama.cpp reads from a GGUF header to size its caches
 //! (`llama_model_base::load_hparams` and each architecture's
 //! `load_arch_hparams` in `src/models/*.cpp`), for the architectures whose
-//! rules kv has checked. Another architecture is refused by name: its
-//! rules (a window, a state, a layer filter) are its own.
+//! rules kv has checked (on twins, `scripts/llamacpp/registry.py`). Another
+//! architecture is refused by name: its rules (an indexer cache, layer
+//! slots, a draft head's) are its own.
 
 use kv_core::KvError;
 
@@ -524,9 +525,9 @@ impl Hparams {
 
     /// An attention layer the cache keeps with no KV head or a 0-wide key
     /// or value holds nothing: a model with layers never sizes to 0 bytes
-    /// in silence, so each is refused naming the key that made it. (Hybrids
-    /// that mark recurrent layers with 0 KV heads, such as jamba, are not in
-    /// [`ARCHITECTURES`]: they are refused by name before this.)
+    /// in silence, so each is refused naming the key that made it. Only the
+    /// layers the attention cache takes are looked at: a hybrid's recurrent
+    /// layers (0 KV heads in jamba) and shared-KV layers hold no K/V.
     fn refuse_empty_attention(
         &self,
         key: &Keys,
