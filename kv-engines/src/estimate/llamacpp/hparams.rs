@@ -95,9 +95,9 @@ enum Hybrid {
     /// `full_attention_interval`-th (8); S = (key length)^2 x `head_count`
     /// (layer 0's), no R.
     MiniMax01,
-    /// kimi-linear: KDA layers where `head_count_kv` is 0 (R = 3 x (d_conv -
-    /// 1) x `head_count` x `kda.head_dim`, S = `kda.head_dim`^2 x
-    /// `head_count`), MLA attention elsewhere.
+    /// kimi-linear: KDA layers where `head_count_kv` is 0, with R = 3 x
+    /// (d_conv - 1) x `head_count` x `kda.head_dim` and S = `kda.head_dim`
+    /// squared x `head_count`; MLA attention elsewhere.
     KimiLinear,
     /// lfm2, lfm2moe: short-conv layers where `head_count_kv` is 0, state
     /// `embedding_length x (shortconv.l_cache - 1)` (no S); lfm2 (`window`)
@@ -807,7 +807,7 @@ impl Keys<'_> {
                         let il = il as u64;
                         let p = u64::from(pattern);
                         let slides = if dense_first {
-                            il % p.max(1) != 0
+                            !il.is_multiple_of(p.max(1))
                         } else {
                             il % p.max(1) < p.saturating_sub(1)
                         };
@@ -997,7 +997,9 @@ impl Keys<'_> {
                             )));
                         }
                         (0..n)
-                            .map(|il| il < trunk && (il as u64 + 1) % u64::from(interval) != 0)
+                            .map(|il| {
+                                il < trunk && !(il as u64 + 1).is_multiple_of(u64::from(interval))
+                            })
                             .collect()
                     }
                 };
