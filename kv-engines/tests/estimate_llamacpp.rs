@@ -1011,7 +1011,7 @@ mod any_header {
         /// returns adds up.
         #[test]
         fn never_panics_and_adds_up(
-            arch in prop::sample::select(vec!["llama", "gemma2", "gemma3", "cohere2", "mamba", "mamba2", "jamba", "falcon-h1", "granitehybrid", "nemotron_h", "qwen3next", "lfm2"]),
+            arch in prop::sample::select(vec!["llama", "gemma2", "gemma3", "cohere2", "mamba", "mamba2", "jamba", "falcon-h1", "granitehybrid", "nemotron_h", "qwen3next", "lfm2", "deepseek2", "llama4", "exaone4", "gemma3n", "minimax-01", "kimi-linear", "rwkv6"]),
             layers in count(), heads in count(), kv_heads in count(), key in count(),
             window in count(), pattern in count(), inner in count(), state in count(),
             n_ctx in count(), n_seq in count(), ubatch in count(),
@@ -1046,6 +1046,7 @@ mod any_header {
                     Memory::Hybrid { attention, state } => {
                         attention.bytes() + state.r_bytes + state.s_bytes
                     }
+                    Memory::Dsa { main, indexer } => main.bytes() + indexer.bytes(),
                     _ => unreachable!(),
                 };
                 prop_assert_eq!(e.bytes(), parts);
@@ -1853,4 +1854,109 @@ fn kimi_linear_pairs_mla_attention_with_kda_state() {
     // MLA: K and V types must agree.
     let mixed = with_types(settings(8192, 1), GgmlType::Q8_0, GgmlType::F16);
     assert!(refusal(&meta, &mixed).contains("model does not support different K"));
+}
+
+/// A DSA model's header: MLA (one KV head of 576, no V) with a lightning
+/// indexer of 128-wide keys.
+fn dsa(arch: &str, layers: u32, context: u32, more: Vec<(&'static str, V)>) -> GgufMetadata {
+    let mut keys = vec![
+        ("block_count", V::U32(layers)),
+        ("context_length", V::U32(context)),
+        ("embedding_length", V::U32(7168)),
+        ("attention.head_count", V::U32(128)),
+        ("attention.head_count_kv", V::U32(1)),
+        ("attention.key_length", V::U32(576)),
+        ("attention.value_length", V::U32(512)),
+        ("attention.key_length_mla", V::U32(192)),
+        ("attention.value_length_mla", V::U32(128)),
+        ("attention.indexer.head_count", V::U32(64)),
+        ("attention.indexer.key_length", V::U32(128)),
+        ("attention.indexer.top_k", V::U32(2048)),
+    ];
+    keys.extend(more);
+    gguf(arch, &keys)
+}
+
+/// The (cells, layers, K bytes, V bytes, rotated K) of a DSA model's main
+/// and indexer caches.
+type DsaCaches = [(u64, u64, u64, u64, bool); 2];
+
+fn dsa_caches(e: &LlamaCppEstimate) -> DsaCaches {
+    let Memory::Dsa { main, indexer } = &e.memory else {
+        panic!("not DSA: {:?}", e.memory)
+    };
+    let of = |c: &kv_engines::estimate::llamacpp::KvCache| {
+        (c.cells, c.layers, c.k_bytes, c.v_bytes, c.attn_rot_k)
+    };
+    [of(main), of(indexer)]
+}
+
+#[test]
+fn deepseek32_adds_a_rotated_indexer_key_cache() {
+    // DeepSeek-V3.2: 61 layers. Main (MLA): 61 x 8192 x 576 x 2 B =
+    // 575,668,224 B = 549 MiB, no V. Indexer: one 128-wide key a layer,
+    // 61 x 8192 x 128 x 2 B = 127,926,272 B = 122 MiB; llama.cpp rotates
+    // DeepSeek's indexer keys even in f16. As llama.cpp logged for the twin.
+    let e = run(&dsa("deepseek32", 61, 163840, vec![]), &settings(8192, 1));
+    assert_eq!(
+        dsa_caches(&e),
+        [
+            (8192, 61, 575_668_224, 0, false),
+            (8192, 61, 127_926_272, 0, true)
+        ]
+    );
+    assert_eq!(
+        e.lines()[4..7],
+        [
+            "llama_kv_cache_dsa: creating indexer KV cache, size = 8192 cells",
+            "llama_kv_cache: size =  122.00 MiB (  8192 cells,  61 layers,  1/1 seqs), K (f16):  \
+             122.00 MiB, V (f16):    0.00 MiB",
+            "llama_kv_cache: attn_rot_k = 1, n_embd_head_k_all = 128",
+        ]
+    );
+}
+
+#[test]
+fn glm_dsa_indexes_the_layers_its_types_name() {
+    // GLM-5.2 (a 1M context, no indexer_types): llama.cpp's table gives
+    // layers 0 and 1, then 2, 6, ..., 74: 2 + 19 = 21 layers. Main: 78 x
+    // 8192 x 1152 B = 736,100,352 B = 702 MiB; indexer 21 x 8192 x 256 B =
+    // 44,040,192 B = 42 MiB. As llama.cpp logged for the twin.
+    let e = run(&dsa("glm-dsa", 78, 1048576, vec![]), &settings(8192, 1));
+    assert_eq!(
+        dsa_caches(&e),
+        [
+            (8192, 78, 736_100_352, 0, false),
+            (8192, 21, 44_040_192, 0, true)
+        ]
+    );
+    // GLM-5/5.1 (under 1M): every layer has an indexer.
+    let e = run(&dsa("glm-dsa", 78, 202752, vec![]), &settings(8192, 1));
+    assert_eq!(dsa_caches(&e)[1].1, 78);
+    // indexer_types wins: 3 of 4 layers.
+    let types = V::U32s(vec![1, 0, 1, 1]);
+    let e = run(
+        &dsa(
+            "glm-dsa",
+            4,
+            202752,
+            vec![("attention.indexer_types", types)],
+        ),
+        &settings(8192, 1),
+    );
+    assert_eq!(dsa_caches(&e)[1].1, 3);
+    // The indexer's width is required, as llama.cpp requires it.
+    let mut keys = vec![
+        ("block_count", V::U32(4)),
+        ("context_length", V::U32(4096)),
+        ("embedding_length", V::U32(7168)),
+        ("attention.head_count", V::U32(128)),
+        ("attention.indexer.head_count", V::U32(64)),
+    ];
+    keys.push(("attention.indexer.top_k", V::U32(2048)));
+    let err = refusal(&gguf("glm-dsa", &keys), &settings(4096, 1));
+    assert!(
+        err.contains("no `glm-dsa.attention.indexer.key_length`"),
+        "{err}"
+    );
 }

@@ -450,6 +450,7 @@ fn pad(n: u64) -> u64 {
 }
 
 /// What every cache of one context shares.
+#[derive(Clone, Copy)]
 struct Build<'a> {
     hp: &'a Hparams,
     source: &'a str,
@@ -502,7 +503,26 @@ impl Build<'_> {
                 attention: Box::new(self.attention(cells, settings, |il| layers.attn[il])?),
                 state: self.recurrent(state, |il| il < trunk && layers.recr[il])?,
             },
-            (None, _) => self.attention(cells, settings, |il| il < kept)?,
+            (None, _) => match &hp.indexer {
+                Some(ix) => {
+                    // filter_mla: the trunk when there are MTP layers, else all.
+                    let nextn = hp.nextn > 0;
+                    let main = self.kv_cache(cells.n_ctx_seq, |il| !nextn || il < trunk)?;
+                    // llama_kv_cache_dsa's hand-tweaked hparams: one key head
+                    // of the indexer's width on every layer.
+                    let n = hp.kv_heads.len();
+                    let lid = Hparams {
+                        kv_heads: vec![1; n],
+                        head_k: vec![ix.head; n],
+                        ..hp.clone()
+                    };
+                    let build = Build { hp: &lid, ..*self };
+                    let indexer =
+                        build.kv_cache(cells.n_ctx_seq, |il| il < trunk && ix.layers[il])?;
+                    Memory::Dsa { main, indexer }
+                }
+                None => self.attention(cells, settings, |il| il < kept)?,
+            },
         })
     }
 
@@ -583,6 +603,14 @@ impl Build<'_> {
         let rotates = |all: i64, t: GgmlType, head0: u32| {
             all > 0 && t.is_quantized() && head0.is_multiple_of(64)
         };
+        // llama.cpp always rotates DeepSeek's lightning-indexer keys: where the
+        // cache's full key length is the indexer's (its indexer cache).
+        let rot_forced = ["deepseek32", "deepseek4", "glm-dsa", "dots3note"]
+            .contains(&hp.architecture.as_str())
+            && hp
+                .indexer
+                .as_ref()
+                .is_some_and(|ix| hp.head_k.first() == Some(&ix.head));
         Ok(KvCache {
             cells,
             layers,
@@ -595,7 +623,7 @@ impl Build<'_> {
             v_padded_to: (self.v_trans && v_variable).then_some(v_max),
             head_k_all,
             head_v_all,
-            attn_rot_k: rotates(head_k_all, self.type_k, hp.head_k[0]),
+            attn_rot_k: rot_forced || rotates(head_k_all, self.type_k, hp.head_k[0]),
             attn_rot_v: rotates(head_v_all, self.type_v, hp.head_v[0]),
         })
     }

@@ -62,6 +62,14 @@ enum Family {
     Rwkv {
         v7: bool,
     },
+    /// deepseek32 (`glm` false) and glm-dsa: MLA as deepseek2, plus a
+    /// lightning-indexer key cache (`llama_kv_cache_dsa`): one head of
+    /// `attention.indexer.key_length` per layer that owns an indexer (every
+    /// one in deepseek32; glm-dsa's from `attention.indexer_types`, else all
+    /// below a 1M context, else GLM-5.2's table).
+    Dsa {
+        glm: bool,
+    },
     /// deepseek2: every layer full attention; with both
     /// `attention.key_length_mla` and `attention.value_length_mla` above 0
     /// (`is_mla()`) the cache holds K alone, a row of `key_length` x
@@ -176,6 +184,8 @@ const ARCHITECTURES: &[(&str, Family)] = &[
         Family::Attention(Window::IfPositive { pattern: 8 }),
     ),
     ("mistral4", Family::Mla),
+    ("deepseek32", Family::Dsa { glm: false }),
+    ("glm-dsa", Family::Dsa { glm: true }),
     ("exaone4", Family::Attention(Window::Exaone4)),
     ("smollm3", Family::Attention(Window::None)),
     // Read no window, state or per-arch head size in `load_arch_hparams`
@@ -320,6 +330,16 @@ pub(super) struct HybridLayers {
     pub recr: Vec<bool>,
 }
 
+/// A DSA model's lightning indexer (`indexer_head_size`,
+/// `is_indexer_full`).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub(super) struct Indexer {
+    /// `attention.indexer.key_length`: the one key head's width.
+    pub head: u32,
+    /// Layers that own an indexer (and so a row in its cache).
+    pub layers: Vec<bool>,
+}
+
 /// The hparams that size llama.cpp's caches.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub(super) struct Hparams {
@@ -344,6 +364,8 @@ pub(super) struct Hparams {
     pub hybrid: Option<HybridLayers>,
     /// `is_mla()`: K alone is cached (no V tensor).
     pub mla: bool,
+    /// The lightning indexer of a DSA model.
+    pub indexer: Option<Indexer>,
     /// `n_layer_kv_from_start`: only the layers before it have a K/V
     /// (`has_kv`); the later ones reuse an earlier layer's (gemma3n: 20;
     /// gemma4: `block_count - attention.shared_kv_layers`).
@@ -439,7 +461,7 @@ impl Hparams {
             .optional("attention.value_length_swa")?
             .unwrap_or(full_v);
         let mla = match family {
-            Family::Mla => {
+            Family::Mla | Family::Dsa { .. } => {
                 let k = key.optional("attention.key_length_mla")?.unwrap_or(0);
                 let v = key.optional("attention.value_length_mla")?.unwrap_or(0);
                 k != 0 && v != 0
@@ -454,7 +476,7 @@ impl Hparams {
         };
         let (sliding, recurrent, hybrid) = match family {
             Family::Attention(window) => (key.sliding(window, n, nextn)?, None, None),
-            Family::Mla => (None, None, None),
+            Family::Mla | Family::Dsa { .. } => (None, None, None),
             Family::Rwkv { v7 } => (None, Some(key.rwkv(v7, embedding)?), None),
             Family::Mamba { grouped } => (None, Some(key.mamba(grouped, embedding)?), None),
             Family::Hybrid(kind) => {
@@ -470,6 +492,10 @@ impl Hparams {
             key.required("attention.value_length_swa")?;
         }
         let kv_from_start = key.kv_from_start(&architecture, layers)?;
+        let indexer = match family {
+            Family::Dsa { glm } => Some(key.indexer(glm, n, nextn, context_length)?),
+            _ => None,
+        };
         if let Some(s) = &sliding {
             // llama_model::create_memory: GGML_ASSERT(hparams.is_swa_any()).
             if !s.layers.iter().any(|&swa| swa) {
@@ -498,6 +524,7 @@ impl Hparams {
             recurrent,
             hybrid,
             mla,
+            indexer,
             kv_from_start,
         };
         if hparams.recurrent.is_none() || hparams.hybrid.is_some() {
@@ -856,6 +883,38 @@ impl Keys<'_> {
             )?,
             s: fit("s", embedding, head, "`embedding_length` x `wkv.head_size`")?,
         })
+    }
+
+    /// The lightning indexer of deepseek32 or glm-dsa (`glm`).
+    fn indexer(
+        &self,
+        glm: bool,
+        layers: usize,
+        nextn: u32,
+        context_length: u32,
+    ) -> Result<Indexer, KvError> {
+        self.required("attention.indexer.head_count")?;
+        let head = self.required("attention.indexer.key_length")?;
+        self.required("attention.indexer.top_k")?;
+        let trunk = layers.saturating_sub(usize::try_from(nextn).unwrap_or(layers));
+        let mut full = vec![true; layers];
+        if glm {
+            // GLM-5/5.1 (a context under 1M) index every layer; GLM-5.2's
+            // table: layers 0 and 1, then 1 in 4 from 2 up to 77.
+            if context_length >= 1_048_576 {
+                for (il, f) in full.iter_mut().enumerate() {
+                    *f = il < 2 || (il < 78 && (il - 2).is_multiple_of(4));
+                }
+            }
+            // get_key_or_arr over n_layer(): the MTP layers are not in it.
+            let n = u32::try_from(trunk).unwrap_or(u32::MAX);
+            if let Some(types) = self.per_layer("attention.indexer_types", n)? {
+                for (f, t) in full.iter_mut().zip(types) {
+                    *f = t != 0;
+                }
+            }
+        }
+        Ok(Indexer { head, layers: full })
     }
 
     /// `n_layer_kv_from_start` of gemma3n and gemma4 (None for the others:

@@ -154,6 +154,13 @@ pub enum Memory {
         /// The state.
         state: RecurrentState,
     },
+    /// `llama_kv_cache_dsa`: the MLA cache and a lightning-indexer key cache.
+    Dsa {
+        /// The main (MLA) cache.
+        main: KvCache,
+        /// The indexer's key cache.
+        indexer: KvCache,
+    },
     /// `llama_memory_hybrid` (`llama_memory_hybrid_iswa` with a window):
     /// a KV cache for the attention layers, recurrent state for the others.
     Hybrid {
@@ -171,6 +178,7 @@ impl Memory {
             Memory::KvCache { cache } => cache.bytes(),
             Memory::Iswa { base, swa, .. } => base.bytes().saturating_add(swa.bytes()),
             Memory::Recurrent { state } => state.bytes(),
+            Memory::Dsa { main, indexer } => main.bytes().saturating_add(indexer.bytes()),
             Memory::Hybrid { attention, state } => attention.bytes().saturating_add(state.bytes()),
         }
     }
@@ -185,6 +193,11 @@ impl Memory {
                 .checked_add(swa.k_bytes)?
                 .checked_add(swa.v_bytes),
             Memory::Recurrent { state } => state.r_bytes.checked_add(state.s_bytes),
+            Memory::Dsa { main, indexer } => main
+                .k_bytes
+                .checked_add(main.v_bytes)?
+                .checked_add(indexer.k_bytes)?
+                .checked_add(indexer.v_bytes),
             Memory::Hybrid { attention, state } => attention
                 .checked_bytes()?
                 .checked_add(state.r_bytes)?
@@ -220,6 +233,18 @@ impl Memory {
                 swa.lines(out);
             }
             Memory::Recurrent { state } => out.push(state.line()),
+            Memory::Dsa { main, indexer } => {
+                out.push(format!(
+                    "llama_kv_cache_dsa: creating main KV cache, size = {} cells",
+                    main.cells
+                ));
+                main.lines(out);
+                out.push(format!(
+                    "llama_kv_cache_dsa: creating indexer KV cache, size = {} cells",
+                    indexer.cells
+                ));
+                indexer.lines(out);
+            }
             Memory::Hybrid { attention, state } => {
                 attention.lines(out);
                 out.push(state.line());
