@@ -1918,7 +1918,7 @@ fn deepseek32_adds_a_rotated_indexer_key_cache() {
 
 #[test]
 fn glm_dsa_indexes_the_layers_its_types_name() {
-    // GLM-5.2 (a 1M context, no indexer_types): llama.cpp's table gives
+    // GLM-5.2 (a 1M context, no indexer.types): llama.cpp's table gives
     // layers 0 and 1, then 2, 6, ..., 74: 2 + 19 = 21 layers. Main: 78 x
     // 8192 x 1152 B = 736,100,352 B = 702 MiB; indexer 21 x 8192 x 256 B =
     // 44,040,192 B = 42 MiB. As llama.cpp logged for the twin.
@@ -1933,14 +1933,15 @@ fn glm_dsa_indexes_the_layers_its_types_name() {
     // GLM-5/5.1 (under 1M): every layer has an indexer.
     let e = run(&dsa("glm-dsa", 78, 202752, vec![]), &settings(8192, 1));
     assert_eq!(dsa_caches(&e)[1].1, 78);
-    // indexer_types wins: 3 of 4 layers.
+    // indexer.types wins: 3 of 4 layers (llama.cpp: 6.00 MiB = 3 x 8192 x
+    // 256 B for the twin).
     let types = V::U32s(vec![1, 0, 1, 1]);
     let e = run(
         &dsa(
             "glm-dsa",
             4,
             202752,
-            vec![("attention.indexer_types", types)],
+            vec![("attention.indexer.types", types)],
         ),
         &settings(8192, 1),
     );
@@ -1959,4 +1960,45 @@ fn glm_dsa_indexes_the_layers_its_types_name() {
         err.contains("no `glm-dsa.attention.indexer.key_length`"),
         "{err}"
     );
+}
+
+#[test]
+fn hy_v4_indexes_only_with_a_top_k() {
+    // top_k 0 (an all-full-attention checkpoint): one MLA cache, 4 x 8192 x
+    // 1152 B = 37,748,736 B = 36 MiB, no indexer (llama.cpp logged 36.00
+    // MiB and no DSA line for the twin).
+    let hy = |top_k: u32, types: Vec<u32>| {
+        let mut keys = vec![
+            ("block_count", V::U32(4)),
+            ("context_length", V::U32(262144)),
+            ("embedding_length", V::U32(4096)),
+            ("attention.head_count", V::U32(64)),
+            ("attention.head_count_kv", V::U32(1)),
+            ("attention.key_length", V::U32(576)),
+            ("attention.value_length", V::U32(512)),
+            ("attention.key_length_mla", V::U32(192)),
+            ("attention.value_length_mla", V::U32(128)),
+            ("rope.dimension_count", V::U32(64)),
+            ("attention.indexer.head_count", V::U32(64)),
+            ("attention.indexer.key_length", V::U32(128)),
+            ("attention.indexer.top_k", V::U32(top_k)),
+        ];
+        keys.push(("attention.indexer.types", V::U32s(types)));
+        gguf("hy_v4", &keys)
+    };
+    let e = run(&hy(0, vec![1, 0, 1, 0]), &settings(8192, 1));
+    assert_eq!(caches(&e), [(8192, 4, 1, 37_748_736, 0)]);
+    // With a top_k, layers 0 and 2 own an indexer: 2 x 8192 x 256 B =
+    // 4 MiB, not rotated (hy_v4 is not one of the DeepSeek indexers).
+    let e = run(&hy(2048, vec![1, 0, 1, 0]), &settings(8192, 1));
+    assert_eq!(
+        dsa_caches(&e),
+        [
+            (8192, 4, 37_748_736, 0, false),
+            (8192, 2, 4_194_304, 0, false)
+        ]
+    );
+    // Layer 0 without an indexer is refused as llama.cpp refuses it.
+    let err = refusal(&hy(2048, vec![0, 1, 1, 1]), &settings(8192, 1));
+    assert!(err.contains("hy_v4: layer 0 must own an indexer"), "{err}");
 }

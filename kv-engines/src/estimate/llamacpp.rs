@@ -506,7 +506,7 @@ impl Build<'_> {
             (None, _) => match &hp.indexer {
                 Some(ix) => {
                     // filter_mla: the trunk when there are MTP layers, else all.
-                    let nextn = hp.nextn > 0;
+                    let nextn = hp.nextn > 0 && !hp.all_layers;
                     let main = self.kv_cache(cells.n_ctx_seq, |il| !nextn || il < trunk)?;
                     // llama_kv_cache_dsa's hand-tweaked hparams: one key head
                     // of the indexer's width on every layer.
@@ -521,7 +521,7 @@ impl Build<'_> {
                         build.kv_cache(cells.n_ctx_seq, |il| il < trunk && ix.layers[il])?;
                     Memory::Dsa { main, indexer }
                 }
-                None => self.attention(cells, settings, |il| il < kept)?,
+                None => self.attention(cells, settings, |il| hp.all_layers || il < kept)?,
             },
         })
     }

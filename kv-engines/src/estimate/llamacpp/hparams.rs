@@ -65,11 +65,15 @@ enum Family {
     /// deepseek32 (`glm` false) and glm-dsa: MLA as deepseek2, plus a
     /// lightning-indexer key cache (`llama_kv_cache_dsa`): one head of
     /// `attention.indexer.key_length` per layer that owns an indexer (every
-    /// one in deepseek32; glm-dsa's from `attention.indexer_types`, else all
+    /// one in deepseek32; glm-dsa's from `attention.indexer.types`, else all
     /// below a 1M context, else GLM-5.2's table).
     Dsa {
         glm: bool,
     },
+    /// hy_v4: MLA over every layer (its MTP ones too: no filter), with
+    /// DSA's indexer only where `attention.indexer.top_k` is above 0, on the
+    /// layers `attention.indexer.types` marks (layer 0 must be one).
+    HyV4,
     /// deepseek2: every layer full attention; with both
     /// `attention.key_length_mla` and `attention.value_length_mla` above 0
     /// (`is_mla()`) the cache holds K alone, a row of `key_length` x
@@ -186,6 +190,7 @@ const ARCHITECTURES: &[(&str, Family)] = &[
     ("mistral4", Family::Mla),
     ("deepseek32", Family::Dsa { glm: false }),
     ("glm-dsa", Family::Dsa { glm: true }),
+    ("hy_v4", Family::HyV4),
     ("exaone4", Family::Attention(Window::Exaone4)),
     ("smollm3", Family::Attention(Window::None)),
     // Read no window, state or per-arch head size in `load_arch_hparams`
@@ -366,6 +371,9 @@ pub(super) struct Hparams {
     pub mla: bool,
     /// The lightning indexer of a DSA model.
     pub indexer: Option<Indexer>,
+    /// Whether the cache takes every layer, MTP ones too (hy_v4 passes no
+    /// filter).
+    pub all_layers: bool,
     /// `n_layer_kv_from_start`: only the layers before it have a K/V
     /// (`has_kv`); the later ones reuse an earlier layer's (gemma3n: 20;
     /// gemma4: `block_count - attention.shared_kv_layers`).
@@ -461,6 +469,19 @@ impl Hparams {
             .optional("attention.value_length_swa")?
             .unwrap_or(full_v);
         let mla = match family {
+            // hy_v4 requires both, and asserts is_mla().
+            Family::HyV4 => {
+                let k = key.required("attention.key_length_mla")?;
+                let v = key.required("attention.value_length_mla")?;
+                if k == 0 || v == 0 {
+                    return Err(error(format!(
+                        "`{architecture}.attention.key_length_mla` {k} / \
+                         `{architecture}.attention.value_length_mla` {v}: llama.cpp aborts on \
+                         hy_v4 without MLA (GGML_ASSERT(hparams.is_mla()))"
+                    )));
+                }
+                true
+            }
             Family::Mla | Family::Dsa { .. } => {
                 let k = key.optional("attention.key_length_mla")?.unwrap_or(0);
                 let v = key.optional("attention.value_length_mla")?.unwrap_or(0);
@@ -476,7 +497,7 @@ impl Hparams {
         };
         let (sliding, recurrent, hybrid) = match family {
             Family::Attention(window) => (key.sliding(window, n, nextn)?, None, None),
-            Family::Mla | Family::Dsa { .. } => (None, None, None),
+            Family::Mla | Family::Dsa { .. } | Family::HyV4 => (None, None, None),
             Family::Rwkv { v7 } => (None, Some(key.rwkv(v7, embedding)?), None),
             Family::Mamba { grouped } => (None, Some(key.mamba(grouped, embedding)?), None),
             Family::Hybrid(kind) => {
@@ -494,6 +515,10 @@ impl Hparams {
         let kv_from_start = key.kv_from_start(&architecture, layers)?;
         let indexer = match family {
             Family::Dsa { glm } => Some(key.indexer(glm, n, nextn, context_length)?),
+            Family::HyV4 => {
+                let rot = key.optional("rope.dimension_count")?.unwrap_or(full_k);
+                key.hy_v4_indexer(n, nextn, rot)?
+            }
             _ => None,
         };
         if let Some(s) = &sliding {
@@ -525,6 +550,7 @@ impl Hparams {
             hybrid,
             mla,
             indexer,
+            all_layers: matches!(family, Family::HyV4),
             kv_from_start,
         };
         if hparams.recurrent.is_none() || hparams.hybrid.is_some() {
@@ -908,13 +934,58 @@ impl Keys<'_> {
             }
             // get_key_or_arr over n_layer(): the MTP layers are not in it.
             let n = u32::try_from(trunk).unwrap_or(u32::MAX);
-            if let Some(types) = self.per_layer("attention.indexer_types", n)? {
+            if let Some(types) = self.per_layer("attention.indexer.types", n)? {
                 for (f, t) in full.iter_mut().zip(types) {
                     *f = t != 0;
                 }
             }
         }
         Ok(Indexer { head, layers: full })
+    }
+
+    /// hy_v4's indexer, where `attention.indexer.top_k` is above 0.
+    fn hy_v4_indexer(
+        &self,
+        layers: usize,
+        nextn: u32,
+        n_rot: u32,
+    ) -> Result<Option<Indexer>, KvError> {
+        let heads = self.optional("attention.indexer.head_count")?.unwrap_or(0);
+        let head = self.optional("attention.indexer.key_length")?.unwrap_or(0);
+        if self.optional("attention.indexer.top_k")?.unwrap_or(0) == 0 {
+            return Ok(None);
+        }
+        if heads == 0 || head <= n_rot {
+            return Err(self.error(format!(
+                "`{0}.attention.indexer.head_count` {heads}, `{0}.attention.indexer.key_length` \
+                 {head} (rope {n_rot}); llama.cpp refuses: hy_v4: bad indexer head count / key \
+                 length",
+                self.arch
+            )));
+        }
+        if nextn > 0 {
+            // filter_lid asks is_indexer_full of the MTP layers too, which aborts.
+            return Err(self.error(format!(
+                "`{}.nextn_predict_layers` is {nextn} with an indexer; llama.cpp aborts \
+                 (is_indexer_full: il out of bounds)",
+                self.arch
+            )));
+        }
+        let mut full = vec![false; layers];
+        let n = u32::try_from(layers).unwrap_or(u32::MAX);
+        if let Some(types) = self.per_layer("attention.indexer.types", n)? {
+            for (f, t) in full.iter_mut().zip(types) {
+                *f = t != 0;
+            }
+        }
+        if !full.first().copied().unwrap_or(false) {
+            return Err(self.error(format!(
+                "`{}.attention.indexer.types` does not give layer 0 an indexer; llama.cpp \
+                 refuses: hy_v4: layer 0 must own an indexer, nothing precedes it to share",
+                self.arch
+            )));
+        }
+        Ok(Some(Indexer { head, layers: full }))
     }
 
     /// `n_layer_kv_from_start` of gemma3n and gemma4 (None for the others:
