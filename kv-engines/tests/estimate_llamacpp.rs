@@ -2002,3 +2002,89 @@ fn hy_v4_indexes_only_with_a_top_k() {
     let err = refusal(&hy(2048, vec![0, 1, 1, 1]), &settings(8192, 1));
     assert!(err.contains("hy_v4: layer 0 must own an indexer"), "{err}");
 }
+
+#[test]
+fn nanbeige_repeats_its_layers_num_loops_times() {
+    // 4 physical layers with 2, 2, 1, 1 KV heads of 256 / 2 = 128, looped 3
+    // times: llama.cpp makes n_layer_all 12, each copy with its layer's
+    // heads. K: 3 loops x (2 + 2 + 1 + 1) heads x 128 x 2 B x 4096 cells =
+    // 18,874,368 B = 18 MiB, and V the same (llama.cpp logged 36.00 MiB,
+    // 12 layers, for the twin).
+    let nanbeige = |loops: u32| {
+        gguf(
+            "nanbeige",
+            &[
+                ("block_count", V::U32(4)),
+                ("context_length", V::U32(4096)),
+                ("embedding_length", V::U32(256)),
+                ("attention.head_count", V::U32(2)),
+                ("attention.head_count_kv", V::U32s(vec![2, 2, 1, 1])),
+                ("num_loops", V::U32(loops)),
+            ],
+        )
+    };
+    let e = run(&nanbeige(3), &settings(4096, 1));
+    assert_eq!(caches(&e), [(4096, 12, 1, 18_874_368, 18_874_368)]);
+    assert!(refusal(&nanbeige(0), &settings(4096, 1)).contains("`nanbeige.num_loops` is 0"));
+    // 4 x 129 = 516 layers: above LLAMA_MAX_LAYERS.
+    assert!(refusal(&nanbeige(129), &settings(4096, 1)).contains("516 layers"));
+}
+
+#[test]
+fn hrm_text_block_count_must_be_its_cache_slots() {
+    // 1 layer per stack x 2 h-cycles x (2 l-cycles + 1) = 6 slots: a cache
+    // of 6 layers, 2 KV heads of 128: 6 x 4096 x 512 B = 12 MiB for K.
+    let hrm = |layers: u32| {
+        gguf(
+            "hrm_text",
+            &[
+                ("block_count", V::U32(layers)),
+                ("context_length", V::U32(4096)),
+                ("embedding_length", V::U32(256)),
+                ("attention.head_count", V::U32(2)),
+                ("hrm.layers_per_stack", V::U32(1)),
+                ("hrm.h_cycles", V::U32(2)),
+                ("hrm.l_cycles", V::U32(2)),
+            ],
+        )
+    };
+    let e = run(&hrm(6), &settings(4096, 1));
+    assert_eq!(caches(&e), [(4096, 6, 1, 12_582_912, 12_582_912)]);
+    let err = refusal(&hrm(5), &settings(4096, 1));
+    assert!(
+        err.contains("is 6 cache slots, not `hrm_text.block_count` 5"),
+        "{err}"
+    );
+}
+
+#[test]
+fn laguna_slides_dense_first_only_with_a_window() {
+    // 6 layers, window 512, pattern 4 dense-first: 0 and 4 full, 4 sliding.
+    // Heads of 160 / 2 = 80, 2 KV heads: 320 B a row. Full: 2 x 4096 x 320
+    // = 2,621,440 B (2.50 MiB); sliding in pad(min(4096, 512 + 512)) = 1024
+    // cells: 4 x 1024 x 320 = 1,310,720 B (1.25 MiB), as llama.cpp logged
+    // for the twin.
+    let laguna = |window: u32| {
+        gguf(
+            "laguna",
+            &[
+                ("block_count", V::U32(6)),
+                ("context_length", V::U32(4096)),
+                ("embedding_length", V::U32(160)),
+                ("attention.head_count", V::U32(2)),
+                ("attention.sliding_window", V::U32(window)),
+            ],
+        )
+    };
+    let e = run(&laguna(512), &settings(4096, 1));
+    assert_eq!(
+        caches(&e),
+        [
+            (4096, 2, 1, 2_621_440, 2_621_440),
+            (1024, 4, 1, 1_310_720, 1_310_720)
+        ]
+    );
+    // No window (Laguna M.1): one full cache of 6 layers.
+    let e = run(&laguna(0), &settings(4096, 1));
+    assert_eq!(caches(&e), [(4096, 6, 1, 7_864_320, 7_864_320)]);
+}

@@ -34,6 +34,9 @@ enum Window {
     /// pattern only as an array (`get_arr`, required); `window_first` where
     /// the loader reads the window before the pattern.
     RequiredArray { window_first: bool },
+    /// laguna: windowed only when `sliding_window` is above 0, the pattern
+    /// dense-first (`load_swa_pattern(ml, 4, true)`).
+    IfPositiveDenseFirst { pattern: u32 },
     /// cohere2moe: `sliding_window` required, the pattern dense-first
     /// (`load_swa_pattern(ml, 4, true)`: layer `il` slides when `il % p`
     /// is not 0).
@@ -193,6 +196,15 @@ const ARCHITECTURES: &[(&str, Family)] = &[
     ("hy_v4", Family::HyV4),
     ("exaone4", Family::Attention(Window::Exaone4)),
     ("smollm3", Family::Attention(Window::None)),
+    // Layers repeated `num_loops` times (nanbeige), or cache slots checked
+    // against the HRM stacks (hrm_text): see `Keys::loop_layers`,
+    // `Keys::hrm_slots`.
+    ("nanbeige", Family::Attention(Window::None)),
+    ("hrm_text", Family::Attention(Window::None)),
+    (
+        "laguna",
+        Family::Attention(Window::IfPositiveDenseFirst { pattern: 4 }),
+    ),
     // Read no window, state or per-arch head size in `load_arch_hparams`
     // and take create_memory's default path: one llama_kv_cache (checked on
     // their twins by scripts/llamacpp/registry.py).
@@ -537,7 +549,7 @@ impl Hparams {
         let head_v = (0..n)
             .map(|il| if is_swa(il) { swa_v } else { full_v })
             .collect();
-        let hparams = Hparams {
+        let mut hparams = Hparams {
             architecture,
             layers,
             nextn,
@@ -553,6 +565,11 @@ impl Hparams {
             all_layers: matches!(family, Family::HyV4),
             kv_from_start,
         };
+        match hparams.architecture.as_str() {
+            "nanbeige" => key.loop_layers(&mut hparams)?,
+            "hrm_text" => key.hrm_slots(layers)?,
+            _ => {}
+        }
         if hparams.recurrent.is_none() || hparams.hybrid.is_some() {
             hparams.refuse_empty_attention(&key, embedding, heads[0])?;
         } else if hparams.trunk_layers() == 0 {
@@ -820,6 +837,10 @@ impl Keys<'_> {
                     None => (self.required("attention.sliding_window")?, 0),
                 }
             }
+            Window::IfPositiveDenseFirst { pattern } => match found {
+                Some(w) if w > 0 => (w, pattern),
+                _ => return Ok(None),
+            },
             Window::RequiredDenseFirst { pattern } => {
                 (self.required("attention.sliding_window")?, pattern)
             }
@@ -854,7 +875,10 @@ impl Keys<'_> {
             }
             _ => {
                 let pattern = self.optional(key)?.unwrap_or(pattern);
-                let dense_first = matches!(window_kind, Window::RequiredDenseFirst { .. });
+                let dense_first = matches!(
+                    window_kind,
+                    Window::RequiredDenseFirst { .. } | Window::IfPositiveDenseFirst { .. }
+                );
                 (0..layers)
                     .map(|il| {
                         let il = il as u64;
@@ -941,6 +965,63 @@ impl Keys<'_> {
             }
         }
         Ok(Indexer { head, layers: full })
+    }
+
+    /// nanbeige's `num_loops`: the trunk's layers repeated that many times
+    /// (`n_layer_all` = layers x loops), each copy with its layer's heads.
+    fn loop_layers(&self, hp: &mut Hparams) -> Result<(), KvError> {
+        let loops = self.optional("num_loops")?.unwrap_or(1);
+        if loops == 0 {
+            return Err(self.error(format!(
+                "`{}.num_loops` is 0; llama.cpp aborts (GGML_ASSERT(n_loops_u >= 1))",
+                self.arch
+            )));
+        }
+        if loops == 1 {
+            return Ok(());
+        }
+        if hp.nextn > 0 {
+            return Err(self.error(format!(
+                "`{0}.num_loops` {loops} with `{0}.nextn_predict_layers` {1}: kv does not follow \
+                 how llama.cpp repeats layers over MTP ones",
+                self.arch, hp.nextn
+            )));
+        }
+        let phys = hp.layers;
+        let all = u64::from(phys) * u64::from(loops);
+        if all > MAX_LAYERS {
+            return Err(self.error(format!(
+                "`{0}.block_count` {phys} x `{0}.num_loops` {loops} = {all} layers; llama.cpp \
+                 aborts above {MAX_LAYERS}",
+                self.arch
+            )));
+        }
+        let n = usize::try_from(all).unwrap_or(usize::MAX);
+        let p = usize::try_from(phys).unwrap_or(usize::MAX).max(1);
+        let repeat = |v: &Vec<u32>| (0..n).map(|il| v[il % p]).collect::<Vec<u32>>();
+        hp.kv_heads = repeat(&hp.kv_heads);
+        hp.head_k = repeat(&hp.head_k);
+        hp.head_v = repeat(&hp.head_v);
+        hp.layers = u32::try_from(all).unwrap_or(u32::MAX);
+        Ok(())
+    }
+
+    /// hrm_text: `block_count` must be the cache slots its stacks make,
+    /// layers_per_stack x h_cycles x (l_cycles + 1), each count above 0.
+    fn hrm_slots(&self, layers: u32) -> Result<(), KvError> {
+        let per = self.required("hrm.layers_per_stack")?;
+        let h = self.required("hrm.h_cycles")?;
+        let l = self.required("hrm.l_cycles")?;
+        let slots = u64::from(per) * u64::from(h) * (u64::from(l) + 1);
+        if per == 0 || h == 0 || l == 0 || slots != u64::from(layers) {
+            return Err(self.error(format!(
+                "`{0}.hrm.layers_per_stack` {per} x `{0}.hrm.h_cycles` {h} x (`{0}.hrm.l_cycles` \
+                 {l} + 1) is {slots} cache slots, not `{0}.block_count` {layers} (or a count is \
+                 0); llama.cpp aborts",
+                self.arch
+            )));
+        }
+        Ok(())
     }
 
     /// hy_v4's indexer, where `attention.indexer.top_k` is above 0.
