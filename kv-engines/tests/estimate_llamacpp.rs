@@ -2088,3 +2088,58 @@ fn laguna_slides_dense_first_only_with_a_window() {
     let e = run(&laguna(0), &settings(4096, 1));
     assert_eq!(caches(&e), [(4096, 6, 1, 7_864_320, 7_864_320)]);
 }
+
+#[test]
+fn kimi_k3_widens_v_to_its_latent_and_bailingmoe3_checks_its_gate() {
+    // kimi-k3 sets n_embd_head_v_full to kv_lora_rank (512) whatever
+    // value_length (128) says: without flash attention the padding line says
+    // 512. 4 layers, MLA at layer 3 (one head of 576): K 4096 x 1152 B =
+    // 4.5 MiB, no V. KDA in layers 0-2, one head of 128, d_conv 4: R = 3 x 3
+    // x 128 = 1152 f32 = 4608 B, x 3 = 13,824 B; S = 128^2 f32 = 65,536 B, x
+    // 3 = 196,608 B (0.1875 MiB, 0.19). As llama.cpp logged for the twin.
+    let k3 = |arch: &str, more: Vec<(&'static str, V)>| {
+        let mut keys = vec![
+            ("block_count", V::U32(4)),
+            ("context_length", V::U32(4096)),
+            ("embedding_length", V::U32(128)),
+            ("attention.head_count", V::U32(1)),
+            ("attention.head_count_kv", V::U32s(vec![0, 0, 0, 1])),
+            ("attention.key_length", V::U32(576)),
+            ("attention.value_length", V::U32(128)),
+            ("attention.key_length_mla", V::U32(192)),
+            ("attention.value_length_mla", V::U32(128)),
+            ("attention.kv_lora_rank", V::U32(512)),
+            ("ssm.conv_kernel", V::U32(4)),
+            ("kda.head_dim", V::U32(128)),
+        ];
+        keys.extend(more);
+        gguf(arch, &keys)
+    };
+    let mut off = settings(4096, 1);
+    off.flash_attn = FlashAttn::Off;
+    let e = run(&k3("kimi-k3", vec![]), &off);
+    assert_eq!(hybrid(&e), (4096, 1, 4_718_592, 0, 4, 3, 13_824, 196_608));
+    assert_eq!(
+        e.lines()[0],
+        "llama_kv_cache: the V embeddings have different sizes across layers and FA is not \
+         enabled - padding V cache to 512"
+    );
+    assert_eq!(
+        e.lines()[4],
+        "llama_memory_recurrent: size =    0.20 MiB (     1 cells,   4 layers,  1 seqs  0 \
+         rs_seq), R (f32):    0.01 MiB, S (f32):    0.19 MiB, P (f32):    0.00 MiB"
+    );
+    // bailingmoe3 asserts its KDA gate: a lower bound of 0 is refused, and
+    // one below 0 sizes as kimi-linear does (value_length stays 128 there).
+    let zero = k3("bailingmoe3", vec![("kda.gate_lower_bound", V::F32(0.0))]);
+    let err = refusal(&zero, &settings(4096, 1));
+    assert!(
+        err.contains("`bailingmoe3.kda.gate_lower_bound` is 0"),
+        "{err}"
+    );
+    let e = run(
+        &k3("bailingmoe3", vec![("kda.gate_lower_bound", V::F32(-5.0))]),
+        &off,
+    );
+    assert!(e.lines()[0].ends_with("padding V cache to 128"));
+}

@@ -110,7 +110,8 @@ enum Hybrid {
     /// `full_attention_interval`-th (8); S = (key length)^2 x `head_count`
     /// (layer 0's), no R.
     MiniMax01,
-    /// kimi-linear: KDA layers where `head_count_kv` is 0, with R = 3 x
+    /// kimi-linear, kimi-k3 (its V width the `kv_lora_rank`), bailingmoe3
+    /// (its KDA gate checked): KDA layers where `head_count_kv` is 0, with R = 3 x
     /// (d_conv - 1) x `head_count` x `kda.head_dim` and S = `kda.head_dim`
     /// squared x `head_count`; MLA attention elsewhere.
     KimiLinear,
@@ -302,6 +303,8 @@ const ARCHITECTURES: &[(&str, Family)] = &[
     ("qwen35", Family::Hybrid(Hybrid::Qwen3Next)),
     ("minimax-01", Family::Hybrid(Hybrid::MiniMax01)),
     ("kimi-linear", Family::Hybrid(Hybrid::KimiLinear)),
+    ("kimi-k3", Family::Hybrid(Hybrid::KimiLinear)),
+    ("bailingmoe3", Family::Hybrid(Hybrid::KimiLinear)),
     ("qwen35moe", Family::Hybrid(Hybrid::Qwen3Next)),
     ("rwkv6", Family::Rwkv { v7: false }),
     ("rwkv6qwen2", Family::Rwkv { v7: false }),
@@ -464,7 +467,7 @@ impl Hparams {
             .per_layer("attention.head_count_kv", layers)?
             .unwrap_or_else(|| heads.clone());
         // Without heads (a recurrent model) no length is read.
-        let (full_k, full_v) = match heads[0] {
+        let (full_k, mut full_v) = match heads[0] {
             0 => (0, 0),
             h => {
                 let k = key
@@ -503,6 +506,14 @@ impl Hparams {
             Family::Hybrid(Hybrid::KimiLinear) => {
                 let k = key.required("attention.key_length_mla")?;
                 let v = key.required("attention.value_length_mla")?;
+                let lora = key.required("attention.kv_lora_rank")?;
+                if architecture == "kimi-k3" {
+                    // kimi-k3 sets n_embd_head_v_full to the latent's width.
+                    full_v = lora;
+                }
+                if architecture == "bailingmoe3" {
+                    key.kda_gate()?;
+                }
                 k != 0 && v != 0
             }
             _ => false,
@@ -703,9 +714,13 @@ impl Keys<'_> {
     }
 
     fn wrong_type(&self, key: &str, value: &GgufValue) -> KvError {
+        self.wrong_type_of(key, value, "u32")
+    }
+
+    fn wrong_type_of(&self, key: &str, value: &GgufValue, expected: &str) -> KvError {
         self.error(format!(
             "`{key}` is {}; llama.cpp refuses: key {key} has wrong type {} but expected type \
-             u32",
+             {expected}",
             value.describe(),
             value.type_name()
         ))
@@ -1004,6 +1019,33 @@ impl Keys<'_> {
         hp.head_v = repeat(&hp.head_v);
         hp.layers = u32::try_from(all).unwrap_or(u32::MAX);
         Ok(())
+    }
+
+    /// bailingmoe3's KDA gate, as its loader asserts it: `kda.safe_gate`
+    /// true (the default) and `kda.gate_lower_bound` (required, f32) below 0.
+    fn kda_gate(&self) -> Result<(), KvError> {
+        let safe = self.full("kda.safe_gate");
+        match self.meta.get(&safe) {
+            None | Some(GgufValue::Bool(true)) => {}
+            Some(GgufValue::Bool(false)) => {
+                return Err(self.error(format!(
+                    "`{safe}` is false; llama.cpp aborts (GGML_ASSERT(hparams.kda_safe_gate))"
+                )))
+            }
+            Some(other) => return Err(self.wrong_type_of(&safe, other, "bool")),
+        }
+        let bound = self.full("kda.gate_lower_bound");
+        match self.meta.get(&bound) {
+            Some(GgufValue::F32(v)) if *v < 0.0 => Ok(()),
+            Some(GgufValue::F32(v)) => Err(self.error(format!(
+                "`{bound}` is {v}, not below 0; llama.cpp aborts \
+                 (GGML_ASSERT(hparams.kda_gate_lower_bound < 0.0f))"
+            ))),
+            Some(other) => Err(self.wrong_type_of(&bound, other, "f32")),
+            None => Err(self.error(format!(
+                "no `{bound}`; llama.cpp refuses the model (key not found in model)"
+            ))),
+        }
     }
 
     /// hrm_text: `block_count` must be the cache slots its stacks make,
