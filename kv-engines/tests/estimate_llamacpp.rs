@@ -2143,3 +2143,30 @@ fn kimi_k3_widens_v_to_its_latent_and_bailingmoe3_checks_its_gate() {
     );
     assert!(e.lines()[0].ends_with("padding V cache to 128"));
 }
+
+#[test]
+fn smallthinker_slides_4096_whatever_its_window_says() {
+    // 8 layers, 2 KV heads of 128 (512 B a row), pattern 4 dense-first: 0
+    // and 4 full, 6 sliding. sliding_window 1024 only switches the window
+    // on: llama.cpp sets n_swa = 4096. Full: 2 x 16384 x 512 B = 16 MiB;
+    // sliding in pad(min(16384, 4096 + 512)) = 4608 cells: 6 x 4608 x 512 B
+    // = 14,155,776 B (13.5 MiB), as llama.cpp logged for the twin.
+    let meta = gguf(
+        "smallthinker",
+        &[
+            ("block_count", V::U32(8)),
+            ("context_length", V::U32(16384)),
+            ("embedding_length", V::U32(256)),
+            ("attention.head_count", V::U32(2)),
+            ("attention.sliding_window", V::U32(1024)),
+        ],
+    );
+    let e = run(&meta, &settings(16384, 1));
+    assert_eq!(
+        caches(&e),
+        [
+            (16384, 2, 1, 16_777_216, 16_777_216),
+            (4608, 6, 1, 14_155_776, 14_155_776)
+        ]
+    );
+}

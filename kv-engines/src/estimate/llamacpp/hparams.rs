@@ -37,6 +37,9 @@ enum Window {
     /// laguna: windowed only when `sliding_window` is above 0, the pattern
     /// dense-first (`load_swa_pattern(ml, 4, true)`).
     IfPositiveDenseFirst { pattern: u32 },
+    /// smallthinker: with a `sliding_window` above 0, a window of 4096
+    /// whatever it says, the pattern dense-first (4).
+    SmallThinker,
     /// cohere2moe: `sliding_window` required, the pattern dense-first
     /// (`load_swa_pattern(ml, 4, true)`: layer `il` slides when `il % p`
     /// is not 0).
@@ -202,6 +205,15 @@ const ARCHITECTURES: &[(&str, Family)] = &[
     // `Keys::hrm_slots`.
     ("nanbeige", Family::Attention(Window::None)),
     ("hrm_text", Family::Attention(Window::None)),
+    ("smallthinker", Family::Attention(Window::SmallThinker)),
+    (
+        "spark2_5",
+        Family::Attention(Window::RequiredArray { window_first: true }),
+    ),
+    (
+        "step35",
+        Family::Attention(Window::RequiredArray { window_first: true }),
+    ),
     (
         "laguna",
         Family::Attention(Window::IfPositiveDenseFirst { pattern: 4 }),
@@ -856,6 +868,10 @@ impl Keys<'_> {
                 Some(w) if w > 0 => (w, pattern),
                 _ => return Ok(None),
             },
+            Window::SmallThinker => match found {
+                Some(w) if w > 0 => (4096, 4),
+                _ => return Ok(None),
+            },
             Window::RequiredDenseFirst { pattern } => {
                 (self.required("attention.sliding_window")?, pattern)
             }
@@ -892,7 +908,9 @@ impl Keys<'_> {
                 let pattern = self.optional(key)?.unwrap_or(pattern);
                 let dense_first = matches!(
                     window_kind,
-                    Window::RequiredDenseFirst { .. } | Window::IfPositiveDenseFirst { .. }
+                    Window::RequiredDenseFirst { .. }
+                        | Window::IfPositiveDenseFirst { .. }
+                        | Window::SmallThinker
                 );
                 (0..layers)
                     .map(|il| {
