@@ -858,11 +858,12 @@ fn models_llama_cpp_would_not_load_are_refused_naming_why() {
     };
     let bert = with("bert", vec![("block_count", V::U32(2))]);
     assert!(bert.contains("architecture `bert`"), "{bert}");
+    // The 127 llama.cpp archs kv follows, each exact on its twin
+    // (docs/coverage/llamacpp.tsv); listing them would make a long line.
     assert!(
-        bert.contains("it follows llama, mistral3, qwen2,"),
+        bert.contains("(it follows 127 architectures, listed in docs/coverage/llamacpp.tsv)"),
         "{bert}"
     );
-    assert!(bert.contains(", mamba, mamba2)"), "{bert}");
     // The error names the file.
     let meta = gguf("bert", &[]);
     match estimate(&meta, &settings(0, 1)) {

@@ -326,15 +326,6 @@ const ARCHITECTURES: &[(&str, Family)] = &[
     ("mamba2", Family::Mamba { grouped: true }),
 ];
 
-/// The names of the architectures kv follows, for messages.
-fn architecture_names() -> String {
-    ARCHITECTURES
-        .iter()
-        .map(|(name, _)| *name)
-        .collect::<Vec<_>>()
-        .join(", ")
-}
-
 /// A model's sliding window, as its attention cache uses it.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub(super) struct Sliding {
@@ -447,8 +438,8 @@ impl Hparams {
             .ok_or_else(|| {
                 error(format!(
                     "kv does not know llama.cpp's cache rules for architecture `{architecture}` \
-                     (it follows {})",
-                    architecture_names()
+                     (it follows {} architectures, listed in docs/coverage/llamacpp.tsv)",
+                    ARCHITECTURES.len()
                 ))
             })?;
         let key = Keys {
