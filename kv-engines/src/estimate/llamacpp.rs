@@ -519,7 +519,16 @@ impl Build<'_> {
                     let build = Build { hp: &lid, ..*self };
                     let indexer =
                         build.kv_cache(cells.n_ctx_seq, |il| il < trunk && ix.layers[il])?;
-                    Memory::Dsa { main, indexer }
+                    let constructor = if hp.architecture == "minimax-m3" {
+                        "llama_kv_cache_msa"
+                    } else {
+                        "llama_kv_cache_dsa"
+                    };
+                    Memory::Dsa {
+                        constructor,
+                        main,
+                        indexer,
+                    }
                 }
                 None => self.attention(cells, settings, |il| hp.all_layers || il < kept)?,
             },

@@ -80,6 +80,10 @@ enum Family {
     /// DSA's indexer only where `attention.indexer.top_k` is above 0, on the
     /// layers `attention.indexer.types` marks (layer 0 must be one).
     HyV4,
+    /// minimax-m3: a full cache over every layer and an indexer key (and
+    /// value) cache, one head of `attention.indexer.key_length`, on the
+    /// layers from `leading_dense_block_count` on (`llama_kv_cache_msa`).
+    Msa,
     /// deepseek2: every layer full attention; with both
     /// `attention.key_length_mla` and `attention.value_length_mla` above 0
     /// (`is_mla()`) the cache holds K alone, a row of `key_length` x
@@ -198,6 +202,7 @@ const ARCHITECTURES: &[(&str, Family)] = &[
     ("deepseek32", Family::Dsa { glm: false }),
     ("glm-dsa", Family::Dsa { glm: true }),
     ("hy_v4", Family::HyV4),
+    ("minimax-m3", Family::Msa),
     ("exaone4", Family::Attention(Window::Exaone4)),
     ("smollm3", Family::Attention(Window::None)),
     // Layers repeated `num_loops` times (nanbeige), or cache slots checked
@@ -523,7 +528,7 @@ impl Hparams {
         };
         let (sliding, recurrent, hybrid) = match family {
             Family::Attention(window) => (key.sliding(window, n, nextn)?, None, None),
-            Family::Mla | Family::Dsa { .. } | Family::HyV4 => (None, None, None),
+            Family::Mla | Family::Dsa { .. } | Family::HyV4 | Family::Msa => (None, None, None),
             Family::Rwkv { v7 } => (None, Some(key.rwkv(v7, embedding)?), None),
             Family::Mamba { grouped } => (None, Some(key.mamba(grouped, embedding)?), None),
             Family::Hybrid(kind) => {
@@ -545,6 +550,7 @@ impl Hparams {
                 let rot = key.optional("rope.dimension_count")?.unwrap_or(full_k);
                 key.hy_v4_indexer(n, nextn, rot)?
             }
+            Family::Msa => Some(key.msa_indexer(n)?),
             _ => None,
         };
         if let Some(s) = &sliding {
@@ -576,7 +582,7 @@ impl Hparams {
             hybrid,
             mla,
             indexer,
-            all_layers: matches!(family, Family::HyV4),
+            all_layers: matches!(family, Family::HyV4 | Family::Msa),
             kv_from_start,
         };
         match hparams.architecture.as_str() {
@@ -1073,6 +1079,28 @@ impl Keys<'_> {
             )));
         }
         Ok(())
+    }
+
+    /// minimax-m3's MSA indexer: on the layers from
+    /// `leading_dense_block_count` on.
+    fn msa_indexer(&self, layers: usize) -> Result<Indexer, KvError> {
+        let dense = self.optional("leading_dense_block_count")?.unwrap_or(0);
+        self.required("attention.indexer.head_count")?;
+        let head = self.required("attention.indexer.key_length")?;
+        self.required("attention.indexer.top_k")?;
+        if self.required("attention.indexer.block_size")? == 0 {
+            return Err(self.error(format!(
+                "`{}.attention.indexer.block_size` is 0; llama.cpp aborts \
+                 (GGML_ASSERT(hparams.indexer_block_size > 0))",
+                self.arch
+            )));
+        }
+        self.required("attention.indexer.local_blocks")?;
+        let dense = usize::try_from(dense).unwrap_or(usize::MAX);
+        Ok(Indexer {
+            head,
+            layers: (0..layers).map(|il| il >= dense).collect(),
+        })
     }
 
     /// hy_v4's indexer, where `attention.indexer.top_k` is above 0.

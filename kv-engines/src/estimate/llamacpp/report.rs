@@ -154,8 +154,11 @@ pub enum Memory {
         /// The state.
         state: RecurrentState,
     },
-    /// `llama_kv_cache_dsa`: the MLA cache and a lightning-indexer key cache.
+    /// `llama_kv_cache_dsa` (or `_msa`, as `constructor` says): the main
+    /// cache and an indexer key cache.
     Dsa {
+        /// `llama_kv_cache_dsa` or `llama_kv_cache_msa`, as llama.cpp logs it.
+        constructor: &'static str,
         /// The main (MLA) cache.
         main: KvCache,
         /// The indexer's key cache.
@@ -178,7 +181,7 @@ impl Memory {
             Memory::KvCache { cache } => cache.bytes(),
             Memory::Iswa { base, swa, .. } => base.bytes().saturating_add(swa.bytes()),
             Memory::Recurrent { state } => state.bytes(),
-            Memory::Dsa { main, indexer } => main.bytes().saturating_add(indexer.bytes()),
+            Memory::Dsa { main, indexer, .. } => main.bytes().saturating_add(indexer.bytes()),
             Memory::Hybrid { attention, state } => attention.bytes().saturating_add(state.bytes()),
         }
     }
@@ -193,7 +196,7 @@ impl Memory {
                 .checked_add(swa.k_bytes)?
                 .checked_add(swa.v_bytes),
             Memory::Recurrent { state } => state.r_bytes.checked_add(state.s_bytes),
-            Memory::Dsa { main, indexer } => main
+            Memory::Dsa { main, indexer, .. } => main
                 .k_bytes
                 .checked_add(main.v_bytes)?
                 .checked_add(indexer.k_bytes)?
@@ -233,14 +236,18 @@ impl Memory {
                 swa.lines(out);
             }
             Memory::Recurrent { state } => out.push(state.line()),
-            Memory::Dsa { main, indexer } => {
+            Memory::Dsa {
+                constructor,
+                main,
+                indexer,
+            } => {
                 out.push(format!(
-                    "llama_kv_cache_dsa: creating main KV cache, size = {} cells",
+                    "{constructor}: creating main KV cache, size = {} cells",
                     main.cells
                 ));
                 main.lines(out);
                 out.push(format!(
-                    "llama_kv_cache_dsa: creating indexer KV cache, size = {} cells",
+                    "{constructor}: creating indexer KV cache, size = {} cells",
                     indexer.cells
                 ));
                 indexer.lines(out);
