@@ -1050,6 +1050,7 @@ mod any_header {
                         attention.bytes() + state.r_bytes + state.s_bytes
                     }
                     Memory::Dsa { main, indexer, .. } => main.bytes() + indexer.bytes(),
+                    Memory::DsaIswa { main, indexer, swa, .. } => main.bytes() + indexer.bytes() + swa.bytes(),
                     _ => unreachable!(),
                 };
                 prop_assert_eq!(e.bytes(), parts);
@@ -2212,4 +2213,74 @@ fn minimax_m3_adds_an_msa_indexer_cache_past_its_dense_layers() {
              2.00 MiB, V (f16):    4.00 MiB",
         ]
     );
+}
+
+#[test]
+fn dots3note_splits_dsa_full_layers_from_sliding_ones() {
+    // 6 layers, full at 0 and 3 (pattern array), window 512; MLA keys of 576
+    // on both kinds (1152 B a row), indexer keys of 128 on layers 0 and 3.
+    // DSA main: 2 x 8192 x 1152 B = 18 MiB; indexer 2 x 8192 x 256 B = 4 MiB
+    // (rotated: dots3note's is a DeepSeek indexer); SWA in pad(min(8192, 512
+    // + 512)) = 1024 cells: 4 x 1024 x 1152 B = 4.5 MiB. No V anywhere.
+    // As llama.cpp logged for the twin.
+    let meta = gguf(
+        "dots3note",
+        &[
+            ("block_count", V::U32(6)),
+            ("context_length", V::U32(8192)),
+            ("embedding_length", V::U32(128)),
+            ("attention.head_count", V::U32(1)),
+            ("attention.key_length", V::U32(576)),
+            ("attention.value_length", V::U32(512)),
+            ("attention.key_length_mla", V::U32(192)),
+            ("attention.value_length_mla", V::U32(128)),
+            ("attention.sliding_window", V::U32(512)),
+            (
+                "attention.sliding_window_pattern",
+                V::U32s(vec![0, 1, 1, 0, 1, 1]),
+            ),
+            ("attention.indexer.head_count", V::U32(64)),
+            ("attention.indexer.key_length", V::U32(128)),
+            ("attention.indexer.top_k", V::U32(2048)),
+            ("attention.indexer.types", V::U32s(vec![1, 0, 0, 1, 0, 0])),
+        ],
+    );
+    let e = run(&meta, &settings(8192, 1));
+    let Memory::DsaIswa {
+        main, indexer, swa, ..
+    } = &e.memory
+    else {
+        panic!("{:?}", e.memory)
+    };
+    let of = |c: &kv_engines::estimate::llamacpp::KvCache| {
+        (c.cells, c.layers, c.k_bytes, c.v_bytes, c.attn_rot_k)
+    };
+    assert_eq!(
+        [of(main), of(indexer), of(swa)],
+        [
+            (8192, 2, 18_874_368, 0, false),
+            (8192, 2, 4_194_304, 0, true),
+            (1024, 4, 4_718_592, 0, false)
+        ]
+    );
+    assert_eq!(
+        e.lines()[0],
+        "llama_kv_cache_dsa_iswa: creating DSA KV cache, size = 8192 cells"
+    );
+    assert_eq!(
+        e.lines()[1],
+        "llama_kv_cache_dsa: creating main KV cache, size = 8192 cells"
+    );
+    assert_eq!(
+        e.lines()[9],
+        "llama_kv_cache_dsa_iswa: creating SWA KV cache, size = 1024 cells"
+    );
+    // --swa-full: the SWA cache as large as the DSA one, and llama.cpp says so.
+    let mut full = settings(8192, 1);
+    full.swa_full = true;
+    let e = run(&meta, &full);
+    assert!(e.lines()[0].starts_with("llama_kv_cache_dsa_iswa: using full-size SWA cache"));
+    assert!(e
+        .lines()
+        .contains(&"llama_kv_cache_dsa_iswa: creating SWA KV cache, size = 8192 cells".to_owned()));
 }

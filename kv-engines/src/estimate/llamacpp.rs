@@ -507,18 +507,50 @@ impl Build<'_> {
                 Some(ix) => {
                     // filter_mla: the trunk when there are MTP layers, else all.
                     let nextn = hp.nextn > 0 && !hp.all_layers;
-                    let main = self.kv_cache(cells.n_ctx_seq, |il| !nextn || il < trunk)?;
+                    let mla = |il: usize| !nextn || il < trunk;
+                    // With a window (dots3note) the DSA cache takes the full
+                    // layers only.
+                    let main = self.kv_cache(cells.n_ctx_seq, |il| mla(il) && !hp.is_swa(il))?;
                     // llama_kv_cache_dsa's hand-tweaked hparams: one key head
-                    // of the indexer's width on every layer.
+                    // a layer, the indexer's width where n_embd_head_k_full is
+                    // read (a sliding layer keeps its own).
                     let n = hp.kv_heads.len();
                     let lid = Hparams {
                         kv_heads: vec![1; n],
-                        head_k: vec![ix.head; n],
+                        head_k: (0..n)
+                            .map(|il| {
+                                if hp.is_swa(il) {
+                                    hp.head_k[il]
+                                } else {
+                                    ix.head
+                                }
+                            })
+                            .collect(),
+                        head_k_full: ix.head,
                         ..hp.clone()
                     };
                     let build = Build { hp: &lid, ..*self };
-                    let indexer =
-                        build.kv_cache(cells.n_ctx_seq, |il| il < trunk && ix.layers[il])?;
+                    // filter_lid: the trunk's indexed layers (minimax-m3's
+                    // filter_idx takes MTP layers too).
+                    let indexer = build.kv_cache(cells.n_ctx_seq, |il| {
+                        (hp.all_layers || il < trunk) && ix.layers[il]
+                    })?;
+                    if let Some(sliding) = &hp.sliding {
+                        let swa_cells = if settings.swa_full {
+                            cells.n_ctx_seq
+                        } else {
+                            let sequences = if settings.kv_unified { cells.n_seq } else { 1 };
+                            let window = u64::from(sliding.window) * u64::from(sequences);
+                            pad(cells.n_ctx_seq.min(window + u64::from(cells.n_ubatch)))
+                        };
+                        let swa = self.kv_cache(swa_cells, |il| mla(il) && hp.is_swa(il))?;
+                        return Ok(Memory::DsaIswa {
+                            main,
+                            indexer,
+                            swa,
+                            swa_full: settings.swa_full,
+                        });
+                    }
                     let constructor = if hp.architecture == "minimax-m3" {
                         "llama_kv_cache_msa"
                     } else {
@@ -619,7 +651,7 @@ impl Build<'_> {
             && hp
                 .indexer
                 .as_ref()
-                .is_some_and(|ix| hp.head_k.first() == Some(&ix.head));
+                .is_some_and(|ix| hp.head_k_full == ix.head);
         Ok(KvCache {
             cells,
             layers,

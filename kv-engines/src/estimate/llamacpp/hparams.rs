@@ -84,6 +84,10 @@ enum Family {
     /// value) cache, one head of `attention.indexer.key_length`, on the
     /// layers from `leading_dense_block_count` on (`llama_kv_cache_msa`).
     Msa,
+    /// dots3note: DSA over its full layers and a window over its sliding
+    /// ones (`llama_kv_cache_dsa_iswa`), MLA in both; the window and an
+    /// array pattern required, and the indexer's layers as an array.
+    DsaIswa,
     /// deepseek2: every layer full attention; with both
     /// `attention.key_length_mla` and `attention.value_length_mla` above 0
     /// (`is_mla()`) the cache holds K alone, a row of `key_length` x
@@ -203,6 +207,7 @@ const ARCHITECTURES: &[(&str, Family)] = &[
     ("glm-dsa", Family::Dsa { glm: true }),
     ("hy_v4", Family::HyV4),
     ("minimax-m3", Family::Msa),
+    ("dots3note", Family::DsaIswa),
     ("exaone4", Family::Attention(Window::Exaone4)),
     ("smollm3", Family::Attention(Window::None)),
     // Layers repeated `num_loops` times (nanbeige), or cache slots checked
@@ -384,6 +389,8 @@ pub(super) struct Hparams {
     pub head_k: Vec<u32>,
     /// `n_embd_head_v(il)`.
     pub head_v: Vec<u32>,
+    /// `n_embd_head_k_full`: the full layers' key length.
+    pub head_k_full: u32,
     /// The window, for a model whose `swa_type` is not none.
     pub sliding: Option<Sliding>,
     /// The state, for a recurrent or hybrid model.
@@ -505,7 +512,7 @@ impl Hparams {
                 }
                 true
             }
-            Family::Mla | Family::Dsa { .. } => {
+            Family::Mla | Family::Dsa { .. } | Family::DsaIswa => {
                 let k = key.optional("attention.key_length_mla")?.unwrap_or(0);
                 let v = key.optional("attention.value_length_mla")?.unwrap_or(0);
                 k != 0 && v != 0
@@ -529,6 +536,11 @@ impl Hparams {
         let (sliding, recurrent, hybrid) = match family {
             Family::Attention(window) => (key.sliding(window, n, nextn)?, None, None),
             Family::Mla | Family::Dsa { .. } | Family::HyV4 | Family::Msa => (None, None, None),
+            Family::DsaIswa => (
+                key.sliding(Window::RequiredArray { window_first: true }, n, nextn)?,
+                None,
+                None,
+            ),
             Family::Rwkv { v7 } => (None, Some(key.rwkv(v7, embedding)?), None),
             Family::Mamba { grouped } => (None, Some(key.mamba(grouped, embedding)?), None),
             Family::Hybrid(kind) => {
@@ -551,9 +563,12 @@ impl Hparams {
                 key.hy_v4_indexer(n, nextn, rot)?
             }
             Family::Msa => Some(key.msa_indexer(n)?),
+            Family::DsaIswa => Some(key.dots3note_indexer(n)?),
             _ => None,
         };
-        if let Some(s) = &sliding {
+        // dots3note's memory asserts only a window type, not a sliding layer.
+        let asserts_swa_any = !matches!(family, Family::DsaIswa);
+        if let Some(s) = sliding.as_ref().filter(|_| asserts_swa_any) {
             // llama_model::create_memory: GGML_ASSERT(hparams.is_swa_any()).
             if !s.layers.iter().any(|&swa| swa) {
                 return Err(error(format!(
@@ -577,6 +592,7 @@ impl Hparams {
             kv_heads,
             head_k,
             head_v,
+            head_k_full: full_k,
             sliding,
             recurrent,
             hybrid,
@@ -1101,6 +1117,29 @@ impl Keys<'_> {
             head,
             layers: (0..layers).map(|il| il >= dense).collect(),
         })
+    }
+
+    /// dots3note's indexer: `attention.indexer.types` required, as an array.
+    fn dots3note_indexer(&self, layers: usize) -> Result<Indexer, KvError> {
+        self.required("attention.indexer.head_count")?;
+        let head = self.required("attention.indexer.key_length")?;
+        self.required("attention.indexer.top_k")?;
+        let name = self.full("attention.indexer.types");
+        let Some(GgufValue::Array(array)) = self.meta.get(&name) else {
+            return Err(self.error(format!(
+                "no array `{name}`; llama.cpp refuses the model (array key not found in model)"
+            )));
+        };
+        let mut full = vec![false; layers];
+        for (f, item) in full.iter_mut().zip(self.per_layer_items(&name, array)?) {
+            *f = match *item {
+                GgufValue::Bool(b) => b,
+                GgufValue::U32(v) => v != 0,
+                GgufValue::I32(v) => v != 0,
+                _ => false,
+            };
+        }
+        Ok(Indexer { head, layers: full })
     }
 
     /// hy_v4's indexer, where `attention.indexer.top_k` is above 0.

@@ -164,6 +164,18 @@ pub enum Memory {
         /// The indexer's key cache.
         indexer: KvCache,
     },
+    /// `llama_kv_cache_dsa_iswa`: a DSA cache (main and indexer) over the
+    /// full layers, a window-sized cache over the sliding ones.
+    DsaIswa {
+        /// The DSA main cache (full layers).
+        main: KvCache,
+        /// The DSA indexer cache.
+        indexer: KvCache,
+        /// The SWA cache.
+        swa: KvCache,
+        /// `swa_full`.
+        swa_full: bool,
+    },
     /// `llama_memory_hybrid` (`llama_memory_hybrid_iswa` with a window):
     /// a KV cache for the attention layers, recurrent state for the others.
     Hybrid {
@@ -182,6 +194,12 @@ impl Memory {
             Memory::Iswa { base, swa, .. } => base.bytes().saturating_add(swa.bytes()),
             Memory::Recurrent { state } => state.bytes(),
             Memory::Dsa { main, indexer, .. } => main.bytes().saturating_add(indexer.bytes()),
+            Memory::DsaIswa {
+                main, indexer, swa, ..
+            } => main
+                .bytes()
+                .saturating_add(indexer.bytes())
+                .saturating_add(swa.bytes()),
             Memory::Hybrid { attention, state } => attention.bytes().saturating_add(state.bytes()),
         }
     }
@@ -196,6 +214,11 @@ impl Memory {
                 .checked_add(swa.k_bytes)?
                 .checked_add(swa.v_bytes),
             Memory::Recurrent { state } => state.r_bytes.checked_add(state.s_bytes),
+            Memory::DsaIswa {
+                main, indexer, swa, ..
+            } => [main, indexer, swa].iter().try_fold(0u64, |sum, c| {
+                sum.checked_add(c.k_bytes)?.checked_add(c.v_bytes)
+            }),
             Memory::Dsa { main, indexer, .. } => main
                 .k_bytes
                 .checked_add(main.v_bytes)?
@@ -236,6 +259,35 @@ impl Memory {
                 swa.lines(out);
             }
             Memory::Recurrent { state } => out.push(state.line()),
+            Memory::DsaIswa {
+                main,
+                indexer,
+                swa,
+                swa_full,
+            } => {
+                let tag = "llama_kv_cache_dsa_iswa";
+                if *swa_full {
+                    out.push(format!(
+                        "{tag}: using full-size SWA cache (ref: \
+                         https://github.com/ggml-org/llama.cpp/pull/13194#issuecomment-2868343055)"
+                    ));
+                }
+                out.push(format!(
+                    "{tag}: creating DSA KV cache, size = {} cells",
+                    main.cells
+                ));
+                Memory::Dsa {
+                    constructor: "llama_kv_cache_dsa",
+                    main: main.clone(),
+                    indexer: indexer.clone(),
+                }
+                .lines(out);
+                out.push(format!(
+                    "{tag}: creating SWA KV cache, size = {} cells",
+                    swa.cells
+                ));
+                swa.lines(out);
+            }
             Memory::Dsa {
                 constructor,
                 main,
