@@ -1050,6 +1050,7 @@ mod any_header {
                         attention.bytes() + state.r_bytes + state.s_bytes
                     }
                     Memory::Dsa { main, indexer, .. } => main.bytes() + indexer.bytes(),
+                    Memory::HybridIdx { attention, state, indexer } => attention.bytes() + state.r_bytes + state.s_bytes + indexer.bytes(),
                     Memory::DsaIswa { main, indexer, swa, .. } => main.bytes() + indexer.bytes() + swa.bytes(),
                     _ => unreachable!(),
                 };
@@ -2283,4 +2284,103 @@ fn dots3note_splits_dsa_full_layers_from_sliding_ones() {
     assert!(e
         .lines()
         .contains(&"llama_kv_cache_dsa_iswa: creating SWA KV cache, size = 8192 cells".to_owned()));
+}
+
+#[test]
+fn glm5_next_adds_a_pooled_indexer_cache_to_its_hybrid() {
+    // 4 layers: KDA in 0-2 (head_count_kv 0), K-only MLA in 3 (one head of
+    // 512). Attention: 4096 x 512 x 2 B = 4 MiB, no V. State (one head of
+    // 128, d_conv 4): R 3 x 3 x 128 f32 = 4608 B, x 3 = 13,824 B; S 128^2
+    // f32 = 65,536 B, x 3 = 196,608 B (0.20 MiB together). Indexer (key,
+    // gate and pooled value: 3 x 128 = 384 wide, one head) on layer 3:
+    // 4096 x 768 B = 3 MiB, logged from a lambda as `operator()`. As
+    // llama.cpp logged for the twin.
+    let glm5 = |types: Option<Vec<u32>>| {
+        let mut keys = vec![
+            ("block_count", V::U32(4)),
+            ("context_length", V::U32(4096)),
+            ("embedding_length", V::U32(128)),
+            ("attention.head_count", V::U32(1)),
+            ("attention.head_count_kv", V::U32s(vec![0, 0, 0, 1])),
+            ("attention.key_length", V::U32(512)),
+            ("attention.value_length", V::U32(512)),
+            ("attention.key_length_mla", V::U32(192)),
+            ("attention.value_length_mla", V::U32(128)),
+            ("attention.q_lora_rank", V::U32(512)),
+            ("attention.kv_lora_rank", V::U32(512)),
+            ("ssm.conv_kernel", V::U32(4)),
+            ("kda.head_dim", V::U32(128)),
+            ("attention.indexer.head_count", V::U32(64)),
+            ("attention.indexer.key_length", V::U32(128)),
+            ("attention.indexer.top_k", V::U32(2048)),
+            ("attention.indexer.kpool", V::U32(4)),
+        ];
+        if let Some(types) = types {
+            keys.push(("attention.indexer.types", V::U32s(types)));
+        }
+        gguf("glm5-next", &keys)
+    };
+    let e = run(&glm5(None), &settings(4096, 1));
+    let Memory::HybridIdx {
+        attention,
+        state,
+        indexer,
+    } = &e.memory
+    else {
+        panic!("{:?}", e.memory)
+    };
+    assert_eq!(
+        (attention.layers, attention.k_bytes, attention.v_bytes),
+        (1, 4_194_304, 0)
+    );
+    assert_eq!(
+        (
+            state.layers,
+            state.state_layers,
+            state.r_bytes,
+            state.s_bytes
+        ),
+        (4, 3, 13_824, 196_608)
+    );
+    assert_eq!(
+        (indexer.layers, indexer.k_bytes, indexer.v_bytes),
+        (1, 3_145_728, 0)
+    );
+    assert_eq!(
+        e.lines()[4..6],
+        [
+            "operator(): creating indexer KV cache, size = 4096 cells",
+            "llama_kv_cache: size =    3.00 MiB (  4096 cells,   1 layers,  1/1 seqs), K (f16):    \
+             3.00 MiB, V (f16):    0.00 MiB",
+        ]
+    );
+    // indexer.types without layer 3: an empty indexer cache.
+    let e = run(&glm5(Some(vec![1, 1, 1, 0])), &settings(4096, 1));
+    let Memory::HybridIdx { indexer, .. } = &e.memory else {
+        panic!()
+    };
+    assert_eq!((indexer.layers, indexer.k_bytes), (0, 0));
+    // A kpool that does not divide top_k is refused as llama.cpp asserts.
+    let mut keys = vec![
+        ("block_count", V::U32(4)),
+        ("context_length", V::U32(4096)),
+        ("embedding_length", V::U32(128)),
+        ("attention.head_count", V::U32(1)),
+        ("attention.head_count_kv", V::U32s(vec![0, 0, 0, 1])),
+        ("attention.key_length_mla", V::U32(192)),
+        ("attention.value_length_mla", V::U32(128)),
+        ("attention.q_lora_rank", V::U32(512)),
+        ("attention.kv_lora_rank", V::U32(512)),
+        ("ssm.conv_kernel", V::U32(4)),
+        ("kda.head_dim", V::U32(128)),
+        ("attention.indexer.head_count", V::U32(64)),
+        ("attention.indexer.key_length", V::U32(128)),
+        ("attention.indexer.top_k", V::U32(2048)),
+    ];
+    keys.push(("attention.indexer.kpool", V::U32(3)));
+    let err = refusal(&gguf("glm5-next", &keys), &settings(4096, 1));
+    assert!(
+        err.contains("`glm5-next.attention.indexer.kpool` 3"),
+        "{err}"
+    );
 }

@@ -115,7 +115,7 @@ def run_arch(arch, path, kv):
                  "--no-weights"] + flags, capture_output=True, text=True, timeout=120)
         except subprocess.TimeoutExpired:
             return "not-covered", "not run: llama.cpp did not make the context within 120 s"
-        out = [l for l in real.stdout.splitlines() if l.startswith(("llama_", "#"))]
+        out = [l for l in real.stdout.splitlines() if l.startswith(("llama_", "operator(): ", "#"))]
         theirs = [l for l in out if not l.startswith("#")]
         if not out or not out[-1].startswith("# context"):
             errs = real.stderr.strip().splitlines()

@@ -499,9 +499,32 @@ impl Build<'_> {
             },
             // llama_memory_hybrid(_iswa): the attention cache first, then the
             // state, each over its own filter.
-            (Some(state), Some(layers)) => Memory::Hybrid {
-                attention: Box::new(self.attention(cells, settings, |il| layers.attn[il])?),
-                state: self.recurrent(state, |il| il < trunk && layers.recr[il])?,
+            (Some(state), Some(layers)) => match &hp.indexer {
+                None => Memory::Hybrid {
+                    attention: Box::new(self.attention(cells, settings, |il| layers.attn[il])?),
+                    state: self.recurrent(state, |il| il < trunk && layers.recr[il])?,
+                },
+                // llama_memory_hybrid_idx: one MLA-faked key head a layer.
+                Some(ix) => {
+                    let attention = self.kv_cache(cells.n_ctx_seq, |il| layers.attn[il])?;
+                    let state = self.recurrent(state, |il| il < trunk && layers.recr[il])?;
+                    let n = hp.kv_heads.len();
+                    let idx = Hparams {
+                        kv_heads: vec![1; n],
+                        head_k: vec![ix.head; n],
+                        head_k_full: ix.head,
+                        mla: true,
+                        ..hp.clone()
+                    };
+                    let build = Build { hp: &idx, ..*self };
+                    let indexer =
+                        build.kv_cache(cells.n_ctx_seq, |il| layers.attn[il] && ix.layers[il])?;
+                    Memory::HybridIdx {
+                        attention,
+                        state,
+                        indexer,
+                    }
+                }
             },
             (None, _) => match &hp.indexer {
                 Some(ix) => {

@@ -126,6 +126,12 @@ enum Hybrid {
     /// (d_conv - 1) x `head_count` x `kda.head_dim` and S = `kda.head_dim`
     /// squared x `head_count`; MLA attention elsewhere.
     KimiLinear,
+    /// glm5-next: KDA state (as kimi-linear) where `head_count_kv` is 0, a
+    /// K-only MLA cache elsewhere (V as wide as `kv_lora_rank`), both over
+    /// the trunk, and an indexer cache (`llama_memory_hybrid_idx`) of one
+    /// head of 3 x `attention.indexer.key_length` (key, gate, pooled) on the
+    /// attention layers `attention.indexer.types` marks (all by default).
+    Glm5Next,
     /// lfm2, lfm2moe: short-conv layers where `head_count_kv` is 0, state
     /// `embedding_length x (shortconv.l_cache - 1)` (no S); lfm2 (`window`)
     /// with a `sliding_window` above 0 slides its attention layers
@@ -325,6 +331,7 @@ const ARCHITECTURES: &[(&str, Family)] = &[
     ("qwen35", Family::Hybrid(Hybrid::Qwen3Next)),
     ("minimax-01", Family::Hybrid(Hybrid::MiniMax01)),
     ("kimi-linear", Family::Hybrid(Hybrid::KimiLinear)),
+    ("glm5-next", Family::Hybrid(Hybrid::Glm5Next)),
     ("kimi-k3", Family::Hybrid(Hybrid::KimiLinear)),
     ("bailingmoe3", Family::Hybrid(Hybrid::KimiLinear)),
     ("qwen35moe", Family::Hybrid(Hybrid::Qwen3Next)),
@@ -518,6 +525,14 @@ impl Hparams {
                 k != 0 && v != 0
             }
             // kimi-linear requires both (its MLA attention layers).
+            Family::Hybrid(Hybrid::Glm5Next) => {
+                let k = key.required("attention.key_length_mla")?;
+                let v = key.required("attention.value_length_mla")?;
+                key.required("attention.q_lora_rank")?;
+                // The MLA cache holds the latent: n_embd_head_v_full = n_lora_kv.
+                full_v = key.required("attention.kv_lora_rank")?;
+                k != 0 && v != 0
+            }
             Family::Hybrid(Hybrid::KimiLinear) => {
                 let k = key.required("attention.key_length_mla")?;
                 let v = key.required("attention.value_length_mla")?;
@@ -564,6 +579,7 @@ impl Hparams {
             }
             Family::Msa => Some(key.msa_indexer(n)?),
             Family::DsaIswa => Some(key.dots3note_indexer(n)?),
+            Family::Hybrid(Hybrid::Glm5Next) => Some(key.glm5_next_indexer(n, nextn)?),
             _ => None,
         };
         // dots3note's memory asserts only a window type, not a sliding layer.
@@ -1142,6 +1158,38 @@ impl Keys<'_> {
         Ok(Indexer { head, layers: full })
     }
 
+    /// glm5-next's k-pooled indexer: each cached row is key, gate and pooled
+    /// value, 3 x `attention.indexer.key_length` wide.
+    fn glm5_next_indexer(&self, layers: usize, nextn: u32) -> Result<Indexer, KvError> {
+        self.required("attention.indexer.head_count")?;
+        let head = self.required("attention.indexer.key_length")?;
+        let top_k = self.required("attention.indexer.top_k")?;
+        let kpool = self.required("attention.indexer.kpool")?;
+        if kpool <= 1 || !top_k.is_multiple_of(kpool) {
+            return Err(self.error(format!(
+                "`{0}.attention.indexer.kpool` {kpool} with `{0}.attention.indexer.top_k` \
+                 {top_k}: llama.cpp aborts (GGML_ASSERT(hparams.indexer_kpool > 1 && \
+                 hparams.indexer_top_k % hparams.indexer_kpool == 0))",
+                self.arch
+            )));
+        }
+        let head = head.checked_mul(3).ok_or_else(|| {
+            self.error(format!(
+                "3 x `{}.attention.indexer.key_length` {head} overflows llama.cpp's uint32",
+                self.arch
+            ))
+        })?;
+        let trunk = layers.saturating_sub(usize::try_from(nextn).unwrap_or(layers));
+        let mut full = vec![true; layers];
+        let n = u32::try_from(trunk).unwrap_or(u32::MAX);
+        if let Some(types) = self.per_layer("attention.indexer.types", n)? {
+            for (f, t) in full.iter_mut().zip(types) {
+                *f = t != 0;
+            }
+        }
+        Ok(Indexer { head, layers: full })
+    }
+
     /// hy_v4's indexer, where `attention.indexer.top_k` is above 0.
     fn hy_v4_indexer(
         &self,
@@ -1267,7 +1315,7 @@ impl Keys<'_> {
                         ))
                     })?,
             },
-            Hybrid::KimiLinear => {
+            Hybrid::KimiLinear | Hybrid::Glm5Next => {
                 let conv = self.required("ssm.conv_kernel")?;
                 let kda = self.required("kda.head_dim")?;
                 // 3 x (d_conv > 0 ? d_conv - 1 : 3) x n_head() x head_kda, and
@@ -1295,6 +1343,10 @@ impl Keys<'_> {
         };
         let zero_kv = |il: usize| il < trunk && kv_heads[il] == 0;
         let (attn, recr): (Vec<bool>, Vec<bool>) = match kind {
+            // glm5-next marks every layer but filters to the trunk.
+            Hybrid::Glm5Next => (0..n)
+                .map(|il| (il < trunk && kv_heads[il] != 0, zero_kv(il)))
+                .unzip(),
             Hybrid::Jamba | Hybrid::ZeroKvHeads | Hybrid::Lfm2 { .. } | Hybrid::KimiLinear => {
                 (0..n).map(|il| (!zero_kv(il), zero_kv(il))).unzip()
             }

@@ -176,6 +176,15 @@ pub enum Memory {
         /// `swa_full`.
         swa_full: bool,
     },
+    /// `llama_memory_hybrid_idx`: a hybrid with an indexer key cache.
+    HybridIdx {
+        /// The attention cache.
+        attention: KvCache,
+        /// The state.
+        state: RecurrentState,
+        /// The indexer cache (logged by a lambda: `operator()`).
+        indexer: KvCache,
+    },
     /// `llama_memory_hybrid` (`llama_memory_hybrid_iswa` with a window):
     /// a KV cache for the attention layers, recurrent state for the others.
     Hybrid {
@@ -194,6 +203,14 @@ impl Memory {
             Memory::Iswa { base, swa, .. } => base.bytes().saturating_add(swa.bytes()),
             Memory::Recurrent { state } => state.bytes(),
             Memory::Dsa { main, indexer, .. } => main.bytes().saturating_add(indexer.bytes()),
+            Memory::HybridIdx {
+                attention,
+                state,
+                indexer,
+            } => attention
+                .bytes()
+                .saturating_add(state.bytes())
+                .saturating_add(indexer.bytes()),
             Memory::DsaIswa {
                 main, indexer, swa, ..
             } => main
@@ -219,6 +236,17 @@ impl Memory {
             } => [main, indexer, swa].iter().try_fold(0u64, |sum, c| {
                 sum.checked_add(c.k_bytes)?.checked_add(c.v_bytes)
             }),
+            Memory::HybridIdx {
+                attention,
+                state,
+                indexer,
+            } => attention
+                .k_bytes
+                .checked_add(attention.v_bytes)?
+                .checked_add(state.r_bytes)?
+                .checked_add(state.s_bytes)?
+                .checked_add(indexer.k_bytes)?
+                .checked_add(indexer.v_bytes),
             Memory::Dsa { main, indexer, .. } => main
                 .k_bytes
                 .checked_add(main.v_bytes)?
@@ -259,6 +287,20 @@ impl Memory {
                 swa.lines(out);
             }
             Memory::Recurrent { state } => out.push(state.line()),
+            Memory::HybridIdx {
+                attention,
+                state,
+                indexer,
+            } => {
+                attention.lines(out);
+                out.push(state.line());
+                // Logged from a lambda, so __func__ is "operator()".
+                out.push(format!(
+                    "operator(): creating indexer KV cache, size = {} cells",
+                    indexer.cells
+                ));
+                indexer.lines(out);
+            }
             Memory::DsaIswa {
                 main,
                 indexer,
