@@ -251,6 +251,7 @@ const ARCHITECTURES: &[(&str, Family)] = &[
     ("cogvlm", Family::Attention(Window::None)),
     ("dbrx", Family::Attention(Window::None)),
     ("deci", Family::Attention(Window::None)),
+    ("deepseek2-ocr", Family::Attention(Window::None)),
     ("dots1", Family::Attention(Window::None)),
     ("ernie4_5", Family::Attention(Window::None)),
     ("ernie4_5-moe", Family::Attention(Window::None)),
