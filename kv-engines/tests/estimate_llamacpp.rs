@@ -2384,3 +2384,73 @@ fn glm5_next_adds_a_pooled_indexer_cache_to_its_hybrid() {
         "{err}"
     );
 }
+
+#[test]
+fn qwen4exp_keeps_a_ple_conv_row_and_a_qsa_indexer() {
+    // 2 layers, full attention every 2nd: layer 0 Gated DeltaNet (d_inner
+    // 256, d_state 128, 2 groups, d_conv 4), layer 1 attention (2 KV heads
+    // of 128: 512 B a row). Attention: 4096 x 512 B = 2 MiB for K and V.
+    // R = 3 x (256 + 2 x 2 x 128) = 2304 f32 = 9216 B; S = 128 x 256 f32 =
+    // 131,072 B (0.125, printed 0.12: a tie, to even); P, the PLE conv row on
+    // layer 0 = (4 - 1) x ngram 3 x 4 hyper-connections x 256 = 9216 f32 =
+    // 36,864 B (0.04). Together 177,152 B (0.17). QSA indexer on layer 1:
+    // one head of 128, no V: 4096 x 256 B = 1 MiB. As llama.cpp logged for
+    // the twin.
+    let qwen4exp = |ple_layer: u32| {
+        gguf(
+            "qwen4exp",
+            &[
+                ("block_count", V::U32(2)),
+                ("context_length", V::U32(4096)),
+                ("embedding_length", V::U32(256)),
+                ("attention.head_count", V::U32(2)),
+                ("full_attention_interval", V::U32(2)),
+                ("ssm.conv_kernel", V::U32(4)),
+                ("ssm.inner_size", V::U32(256)),
+                ("ssm.state_size", V::U32(128)),
+                ("ssm.time_step_rank", V::U32(2)),
+                ("ssm.group_count", V::U32(2)),
+                ("hyper_connection.count", V::U32(4)),
+                ("hyper_connection.low_rank", V::U32(8)),
+                ("attention.indexer.head_count", V::U32(64)),
+                ("attention.indexer.key_length", V::U32(128)),
+                ("attention.indexer.top_k", V::U32(2048)),
+                ("ple.layers", V::U32s(vec![ple_layer])),
+                ("ple.ngram_size", V::U32(3)),
+                ("ple.heads_per_ngram", V::U32(2)),
+                ("ple.conv_kernel", V::U32(4)),
+                ("ple.eos_token_id", V::U32(0)),
+                ("embedding_length_per_layer_input", V::U32(64)),
+            ],
+        )
+    };
+    let e = run(&qwen4exp(0), &settings(4096, 1));
+    let Memory::HybridIdx {
+        attention,
+        state,
+        indexer,
+    } = &e.memory
+    else {
+        panic!("{:?}", e.memory)
+    };
+    assert_eq!((attention.layers, attention.k_bytes), (1, 2_097_152));
+    assert_eq!(
+        (state.r_bytes, state.s_bytes, state.p_bytes),
+        (9216, 131_072, 36_864)
+    );
+    assert_eq!(
+        (indexer.layers, indexer.k_bytes, indexer.v_bytes),
+        (1, 1_048_576, 0)
+    );
+    assert_eq!(
+        e.lines()[3],
+        "llama_memory_recurrent: size =    0.17 MiB (     1 cells,   2 layers,  1 seqs  0 \
+         rs_seq), R (f32):    0.01 MiB, S (f32):    0.12 MiB, P (f32):    0.04 MiB"
+    );
+    // The PLE layer must be a linear-attention one, as llama.cpp requires.
+    let err = refusal(&qwen4exp(1), &settings(4096, 1));
+    assert!(
+        err.contains("PLE layer 1 is not a linear attention layer"),
+        "{err}"
+    );
+}

@@ -711,8 +711,21 @@ impl Build<'_> {
                 .ok_or_else(|| self.overflow("state bytes (row x cells x layers)"))
         };
         let (r_bytes, s_bytes) = (f32_bytes(state.r)?, f32_bytes(state.s)?);
-        if r_bytes.checked_add(s_bytes).is_none() {
-            return Err(self.overflow("R and S bytes together"));
+        // The PLE conv history: its own f32 row per cell, on the PLE layer
+        // where the filter takes it.
+        let p_bytes = match self.hp.ple {
+            Some(ple) if ple.layer < trunk && keep(ple.layer) => GgmlType::F32
+                .row_bytes(ple.width.into())
+                .and_then(|row| row.checked_mul(self.seqs))
+                .ok_or_else(|| self.overflow("PLE conv rows (row x cells)"))?,
+            _ => 0,
+        };
+        if r_bytes
+            .checked_add(s_bytes)
+            .and_then(|b| b.checked_add(p_bytes))
+            .is_none()
+        {
+            return Err(self.overflow("R, S and P bytes together"));
         }
         Ok(RecurrentState {
             cells: self.seqs,
@@ -722,6 +735,7 @@ impl Build<'_> {
             state_type: GgmlType::F32,
             r_bytes,
             s_bytes,
+            p_bytes,
         })
     }
 }

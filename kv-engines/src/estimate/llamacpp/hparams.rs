@@ -126,6 +126,12 @@ enum Hybrid {
     /// (d_conv - 1) x `head_count` x `kda.head_dim` and S = `kda.head_dim`
     /// squared x `head_count`; MLA attention elsewhere.
     KimiLinear,
+    /// qwen4exp: Gated DeltaNet as qwen3next (every `ssm.*` key above 0,
+    /// `full_attention_interval` 4 by default and not 0), a QSA indexer
+    /// cache (`llama_memory_hybrid_idx`, one head of
+    /// `attention.indexer.key_length`) over its attention layers, and the
+    /// PLE conv history as P rows on its one `ple.layers` layer.
+    Qwen4Exp,
     /// glm5-next: KDA state (as kimi-linear) where `head_count_kv` is 0, a
     /// K-only MLA cache elsewhere (V as wide as `kv_lora_rank`), both over
     /// the trunk, and an indexer cache (`llama_memory_hybrid_idx`) of one
@@ -333,6 +339,7 @@ const ARCHITECTURES: &[(&str, Family)] = &[
     ("minimax-01", Family::Hybrid(Hybrid::MiniMax01)),
     ("kimi-linear", Family::Hybrid(Hybrid::KimiLinear)),
     ("glm5-next", Family::Hybrid(Hybrid::Glm5Next)),
+    ("qwen4exp", Family::Hybrid(Hybrid::Qwen4Exp)),
     ("kimi-k3", Family::Hybrid(Hybrid::KimiLinear)),
     ("bailingmoe3", Family::Hybrid(Hybrid::KimiLinear)),
     ("qwen35moe", Family::Hybrid(Hybrid::Qwen3Next)),
@@ -369,6 +376,15 @@ pub(super) struct HybridLayers {
     pub attn: Vec<bool>,
     /// Layers with recurrent state.
     pub recr: Vec<bool>,
+}
+
+/// qwen4exp's PLE conv history (`ple_conv_state()`, `is_ple`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(super) struct Ple {
+    /// The one PLE layer.
+    pub layer: usize,
+    /// f32 elements a row: (conv_kernel - 1) x ngram x hc_mult x n_embd.
+    pub width: u32,
 }
 
 /// A DSA model's lightning indexer (`indexer_head_size`,
@@ -409,6 +425,8 @@ pub(super) struct Hparams {
     pub mla: bool,
     /// The lightning indexer of a DSA model.
     pub indexer: Option<Indexer>,
+    /// qwen4exp's PLE conv history.
+    pub ple: Option<Ple>,
     /// Whether the cache takes every layer, MTP ones too (hy_v4 passes no
     /// filter).
     pub all_layers: bool,
@@ -581,6 +599,11 @@ impl Hparams {
             Family::Msa => Some(key.msa_indexer(n)?),
             Family::DsaIswa => Some(key.dots3note_indexer(n)?),
             Family::Hybrid(Hybrid::Glm5Next) => Some(key.glm5_next_indexer(n, nextn)?),
+            Family::Hybrid(Hybrid::Qwen4Exp) => Some(key.qwen4exp_indexer(n)?),
+            _ => None,
+        };
+        let ple = match family {
+            Family::Hybrid(Hybrid::Qwen4Exp) => key.qwen4exp_ple(n, embedding, hybrid.as_ref())?,
             _ => None,
         };
         // dots3note's memory asserts only a window type, not a sliding layer.
@@ -615,6 +638,7 @@ impl Hparams {
             hybrid,
             mla,
             indexer,
+            ple,
             all_layers: matches!(family, Family::HyV4 | Family::Msa),
             kv_from_start,
         };
@@ -1159,6 +1183,125 @@ impl Keys<'_> {
         Ok(Indexer { head, layers: full })
     }
 
+    /// A key qwen4exp requires above 0 (`qwen4exp_require_nonzero`).
+    fn nonzero(&self, suffix: &str) -> Result<u32, KvError> {
+        let v = self.required(suffix)?;
+        if v == 0 {
+            return Err(self.error(format!(
+                "`{0}.{suffix}` is 0; llama.cpp refuses: {0}.{suffix} must be greater than zero, \
+                 got 0",
+                self.arch
+            )));
+        }
+        Ok(v)
+    }
+
+    /// qwen4exp's hyper-connections (checked as its loader checks them) and
+    /// QSA indexer: one key head of `attention.indexer.key_length` (no
+    /// pooling) on every attention layer.
+    fn qwen4exp_indexer(&self, layers: usize) -> Result<Indexer, KvError> {
+        let hc = self.required("hyper_connection.count")?;
+        self.required("hyper_connection.low_rank")?;
+        if hc <= 1 {
+            return Err(self.error(format!(
+                "`{0}.hyper_connection.count` is {hc}; llama.cpp refuses: \
+                 {0}.hyper_connection.count must be greater than one, got {hc}",
+                self.arch
+            )));
+        }
+        self.nonzero("hyper_connection.low_rank")?;
+        self.required("attention.indexer.head_count")?;
+        let head = self.required("attention.indexer.key_length")?;
+        self.required("attention.indexer.top_k")?;
+        for suffix in [
+            "attention.indexer.head_count",
+            "attention.indexer.key_length",
+            "attention.indexer.top_k",
+        ] {
+            self.nonzero(suffix)?;
+        }
+        Ok(Indexer {
+            head,
+            layers: vec![true; layers],
+        })
+    }
+
+    /// qwen4exp's PLE conv history, where `ple.layers` lists a layer:
+    /// (conv_kernel - 1) x ngram_size x hyper_connection.count x n_embd f32
+    /// a cell, on that (recurrent) layer.
+    fn qwen4exp_ple(
+        &self,
+        layers: usize,
+        embedding: u32,
+        hybrid: Option<&HybridLayers>,
+    ) -> Result<Option<Ple>, KvError> {
+        let name = self.full("ple.layers");
+        let array = match self.meta.get(&name) {
+            None => return Ok(None),
+            Some(GgufValue::Array(array)) if array.is_empty() => return Ok(None),
+            Some(GgufValue::Array(array)) => array,
+            Some(other) => return Err(self.wrong_type_of(&name, other, "array")),
+        };
+        let items = self.per_layer_items(&name, array)?;
+        if items.len() != 1 {
+            return Err(self.error(format!(
+                "`{name}` lists {} layers; llama.cpp refuses: {name} lists {} layers, but only \
+                 one PLE layer is supported",
+                items.len(),
+                items.len()
+            )));
+        }
+        let layer = match items[0] {
+            GgufValue::U32(v) => usize::try_from(v).unwrap_or(usize::MAX),
+            GgufValue::I32(v) => usize::try_from(v).unwrap_or(usize::MAX),
+            _ => usize::MAX,
+        };
+        if layer >= layers {
+            return Err(self.error(format!(
+                "`{name}` names layer {layer} of {layers}; llama.cpp refuses: PLE layer {layer} is \
+                 out of range"
+            )));
+        }
+        let ngram = self.required("ple.ngram_size")?;
+        let per = self.required("ple.heads_per_ngram")?;
+        let kernel = self.required("ple.conv_kernel")?;
+        self.required("ple.eos_token_id")?;
+        self.nonzero("ple.conv_kernel")?;
+        self.nonzero("embedding_length_per_layer_input")?;
+        if !(2..=8).contains(&ngram) {
+            return Err(self.error(format!(
+                "`{}.ple.ngram_size` is {ngram}; llama.cpp refuses: PLE n-gram size {ngram} is out \
+                 of range",
+                self.arch
+            )));
+        }
+        let heads = u64::from(ngram - 1) * u64::from(per);
+        if heads == 0 || heads > 64 {
+            return Err(self.error(format!(
+                "`{}.ple.heads_per_ngram` {per}: llama.cpp refuses: PLE head count {heads} is out \
+                 of range",
+                self.arch
+            )));
+        }
+        if !hybrid.is_some_and(|h| h.recr[layer]) {
+            return Err(self.error(format!(
+                "`{name}` names layer {layer}, which is not a linear-attention layer; llama.cpp \
+                 refuses: PLE layer {layer} is not a linear attention layer"
+            )));
+        }
+        let hc = self.required("hyper_connection.count")?;
+        let width = u64::from(kernel - 1) * u64::from(ngram) * u64::from(hc) * u64::from(embedding);
+        let width = u32::try_from(width).map_err(|_| {
+            self.error(format!(
+                "the PLE conv row ((`{0}.ple.conv_kernel` - 1) x `{0}.ple.ngram_size` x \
+                 `{0}.hyper_connection.count` x `{0}.embedding_length`) overflows llama.cpp's \
+                 uint32",
+                self.arch
+            ))
+        })?;
+        Ok(Some(Ple { layer, width }))
+    }
+
     /// glm5-next's k-pooled indexer: each cached row is key, gate and pooled
     /// value, 3 x `attention.indexer.key_length` wide.
     fn glm5_next_indexer(&self, layers: usize, nextn: u32) -> Result<Indexer, KvError> {
@@ -1301,6 +1444,18 @@ impl Keys<'_> {
                 Recurrent { r, s: 0 }
             }
             Hybrid::Jamba => self.ssm(false)?,
+            Hybrid::Qwen4Exp => {
+                for suffix in [
+                    "ssm.conv_kernel",
+                    "ssm.inner_size",
+                    "ssm.state_size",
+                    "ssm.time_step_rank",
+                    "ssm.group_count",
+                ] {
+                    self.nonzero(suffix)?;
+                }
+                self.ssm(true)?
+            }
             // n_embd_s() = n_embd_head_la^2 x n_head(); no conv keys are read.
             Hybrid::MiniMax01 => Recurrent {
                 r: 0,
@@ -1363,7 +1518,7 @@ impl Keys<'_> {
                     })
                     .unzip()
             }
-            Hybrid::Qwen3Next | Hybrid::MiniMax01 => {
+            Hybrid::Qwen3Next | Hybrid::MiniMax01 | Hybrid::Qwen4Exp => {
                 let is_recr: Vec<bool> = match self
                     .per_layer("attention.recurrent_layers", layers)?
                 {

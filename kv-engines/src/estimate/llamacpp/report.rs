@@ -102,17 +102,20 @@ pub struct RecurrentState {
     pub r_bytes: u64,
     /// Bytes of every layer's S.
     pub s_bytes: u64,
+    /// Bytes of the PLE conv history rows (P: qwen4exp's one PLE layer).
+    pub p_bytes: u64,
 }
 
 impl RecurrentState {
-    /// R and S bytes together.
+    /// R, S and P bytes together.
     pub fn bytes(&self) -> u64 {
-        self.r_bytes.saturating_add(self.s_bytes)
+        self.r_bytes
+            .saturating_add(self.s_bytes)
+            .saturating_add(self.p_bytes)
     }
 
     fn line(&self) -> String {
-        // No rollback snapshots (n_rs_seq 0: these architectures clamp it),
-        // no PLE conv rows (P).
+        // No rollback snapshots (n_rs_seq 0: the default).
         let t = self.state_type;
         format!(
             "llama_memory_recurrent: size = {} MiB ({:>6} cells, {:>3} layers, {:>2} seqs {:>2} \
@@ -124,7 +127,7 @@ impl RecurrentState {
             0,
             mib(self.r_bytes),
             mib(self.s_bytes),
-            mib(0),
+            mib(self.p_bytes),
         )
     }
 }
@@ -230,7 +233,10 @@ impl Memory {
                 .checked_add(base.v_bytes)?
                 .checked_add(swa.k_bytes)?
                 .checked_add(swa.v_bytes),
-            Memory::Recurrent { state } => state.r_bytes.checked_add(state.s_bytes),
+            Memory::Recurrent { state } => state
+                .r_bytes
+                .checked_add(state.s_bytes)?
+                .checked_add(state.p_bytes),
             Memory::DsaIswa {
                 main, indexer, swa, ..
             } => [main, indexer, swa].iter().try_fold(0u64, |sum, c| {
@@ -245,6 +251,7 @@ impl Memory {
                 .checked_add(attention.v_bytes)?
                 .checked_add(state.r_bytes)?
                 .checked_add(state.s_bytes)?
+                .checked_add(state.p_bytes)?
                 .checked_add(indexer.k_bytes)?
                 .checked_add(indexer.v_bytes),
             Memory::Dsa { main, indexer, .. } => main
@@ -255,7 +262,8 @@ impl Memory {
             Memory::Hybrid { attention, state } => attention
                 .checked_bytes()?
                 .checked_add(state.r_bytes)?
-                .checked_add(state.s_bytes),
+                .checked_add(state.s_bytes)?
+                .checked_add(state.p_bytes),
         }
     }
 
