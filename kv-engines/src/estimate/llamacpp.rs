@@ -28,20 +28,21 @@
 //!   attention auto, a quantized V turns it on (and llama.cpp says so).
 //! - **Architectures** followed (`hparams::ARCHITECTURES`; each checked on a
 //!   twin by `scripts/llamacpp/registry.py`, results in
-//!   `docs/coverage/llamacpp.tsv`): the plain ones with one full cache
-//!   (llama, qwen2, phi3 whose window llama.cpp drops, ... and the 58 that
-//!   read no window of their own); windowed ones (gemma2, gemma3, cohere2,
-//!   cohere2moe counting its pattern dense-first, gpt-oss, exaone4 only with
-//!   64 layers, llama4's 8192 chunks, gemma4/granite_swa/maple/mimo2 with an
-//!   array pattern, ...); gemma3n and gemma4 whose later layers reuse an
-//!   earlier one's K/V (`n_layer_kv_from_start`); MLA (deepseek2, mistral4:
-//!   K alone, `key_length` wide, no V, K and V types equal); recurrent
-//!   (mamba, mamba2, rwkv6/7); and hybrids (`llama_memory_hybrid`: jamba,
-//!   granitehybrid, plamo2, falcon-h1, nemotron_h(_moe), qwen3next, qwen35(moe),
-//!   lfm2 (with a window: `_iswa`), lfm2moe, minimax-01, kimi-linear), whose
+//!   `docs/coverage/llamacpp.tsv`): plain ones with one full cache (llama,
+//!   qwen2, phi3 whose window llama.cpp drops, nanbeige's looped layers,
+//!   hrm_text's slots, ...); windowed ones (`llama_kv_cache_iswa`: gemma2/3,
+//!   cohere2, gpt-oss, exaone4 only with 64 layers, llama4's 8192 chunks,
+//!   dense-first and array patterns, ...); gemma3n and gemma4, whose later
+//!   layers reuse an earlier one's K/V; MLA (deepseek2, mistral4: K alone,
+//!   no V, K and V types equal); indexer caches (`llama_kv_cache_dsa`/`_msa`
+//!   /`_dsa_iswa`: deepseek32, glm-dsa, hy_v4, minimax-m3, dots3note);
+//!   recurrent (mamba, mamba2, rwkv6/7); and hybrids (`llama_memory_hybrid`,
+//!   `_iswa` for lfm2 with a window, `_idx` with an indexer: jamba,
+//!   granitehybrid, plamo2, falcon-h1, nemotron_h, qwen3next/qwen35,
+//!   minimax-01, kimi-linear/k3, bailingmoe3, glm5-next, qwen4exp), whose
 //!   attention cache takes `filter_attn`'s layers and whose state line counts
 //!   `n_layer()` while holding `filter_recr`'s. Any other is refused by name
-//!   (DSA/MSA indexer caches, hrm_text's slots, speculative heads, ...).
+//!   (deepseek4's compressed cache, speculative draft heads, ...).
 //! - **Lines** are llama.cpp's at info and warning level from the cache
 //!   constructors, MiB as it rounds them (a `float`); the per-device buffer
 //!   lines are left out (they name the backend). The environment variable
