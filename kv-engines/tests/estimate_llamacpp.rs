@@ -1014,7 +1014,7 @@ mod any_header {
         /// returns adds up.
         #[test]
         fn never_panics_and_adds_up(
-            arch in prop::sample::select(vec!["llama", "gemma2", "gemma3", "cohere2", "mamba", "mamba2", "jamba", "falcon-h1", "granitehybrid", "nemotron_h", "qwen3next", "lfm2", "deepseek2", "llama4", "exaone4", "gemma3n", "minimax-01", "kimi-linear", "rwkv6"]),
+            arch in prop::sample::select(vec!["llama", "gemma2", "gemma3", "cohere2", "mamba", "mamba2", "jamba", "falcon-h1", "granitehybrid", "nemotron_h", "qwen3next", "lfm2", "deepseek2", "llama4", "exaone4", "gemma3n", "minimax-01", "kimi-linear", "rwkv6", "deepseek32", "minimax-m3", "glm5-next", "qwen4exp", "nanbeige", "hrm_text", "gemma4", "smallthinker"]),
             layers in count(), heads in count(), kv_heads in count(), key in count(),
             window in count(), pattern in count(), inner in count(), state in count(),
             n_ctx in count(), n_seq in count(), ubatch in count(),
@@ -1034,6 +1034,21 @@ mod any_header {
                 ("ssm.state_size", V::U32(state)),
                 ("ssm.time_step_rank", V::U32(1)),
                 ("ssm.group_count", V::U32(1)),
+                // Reach the indexer, MLA, looped and hyper-connection rules.
+                ("attention.key_length_mla", V::U32(key)),
+                ("attention.value_length_mla", V::U32(key)),
+                ("attention.q_lora_rank", V::U32(16)),
+                ("attention.kv_lora_rank", V::U32(key)),
+                ("kda.head_dim", V::U32(state)),
+                ("attention.indexer.head_count", V::U32(1)),
+                ("attention.indexer.key_length", V::U32(key)),
+                ("attention.indexer.top_k", V::U32(4)),
+                ("attention.indexer.kpool", V::U32(2)),
+                ("attention.indexer.block_size", V::U32(1)),
+                ("attention.indexer.local_blocks", V::U32(1)),
+                ("hyper_connection.count", V::U32(4)),
+                ("hyper_connection.low_rank", V::U32(1)),
+                ("num_loops", V::U32(pattern)),
             ]);
             let mut s = settings(n_ctx, n_seq);
             s.n_ubatch = ubatch;
@@ -1045,12 +1060,12 @@ mod any_header {
                     Memory::Iswa { base, swa, .. } => {
                         base.k_bytes + base.v_bytes + swa.k_bytes + swa.v_bytes
                     }
-                    Memory::Recurrent { state } => state.r_bytes + state.s_bytes,
+                    Memory::Recurrent { state } => state.r_bytes + state.s_bytes + state.p_bytes,
                     Memory::Hybrid { attention, state } => {
-                        attention.bytes() + state.r_bytes + state.s_bytes
+                        attention.bytes() + state.r_bytes + state.s_bytes + state.p_bytes
                     }
                     Memory::Dsa { main, indexer, .. } => main.bytes() + indexer.bytes(),
-                    Memory::HybridIdx { attention, state, indexer } => attention.bytes() + state.r_bytes + state.s_bytes + indexer.bytes(),
+                    Memory::HybridIdx { attention, state, indexer } => attention.bytes() + state.r_bytes + state.s_bytes + state.p_bytes + indexer.bytes(),
                     Memory::DsaIswa { main, indexer, swa, .. } => main.bytes() + indexer.bytes() + swa.bytes(),
                     _ => unreachable!(),
                 };
