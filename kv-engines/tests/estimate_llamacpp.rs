@@ -2469,3 +2469,48 @@ fn qwen4exp_keeps_a_ple_conv_row_and_a_qsa_indexer() {
         "{err}"
     );
 }
+
+#[test]
+fn dflash_slides_by_its_array_only_with_a_window() {
+    // A DFlash draft with 4 layers, 2 KV heads of 128 (512 B a row), window
+    // 512, layers 0 and 2 sliding. Full: 2 x 4096 x 512 B = 4 MiB for K and
+    // V; sliding in pad(min(4096, 512 + 512)) = 1024 cells: 2 x 1024 x 512 B
+    // = 1 MiB. As llama.cpp logged for the twin.
+    let dflash = |more: Vec<(&'static str, V)>| {
+        let mut keys = vec![
+            ("block_count", V::U32(4)),
+            ("context_length", V::U32(4096)),
+            ("embedding_length", V::U32(256)),
+            ("attention.head_count", V::U32(2)),
+            ("target_layers", V::U32s(vec![0, 1])),
+        ];
+        keys.extend(more);
+        gguf("dflash", &keys)
+    };
+    let e = run(
+        &dflash(vec![
+            ("attention.sliding_window", V::U32(512)),
+            (
+                "attention.sliding_window_pattern",
+                V::Bools(vec![true, false, true, false]),
+            ),
+        ]),
+        &settings(4096, 1),
+    );
+    assert_eq!(
+        caches(&e),
+        [
+            (4096, 2, 1, 4_194_304, 4_194_304),
+            (1024, 2, 1, 1_048_576, 1_048_576)
+        ]
+    );
+    // No window: one cache of 4 layers.
+    let e = run(&dflash(vec![]), &settings(4096, 1));
+    assert_eq!(caches(&e), [(4096, 4, 1, 8_388_608, 8_388_608)]);
+    // A DSpark DSV4 draft is refused by name.
+    let err = refusal(
+        &dflash(vec![("hyper_connection.count", V::U32(4))]),
+        &settings(4096, 1),
+    );
+    assert!(err.contains("DSpark DSV4 draft"), "{err}");
+}

@@ -36,7 +36,7 @@ MOE_MANDATORY = {
 
 
 # Not in test-llama-archs (it skips deepseek2-ocr): the expert keys its loader
-# requires, so the twin loads.
+# requires, so the twin loads. (The other departures are in fixture().)
 MOE_TO_LOAD = {"deepseek2-ocr"}
 
 
@@ -248,6 +248,19 @@ def fixture(arch, moe):
     add("LLM_KV_ACTIVATION_SITU_BETA", "f32", 4.0)
     add("LLM_KV_ACTIVATION_SITU_LINEAR_BETA", "f32", 25.0)
     add("LLM_KV_KDA_GATE_LOWER_BOUND", "f32", -5.0)
+    if arch in ("eagle3", "dflash"):
+        # Not in test-llama-archs (it skips draft heads): the target's layers
+        # their loaders require, so the twin loads.
+        add("LLM_KV_TARGET_LAYERS", "u32s", [0, 1, 1] if arch == "eagle3" else [0, 1])
+        add("LLM_KV_TARGET_HIDDEN_SIZE", "u32", n_embd)
+        if arch == "dflash":
+            add("LLM_KV_ATTENTION_SLIDING_WINDOW_PATTERN", "bools", [il % 2 == 0 for il in range(n_layer)])
+    if arch == "gemma4-assistant":
+        # As gemma4: the pattern as an array, the sliding head sizes.
+        add("LLM_KV_ATTENTION_SLIDING_WINDOW_PATTERN", "bools", [il % 5 < 4 for il in range(n_layer)])
+        add("LLM_KV_ATTENTION_KEY_LENGTH_SWA", "u32", n_embd_head)
+        add("LLM_KV_ATTENTION_VALUE_LENGTH_SWA", "u32", n_embd_head)
+        add("LLM_KV_EMBEDDING_LENGTH_OUT", "u32", 2 * n_embd)
     if arch in ("rwkv7", "arwkv7"):
         # Not in test-llama-archs (it skips RWKV): the ranks rwkv7's loader
         # requires, so the twin loads.

@@ -127,6 +127,11 @@ def run_arch(arch, path, kv):
                 return "not-covered", (f"not run: llama.cpp did not load the test-llama-archs "
                                        f"fixture ({why})")
         refused = out[-1] == "# context: refused" if out else True
+        # A draft head (eagle3, dflash, gemma4-assistant): llama.cpp makes its
+        # context only beside a target model's.
+        if refused and any("requires ctx_other to be set" in l for l in theirs):
+            return "cannot-build", ("llama.cpp makes its context only beside a target "
+                                    "model's (" + theirs[-1].strip()[:160] + ")")
         k = subprocess.run([kv, "estimate", "--engine", "llama.cpp", path, "--format", "json"]
                            + kv_args(n_ctx, n_seq, tk, tv, flags), capture_output=True, text=True)
         if k.returncode != 0 and "kv does not know llama.cpp's cache rules" in k.stderr:

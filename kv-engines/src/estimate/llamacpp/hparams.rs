@@ -37,6 +37,9 @@ enum Window {
     /// laguna: windowed only when `sliding_window` is above 0, the pattern
     /// dense-first (`load_swa_pattern(ml, 4, true)`).
     IfPositiveDenseFirst { pattern: u32 },
+    /// dflash (without hyper-connections): windowed only when
+    /// `sliding_window` is above 0, then the pattern as a required array.
+    IfPositiveArray,
     /// smallthinker: with a `sliding_window` above 0, a window of 4096
     /// whatever it says, the pattern dense-first (4).
     SmallThinker,
@@ -228,6 +231,10 @@ const ARCHITECTURES: &[(&str, Family)] = &[
     ("nanbeige", Family::Attention(Window::None)),
     ("hrm_text", Family::Attention(Window::None)),
     ("smallthinker", Family::Attention(Window::SmallThinker)),
+    // A DFlash draft with its own embeddings (one without needs a target's
+    // context, which llama.cpp refuses standalone); DSpark drafts
+    // (hyper_connection.count above 0) are refused: see `Keys::dflash`.
+    ("dflash", Family::Attention(Window::IfPositiveArray)),
     (
         "spark2_5",
         Family::Attention(Window::RequiredArray { window_first: true }),
@@ -643,6 +650,7 @@ impl Hparams {
             kv_from_start,
         };
         match hparams.architecture.as_str() {
+            "dflash" => key.dflash()?,
             "nanbeige" => key.loop_layers(&mut hparams)?,
             "hrm_text" => key.hrm_slots(layers)?,
             _ => {}
@@ -922,6 +930,19 @@ impl Keys<'_> {
                 Some(w) if w > 0 => (w, pattern),
                 _ => return Ok(None),
             },
+            Window::IfPositiveArray => match found {
+                Some(w) if w > 0 => {
+                    let name = self.full("attention.sliding_window_pattern");
+                    if !matches!(self.meta.get(&name), Some(GgufValue::Array(_))) {
+                        return Err(self.error(format!(
+                            "no array `{name}`; llama.cpp refuses the model (array key not found \
+                             in model)"
+                        )));
+                    }
+                    (w, 0)
+                }
+                _ => return Ok(None),
+            },
             Window::SmallThinker => match found {
                 Some(w) if w > 0 => (4096, 4),
                 _ => return Ok(None),
@@ -1118,6 +1139,27 @@ impl Keys<'_> {
                 "no `{bound}`; llama.cpp refuses the model (key not found in model)"
             ))),
         }
+    }
+
+    /// dflash: `target_layers` required; a DSpark DSV4 draft
+    /// (`hyper_connection.count` above 0) makes a different cache, which kv
+    /// does not follow.
+    fn dflash(&self) -> Result<(), KvError> {
+        let name = self.full("target_layers");
+        if !matches!(self.meta.get(&name), Some(GgufValue::Array(_))) {
+            return Err(self.error(format!(
+                "no array `{name}`; llama.cpp refuses: DFlash model requires 'target_layers' in \
+                 GGUF metadata"
+            )));
+        }
+        if self.optional("hyper_connection.count")?.unwrap_or(0) > 0 {
+            return Err(self.error(format!(
+                "`{}.hyper_connection.count` is above 0 (a DSpark DSV4 draft): kv does not know \
+                 llama.cpp's cache rules for it",
+                self.arch
+            )));
+        }
+        Ok(())
     }
 
     /// hrm_text: `block_count` must be the cache slots its stacks make,
