@@ -120,7 +120,9 @@ def run_arch(arch, path, kv):
         if not out or not out[-1].startswith("# context"):
             errs = real.stderr.strip().splitlines()
             loading = [l for l in errs if "error loading model" in l]
-            why = ((loading or errs or ["(no message)"])[-1]).strip()[:200]
+            why = ((loading or errs or ["(no message)"])[-1]).strip()
+            # An assert names the build's own path: keep it from src/ on.
+            why = re.sub(r"\S*/vendor/llama\.cpp/", "", why)[:200]
             if "unsupported model architecture" in why:
                 return "cannot-build", f"llama.cpp has no loader for it ({why})"
             if not theirs:
