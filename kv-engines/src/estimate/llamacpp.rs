@@ -26,13 +26,23 @@
 //!   attention, a quantized type whose block does not divide a head, more
 //!   than 256 sequences, a `block_count` outside 1 to 512. With flash
 //!   attention auto, a quantized V turns it on (and llama.cpp says so).
-//! - **Architectures** followed: llama (Mistral-7B converts to it),
-//!   mistral3, qwen2, qwen2moe, qwen3, qwen3moe, gemma, phi3 (its window is
-//!   dropped, as llama.cpp drops it), falcon, gpt2, starcoder2, command-r,
-//!   granite, internlm2, stablelm, deepseek, olmo, exaone, smollm3; gemma2,
-//!   gemma3, olmo2, cohere2 and gpt-oss with their windows; mamba and
-//!   mamba2. Any other is refused by name: its window, state or layer filter
-//!   is its own (MLA, Gemma-3n's shared layers, hybrids).
+//! - **Architectures** followed (`hparams::ARCHITECTURES`; each checked on a
+//!   twin by `scripts/llamacpp/registry.py`, results in
+//!   `docs/coverage/llamacpp.tsv`): plain ones with one full cache (llama,
+//!   qwen2, phi3 whose window llama.cpp drops, nanbeige's looped layers,
+//!   hrm_text's slots, ...); windowed ones (`llama_kv_cache_iswa`: gemma2/3,
+//!   cohere2, gpt-oss, exaone4 only with 64 layers, llama4's 8192 chunks,
+//!   dense-first and array patterns, ...); gemma3n and gemma4, whose later
+//!   layers reuse an earlier one's K/V; MLA (deepseek2, mistral4: K alone,
+//!   no V, K and V types equal); indexer caches (`llama_kv_cache_dsa`/`_msa`
+//!   /`_dsa_iswa`: deepseek32, glm-dsa, hy_v4, minimax-m3, dots3note);
+//!   recurrent (mamba, mamba2, rwkv6/7); and hybrids (`llama_memory_hybrid`,
+//!   `_iswa` for lfm2 with a window, `_idx` with an indexer: jamba,
+//!   granitehybrid, plamo2, falcon-h1, nemotron_h, qwen3next/qwen35,
+//!   minimax-01, kimi-linear/k3, bailingmoe3, glm5-next, qwen4exp), whose
+//!   attention cache takes `filter_attn`'s layers and whose state line counts
+//!   `n_layer()` while holding `filter_recr`'s. Any other is refused by name
+//!   (deepseek4's compressed cache, speculative draft heads, ...).
 //! - **Lines** are llama.cpp's at info and warning level from the cache
 //!   constructors, MiB as it rounds them (a `float`); the per-device buffer
 //!   lines are left out (they name the backend). The environment variable
@@ -228,13 +238,9 @@ pub fn estimate(
     };
     let memory = build.memory(&cells, settings)?;
     memory.lines(&mut lines);
-    let bytes = match &memory {
-        Memory::Iswa { base, swa, .. } => base
-            .bytes()
-            .checked_add(swa.bytes())
-            .ok_or_else(|| build.overflow("bytes of the non-SWA and SWA caches"))?,
-        other => other.bytes(),
-    };
+    let bytes = memory
+        .checked_bytes()
+        .ok_or_else(|| build.overflow("bytes of the caches and state together"))?;
     // Hparams::read refuses each way it knows to a 0-byte cache; this is the
     // net under them: a model with layers is never sized to 0 in silence.
     if bytes == 0 {
@@ -296,7 +302,26 @@ fn init_checks(
                 .to_owned(),
         ));
     }
+    // MLA caches K alone and reads V out of it, so the types must agree.
+    if hp.mla && settings.type_k != settings.type_v {
+        return Err(refuse(
+            "type_v",
+            format!(
+                "differs from type_k on an MLA model; llama.cpp refuses: llama_init_from_model: \
+                 model does not support different K ({}) and V ({}) cache types",
+                settings.type_k, settings.type_v
+            ),
+        ));
+    }
     let mut flash = settings.flash_attn;
+    // Grok's graph has no flash-attention path: llama.cpp turns it off.
+    if hp.architecture == "grok" && flash != FlashAttn::Off {
+        lines.push(
+            "llama_init_from_model: flash_attn is not compatible with Grok - forcing off"
+                .to_owned(),
+        );
+        flash = FlashAttn::Off;
+    }
     if settings.type_v.is_quantized() {
         match flash {
             FlashAttn::Auto => {
@@ -311,12 +336,14 @@ fn init_checks(
                 return Err(refuse(
                     "type_v",
                     format!(
-                        "{} needs flash attention, which is off; llama.cpp refuses: \
+                        "{} needs flash attention, which is off; llama.cpp refuses: {}\
                          llama_init_from_model: quantized V cache requires flash_attn to be \
                          enabled",
-                        settings.type_v
+                        settings.type_v,
+                        // What it logged first (Grok's forcing it off).
+                        lines.iter().map(|l| format!("{l}; ")).collect::<String>()
                     ),
-                ))
+                ));
             }
             FlashAttn::On => {}
         }
@@ -424,6 +451,7 @@ fn pad(n: u64) -> u64 {
 }
 
 /// What every cache of one context shares.
+#[derive(Clone, Copy)]
 struct Build<'a> {
     hp: &'a Hparams,
     source: &'a str,
@@ -464,12 +492,116 @@ impl Build<'_> {
         // MTP layers get no cache in the main context, unless they are all
         // there is (the trunk is every layer when there are none).
         let kept = hp.kept_layers();
+        let trunk = usize::try_from(hp.trunk_layers()).unwrap_or(usize::MAX);
+        Ok(match (hp.recurrent, &hp.hybrid) {
+            // llama_memory_recurrent keeps a state for every layer of n_layer().
+            (Some(state), None) => Memory::Recurrent {
+                state: self.recurrent(state, |il| il < trunk)?,
+            },
+            // llama_memory_hybrid(_iswa): the attention cache first, then the
+            // state, each over its own filter.
+            (Some(state), Some(layers)) => match &hp.indexer {
+                None => Memory::Hybrid {
+                    attention: Box::new(self.attention(cells, settings, |il| layers.attn[il])?),
+                    state: self.recurrent(state, |il| il < trunk && layers.recr[il])?,
+                },
+                // llama_memory_hybrid_idx: one MLA-faked key head a layer.
+                Some(ix) => {
+                    let attention = self.kv_cache(cells.n_ctx_seq, |il| layers.attn[il])?;
+                    let state = self.recurrent(state, |il| il < trunk && layers.recr[il])?;
+                    let n = hp.kv_heads.len();
+                    let idx = Hparams {
+                        kv_heads: vec![1; n],
+                        head_k: vec![ix.head; n],
+                        head_k_full: ix.head,
+                        mla: true,
+                        ..hp.clone()
+                    };
+                    let build = Build { hp: &idx, ..*self };
+                    let indexer =
+                        build.kv_cache(cells.n_ctx_seq, |il| layers.attn[il] && ix.layers[il])?;
+                    Memory::HybridIdx {
+                        attention,
+                        state,
+                        indexer,
+                    }
+                }
+            },
+            (None, _) => match &hp.indexer {
+                Some(ix) => {
+                    // filter_mla: the trunk when there are MTP layers, else all.
+                    let nextn = hp.nextn > 0 && !hp.all_layers;
+                    let mla = |il: usize| !nextn || il < trunk;
+                    // With a window (dots3note) the DSA cache takes the full
+                    // layers only.
+                    let main = self.kv_cache(cells.n_ctx_seq, |il| mla(il) && !hp.is_swa(il))?;
+                    // llama_kv_cache_dsa's hand-tweaked hparams: one key head
+                    // a layer, the indexer's width where n_embd_head_k_full is
+                    // read (a sliding layer keeps its own).
+                    let n = hp.kv_heads.len();
+                    let lid = Hparams {
+                        kv_heads: vec![1; n],
+                        head_k: (0..n)
+                            .map(|il| {
+                                if hp.is_swa(il) {
+                                    hp.head_k[il]
+                                } else {
+                                    ix.head
+                                }
+                            })
+                            .collect(),
+                        head_k_full: ix.head,
+                        ..hp.clone()
+                    };
+                    let build = Build { hp: &lid, ..*self };
+                    // filter_lid: the trunk's indexed layers (minimax-m3's
+                    // filter_idx takes MTP layers too).
+                    let indexer = build.kv_cache(cells.n_ctx_seq, |il| {
+                        (hp.all_layers || il < trunk) && ix.layers[il]
+                    })?;
+                    if let Some(sliding) = &hp.sliding {
+                        let swa_cells = if settings.swa_full {
+                            cells.n_ctx_seq
+                        } else {
+                            let sequences = if settings.kv_unified { cells.n_seq } else { 1 };
+                            let window = u64::from(sliding.window) * u64::from(sequences);
+                            pad(cells.n_ctx_seq.min(window + u64::from(cells.n_ubatch)))
+                        };
+                        let swa = self.kv_cache(swa_cells, |il| mla(il) && hp.is_swa(il))?;
+                        return Ok(Memory::DsaIswa {
+                            main,
+                            indexer,
+                            swa,
+                            swa_full: settings.swa_full,
+                        });
+                    }
+                    let constructor = if hp.architecture == "minimax-m3" {
+                        "llama_kv_cache_msa"
+                    } else {
+                        "llama_kv_cache_dsa"
+                    };
+                    Memory::Dsa {
+                        constructor,
+                        main,
+                        indexer,
+                    }
+                }
+                None => self.attention(cells, settings, |il| hp.all_layers || il < kept)?,
+            },
+        })
+    }
+
+    /// `llama_kv_cache`, or `llama_kv_cache_iswa` for a model with a window,
+    /// over the layers `keep` takes.
+    fn attention(
+        &self,
+        cells: &Cells,
+        settings: &LlamaCppSettings,
+        keep: impl Fn(usize) -> bool + Copy,
+    ) -> Result<Memory, KvError> {
+        let hp = self.hp;
         let full = cells.n_ctx_seq;
-        Ok(if let Some(state) = hp.recurrent {
-            Memory::Recurrent {
-                state: self.recurrent(state)?,
-            }
-        } else if let Some(sliding) = &hp.sliding {
+        Ok(if let Some(sliding) = &hp.sliding {
             let swa_cells = if settings.swa_full {
                 full
             } else {
@@ -478,13 +610,13 @@ impl Build<'_> {
                 pad(full.min(window + u64::from(cells.n_ubatch)))
             };
             Memory::Iswa {
-                base: self.kv_cache(full, |il| il < kept && !hp.is_swa(il))?,
-                swa: self.kv_cache(swa_cells, |il| il < kept && hp.is_swa(il))?,
+                base: self.kv_cache(full, |il| keep(il) && !hp.is_swa(il))?,
+                swa: self.kv_cache(swa_cells, |il| keep(il) && hp.is_swa(il))?,
                 swa_full: settings.swa_full,
             }
         } else {
             Memory::KvCache {
-                cache: self.kv_cache(full, |il| il < kept)?,
+                cache: self.kv_cache(full, keep)?,
             }
         })
     }
@@ -499,11 +631,18 @@ impl Build<'_> {
             .checked_mul(self.streams)
             .ok_or_else(|| self.overflow("rows (cells x streams)"))?;
         let (mut k_bytes, mut v_bytes, mut layers) = (0u64, 0u64, 0u64);
+        // has_kv: gemma3n's and gemma4's later layers reuse an earlier one's.
+        let keep = |il: usize| hp.has_kv(il) && keep(il);
         for il in all.clone().filter(|&il| keep(il)) {
             layers += 1;
             let v_width = if self.v_trans { v_max } else { hp.v_gqa(il) };
             let k = self.row(self.type_k, hp.k_gqa(il), "K")?;
-            let v = self.row(self.type_v, v_width, "V")?;
+            // MLA: `has_v = !is_mla`, no V tensor is made.
+            let v = if hp.mla {
+                0
+            } else {
+                self.row(self.type_v, v_width, "V")?
+            };
             let add = |sum: u64, row: u64| {
                 row.checked_mul(rows)
                     .and_then(|layer| sum.checked_add(layer))
@@ -520,11 +659,23 @@ impl Build<'_> {
         // only full or only sliding layers, and each kind has one), 0 without.
         let first = all.clone().find(|&il| keep(il));
         let head_k_all = first.map_or(0, |il| i64::from(hp.head_k[il]));
-        let head_v_all = first.map_or(0, |il| i64::from(hp.head_v[il]));
+        // MLA leaves n_embd_head_v_all at 0 (its V loop is skipped).
+        let head_v_all = match first {
+            Some(il) if !hp.mla => i64::from(hp.head_v[il]),
+            _ => 0,
+        };
         // attn_rot_*: keyed on layer 0's head, as llama.cpp keys it.
         let rotates = |all: i64, t: GgmlType, head0: u32| {
             all > 0 && t.is_quantized() && head0.is_multiple_of(64)
         };
+        // llama.cpp always rotates DeepSeek's lightning-indexer keys: where the
+        // cache's full key length is the indexer's (its indexer cache).
+        let rot_forced = ["deepseek32", "deepseek4", "glm-dsa", "dots3note"]
+            .contains(&hp.architecture.as_str())
+            && hp
+                .indexer
+                .as_ref()
+                .is_some_and(|ix| hp.head_k_full == ix.head);
         Ok(KvCache {
             cells,
             layers,
@@ -537,33 +688,55 @@ impl Build<'_> {
             v_padded_to: (self.v_trans && v_variable).then_some(v_max),
             head_k_all,
             head_v_all,
-            attn_rot_k: rotates(head_k_all, self.type_k, hp.head_k[0]),
+            attn_rot_k: rot_forced || rotates(head_k_all, self.type_k, hp.head_k[0]),
             attn_rot_v: rotates(head_v_all, self.type_v, hp.head_v[0]),
         })
     }
 
     /// `llama_memory_recurrent`'s constructor: one f32 R and S row per
-    /// sequence, per layer.
-    fn recurrent(&self, state: hparams::Recurrent) -> Result<RecurrentState, KvError> {
+    /// sequence, for each layer of `n_layer()` that `keep` takes (its line
+    /// counts `n_layer()` whatever the filter).
+    fn recurrent(
+        &self,
+        state: hparams::Recurrent,
+        keep: impl Fn(usize) -> bool,
+    ) -> Result<RecurrentState, KvError> {
         let layers = u64::from(self.hp.trunk_layers());
+        let trunk = usize::try_from(self.hp.trunk_layers()).unwrap_or(usize::MAX);
+        let state_layers = (0..trunk).filter(|&il| keep(il)).count() as u64;
         let f32_bytes = |elements: u32| {
             GgmlType::F32
                 .row_bytes(elements.into())
                 .and_then(|row| row.checked_mul(self.seqs))
-                .and_then(|b| b.checked_mul(layers))
+                .and_then(|b| b.checked_mul(state_layers))
                 .ok_or_else(|| self.overflow("state bytes (row x cells x layers)"))
         };
         let (r_bytes, s_bytes) = (f32_bytes(state.r)?, f32_bytes(state.s)?);
-        if r_bytes.checked_add(s_bytes).is_none() {
-            return Err(self.overflow("R and S bytes together"));
+        // The PLE conv history: its own f32 row per cell, on the PLE layer
+        // where the filter takes it.
+        let p_bytes = match self.hp.ple {
+            Some(ple) if ple.layer < trunk && keep(ple.layer) => GgmlType::F32
+                .row_bytes(ple.width.into())
+                .and_then(|row| row.checked_mul(self.seqs))
+                .ok_or_else(|| self.overflow("PLE conv rows (row x cells)"))?,
+            _ => 0,
+        };
+        if r_bytes
+            .checked_add(s_bytes)
+            .and_then(|b| b.checked_add(p_bytes))
+            .is_none()
+        {
+            return Err(self.overflow("R, S and P bytes together"));
         }
         Ok(RecurrentState {
             cells: self.seqs,
             layers,
+            state_layers,
             seqs: self.seqs,
             state_type: GgmlType::F32,
             r_bytes,
             s_bytes,
+            p_bytes,
         })
     }
 }

@@ -88,8 +88,12 @@ impl KvCache {
 pub struct RecurrentState {
     /// `mem_size`: one cell per sequence.
     pub cells: u64,
-    /// Layers with a state.
+    /// `n_layer()`, as the line prints it: every layer before the MTP ones,
+    /// with a state or not.
     pub layers: u64,
+    /// Layers with a state (a hybrid's recurrent layers; all of them for
+    /// Mamba).
+    pub state_layers: u64,
     /// `n_seq_max`.
     pub seqs: u64,
     /// The state type (llama.cpp holds both in f32).
@@ -98,17 +102,20 @@ pub struct RecurrentState {
     pub r_bytes: u64,
     /// Bytes of every layer's S.
     pub s_bytes: u64,
+    /// Bytes of the PLE conv history rows (P: qwen4exp's one PLE layer).
+    pub p_bytes: u64,
 }
 
 impl RecurrentState {
-    /// R and S bytes together.
+    /// R, S and P bytes together.
     pub fn bytes(&self) -> u64 {
-        self.r_bytes.saturating_add(self.s_bytes)
+        self.r_bytes
+            .saturating_add(self.s_bytes)
+            .saturating_add(self.p_bytes)
     }
 
     fn line(&self) -> String {
-        // No rollback snapshots (n_rs_seq 0: these architectures clamp it),
-        // no PLE conv rows (P).
+        // No rollback snapshots (n_rs_seq 0: the default).
         let t = self.state_type;
         format!(
             "llama_memory_recurrent: size = {} MiB ({:>6} cells, {:>3} layers, {:>2} seqs {:>2} \
@@ -120,7 +127,7 @@ impl RecurrentState {
             0,
             mib(self.r_bytes),
             mib(self.s_bytes),
-            mib(0),
+            mib(self.p_bytes),
         )
     }
 }
@@ -150,6 +157,45 @@ pub enum Memory {
         /// The state.
         state: RecurrentState,
     },
+    /// `llama_kv_cache_dsa` (or `_msa`, as `constructor` says): the main
+    /// cache and an indexer key cache.
+    Dsa {
+        /// `llama_kv_cache_dsa` or `llama_kv_cache_msa`, as llama.cpp logs it.
+        constructor: &'static str,
+        /// The main (MLA) cache.
+        main: KvCache,
+        /// The indexer's key cache.
+        indexer: KvCache,
+    },
+    /// `llama_kv_cache_dsa_iswa`: a DSA cache (main and indexer) over the
+    /// full layers, a window-sized cache over the sliding ones.
+    DsaIswa {
+        /// The DSA main cache (full layers).
+        main: KvCache,
+        /// The DSA indexer cache.
+        indexer: KvCache,
+        /// The SWA cache.
+        swa: KvCache,
+        /// `swa_full`.
+        swa_full: bool,
+    },
+    /// `llama_memory_hybrid_idx`: a hybrid with an indexer key cache.
+    HybridIdx {
+        /// The attention cache.
+        attention: KvCache,
+        /// The state.
+        state: RecurrentState,
+        /// The indexer cache (logged by a lambda: `operator()`).
+        indexer: KvCache,
+    },
+    /// `llama_memory_hybrid` (`llama_memory_hybrid_iswa` with a window):
+    /// a KV cache for the attention layers, recurrent state for the others.
+    Hybrid {
+        /// The attention cache: [`Memory::KvCache`] or [`Memory::Iswa`].
+        attention: Box<Memory>,
+        /// The state.
+        state: RecurrentState,
+    },
 }
 
 impl Memory {
@@ -159,6 +205,65 @@ impl Memory {
             Memory::KvCache { cache } => cache.bytes(),
             Memory::Iswa { base, swa, .. } => base.bytes().saturating_add(swa.bytes()),
             Memory::Recurrent { state } => state.bytes(),
+            Memory::Dsa { main, indexer, .. } => main.bytes().saturating_add(indexer.bytes()),
+            Memory::HybridIdx {
+                attention,
+                state,
+                indexer,
+            } => attention
+                .bytes()
+                .saturating_add(state.bytes())
+                .saturating_add(indexer.bytes()),
+            Memory::DsaIswa {
+                main, indexer, swa, ..
+            } => main
+                .bytes()
+                .saturating_add(indexer.bytes())
+                .saturating_add(swa.bytes()),
+            Memory::Hybrid { attention, state } => attention.bytes().saturating_add(state.bytes()),
+        }
+    }
+
+    /// Every byte, or `None` where the sum overflows a `u64`.
+    pub(super) fn checked_bytes(&self) -> Option<u64> {
+        match self {
+            Memory::KvCache { cache } => cache.k_bytes.checked_add(cache.v_bytes),
+            Memory::Iswa { base, swa, .. } => base
+                .k_bytes
+                .checked_add(base.v_bytes)?
+                .checked_add(swa.k_bytes)?
+                .checked_add(swa.v_bytes),
+            Memory::Recurrent { state } => state
+                .r_bytes
+                .checked_add(state.s_bytes)?
+                .checked_add(state.p_bytes),
+            Memory::DsaIswa {
+                main, indexer, swa, ..
+            } => [main, indexer, swa].iter().try_fold(0u64, |sum, c| {
+                sum.checked_add(c.k_bytes)?.checked_add(c.v_bytes)
+            }),
+            Memory::HybridIdx {
+                attention,
+                state,
+                indexer,
+            } => attention
+                .k_bytes
+                .checked_add(attention.v_bytes)?
+                .checked_add(state.r_bytes)?
+                .checked_add(state.s_bytes)?
+                .checked_add(state.p_bytes)?
+                .checked_add(indexer.k_bytes)?
+                .checked_add(indexer.v_bytes),
+            Memory::Dsa { main, indexer, .. } => main
+                .k_bytes
+                .checked_add(main.v_bytes)?
+                .checked_add(indexer.k_bytes)?
+                .checked_add(indexer.v_bytes),
+            Memory::Hybrid { attention, state } => attention
+                .checked_bytes()?
+                .checked_add(state.r_bytes)?
+                .checked_add(state.s_bytes)?
+                .checked_add(state.p_bytes),
         }
     }
 
@@ -190,6 +295,69 @@ impl Memory {
                 swa.lines(out);
             }
             Memory::Recurrent { state } => out.push(state.line()),
+            Memory::HybridIdx {
+                attention,
+                state,
+                indexer,
+            } => {
+                attention.lines(out);
+                out.push(state.line());
+                // Logged from a lambda, so __func__ is "operator()".
+                out.push(format!(
+                    "operator(): creating indexer KV cache, size = {} cells",
+                    indexer.cells
+                ));
+                indexer.lines(out);
+            }
+            Memory::DsaIswa {
+                main,
+                indexer,
+                swa,
+                swa_full,
+            } => {
+                let tag = "llama_kv_cache_dsa_iswa";
+                if *swa_full {
+                    out.push(format!(
+                        "{tag}: using full-size SWA cache (ref: \
+                         https://github.com/ggml-org/llama.cpp/pull/13194#issuecomment-2868343055)"
+                    ));
+                }
+                out.push(format!(
+                    "{tag}: creating DSA KV cache, size = {} cells",
+                    main.cells
+                ));
+                Memory::Dsa {
+                    constructor: "llama_kv_cache_dsa",
+                    main: main.clone(),
+                    indexer: indexer.clone(),
+                }
+                .lines(out);
+                out.push(format!(
+                    "{tag}: creating SWA KV cache, size = {} cells",
+                    swa.cells
+                ));
+                swa.lines(out);
+            }
+            Memory::Dsa {
+                constructor,
+                main,
+                indexer,
+            } => {
+                out.push(format!(
+                    "{constructor}: creating main KV cache, size = {} cells",
+                    main.cells
+                ));
+                main.lines(out);
+                out.push(format!(
+                    "{constructor}: creating indexer KV cache, size = {} cells",
+                    indexer.cells
+                ));
+                indexer.lines(out);
+            }
+            Memory::Hybrid { attention, state } => {
+                attention.lines(out);
+                out.push(state.line());
+            }
         }
     }
 }
