@@ -231,7 +231,14 @@ def build_model(mc, tp, attn_tp):
         torch.set_default_dtype(saved)
 
 
+# Where the case is: "server_args" and "model_config" (SGLang reading the
+# config), "configure" (sizing the pools). An error reports it as "stage".
+_STAGE = None
+
+
 def run_case(case, lines):
+    global _STAGE
+    _STAGE = "server_args"
     budget = int(case["budget"])
     kvc_mod.get_available_gpu_memory = lambda *a, **k: budget / GIB
     tmp = tempfile.mkdtemp()
@@ -254,7 +261,9 @@ def run_case(case, lines):
         rc.publish(sa, role="scheduler", ranks=rc.SpawnRanks(world_rank=0, gpu_id=0))
         rc.get_parallel().override_permanently(world_group=_Group())
         resolved = sa.resolved_dict()
+        _STAGE = "model_config"
         mc = ModelConfig.from_server_args(sa)
+        _STAGE = "configure"
         layer_info = resolve_layer_indices(
             model=None, model_config=mc, is_draft_worker=False
         )
@@ -334,6 +343,7 @@ def main():
             out.update(run_case(case, handler.lines))
         except Exception as error:  # SGLang's refusal is a result here
             out["error"] = f"{type(error).__name__}: {error}"
+            out["stage"] = _STAGE
             out.update(getattr(error, "build", {}))
         out["lines"] = [l for l in handler.lines if not l.startswith("Memory pool end")]
         print(json.dumps(out), flush=True)
