@@ -522,3 +522,84 @@ fn mamba_ssm_dtype_in_the_config_halves_the_ssm_state() {
         (921_114, 102)
     );
 }
+
+#[test]
+fn a_multimodal_model_reserves_100_mib_before_its_pools_are_sized() {
+    // SGLang 0.5.23, mem_cache/kv_cache_configurator.py:202-219 and :3034-3038:
+    // a multimodal model's KV budget loses SGLANG_VLM_CACHE_SIZE_MB = 100 MiB
+    // (environ.py:1598; the feature-transport pool only for cuda_ipc/cuda_vmm),
+    // logged as "Reserving %.2f GB" of 100 / 1024 = 0.09765625 -> "0.10".
+    // Qwen3VLForConditionalGeneration is on configs/model_config.py:2391's list.
+    let mut vl = qwen3_8b();
+    vl["architectures"] = json!(["Qwen3VLForConditionalGeneration"]);
+    let pools = pools(&vl, &SglangSettings::default(), GIB_40).unwrap();
+    // Left: 42,949,672,960 - 104,857,600 = 42,844,815,360 B; cell 36 x 8 x 256 x 2
+    // = 147,456 B; 147,456 x 290,560 = 42,762,240,000 + 82,575,360 = 42,844,815,360:
+    // exactly 290,560 tokens. K: 290,561 x 36 x 8 x 128 x 2 = 290,561 x 73,728
+    // = 21,422,481,408 B = 19.951 GiB. Requests: 290,560 / 40,960 x 512 = 3,632.
+    assert_eq!(pools.mm_reservation_bytes, 104_857_600);
+    assert_eq!(pools.full.tokens, 290_560);
+    assert_eq!(pools.full.k_bytes, 21_422_481_408);
+    assert_eq!(pools.max_running_requests, 3_632);
+    assert_eq!(
+        pools.lines(),
+        [
+            "Reserving 0.10 GB of the KV budget for post-sizing multimodal allocations \
+             (feature-transport pools + embedding cache).",
+            "KV Cache is allocated. dtype: torch.bfloat16, #tokens: 290560, K size: 19.95 GB, \
+             V size: 19.95 GB",
+        ]
+    );
+}
+
+#[test]
+fn a_text_sub_config_is_multimodal_unless_sglang_turns_it_off() {
+    // configs/model_config.py:820: multimodal also where the text model is a
+    // sub-config (get_hf_text_config, utils/hf_transformers/common.py:547),
+    // whatever the architecture; not where the first architecture is on
+    // mm_disabled_models (:692, Gemma 3's) or the config says
+    // language_model_only (:674).
+    let text = qwen3_8b();
+    let with_sub = json!({
+        "architectures": ["MyVisionForConditionalGeneration"], "model_type": "qwen3",
+        "torch_dtype": "bfloat16", "text_config": text, "vision_config": {"depth": 2},
+    });
+    // Reserved: 290,560 tokens, as above.
+    let reserved = pools(&with_sub, &SglangSettings::default(), GIB_40).unwrap();
+    assert_eq!(reserved.full.tokens, 290_560);
+    let mut gemma3 = with_sub.clone();
+    gemma3["architectures"] = json!(["Gemma3ForConditionalGeneration"]);
+    let mut lm_only = with_sub.clone();
+    lm_only["language_model_only"] = json!(true);
+    for config in [gemma3, lm_only] {
+        // Not reserved: 42,949,672,960 // 147,456 = 291,271, as a text model.
+        let pools = pools(&config, &SglangSettings::default(), GIB_40).unwrap();
+        assert_eq!(
+            (pools.mm_reservation_bytes, pools.full.tokens),
+            (0, 291_271)
+        );
+        assert!(pools.lines()[0].starts_with("KV Cache is allocated."));
+    }
+}
+
+#[test]
+fn a_budget_within_the_multimodal_reservation_is_refused() {
+    // kv_cache_configurator.py:3038-3043: rest_memory <= 0 raises ValueError
+    // ("Loaded weights leave no GPU memory for the KV cache").
+    let mut vl = qwen3_8b();
+    vl["architectures"] = json!(["Qwen3VLForConditionalGeneration"]);
+    for budget in [0, 104_857_600] {
+        let error = pools(&vl, &SglangSettings::default(), budget)
+            .unwrap_err()
+            .to_string();
+        assert!(
+            error.contains("ValueError: Loaded weights leave no GPU memory for the KV cache"),
+            "{error}"
+        );
+    }
+    // One byte more leaves 1 B: no whole token of 147,456 B.
+    let error = pools(&vl, &SglangSettings::default(), 104_857_601)
+        .unwrap_err()
+        .to_string();
+    assert!(error.contains("leave no whole token"), "{error}");
+}

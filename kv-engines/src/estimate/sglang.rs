@@ -49,6 +49,108 @@ const HYBRID_SWA_ARCHITECTURES: [&str; 27] = [
     "InklingForConditionalGenerationMTP",
 ];
 
+/// Architectures SGLang 0.5.23 counts as multimodal (`configs/model_config.py`,
+/// `multimodal_model_archs`, lines 2391-2473, `MIMO_V2_MULTIMODAL_ARCHS`
+/// spelled out): their pools are sized after a reservation.
+const MULTIMODAL_ARCHITECTURES: [&str; 81] = [
+    "CLIPModel",
+    "Cohere2VisionForConditionalGeneration",
+    "Cosmos3EdgeForConditionalGeneration",
+    "DeepseekVL2ForCausalLM",
+    "Ernie4_5_VLMoeForConditionalGeneration",
+    "MiniMaxM3SparseForConditionalGeneration",
+    "Gemma3ForConditionalGeneration",
+    "Gemma3nForConditionalGeneration",
+    "Gemma4ForConditionalGeneration",
+    "EmbeddingGemma2Model",
+    "Gemma4UnifiedForConditionalGeneration",
+    "DiffusionGemmaForBlockDiffusion",
+    "Glm4vForConditionalGeneration",
+    "Glm4vMoeForConditionalGeneration",
+    "Glm5NextForConditionalGeneration",
+    "GlmOcrForConditionalGeneration",
+    "GlmAsrForConditionalGeneration",
+    "GlmImageForConditionalGeneration",
+    "Grok1VForCausalLM",
+    "Grok1AForCausalLM",
+    "LlavaLlamaForCausalLM",
+    "Llama4ForConditionalGeneration",
+    "LlavaMistralForCausalLM",
+    "LlavaQwenForCausalLM",
+    "LlavaForConditionalGeneration",
+    "LlavaVidForCausalLM",
+    "Lfm2VlForConditionalGeneration",
+    "LightOnOCRForConditionalGeneration",
+    "MiMoV2ForCausalLM",
+    "MiMoV2ASRForCausalLM",
+    "MiniCPMO",
+    "MiniCPMV",
+    "Mistral3ForConditionalGeneration",
+    "MultiModalityCausalLM",
+    "MllamaForConditionalGeneration",
+    "MossVLForConditionalGeneration",
+    "NemotronH_Nano_VL_V2",
+    "NemotronH_Nano_Omni_Reasoning_V3",
+    "NemotronH_Omni_Reasoning_V3",
+    "MuseGlimmerForConditionalGeneration",
+    "MuseSparkForConditionalGeneration",
+    "PixtralForConditionalGeneration",
+    "Qwen2AudioForConditionalGeneration",
+    "Qwen2VLForConditionalGeneration",
+    "Qwen2_5_VLForConditionalGeneration",
+    "Qwen3VLForConditionalGeneration",
+    "Qwen3VLMoeForConditionalGeneration",
+    "Qwen3_5ForConditionalGeneration",
+    "Qwen3_5MoeForConditionalGeneration",
+    "Qwen4ExpForConditionalGeneration",
+    "InternS2PreviewForConditionalGeneration",
+    "InternS2MobiusForConditionalGeneration",
+    "Qwen3ASRForConditionalGeneration",
+    "Qwen3OmniMoeForConditionalGeneration",
+    "KimiVLForConditionalGeneration",
+    "LocateAnythingForConditionalGeneration",
+    "InternVLChatModel",
+    "InternS1ForConditionalGeneration",
+    "InternS1ProForConditionalGeneration",
+    "Phi4MMForCausalLM",
+    "VoxtralForConditionalGeneration",
+    "WhisperForConditionalGeneration",
+    "Step3VLForConditionalGeneration",
+    "POINTSV15ChatModel",
+    "DotsVLMForCausalLM",
+    "Dots3NoteForCausalLM",
+    "DotsOCRForCausalLM",
+    "Sarashina2VisionForCausalLM",
+    "NVILAForConditionalGeneration",
+    "NVILALiteForConditionalGeneration",
+    "DeepseekOCRForCausalLM",
+    "UnlimitedOCRForCausalLM",
+    "JetVLMForConditionalGeneration",
+    "PaddleOCRVLForConditionalGeneration",
+    "MiDashengLMModel",
+    "StepVLForConditionalGeneration",
+    "Step3p7ForConditionalGeneration",
+    "KimiK25ForConditionalGeneration",
+    "BailingMMNativeForConditionalGeneration",
+    "BailingMM2NativeForConditionalGeneration",
+    "BailingMoeV3VLForConditionalGeneration",
+];
+
+/// Architectures whose multimodal side SGLang turns off unless asked
+/// (`configs/model_config.py:692`, `mm_disabled_models`): no reservation.
+const MULTIMODAL_DISABLED_ARCHITECTURES: [&str; 4] = [
+    "Gemma3ForConditionalGeneration",
+    "Llama4ForConditionalGeneration",
+    "Step3VLForConditionalGeneration",
+    "InklingForConditionalGeneration",
+];
+
+/// What a multimodal model's pools give up before sizing:
+/// `SGLANG_VLM_CACHE_SIZE_MB` (100, `environ.py:1598`) MiB for the embedding
+/// cache; the feature-transport pool is added only for `cuda_ipc` /
+/// `cuda_vmm`, and an H100 defaults to `cpu` (`mem_cache/kv_cache_configurator.py:202`).
+const MM_RESERVATION_BYTES: u64 = 100 << 20;
+
 /// Architectures kv detects that SGLang 0.5.23 has no model class for and
 /// whose transformers class is not backend-compatible: its loader refuses them
 /// (`model_loader/utils.py`, `resolve_transformers_arch`).
@@ -167,6 +269,9 @@ pub struct SglangPools {
     pub engine: &'static str,
     /// The memory given: what SGLang has left for its pools after the weights.
     pub kv_cache_memory_bytes: u64,
+    /// What a multimodal model reserves out of it before the pools are
+    /// sized (0 for a text model).
+    pub mm_reservation_bytes: u64,
     /// Attention TP ranks per worker.
     pub attn_tp: u64,
     /// DP-attention workers, each with these pools.
@@ -371,8 +476,27 @@ pub fn sglang_pools(
     let full_cell = add(full_k, full_v)?;
     let swa_cell = add(swa_k, swa_v)?;
 
-    // The state pool is split off first (`_handle_max_mamba_cache`).
-    let mut available = kv_cache_memory_bytes;
+    // A multimodal model's reservation comes off first, then the state pool
+    // (`_profile_available_bytes`, mem_cache/kv_cache_configurator.py:3034-3040:
+    // `rest = available_gb - reservation_gb`, exact in a double, as 100 MiB
+    // is 0.09765625 GB; nothing left is SGLang's ValueError).
+    let mm_reservation_bytes = if is_multimodal(config) {
+        MM_RESERVATION_BYTES
+    } else {
+        0
+    };
+    let rest_bytes = match kv_cache_memory_bytes.checked_sub(mm_reservation_bytes) {
+        Some(rest) if rest > 0 => rest,
+        _ => {
+            return Err(refused(format!(
+                "ValueError: Loaded weights leave no GPU memory for the KV cache: the \
+                 {kv_cache_memory_bytes} B left are within the multimodal reservation of \
+                 {mm_reservation_bytes} B (SGLANG_VLM_CACHE_SIZE_MB 100)"
+            )))
+        }
+    };
+    // The state pool is split off next (`_handle_max_mamba_cache`).
+    let mut available = rest_bytes;
     let mut mamba = None;
     if !state.is_empty() {
         let ssm_element = mamba_ssm_bytes(config);
@@ -411,11 +535,7 @@ pub fn sglang_pools(
             }
         }
         let per_slot = add(conv, ssm)?;
-        let (slots, left) = mamba_split(
-            kv_cache_memory_bytes,
-            per_slot,
-            settings.mamba_full_memory_ratio,
-        )?;
+        let (slots, left) = mamba_split(rest_bytes, per_slot, settings.mamba_full_memory_ratio)?;
         let padded = slots
             .checked_add(1)
             .ok_or_else(|| overflow("state slots"))?;
@@ -543,6 +663,7 @@ pub fn sglang_pools(
     Ok(SglangPools {
         engine: SGLANG_ENGINE,
         kv_cache_memory_bytes,
+        mm_reservation_bytes,
         attn_tp,
         attn_dp: settings.dp,
         dtype,
@@ -562,6 +683,13 @@ impl SglangPools {
     /// character for character ("GB" is 2^30 bytes).
     pub fn lines(&self) -> Vec<String> {
         let mut lines = Vec::new();
+        if self.mm_reservation_bytes > 0 {
+            lines.push(format!(
+                "Reserving {} GB of the KV budget for post-sizing multimodal allocations \
+                 (feature-transport pools + embedding cache).",
+                gib(self.mm_reservation_bytes)
+            ));
+        }
         if let (Some(pool), Some(cap)) = (&self.mamba, self.capped_by_mamba) {
             lines.push(format!(
                 "max_running_requests is capped to {cap} by the mamba state cache \
@@ -746,6 +874,49 @@ fn mamba_ssm_bytes(config: &Value) -> u64 {
         Some("bfloat16" | "float16") => 2,
         _ => 4,
     }
+}
+
+/// `ModelConfig.is_multimodal` (configs/model_config.py:690-826) with SGLang's
+/// defaults: multimodal unless the first architecture is one SGLang turns
+/// off (or a MiMo-V2 without both a vision and an audio config) or the config
+/// says `language_model_only`; then an allow-listed architecture, a config
+/// whose text model is a sub-config (`get_hf_text_config`,
+/// utils/hf_transformers/common.py:547: `thinker_config`, `llm_config`,
+/// `language_config` or `text_config`, except a `Llava*ForCausalLM`), or a
+/// DeepSeek-V4.1 with vision layers. A sub-config a transformers class would
+/// add by default, absent from the JSON, is not seen.
+fn is_multimodal(config: &Value) -> bool {
+    let architectures = architectures(config);
+    let first = architectures.first().copied().unwrap_or("");
+    let has = |key: &str| config.get(key).is_some_and(|v| !v.is_null());
+    let disabled = MULTIMODAL_DISABLED_ARCHITECTURES.contains(&first)
+        || (first == "MiMoV2ForCausalLM" && !(has("vision_config") && has("audio_config")));
+    let lm_only = config
+        .get("language_model_only")
+        .and_then(Value::as_bool)
+        .unwrap_or(false);
+    if disabled || lm_only {
+        return false;
+    }
+    let listed = architectures
+        .iter()
+        .any(|a| MULTIMODAL_ARCHITECTURES.contains(a));
+    let llava_text = first.starts_with("Llava") && first.ends_with("ForCausalLM");
+    let sub_config = !llava_text
+        && [
+            "thinker_config",
+            "llm_config",
+            "language_config",
+            "text_config",
+        ]
+        .iter()
+        .any(|k| has(k));
+    let dsv41_vision = config.get("model_type").and_then(Value::as_str) == Some("deepseek_v41")
+        && config
+            .get("vision_n_layers")
+            .and_then(Value::as_u64)
+            .is_some_and(|n| n > 0);
+    listed || sub_config || dsv41_vision
 }
 
 fn architectures(config: &Value) -> Vec<&str> {
