@@ -95,7 +95,48 @@ def transformers_default(arch):
                     return None, f"transformers' {model_type} config class fails with defaults: {error}"
                 config["architectures"] = [arch]
                 return config, f"transformers {type(CONFIG_MAPPING[model_type]()).__name__} defaults"
-    return None, f"no shipped config names it and transformers 5.19 maps no model_type to {arch}"
+    return annotated_default(arch)
+
+
+_HOPPER = False
+
+
+def annotated_default(arch):
+    """The defaults of the config class the SGLang model class's `config`
+    parameter names (`def __init__(self, config: LlamaConfig, ...)`), where
+    it names one more specific than PretrainedConfig, or why not."""
+    import inspect
+
+    from transformers import PretrainedConfig
+
+    global _HOPPER
+    if not _HOPPER:
+        import sglang_pools
+
+        sglang_pools._as_hopper()  # some model modules ask the platform on import
+        _HOPPER = True
+    from sglang.srt.models.registry import ModelRegistry
+
+    cls = ModelRegistry.models.get(arch)
+    base = f"no shipped config names it, transformers 5.19 maps no model_type to {arch}"
+    if cls is None:
+        return None, f"{base}, and its module does not import on this machine"
+    param = inspect.signature(cls.__init__).parameters.get("config")
+    annotation = param.annotation if param is not None else None
+    if isinstance(annotation, str):
+        try:
+            annotation = eval(annotation, vars(sys.modules[cls.__module__]))
+        except Exception:
+            annotation = None
+    if not (isinstance(annotation, type) and issubclass(annotation, PretrainedConfig)
+            and annotation is not PretrainedConfig):
+        return None, f"{base}, and its class's `config` names no config class"
+    try:
+        config = annotation().to_dict()
+    except Exception as error:
+        return None, f"{base}; its class's {annotation.__name__} fails with defaults: {words(str(error), 100)}"
+    config["architectures"] = [arch]
+    return config, f"{annotation.__name__} defaults (the class's config annotation)"
 
 
 def configs_for(arch, shipped, workdir):
@@ -185,6 +226,13 @@ def judge(case, sg, kv_sized, kv_error):
     build, build_why = build_verdict(sg)
     if sg.get("error") and sg.get("stage") in ("server_args", "model_config"):
         return "cannot-build", f"SGLang cannot read the config ({sg['stage']}): {words(sg['error'])}"
+    # A Python error while sizing is SGLang failing on a key the config
+    # lacks, not a refusal it words.
+    if sg.get("error", "").split(":")[0] in ("AttributeError", "TypeError", "KeyError", "IndexError"):
+        return "cannot-build", (
+            f"SGLang fails on the config while sizing: {words(sg['error'])} "
+            f"(kv: {'sizes it' if kv_sized else words(kv_error, 100)})"
+        )
     refusal = None
     if sg.get("load_refusal"):
         refusal = f"its loader refuses: {words(sg['load_refusal'])}"
