@@ -603,3 +603,40 @@ fn a_budget_within_the_multimodal_reservation_is_refused() {
         .to_string();
     assert!(error.contains("leave no whole token"), "{error}");
 }
+
+#[test]
+fn gemma_3n_kv_shared_layers_keep_a_slot_in_sglangs_pool() {
+    // Gemma-3n-E4B's text model: 35 layers, the last 15 KV-shared. They read
+    // earlier layers' caches (models/gemma3n_causal.py:374), but SGLang's pool
+    // has a slot for each of num_hidden_layers
+    // (model_executor/model_runner_components/layer_setup.py:154).
+    let layer_types: Vec<&str> = (0..35)
+        .map(|i| {
+            if i % 5 == 4 {
+                "full_attention"
+            } else {
+                "sliding_attention"
+            }
+        })
+        .collect();
+    let gemma3n = json!({
+        "architectures": ["Gemma3nForCausalLM"], "model_type": "gemma3n_text",
+        "num_hidden_layers": 35, "num_kv_shared_layers": 15, "num_attention_heads": 8,
+        "num_key_value_heads": 2, "head_dim": 256, "hidden_size": 2048,
+        "sliding_window": 512, "layer_types": layer_types,
+        "max_position_embeddings": 32768, "torch_dtype": "bfloat16",
+    });
+    let pools = pools(&gemma3n, &SglangSettings::default(), GIB_40).unwrap();
+    // Cell: 35 layers x 2 heads x (256 + 256) x 2 B = 71,680 B (not the 20
+    // owning layers' 40,960 B). 71,680 x 599,186 = 42,949,652,480, 20,480 B
+    // short of 42,949,672,960: 599,186 tokens. K: 599,187 x 35 x 2 x 256 x 2
+    // = 599,187 x 35,840 = 21,474,862,080 B = 19.99996 GiB -> "20.00".
+    // Requests: 599,186 / 32,768 x 512 = 9,362.3, clamped to 4,096.
+    assert_eq!(pools.full.tokens, 599_186);
+    assert_eq!(pools.full.k_bytes, 21_474_862_080);
+    assert_eq!(pools.max_running_requests, 4_096);
+    assert_eq!(
+        pools.lines(),
+        ["KV Cache is allocated. dtype: torch.bfloat16, #tokens: 599186, K size: 20.00 GB, V size: 20.00 GB"]
+    );
+}

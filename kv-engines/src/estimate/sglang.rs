@@ -405,6 +405,37 @@ pub fn sglang_pools(
         }
     }
 
+    // Gemma-3n's KV-shared layers read earlier layers' caches, so kv's
+    // detection (vLLM's) gives them none; SGLang's pool still has a slot per
+    // layer of `num_hidden_layers` (model_runner_components/layer_setup.py:154,
+    // `num_effective_layers`; models/gemma3n_causal.py:374 only reads another
+    // layer's). They join the full pool at the other layers' shape.
+    let shared = kv_shared_layers(config);
+    if shared > 0 {
+        let mut shapes = full
+            .iter()
+            .chain(&sliding)
+            .map(|g| (g.kv_heads, g.k_dim, g.v_dim));
+        match shapes.next() {
+            Some(shape) if sliding.is_empty() && shapes.all(|s| s == shape) => {
+                full.push(AttentionGroup {
+                    layers: shared,
+                    kv_heads: shape.0,
+                    k_dim: shape.1,
+                    v_dim: shape.2,
+                })
+            }
+            _ => {
+                return Err(KvError::Config {
+                    what: POOLS,
+                    problem: "KV-shared layers beside a sliding-window pool or attention \
+                              layers of different shapes are not in kv's SGLang profile"
+                        .to_owned(),
+                })
+            }
+        }
+    }
+
     if latent.is_none()
         && architectures
             .iter()
@@ -917,6 +948,17 @@ fn is_multimodal(config: &Value) -> bool {
             .and_then(Value::as_u64)
             .is_some_and(|n| n > 0);
     listed || sub_config || dsv41_vision
+}
+
+/// `num_kv_shared_layers`, in `text_config` or at the top, as kv's
+/// detection reads it (0 where unset).
+fn kv_shared_layers(config: &Value) -> u64 {
+    config
+        .get("text_config")
+        .and_then(|t| t.get("num_kv_shared_layers"))
+        .or_else(|| config.get("num_kv_shared_layers"))
+        .and_then(Value::as_u64)
+        .unwrap_or(0)
 }
 
 fn architectures(config: &Value) -> Vec<&str> {
