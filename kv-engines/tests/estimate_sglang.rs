@@ -640,3 +640,50 @@ fn gemma_3n_kv_shared_layers_keep_a_slot_in_sglangs_pool() {
         ["KV Cache is allocated. dtype: torch.bfloat16, #tokens: 599186, K size: 20.00 GB, V size: 20.00 GB"]
     );
 }
+
+#[test]
+fn llama_4s_chunked_layers_are_the_swa_pool_where_allow_listed() {
+    // configs/model_config.py:2705 (`get_hybrid_layer_ids`): for
+    // Llama4ForConditionalGeneration (on the hybrid-SWA list) the layers with
+    // (i + 1) % 4 != 0, its chunked ones, make the SWA pool. 8 layers: 2 full,
+    // 6 chunked; it is on mm_disabled_models (:692), so nothing is reserved.
+    let llama4 = json!({
+        "architectures": ["Llama4ForConditionalGeneration"], "model_type": "llama4",
+        "torch_dtype": "bfloat16", "vision_config": {"model_type": "llama4_vision_model"},
+        "text_config": {
+            "model_type": "llama4_text", "num_hidden_layers": 8, "num_attention_heads": 40,
+            "num_key_value_heads": 8, "head_dim": 128, "hidden_size": 5120,
+            "attention_chunk_size": 8192, "no_rope_layers": [1, 1, 1, 0, 1, 1, 1, 0],
+            "max_position_embeddings": 131072,
+        },
+    });
+    let pools = pools(&llama4, &SglangSettings::default(), 1 << 30).unwrap();
+    // A layer: 8 heads x (128 + 128) x 2 B = 4,096 B a token. Full 2 x 4,096 =
+    // 8,192 B, SWA 6 x 4,096 = 24,576 B; cell 8,192 + 0.8 x 24,576 = 27,852.8 B.
+    // 1,073,741,824 // 27,852.8 = 38,550 (38,550.6); SWA int(38,550 x 0.8) = 30,840.
+    // Full K: 38,551 x 2 x 8 x 128 x 2 = 157,904,896 B = 0.147 GiB; SWA K:
+    // 30,841 x 6 x 8 x 128 x 2 = 378,974,208 B = 0.353 GiB; all four
+    // 1,073,758,208 B = 1.00002 GiB. Requests: 38,550 / 131,072 x 512 = 150,
+    // raised to 2,048.
+    assert_eq!(pools.full.tokens, 38_550);
+    assert_eq!(pools.swa.as_ref().map(|s| s.tokens), Some(30_840));
+    assert_eq!(pools.max_running_requests, 2_048);
+    assert_eq!(
+        pools.lines(),
+        [
+            "Use sliding window memory pool. full_layer_tokens=38550, swa_layer_tokens=30840",
+            "Full KV Cache is allocated. dtype: torch.bfloat16, #tokens: 38550, K size: 0.15 GB, \
+             V size: 0.15 GB",
+            "SWA KV Cache is allocated. dtype: torch.bfloat16, #tokens: 30840, K size: 0.35 GB, \
+             V size: 0.35 GB",
+            "SWAKVPool mem usage: 1.00 GB, swa size: 30840, full size: 38550",
+        ]
+    );
+    // Llama4ForCausalLM is not on the list: every layer at full length,
+    // 8 x 4,096 = 32,768 B; 1,073,741,824 // 32,768 = 32,768 tokens.
+    let mut text = llama4["text_config"].clone();
+    text["architectures"] = json!(["Llama4ForCausalLM"]);
+    text["torch_dtype"] = json!("bfloat16");
+    let pools = self::pools(&text, &SglangSettings::default(), 1 << 30).unwrap();
+    assert_eq!((pools.full.tokens, pools.swa), (32_768, None));
+}

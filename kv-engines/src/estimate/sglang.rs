@@ -378,8 +378,13 @@ pub fn sglang_pools(
                     k_dim: geometry.head_dim,
                     v_dim: geometry.value_head_dim(),
                 };
-                let is_sliding = kind == Some(LayerKind::SlidingAttention)
-                    || (kind.is_none() && spec.name.starts_with("sliding"));
+                // Llama 4's chunked layers are its SWA pool's where the
+                // architecture is allow-listed (configs/model_config.py:2705,
+                // `get_hybrid_layer_ids`: layers with (i + 1) % 4 != 0).
+                let is_sliding = matches!(
+                    kind,
+                    Some(LayerKind::SlidingAttention | LayerKind::ChunkedAttention)
+                ) || (kind.is_none() && spec.name.starts_with("sliding"));
                 if is_sliding && hybrid_swa {
                     sliding.push(group);
                 } else {
