@@ -148,14 +148,26 @@ fn the_ratio_applies_to_the_sliding_layers_only() {
 }
 
 #[test]
-fn an_allow_listed_architecture_without_sliding_layers_has_one_pool() {
-    // GptOss with no window and no layer types: every layer full,
-    // 24 x 8 x 128 x 2 = 49,152 B; 42,949,672,960 // 49,152 = 873,813.
-    let mut no_window = gpt_oss_20b();
-    let map = no_window.as_object_mut().unwrap();
-    map.remove("layer_types");
-    map.remove("sliding_window");
-    let pools = pools(&no_window, &SglangSettings::default(), GIB_40).unwrap();
+fn an_allow_listed_architecture_without_sliding_layers_is_refused_or_plain() {
+    // GptOss (on the list, configs/model_config.py:2661) whose every layer is
+    // full: SGLang's SWA configurator asserts a sliding layer
+    // (model_executor/pool_configurator.py:668).
+    let mut all_full = gpt_oss_20b();
+    all_full["layer_types"] = json!(vec!["full_attention"; 24]);
+    let error = pools(&all_full, &SglangSettings::default(), GIB_40)
+        .unwrap_err()
+        .to_string();
+    assert!(
+        error.contains("AssertionError: Hybrid SWA model must have at least one SWA layer"),
+        "{error}"
+    );
+    // Laguna without a sliding_window is not hybrid SWA (:2685-2690): one
+    // pool, as a plain model. Its 24 layers x 8 x (64 + 64) x 2 B = 49,152 B;
+    // 42,949,672,960 // 49,152 = 873,813 (873,813.3).
+    let mut laguna = all_full.clone();
+    laguna["architectures"] = json!(["LagunaForCausalLM"]);
+    laguna["sliding_window"] = Value::Null;
+    let pools = pools(&laguna, &SglangSettings::default(), GIB_40).unwrap();
     assert_eq!((pools.swa.is_none(), pools.full.tokens), (true, 873_813));
 }
 

@@ -19,7 +19,7 @@ pub const SGLANG_ENGINE: &str = "sglang 0.5.23";
 /// Architectures SGLang 0.5.23 gives a separate sliding-window pool
 /// (`configs/model_config.py`, `is_hybrid_swa_model`); every other model's
 /// sliding layers are stored at full length (Gemma 2/3, Cohere2, Mistral).
-const HYBRID_SWA_ARCHITECTURES: [&str; 27] = [
+const HYBRID_SWA_ARCHITECTURES: [&str; 28] = [
     "BeamForCausalLM",
     "Llama4ForConditionalGeneration",
     "DeepseekV4ForCausalLM",
@@ -47,6 +47,7 @@ const HYBRID_SWA_ARCHITECTURES: [&str; 27] = [
     "MuseGlimmerForConditionalGeneration",
     "InklingForConditionalGeneration",
     "InklingForConditionalGenerationMTP",
+    "UnlimitedOCRForCausalLM",
 ];
 
 /// Architectures SGLang 0.5.23 counts as multimodal (`configs/model_config.py`,
@@ -359,9 +360,7 @@ pub fn sglang_pools(
              compatible with SGLang."
         )));
     }
-    let hybrid_swa = architectures
-        .iter()
-        .any(|a| HYBRID_SWA_ARCHITECTURES.contains(a));
+    let hybrid_swa = is_hybrid_swa(config, &architectures);
     let (dtype, element) = kv_dtype(config, settings.kv_cache_dtype);
 
     let mut full = Vec::new();
@@ -467,6 +466,16 @@ pub fn sglang_pools(
                 })
             })?;
         latent = Some((layers, width));
+    }
+
+    // An SWA model with no sliding layer is refused by SGLang's SWA
+    // configurator (model_executor/pool_configurator.py:668).
+    if hybrid_swa && sliding.is_empty() && (!full.is_empty() || latent.is_some()) {
+        return Err(refused(
+            "AssertionError: Hybrid SWA model must have at least one SWA layer (the \
+             architecture is on SGLang's hybrid-SWA list and no layer of the config slides)"
+                .to_owned(),
+        ));
     }
 
     // SGLang sizes these with other configurators than the ones kv follows.
@@ -953,6 +962,44 @@ fn is_multimodal(config: &Value) -> bool {
             .and_then(Value::as_u64)
             .is_some_and(|n| n > 0);
     listed || sub_config || dsv41_vision
+}
+
+/// `is_hybrid_swa_model` (configs/model_config.py:2651-2697): an
+/// allow-listed architecture (Beam only with a `sliding_attention` in its
+/// `layer_types`, Laguna only with a `sliding_window`), or a config that says
+/// `is_hybrid_swa`.
+fn is_hybrid_swa(config: &Value, architectures: &[&str]) -> bool {
+    let text = |key: &str| {
+        config
+            .get("text_config")
+            .and_then(|t| t.get(key))
+            .or_else(|| config.get(key))
+    };
+    if architectures
+        .iter()
+        .any(|a| HYBRID_SWA_ARCHITECTURES.contains(a))
+    {
+        if architectures.contains(&"BeamForCausalLM") {
+            return text("layer_types")
+                .and_then(Value::as_array)
+                .is_some_and(|types| types.iter().any(|t| t == "sliding_attention"));
+        }
+        if architectures.contains(&"LagunaForCausalLM") {
+            // Python truthiness of getattr(config, "sliding_window", 0).
+            return text("sliding_window").is_some_and(|w| match w {
+                Value::Null => false,
+                Value::Bool(b) => *b,
+                Value::Number(n) => n.as_f64() != Some(0.0),
+                Value::String(s) => !s.is_empty(),
+                Value::Array(a) => !a.is_empty(),
+                Value::Object(o) => !o.is_empty(),
+            });
+        }
+        return true;
+    }
+    text("is_hybrid_swa")
+        .and_then(Value::as_bool)
+        .unwrap_or(false)
 }
 
 /// `num_kv_shared_layers`, in `text_config` or at the top, as kv's
