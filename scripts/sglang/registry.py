@@ -310,6 +310,8 @@ def main():
         for i in entry["cases"]:
             case, sg = cases[i], theirs[i]
             kv_sized, kv_error = compare.kv_lines(args.kv, case)
+            # kv names the file it read, a temporary copy: drop it.
+            kv_error = kv_error and kv_error.replace(f"kv: {case['config']}: ", "")
             verdict, detail = judge(case, sg, kv_sized, kv_error)
             label = f"{case['source']} tp{case['tp']} {case['budget']}"
             verdicts.append((verdict, label, detail))
