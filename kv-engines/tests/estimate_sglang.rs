@@ -148,14 +148,26 @@ fn the_ratio_applies_to_the_sliding_layers_only() {
 }
 
 #[test]
-fn an_allow_listed_architecture_without_sliding_layers_has_one_pool() {
-    // GptOss with no window and no layer types: every layer full,
-    // 24 x 8 x 128 x 2 = 49,152 B; 42,949,672,960 // 49,152 = 873,813.
-    let mut no_window = gpt_oss_20b();
-    let map = no_window.as_object_mut().unwrap();
-    map.remove("layer_types");
-    map.remove("sliding_window");
-    let pools = pools(&no_window, &SglangSettings::default(), GIB_40).unwrap();
+fn an_allow_listed_architecture_without_sliding_layers_is_refused_or_plain() {
+    // GptOss (on the list, configs/model_config.py:2661) whose every layer is
+    // full: SGLang's SWA configurator asserts a sliding layer
+    // (model_executor/pool_configurator.py:668).
+    let mut all_full = gpt_oss_20b();
+    all_full["layer_types"] = json!(vec!["full_attention"; 24]);
+    let error = pools(&all_full, &SglangSettings::default(), GIB_40)
+        .unwrap_err()
+        .to_string();
+    assert!(
+        error.contains("AssertionError: Hybrid SWA model must have at least one SWA layer"),
+        "{error}"
+    );
+    // Laguna without a sliding_window is not hybrid SWA (:2685-2690): one
+    // pool, as a plain model. Its 24 layers x 8 x (64 + 64) x 2 B = 49,152 B;
+    // 42,949,672,960 // 49,152 = 873,813 (873,813.3).
+    let mut laguna = all_full.clone();
+    laguna["architectures"] = json!(["LagunaForCausalLM"]);
+    laguna["sliding_window"] = Value::Null;
+    let pools = pools(&laguna, &SglangSettings::default(), GIB_40).unwrap();
     assert_eq!((pools.swa.is_none(), pools.full.tokens), (true, 873_813));
 }
 
@@ -521,4 +533,169 @@ fn mamba_ssm_dtype_in_the_config_halves_the_ssm_state() {
         (pools.full.tokens, pools.max_running_requests),
         (921_114, 102)
     );
+}
+
+#[test]
+fn a_multimodal_model_reserves_100_mib_before_its_pools_are_sized() {
+    // SGLang 0.5.23, mem_cache/kv_cache_configurator.py:202-219 and :3034-3038:
+    // a multimodal model's KV budget loses SGLANG_VLM_CACHE_SIZE_MB = 100 MiB
+    // (environ.py:1598; the feature-transport pool only for cuda_ipc/cuda_vmm),
+    // logged as "Reserving %.2f GB" of 100 / 1024 = 0.09765625 -> "0.10".
+    // Qwen3VLForConditionalGeneration is on configs/model_config.py:2391's list.
+    let mut vl = qwen3_8b();
+    vl["architectures"] = json!(["Qwen3VLForConditionalGeneration"]);
+    let pools = pools(&vl, &SglangSettings::default(), GIB_40).unwrap();
+    // Left: 42,949,672,960 - 104,857,600 = 42,844,815,360 B; cell 36 x 8 x 256 x 2
+    // = 147,456 B; 147,456 x 290,560 = 42,762,240,000 + 82,575,360 = 42,844,815,360:
+    // exactly 290,560 tokens. K: 290,561 x 36 x 8 x 128 x 2 = 290,561 x 73,728
+    // = 21,422,481,408 B = 19.951 GiB. Requests: 290,560 / 40,960 x 512 = 3,632.
+    assert_eq!(pools.mm_reservation_bytes, 104_857_600);
+    assert_eq!(pools.full.tokens, 290_560);
+    assert_eq!(pools.full.k_bytes, 21_422_481_408);
+    assert_eq!(pools.max_running_requests, 3_632);
+    assert_eq!(
+        pools.lines(),
+        [
+            "Reserving 0.10 GB of the KV budget for post-sizing multimodal allocations \
+             (feature-transport pools + embedding cache).",
+            "KV Cache is allocated. dtype: torch.bfloat16, #tokens: 290560, K size: 19.95 GB, \
+             V size: 19.95 GB",
+        ]
+    );
+}
+
+#[test]
+fn a_text_sub_config_is_multimodal_unless_sglang_turns_it_off() {
+    // configs/model_config.py:820: multimodal also where the text model is a
+    // sub-config (get_hf_text_config, utils/hf_transformers/common.py:547),
+    // whatever the architecture; not where the first architecture is on
+    // mm_disabled_models (:692, Gemma 3's) or the config says
+    // language_model_only (:674).
+    let text = qwen3_8b();
+    let with_sub = json!({
+        "architectures": ["MyVisionForConditionalGeneration"], "model_type": "qwen3",
+        "torch_dtype": "bfloat16", "text_config": text, "vision_config": {"depth": 2},
+    });
+    // Reserved: 290,560 tokens, as above.
+    let reserved = pools(&with_sub, &SglangSettings::default(), GIB_40).unwrap();
+    assert_eq!(reserved.full.tokens, 290_560);
+    let mut gemma3 = with_sub.clone();
+    gemma3["architectures"] = json!(["Gemma3ForConditionalGeneration"]);
+    let mut lm_only = with_sub.clone();
+    lm_only["language_model_only"] = json!(true);
+    for config in [gemma3, lm_only] {
+        // Not reserved: 42,949,672,960 // 147,456 = 291,271, as a text model.
+        let pools = pools(&config, &SglangSettings::default(), GIB_40).unwrap();
+        assert_eq!(
+            (pools.mm_reservation_bytes, pools.full.tokens),
+            (0, 291_271)
+        );
+        assert!(pools.lines()[0].starts_with("KV Cache is allocated."));
+    }
+}
+
+#[test]
+fn a_budget_within_the_multimodal_reservation_is_refused() {
+    // kv_cache_configurator.py:3038-3043: rest_memory <= 0 raises ValueError
+    // ("Loaded weights leave no GPU memory for the KV cache").
+    let mut vl = qwen3_8b();
+    vl["architectures"] = json!(["Qwen3VLForConditionalGeneration"]);
+    for budget in [0, 104_857_600] {
+        let error = pools(&vl, &SglangSettings::default(), budget)
+            .unwrap_err()
+            .to_string();
+        assert!(
+            error.contains("ValueError: Loaded weights leave no GPU memory for the KV cache"),
+            "{error}"
+        );
+    }
+    // One byte more leaves 1 B: no whole token of 147,456 B.
+    let error = pools(&vl, &SglangSettings::default(), 104_857_601)
+        .unwrap_err()
+        .to_string();
+    assert!(error.contains("leave no whole token"), "{error}");
+}
+
+#[test]
+fn gemma_3n_kv_shared_layers_keep_a_slot_in_sglangs_pool() {
+    // Gemma-3n-E4B's text model: 35 layers, the last 15 KV-shared. They read
+    // earlier layers' caches (models/gemma3n_causal.py:374), but SGLang's pool
+    // has a slot for each of num_hidden_layers
+    // (model_executor/model_runner_components/layer_setup.py:154).
+    let layer_types: Vec<&str> = (0..35)
+        .map(|i| {
+            if i % 5 == 4 {
+                "full_attention"
+            } else {
+                "sliding_attention"
+            }
+        })
+        .collect();
+    let gemma3n = json!({
+        "architectures": ["Gemma3nForCausalLM"], "model_type": "gemma3n_text",
+        "num_hidden_layers": 35, "num_kv_shared_layers": 15, "num_attention_heads": 8,
+        "num_key_value_heads": 2, "head_dim": 256, "hidden_size": 2048,
+        "sliding_window": 512, "layer_types": layer_types,
+        "max_position_embeddings": 32768, "torch_dtype": "bfloat16",
+    });
+    let pools = pools(&gemma3n, &SglangSettings::default(), GIB_40).unwrap();
+    // Cell: 35 layers x 2 heads x (256 + 256) x 2 B = 71,680 B (not the 20
+    // owning layers' 40,960 B). 71,680 x 599,186 = 42,949,652,480, 20,480 B
+    // short of 42,949,672,960: 599,186 tokens. K: 599,187 x 35 x 2 x 256 x 2
+    // = 599,187 x 35,840 = 21,474,862,080 B = 19.99996 GiB -> "20.00".
+    // Requests: 599,186 / 32,768 x 512 = 9,362.3, clamped to 4,096.
+    assert_eq!(pools.full.tokens, 599_186);
+    assert_eq!(pools.full.k_bytes, 21_474_862_080);
+    assert_eq!(pools.max_running_requests, 4_096);
+    assert_eq!(
+        pools.lines(),
+        ["KV Cache is allocated. dtype: torch.bfloat16, #tokens: 599186, K size: 20.00 GB, V size: 20.00 GB"]
+    );
+}
+
+#[test]
+fn llama_4s_chunked_layers_are_the_swa_pool_where_allow_listed() {
+    // configs/model_config.py:2705 (`get_hybrid_layer_ids`): for
+    // Llama4ForConditionalGeneration (on the hybrid-SWA list) the layers with
+    // (i + 1) % 4 != 0, its chunked ones, make the SWA pool. 8 layers: 2 full,
+    // 6 chunked; it is on mm_disabled_models (:692), so nothing is reserved.
+    let llama4 = json!({
+        "architectures": ["Llama4ForConditionalGeneration"], "model_type": "llama4",
+        "torch_dtype": "bfloat16", "vision_config": {"model_type": "llama4_vision_model"},
+        "text_config": {
+            "model_type": "llama4_text", "num_hidden_layers": 8, "num_attention_heads": 40,
+            "num_key_value_heads": 8, "head_dim": 128, "hidden_size": 5120,
+            "attention_chunk_size": 8192, "no_rope_layers": [1, 1, 1, 0, 1, 1, 1, 0],
+            "max_position_embeddings": 131072,
+        },
+    });
+    let pools = pools(&llama4, &SglangSettings::default(), 1 << 30).unwrap();
+    // A layer: 8 heads x (128 + 128) x 2 B = 4,096 B a token. Full 2 x 4,096 =
+    // 8,192 B, SWA 6 x 4,096 = 24,576 B; cell 8,192 + 0.8 x 24,576 = 27,852.8 B.
+    // 1,073,741,824 // 27,852.8 = 38,550 (38,550.6); SWA int(38,550 x 0.8) = 30,840.
+    // Full K: 38,551 x 2 x 8 x 128 x 2 = 157,904,896 B = 0.147 GiB; SWA K:
+    // 30,841 x 6 x 8 x 128 x 2 = 378,974,208 B = 0.353 GiB; all four
+    // 1,073,758,208 B = 1.00002 GiB. Requests: 38,550 / 131,072 x 512 = 150,
+    // raised to 2,048.
+    assert_eq!(pools.full.tokens, 38_550);
+    assert_eq!(pools.swa.as_ref().map(|s| s.tokens), Some(30_840));
+    assert_eq!(pools.max_running_requests, 2_048);
+    assert_eq!(
+        pools.lines(),
+        [
+            "Use sliding window memory pool. full_layer_tokens=38550, swa_layer_tokens=30840",
+            "Full KV Cache is allocated. dtype: torch.bfloat16, #tokens: 38550, K size: 0.15 GB, \
+             V size: 0.15 GB",
+            "SWA KV Cache is allocated. dtype: torch.bfloat16, #tokens: 30840, K size: 0.35 GB, \
+             V size: 0.35 GB",
+            "SWAKVPool mem usage: 1.00 GB, swa size: 30840, full size: 38550",
+        ]
+    );
+    // Llama4ForCausalLM is not on the list: every layer at full length,
+    // 8 x 4,096 = 32,768 B; 1,073,741,824 // 32,768 = 32,768 tokens.
+    let mut text = llama4["text_config"].clone();
+    text["architectures"] = json!(["Llama4ForCausalLM"]);
+    text["torch_dtype"] = json!("bfloat16");
+    let pools = self::pools(&text, &SglangSettings::default(), 1 << 30).unwrap();
+    assert_eq!((pools.full.tokens, pools.swa), (32_768, None));
 }

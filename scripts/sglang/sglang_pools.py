@@ -11,6 +11,13 @@ CASES.json is a list of {"config": PATH, "budget": BYTES, "tp": N, "dp": N,
 the pool figures and SGLang's own log lines from its memory pools (logger
 INFO), or the error it raised. One process runs every case, since importing
 SGLang takes about 20 s.
+
+A case with "build": true also builds the model class as SGLang's loader
+does (`_initialize_model`, no weights) on torch's meta device, with one-rank
+stand-ins for the process groups (TP as the case says, PP 1), so what the
+model's layers refuse at load is seen: "built" names the class and its
+parameter count, or "build_error" says what it raised and where
+("build_where", the innermost SGLang frame).
 """
 
 import contextlib
@@ -147,7 +154,91 @@ class _Group:
     cpu_group = None
 
 
+class _FakeGroup:
+    """One rank's view of a process group of `n` ranks: what the layers read
+    when they are built (sizes and ranks), never a collective."""
+
+    def __init__(self, n):
+        self.world_size = n
+        self.rank_in_group = self.rank = self.local_rank = self.first_rank = 0
+        self.ranks = list(range(n))
+        self.is_first_rank = True
+        self.is_last_rank = n == 1
+        self.last_rank = n - 1
+        self.next_rank = 1 % n
+        self.prev_rank = (n - 1) % n
+        self.cpu_group = self.device_group = None
+        self.unique_name = "stand-in"
+        self.use_pynccl = False
+
+    def __getattr__(self, name):
+        raise AttributeError(f"the process-group stand-in has no {name!r}")
+
+
+class _CudaToMeta(torch.overrides.TorchFunctionMode):
+    """A tensor a layer makes on the GPU is made on the meta device: there
+    is no GPU here, and the build is about shapes and refusals."""
+
+    def __torch_function__(self, func, types, args=(), kwargs=None):
+        kwargs = dict(kwargs or {})
+        device = kwargs.get("device")
+        # A bare index is a CUDA device to torch (current_device() answers 0).
+        if isinstance(device, int) or (device is not None and "cuda" in str(device)):
+            kwargs["device"] = "meta"
+        if func in (torch.Tensor.cuda, torch.Tensor.pin_memory):
+            return args[0]
+        if func is torch.Tensor.to and args and any("cuda" in str(a) for a in args[1:]):
+            return args[0]
+        return func(*args, **kwargs)
+
+
+def build_model(mc, tp, attn_tp):
+    """SGLang's loader's `_initialize_model` on the meta device: the class
+    and its parameter count, or what it raised and the innermost SGLang
+    frame."""
+    import traceback
+
+    from sglang.srt.configs.load_config import LoadConfig
+    from sglang.srt.model_loader.loader import _initialize_model
+
+    groups = dict(
+        world_group=tp, tp_group=tp, pp_group=1, moe_ep_group=1, moe_dp_group=1,
+        moe_tp_group=tp, attn_tp_group=attn_tp, attn_cp_group=1,
+        shared_experts_tp_group=tp, dcp_group=1,
+    )
+    saved = torch.get_default_dtype()
+    try:
+        with rc.get_parallel().override(**{k: _FakeGroup(n) for k, n in groups.items()}):
+            torch.set_default_dtype(mc.dtype)
+            with torch.device("meta"), _CudaToMeta():
+                model = _initialize_model(mc, LoadConfig())
+        params = sum(p.numel() for p in model.parameters())
+        return {"built": f"{type(model).__name__}, {params} parameters"}
+    except BaseException as error:  # a refusal at load is a result here
+        if isinstance(error, KeyboardInterrupt):
+            raise
+        root = os.path.dirname(os.path.dirname(rc.__file__))  # .../sglang
+        frames = [
+            f"{os.path.relpath(f.filename, root)}:{f.lineno}"
+            for f in traceback.extract_tb(error.__traceback__)
+            if f.filename.startswith(root)
+        ]
+        return {
+            "build_error": f"{type(error).__name__}: {error}"[:600],
+            "build_where": frames[-1] if frames else None,
+        }
+    finally:
+        torch.set_default_dtype(saved)
+
+
+# Where the case is: "server_args" and "model_config" (SGLang reading the
+# config), "configure" (sizing the pools). An error reports it as "stage".
+_STAGE = None
+
+
 def run_case(case, lines):
+    global _STAGE
+    _STAGE = "server_args"
     budget = int(case["budget"])
     kvc_mod.get_available_gpu_memory = lambda *a, **k: budget / GIB
     tmp = tempfile.mkdtemp()
@@ -170,7 +261,9 @@ def run_case(case, lines):
         rc.publish(sa, role="scheduler", ranks=rc.SpawnRanks(world_rank=0, gpu_id=0))
         rc.get_parallel().override_permanently(world_group=_Group())
         resolved = sa.resolved_dict()
+        _STAGE = "model_config"
         mc = ModelConfig.from_server_args(sa)
+        _STAGE = "configure"
         layer_info = resolve_layer_indices(
             model=None, model_config=mc, is_draft_worker=False
         )
@@ -209,8 +302,19 @@ def run_case(case, lines):
             token_to_kv_pool_allocator=None,
             memory_pool_config=None,
         )
-        result = configurator.configure(pre_model_load_memory=0)
-        return {
+        try:
+            result = configurator.configure(pre_model_load_memory=0)
+        except Exception as error:
+            # The pools' refusal is the result; the build is still tried.
+            if case.get("build"):
+                error.build = build_model(mc, int(case.get("tp", 1)), rc.get_parallel().attn_tp_size)
+            raise
+        built = (
+            build_model(mc, int(case.get("tp", 1)), rc.get_parallel().attn_tp_size)
+            if case.get("build")
+            else {}
+        )
+        return built | {
             "attention_backend": resolved["attention_backend"],
             "page_size": resolved["page_size"],
             "attn_tp_size": rc.get_parallel().attn_tp_size,
@@ -239,6 +343,8 @@ def main():
             out.update(run_case(case, handler.lines))
         except Exception as error:  # SGLang's refusal is a result here
             out["error"] = f"{type(error).__name__}: {error}"
+            out["stage"] = _STAGE
+            out.update(getattr(error, "build", {}))
         out["lines"] = [l for l in handler.lines if not l.startswith("Memory pool end")]
         print(json.dumps(out), flush=True)
 

@@ -19,7 +19,7 @@ pub const SGLANG_ENGINE: &str = "sglang 0.5.23";
 /// Architectures SGLang 0.5.23 gives a separate sliding-window pool
 /// (`configs/model_config.py`, `is_hybrid_swa_model`); every other model's
 /// sliding layers are stored at full length (Gemma 2/3, Cohere2, Mistral).
-const HYBRID_SWA_ARCHITECTURES: [&str; 27] = [
+const HYBRID_SWA_ARCHITECTURES: [&str; 28] = [
     "BeamForCausalLM",
     "Llama4ForConditionalGeneration",
     "DeepseekV4ForCausalLM",
@@ -47,7 +47,110 @@ const HYBRID_SWA_ARCHITECTURES: [&str; 27] = [
     "MuseGlimmerForConditionalGeneration",
     "InklingForConditionalGeneration",
     "InklingForConditionalGenerationMTP",
+    "UnlimitedOCRForCausalLM",
 ];
+
+/// Architectures SGLang 0.5.23 counts as multimodal (`configs/model_config.py`,
+/// `multimodal_model_archs`, lines 2391-2473, `MIMO_V2_MULTIMODAL_ARCHS`
+/// spelled out): their pools are sized after a reservation.
+const MULTIMODAL_ARCHITECTURES: [&str; 81] = [
+    "CLIPModel",
+    "Cohere2VisionForConditionalGeneration",
+    "Cosmos3EdgeForConditionalGeneration",
+    "DeepseekVL2ForCausalLM",
+    "Ernie4_5_VLMoeForConditionalGeneration",
+    "MiniMaxM3SparseForConditionalGeneration",
+    "Gemma3ForConditionalGeneration",
+    "Gemma3nForConditionalGeneration",
+    "Gemma4ForConditionalGeneration",
+    "EmbeddingGemma2Model",
+    "Gemma4UnifiedForConditionalGeneration",
+    "DiffusionGemmaForBlockDiffusion",
+    "Glm4vForConditionalGeneration",
+    "Glm4vMoeForConditionalGeneration",
+    "Glm5NextForConditionalGeneration",
+    "GlmOcrForConditionalGeneration",
+    "GlmAsrForConditionalGeneration",
+    "GlmImageForConditionalGeneration",
+    "Grok1VForCausalLM",
+    "Grok1AForCausalLM",
+    "LlavaLlamaForCausalLM",
+    "Llama4ForConditionalGeneration",
+    "LlavaMistralForCausalLM",
+    "LlavaQwenForCausalLM",
+    "LlavaForConditionalGeneration",
+    "LlavaVidForCausalLM",
+    "Lfm2VlForConditionalGeneration",
+    "LightOnOCRForConditionalGeneration",
+    "MiMoV2ForCausalLM",
+    "MiMoV2ASRForCausalLM",
+    "MiniCPMO",
+    "MiniCPMV",
+    "Mistral3ForConditionalGeneration",
+    "MultiModalityCausalLM",
+    "MllamaForConditionalGeneration",
+    "MossVLForConditionalGeneration",
+    "NemotronH_Nano_VL_V2",
+    "NemotronH_Nano_Omni_Reasoning_V3",
+    "NemotronH_Omni_Reasoning_V3",
+    "MuseGlimmerForConditionalGeneration",
+    "MuseSparkForConditionalGeneration",
+    "PixtralForConditionalGeneration",
+    "Qwen2AudioForConditionalGeneration",
+    "Qwen2VLForConditionalGeneration",
+    "Qwen2_5_VLForConditionalGeneration",
+    "Qwen3VLForConditionalGeneration",
+    "Qwen3VLMoeForConditionalGeneration",
+    "Qwen3_5ForConditionalGeneration",
+    "Qwen3_5MoeForConditionalGeneration",
+    "Qwen4ExpForConditionalGeneration",
+    "InternS2PreviewForConditionalGeneration",
+    "InternS2MobiusForConditionalGeneration",
+    "Qwen3ASRForConditionalGeneration",
+    "Qwen3OmniMoeForConditionalGeneration",
+    "KimiVLForConditionalGeneration",
+    "LocateAnythingForConditionalGeneration",
+    "InternVLChatModel",
+    "InternS1ForConditionalGeneration",
+    "InternS1ProForConditionalGeneration",
+    "Phi4MMForCausalLM",
+    "VoxtralForConditionalGeneration",
+    "WhisperForConditionalGeneration",
+    "Step3VLForConditionalGeneration",
+    "POINTSV15ChatModel",
+    "DotsVLMForCausalLM",
+    "Dots3NoteForCausalLM",
+    "DotsOCRForCausalLM",
+    "Sarashina2VisionForCausalLM",
+    "NVILAForConditionalGeneration",
+    "NVILALiteForConditionalGeneration",
+    "DeepseekOCRForCausalLM",
+    "UnlimitedOCRForCausalLM",
+    "JetVLMForConditionalGeneration",
+    "PaddleOCRVLForConditionalGeneration",
+    "MiDashengLMModel",
+    "StepVLForConditionalGeneration",
+    "Step3p7ForConditionalGeneration",
+    "KimiK25ForConditionalGeneration",
+    "BailingMMNativeForConditionalGeneration",
+    "BailingMM2NativeForConditionalGeneration",
+    "BailingMoeV3VLForConditionalGeneration",
+];
+
+/// Architectures whose multimodal side SGLang turns off unless asked
+/// (`configs/model_config.py:692`, `mm_disabled_models`): no reservation.
+const MULTIMODAL_DISABLED_ARCHITECTURES: [&str; 4] = [
+    "Gemma3ForConditionalGeneration",
+    "Llama4ForConditionalGeneration",
+    "Step3VLForConditionalGeneration",
+    "InklingForConditionalGeneration",
+];
+
+/// What a multimodal model's pools give up before sizing:
+/// `SGLANG_VLM_CACHE_SIZE_MB` (100, `environ.py:1598`) MiB for the embedding
+/// cache; the feature-transport pool is added only for `cuda_ipc` /
+/// `cuda_vmm`, and an H100 defaults to `cpu` (`mem_cache/kv_cache_configurator.py:202`).
+const MM_RESERVATION_BYTES: u64 = 100 << 20;
 
 /// Architectures kv detects that SGLang 0.5.23 has no model class for and
 /// whose transformers class is not backend-compatible: its loader refuses them
@@ -167,6 +270,9 @@ pub struct SglangPools {
     pub engine: &'static str,
     /// The memory given: what SGLang has left for its pools after the weights.
     pub kv_cache_memory_bytes: u64,
+    /// What a multimodal model reserves out of it before the pools are
+    /// sized (0 for a text model).
+    pub mm_reservation_bytes: u64,
     /// Attention TP ranks per worker.
     pub attn_tp: u64,
     /// DP-attention workers, each with these pools.
@@ -254,9 +360,7 @@ pub fn sglang_pools(
              compatible with SGLang."
         )));
     }
-    let hybrid_swa = architectures
-        .iter()
-        .any(|a| HYBRID_SWA_ARCHITECTURES.contains(a));
+    let hybrid_swa = is_hybrid_swa(config, &architectures);
     let (dtype, element) = kv_dtype(config, settings.kv_cache_dtype);
 
     let mut full = Vec::new();
@@ -273,8 +377,13 @@ pub fn sglang_pools(
                     k_dim: geometry.head_dim,
                     v_dim: geometry.value_head_dim(),
                 };
-                let is_sliding = kind == Some(LayerKind::SlidingAttention)
-                    || (kind.is_none() && spec.name.starts_with("sliding"));
+                // Llama 4's chunked layers are its SWA pool's where the
+                // architecture is allow-listed (configs/model_config.py:2705,
+                // `get_hybrid_layer_ids`: layers with (i + 1) % 4 != 0).
+                let is_sliding = matches!(
+                    kind,
+                    Some(LayerKind::SlidingAttention | LayerKind::ChunkedAttention)
+                ) || (kind.is_none() && spec.name.starts_with("sliding"));
                 if is_sliding && hybrid_swa {
                     sliding.push(group);
                 } else {
@@ -296,6 +405,37 @@ pub fn sglang_pools(
                     "kv's `{}` layout is not one SGLang's pools hold",
                     other.kind()
                 )))
+            }
+        }
+    }
+
+    // Gemma-3n's KV-shared layers read earlier layers' caches, so kv's
+    // detection (vLLM's) gives them none; SGLang's pool still has a slot per
+    // layer of `num_hidden_layers` (model_runner_components/layer_setup.py:154,
+    // `num_effective_layers`; models/gemma3n_causal.py:374 only reads another
+    // layer's). They join the full pool at the other layers' shape.
+    let shared = kv_shared_layers(config);
+    if shared > 0 {
+        let mut shapes = full
+            .iter()
+            .chain(&sliding)
+            .map(|g| (g.kv_heads, g.k_dim, g.v_dim));
+        match shapes.next() {
+            Some(shape) if sliding.is_empty() && shapes.all(|s| s == shape) => {
+                full.push(AttentionGroup {
+                    layers: shared,
+                    kv_heads: shape.0,
+                    k_dim: shape.1,
+                    v_dim: shape.2,
+                })
+            }
+            _ => {
+                return Err(KvError::Config {
+                    what: POOLS,
+                    problem: "KV-shared layers beside a sliding-window pool or attention \
+                              layers of different shapes are not in kv's SGLang profile"
+                        .to_owned(),
+                })
             }
         }
     }
@@ -326,6 +466,16 @@ pub fn sglang_pools(
                 })
             })?;
         latent = Some((layers, width));
+    }
+
+    // An SWA model with no sliding layer is refused by SGLang's SWA
+    // configurator (model_executor/pool_configurator.py:668).
+    if hybrid_swa && sliding.is_empty() && (!full.is_empty() || latent.is_some()) {
+        return Err(refused(
+            "AssertionError: Hybrid SWA model must have at least one SWA layer (the \
+             architecture is on SGLang's hybrid-SWA list and no layer of the config slides)"
+                .to_owned(),
+        ));
     }
 
     // SGLang sizes these with other configurators than the ones kv follows.
@@ -371,8 +521,27 @@ pub fn sglang_pools(
     let full_cell = add(full_k, full_v)?;
     let swa_cell = add(swa_k, swa_v)?;
 
-    // The state pool is split off first (`_handle_max_mamba_cache`).
-    let mut available = kv_cache_memory_bytes;
+    // A multimodal model's reservation comes off first, then the state pool
+    // (`_profile_available_bytes`, mem_cache/kv_cache_configurator.py:3034-3040:
+    // `rest = available_gb - reservation_gb`, exact in a double, as 100 MiB
+    // is 0.09765625 GB; nothing left is SGLang's ValueError).
+    let mm_reservation_bytes = if is_multimodal(config) {
+        MM_RESERVATION_BYTES
+    } else {
+        0
+    };
+    let rest_bytes = match kv_cache_memory_bytes.checked_sub(mm_reservation_bytes) {
+        Some(rest) if rest > 0 => rest,
+        _ => {
+            return Err(refused(format!(
+                "ValueError: Loaded weights leave no GPU memory for the KV cache: the \
+                 {kv_cache_memory_bytes} B left are within the multimodal reservation of \
+                 {mm_reservation_bytes} B (SGLANG_VLM_CACHE_SIZE_MB 100)"
+            )))
+        }
+    };
+    // The state pool is split off next (`_handle_max_mamba_cache`).
+    let mut available = rest_bytes;
     let mut mamba = None;
     if !state.is_empty() {
         let ssm_element = mamba_ssm_bytes(config);
@@ -411,11 +580,7 @@ pub fn sglang_pools(
             }
         }
         let per_slot = add(conv, ssm)?;
-        let (slots, left) = mamba_split(
-            kv_cache_memory_bytes,
-            per_slot,
-            settings.mamba_full_memory_ratio,
-        )?;
+        let (slots, left) = mamba_split(rest_bytes, per_slot, settings.mamba_full_memory_ratio)?;
         let padded = slots
             .checked_add(1)
             .ok_or_else(|| overflow("state slots"))?;
@@ -543,6 +708,7 @@ pub fn sglang_pools(
     Ok(SglangPools {
         engine: SGLANG_ENGINE,
         kv_cache_memory_bytes,
+        mm_reservation_bytes,
         attn_tp,
         attn_dp: settings.dp,
         dtype,
@@ -562,6 +728,13 @@ impl SglangPools {
     /// character for character ("GB" is 2^30 bytes).
     pub fn lines(&self) -> Vec<String> {
         let mut lines = Vec::new();
+        if self.mm_reservation_bytes > 0 {
+            lines.push(format!(
+                "Reserving {} GB of the KV budget for post-sizing multimodal allocations \
+                 (feature-transport pools + embedding cache).",
+                gib(self.mm_reservation_bytes)
+            ));
+        }
         if let (Some(pool), Some(cap)) = (&self.mamba, self.capped_by_mamba) {
             lines.push(format!(
                 "max_running_requests is capped to {cap} by the mamba state cache \
@@ -746,6 +919,98 @@ fn mamba_ssm_bytes(config: &Value) -> u64 {
         Some("bfloat16" | "float16") => 2,
         _ => 4,
     }
+}
+
+/// `ModelConfig.is_multimodal` (configs/model_config.py:690-826) with SGLang's
+/// defaults: multimodal unless the first architecture is one SGLang turns
+/// off (or a MiMo-V2 without both a vision and an audio config) or the config
+/// says `language_model_only`; then an allow-listed architecture, a config
+/// whose text model is a sub-config (`get_hf_text_config`,
+/// utils/hf_transformers/common.py:547: `thinker_config`, `llm_config`,
+/// `language_config` or `text_config`, except a `Llava*ForCausalLM`), or a
+/// DeepSeek-V4.1 with vision layers. A sub-config a transformers class would
+/// add by default, absent from the JSON, is not seen.
+fn is_multimodal(config: &Value) -> bool {
+    let architectures = architectures(config);
+    let first = architectures.first().copied().unwrap_or("");
+    let has = |key: &str| config.get(key).is_some_and(|v| !v.is_null());
+    let disabled = MULTIMODAL_DISABLED_ARCHITECTURES.contains(&first)
+        || (first == "MiMoV2ForCausalLM" && !(has("vision_config") && has("audio_config")));
+    let lm_only = config
+        .get("language_model_only")
+        .and_then(Value::as_bool)
+        .unwrap_or(false);
+    if disabled || lm_only {
+        return false;
+    }
+    let listed = architectures
+        .iter()
+        .any(|a| MULTIMODAL_ARCHITECTURES.contains(a));
+    let llava_text = first.starts_with("Llava") && first.ends_with("ForCausalLM");
+    let sub_config = !llava_text
+        && [
+            "thinker_config",
+            "llm_config",
+            "language_config",
+            "text_config",
+        ]
+        .iter()
+        .any(|k| has(k));
+    let dsv41_vision = config.get("model_type").and_then(Value::as_str) == Some("deepseek_v41")
+        && config
+            .get("vision_n_layers")
+            .and_then(Value::as_u64)
+            .is_some_and(|n| n > 0);
+    listed || sub_config || dsv41_vision
+}
+
+/// `is_hybrid_swa_model` (configs/model_config.py:2651-2697): an
+/// allow-listed architecture (Beam only with a `sliding_attention` in its
+/// `layer_types`, Laguna only with a `sliding_window`), or a config that says
+/// `is_hybrid_swa`.
+fn is_hybrid_swa(config: &Value, architectures: &[&str]) -> bool {
+    let text = |key: &str| {
+        config
+            .get("text_config")
+            .and_then(|t| t.get(key))
+            .or_else(|| config.get(key))
+    };
+    if architectures
+        .iter()
+        .any(|a| HYBRID_SWA_ARCHITECTURES.contains(a))
+    {
+        if architectures.contains(&"BeamForCausalLM") {
+            return text("layer_types")
+                .and_then(Value::as_array)
+                .is_some_and(|types| types.iter().any(|t| t == "sliding_attention"));
+        }
+        if architectures.contains(&"LagunaForCausalLM") {
+            // Python truthiness of getattr(config, "sliding_window", 0).
+            return text("sliding_window").is_some_and(|w| match w {
+                Value::Null => false,
+                Value::Bool(b) => *b,
+                Value::Number(n) => n.as_f64() != Some(0.0),
+                Value::String(s) => !s.is_empty(),
+                Value::Array(a) => !a.is_empty(),
+                Value::Object(o) => !o.is_empty(),
+            });
+        }
+        return true;
+    }
+    text("is_hybrid_swa")
+        .and_then(Value::as_bool)
+        .unwrap_or(false)
+}
+
+/// `num_kv_shared_layers`, in `text_config` or at the top, as kv's
+/// detection reads it (0 where unset).
+fn kv_shared_layers(config: &Value) -> u64 {
+    config
+        .get("text_config")
+        .and_then(|t| t.get("num_kv_shared_layers"))
+        .or_else(|| config.get("num_kv_shared_layers"))
+        .and_then(Value::as_u64)
+        .unwrap_or(0)
 }
 
 fn architectures(config: &Value) -> Vec<&str> {
