@@ -170,15 +170,6 @@ fn parse(file: &str, title: &'static str, text: &str) -> Result<Results, String>
     })
 }
 
-/// A results file not yet written: every cell says so.
-fn missing(title: &'static str, file: &str) -> Results {
-    Results {
-        title,
-        engine: format!("{title}: no results yet ({file} not written)"),
-        rows: BTreeMap::new(),
-    }
-}
-
 /// Markdown table text: a `|` would end the cell.
 fn cell(text: &str) -> String {
     text.replace('|', "\\|")

@@ -185,7 +185,7 @@ def main():
         if arch in excluded or arch in NOT_ARCHS or (only and arch not in only):
             continue
         if arch in NOT_MODELS:
-            status, detail, checked = "cannot-build", NOT_MODELS[arch], "-"
+            status, detail, checked = "cannot-build", NOT_MODELS[arch], today
         else:
             path = os.path.join(a.work, arch + ".gguf")
             fixture.write(a.src, path, arch, fixture.moe_for(arch))
