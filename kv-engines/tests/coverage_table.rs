@@ -268,13 +268,11 @@ fn render(engines: &[Results]) -> String {
 fn load() -> Vec<Results> {
     ENGINES
         .iter()
-        .map(
-            |(file, title)| match std::fs::read_to_string(workspace(file)) {
-                Ok(text) => parse(file, title, &text).unwrap_or_else(|error| panic!("{error}")),
-                Err(error) if error.kind() == std::io::ErrorKind::NotFound => missing(title, file),
-                Err(error) => panic!("{file}: {error}"),
-            },
-        )
+        .map(|(file, title)| {
+            let text = std::fs::read_to_string(workspace(file))
+                .unwrap_or_else(|error| panic!("{file}: {error}"));
+            parse(file, title, &text).unwrap_or_else(|error| panic!("{error}"))
+        })
         .collect()
 }
 
