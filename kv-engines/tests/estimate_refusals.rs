@@ -524,3 +524,32 @@ fn a_block_size_given_that_no_attention_backend_runs_is_refused() {
     )
     .is_ok());
 }
+
+#[test]
+fn pipeline_parallelism_is_refused_by_architecture_whatever_the_family() {
+    // Idefics3ForConditionalGeneration lacks `SupportsPP` in vLLM 0.33
+    // (`idefics3.py:522`: SupportsMultiModal, SupportsLoRA, SupportsEncoderCudaGraph), so vLLM refuses
+    // pp 2 for it; its text model is a Llama, a family kv lets run at pp 2.
+    let idefics3 = json!({
+        "architectures": ["Idefics3ForConditionalGeneration"], "model_type": "idefics3",
+        "text_config": {
+            "model_type": "llama", "hidden_size": 4096, "num_hidden_layers": 32,
+            "num_attention_heads": 32, "num_key_value_heads": 8,
+            "max_position_embeddings": 8192, "torch_dtype": "bfloat16",
+        },
+        "torch_dtype": "bfloat16",
+    });
+    let problem = refusal(&idefics3, &at(1, 2, 1));
+    assert!(
+        problem.contains(
+            "pp 2: vLLM's Idefics3ForConditionalGeneration does not implement `SupportsPP`"
+        ),
+        "{problem}"
+    );
+    assert!(estimate(&idefics3, &at(1, 1, 1)).is_ok());
+    // The same text model under an architecture with `SupportsPP` runs at pp 2.
+    let mut llava = idefics3.clone();
+    llava["architectures"] = json!(["LlavaForConditionalGeneration"]);
+    llava["model_type"] = json!("llava");
+    assert!(estimate(&llava, &at(1, 2, 1)).is_ok());
+}

@@ -144,7 +144,12 @@ pub(super) fn check_layout(hf: &HfConfig, settings: &EstimateSettings) -> Result
         }
     }
     if pp > 1 {
-        if let Some(class) = families::rules(hf).and_then(|row| row.no_pipeline) {
+        let by_architecture = hf
+            .architectures()
+            .into_iter()
+            .find(|arch| NO_PIPELINE_ARCHITECTURES.contains(arch));
+        let class = by_architecture.or_else(|| families::rules(hf).and_then(|row| row.no_pipeline));
+        if let Some(class) = class {
             return refused(format!(
                 "pp {pp}: vLLM's {class} does not implement `SupportsPP` (vLLM: \"Pipeline \
                  parallelism is not supported for this model.\"); use pp 1"
@@ -153,6 +158,40 @@ pub(super) fn check_layout(hf: &HfConfig, settings: &EstimateSettings) -> Result
     }
     Ok(())
 }
+
+/// The architectures of vLLM 0.33's text and multimodal registry whose model
+/// class does not implement `SupportsPP` (`interfaces.supports_pp`), for
+/// which `ModelConfig.verify_with_parallel_config` refuses
+/// `pipeline_parallel_size > 1`; listed by `scripts/vllm/no_pipeline.py` on
+/// 2026-12-06 (KananaVForConditionalGeneration, whose module needs timm, not
+/// inspected). A config naming one is refused whatever its `model_type`.
+const NO_PIPELINE_ARCHITECTURES: &[&str] = &[
+    "AliceAIForCausalLM",
+    "AriaForConditionalGeneration",
+    "CohereAsrForConditionalGeneration",
+    "DiffusionGemmaForBlockDiffusion",
+    "DomynEdgeForCausalLM",
+    "DoryForCausalLM",
+    "FireRedASR2ForConditionalGeneration",
+    "FunASRForConditionalGeneration",
+    "Gemma3nForCausalLM",
+    "Gemma3nForConditionalGeneration",
+    "HrmTextForCausalLM",
+    "IQuestLoopCoderForCausalLM",
+    "Idefics3ForConditionalGeneration",
+    "Mamba2ForCausalLM",
+    "NemotronH_Nano_Omni_Reasoning_V3",
+    "NemotronH_Nano_VL_V2",
+    "NemotronH_Omni_Reasoning_V3",
+    "NemotronH_Super_Omni_Reasoning_V3",
+    "NemotronParseForConditionalGeneration",
+    "PaddleOCRVLForConditionalGeneration",
+    "Phi4MMForCausalLM",
+    "RadioMBartPrefixForCausalLM",
+    "SmolVLMForConditionalGeneration",
+    "WhisperForConditionalGeneration",
+    "Zamba2ForCausalLM",
+];
 
 /// vLLM's refusal of decode context parallelism for these caches, if any.
 pub(super) fn check_dcp(
