@@ -152,6 +152,12 @@ def classify(rows):
             return "not-covered", f"harness: {error}"
         return "cannot-build", f"vLLM's model class fails on this config: {error}"
     started = [lay for lay, q in ran.items() if str(q.get("refused", ("", ""))[0]) == "False"]
+    # vLLM failing where only this machine or a config alone is at fault (a
+    # package it lacks, a tokenizer the class asks for) builds nothing.
+    base = next(iter(ran.values()))
+    why = str(base.get("refused.why", ("", ""))[0])
+    if not started and any(s in why for s in ("ImportError", "tokenizer", "skip_tokenizer_init")):
+        return "cannot-build", f"vLLM's model class needs what a config alone does not give: {clean(why)[:200]}"
     agree = total = 0
     first = None
     for lay, q in ran.items():
@@ -162,7 +168,10 @@ def classify(rows):
             if str(v) == str(k):
                 agree += 1
             elif first is None:
-                first = f"{quantity} at {lay}: vLLM {clean(v)[:90]} / kv {clean(k)[:90]}"
+                if quantity == "refused":  # the words of whichever refused
+                    v, k = q.get("refused.why", (v, k))
+                    v, k = v or "starts", k or "starts"
+                first = f"{quantity} at {lay}: vLLM {clean(v)[:110]} / kv {clean(k)[:110]}"
     where = f"{len(ran)} layouts" + (f" ({len(errors)} more failed to build)" if errors else "")
     if agree == total and started:
         return "exact", f"{agree}/{total} quantities over {where}"
