@@ -6,7 +6,8 @@
 //! The layout is ggml's `gguf.c` (versions 2 and 3, either byte order): the
 //! magic `GGUF`, the version, the tensor count, the metadata count, then each
 //! entry as a key string, a value type and the value. Reading stops at the
-//! end of the metadata; the tensor infos and data are never touched. A file
+//! end of the metadata; [`GgufFile`] goes on through the tensor infos (each
+//! tensor's name, shape, ggml type and bytes). The data is never read. A file
 //! that is not GGUF, or ends inside its header, is a
 //! [`KvError::ConfigFile`] that says where it stopped.
 //!
@@ -45,6 +46,12 @@ use std::io::{self, BufReader, Read};
 use std::path::Path;
 
 use kv_core::KvError;
+
+mod ggml_types;
+mod tensors;
+
+pub use ggml_types::{ggml_tensor_type, GgmlTensorType, GGML_TENSOR_TYPES};
+pub use tensors::GgufFile;
 
 /// The versions read: 1 (before August 2023) wrote 32-bit counts.
 const VERSIONS: [u32; 2] = [2, 3];
@@ -250,6 +257,12 @@ impl GgufMetadata {
             size,
             source,
         };
+        GgufMetadata::read_from(&mut input)
+    }
+
+    /// Reads the header from `input`, leaving it at the first tensor info.
+    fn read_from<R: Read>(input: &mut Input<'_, R>) -> Result<GgufMetadata, KvError> {
+        let source = input.source;
         let mut magic = [0; 4];
         input.fill(&mut magic, "the magic")?;
         if &magic != b"GGUF" {

@@ -9,7 +9,10 @@
 //! - [`estimate`]: what vLLM would hold for a `config.json`, group by group,
 //!   its pool and start-up line; [`estimate::sglang`] and
 //!   [`estimate::llamacpp`] for the other engines.
-//! - [`gguf`]: a GGUF file's header, for llama.cpp's geometry.
+//! - [`gguf`]: a GGUF file's header, for llama.cpp's geometry, and its
+//!   tensor infos.
+//! - [`weights`]: a checkpoint's weights from its safetensors or GGUF
+//!   headers.
 //!
 //! ```
 //! use kv_engines::estimate::{estimate, EstimateSettings};
@@ -28,3 +31,4 @@
 
 pub mod estimate;
 pub mod gguf;
+pub mod weights;
