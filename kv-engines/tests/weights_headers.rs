@@ -303,7 +303,7 @@ fn gguf(infos: &[Info], alignment: Option<(u32, Vec<u8>)>, pad_to: u64) -> Vec<u
         out.extend(t.kind.to_le_bytes());
         out.extend(t.offset.to_le_bytes());
     }
-    while out.len() as u64 % pad_to != 0 {
+    while !(out.len() as u64).is_multiple_of(pad_to) {
         out.push(0);
     }
     out
