@@ -4,6 +4,8 @@
 //! - `kv estimate CONFIG.json...`: what vLLM holds for each HF config
 //!   (`kv_engines::estimate::estimate`), one llama.cpp-style line per group;
 //!   with `--engine llama.cpp`, what llama.cpp holds for each GGUF file.
+//! - `kv fit CHECKPOINT --engine sglang --gpu H100 --avail-mem-gb 78.43`:
+//!   SGLang's pools for a checkpoint on a GPU, from its weights' headers.
 //! - `kv merge rank*.json`: per-rank reports as one cluster view
 //!   (`kv_core::export::ClusterReport`).
 //! - `kv table REPORT.json`: a report (`Collection::export`'s JSON) as a table.
@@ -20,6 +22,7 @@ use clap::{CommandFactory, FromArgMatches, Subcommand, ValueEnum};
 
 mod estimate;
 mod estimate_args;
+mod fit;
 mod flags;
 mod input;
 mod llamacpp;
@@ -32,7 +35,11 @@ mod strict;
 mod table;
 
 #[derive(clap::Parser)]
-#[command(name = "kv", version, about = "Model-local KV: estimate, merge, table")]
+#[command(
+    name = "kv",
+    version,
+    about = "Model-local KV: estimate, fit, merge, table"
+)]
 struct Cli {
     #[command(subcommand)]
     command: Command,
@@ -54,6 +61,10 @@ enum Command {
     /// Estimates, from HF config.json files, what vLLM holds per position, per
     /// row and at peak, group by group.
     Estimate(Box<estimate_args::Args>),
+    /// SGLang's KV pool for a checkpoint on a named GPU: the weights from the
+    /// checkpoint's safetensors headers, SGLang's default mem_fraction_static
+    /// for the GPU, the budget it profiles, then its pools and lines.
+    Fit(Box<fit::Command>),
     /// Merges per-rank reports (Collection::export JSON) into one cluster view.
     Merge {
         /// The reports, one per rank (files, or directories of *.json).
@@ -91,6 +102,16 @@ fn main() -> ExitCode {
                 flags::refuse_foreign_flags(given, args.engine, args.format);
             }
             estimate::run(&args)
+        }
+        Command::Fit(command) => {
+            if let Some(given) = matches.subcommand_matches("fit") {
+                flags::refuse_foreign_flags(
+                    given,
+                    command.estimate.engine,
+                    command.estimate.format,
+                );
+            }
+            fit::run(&command)
         }
         Command::Merge {
             reports,

@@ -17,7 +17,7 @@ use crate::output::{emit, emit_json_array, StdoutFailed};
 use crate::Format;
 
 /// One config's pools and what was detected.
-struct Sized {
+pub(crate) struct Sized {
     source: String,
     detected: String,
     pools: SglangPools,
@@ -36,6 +36,30 @@ pub fn run(args: &Args) -> Result<bool, StdoutFailed> {
              its KV pools after the weights, per GPU)",
         )
     };
+    let settings = settings(args);
+    let mut done = Vec::new();
+    for file in &files {
+        match size_file(file, &settings, bytes, args) {
+            Ok(sized) => {
+                if args.format != Format::Json {
+                    emit(&render(&sized, &settings, "--kv-cache-memory-bytes"))?;
+                }
+                done.push(sized);
+            }
+            Err(problem) => {
+                problem.report();
+                problems.push(problem);
+            }
+        }
+    }
+    if args.format == Format::Json {
+        emit_json_array(done.iter().map(to_json).collect())?;
+    }
+    Ok(problems.is_empty())
+}
+
+/// SGLang's settings from `kv estimate`'s flags.
+pub(crate) fn settings(args: &Args) -> SglangSettings {
     let kv_cache_dtype = match args.kv_format {
         None => SglangKvDtype::Auto,
         Some(Storage::Dense(DType::F8E4M3)) => SglangKvDtype::Fp8E4m3,
@@ -56,28 +80,10 @@ pub fn run(args: &Args) -> Result<bool, StdoutFailed> {
     settings.mamba_full_memory_ratio = args.sglang.mamba_full_memory_ratio;
     settings.max_running_requests = args.sglang.max_running_requests;
     settings.max_total_tokens = args.sglang.max_total_tokens;
-    let mut done = Vec::new();
-    for file in &files {
-        match size_file(file, &settings, bytes, args) {
-            Ok(sized) => {
-                if args.format != Format::Json {
-                    emit(&render(&sized, &settings))?;
-                }
-                done.push(sized);
-            }
-            Err(problem) => {
-                problem.report();
-                problems.push(problem);
-            }
-        }
-    }
-    if args.format == Format::Json {
-        emit_json_array(done.iter().map(to_json).collect())?;
-    }
-    Ok(problems.is_empty())
+    settings
 }
 
-fn size_file(
+pub(crate) fn size_file(
     file: &Path,
     settings: &SglangSettings,
     bytes: u64,
@@ -128,7 +134,8 @@ fn size_file(
     })
 }
 
-fn render(sized: &Sized, settings: &SglangSettings) -> String {
+/// The pools as text; `budget` names where the budget came from.
+pub(crate) fn render(sized: &Sized, settings: &SglangSettings, budget: &str) -> String {
     let pools = &sized.pools;
     let mut out = String::new();
     let _ = writeln!(out, "{}", sized.source);
@@ -136,7 +143,7 @@ fn render(sized: &Sized, settings: &SglangSettings) -> String {
     let _ = writeln!(
         out,
         "  settings: {}: tp {}, dp {} (attention tp {} per worker, each with its own pools), \
-         page size {}, kv dtype {}; --kv-cache-memory-bytes {} per GPU",
+         page size {}, kv dtype {}; {budget} {} per GPU",
         pools.engine,
         settings.tp,
         settings.dp,
@@ -156,7 +163,7 @@ fn render(sized: &Sized, settings: &SglangSettings) -> String {
     out
 }
 
-fn to_json(sized: &Sized) -> Value {
+pub(crate) fn to_json(sized: &Sized) -> Value {
     json!({
         "source": sized.source,
         "detected": sized.detected,

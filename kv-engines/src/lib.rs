@@ -13,6 +13,7 @@
 //!   tensor infos.
 //! - [`weights`]: a checkpoint's weights from its safetensors or GGUF
 //!   headers.
+//! - [`fit`]: named GPUs and each engine's memory budget around its pool.
 //!
 //! ```
 //! use kv_engines::estimate::{estimate, EstimateSettings};
@@ -30,5 +31,6 @@
 #![warn(missing_docs)]
 
 pub mod estimate;
+pub mod fit;
 pub mod gguf;
 pub mod weights;

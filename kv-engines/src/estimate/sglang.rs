@@ -930,7 +930,7 @@ fn mamba_ssm_bytes(config: &Value) -> u64 {
 /// `language_config` or `text_config`, except a `Llava*ForCausalLM`), or a
 /// DeepSeek-V4.1 with vision layers. A sub-config a transformers class would
 /// add by default, absent from the JSON, is not seen.
-fn is_multimodal(config: &Value) -> bool {
+pub(crate) fn is_multimodal(config: &Value) -> bool {
     let architectures = architectures(config);
     let first = architectures.first().copied().unwrap_or("");
     let has = |key: &str| config.get(key).is_some_and(|v| !v.is_null());

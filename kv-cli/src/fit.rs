@@ -1,0 +1,347 @@
+//! `kv fit CHECKPOINT --engine sglang --gpu H100 --avail-mem-gb 78.43`:
+//! SGLang's KV pool for a checkpoint on a named GPU, from the weights its
+//! own safetensors headers give, SGLang's default `mem_fraction_static` for
+//! that GPU, and the free memory SGLang starts from; then the pools and
+//! lines `kv estimate --engine sglang` prints for that budget.
+
+use std::fmt::Write as _;
+use std::path::Path;
+
+use kv_engines::fit::gpus::{gpu, gpu_names, Gpu};
+use kv_engines::fit::sglang::{
+    default_mem_fraction_static, kv_pool_budget, rotary_table_bytes, unsupported_for_default,
+    SglangMemoryDefaults, SglangMemoryInputs,
+};
+use kv_engines::weights::CheckpointWeights;
+use serde_json::{json, Value};
+
+use crate::estimate_args::{Args, Engine};
+use crate::input::{expand, read_config, Problem};
+use crate::message::usage_error;
+use crate::output::{emit, emit_json_array, StdoutFailed};
+use crate::sglang::{render, settings, size_file, to_json};
+use crate::Format;
+
+const GIB: f64 = (1u64 << 30) as f64;
+
+/// The flags only `kv fit` reads.
+#[derive(clap::Args)]
+pub struct FitArgs {
+    /// The GPU, by name (T4, A10, L4, A100-40GB, L40S, H100, A100-80GB,
+    /// H200, B200): its memory as nvidia-smi reports it sets SGLang's
+    /// defaults.
+    #[arg(long, required_unless_present = "gpu_memory_mib")]
+    pub(crate) gpu: Option<String>,
+    /// A GPU kv does not list: its memory.total as `nvidia-smi
+    /// --query-gpu=memory.total --format=csv` prints it, in MiB.
+    #[arg(long, conflicts_with = "gpu", value_parser = clap::value_parser!(u64).range(1..))]
+    pub(crate) gpu_memory_mib: Option<u64>,
+    /// The free memory SGLang starts loading from, in GiB, as it logs it
+    /// (`Load weight begin. avail mem=78.43 GB`): the GPU's memory less the
+    /// CUDA context and anything else on the card. Published H100 logs show
+    /// 78.43 to 78.81.
+    #[arg(long, value_parser = parse_gib)]
+    pub(crate) avail_mem_gb: f64,
+    /// SGLang --mem-fraction-static [default: SGLang's own for the GPU].
+    #[arg(long, value_parser = parse_fraction)]
+    pub(crate) mem_fraction_static: Option<f64>,
+    /// SGLang --chunked-prefill-size [default: SGLang's own for the GPU].
+    #[arg(long, value_parser = clap::value_parser!(u64).range(1..))]
+    pub(crate) chunked_prefill_size: Option<u64>,
+}
+
+/// `kv fit`: `kv estimate`'s flags and its own.
+#[derive(clap::Args)]
+pub struct Command {
+    #[command(flatten)]
+    pub(crate) estimate: Args,
+    #[command(flatten)]
+    pub(crate) fit: FitArgs,
+}
+
+fn parse_gib(text: &str) -> Result<f64, String> {
+    match text.trim().parse::<f64>() {
+        Ok(x) if x.is_finite() && x > 0.0 && x < 1e9 => Ok(x),
+        _ => Err(format!("`{text}` is not a positive number of GiB")),
+    }
+}
+
+fn parse_fraction(text: &str) -> Result<f64, String> {
+    match text.trim().parse::<f64>() {
+        Ok(x) if x > 0.0 && x <= 1.0 => Ok(x),
+        _ => Err(format!("`{text}` is not a fraction in (0, 1]")),
+    }
+}
+
+/// What `kv fit` adds above the pools: the GPU, the weights, the budget.
+struct Budget {
+    gpu: String,
+    stored_bytes: u64,
+    files: usize,
+    by_dtype: Vec<(String, u64)>,
+    rotary_bytes: u64,
+    defaults: Option<SglangMemoryDefaults>,
+    mem_fraction_static: f64,
+    avail_before_gib: f64,
+    avail_after_gib: f64,
+    budget_bytes: u64,
+}
+
+/// Sizes each checkpoint; `Ok(false)` when any could not be.
+pub fn run(command: &Command) -> Result<bool, StdoutFailed> {
+    let args = &command.estimate;
+    let fit = &command.fit;
+    if args.engine != Engine::Sglang {
+        usage_error(
+            clap::error::ErrorKind::InvalidValue,
+            "kv fit takes --engine sglang for now: vLLM's KV budget subtracts the activation \
+             peak of a profile run on the GPU, and llama.cpp's its compute buffers, which kv \
+             does not predict yet (use kv estimate --kv-cache-memory-bytes with the figure \
+             the engine logs)",
+        )
+    }
+    if args.kv_cache_memory_bytes.is_some() {
+        usage_error(
+            clap::error::ErrorKind::ArgumentConflict,
+            "--kv-cache-memory-bytes does not apply to kv fit: kv fit computes the budget from \
+             the weights and --avail-mem-gb (use kv estimate to give it yourself)",
+        )
+    }
+    if args.tp > 1 {
+        usage_error(
+            clap::error::ErrorKind::InvalidValue,
+            "kv fit reads the weights one GPU holds at --tp 1 only: how SGLang shards each \
+             tensor over TP ranks is not modelled yet",
+        )
+    }
+    let (gpu_label, gpu_mib) = match (&fit.gpu, fit.gpu_memory_mib) {
+        (Some(name), _) => match gpu(name) {
+            Some(Gpu {
+                name,
+                product,
+                memory_mib,
+                ..
+            }) => (
+                format!("{name} ({product}, {memory_mib} MiB per nvidia-smi)"),
+                *memory_mib,
+            ),
+            None => usage_error(
+                clap::error::ErrorKind::InvalidValue,
+                &format!(
+                    "--gpu `{name}` is not a GPU kv lists ({}); give --gpu-memory-mib with \
+                     what nvidia-smi reports instead",
+                    gpu_names()
+                ),
+            ),
+        },
+        (None, Some(mib)) => (format!("{mib} MiB per nvidia-smi"), mib),
+        (None, None) => unreachable!("clap requires --gpu or --gpu-memory-mib"),
+    };
+    if fit.avail_mem_gb * 1024.0 > gpu_mib as f64 {
+        usage_error(
+            clap::error::ErrorKind::InvalidValue,
+            &format!(
+                "--avail-mem-gb {} is more than the GPU's {gpu_mib} MiB",
+                fit.avail_mem_gb
+            ),
+        )
+    }
+    let (files, mut problems) = expand(&args.configs, Some("config.json"));
+    for problem in &problems {
+        problem.report();
+    }
+    let settings = settings(args);
+    let mut done = Vec::new();
+    for file in &files {
+        let sized = budget(file, args, fit, &gpu_label, gpu_mib).and_then(|budget| {
+            let sized = size_file(file, &settings, budget.budget_bytes, args)?;
+            Ok((budget, sized))
+        });
+        match sized {
+            Ok((budget, sized)) => {
+                if args.format != Format::Json {
+                    // The source line first, then the budget, then the pools.
+                    let pools = render(&sized, &settings, "pool budget");
+                    let (source, rest) = pools.split_once('\n').unwrap_or((&pools, ""));
+                    emit(&format!("{source}\n{}{rest}", render_budget(&budget)))?;
+                }
+                done.push((budget, sized));
+            }
+            Err(problem) => {
+                problem.report();
+                problems.push(problem);
+            }
+        }
+    }
+    if args.format == Format::Json {
+        emit_json_array(
+            done.iter()
+                .map(|(budget, sized)| {
+                    let mut value = to_json(sized);
+                    value["fit"] = budget_json(budget);
+                    value
+                })
+                .collect(),
+        )?;
+    }
+    Ok(problems.is_empty())
+}
+
+fn budget(
+    file: &Path,
+    args: &Args,
+    fit: &FitArgs,
+    gpu_label: &str,
+    gpu_mib: u64,
+) -> Result<Budget, Problem> {
+    let config = read_config(file, args.read.max_file_bytes)?;
+    let folder = file.parent().unwrap_or(Path::new("."));
+    let weights = CheckpointWeights::from_path(folder).map_err(|e| Problem::new(folder, e))?;
+    let stored_bytes = weights.total_bytes().map_err(|e| Problem::new(folder, e))?;
+    let by_dtype = weights
+        .bytes_by_dtype()
+        .map_err(|e| Problem::new(folder, e))?
+        .into_iter()
+        .map(|(dtype, bytes)| (dtype.to_owned(), bytes))
+        .collect();
+    let rotary_bytes = rotary_table_bytes(&config).ok_or_else(|| {
+        Problem::new(
+            file,
+            "kv cannot say yet what SGLang's rotary table takes for this config (a RoPE \
+             scaling other than default or llama3, or a partial rotary factor), so it cannot \
+             say what the loaded weights take",
+        )
+    })?;
+    let loaded = stored_bytes
+        .checked_add(rotary_bytes)
+        .ok_or_else(|| Problem::new(folder, "the weights' bytes overflow u64"))?;
+    let (defaults, mem_fraction_static) = match fit.mem_fraction_static {
+        Some(given) => (None, given),
+        None => {
+            if let Some(why) = unsupported_for_default(&config, args.sglang.dp, args.pp) {
+                return Err(Problem::new(
+                    file,
+                    format!(
+                        "kv does not compute SGLang's default --mem-fraction-static for {why}; \
+                         give --mem-fraction-static (SGLang logs the one it chose in its \
+                         server_args line)"
+                    ),
+                ));
+            }
+            let mut inputs = SglangMemoryInputs::new(gpu_mib);
+            inputs.tp = args.tp;
+            inputs.chunked_prefill_size = fit.chunked_prefill_size;
+            inputs.max_running_requests = args.sglang.max_running_requests;
+            inputs.max_total_tokens = args.sglang.max_total_tokens;
+            inputs.model_path = folder.display().to_string();
+            let defaults =
+                default_mem_fraction_static(&inputs).map_err(|e| Problem::new(file, e))?;
+            let fraction = defaults.mem_fraction_static;
+            (Some(defaults), fraction)
+        }
+    };
+    let avail_after_gib = fit.avail_mem_gb - loaded as f64 / GIB;
+    if avail_after_gib <= 0.0 {
+        return Err(Problem::new(
+            file,
+            format!(
+                "the weights do not fit: they take {:.2} GiB once loaded, and SGLang starts \
+                 from {} GiB free (torch.OutOfMemoryError while loading)",
+                loaded as f64 / GIB,
+                fit.avail_mem_gb
+            ),
+        ));
+    }
+    let budget_bytes = kv_pool_budget(fit.avail_mem_gb, avail_after_gib, mem_fraction_static)
+        .map_err(|e| Problem::new(file, e))?;
+    Ok(Budget {
+        gpu: gpu_label.to_owned(),
+        stored_bytes,
+        files: weights.files().len(),
+        by_dtype,
+        rotary_bytes,
+        defaults,
+        mem_fraction_static,
+        avail_before_gib: fit.avail_mem_gb,
+        avail_after_gib,
+        budget_bytes,
+    })
+}
+
+fn render_budget(b: &Budget) -> String {
+    let mut out = String::new();
+    let _ = writeln!(out, "  gpu: {}", b.gpu);
+    let dtypes: Vec<String> = b
+        .by_dtype
+        .iter()
+        .map(|(dtype, bytes)| format!("{dtype} {bytes} B"))
+        .collect();
+    let _ = writeln!(
+        out,
+        "  weights: {} B in {} file(s) ({}) + rotary table {} B (float32) = {:.2} GiB loaded",
+        b.stored_bytes,
+        b.files,
+        dtypes.join(", "),
+        b.rotary_bytes,
+        (b.stored_bytes as f64 + b.rotary_bytes as f64) / GIB
+    );
+    match &b.defaults {
+        Some(d) => {
+            let _ = writeln!(
+                out,
+                "  mem_fraction_static: {} (SGLang's default: {} MiB reserved for \
+                 chunked_prefill_size {}, decode graph max_bs {}, {} prefill graph sizes up to \
+                 {} tokens)",
+                d.mem_fraction_static,
+                d.reserved_mib,
+                d.chunked_prefill_size,
+                d.decode_graph_max_bs,
+                d.prefill_graph_sizes,
+                d.prefill_graph_max_tokens
+            );
+        }
+        None => {
+            let _ = writeln!(
+                out,
+                "  mem_fraction_static: {} (given)",
+                b.mem_fraction_static
+            );
+        }
+    }
+    let _ = writeln!(
+        out,
+        "  Load weight begin. avail mem={:.2} GB",
+        b.avail_before_gib
+    );
+    let _ = writeln!(
+        out,
+        "  Load weight end. avail mem={:.2} GB, mem usage={:.2} GB",
+        b.avail_after_gib,
+        b.avail_before_gib - b.avail_after_gib
+    );
+    let _ = writeln!(
+        out,
+        "  KV pool budget: {:.2} - {:.2} x (1 - {}) GiB = {} B",
+        b.avail_after_gib, b.avail_before_gib, b.mem_fraction_static, b.budget_bytes
+    );
+    out
+}
+
+fn budget_json(b: &Budget) -> Value {
+    json!({
+        "gpu": b.gpu,
+        "stored_weight_bytes": b.stored_bytes,
+        "weight_files": b.files,
+        "weight_bytes_by_dtype": b
+            .by_dtype
+            .iter()
+            .map(|(dtype, bytes)| (dtype.clone(), json!(bytes)))
+            .collect::<serde_json::Map<_, _>>(),
+        "rotary_table_bytes": b.rotary_bytes,
+        "mem_fraction_static": b.mem_fraction_static,
+        "defaults": b.defaults,
+        "avail_mem_before_load_gib": b.avail_before_gib,
+        "avail_mem_after_load_gib": b.avail_after_gib,
+        "kv_pool_budget_bytes": b.budget_bytes,
+    })
+}

@@ -1,0 +1,290 @@
+//! SGLang 0.5.23's memory budget: the default `mem_fraction_static` it
+//! computes from the GPU (`handle_gpu_memory_settings`,
+//! arg_groups/memory_hook.py), the memory its weights take once loaded,
+//! and the KV pool budget it profiles after loading them
+//! (`_profile_available_bytes`, mem_cache/kv_cache_configurator.py):
+//!
+//! ```text
+//! rest = avail_after_load - avail_before_load x (1 - mem_fraction_static)
+//! ```
+//!
+//! Both availabilities are what SGLang logs (`Load weight begin. avail
+//! mem=X GB`, `Load weight end. ... avail mem=Y GB`), in GiB.
+
+use kv_core::KvError;
+use serde::Serialize;
+use serde_json::Value;
+
+/// The sizes SGLang's default prefill CUDA graph captures
+/// (`generate_prefill_cuda_graph_batch_sizes`, arg_groups/cuda_graph_hook.py).
+fn prefill_graph_sizes(max_bs: u64) -> u64 {
+    let ranges: [(u64, u64, u64); 6] = [
+        (4, 32, 4),
+        (48, 256, 16),
+        (288, 512, 32),
+        (576, 1024, 64),
+        (1280, 4096, 256),
+        (4608, u64::MAX, 512),
+    ];
+    let mut count = 0;
+    for (start, last, step) in ranges {
+        let last = last.min(max_bs);
+        if last >= start {
+            count += (last - start) / step + 1;
+        }
+    }
+    count
+}
+
+/// What SGLang's default `mem_fraction_static` depends on.
+#[derive(Clone, Debug, PartialEq)]
+#[non_exhaustive]
+pub struct SglangMemoryInputs {
+    /// The GPU's `nvidia-smi` memory.total, MiB.
+    pub gpu_memory_mib: u64,
+    /// --tp-size.
+    pub tp: u64,
+    /// --chunked-prefill-size, when given (positive).
+    pub chunked_prefill_size: Option<u64>,
+    /// --max-running-requests, when given: caps the decode graph's batch.
+    pub max_running_requests: Option<u64>,
+    /// --max-total-tokens, when given: caps the prefill graph's tokens.
+    pub max_total_tokens: Option<u64>,
+    /// --model-path: SGLang caps the prefill graph at 4096 tokens when it
+    /// contains `llama-2` (any case).
+    pub model_path: String,
+}
+
+impl SglangMemoryInputs {
+    /// A GPU of `gpu_memory_mib`, tp 1, every other flag unset.
+    pub fn new(gpu_memory_mib: u64) -> SglangMemoryInputs {
+        SglangMemoryInputs {
+            gpu_memory_mib,
+            tp: 1,
+            chunked_prefill_size: None,
+            max_running_requests: None,
+            max_total_tokens: None,
+            model_path: String::new(),
+        }
+    }
+}
+
+/// SGLang's defaults for a GPU and the reservation they add up to.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+#[non_exhaustive]
+pub struct SglangMemoryDefaults {
+    /// `chunked_prefill_size`, given or the GPU's default.
+    pub chunked_prefill_size: u64,
+    /// The decode CUDA graph's largest batch (`cuda_graph_config.decode.max_bs`).
+    pub decode_graph_max_bs: u64,
+    /// The prefill CUDA graph's largest token count.
+    pub prefill_graph_max_tokens: u64,
+    /// How many prefill sizes it captures.
+    pub prefill_graph_sizes: u64,
+    /// The memory reserved for activations and graphs, MiB.
+    pub reserved_mib: f64,
+    /// `round((gpu - reserved) / gpu, 3)`.
+    pub mem_fraction_static: f64,
+}
+
+/// SGLang 0.5.23's default `mem_fraction_static` for a text model without
+/// MLA, on CUDA, without DP attention, pipeline or context parallelism
+/// (the caller refuses the others: see [`unsupported_for_default`]).
+pub fn default_mem_fraction_static(
+    inputs: &SglangMemoryInputs,
+) -> Result<SglangMemoryDefaults, KvError> {
+    let gpu = inputs.gpu_memory_mib;
+    if gpu == 0 {
+        return Err(KvError::Config {
+            what: "gpu memory",
+            problem: "the GPU has 0 MiB".into(),
+        });
+    }
+    // (chunked_prefill_size, max_bs for tp < 4, for tp >= 4) by memory.
+    let (chunk, small_tp_bs, large_tp_bs) = match gpu {
+        g if g < 20 * 1024 => (2048, 8, 8),
+        g if g < 35 * 1024 => (4096, 48, 160),
+        g if g < 60 * 1024 => (4096, 32, 160),
+        g if g < 160 * 1024 => (8192, 256, 512),
+        _ => (16384, 512, 512),
+    };
+    let chunked_prefill_size = inputs.chunked_prefill_size.unwrap_or(chunk);
+    let mut decode_graph_max_bs = if inputs.tp < 4 {
+        small_tp_bs
+    } else {
+        large_tp_bs
+    };
+    if let Some(requests) = inputs.max_running_requests {
+        decode_graph_max_bs = decode_graph_max_bs.min(requests);
+    }
+    let mut prefill_graph_max_tokens = chunked_prefill_size;
+    if let Some(tokens) = inputs.max_total_tokens {
+        prefill_graph_max_tokens = prefill_graph_max_tokens.min(tokens);
+    }
+    if inputs.model_path.to_lowercase().contains("llama-2") {
+        prefill_graph_max_tokens = prefill_graph_max_tokens.min(4096);
+    }
+    let sizes = prefill_graph_sizes(prefill_graph_max_tokens);
+    // Python's arithmetic, in Python's order, in doubles.
+    let activation_tokens = chunked_prefill_size.max(2048) as f64;
+    let mut reserved = 512.0;
+    reserved += activation_tokens * 1.5;
+    reserved += inputs.tp as f64 * 1.0 / 8.0 * 1024.0;
+    reserved += decode_graph_max_bs as f64 * 2.0 + sizes as f64 * 8.0;
+    if gpu > 60 * 1024 {
+        reserved = reserved.max(10.0 * 1024.0);
+    }
+    let gpu_mib = gpu as f64;
+    let mem_fraction_static = round3((gpu_mib - reserved) / gpu_mib);
+    Ok(SglangMemoryDefaults {
+        chunked_prefill_size,
+        decode_graph_max_bs,
+        prefill_graph_max_tokens,
+        prefill_graph_sizes: sizes,
+        reserved_mib: reserved,
+        mem_fraction_static,
+    })
+}
+
+/// Python's `round(x, 3)`: the exact binary value rounded to three decimals
+/// (Rust's formatting rounds the exact value too), read back.
+fn round3(x: f64) -> f64 {
+    format!("{x:.3}").parse().unwrap_or(x)
+}
+
+/// Why kv does not compute SGLang's default for this model, if it does not:
+/// the layouts whose reservation SGLang changes by rules kv has not been
+/// checked against. The user gives `--mem-fraction-static` instead.
+pub fn unsupported_for_default(config: &Value, dp: u64, pp: u64) -> Option<String> {
+    let text = text_section(config);
+    if crate::estimate::sglang::is_multimodal(config) {
+        return Some(
+            "a multimodal model: SGLang lowers the fraction by its vision tower's size and \
+             may drop the prefill graph"
+                .into(),
+        );
+    }
+    if text.get("kv_lora_rank").is_some_and(|v| !v.is_null()) {
+        return Some("an MLA model: SGLang reserves 1.5 GiB for its prefill graph".into());
+    }
+    if dp > 1 {
+        return Some("DP attention: SGLang pads its graphs per DP rank".into());
+    }
+    if pp > 1 {
+        return Some("pipeline parallelism: SGLang drops the prefill graph".into());
+    }
+    None
+}
+
+/// The pool budget SGLang profiles, in bytes, from the two availabilities
+/// it logs, in GiB; or its refusal when the weights leave nothing.
+pub fn kv_pool_budget(
+    avail_before_gib: f64,
+    avail_after_gib: f64,
+    mem_fraction_static: f64,
+) -> Result<u64, KvError> {
+    for (what, x) in [
+        ("avail mem before loading", avail_before_gib),
+        ("avail mem after loading", avail_after_gib),
+        ("mem_fraction_static", mem_fraction_static),
+    ] {
+        if !x.is_finite() || x < 0.0 {
+            return Err(KvError::Config {
+                what: "SGLang memory",
+                problem: format!("{what} is {x}"),
+            });
+        }
+    }
+    let slack = avail_before_gib * (1.0 - mem_fraction_static);
+    let rest = avail_after_gib - slack;
+    if rest <= 0.0 {
+        let minimum = 1.0 - avail_after_gib / avail_before_gib;
+        let suggested = (minimum * 1000.0).ceil() / 1000.0;
+        return Err(KvError::Config {
+            what: "SGLang's KV pool budget",
+            problem: format!(
+                "SGLang would not start: ValueError: Loaded weights leave no GPU memory for the KV cache under \
+                 --mem-fraction-static={mem_fraction_static}. Raise --mem-fraction-static \
+                 above {suggested:.3} (minimum viable = 1 - available/pre = {minimum:.4})."
+            ),
+        });
+    }
+    // int(rest_memory * (1 << 30)): truncation, as Python's int() truncates.
+    let bytes = rest * (1u64 << 30) as f64;
+    if bytes >= u64::MAX as f64 {
+        return Err(KvError::Overflow {
+            declaration: "SGLang's KV pool budget".into(),
+            step: "rest_memory x 2^30",
+        });
+    }
+    Ok(bytes as u64)
+}
+
+/// The text model's section: `text_config` where the config has one.
+fn text_section(config: &Value) -> &Value {
+    config.get("text_config").unwrap_or(config)
+}
+
+/// The rotary table SGLang builds at load and keeps: one
+/// `[max_position_embeddings, rotary_dim]` float32 `cos_sin_cache` (fp32
+/// on CUDA, layers/rotary_embedding/base.py), shared by every layer
+/// (`get_rope` caches it). `None` for a RoPE scaling kv has not checked,
+/// whose table is another size.
+pub fn rotary_table_bytes(config: &Value) -> Option<u64> {
+    let text = text_section(config);
+    let scaling = text
+        .get("rope_scaling")
+        .or_else(|| text.get("rope_parameters"))
+        .filter(|v| !v.is_null());
+    let rope_type = scaling
+        .and_then(|s| s.get("rope_type").or_else(|| s.get("type")))
+        .and_then(Value::as_str)
+        .unwrap_or("default");
+    if !matches!(rope_type, "default" | "llama3") {
+        return None;
+    }
+    let positions = text.get("max_position_embeddings")?.as_u64()?;
+    let heads = text.get("num_attention_heads")?.as_u64()?;
+    let head_dim = match text.get("head_dim").and_then(Value::as_u64) {
+        Some(d) => d,
+        None => text.get("hidden_size")?.as_u64()?.checked_div(heads)?,
+    };
+    let factor = text
+        .get("partial_rotary_factor")
+        .and_then(Value::as_f64)
+        .unwrap_or(1.0);
+    if factor != 1.0 {
+        return None;
+    }
+    positions.checked_mul(head_dim)?.checked_mul(4)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn prefill_sizes_count_the_capture_list() {
+        // 4..32 by 4: 8; 48..256 by 16: 14; 288..512 by 32: 8; 576..1024 by
+        // 64: 8; 1280..4096 by 256: 12; 4608..8192 by 512: 8.
+        assert_eq!(prefill_graph_sizes(8192), 58);
+        assert_eq!(prefill_graph_sizes(4096), 50);
+        assert_eq!(prefill_graph_sizes(4095), 49);
+        assert_eq!(prefill_graph_sizes(3), 0);
+        assert_eq!(prefill_graph_sizes(4), 1);
+        // 38 up to 1024, then 1280, 1536, 1792, 2048.
+        assert_eq!(prefill_graph_sizes(2048), 42);
+        // 16384: 58 + 4608..16384 by 512 adds 16 more than up to 8192.
+        assert_eq!(prefill_graph_sizes(16384), 74);
+    }
+
+    #[test]
+    fn python_round_to_three_places() {
+        assert_eq!(round3(0.829_52), 0.83);
+        // Python 3.11's round(x, 3), by the exact binary value:
+        assert_eq!(round3(0.8295), 0.83); // 0.82950000000000001510
+        assert_eq!(round3(0.1235), 0.123); // 0.12349999999999999867
+        assert_eq!(round3(0.9995), 1.0); // 0.99950000000000005507
+        assert_eq!(round3(1.0), 1.0);
+    }
+}
