@@ -279,6 +279,55 @@ mod tests {
     }
 
     #[test]
+    fn small_gpus_have_no_floor_and_smaller_graphs() {
+        // 15,360 MiB (a T4): chunked prefill 2,048, decode max_bs 8, 42
+        // prefill sizes: 512 + 2,048 x 1.5 + 128 + 16 + 336 = 4,064 MiB,
+        // no 10 GiB floor below 60 GiB; 11,296 / 15,360 = 0.73542 -> 0.735.
+        let d = default_mem_fraction_static(&SglangMemoryInputs::new(15360)).unwrap();
+        assert_eq!(
+            (
+                d.chunked_prefill_size,
+                d.decode_graph_max_bs,
+                d.prefill_graph_sizes
+            ),
+            (2048, 8, 42)
+        );
+        assert_eq!((d.reserved_mib, d.mem_fraction_static), (4064.0, 0.735));
+        // 24,564 MiB (an RTX 4090), tp 4: chunked prefill 4,096, max_bs 160:
+        // 512 + 6,144 + 512 + 320 + 400 = 7,888; 16,676 / 24,564 = 0.67888.
+        let mut inputs = SglangMemoryInputs::new(24564);
+        inputs.tp = 4;
+        let d = default_mem_fraction_static(&inputs).unwrap();
+        assert_eq!(d.decode_graph_max_bs, 160);
+        assert_eq!((d.reserved_mib, d.mem_fraction_static), (7888.0, 0.679));
+        // The same card at tp 3 keeps max_bs 48: 512 + 6,144 + 384 + 96 +
+        // 400 = 7,536; 17,028 / 24,564 = 0.69321.
+        inputs.tp = 3;
+        let d = default_mem_fraction_static(&inputs).unwrap();
+        assert_eq!((d.decode_graph_max_bs, d.mem_fraction_static), (48, 0.693));
+        // --max-total-tokens 1000 caps the prefill graph at 1,000 tokens:
+        // 38 sizes up to 1,000 less the 1,024 one: 37.
+        let mut inputs = SglangMemoryInputs::new(81559);
+        inputs.max_total_tokens = Some(1000);
+        let d = default_mem_fraction_static(&inputs).unwrap();
+        assert_eq!(
+            (d.prefill_graph_max_tokens, d.prefill_graph_sizes),
+            (1000, 37)
+        );
+        assert!(default_mem_fraction_static(&SglangMemoryInputs::new(0)).is_err());
+    }
+
+    #[test]
+    fn the_budget_is_what_sglang_profiles() {
+        // Python: int((63.41 - 78.43 * (1 - 0.83)) * (1 << 30)).
+        assert_eq!(kv_pool_budget(78.43, 63.41, 0.83).unwrap(), 53_769_661_946);
+        assert!(kv_pool_budget(10.0, 1.0, 0.5).is_err());
+        assert!(kv_pool_budget(f64::NAN, 1.0, 0.5).is_err());
+        assert!(kv_pool_budget(10.0, -1.0, 0.5).is_err());
+        assert!(kv_pool_budget(1e30, 1e30, 1.0).is_err());
+    }
+
+    #[test]
     fn python_round_to_three_places() {
         assert_eq!(round3(0.829_52), 0.83);
         // Python 3.11's round(x, 3), by the exact binary value:

@@ -1,0 +1,439 @@
+//! `kv fit --engine sglang`: a checkpoint's weights from its own
+//! safetensors header, SGLang 0.5.23's default `mem_fraction_static` for a
+//! named GPU, its pool budget, then its pools. Figures worked out by hand
+//! from SGLang's source (arg_groups/memory_hook.py,
+//! mem_cache/kv_cache_configurator.py) and a published start-up log.
+
+use std::fs;
+use std::path::Path;
+
+use serde_json::{json, Value};
+
+mod support;
+use support::*;
+
+/// Llama-3.1-8B-Instruct's published config.
+fn llama_31_8b_config() -> Value {
+    json!({
+        "architectures": ["LlamaForCausalLM"], "model_type": "llama",
+        "hidden_size": 4096, "intermediate_size": 14336, "num_attention_heads": 32,
+        "num_hidden_layers": 32, "num_key_value_heads": 8, "head_dim": 128,
+        "max_position_embeddings": 131072, "rope_theta": 500000.0,
+        "rope_scaling": {"factor": 8.0, "high_freq_factor": 4.0, "low_freq_factor": 1.0,
+                         "original_max_position_embeddings": 8192, "rope_type": "llama3"},
+        "torch_dtype": "bfloat16", "vocab_size": 128256, "tie_word_embeddings": false
+    })
+}
+
+/// A safetensors file of BF16 tensors with these shapes, its data sparse.
+fn write_bf16_safetensors(path: &Path, tensors: &[(String, Vec<u64>)]) {
+    let mut header = serde_json::Map::new();
+    let mut at = 0u64;
+    for (name, shape) in tensors {
+        let bytes = shape.iter().product::<u64>() * 2;
+        header.insert(
+            name.clone(),
+            json!({"dtype": "BF16", "shape": shape, "data_offsets": [at, at + bytes]}),
+        );
+        at += bytes;
+    }
+    let json = serde_json::to_vec(&Value::Object(header)).unwrap();
+    let mut out = (json.len() as u64).to_le_bytes().to_vec();
+    out.extend(json);
+    fs::write(path, &out).unwrap();
+    fs::OpenOptions::new()
+        .write(true)
+        .open(path)
+        .unwrap()
+        .set_len(out.len() as u64 + at)
+        .unwrap();
+}
+
+/// Llama-3.1-8B's 291 tensors: embed [128256, 4096] and lm_head alike
+/// (525,336,576 each); per layer q and o [4096, 4096], k and v [1024, 4096],
+/// gate, up [14336, 4096] and down [4096, 14336], two norms [4096]:
+/// 218,112,000; the final norm 4,096. 2 x 525,336,576 + 32 x 218,112,000 +
+/// 4,096 = 8,030,261,248 parameters, x 2 B = 16,060,522,496 B: the
+/// published index's `total_size`.
+fn llama_31_8b(dir: &Path) {
+    fs::write(dir.join("config.json"), llama_31_8b_config().to_string()).unwrap();
+    let mut tensors = vec![("model.embed_tokens.weight".to_owned(), vec![128256, 4096])];
+    for i in 0..32 {
+        for (name, shape) in [
+            ("self_attn.q_proj", vec![4096, 4096]),
+            ("self_attn.k_proj", vec![1024, 4096]),
+            ("self_attn.v_proj", vec![1024, 4096]),
+            ("self_attn.o_proj", vec![4096, 4096]),
+            ("mlp.gate_proj", vec![14336, 4096]),
+            ("mlp.up_proj", vec![14336, 4096]),
+            ("mlp.down_proj", vec![4096, 14336]),
+            ("input_layernorm", vec![4096]),
+            ("post_attention_layernorm", vec![4096]),
+        ] {
+            tensors.push((format!("model.layers.{i}.{name}.weight"), shape));
+        }
+    }
+    tensors.push(("model.norm.weight".to_owned(), vec![4096]));
+    tensors.push(("lm_head.weight".to_owned(), vec![128256, 4096]));
+    write_bf16_safetensors(&dir.join("model.safetensors"), &tensors);
+}
+
+#[test]
+fn llama_31_8b_on_an_h100_as_sglang_logs_it() {
+    let dir = scratch("fit-llama");
+    llama_31_8b(&dir);
+    let out = kv(&[
+        "fit",
+        dir.to_str().unwrap(),
+        "--engine",
+        "sglang",
+        "--gpu",
+        "h100",
+        "--avail-mem-gb",
+        "78.43",
+    ]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    let stdout = stdout(&out);
+    // Loaded: the weights plus SGLang's float32 rotary table [131072, 128]:
+    // 16,060,522,496 + 67,108,864 = 16,127,631,360 B = 15.02003 GiB.
+    // A published SGLang log of this model on an H100 (sglang issue logs,
+    // 2026-02): "Load weight begin. avail mem=78.43 GB", "Load weight end.
+    // ... avail mem=63.41 GB, mem usage=15.02 GB".
+    assert!(
+        stdout.contains("  Load weight begin. avail mem=78.43 GB\n"),
+        "{stdout}"
+    );
+    assert!(
+        stdout.contains("  Load weight end. avail mem=63.41 GB, mem usage=15.02 GB\n"),
+        "{stdout}"
+    );
+    assert!(
+        stdout
+            .contains("16060522496 B in 1 file(s) (BF16 16060522496 B) + rotary table 67108864 B"),
+        "{stdout}"
+    );
+    // H100, 81,559 MiB: chunked prefill 8,192, decode graph max_bs 256,
+    // prefill graph 58 sizes up to 8,192. reserved = 512 + 8,192 x 1.5 +
+    // 1 / 8 x 1,024 + 256 x 2 + 58 x 8 = 13,904 MiB (above the 10,240
+    // floor); round((81,559 - 13,904) / 81,559, 3) = round(0.82952, 3) = 0.83.
+    assert!(
+        stdout.contains("  mem_fraction_static: 0.83 (SGLang's default: 13904 MiB reserved"),
+        "{stdout}"
+    );
+    // rest = (78.43 - 16,127,631,360 / 2^30) - 78.43 x (1 - 0.83)
+    //      = 63.40997... - 13.3331 = 50.07687... GiB; int(x 2^30) = 53,769,632,782 B.
+    assert!(stdout.contains("= 53769632782 B\n"), "{stdout}");
+    // 131,072 B a token: 53,769,632,782 // 131,072 = 410,229 tokens;
+    // K: 410,230 x 65,536 B = 25.04 GiB.
+    assert!(
+        stdout.contains("#tokens: 410229, K size: 25.04 GB, V size: 25.04 GB"),
+        "{stdout}"
+    );
+    fs::remove_dir_all(&dir).unwrap();
+}
+
+#[test]
+fn other_gpus_and_flags_move_the_default_fraction() {
+    let dir = scratch("fit-gpus");
+    llama_31_8b(&dir);
+    let run = |extra: &[&str]| {
+        let mut args = vec![
+            "fit",
+            dir.to_str().unwrap(),
+            "--engine",
+            "sglang",
+            "--format",
+            "json",
+        ];
+        args.extend_from_slice(extra);
+        let out = kv(&args);
+        assert!(out.status.success(), "{extra:?}: {}", stderr(&out));
+        let json: Value = serde_json::from_slice(&out.stdout).unwrap();
+        json[0]["fit"].clone()
+    };
+    // H200, 143,771 MiB, tp 1: reserved 512 + 12,288 + 128 + 512 + 464 =
+    // 13,904; (143,771 - 13,904) / 143,771 = 0.90329 -> 0.903.
+    let fit = run(&["--gpu", "H200", "--avail-mem-gb", "139.5"]);
+    assert_eq!(fit["mem_fraction_static"], 0.903);
+    assert_eq!(fit["defaults"]["reserved_mib"], 13904.0);
+    // B200, 183,359 MiB: chunked prefill 16,384, max_bs 512, 74 prefill
+    // sizes: 512 + 24,576 + 128 + 1,024 + 592 = 26,832 MiB;
+    // 156,527 / 183,359 = 0.85366 -> 0.854.
+    let fit = run(&["--gpu", "B200", "--avail-mem-gb", "178"]);
+    assert_eq!(fit["mem_fraction_static"], 0.854);
+    assert_eq!(fit["defaults"]["prefill_graph_sizes"], 74);
+    // A100-40GB, 40,960 MiB: chunked prefill 4,096, max_bs 32, 50 prefill
+    // sizes; below 60 GiB, no 10 GiB floor: 512 + 6,144 + 128 + 64 + 400 =
+    // 7,248; 33,712 / 40,960 = 0.82305 -> 0.823.
+    let fit = run(&["--gpu", "a100-40gb", "--avail-mem-gb", "39"]);
+    assert_eq!(fit["mem_fraction_static"], 0.823);
+    // H100 with --chunked-prefill-size 1024: activation at least 2,048
+    // tokens (3,072), 38 prefill sizes: 512 + 3,072 + 128 + 512 + 304 =
+    // 4,528, raised to the 10,240 floor; 71,319 / 81,559 = 0.87445 -> 0.874.
+    let fit = run(&[
+        "--gpu",
+        "H100",
+        "--avail-mem-gb",
+        "78.43",
+        "--chunked-prefill-size",
+        "1024",
+    ]);
+    assert_eq!(fit["mem_fraction_static"], 0.874);
+    assert_eq!(fit["defaults"]["reserved_mib"], 10240.0);
+    // --max-running-requests 64 caps the decode graph: 512 + 12,288 + 128
+    // + 128 + 464 = 13,520; 68,039 / 81,559 = 0.83423 -> 0.834.
+    let fit = run(&[
+        "--gpu",
+        "H100",
+        "--avail-mem-gb",
+        "78.43",
+        "--max-running-requests",
+        "64",
+    ]);
+    assert_eq!(fit["mem_fraction_static"], 0.834);
+    assert_eq!(fit["defaults"]["decode_graph_max_bs"], 64);
+    // An unlisted GPU by its nvidia-smi memory, 46,068 MiB (an L40S's):
+    // chunked prefill 4,096, max_bs 32, 50 sizes: 512 + 6,144 + 128 + 64 +
+    // 400 = 7,248; 38,820 / 46,068 = 0.84267 -> 0.843.
+    let fit = run(&["--gpu-memory-mib", "46068", "--avail-mem-gb", "44"]);
+    assert_eq!(fit["mem_fraction_static"], 0.843);
+    assert_eq!(fit["gpu"], "46068 MiB per nvidia-smi");
+    // Given, it is used as given.
+    let fit = run(&[
+        "--gpu",
+        "H100",
+        "--avail-mem-gb",
+        "78.43",
+        "--mem-fraction-static",
+        "0.9",
+    ]);
+    assert_eq!(fit["mem_fraction_static"], 0.9);
+    assert_eq!(fit["defaults"], Value::Null);
+    // rest = 63.40997... - 78.43 x 0.1 = 55.56697... GiB.
+    let budget = fit["kv_pool_budget_bytes"].as_u64().unwrap();
+    assert_eq!(budget, 59_664_582_770);
+    fs::remove_dir_all(&dir).unwrap();
+}
+
+#[test]
+fn a_llama_2_path_caps_the_prefill_graph() {
+    // SGLang caps the prefill graph at 4,096 tokens when the model path
+    // names llama-2. A100-40GB with --chunked-prefill-size 8192: 50 sizes
+    // instead of 58: 512 + 12,288 + 128 + 64 + 400 = 13,392;
+    // 27,568 / 40,960 = 0.67305 -> 0.673 (0.671 without the cap).
+    let root = scratch("fit-llama2");
+    let dir = root.join("Llama-2-7b-hf");
+    fs::create_dir_all(&dir).unwrap();
+    llama_31_8b(&dir);
+    let out = kv(&[
+        "fit",
+        dir.to_str().unwrap(),
+        "--engine",
+        "sglang",
+        "--gpu",
+        "A100-40GB",
+        "--avail-mem-gb",
+        "39",
+        "--chunked-prefill-size",
+        "8192",
+        "--format",
+        "json",
+    ]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    let json: Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(json[0]["fit"]["mem_fraction_static"], 0.673);
+    assert_eq!(json[0]["fit"]["defaults"]["prefill_graph_max_tokens"], 4096);
+    fs::remove_dir_all(&root).unwrap();
+}
+
+#[test]
+fn weights_that_do_not_fit_are_refused_in_sglangs_words() {
+    let dir = scratch("fit-small");
+    llama_31_8b(&dir);
+    // A T4: 14.5 GiB free is less than the 15.02 GiB the weights take.
+    let out = kv(&[
+        "fit",
+        dir.to_str().unwrap(),
+        "--engine",
+        "sglang",
+        "--gpu",
+        "T4",
+        "--avail-mem-gb",
+        "14.5",
+    ]);
+    assert_eq!(out.status.code(), Some(1));
+    assert!(
+        stderr(&out).contains("the weights do not fit: they take 15.02 GiB"),
+        "{}",
+        stderr(&out)
+    );
+    // An L40S, 44 GiB free, at --mem-fraction-static 0.35: after loading
+    // 28.97997 GiB are free; the slack is 44 x 0.65 = 28.6; rest > 0. At 0.3:
+    // slack 30.8 > 28.98: SGLang refuses, minimum 1 - 28.97997 / 44 = 0.34136.
+    let run = |fraction: &str| {
+        kv(&[
+            "fit",
+            dir.to_str().unwrap(),
+            "--engine",
+            "sglang",
+            "--gpu",
+            "L40S",
+            "--avail-mem-gb",
+            "44",
+            "--mem-fraction-static",
+            fraction,
+        ])
+    };
+    assert!(run("0.35").status.success());
+    let out = run("0.3");
+    assert_eq!(out.status.code(), Some(1));
+    assert!(
+        stderr(&out).contains(
+            "Raise --mem-fraction-static above 0.342 (minimum viable = 1 - available/pre = 0.3414)"
+        ),
+        "{}",
+        stderr(&out)
+    );
+    fs::remove_dir_all(&dir).unwrap();
+}
+
+#[test]
+fn what_kv_fit_refuses() {
+    let dir = scratch("fit-refuse");
+    llama_31_8b(&dir);
+    let path = dir.to_str().unwrap();
+    let base = ["fit", path, "--gpu", "H100", "--avail-mem-gb", "78.43"];
+    let usage = |extra: &[&str], want: &str| {
+        let mut args = base.to_vec();
+        args.extend_from_slice(extra);
+        let out = kv(&args);
+        assert_eq!(out.status.code(), Some(2), "{extra:?}: {}", stdout(&out));
+        assert!(stderr(&out).contains(want), "{extra:?}: {}", stderr(&out));
+    };
+    // vLLM is the default engine; kv fit does not predict its profile run.
+    usage(&[], "kv fit takes --engine sglang for now");
+    usage(
+        &["--engine", "llama.cpp"],
+        "kv fit takes --engine sglang for now",
+    );
+    usage(&["--engine", "sglang", "--tp", "2"], "--tp 1 only");
+    usage(
+        &["--engine", "sglang", "--kv-cache-memory-bytes", "8G"],
+        "--kv-cache-memory-bytes does not apply to kv fit",
+    );
+    usage(
+        &["--engine", "sglang", "--max-num-seqs", "8"],
+        "--max-num-seqs does not apply",
+    );
+    usage(
+        &["--engine", "sglang", "--gpu-memory-mib", "1000"],
+        "cannot be used with",
+    );
+    usage(
+        &["--engine", "sglang", "--mem-fraction-static", "1.5"],
+        "not a fraction in (0, 1]",
+    );
+    usage(
+        &["--engine", "sglang", "--mem-fraction-static", "NaN"],
+        "not a fraction",
+    );
+    let out = kv(&[
+        "fit",
+        path,
+        "--engine",
+        "sglang",
+        "--gpu",
+        "H100",
+        "--avail-mem-gb",
+        "80",
+    ]);
+    assert_eq!(out.status.code(), Some(2));
+    assert!(
+        stderr(&out).contains("more than the GPU's 81559 MiB"),
+        "{}",
+        stderr(&out)
+    );
+    let out = kv(&[
+        "fit",
+        path,
+        "--engine",
+        "sglang",
+        "--gpu",
+        "H101",
+        "--avail-mem-gb",
+        "7",
+    ]);
+    assert_eq!(out.status.code(), Some(2));
+    assert!(
+        stderr(&out).contains("`H101` is not a GPU kv lists (T4, A10, L4,"),
+        "{}",
+        stderr(&out)
+    );
+    let out = kv(&["fit", path, "--engine", "sglang", "--avail-mem-gb", "7"]);
+    assert_eq!(out.status.code(), Some(2));
+    assert!(stderr(&out).contains("--gpu"), "{}", stderr(&out));
+    let out = kv(&[
+        "fit",
+        path,
+        "--engine",
+        "sglang",
+        "--gpu",
+        "H100",
+        "--avail-mem-gb",
+        "-1",
+    ]);
+    assert_eq!(out.status.code(), Some(2));
+
+    // A RoPE kv has not checked: no figure, and why.
+    let mut config = llama_31_8b_config();
+    config["rope_scaling"] = json!({"rope_type": "yarn", "factor": 4.0});
+    fs::write(dir.join("config.json"), config.to_string()).unwrap();
+    let out = kv(&[
+        "fit",
+        path,
+        "--engine",
+        "sglang",
+        "--gpu",
+        "H100",
+        "--avail-mem-gb",
+        "78",
+    ]);
+    assert_eq!(out.status.code(), Some(1));
+    assert!(stderr(&out).contains("rotary table"), "{}", stderr(&out));
+    // An MLA model: the default fraction is not computed; given, it is used.
+    let mut config = llama_31_8b_config();
+    config["kv_lora_rank"] = json!(512);
+    fs::write(dir.join("config.json"), config.to_string()).unwrap();
+    let out = kv(&[
+        "fit",
+        path,
+        "--engine",
+        "sglang",
+        "--gpu",
+        "H100",
+        "--avail-mem-gb",
+        "78",
+    ]);
+    assert_eq!(out.status.code(), Some(1));
+    assert!(stderr(&out).contains("an MLA model"), "{}", stderr(&out));
+    // No weights next to the config.
+    fs::write(dir.join("config.json"), llama_31_8b_config().to_string()).unwrap();
+    fs::remove_file(dir.join("model.safetensors")).unwrap();
+    let out = kv(&[
+        "fit",
+        path,
+        "--engine",
+        "sglang",
+        "--gpu",
+        "H100",
+        "--avail-mem-gb",
+        "78",
+    ]);
+    assert_eq!(out.status.code(), Some(1));
+    assert!(
+        stderr(&out).contains("no .safetensors file"),
+        "{}",
+        stderr(&out)
+    );
+    fs::remove_dir_all(&dir).unwrap();
+}
