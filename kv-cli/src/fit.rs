@@ -9,8 +9,8 @@ use std::path::Path;
 
 use kv_engines::fit::gpus::{gpu, gpu_names, Gpu};
 use kv_engines::fit::sglang::{
-    default_mem_fraction_static, kv_pool_budget, rotary_table_bytes, unsupported_for_default,
-    SglangMemoryDefaults, SglangMemoryInputs,
+    default_mem_fraction_static, kv_pool_budget, loaded_weights, unsupported_for_default,
+    LoadedWeights, SglangMemoryDefaults, SglangMemoryInputs,
 };
 use kv_engines::weights::CheckpointWeights;
 use serde_json::{json, Value};
@@ -79,7 +79,7 @@ struct Budget {
     stored_bytes: u64,
     files: usize,
     by_dtype: Vec<(String, u64)>,
-    rotary_bytes: u64,
+    loaded: LoadedWeights,
     defaults: Option<SglangMemoryDefaults>,
     mem_fraction_static: f64,
     avail_before_gib: f64,
@@ -204,16 +204,9 @@ fn budget(
         .into_iter()
         .map(|(dtype, bytes)| (dtype.to_owned(), bytes))
         .collect();
-    let rotary_bytes = rotary_table_bytes(&config).ok_or_else(|| {
-        Problem::new(
-            file,
-            "kv cannot say yet what SGLang's rotary table takes for this config (a RoPE \
-             scaling other than default or llama3, or a partial rotary factor), so it cannot \
-             say what the loaded weights take",
-        )
-    })?;
-    let loaded = stored_bytes
-        .checked_add(rotary_bytes)
+    let loaded = loaded_weights(&config, weights.tensors()).map_err(|e| Problem::new(file, e))?;
+    let loaded_bytes = loaded
+        .total()
         .ok_or_else(|| Problem::new(folder, "the weights' bytes overflow u64"))?;
     let (defaults, mem_fraction_static) = match fit.mem_fraction_static {
         Some(given) => (None, given),
@@ -240,14 +233,14 @@ fn budget(
             (Some(defaults), fraction)
         }
     };
-    let avail_after_gib = fit.avail_mem_gb - loaded as f64 / GIB;
+    let avail_after_gib = fit.avail_mem_gb - loaded_bytes as f64 / GIB;
     if avail_after_gib <= 0.0 {
         return Err(Problem::new(
             file,
             format!(
                 "the weights do not fit: they take {:.2} GiB once loaded, and SGLang starts \
                  from {} GiB free (torch.OutOfMemoryError while loading)",
-                loaded as f64 / GIB,
+                loaded_bytes as f64 / GIB,
                 fit.avail_mem_gb
             ),
         ));
@@ -259,7 +252,7 @@ fn budget(
         stored_bytes,
         files: weights.files().len(),
         by_dtype,
-        rotary_bytes,
+        loaded,
         defaults,
         mem_fraction_static,
         avail_before_gib: fit.avail_mem_gb,
@@ -278,12 +271,23 @@ fn render_budget(b: &Budget) -> String {
         .collect();
     let _ = writeln!(
         out,
-        "  weights: {} B in {} file(s) ({}) + rotary table {} B (float32) = {:.2} GiB loaded",
+        "  weights: {} B stored in {} file(s) ({})",
         b.stored_bytes,
         b.files,
         dtypes.join(", "),
-        b.rotary_bytes,
-        (b.stored_bytes as f64 + b.rotary_bytes as f64) / GIB
+    );
+    let skipped = if b.loaded.skipped_bytes > 0 {
+        format!(", {} B the loader skips", b.loaded.skipped_bytes)
+    } else {
+        String::new()
+    };
+    let _ = writeln!(
+        out,
+        "  loaded: {} B in {}{skipped} + rotary table {} B (float32) = {:.2} GiB",
+        b.loaded.tensor_bytes,
+        b.loaded.dtype,
+        b.loaded.rotary_bytes,
+        (b.loaded.tensor_bytes as f64 + b.loaded.rotary_bytes as f64) / GIB
     );
     match &b.defaults {
         Some(d) => {
@@ -337,7 +341,7 @@ fn budget_json(b: &Budget) -> Value {
             .iter()
             .map(|(dtype, bytes)| (dtype.clone(), json!(bytes)))
             .collect::<serde_json::Map<_, _>>(),
-        "rotary_table_bytes": b.rotary_bytes,
+        "loaded": b.loaded,
         "mem_fraction_static": b.mem_fraction_static,
         "defaults": b.defaults,
         "avail_mem_before_load_gib": b.avail_before_gib,

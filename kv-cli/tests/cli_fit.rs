@@ -108,8 +108,13 @@ fn llama_31_8b_on_an_h100_as_sglang_logs_it() {
         "{stdout}"
     );
     assert!(
-        stdout
-            .contains("16060522496 B in 1 file(s) (BF16 16060522496 B) + rotary table 67108864 B"),
+        stdout.contains("  weights: 16060522496 B stored in 1 file(s) (BF16 16060522496 B)\n"),
+        "{stdout}"
+    );
+    assert!(
+        stdout.contains(
+            "  loaded: 16060522496 B in bfloat16 + rotary table 67108864 B (float32) = 15.02 GiB\n"
+        ),
         "{stdout}"
     );
     // H100, 81,559 MiB: chunked prefill 8,192, decode graph max_bs 256,

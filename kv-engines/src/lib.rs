@@ -33,4 +33,5 @@
 pub mod estimate;
 pub mod fit;
 pub mod gguf;
+mod stored_tensor;
 pub mod weights;

@@ -22,6 +22,7 @@ use kv_core::KvError;
 use serde::Deserialize;
 
 use crate::gguf::GgufFile;
+pub use crate::stored_tensor::StoredTensor;
 use safetensors::SafetensorsHeader;
 
 /// The index of a sharded safetensors checkpoint (transformers' name).
@@ -30,33 +31,6 @@ pub const SHARD_INDEX: &str = "model.safetensors.index.json";
 /// An index larger than this is refused unread (published ones are a few
 /// hundred KiB: one line per tensor).
 pub const MAX_INDEX_BYTES: u64 = 64 << 20;
-
-/// One tensor as a checkpoint stores it.
-#[derive(Clone, Debug, PartialEq, Eq)]
-#[non_exhaustive]
-pub struct StoredTensor {
-    /// The name in the file (`model.layers.0.self_attn.q_proj.weight`).
-    pub name: String,
-    /// The dtype as the file names it: safetensors' (`BF16`, `F8_E4M3`,
-    /// `U8`) or ggml's (`q4_K`, `f16`).
-    pub dtype: String,
-    /// The shape as the file gives it (GGUF's is innermost first).
-    pub shape: Vec<u64>,
-    /// The bytes its data takes in the file.
-    pub bytes: u64,
-}
-
-impl StoredTensor {
-    /// A tensor of `bytes` bytes.
-    pub fn new(name: String, dtype: String, shape: Vec<u64>, bytes: u64) -> StoredTensor {
-        StoredTensor {
-            name,
-            dtype,
-            shape,
-            bytes,
-        }
-    }
-}
 
 /// Every tensor of a checkpoint, from its headers, and the files read.
 #[derive(Clone, Debug, PartialEq)]

@@ -15,6 +15,8 @@ use kv_core::KvError;
 use serde::Serialize;
 use serde_json::Value;
 
+use crate::stored_tensor::StoredTensor;
+
 /// The sizes SGLang's default prefill CUDA graph captures
 /// (`generate_prefill_cuda_graph_batch_sizes`, arg_groups/cuda_graph_hook.py).
 fn prefill_graph_sizes(max_bs: u64) -> u64 {
@@ -225,38 +227,203 @@ fn text_section(config: &Value) -> &Value {
     config.get("text_config").unwrap_or(config)
 }
 
-/// The rotary table SGLang builds at load and keeps: one
-/// `[max_position_embeddings, rotary_dim]` float32 `cos_sin_cache` (fp32
-/// on CUDA, layers/rotary_embedding/base.py), shared by every layer
-/// (`get_rope` caches it). `None` for a RoPE scaling kv has not checked,
-/// whose table is another size.
-pub fn rotary_table_bytes(config: &Value) -> Option<u64> {
+/// The architectures whose built model kv has checked holds the
+/// checkpoint's tensors in the served dtype and one `[max_position_embeddings,
+/// head_dim]` float32 rotary table beside them, and nothing else: SGLang
+/// 0.5.23's own classes built on the meta device
+/// (scripts/sglang/loaded_buffers.py: 23 shipped configs, 19 classes).
+pub const CHECKED_ARCHITECTURES: &[&str] = &[
+    "CohereForCausalLM",
+    "Cohere2ForCausalLM",
+    "GemmaForCausalLM",
+    "GraniteForCausalLM",
+    "GraniteMoeForCausalLM",
+    "HunYuanDenseV1ForCausalLM",
+    "Llama4ForCausalLM",
+    "LlamaForCausalLM",
+    "MistralForCausalLM",
+    "MixtralForCausalLM",
+    "OlmoForCausalLM",
+    "Olmo2ForCausalLM",
+    "OlmoeForCausalLM",
+    "Phi3ForCausalLM",
+    "Qwen2ForCausalLM",
+    "Qwen2MoeForCausalLM",
+    "Qwen3ForCausalLM",
+    "Qwen3MoeForCausalLM",
+    "Starcoder2ForCausalLM",
+];
+
+/// What SGLang holds once it has loaded a checkpoint: its tensors in the
+/// served dtype, less those its loader skips, and the rotary table.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+#[non_exhaustive]
+pub struct LoadedWeights {
+    /// The dtype SGLang serves in (`dtype=auto`), as torch names it.
+    pub dtype: &'static str,
+    /// The checkpoint's tensors as SGLang holds them.
+    pub tensor_bytes: u64,
+    /// Tensors the loader skips: stale `rotary_emb.inv_freq`, and a stored
+    /// `lm_head.weight` of a model that ties it to the embedding.
+    pub skipped_bytes: u64,
+    /// The float32 rotary table.
+    pub rotary_bytes: u64,
+}
+
+impl LoadedWeights {
+    /// Everything held, in bytes.
+    pub fn total(&self) -> Option<u64> {
+        self.tensor_bytes.checked_add(self.rotary_bytes)
+    }
+}
+
+/// SGLang's dtype for `dtype=auto` (`_get_and_verify_dtype`,
+/// configs/model_config.py): the config's `dtype` or `torch_dtype`;
+/// float32, or none, is served in float16, bfloat16 for Gemma.
+fn served_dtype(config: &Value) -> (&'static str, u64) {
     let text = text_section(config);
+    let named = ["dtype", "torch_dtype"].iter().find_map(|k| {
+        text.get(*k)
+            .and_then(Value::as_str)
+            .or_else(|| config.get(*k).and_then(Value::as_str))
+    });
+    match named {
+        Some("bfloat16") => ("bfloat16", 2),
+        Some("float16" | "half") => ("float16", 2),
+        _ => {
+            let model_type = text
+                .get("model_type")
+                .or_else(|| config.get("model_type"))
+                .and_then(Value::as_str)
+                .unwrap_or("");
+            if model_type.starts_with("gemma") {
+                ("bfloat16", 2)
+            } else {
+                ("float16", 2)
+            }
+        }
+    }
+}
+
+/// What SGLang holds for `tensors` of a checkpoint with `config`; or why kv
+/// cannot say.
+pub fn loaded_weights(config: &Value, tensors: &[StoredTensor]) -> Result<LoadedWeights, String> {
+    let text = text_section(config);
+    let architecture = config
+        .get("architectures")
+        .and_then(Value::as_array)
+        .and_then(|a| a.first())
+        .and_then(Value::as_str)
+        .unwrap_or("");
+    if !CHECKED_ARCHITECTURES.contains(&architecture) {
+        return Err(format!(
+            "kv has not checked what SGLang's `{architecture}` holds beside its weights (checked: \
+             scripts/sglang/loaded_buffers.py builds SGLang's own class; {} so far)",
+            CHECKED_ARCHITECTURES.len()
+        ));
+    }
+    if config
+        .get("quantization_config")
+        .is_some_and(|q| !q.is_null())
+    {
+        return Err(
+            "a quantized checkpoint: kv has not checked how SGLang lays out quantized \
+                    weights once loaded"
+                .into(),
+        );
+    }
+    let (dtype, element) = served_dtype(config);
+    let tied = text
+        .get("tie_word_embeddings")
+        .or_else(|| config.get("tie_word_embeddings"))
+        .and_then(Value::as_bool)
+        .unwrap_or(false);
+    let (mut tensor_bytes, mut skipped_bytes) = (0u64, 0u64);
+    for tensor in tensors {
+        // llama.py's load_weights (and its kin): these are never loaded.
+        if tensor.name.contains("rotary_emb.inv_freq") || (tied && tensor.name == "lm_head.weight")
+        {
+            skipped_bytes = skipped_bytes
+                .checked_add(tensor.bytes)
+                .ok_or("the skipped tensors' bytes overflow u64")?;
+            continue;
+        }
+        if !matches!(tensor.dtype.as_str(), "F16" | "BF16" | "F32" | "F64") {
+            return Err(format!(
+                "`{}` is stored as {}: kv has not checked how SGLang loads weights that are not \
+                 floating point",
+                tensor.name, tensor.dtype
+            ));
+        }
+        let elements = tensor
+            .shape
+            .iter()
+            .try_fold(1u64, |n, &d| n.checked_mul(d))
+            .and_then(|n| n.checked_mul(element))
+            .ok_or_else(|| format!("`{}`: its bytes overflow u64", tensor.name))?;
+        tensor_bytes = tensor_bytes
+            .checked_add(elements)
+            .ok_or("the tensors' bytes overflow u64")?;
+    }
+    let rotary_bytes = rotary_table_bytes(text)?;
+    Ok(LoadedWeights {
+        dtype,
+        tensor_bytes,
+        skipped_bytes,
+        rotary_bytes,
+    })
+}
+
+/// The one `[max_position_embeddings, head_dim]` float32 `cos_sin_cache`
+/// (kept in float32 on CUDA, layers/rotary_embedding/base.py; shared by
+/// every layer, as `get_rope` caches it).
+fn rotary_table_bytes(text: &Value) -> Result<u64, String> {
     let scaling = text
         .get("rope_scaling")
-        .or_else(|| text.get("rope_parameters"))
-        .filter(|v| !v.is_null());
+        .filter(|v| !v.is_null())
+        .or_else(|| text.get("rope_parameters").filter(|v| !v.is_null()));
     let rope_type = scaling
         .and_then(|s| s.get("rope_type").or_else(|| s.get("type")))
         .and_then(Value::as_str)
         .unwrap_or("default");
     if !matches!(rope_type, "default" | "llama3") {
-        return None;
+        return Err(format!(
+            "kv has not checked the rotary table SGLang builds for rope_type `{rope_type}`"
+        ));
     }
-    let positions = text.get("max_position_embeddings")?.as_u64()?;
-    let heads = text.get("num_attention_heads")?.as_u64()?;
-    let head_dim = match text.get("head_dim").and_then(Value::as_u64) {
-        Some(d) => d,
-        None => text.get("hidden_size")?.as_u64()?.checked_div(heads)?,
-    };
     let factor = text
         .get("partial_rotary_factor")
+        .or_else(|| scaling.and_then(|s| s.get("partial_rotary_factor")))
         .and_then(Value::as_f64)
         .unwrap_or(1.0);
     if factor != 1.0 {
-        return None;
+        return Err(format!(
+            "kv has not checked the rotary table SGLang builds for a partial_rotary_factor of \
+             {factor}"
+        ));
     }
-    positions.checked_mul(head_dim)?.checked_mul(4)
+    let count = |key: &str| {
+        text.get(key).and_then(Value::as_u64).ok_or_else(|| {
+            format!(
+                "the config has no `{key}` (kv does not supply the config \
+                                    class's defaults for the rotary table)"
+            )
+        })
+    };
+    let positions = count("max_position_embeddings")?;
+    let head_dim = match text.get("head_dim").and_then(Value::as_u64) {
+        Some(d) => d,
+        None => {
+            let heads = count("num_attention_heads")?;
+            count("hidden_size")?
+                .checked_div(heads)
+                .ok_or("`num_attention_heads` is 0")?
+        }
+    };
+    positions
+        .checked_mul(head_dim)
+        .and_then(|n| n.checked_mul(4))
+        .ok_or_else(|| "the rotary table's bytes overflow u64".to_owned())
 }
 
 #[cfg(test)]
@@ -335,5 +502,132 @@ mod tests {
         assert_eq!(round3(0.1235), 0.123); // 0.12349999999999999867
         assert_eq!(round3(0.9995), 1.0); // 0.99950000000000005507
         assert_eq!(round3(1.0), 1.0);
+    }
+
+    fn tensor(name: &str, dtype: &str, shape: &[u64], bytes: u64) -> StoredTensor {
+        StoredTensor::new(name.into(), dtype.into(), shape.to_vec(), bytes)
+    }
+
+    fn llama(extra: serde_json::Value) -> Value {
+        let mut config = serde_json::json!({
+            "architectures": ["LlamaForCausalLM"],
+            "model_type": "llama",
+            "hidden_size": 64,
+            "num_attention_heads": 4,
+            "max_position_embeddings": 128,
+            "torch_dtype": "float32",
+            "tie_word_embeddings": true,
+        });
+        for (k, v) in extra.as_object().unwrap() {
+            config[k] = v.clone();
+        }
+        config
+    }
+
+    #[test]
+    fn loaded_weights_convert_to_the_served_dtype_and_skip_what_the_loader_skips() {
+        let tensors = [
+            // float32 on disk, float16 once served: 100 x 64 x 2 = 12,800.
+            tensor("model.embed_tokens.weight", "F32", &[100, 64], 25_600),
+            // Tied to the embedding: never loaded.
+            tensor("lm_head.weight", "BF16", &[100, 64], 12_800),
+            tensor(
+                "model.layers.0.self_attn.rotary_emb.inv_freq",
+                "F32",
+                &[8],
+                32,
+            ),
+            // 64 x 64 x 2 = 8,192.
+            tensor(
+                "model.layers.0.self_attn.q_proj.weight",
+                "BF16",
+                &[64, 64],
+                8_192,
+            ),
+        ];
+        let loaded = loaded_weights(&llama(serde_json::json!({})), &tensors).unwrap();
+        assert_eq!(loaded.dtype, "float16");
+        assert_eq!(loaded.tensor_bytes, 12_800 + 8_192);
+        assert_eq!(loaded.skipped_bytes, 12_800 + 32);
+        // 128 positions x 16 (64 / 4 heads) x 4 bytes.
+        assert_eq!(loaded.rotary_bytes, 8_192);
+        assert_eq!(loaded.total(), Some(29_184));
+
+        // Untied, the head is loaded; bfloat16 is served as it is.
+        let untied =
+            llama(serde_json::json!({"tie_word_embeddings": false, "torch_dtype": "bfloat16"}));
+        let loaded = loaded_weights(&untied, &tensors).unwrap();
+        assert_eq!(loaded.dtype, "bfloat16");
+        assert_eq!((loaded.tensor_bytes, loaded.skipped_bytes), (33_792, 32));
+
+        // Gemma's float32 is served in bfloat16; head_dim given is used:
+        // 128 x 256 x 4 = 131,072.
+        let gemma = serde_json::json!({
+            "architectures": ["GemmaForCausalLM"], "model_type": "gemma",
+            "hidden_size": 64, "num_attention_heads": 4, "head_dim": 256,
+            "max_position_embeddings": 128, "torch_dtype": "float32",
+        });
+        let loaded = loaded_weights(&gemma, &tensors[..1]).unwrap();
+        assert_eq!((loaded.dtype, loaded.tensor_bytes), ("bfloat16", 12_800));
+        assert_eq!(loaded.rotary_bytes, 131_072);
+        // No dtype at all: float16.
+        let mut none = llama(serde_json::json!({}));
+        none.as_object_mut().unwrap().remove("torch_dtype");
+        assert_eq!(loaded_weights(&none, &[]).unwrap().dtype, "float16");
+        // llama3 scaling keeps the one table.
+        let llama3 =
+            llama(serde_json::json!({"rope_scaling": {"rope_type": "llama3", "factor": 8.0}}));
+        assert_eq!(loaded_weights(&llama3, &[]).unwrap().rotary_bytes, 8_192);
+    }
+
+    #[test]
+    fn loaded_weights_refuse_what_kv_has_not_checked() {
+        let refusal =
+            |config: Value, tensors: &[StoredTensor]| loaded_weights(&config, tensors).unwrap_err();
+        let mut other = llama(serde_json::json!({}));
+        other["architectures"] = serde_json::json!(["DbrxForCausalLM"]);
+        assert!(refusal(other, &[]).contains("`DbrxForCausalLM`"));
+        let quantized = llama(serde_json::json!({"quantization_config": {"quant_method": "fp8"}}));
+        assert!(refusal(quantized, &[]).contains("quantized"));
+        // A null quantization_config is none.
+        assert!(loaded_weights(
+            &llama(serde_json::json!({"quantization_config": null})),
+            &[]
+        )
+        .is_ok());
+        let packed = [tensor(
+            "model.layers.0.mlp.gate_proj.weight",
+            "U8",
+            &[64, 32],
+            2_048,
+        )];
+        let words = refusal(llama(serde_json::json!({})), &packed);
+        assert!(
+            words.contains("`model.layers.0.mlp.gate_proj.weight` is stored as U8"),
+            "{words}"
+        );
+        let yarn = llama(serde_json::json!({"rope_scaling": {"type": "yarn", "factor": 4.0}}));
+        assert!(refusal(yarn, &[]).contains("rope_type `yarn`"));
+        let partial = llama(serde_json::json!({"partial_rotary_factor": 0.5}));
+        assert!(refusal(partial, &[]).contains("partial_rotary_factor of 0.5"));
+        let nested = llama(
+            serde_json::json!({"rope_parameters": {"rope_type": "default", "partial_rotary_factor": 0.25}}),
+        );
+        assert!(refusal(nested, &[]).contains("0.25"));
+        let mut no_positions = llama(serde_json::json!({}));
+        no_positions
+            .as_object_mut()
+            .unwrap()
+            .remove("max_position_embeddings");
+        assert!(refusal(no_positions, &[]).contains("`max_position_embeddings`"));
+        let no_heads = llama(serde_json::json!({"num_attention_heads": 0}));
+        assert!(refusal(no_heads, &[]).contains("`num_attention_heads` is 0"));
+        let huge = [tensor(
+            "model.embed_tokens.weight",
+            "F16",
+            &[u64::MAX, 2],
+            0,
+        )];
+        assert!(refusal(llama(serde_json::json!({})), &huge).contains("overflow"));
     }
 }

@@ -11,8 +11,8 @@ use std::path::Path;
 use kv_core::KvError;
 
 use super::ggml_types::{ggml_tensor_type, GGML_TYPE_COUNT};
-use super::{GgufMetadata, GgufValue, Input};
-use crate::weights::StoredTensor;
+use super::metadata::{GgufMetadata, GgufValue, Input};
+use crate::stored_tensor::StoredTensor;
 
 /// ggml's `GGML_MAX_NAME`: a tensor name must be shorter.
 pub const MAX_TENSOR_NAME_BYTES: u64 = 64;

@@ -22,7 +22,7 @@ use kv_core::KvError;
 use serde::de::{self, DeserializeSeed, IgnoredAny, MapAccess, Visitor};
 use serde::Deserialize;
 
-use super::StoredTensor;
+use crate::stored_tensor::StoredTensor;
 
 /// The `safetensors` crate's `MAX_HEADER_SIZE`: a longer header is refused.
 pub const MAX_HEADER_BYTES: u64 = 100_000_000;
