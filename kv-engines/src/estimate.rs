@@ -40,4 +40,5 @@ pub use pool::{VllmPool, VllmPoolKind};
 pub use settings::{
     EstimateSettings, VllmEngine, DEFAULT_BLOCK_SIZE, DEFAULT_MAX_NUM_BATCHED_TOKENS, VLLM_VERSION,
 };
+pub(crate) use startup::format_gib;
 pub use startup::{vllm_startup, StartupOutcome, VllmStartup};

@@ -5,6 +5,10 @@
 //! - [`gpus`]: GPUs by name, with the memory `nvidia-smi` reports.
 //! - [`sglang`]: SGLang 0.5.23's default `mem_fraction_static`, the memory
 //!   its weights take once loaded, and the pool budget it profiles.
+//! - [`vllm`]: vLLM 0.33's KV budget: the memory its weights take once
+//!   loaded, exact, and the parts its profile run measures, as inputs.
 
 pub mod gpus;
+mod rotary;
 pub mod sglang;
+pub mod vllm;

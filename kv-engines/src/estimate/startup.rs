@@ -264,7 +264,7 @@ fn true_divide(a: u64, b: u64) -> f64 {
 }
 
 /// vLLM's `format_gib`: `str(round(b / 2**30, 2))`, so `0.5`, `2.0`, `10.53`.
-fn format_gib(bytes: u64) -> String {
+pub(crate) fn format_gib(bytes: u64) -> String {
     // Scaling by a power of two is exact, so this is Python's b / GiB.
     let gib = bytes as f64 / (1u64 << 30) as f64;
     let mut text = format!("{gib:.2}");

@@ -15,6 +15,7 @@ use kv_core::KvError;
 use serde::Serialize;
 use serde_json::Value;
 
+use super::rotary::{rotary_table_elements, text_section};
 use crate::stored_tensor::StoredTensor;
 
 /// The sizes SGLang's default prefill CUDA graph captures
@@ -222,11 +223,6 @@ pub fn kv_pool_budget(
     Ok(bytes as u64)
 }
 
-/// The text model's section: `text_config` where the config has one.
-fn text_section(config: &Value) -> &Value {
-    config.get("text_config").unwrap_or(config)
-}
-
 /// The architectures whose built model kv has checked holds the
 /// checkpoint's tensors in the served dtype and one `[max_position_embeddings,
 /// head_dim]` float32 rotary table beside them, and nothing else: SGLang
@@ -365,65 +361,18 @@ pub fn loaded_weights(config: &Value, tensors: &[StoredTensor]) -> Result<Loaded
             .checked_add(elements)
             .ok_or("the tensors' bytes overflow u64")?;
     }
-    let rotary_bytes = rotary_table_bytes(text)?;
+    // The one `[max_position_embeddings, head_dim]` float32 `cos_sin_cache`
+    // (kept in float32 on CUDA, layers/rotary_embedding/base.py; shared by
+    // every layer, as `get_rope` caches it).
+    let rotary_bytes = rotary_table_elements(text)?
+        .checked_mul(4)
+        .ok_or("the rotary table's bytes overflow u64")?;
     Ok(LoadedWeights {
         dtype,
         tensor_bytes,
         skipped_bytes,
         rotary_bytes,
     })
-}
-
-/// The one `[max_position_embeddings, head_dim]` float32 `cos_sin_cache`
-/// (kept in float32 on CUDA, layers/rotary_embedding/base.py; shared by
-/// every layer, as `get_rope` caches it).
-fn rotary_table_bytes(text: &Value) -> Result<u64, String> {
-    let scaling = text
-        .get("rope_scaling")
-        .filter(|v| !v.is_null())
-        .or_else(|| text.get("rope_parameters").filter(|v| !v.is_null()));
-    let rope_type = scaling
-        .and_then(|s| s.get("rope_type").or_else(|| s.get("type")))
-        .and_then(Value::as_str)
-        .unwrap_or("default");
-    if !matches!(rope_type, "default" | "llama3") {
-        return Err(format!(
-            "kv has not checked the rotary table SGLang builds for rope_type `{rope_type}`"
-        ));
-    }
-    let factor = text
-        .get("partial_rotary_factor")
-        .or_else(|| scaling.and_then(|s| s.get("partial_rotary_factor")))
-        .and_then(Value::as_f64)
-        .unwrap_or(1.0);
-    if factor != 1.0 {
-        return Err(format!(
-            "kv has not checked the rotary table SGLang builds for a partial_rotary_factor of \
-             {factor}"
-        ));
-    }
-    let count = |key: &str| {
-        text.get(key).and_then(Value::as_u64).ok_or_else(|| {
-            format!(
-                "the config has no `{key}` (kv does not supply the config \
-                                    class's defaults for the rotary table)"
-            )
-        })
-    };
-    let positions = count("max_position_embeddings")?;
-    let head_dim = match text.get("head_dim").and_then(Value::as_u64) {
-        Some(d) => d,
-        None => {
-            let heads = count("num_attention_heads")?;
-            count("hidden_size")?
-                .checked_div(heads)
-                .ok_or("`num_attention_heads` is 0")?
-        }
-    };
-    positions
-        .checked_mul(head_dim)
-        .and_then(|n| n.checked_mul(4))
-        .ok_or_else(|| "the rotary table's bytes overflow u64".to_owned())
 }
 
 #[cfg(test)]

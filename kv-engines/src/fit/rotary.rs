@@ -1,0 +1,61 @@
+//! What both engines build beside the weights for rotary positions, read
+//! from a config's text section.
+
+use serde_json::Value;
+
+/// The text model's section: `text_config` where the config has one.
+pub(crate) fn text_section(config: &Value) -> &Value {
+    config.get("text_config").unwrap_or(config)
+}
+
+/// The elements of the one `[max_position_embeddings, head_dim]`
+/// `cos_sin_cache` both engines build (layers/rotary_embedding/base.py in
+/// each; shared by every layer, as `get_rope` caches it), for the rotary
+/// kinds kv has checked: `default` and `llama3`, the full head rotated.
+pub(crate) fn rotary_table_elements(text: &Value) -> Result<u64, String> {
+    let scaling = text
+        .get("rope_scaling")
+        .filter(|v| !v.is_null())
+        .or_else(|| text.get("rope_parameters").filter(|v| !v.is_null()));
+    let rope_type = scaling
+        .and_then(|s| s.get("rope_type").or_else(|| s.get("type")))
+        .and_then(Value::as_str)
+        .unwrap_or("default");
+    if !matches!(rope_type, "default" | "llama3") {
+        return Err(format!(
+            "kv has not checked the rotary table the engine builds for rope_type `{rope_type}`"
+        ));
+    }
+    let factor = text
+        .get("partial_rotary_factor")
+        .or_else(|| scaling.and_then(|s| s.get("partial_rotary_factor")))
+        .and_then(Value::as_f64)
+        .unwrap_or(1.0);
+    if factor != 1.0 {
+        return Err(format!(
+            "kv has not checked the rotary table the engine builds for a partial_rotary_factor \
+             of {factor}"
+        ));
+    }
+    let count = |key: &str| {
+        text.get(key).and_then(Value::as_u64).ok_or_else(|| {
+            format!(
+                "the config has no `{key}` (kv does not supply the config class's defaults for \
+                 the rotary table)"
+            )
+        })
+    };
+    let positions = count("max_position_embeddings")?;
+    let head_dim = match text.get("head_dim").and_then(Value::as_u64) {
+        Some(d) => d,
+        None => {
+            let heads = count("num_attention_heads")?;
+            count("hidden_size")?
+                .checked_div(heads)
+                .ok_or("`num_attention_heads` is 0")?
+        }
+    };
+    positions
+        .checked_mul(head_dim)
+        .ok_or_else(|| "the rotary table's elements overflow u64".to_owned())
+}

@@ -1,0 +1,459 @@
+//! vLLM 0.33's KV budget on one GPU (`determine_available_memory`,
+//! v1/worker/gpu_worker.py; `request_memory`, v1/worker/utils.py):
+//!
+//! ```text
+//! requested = ceil(total_memory x gpu_memory_utilization)
+//! available = requested - (weights + non-torch + activation peak) - CUDA graphs
+//! ```
+//!
+//! The weights are what `Model loading took X GiB` counts: every parameter
+//! and buffer the model class allocates, each rounded up to the CUDA caching
+//! allocator's 512-byte block (`max_memory_allocated`). The other three are
+//! measured by vLLM's profile run on the GPU (`memory_profiling`,
+//! utils/mem_utils.py: the memory consumed beyond the weights since start-up,
+//! the transient torch peak, and `profile_cudagraph_memory`, subtracted by
+//! default since `VLLM_MEMORY_PROFILER_ESTIMATE_CUDAGRAPHS` is 1); kv takes
+//! them as inputs and never guesses them.
+
+use kv_core::DType;
+use serde::Serialize;
+use serde_json::Value;
+
+use super::rotary::{rotary_table_elements, text_section};
+use crate::estimate::format_gib;
+use crate::stored_tensor::StoredTensor;
+
+/// The architectures whose model, built by vLLM 0.33's own class on the
+/// meta device, kv has checked holds exactly the checkpoint's tensors in the
+/// served dtype (the vocabulary padded to 64), one rotary table, and four
+/// float32 scales per attention layer (scripts/vllm/loaded_weights.py).
+pub const CHECKED_ARCHITECTURES: &[&str] = &[
+    "LlamaForCausalLM",
+    "MistralForCausalLM",
+    "Qwen2ForCausalLM",
+    "Qwen3ForCausalLM",
+];
+
+/// vLLM's `DEFAULT_VOCAB_PADDING_SIZE` (vocab_parallel_embedding.py): the
+/// embedding's and the head's rows, padded to a multiple of it.
+const VOCAB_PADDING: u64 = 64;
+
+/// The CUDA caching allocator's smallest block: every tensor takes a
+/// multiple of it.
+const BLOCK: u64 = 512;
+
+/// What vLLM holds once it has loaded a checkpoint, as `Model loading took`
+/// counts it.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+#[non_exhaustive]
+pub struct VllmLoadedWeights {
+    /// The dtype vLLM serves in (`dtype=auto`).
+    pub dtype: &'static str,
+    /// The checkpoint's tensors as vLLM holds them: served dtype, the
+    /// vocabulary padded, each rounded to 512 bytes.
+    pub tensor_bytes: u64,
+    /// Tensors the loader skips: `rotary_emb.inv_freq`, and a stored
+    /// `lm_head.weight` tied to the embedding.
+    pub skipped_bytes: u64,
+    /// The rotary table, in the served dtype (`cache.to(dtype)`).
+    pub rotary_bytes: u64,
+    /// `_k_scale`, `_v_scale`, `_q_scale`, `_prob_scale`: four float32
+    /// scalars per attention layer, a 512-byte block each.
+    pub scale_bytes: u64,
+}
+
+impl VllmLoadedWeights {
+    /// Everything held, in bytes: what vLLM logs as `Model loading took`.
+    pub fn total(&self) -> Option<u64> {
+        self.tensor_bytes
+            .checked_add(self.rotary_bytes)?
+            .checked_add(self.scale_bytes)
+    }
+}
+
+fn round_to_block(bytes: u64) -> Option<u64> {
+    bytes.checked_next_multiple_of(BLOCK)
+}
+
+/// What vLLM holds for `tensors` of a checkpoint with `config`, served in
+/// `dtype` (the estimate's, vLLM's `dtype=auto`); or why kv cannot say.
+pub fn loaded_weights(
+    config: &Value,
+    tensors: &[StoredTensor],
+    dtype: DType,
+) -> Result<VllmLoadedWeights, String> {
+    let text = text_section(config);
+    let architecture = config
+        .get("architectures")
+        .and_then(Value::as_array)
+        .and_then(|a| a.first())
+        .and_then(Value::as_str)
+        .unwrap_or("");
+    if !CHECKED_ARCHITECTURES.contains(&architecture) {
+        return Err(format!(
+            "kv has not checked what vLLM's `{architecture}` holds once loaded (checked: {}; \
+             scripts/vllm/loaded_weights.py builds vLLM's own class)",
+            CHECKED_ARCHITECTURES.join(", ")
+        ));
+    }
+    if config
+        .get("quantization_config")
+        .is_some_and(|q| !q.is_null())
+    {
+        return Err(
+            "a quantized checkpoint: kv has not checked how vLLM lays out quantized weights \
+             once loaded"
+                .into(),
+        );
+    }
+    let element = dtype
+        .bytes_for(1)
+        .map_err(|_| "the served dtype's width overflows".to_owned())?;
+    let count = |key: &str| {
+        text.get(key)
+            .and_then(Value::as_u64)
+            .ok_or_else(|| format!("the config has no `{key}`"))
+    };
+    let tied = text
+        .get("tie_word_embeddings")
+        .or_else(|| config.get("tie_word_embeddings"))
+        .and_then(Value::as_bool)
+        .unwrap_or(false);
+    let padded_vocab = count("vocab_size")?
+        .checked_next_multiple_of(VOCAB_PADDING)
+        .ok_or("`vocab_size` overflows once padded")?;
+    let (mut tensor_bytes, mut skipped_bytes) = (0u64, 0u64);
+    for tensor in tensors {
+        let is_head = tensor.name == "lm_head.weight";
+        if tensor.name.contains("rotary_emb.inv_freq") || (tied && is_head) {
+            skipped_bytes = skipped_bytes
+                .checked_add(tensor.bytes)
+                .ok_or("the skipped tensors' bytes overflow u64")?;
+            continue;
+        }
+        if !matches!(tensor.dtype.as_str(), "F16" | "BF16" | "F32" | "F64") {
+            return Err(format!(
+                "`{}` is stored as {}: kv has not checked how vLLM loads weights that are not \
+                 floating point",
+                tensor.name, tensor.dtype
+            ));
+        }
+        // The embedding and the head are built with the padded vocabulary,
+        // whatever rows the file holds.
+        let vocab_rows = is_head || tensor.name.ends_with("embed_tokens.weight");
+        let shape: Vec<u64> = match (vocab_rows, tensor.shape.as_slice()) {
+            (true, [_, width]) => vec![padded_vocab, *width],
+            (true, _) => {
+                return Err(format!(
+                    "`{}` has shape {:?}; vLLM builds it as [vocab, hidden]",
+                    tensor.name, tensor.shape
+                ))
+            }
+            (false, shape) => shape.to_vec(),
+        };
+        let bytes = shape
+            .iter()
+            .try_fold(1u64, |n, &d| n.checked_mul(d))
+            .and_then(|n| n.checked_mul(element))
+            .and_then(round_to_block)
+            .ok_or_else(|| format!("`{}`: its bytes overflow u64", tensor.name))?;
+        tensor_bytes = tensor_bytes
+            .checked_add(bytes)
+            .ok_or("the tensors' bytes overflow u64")?;
+    }
+    let rotary_bytes = rotary_table_elements(text)?
+        .checked_mul(element)
+        .and_then(round_to_block)
+        .ok_or("the rotary table's bytes overflow u64")?;
+    let scale_bytes = count("num_hidden_layers")?
+        .checked_mul(4 * BLOCK)
+        .ok_or("the attention scales' bytes overflow u64")?;
+    Ok(VllmLoadedWeights {
+        dtype: dtype.name(),
+        tensor_bytes,
+        skipped_bytes,
+        rotary_bytes,
+        scale_bytes,
+    })
+}
+
+/// What vLLM's budget rests on.
+#[derive(Clone, Debug, PartialEq)]
+#[non_exhaustive]
+pub struct VllmMemoryInputs {
+    /// The GPU's total memory as CUDA reports it (`torch.cuda.mem_get_info`).
+    pub total_memory_bytes: u64,
+    /// `--gpu-memory-utilization` (vLLM's default 0.9).
+    pub gpu_memory_utilization: f64,
+    /// What `Model loading took` counts.
+    pub weights_bytes: u64,
+    /// Memory consumed beyond the weights from start-up to the end of the
+    /// profile run (`total_consumed - weights_memory`: the CUDA context's
+    /// growth, NCCL, cuBLAS workspaces, persistent buffers).
+    pub non_torch_bytes: u64,
+    /// The profile run's transient torch peak (`transient_peak_headroom`).
+    pub activation_bytes: u64,
+    /// `profile_cudagraph_memory()` (0 with `--enforce-eager`).
+    pub cuda_graph_bytes: u64,
+}
+
+impl VllmMemoryInputs {
+    /// Inputs with nothing profiled yet (each profiled part 0) and vLLM's
+    /// default utilization.
+    pub fn new(total_memory_bytes: u64, weights_bytes: u64) -> VllmMemoryInputs {
+        VllmMemoryInputs {
+            total_memory_bytes,
+            gpu_memory_utilization: 0.9,
+            weights_bytes,
+            non_torch_bytes: 0,
+            activation_bytes: 0,
+            cuda_graph_bytes: 0,
+        }
+    }
+}
+
+/// vLLM's budget for the KV cache, and the lines it logs on the way.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+#[non_exhaustive]
+pub struct VllmBudget {
+    /// `ceil(total x utilization)`.
+    pub requested_bytes: u64,
+    /// What is left for the KV cache: positive, else vLLM refuses.
+    pub available_bytes: u64,
+    /// `Model loading took X GiB memory`, `Available KV cache memory: X GiB`.
+    pub lines: Vec<String>,
+}
+
+/// vLLM's KV cache budget for `inputs`; or its refusal, in its words.
+pub fn kv_cache_budget(inputs: &VllmMemoryInputs) -> Result<VllmBudget, String> {
+    let utilization = inputs.gpu_memory_utilization;
+    if !(utilization > 0.0 && utilization <= 1.0) {
+        return Err(format!(
+            "gpu_memory_utilization {utilization} is not in (0, 1]"
+        ));
+    }
+    if inputs.total_memory_bytes >= 1 << 53 {
+        return Err("the GPU's memory is beyond what a double holds exactly".into());
+    }
+    // Python's math.ceil(int * float): the int is exact as a double here.
+    let requested = (inputs.total_memory_bytes as f64 * utilization).ceil() as u64;
+    let taken = [
+        inputs.weights_bytes,
+        inputs.non_torch_bytes,
+        inputs.activation_bytes,
+        inputs.cuda_graph_bytes,
+    ]
+    .iter()
+    .try_fold(0u64, |sum, &b| sum.checked_add(b))
+    .ok_or("the memory taken overflows u64")?;
+    let loading = format!(
+        "Model loading took {} GiB memory",
+        format_gib(inputs.weights_bytes)
+    );
+    match requested.checked_sub(taken).filter(|&left| left > 0) {
+        Some(available) => Ok(VllmBudget {
+            requested_bytes: requested,
+            available_bytes: available,
+            lines: vec![
+                loading,
+                format!("Available KV cache memory: {} GiB", format_gib(available)),
+            ],
+        }),
+        // vLLM logs the figure, negative or 0, then
+        // _check_enough_kv_cache_memory refuses.
+        None => Err(format!(
+            "{loading}; Available KV cache memory: {}{} GiB; then: No available memory for the cache blocks. Try increasing \
+             `gpu_memory_utilization` when initializing the engine (this flag also controls \
+             CPU memory reservation on the CPU backend, despite its name). See \
+             https://docs.vllm.ai/en/latest/configuration/conserving_memory/ for more details.",
+            if taken > requested { "-" } else { "" },
+            format_gib(taken.abs_diff(requested))
+        )),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn tensor(name: &str, dtype: &str, shape: &[u64], bytes: u64) -> StoredTensor {
+        StoredTensor::new(name.into(), dtype.into(), shape.to_vec(), bytes)
+    }
+
+    fn small(extra: serde_json::Value) -> Value {
+        let mut config = serde_json::json!({
+            "architectures": ["Qwen2ForCausalLM"], "model_type": "qwen2",
+            "hidden_size": 64, "num_attention_heads": 4, "num_hidden_layers": 2,
+            "max_position_embeddings": 100, "vocab_size": 100,
+            "torch_dtype": "bfloat16", "tie_word_embeddings": true,
+        });
+        for (k, v) in extra.as_object().unwrap() {
+            config[k] = v.clone();
+        }
+        config
+    }
+
+    #[test]
+    fn loaded_weights_pad_the_vocabulary_and_round_each_tensor_to_a_block() {
+        let tensors = [
+            // 100 rows stored, built with 128: 128 x 64 x 2 = 16,384.
+            tensor("model.embed_tokens.weight", "BF16", &[100, 64], 12_800),
+            tensor("lm_head.weight", "BF16", &[100, 64], 12_800),
+            tensor(
+                "model.layers.0.self_attn.rotary_emb.inv_freq",
+                "F32",
+                &[8],
+                32,
+            ),
+            // 64 x 2 = 128 bytes: one 512-byte block.
+            tensor("model.norm.weight", "BF16", &[64], 128),
+            // float32 on disk, bf16 served: 64 x 64 x 2 = 8,192.
+            tensor(
+                "model.layers.0.mlp.down_proj.weight",
+                "F32",
+                &[64, 64],
+                16_384,
+            ),
+        ];
+        let loaded = loaded_weights(&small(serde_json::json!({})), &tensors, DType::BF16).unwrap();
+        assert_eq!(loaded.dtype, "bf16");
+        assert_eq!(loaded.tensor_bytes, 16_384 + 512 + 8_192);
+        assert_eq!(loaded.skipped_bytes, 12_800 + 32);
+        // 100 positions x 16 (64 / 4) x 2 = 3,200: seven blocks, 3,584.
+        assert_eq!(loaded.rotary_bytes, 3_584);
+        // 2 layers x 4 scales x 512.
+        assert_eq!(loaded.scale_bytes, 4_096);
+        assert_eq!(loaded.total(), Some(25_088 + 3_584 + 4_096));
+        // Untied, the head is loaded, padded alike.
+        let untied = small(serde_json::json!({"tie_word_embeddings": false}));
+        let loaded = loaded_weights(&untied, &tensors, DType::BF16).unwrap();
+        assert_eq!(
+            (loaded.tensor_bytes, loaded.skipped_bytes),
+            (25_088 + 16_384, 32)
+        );
+        // Served in float32 (dtype given so): 4 bytes an element.
+        let loaded = loaded_weights(&untied, &tensors[..1], DType::F32).unwrap();
+        assert_eq!((loaded.tensor_bytes, loaded.rotary_bytes), (32_768, 6_656));
+    }
+
+    #[test]
+    fn llama_31_8b_as_vllms_own_class_holds_it() {
+        // scripts/vllm/loaded_weights.py on the published config: parameters
+        // 16,060,522,496 B, the bf16 cos_sin_cache [131072, 128] 33,554,432,
+        // 128 scales of 512: 16,094,142,464.
+        let config = serde_json::json!({
+            "architectures": ["LlamaForCausalLM"], "hidden_size": 4096,
+            "num_attention_heads": 32, "num_hidden_layers": 32, "head_dim": 128,
+            "max_position_embeddings": 131072, "vocab_size": 128256,
+            "rope_scaling": {"rope_type": "llama3", "factor": 8.0},
+        });
+        let tensors = [
+            tensor(
+                "model.embed_tokens.weight",
+                "BF16",
+                &[128256, 4096],
+                1_050_673_152,
+            ),
+            tensor("lm_head.weight", "BF16", &[128256, 4096], 1_050_673_152),
+            // The 32 layers and the final norm, as one tensor of their
+            // 32 x 218,112,000 + 4,096 = 6,979,588,096 parameters (what
+            // rounding sees is each tensor's bytes, all multiples of 512).
+            tensor("model.layers.all", "BF16", &[6_979_588_096], 13_959_176_192),
+        ];
+        let loaded = loaded_weights(&config, &tensors, DType::BF16).unwrap();
+        assert_eq!(loaded.tensor_bytes, 16_060_522_496);
+        assert_eq!(loaded.rotary_bytes, 33_554_432);
+        assert_eq!(loaded.scale_bytes, 65_536);
+        assert_eq!(loaded.total(), Some(16_094_142_464));
+    }
+
+    #[test]
+    fn loaded_weights_refuse_what_kv_has_not_checked() {
+        let refusal = |config: Value, tensors: &[StoredTensor]| {
+            loaded_weights(&config, tensors, DType::BF16).unwrap_err()
+        };
+        let mut other = small(serde_json::json!({}));
+        other["architectures"] = serde_json::json!(["GptOssForCausalLM"]);
+        assert!(refusal(other, &[]).contains("`GptOssForCausalLM`"));
+        let quantized = small(serde_json::json!({"quantization_config": {"quant_method": "fp8"}}));
+        assert!(refusal(quantized, &[]).contains("quantized"));
+        let packed = [tensor(
+            "model.layers.0.mlp.up_proj.weight",
+            "U8",
+            &[64, 32],
+            2_048,
+        )];
+        let words = refusal(small(serde_json::json!({})), &packed);
+        assert!(
+            words.contains("`model.layers.0.mlp.up_proj.weight` is stored as U8"),
+            "{words}"
+        );
+        let flat = [tensor(
+            "model.embed_tokens.weight",
+            "BF16",
+            &[6_400],
+            12_800,
+        )];
+        assert!(refusal(small(serde_json::json!({})), &flat).contains("[vocab, hidden]"));
+        let mut no_vocab = small(serde_json::json!({}));
+        no_vocab.as_object_mut().unwrap().remove("vocab_size");
+        assert!(refusal(no_vocab, &[]).contains("`vocab_size`"));
+        let mut no_layers = small(serde_json::json!({}));
+        no_layers
+            .as_object_mut()
+            .unwrap()
+            .remove("num_hidden_layers");
+        assert!(refusal(no_layers, &[]).contains("`num_hidden_layers`"));
+        let yarn = small(serde_json::json!({"rope_scaling": {"rope_type": "yarn"}}));
+        assert!(refusal(yarn, &[]).contains("`yarn`"));
+        let huge = [tensor("model.layers.0.w", "BF16", &[u64::MAX / 2, 1], 0)];
+        assert!(refusal(small(serde_json::json!({})), &huge).contains("overflow"));
+    }
+
+    #[test]
+    fn the_budget_is_what_vllm_subtracts() {
+        // 81,559 MiB = 85,520,809,984 B x 0.9 = 76,968,728,985.6, ceil
+        // 76,968,728,986; less 16,094,142,464 + 2^30 + 2^30 + 2^29 =
+        // 58,190,231,962 = 54.194 GiB.
+        let mut inputs = VllmMemoryInputs::new(85_520_809_984, 16_094_142_464);
+        inputs.non_torch_bytes = 1 << 30;
+        inputs.activation_bytes = 1 << 30;
+        inputs.cuda_graph_bytes = 1 << 29;
+        let budget = kv_cache_budget(&inputs).unwrap();
+        assert_eq!(budget.requested_bytes, 76_968_728_986);
+        assert_eq!(budget.available_bytes, 58_190_231_962);
+        assert_eq!(
+            budget.lines,
+            [
+                "Model loading took 14.99 GiB memory",
+                "Available KV cache memory: 54.19 GiB"
+            ]
+        );
+        // 16 GiB x 0.9 = 15,461,882,265.6 -> 15,461,882,266: the weights
+        // alone overdraw it by 632,260,198 B (0.589 GiB).
+        let words = kv_cache_budget(&VllmMemoryInputs::new(16 << 30, 16_094_142_464)).unwrap_err();
+        assert!(
+            words.contains("Available KV cache memory: -0.59 GiB; then: No available memory for the cache blocks."),
+            "{words}"
+        );
+        // Exactly nothing left is refused too.
+        let mut exact = VllmMemoryInputs::new(1000, 900);
+        exact.gpu_memory_utilization = 0.9;
+        assert!(kv_cache_budget(&exact)
+            .unwrap_err()
+            .contains("memory: 0.0 GiB"));
+        exact.weights_bytes = 899;
+        assert_eq!(kv_cache_budget(&exact).unwrap().available_bytes, 1);
+        exact.gpu_memory_utilization = 1.5;
+        assert!(kv_cache_budget(&exact)
+            .unwrap_err()
+            .contains("not in (0, 1]"));
+        exact.gpu_memory_utilization = 1.0;
+        assert_eq!(kv_cache_budget(&exact).unwrap().available_bytes, 101);
+        exact.total_memory_bytes = 1 << 53;
+        assert!(kv_cache_budget(&exact).is_err());
+        exact.total_memory_bytes = 1000;
+        exact.activation_bytes = u64::MAX;
+        assert!(kv_cache_budget(&exact).unwrap_err().contains("overflows"));
+    }
+}

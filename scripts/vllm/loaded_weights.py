@@ -1,0 +1,71 @@
+"""What vLLM 0.33 holds once a model is loaded, tp 1: its model class built
+on the meta device as BaseModelLoader builds it (compare.py's harness, an
+emulated Hopper), every parameter and buffer with its bytes rounded up to
+the CUDA caching allocator's 512-byte blocks, as `Model loading took X GiB`
+counts them (max_memory_allocated). Checks `kv fit --engine vllm`'s loaded
+weights (kv_engines::fit::vllm); not run by CI.
+
+    /work/.venv-vllm/bin/python scripts/vllm/loaded_weights.py CONFIG.json...
+
+One JSON object per config on stdout: the dtype, the bytes of parameters
+and of buffers, their names and shapes where a buffer, or the error.
+"""
+
+import json
+import os
+import shutil
+import sys
+import tempfile
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import compare  # noqa: E402
+
+
+def rounded(t):
+    n = t.numel() * t.element_size()
+    return (n + 511) // 512 * 512
+
+
+def loaded(config_path):
+    import torch
+    from vllm.model_executor.model_loader.utils import initialize_model
+    from vllm.utils.torch_utils import set_default_torch_dtype
+
+    work = tempfile.mkdtemp()
+    try:
+        shutil.copy(config_path, os.path.join(work, "config.json"))
+        layout = {"tp": 1, "pp": 1, "dcp": 1, "fmt": "auto", "mml": None}
+        vc = compare.engine_config(work, layout)
+        compare.fake_parallel_state(1, 1, 1, 0)
+        vc.device_config.device = torch.device("meta")
+        with set_default_torch_dtype(vc.model_config.dtype), torch.device("meta"):
+            model = initialize_model(vllm_config=vc)
+        params = sum(rounded(p) for p in model.parameters())
+        buffers = [(n, list(b.shape), str(b.dtype), rounded(b)) for n, b in model.named_buffers()]
+        return {
+            "config": config_path,
+            "dtype": str(vc.model_config.dtype),
+            "parameter_bytes": params,
+            "buffer_bytes": sum(b[3] for b in buffers),
+            "buffers": buffers,
+            "total": params + sum(b[3] for b in buffers),
+        }
+    except Exception as e:  # noqa: BLE001  (reported, the next config runs)
+        return {"config": config_path, "error": compare.first_line(e)}
+    finally:
+        shutil.rmtree(work, ignore_errors=True)
+
+
+def main():
+    os.environ.setdefault("VLLM_LOGGING_LEVEL", "ERROR")
+    compare.load_stub_libcuda(tempfile.mkdtemp())
+    import logging
+
+    logging.disable(logging.WARNING)
+    compare.install_hopper()
+    for path in sys.argv[1:]:
+        print(json.dumps(loaded(path)), flush=True)
+
+
+if __name__ == "__main__":
+    main()
