@@ -19,7 +19,7 @@ use crate::Format;
 
 /// One config's estimate, divided per rank by kv-core: the ranks (their
 /// declarations, for the group lines) and the exported figures.
-struct Estimated {
+pub(crate) struct Estimated {
     exported: ExportedEstimate,
     ranks: Vec<EstimateRank>,
 }
@@ -38,28 +38,7 @@ pub fn run(args: &Args) -> Result<bool, StdoutFailed> {
     for problem in &problems {
         problem.report();
     }
-    let mut settings = EstimateSettings::new()
-        .max_num_batched_tokens(args.max_num_batched_tokens)
-        .pipeline_stages(args.pp)
-        .tensor_parallel(args.tp)
-        .decode_context_parallel(args.dcp)
-        .dcp_interleave(args.dcp_interleave)
-        .async_scheduling(!args.no_async_scheduling)
-        .prefix_caching(!args.no_prefix_caching)
-        .speculative_tokens(args.speculative_tokens)
-        .allow_long_max_model_len(args.allow_long_max_model_len);
-    if let Some(positions) = args.positions {
-        settings = settings.positions(positions);
-    }
-    if let Some(block_size) = args.block_size {
-        settings = settings.block_size(block_size);
-    }
-    if let Some(storage) = args.kv_format {
-        settings = settings.kv_format(storage);
-    }
-    for (key, value) in &args.values {
-        settings = settings.set(key, value.clone());
-    }
+    let settings = settings(args);
     let mut done = Vec::new();
     for file in &files {
         match estimate_file(file, &settings, args) {
@@ -83,7 +62,34 @@ pub fn run(args: &Args) -> Result<bool, StdoutFailed> {
     Ok(problems.is_empty())
 }
 
-fn estimate_file(
+/// The estimate settings `args` give.
+pub(crate) fn settings(args: &Args) -> EstimateSettings {
+    let mut settings = EstimateSettings::new()
+        .max_num_batched_tokens(args.max_num_batched_tokens)
+        .pipeline_stages(args.pp)
+        .tensor_parallel(args.tp)
+        .decode_context_parallel(args.dcp)
+        .dcp_interleave(args.dcp_interleave)
+        .async_scheduling(!args.no_async_scheduling)
+        .prefix_caching(!args.no_prefix_caching)
+        .speculative_tokens(args.speculative_tokens)
+        .allow_long_max_model_len(args.allow_long_max_model_len);
+    if let Some(positions) = args.positions {
+        settings = settings.positions(positions);
+    }
+    if let Some(block_size) = args.block_size {
+        settings = settings.block_size(block_size);
+    }
+    if let Some(storage) = args.kv_format {
+        settings = settings.kv_format(storage);
+    }
+    for (key, value) in &args.values {
+        settings = settings.set(key, value.clone());
+    }
+    settings
+}
+
+pub(crate) fn estimate_file(
     file: &Path,
     settings: &EstimateSettings,
     args: &Args,
@@ -208,7 +214,7 @@ fn settings_line(estimated: &Estimated, args: &Args) -> String {
     )
 }
 
-fn render(estimated: &Estimated, args: &Args) -> String {
+pub(crate) fn render(estimated: &Estimated, args: &Args) -> String {
     let mut out = String::new();
     let several = estimated.ranks.len() > 1;
     match args.format {
@@ -418,6 +424,6 @@ fn cluster_line(cluster: &ExportedEstimateCluster) -> String {
     )
 }
 
-fn to_json(estimated: &Estimated) -> Value {
+pub(crate) fn to_json(estimated: &Estimated) -> Value {
     serde_json::to_value(&estimated.exported).unwrap_or(Value::Null)
 }

@@ -9,7 +9,7 @@ use serde_json::Value;
 use crate::Format;
 
 /// `kv estimate` arguments.
-#[derive(clap::Args)]
+#[derive(Clone, clap::Args)]
 pub struct Args {
     /// HF config.json files, or directories (every config.json under them,
     /// sorted); GGUF files with --engine llama.cpp.
@@ -190,7 +190,7 @@ pub enum Engine {
 }
 
 /// The flags only SGLang reads.
-#[derive(clap::Args)]
+#[derive(Clone, clap::Args)]
 pub struct SglangArgs {
     /// SGLang --dp-size with --enable-dp-attention (1 to 4096): attention
     /// runs on tp / dp ranks per worker, and each worker owns a full pool.

@@ -2,7 +2,8 @@
 //! SGLang's KV pool for a checkpoint on a named GPU, from the weights its
 //! own safetensors headers give, SGLang's default `mem_fraction_static` for
 //! that GPU, and the free memory SGLang starts from; then the pools and
-//! lines `kv estimate --engine sglang` prints for that budget.
+//! lines `kv estimate --engine sglang` prints for that budget. `--engine
+//! vllm` is `crate::fit_vllm`.
 
 use std::fmt::Write as _;
 use std::path::Path;
@@ -16,6 +17,7 @@ use kv_engines::weights::CheckpointWeights;
 use serde_json::{json, Value};
 
 use crate::estimate_args::{Args, Engine};
+use crate::fit_vllm::VllmFitFlags;
 use crate::input::{expand, read_config, Problem};
 use crate::message::usage_error;
 use crate::output::{emit, emit_json_array, StdoutFailed};
@@ -36,18 +38,70 @@ pub struct FitArgs {
     /// --query-gpu=memory.total --format=csv` prints it, in MiB.
     #[arg(long, conflicts_with = "gpu", value_parser = clap::value_parser!(u64).range(1..))]
     pub(crate) gpu_memory_mib: Option<u64>,
-    /// The free memory SGLang starts loading from, in GiB, as it logs it
+    /// SGLang: the free memory it starts loading from, in GiB, as it logs it
     /// (`Load weight begin. avail mem=78.43 GB`): the GPU's memory less the
     /// CUDA context and anything else on the card. Published H100 logs show
-    /// 78.43 to 78.81.
+    /// 78.43 to 78.81. Required with --engine sglang.
     #[arg(long, value_parser = parse_gib)]
-    pub(crate) avail_mem_gb: f64,
+    pub(crate) avail_mem_gb: Option<f64>,
     /// SGLang --mem-fraction-static [default: SGLang's own for the GPU].
     #[arg(long, value_parser = parse_fraction)]
     pub(crate) mem_fraction_static: Option<f64>,
     /// SGLang --chunked-prefill-size [default: SGLang's own for the GPU].
     #[arg(long, value_parser = clap::value_parser!(u64).range(1..))]
     pub(crate) chunked_prefill_size: Option<u64>,
+    /// vLLM --gpu-memory-utilization [default: 0.9, vLLM's].
+    #[arg(long, value_parser = parse_fraction)]
+    pub(crate) gpu_memory_utilization: Option<f64>,
+    /// vLLM: the GPU's total memory as CUDA reports it, in GiB (vLLM's
+    /// `total_gpu_memory`) [default: nvidia-smi's, an upper bound].
+    #[arg(long, value_parser = parse_gib)]
+    pub(crate) total_gpu_memory_gib: Option<f64>,
+    /// vLLM: memory consumed beyond the weights by the end of its profile
+    /// run (`total consumed` less `weights memory` in its debug line).
+    #[arg(long)]
+    pub(crate) non_torch_bytes: Option<u64>,
+    /// vLLM: the profile run's transient activation peak.
+    #[arg(long)]
+    pub(crate) activation_bytes: Option<u64>,
+    /// vLLM: its CUDA-graph memory estimate (0 with --enforce-eager).
+    #[arg(long)]
+    pub(crate) cuda_graph_bytes: Option<u64>,
+}
+
+impl FitArgs {
+    /// The flags given that only the other engine reads.
+    fn foreign(&self, engine: Engine) -> Option<&'static str> {
+        let sglang = [
+            ("--avail-mem-gb", self.avail_mem_gb.is_some()),
+            ("--mem-fraction-static", self.mem_fraction_static.is_some()),
+            (
+                "--chunked-prefill-size",
+                self.chunked_prefill_size.is_some(),
+            ),
+        ];
+        let vllm = [
+            (
+                "--gpu-memory-utilization",
+                self.gpu_memory_utilization.is_some(),
+            ),
+            (
+                "--total-gpu-memory-gib",
+                self.total_gpu_memory_gib.is_some(),
+            ),
+            ("--non-torch-bytes", self.non_torch_bytes.is_some()),
+            ("--activation-bytes", self.activation_bytes.is_some()),
+            ("--cuda-graph-bytes", self.cuda_graph_bytes.is_some()),
+        ];
+        let other: &[(&'static str, bool)] = match engine {
+            Engine::Sglang => &vllm,
+            _ => &sglang,
+        };
+        other
+            .iter()
+            .find(|(_, given)| *given)
+            .map(|(flag, _)| *flag)
+    }
 }
 
 /// `kv fit`: `kv estimate`'s flags and its own.
@@ -91,13 +145,25 @@ struct Budget {
 pub fn run(command: &Command) -> Result<bool, StdoutFailed> {
     let args = &command.estimate;
     let fit = &command.fit;
-    if args.engine != Engine::Sglang {
+    if args.engine == Engine::LlamaCpp {
         usage_error(
             clap::error::ErrorKind::InvalidValue,
-            "kv fit takes --engine sglang for now: vLLM's KV budget subtracts the activation \
-             peak of a profile run on the GPU, and llama.cpp's its compute buffers, which kv \
-             does not predict yet (use kv estimate --kv-cache-memory-bytes with the figure \
-             the engine logs)",
+            "kv fit takes --engine sglang or vllm for now: llama.cpp's budget holds its \
+             compute buffers, which kv does not predict yet (use kv estimate --engine \
+             llama.cpp for its caches)",
+        )
+    }
+    if let Some(flag) = fit.foreign(args.engine) {
+        let engine = if args.engine == Engine::Sglang {
+            "sglang"
+        } else {
+            "vllm"
+        };
+        usage_error(
+            clap::error::ErrorKind::ArgumentConflict,
+            &format!(
+                "{flag} does not apply to kv fit --engine {engine}: the other engine reads it"
+            ),
         )
     }
     if args.kv_cache_memory_bytes.is_some() {
@@ -110,8 +176,8 @@ pub fn run(command: &Command) -> Result<bool, StdoutFailed> {
     if args.tp > 1 {
         usage_error(
             clap::error::ErrorKind::InvalidValue,
-            "kv fit reads the weights one GPU holds at --tp 1 only: how SGLang shards each \
-             tensor over TP ranks is not modelled yet",
+            "kv fit reads the weights one GPU holds at --tp 1 only: how the engine shards \
+             each tensor over TP ranks is not modelled yet",
         )
     }
     let (gpu_label, gpu_mib) = match (&fit.gpu, fit.gpu_memory_mib) {
@@ -137,13 +203,27 @@ pub fn run(command: &Command) -> Result<bool, StdoutFailed> {
         (None, Some(mib)) => (format!("{mib} MiB per nvidia-smi"), mib),
         (None, None) => unreachable!("clap requires --gpu or --gpu-memory-mib"),
     };
-    if fit.avail_mem_gb * 1024.0 > gpu_mib as f64 {
+    if args.engine == Engine::Vllm {
+        let flags = VllmFitFlags {
+            gpu_memory_utilization: fit.gpu_memory_utilization,
+            total_gpu_memory_gib: fit.total_gpu_memory_gib,
+            non_torch_bytes: fit.non_torch_bytes,
+            activation_bytes: fit.activation_bytes,
+            cuda_graph_bytes: fit.cuda_graph_bytes,
+        };
+        return crate::fit_vllm::run(args, &flags, &gpu_label, gpu_mib);
+    }
+    let Some(avail_mem_gb) = fit.avail_mem_gb else {
+        usage_error(
+            clap::error::ErrorKind::MissingRequiredArgument,
+            "kv fit --engine sglang needs --avail-mem-gb: the free memory SGLang logs as \
+             `Load weight begin. avail mem=X GB`",
+        )
+    };
+    if avail_mem_gb * 1024.0 > gpu_mib as f64 {
         usage_error(
             clap::error::ErrorKind::InvalidValue,
-            &format!(
-                "--avail-mem-gb {} is more than the GPU's {gpu_mib} MiB",
-                fit.avail_mem_gb
-            ),
+            &format!("--avail-mem-gb {avail_mem_gb} is more than the GPU's {gpu_mib} MiB"),
         )
     }
     let (files, mut problems) = expand(&args.configs, Some("config.json"));
@@ -153,7 +233,7 @@ pub fn run(command: &Command) -> Result<bool, StdoutFailed> {
     let settings = settings(args);
     let mut done = Vec::new();
     for file in &files {
-        let sized = budget(file, args, fit, &gpu_label, gpu_mib).and_then(|budget| {
+        let sized = budget(file, args, fit, avail_mem_gb, &gpu_label, gpu_mib).and_then(|budget| {
             let sized = size_file(file, &settings, budget.budget_bytes, args)?;
             Ok((budget, sized))
         });
@@ -191,6 +271,7 @@ fn budget(
     file: &Path,
     args: &Args,
     fit: &FitArgs,
+    avail_mem_gb: f64,
     gpu_label: &str,
     gpu_mib: u64,
 ) -> Result<Budget, Problem> {
@@ -233,7 +314,7 @@ fn budget(
             (Some(defaults), fraction)
         }
     };
-    let avail_after_gib = fit.avail_mem_gb - loaded_bytes as f64 / GIB;
+    let avail_after_gib = avail_mem_gb - loaded_bytes as f64 / GIB;
     if avail_after_gib <= 0.0 {
         return Err(Problem::new(
             file,
@@ -241,11 +322,11 @@ fn budget(
                 "the weights do not fit: they take {:.2} GiB once loaded, and SGLang starts \
                  from {} GiB free (torch.OutOfMemoryError while loading)",
                 loaded_bytes as f64 / GIB,
-                fit.avail_mem_gb
+                avail_mem_gb
             ),
         ));
     }
-    let budget_bytes = kv_pool_budget(fit.avail_mem_gb, avail_after_gib, mem_fraction_static)
+    let budget_bytes = kv_pool_budget(avail_mem_gb, avail_after_gib, mem_fraction_static)
         .map_err(|e| Problem::new(file, e))?;
     Ok(Budget {
         gpu: gpu_label.to_owned(),
@@ -255,7 +336,7 @@ fn budget(
         loaded,
         defaults,
         mem_fraction_static,
-        avail_before_gib: fit.avail_mem_gb,
+        avail_before_gib: avail_mem_gb,
         avail_after_gib,
         budget_bytes,
     })

@@ -20,7 +20,7 @@ use crate::Format;
 
 /// llama.cpp's settings (with --engine llama.cpp), named as llama-server
 /// names them; unset ones take its defaults.
-#[derive(clap::Args)]
+#[derive(Clone, clap::Args)]
 #[command(next_help_heading = "llama.cpp (--engine llama.cpp)")]
 pub struct LlamaCppArgs {
     /// llama.cpp -c/--ctx-size: cells over all sequences (padded to 256);

@@ -315,11 +315,15 @@ fn what_kv_fit_refuses() {
         assert_eq!(out.status.code(), Some(2), "{extra:?}: {}", stdout(&out));
         assert!(stderr(&out).contains(want), "{extra:?}: {}", stderr(&out));
     };
-    // vLLM is the default engine; kv fit does not predict its profile run.
-    usage(&[], "kv fit takes --engine sglang for now");
+    // vLLM is the default engine: SGLang's flag is refused for it.
+    usage(&[], "--avail-mem-gb does not apply to kv fit --engine vllm");
     usage(
         &["--engine", "llama.cpp"],
-        "kv fit takes --engine sglang for now",
+        "kv fit takes --engine sglang or vllm for now",
+    );
+    usage(
+        &["--engine", "sglang", "--activation-bytes", "1"],
+        "--activation-bytes does not apply to kv fit --engine sglang",
     );
     usage(&["--engine", "sglang", "--tp", "2"], "--tp 1 only");
     usage(
@@ -437,6 +441,94 @@ fn what_kv_fit_refuses() {
     assert_eq!(out.status.code(), Some(1));
     assert!(
         stderr(&out).contains("no .safetensors file"),
+        "{}",
+        stderr(&out)
+    );
+    fs::remove_dir_all(&dir).unwrap();
+}
+
+#[test]
+fn llama_31_8b_on_an_h100_as_vllm_budgets_it() {
+    let dir = scratch("fit-vllm");
+    llama_31_8b(&dir);
+    let path = dir.to_str().unwrap();
+    let run = |extra: &[&str]| {
+        let mut args = vec!["fit", path, "--gpu", "H100", "--positions", "8192"];
+        args.extend_from_slice(extra);
+        kv(&args)
+    };
+    // Every profiled part given: total 79.11 GiB = 84,943,715,696.64 ->
+    // 84,943,715,697 B; x 0.9 = 76,449,344,127.3, ceil 76,449,344,128.
+    // Loaded (vLLM's own class on meta, scripts/vllm/loaded_weights.py):
+    // 16,060,522,496 + bf16 rotary [131072, 128] 33,554,432 + 32 layers x 4
+    // float32 scales x 512 = 16,094,142,464 B = 14.989 GiB.
+    // Available: 76,449,344,128 - 16,094,142,464 - 375,809,638 -
+    // 1,331,439,862 = 58,647,952,164 B = 54.620 GiB.
+    let out = run(&[
+        "--total-gpu-memory-gib",
+        "79.11",
+        "--non-torch-bytes",
+        "375809638",
+        "--activation-bytes",
+        "1331439862",
+        "--cuda-graph-bytes",
+        "0",
+    ]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    let text = stdout(&out);
+    for line in [
+        "  total memory: 84943715697 B, as given (--total-gpu-memory-gib)\n",
+        "  loaded: 16060522496 B in bf16 + rotary table 33554432 B + attention scales 65536 B \
+         = 16094142464 B\n",
+        "  requested: ceil(84943715697 x 0.9) = 76449344128 B\n",
+        "  Model loading took 14.99 GiB memory\n",
+        "  Available KV cache memory: 54.62 GiB\n",
+        // 131,072 B a token x 16 = 2,097,152 B a block: 58,647,952,164 //
+        // 2,097,152 = 27,965 blocks; a request at 8,192 takes 512 blocks:
+        // 27,965 / 512 x 8,192 = 447,440 tokens; 54.619x.
+        "GPU KV cache size: 447,440 tokens, Maximum concurrency for 8,192 tokens per request: \
+         54.62x",
+    ] {
+        assert!(text.contains(line), "{line}\n{text}");
+    }
+    assert!(!text.contains("upper bound"), "{text}");
+    // Nothing profiled given: nvidia-smi's 81,559 MiB = 85,520,809,984 B,
+    // x 0.9 = 76,968,728,985.6 -> 76,968,728,986; less the weights alone:
+    // 60,874,586,522 B = 56.694 GiB, said to be an upper bound.
+    let out = run(&["--gpu-memory-utilization", "0.9", "--format", "json"]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    let json: Value = serde_json::from_str(&stdout(&out)).unwrap();
+    let fit = &json[0]["fit"];
+    assert_eq!(fit["total_memory_bytes"], 85_520_809_984u64);
+    assert_eq!(fit["requested_bytes"], 76_968_728_986u64);
+    assert_eq!(fit["available_kv_cache_memory_bytes"], 60_874_586_522u64);
+    assert_eq!(fit["upper_bound"], true);
+    assert_eq!(fit["lines"][1], "Available KV cache memory: 56.69 GiB");
+    let out = run(&[]);
+    assert!(
+        stdout(&out).contains("the budget is an upper bound"),
+        "{}",
+        stdout(&out)
+    );
+    // A T4: 15,360 MiB = 16,106,127,360 B x 0.9 = 14,495,514,624; the
+    // weights overdraw it by 1,598,627,840 B = 1.489 GiB.
+    let out = kv(&["fit", path, "--gpu", "T4"]);
+    assert_eq!(out.status.code(), Some(1));
+    assert!(
+        stderr(&out).contains(
+            "Available KV cache memory: -1.49 GiB; then: No available memory for the cache blocks."
+        ),
+        "{}",
+        stderr(&out)
+    );
+    // An architecture kv has not checked vLLM's class for is refused by name.
+    let mut config = llama_31_8b_config();
+    config["architectures"] = json!(["GemmaForCausalLM"]);
+    fs::write(dir.join("config.json"), config.to_string()).unwrap();
+    let out = kv(&["fit", path, "--gpu", "H100"]);
+    assert_eq!(out.status.code(), Some(1));
+    assert!(
+        stderr(&out).contains("what vLLM's `GemmaForCausalLM` holds once loaded"),
         "{}",
         stderr(&out)
     );

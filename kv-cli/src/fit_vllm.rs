@@ -1,0 +1,216 @@
+//! `kv fit CHECKPOINT --engine vllm --gpu H100`: vLLM 0.33's KV budget for a
+//! checkpoint on a named GPU: the weights exactly as vLLM holds them once
+//! loaded, less the parts vLLM's profile run measures when they are given;
+//! then the lines `kv estimate --kv-cache-memory-bytes` prints for it.
+
+use std::fmt::Write as _;
+use std::path::Path;
+
+use kv_core::config::{DTypeRule, HfConfig};
+use kv_engines::fit::vllm::{kv_cache_budget, loaded_weights, VllmLoadedWeights, VllmMemoryInputs};
+use kv_engines::weights::CheckpointWeights;
+use serde_json::{json, Value};
+
+use crate::estimate::{estimate_file, render, settings, to_json, Estimated};
+use crate::estimate_args::Args;
+use crate::input::{expand, read_config, Problem};
+use crate::output::{emit, emit_json_array, StdoutFailed};
+use crate::Format;
+
+const GIB: f64 = (1u64 << 30) as f64;
+
+/// The flags of `kv fit` that vLLM's budget reads (`crate::fit::FitArgs`).
+pub(crate) struct VllmFitFlags {
+    pub gpu_memory_utilization: Option<f64>,
+    pub total_gpu_memory_gib: Option<f64>,
+    pub non_torch_bytes: Option<u64>,
+    pub activation_bytes: Option<u64>,
+    pub cuda_graph_bytes: Option<u64>,
+}
+
+/// The budget, and what it rests on.
+struct Budget {
+    gpu: String,
+    total_bytes: u64,
+    total_given: bool,
+    stored_bytes: u64,
+    files: usize,
+    loaded: VllmLoadedWeights,
+    inputs: VllmMemoryInputs,
+    profiled_given: bool,
+    requested_bytes: u64,
+    available_bytes: u64,
+    lines: Vec<String>,
+}
+
+/// Sizes each checkpoint; `Ok(false)` when any could not be.
+pub fn run(args: &Args, fit: &VllmFitFlags, gpu: &str, gpu_mib: u64) -> Result<bool, StdoutFailed> {
+    let (files, mut problems) = expand(&args.configs, Some("config.json"));
+    for problem in &problems {
+        problem.report();
+    }
+    let settings = settings(args);
+    let mut done = Vec::new();
+    for file in &files {
+        let sized = budget(file, args, fit, gpu, gpu_mib).and_then(|budget| {
+            let mut with_budget = args.clone();
+            with_budget.kv_cache_memory_bytes = Some(budget.available_bytes);
+            let estimated =
+                estimate_file(file, &settings, &with_budget).map_err(|mut p| p.swap_remove(0))?;
+            Ok((budget, estimated, with_budget))
+        });
+        match sized {
+            Ok((budget, estimated, with_budget)) => {
+                if args.format != Format::Json {
+                    let lines = render(&estimated, &with_budget);
+                    let (source, rest) = lines.split_once('\n').unwrap_or((&lines, ""));
+                    emit(&format!("{source}\n{}{rest}", render_budget(&budget)))?;
+                }
+                done.push((budget, estimated));
+            }
+            Err(problem) => {
+                problem.report();
+                problems.push(problem);
+            }
+        }
+    }
+    if args.format == Format::Json {
+        emit_json_array(
+            done.iter()
+                .map(|(budget, estimated): &(Budget, Estimated)| {
+                    let mut value = to_json(estimated);
+                    value["fit"] = budget_json(budget);
+                    value
+                })
+                .collect(),
+        )?;
+    }
+    Ok(problems.is_empty())
+}
+
+fn budget(
+    file: &Path,
+    args: &Args,
+    fit: &VllmFitFlags,
+    gpu: &str,
+    gpu_mib: u64,
+) -> Result<Budget, Problem> {
+    let config = read_config(file, args.read.max_file_bytes)?;
+    let folder = file.parent().unwrap_or(Path::new("."));
+    let weights = CheckpointWeights::from_path(folder).map_err(|e| Problem::new(folder, e))?;
+    let stored_bytes = weights.total_bytes().map_err(|e| Problem::new(folder, e))?;
+    let dtype = HfConfig::from_value(config.clone())
+        .with_dtype_rule(DTypeRule::VllmAuto)
+        .dtype()
+        .map_err(|e| Problem::new(file, e))?;
+    let loaded =
+        loaded_weights(&config, weights.tensors(), dtype).map_err(|e| Problem::new(file, e))?;
+    let weights_bytes = loaded
+        .total()
+        .ok_or_else(|| Problem::new(folder, "the weights' bytes overflow u64"))?;
+    let (total_bytes, total_given) = match fit.total_gpu_memory_gib {
+        Some(gib) => ((gib * GIB).round() as u64, true),
+        None => (gpu_mib << 20, false),
+    };
+    let mut inputs = VllmMemoryInputs::new(total_bytes, weights_bytes);
+    inputs.gpu_memory_utilization = fit.gpu_memory_utilization.unwrap_or(0.9);
+    inputs.non_torch_bytes = fit.non_torch_bytes.unwrap_or(0);
+    inputs.activation_bytes = fit.activation_bytes.unwrap_or(0);
+    inputs.cuda_graph_bytes = fit.cuda_graph_bytes.unwrap_or(0);
+    let profiled_given = fit.non_torch_bytes.is_some()
+        && fit.activation_bytes.is_some()
+        && fit.cuda_graph_bytes.is_some();
+    let budget = kv_cache_budget(&inputs).map_err(|e| Problem::new(file, e))?;
+    Ok(Budget {
+        gpu: gpu.to_owned(),
+        total_bytes,
+        total_given,
+        stored_bytes,
+        files: weights.files().len(),
+        loaded,
+        inputs,
+        profiled_given,
+        requested_bytes: budget.requested_bytes,
+        available_bytes: budget.available_bytes,
+        lines: budget.lines,
+    })
+}
+
+fn render_budget(b: &Budget) -> String {
+    let mut out = String::new();
+    let _ = writeln!(out, "  gpu: {}", b.gpu);
+    let total = if b.total_given {
+        "as given (--total-gpu-memory-gib)".to_owned()
+    } else {
+        "nvidia-smi's figure, an upper bound: CUDA reports less to vLLM (an H100's 79.65 \
+         GiB is 79.1 to 79.3 in vLLM logs people posted); give --total-gpu-memory-gib from \
+         vLLM's log"
+            .to_owned()
+    };
+    let _ = writeln!(out, "  total memory: {} B, {total}", b.total_bytes);
+    let _ = writeln!(
+        out,
+        "  weights: {} B stored in {} file(s)",
+        b.stored_bytes, b.files
+    );
+    let skipped = if b.loaded.skipped_bytes > 0 {
+        format!(", {} B the loader skips", b.loaded.skipped_bytes)
+    } else {
+        String::new()
+    };
+    let _ = writeln!(
+        out,
+        "  loaded: {} B in {}{skipped} + rotary table {} B + attention scales {} B = {} B",
+        b.loaded.tensor_bytes,
+        b.loaded.dtype,
+        b.loaded.rotary_bytes,
+        b.loaded.scale_bytes,
+        b.inputs.weights_bytes
+    );
+    let _ = writeln!(
+        out,
+        "  requested: ceil({} x {}) = {} B",
+        b.total_bytes, b.inputs.gpu_memory_utilization, b.requested_bytes
+    );
+    if b.profiled_given {
+        let _ = writeln!(
+            out,
+            "  profiled (given): non-torch {} B, activation peak {} B, CUDA graphs {} B",
+            b.inputs.non_torch_bytes, b.inputs.activation_bytes, b.inputs.cuda_graph_bytes
+        );
+    } else {
+        let _ = writeln!(
+            out,
+            "  profiled: not all given (non-torch {} B, activation peak {} B, CUDA graphs {} B): \
+             the budget is an upper bound. vLLM subtracts what its profile run measures; give \
+             --non-torch-bytes, --activation-bytes and --cuda-graph-bytes from a run's log \
+             (VLLM_LOGGING_LEVEL=DEBUG prints them)",
+            b.inputs.non_torch_bytes, b.inputs.activation_bytes, b.inputs.cuda_graph_bytes
+        );
+    }
+    for line in &b.lines {
+        let _ = writeln!(out, "  {line}");
+    }
+    out
+}
+
+fn budget_json(b: &Budget) -> Value {
+    json!({
+        "gpu": b.gpu,
+        "total_memory_bytes": b.total_bytes,
+        "total_memory_given": b.total_given,
+        "stored_bytes": b.stored_bytes,
+        "files": b.files,
+        "loaded": b.loaded,
+        "weights_bytes": b.inputs.weights_bytes,
+        "gpu_memory_utilization": b.inputs.gpu_memory_utilization,
+        "requested_bytes": b.requested_bytes,
+        "non_torch_bytes": b.inputs.non_torch_bytes,
+        "activation_bytes": b.inputs.activation_bytes,
+        "cuda_graph_bytes": b.inputs.cuda_graph_bytes,
+        "profiled_given": b.profiled_given,
+        "upper_bound": !(b.profiled_given && b.total_given),
+        "available_kv_cache_memory_bytes": b.available_bytes,
+        "lines": b.lines,
+    })
+}
