@@ -667,3 +667,32 @@ proptest! {
         let _ = GgufFile::read(Cursor::new(gg), size, "p.gguf");
     }
 }
+
+#[test]
+fn gguf_without_tensors_has_its_data_where_the_header_ends() {
+    // magic 4 + version 4 + counts 16 + key 8 + 20 + type 4 + value 8 + 5 =
+    // 69 bytes; gguf.cpp pads to the alignment only when tensors follow.
+    let bytes = gguf(&[], None, 1);
+    assert_eq!(bytes.len(), 69);
+    let file = read_gguf(bytes, 0).unwrap();
+    assert_eq!(file.data_offset(), 69);
+    assert!(file.tensors().is_empty());
+}
+
+#[test]
+fn an_index_is_read_up_to_64_mib() {
+    let dir = scratch("index-size");
+    let index = dir.join("model.safetensors.index.json");
+    // Exactly 64 MiB of NUL bytes (sparse): read, and refused as JSON.
+    write_sparse(&index, b"", 64 << 20).unwrap();
+    let e = CheckpointWeights::from_path(&dir).unwrap_err().to_string();
+    assert!(!e.contains("kv reads at most"), "{e}");
+    // One byte more is refused before it is read.
+    write_sparse(&index, b"", (64 << 20) + 1).unwrap();
+    let e = CheckpointWeights::from_path(&dir).unwrap_err().to_string();
+    assert!(
+        e.contains("the index is 67108865 bytes; kv reads at most 67108864"),
+        "{e}"
+    );
+    fs::remove_dir_all(&dir).unwrap();
+}

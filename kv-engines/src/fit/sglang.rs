@@ -519,6 +519,10 @@ mod tests {
         let loaded = loaded_weights(&gemma, &tensors[..1]).unwrap();
         assert_eq!((loaded.dtype, loaded.tensor_bytes), ("bfloat16", 12_800));
         assert_eq!(loaded.rotary_bytes, 131_072);
+        // Gemma given float16 keeps it.
+        let mut gemma16 = gemma.clone();
+        gemma16["torch_dtype"] = serde_json::json!("float16");
+        assert_eq!(loaded_weights(&gemma16, &[]).unwrap().dtype, "float16");
         // No dtype at all: float16.
         let mut none = llama(serde_json::json!({}));
         none.as_object_mut().unwrap().remove("torch_dtype");
@@ -578,5 +582,54 @@ mod tests {
             0,
         )];
         assert!(refusal(llama(serde_json::json!({})), &huge).contains("overflow"));
+    }
+
+    #[test]
+    fn memory_thresholds_fall_where_sglang_puts_them() {
+        // memory_hook.py: `gpu_mem < 20 * 1024` and so on, each bound
+        // belonging to the larger card; the 10 GiB floor is `> 60 * 1024`.
+        let at = |mib: u64| default_mem_fraction_static(&SglangMemoryInputs::new(mib)).unwrap();
+        assert_eq!(at(20 * 1024 - 1).chunked_prefill_size, 2048);
+        assert_eq!(at(20 * 1024).chunked_prefill_size, 4096);
+        assert_eq!(at(35 * 1024 - 1).decode_graph_max_bs, 48);
+        assert_eq!(at(35 * 1024).decode_graph_max_bs, 32);
+        assert_eq!(at(60 * 1024 - 1).chunked_prefill_size, 4096);
+        assert_eq!(at(60 * 1024).chunked_prefill_size, 8192);
+        assert_eq!(at(160 * 1024 - 1).chunked_prefill_size, 8192);
+        assert_eq!(at(160 * 1024).chunked_prefill_size, 16384);
+        // 61,440 MiB with a 1,024-token chunk: 512 + 2,048 x 1.5 + 128 + 512
+        // + 38 x 8 = 4,528 MiB, no floor at exactly 60 GiB: 56,912 / 61,440
+        // = 0.92630 -> 0.926; one MiB more takes the 10,240 floor: 51,201 /
+        // 61,441 = 0.83334 -> 0.833.
+        let mut inputs = SglangMemoryInputs::new(60 * 1024);
+        inputs.chunked_prefill_size = Some(1024);
+        let d = default_mem_fraction_static(&inputs).unwrap();
+        assert_eq!((d.reserved_mib, d.mem_fraction_static), (4528.0, 0.926));
+        inputs.gpu_memory_mib += 1;
+        let d = default_mem_fraction_static(&inputs).unwrap();
+        assert_eq!((d.reserved_mib, d.mem_fraction_static), (10240.0, 0.833));
+    }
+
+    #[test]
+    fn defaults_kv_has_not_checked_are_named() {
+        let llama =
+            serde_json::json!({"architectures": ["LlamaForCausalLM"], "model_type": "llama"});
+        assert_eq!(unsupported_for_default(&llama, 1, 1), None);
+        assert!(unsupported_for_default(&llama, 2, 1)
+            .unwrap()
+            .contains("DP attention"));
+        assert!(unsupported_for_default(&llama, 1, 2)
+            .unwrap()
+            .contains("pipeline"));
+        let mla = serde_json::json!({"model_type": "deepseek_v3", "kv_lora_rank": 512});
+        assert!(unsupported_for_default(&mla, 1, 1).unwrap().contains("MLA"));
+    }
+
+    #[test]
+    fn the_budget_takes_zero_but_not_less() {
+        // Nothing free before loading: nothing held back; 5 GiB after.
+        assert_eq!(kv_pool_budget(0.0, 5.0, 0.5).unwrap(), 5 << 30);
+        assert!(kv_pool_budget(-1.0, 5.0, 0.5).is_err());
+        assert!(kv_pool_budget(10.0, f64::NAN, 0.5).is_err());
     }
 }
