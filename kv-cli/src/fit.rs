@@ -173,13 +173,6 @@ pub fn run(command: &Command) -> Result<bool, StdoutFailed> {
              the weights and --avail-mem-gb (use kv estimate to give it yourself)",
         )
     }
-    if args.tp > 1 {
-        usage_error(
-            clap::error::ErrorKind::InvalidValue,
-            "kv fit reads the weights one GPU holds at --tp 1 only: how the engine shards \
-             each tensor over TP ranks is not modelled yet",
-        )
-    }
     let (gpu_label, gpu_mib) = match (&fit.gpu, fit.gpu_memory_mib) {
         (Some(name), _) => match gpu(name) {
             Some(Gpu {
@@ -212,6 +205,13 @@ pub fn run(command: &Command) -> Result<bool, StdoutFailed> {
             cuda_graph_bytes: fit.cuda_graph_bytes,
         };
         return crate::fit_vllm::run(args, &flags, &gpu_label, gpu_mib);
+    }
+    if args.tp > 1 {
+        usage_error(
+            clap::error::ErrorKind::InvalidValue,
+            "kv fit reads the weights one GPU holds at --tp 1 only: how SGLang shards each \
+             tensor over TP ranks is not modelled yet (kv fit --engine vllm takes --tp)",
+        )
     }
     let Some(avail_mem_gb) = fit.avail_mem_gb else {
         usage_error(

@@ -103,8 +103,8 @@ fn budget(
         .with_dtype_rule(DTypeRule::VllmAuto)
         .dtype()
         .map_err(|e| Problem::new(file, e))?;
-    let loaded =
-        loaded_weights(&config, weights.tensors(), dtype).map_err(|e| Problem::new(file, e))?;
+    let loaded = loaded_weights(&config, weights.tensors(), dtype, args.tp)
+        .map_err(|e| Problem::new(file, e))?;
     let weights_bytes = loaded
         .total()
         .ok_or_else(|| Problem::new(folder, "the weights' bytes overflow u64"))?;

@@ -504,6 +504,18 @@ fn llama_31_8b_on_an_h100_as_vllm_budgets_it() {
     assert_eq!(fit["available_kv_cache_memory_bytes"], 60_874_586_522u64);
     assert_eq!(fit["upper_bound"], true);
     assert_eq!(fit["lines"][1], "Available KV cache memory: 56.69 GiB");
+    // Each of 8 ranks: the vocabulary 128,256 / 8 = 16,032 rows x 4,096 x 2
+    // = 131,334,144 for the embedding and again for the head; a layer: qkv
+    // (512 + 128 + 128) x 4,096 x 2 = 6,291,456, o 4,096 x 512 x 2 =
+    // 4,194,304, gate_up 2 x 1,792 x 4,096 x 2 = 29,360,128, down
+    // 14,680,064, two norms 16,384: 54,542,336 x 32 = 1,745,354,752; the
+    // final norm 8,192; the rotary table and scales whole: 2,041,651,200 B
+    // (vLLM's own class at tp 8, scripts/vllm/loaded_weights.py --tp 8).
+    let out = run(&["--tp", "8", "--format", "json"]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    let json: Value = serde_json::from_str(&stdout(&out)).unwrap();
+    assert_eq!(json[0]["fit"]["weights_bytes"], 2_041_651_200u64);
+    assert_eq!(json[0]["fit"]["loaded"]["tensor_bytes"], 2_008_031_232u64);
     let out = run(&[]);
     assert!(
         stdout(&out).contains("the budget is an upper bound"),

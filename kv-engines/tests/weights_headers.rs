@@ -696,3 +696,34 @@ fn an_index_is_read_up_to_64_mib() {
     );
     fs::remove_dir_all(&dir).unwrap();
 }
+
+#[test]
+fn bounds_fall_where_the_formats_put_them() {
+    // Exactly 8 bytes: a header length of 0 is read, then refused as JSON,
+    // not as a file too small for its length.
+    let e = SafetensorsHeader::read(Cursor::new(vec![0; 8]), 8, "x.safetensors")
+        .unwrap_err()
+        .to_string();
+    assert!(!e.contains("fewer than the 8"), "{e}");
+    // A length of exactly 100,000,000 is allowed by safetensors; here it
+    // runs past the 16-byte file instead.
+    let mut at_limit = 100_000_000u64.to_le_bytes().to_vec();
+    at_limit.extend([0; 8]);
+    let e = SafetensorsHeader::read(Cursor::new(at_limit), 16, "x.safetensors")
+        .unwrap_err()
+        .to_string();
+    assert!(!e.contains("header too large"), "{e}");
+    // Not an object: serde's words carry what was expected.
+    let e = st_problem("[1, 2]", 0);
+    assert!(e.contains("expected an object of tensors"), "{e}");
+    // GGUF: 4 dimensions are allowed (GGML_MAX_DIMS), 5 are not (tested
+    // above); f32 [2, 2, 2, 2] is 64 bytes.
+    let infos = vec![info("w", &[2, 2, 2, 2], 0, 0)];
+    let file = read_gguf(gguf(&infos, None, 32), 64).unwrap();
+    assert_eq!(file.tensors()[0].bytes, 64);
+    // One dimension of INT64_MAX elements: gguf.cpp refuses the count
+    // itself (>= INT64_MAX), before any size.
+    let infos = vec![info("w", &[i64::MAX as u64], 0, 0)];
+    let e = gguf_problem(gguf(&infos, None, 32), 64);
+    assert!(e.contains("total number of elements is >="), "{e}");
+}

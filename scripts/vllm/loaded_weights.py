@@ -1,11 +1,11 @@
 """What vLLM 0.33 holds once a model is loaded, tp 1: its model class built
-on the meta device as BaseModelLoader builds it (compare.py's harness, an
+on the meta device as BaseModelLoader builds it on rank 0 of --tp N (compare.py's harness, an
 emulated Hopper), every parameter and buffer with its bytes rounded up to
 the CUDA caching allocator's 512-byte blocks, as `Model loading took X GiB`
 counts them (max_memory_allocated). Checks `kv fit --engine vllm`'s loaded
 weights (kv_engines::fit::vllm); not run by CI.
 
-    /work/.venv-vllm/bin/python scripts/vllm/loaded_weights.py CONFIG.json...
+    /work/.venv-vllm/bin/python scripts/vllm/loaded_weights.py [--tp N] CONFIG.json...
 
 One JSON object per config on stdout: the dtype, the bytes of parameters
 and of buffers, their names and shapes where a buffer, or the error.
@@ -26,7 +26,7 @@ def rounded(t):
     return (n + 511) // 512 * 512
 
 
-def loaded(config_path):
+def loaded(config_path, tp):
     import torch
     from vllm.model_executor.model_loader.utils import initialize_model
     from vllm.utils.torch_utils import set_default_torch_dtype
@@ -34,9 +34,9 @@ def loaded(config_path):
     work = tempfile.mkdtemp()
     try:
         shutil.copy(config_path, os.path.join(work, "config.json"))
-        layout = {"tp": 1, "pp": 1, "dcp": 1, "fmt": "auto", "mml": None}
+        layout = {"tp": tp, "pp": 1, "dcp": 1, "fmt": "auto", "mml": None}
         vc = compare.engine_config(work, layout)
-        compare.fake_parallel_state(1, 1, 1, 0)
+        compare.fake_parallel_state(tp, 1, 1, 0)
         vc.device_config.device = torch.device("meta")
         with set_default_torch_dtype(vc.model_config.dtype), torch.device("meta"):
             model = initialize_model(vllm_config=vc)
@@ -44,6 +44,7 @@ def loaded(config_path):
         buffers = [(n, list(b.shape), str(b.dtype), rounded(b)) for n, b in model.named_buffers()]
         return {
             "config": config_path,
+            "tp": tp,
             "dtype": str(vc.model_config.dtype),
             "parameter_bytes": params,
             "buffer_bytes": sum(b[3] for b in buffers),
@@ -63,8 +64,12 @@ def main():
 
     logging.disable(logging.WARNING)
     compare.install_hopper()
-    for path in sys.argv[1:]:
-        print(json.dumps(loaded(path)), flush=True)
+    args = sys.argv[1:]
+    tp = 1
+    if args[:1] == ["--tp"]:
+        tp, args = int(args[1]), args[2:]
+    for path in args:
+        print(json.dumps(loaded(path, tp)), flush=True)
 
 
 if __name__ == "__main__":

@@ -75,12 +75,14 @@ fn round_to_block(bytes: u64) -> Option<u64> {
     bytes.checked_next_multiple_of(BLOCK)
 }
 
-/// What vLLM holds for `tensors` of a checkpoint with `config`, served in
-/// `dtype` (the estimate's, vLLM's `dtype=auto`); or why kv cannot say.
+/// What vLLM holds on one tensor-parallel rank of `tp` for `tensors` of a
+/// checkpoint with `config`, served in `dtype` (the estimate's, vLLM's
+/// `dtype=auto`); or why kv cannot say.
 pub fn loaded_weights(
     config: &Value,
     tensors: &[StoredTensor],
     dtype: DType,
+    tp: u64,
 ) -> Result<VllmLoadedWeights, String> {
     let text = text_section(config);
     let architecture = config
@@ -106,6 +108,9 @@ pub fn loaded_weights(
                 .into(),
         );
     }
+    if tp == 0 {
+        return Err("tensor parallel size 0".into());
+    }
     let element = dtype
         .bytes_for(1)
         .map_err(|_| "the served dtype's width overflows".to_owned())?;
@@ -122,10 +127,25 @@ pub fn loaded_weights(
     let padded_vocab = count("vocab_size")?
         .checked_next_multiple_of(VOCAB_PADDING)
         .ok_or("`vocab_size` overflows once padded")?;
-    let (mut tensor_bytes, mut skipped_bytes) = (0u64, 0u64);
+    let heads = count("num_attention_heads")?;
+    let kv_heads = match text.get("num_key_value_heads") {
+        Some(v) if !v.is_null() => v.as_u64().ok_or("`num_key_value_heads` is not a count")?,
+        _ => heads,
+    };
+    // QKVParallelLinear: KV heads divided over the ranks, or, with fewer
+    // heads than ranks, one head a rank, replicated.
+    let kv_heads_per_rank = if tp >= kv_heads {
+        divide(tp, kv_heads)?;
+        1
+    } else {
+        divide(kv_heads, tp)?
+    };
+    let mut allocations: std::collections::BTreeMap<String, u64> = Default::default();
+    let mut skipped_bytes = 0u64;
     for tensor in tensors {
-        let is_head = tensor.name == "lm_head.weight";
-        if tensor.name.contains("rotary_emb.inv_freq") || (tied && is_head) {
+        let name = tensor.name.as_str();
+        let is_head = name == "lm_head.weight";
+        if name.contains("rotary_emb.inv_freq") || (tied && is_head) {
             skipped_bytes = skipped_bytes
                 .checked_add(tensor.bytes)
                 .ok_or("the skipped tensors' bytes overflow u64")?;
@@ -133,34 +153,31 @@ pub fn loaded_weights(
         }
         if !matches!(tensor.dtype.as_str(), "F16" | "BF16" | "F32" | "F64") {
             return Err(format!(
-                "`{}` is stored as {}: kv has not checked how vLLM loads weights that are not \
-                 floating point",
-                tensor.name, tensor.dtype
+                "`{name}` is stored as {}: kv has not checked how vLLM loads weights that are \
+                 not floating point",
+                tensor.dtype
             ));
         }
-        // The embedding and the head are built with the padded vocabulary,
-        // whatever rows the file holds.
-        let vocab_rows = is_head || tensor.name.ends_with("embed_tokens.weight");
-        let shape: Vec<u64> = match (vocab_rows, tensor.shape.as_slice()) {
-            (true, [_, width]) => vec![padded_vocab, *width],
-            (true, _) => {
-                return Err(format!(
-                    "`{}` has shape {:?}; vLLM builds it as [vocab, hidden]",
-                    tensor.name, tensor.shape
-                ))
-            }
-            (false, shape) => shape.to_vec(),
-        };
-        let bytes = shape
-            .iter()
-            .try_fold(1u64, |n, &d| n.checked_mul(d))
-            .and_then(|n| n.checked_mul(element))
-            .and_then(round_to_block)
-            .ok_or_else(|| format!("`{}`: its bytes overflow u64", tensor.name))?;
-        tensor_bytes = tensor_bytes
+        let (allocation, elements) = rank_share(
+            tensor,
+            is_head,
+            padded_vocab,
+            tp,
+            kv_heads,
+            kv_heads_per_rank,
+        )?;
+        let bytes = elements
+            .checked_mul(element)
+            .ok_or_else(|| format!("`{name}`: its bytes overflow u64"))?;
+        let slot = allocations.entry(allocation).or_default();
+        *slot = slot
             .checked_add(bytes)
-            .ok_or("the tensors' bytes overflow u64")?;
+            .ok_or_else(|| format!("`{name}`: its bytes overflow u64"))?;
     }
+    let tensor_bytes = allocations
+        .values()
+        .try_fold(0u64, |sum, &bytes| sum.checked_add(round_to_block(bytes)?))
+        .ok_or("the tensors' bytes overflow u64")?;
     let rotary_bytes = rotary_table_elements(text)?
         .checked_mul(element)
         .and_then(round_to_block)
@@ -174,6 +191,75 @@ pub fn loaded_weights(
         skipped_bytes,
         rotary_bytes,
         scale_bytes,
+    })
+}
+
+/// vLLM's `divide`: `ensure_divisibility`'s assertion, in its words.
+fn divide(numerator: u64, denominator: u64) -> Result<u64, String> {
+    if denominator == 0 || !numerator.is_multiple_of(denominator) {
+        return Err(format!(
+            "vLLM refuses: {numerator} is not divisible by {denominator}"
+        ));
+    }
+    Ok(numerator / denominator)
+}
+
+/// The allocation a checkpoint tensor lands in (vLLM merges q, k and v into
+/// `qkv_proj`, gate and up into `gate_up_proj`) and its elements on one
+/// rank: column-parallel layers split their rows, row-parallel ones their
+/// columns (their bias whole), the vocabulary its padded rows; the rest
+/// (norms) is whole on every rank.
+fn rank_share(
+    tensor: &StoredTensor,
+    is_head: bool,
+    padded_vocab: u64,
+    tp: u64,
+    kv_heads: u64,
+    kv_heads_per_rank: u64,
+) -> Result<(String, u64), String> {
+    let name = tensor.name.as_str();
+    let elements = tensor
+        .shape
+        .iter()
+        .try_fold(1u64, |n, &d| n.checked_mul(d))
+        .ok_or_else(|| format!("`{name}`: its elements overflow u64"))?;
+    let (module, param) = name.rsplit_once('.').unwrap_or(("", name));
+    let (parent, layer) = module.rsplit_once('.').unwrap_or(("", module));
+    let merged = |to: &str| format!("{parent}.{to}.{param}");
+    let rows = tensor.shape.first().copied().unwrap_or(1);
+    if is_head || name.ends_with("embed_tokens.weight") {
+        let [_, width] = tensor.shape.as_slice() else {
+            return Err(format!(
+                "`{name}` has shape {:?}; vLLM builds it as [vocab, hidden]",
+                tensor.shape
+            ));
+        };
+        let per_rank = divide(padded_vocab, tp)?;
+        let elements = per_rank
+            .checked_mul(*width)
+            .ok_or_else(|| format!("`{name}`: its elements overflow u64"))?;
+        return Ok((name.to_owned(), elements));
+    }
+    Ok(match layer {
+        "q_proj" => {
+            divide(rows, tp)?;
+            (merged("qkv_proj"), elements / tp)
+        }
+        "k_proj" | "v_proj" => {
+            divide(rows, kv_heads)?;
+            let per_head = elements / kv_heads;
+            (merged("qkv_proj"), per_head * kv_heads_per_rank)
+        }
+        "gate_proj" | "up_proj" => {
+            divide(rows, tp)?;
+            (merged("gate_up_proj"), elements / tp)
+        }
+        "o_proj" | "down_proj" if param == "weight" => {
+            let columns = tensor.shape.get(1).copied().unwrap_or(1);
+            divide(columns, tp)?;
+            (name.to_owned(), elements / tp)
+        }
+        _ => (name.to_owned(), elements),
     })
 }
 
@@ -315,7 +401,8 @@ mod tests {
                 16_384,
             ),
         ];
-        let loaded = loaded_weights(&small(serde_json::json!({})), &tensors, DType::BF16).unwrap();
+        let loaded =
+            loaded_weights(&small(serde_json::json!({})), &tensors, DType::BF16, 1).unwrap();
         assert_eq!(loaded.dtype, "bf16");
         assert_eq!(loaded.tensor_bytes, 16_384 + 512 + 8_192);
         assert_eq!(loaded.skipped_bytes, 12_800 + 32);
@@ -326,13 +413,13 @@ mod tests {
         assert_eq!(loaded.total(), Some(25_088 + 3_584 + 4_096));
         // Untied, the head is loaded, padded alike.
         let untied = small(serde_json::json!({"tie_word_embeddings": false}));
-        let loaded = loaded_weights(&untied, &tensors, DType::BF16).unwrap();
+        let loaded = loaded_weights(&untied, &tensors, DType::BF16, 1).unwrap();
         assert_eq!(
             (loaded.tensor_bytes, loaded.skipped_bytes),
             (25_088 + 16_384, 32)
         );
         // Served in float32 (dtype given so): 4 bytes an element.
-        let loaded = loaded_weights(&untied, &tensors[..1], DType::F32).unwrap();
+        let loaded = loaded_weights(&untied, &tensors[..1], DType::F32, 1).unwrap();
         assert_eq!((loaded.tensor_bytes, loaded.rotary_bytes), (32_768, 6_656));
     }
 
@@ -360,7 +447,7 @@ mod tests {
             // rounding sees is each tensor's bytes, all multiples of 512).
             tensor("model.layers.all", "BF16", &[6_979_588_096], 13_959_176_192),
         ];
-        let loaded = loaded_weights(&config, &tensors, DType::BF16).unwrap();
+        let loaded = loaded_weights(&config, &tensors, DType::BF16, 1).unwrap();
         assert_eq!(loaded.tensor_bytes, 16_060_522_496);
         assert_eq!(loaded.rotary_bytes, 33_554_432);
         assert_eq!(loaded.scale_bytes, 65_536);
@@ -368,9 +455,122 @@ mod tests {
     }
 
     #[test]
+    fn each_rank_holds_its_share_in_vllms_merged_allocations() {
+        // 4 query heads, 2 KV heads of 16 (64 / 4), over 4 ranks: one query
+        // head a rank, and each KV head replicated on two ranks.
+        let config =
+            small(serde_json::json!({"num_key_value_heads": 2, "tie_word_embeddings": true}));
+        let tensors = [
+            // Vocabulary 100 padded to 128, 32 rows a rank: 32 x 64 x 2 = 4,096.
+            tensor("model.embed_tokens.weight", "BF16", &[100, 64], 12_800),
+            // qkv_proj: q 16 rows + k 16 + v 16 (one head each) x 64 =
+            // 3,072 elements, 6,144 B in one allocation (three would take
+            // 2,048 each after rounding).
+            tensor(
+                "model.layers.0.self_attn.q_proj.weight",
+                "BF16",
+                &[64, 64],
+                8_192,
+            ),
+            tensor(
+                "model.layers.0.self_attn.k_proj.weight",
+                "BF16",
+                &[32, 64],
+                4_096,
+            ),
+            tensor(
+                "model.layers.0.self_attn.v_proj.weight",
+                "BF16",
+                &[32, 64],
+                4_096,
+            ),
+            // Their biases: 16 + 16 + 16 elements = 96 B, one 512-byte block.
+            tensor("model.layers.0.self_attn.q_proj.bias", "BF16", &[64], 128),
+            tensor("model.layers.0.self_attn.k_proj.bias", "BF16", &[32], 64),
+            tensor("model.layers.0.self_attn.v_proj.bias", "BF16", &[32], 64),
+            // Row-parallel: 64 x 16 x 2 = 2,048; its bias whole, 128 B -> 512.
+            tensor(
+                "model.layers.0.self_attn.o_proj.weight",
+                "BF16",
+                &[64, 64],
+                8_192,
+            ),
+            tensor("model.layers.0.self_attn.o_proj.bias", "BF16", &[64], 128),
+            // gate_up_proj: 2 x 32 x 64 x 2 = 8,192; down: 64 x 32 x 2 = 4,096.
+            tensor(
+                "model.layers.0.mlp.gate_proj.weight",
+                "BF16",
+                &[128, 64],
+                16_384,
+            ),
+            tensor(
+                "model.layers.0.mlp.up_proj.weight",
+                "BF16",
+                &[128, 64],
+                16_384,
+            ),
+            tensor(
+                "model.layers.0.mlp.down_proj.weight",
+                "BF16",
+                &[64, 128],
+                16_384,
+            ),
+        ];
+        let loaded = loaded_weights(&config, &tensors, DType::BF16, 4).unwrap();
+        assert_eq!(
+            loaded.tensor_bytes,
+            4_096 + 6_144 + 512 + 2_048 + 512 + 8_192 + 4_096
+        );
+        // At 2 ranks each holds one KV head of its own: q 32 + k 16 + v 16
+        // rows x 64 x 2 = 8,192.
+        let two = loaded_weights(&config, &tensors[1..4], DType::BF16, 2).unwrap();
+        assert_eq!(two.tensor_bytes, 8_192);
+        // Refused in vLLM's words: 3 ranks over 2 KV heads; 128 padded rows
+        // over 3 ranks; a width the ranks do not divide.
+        let e = loaded_weights(&config, &[], DType::BF16, 3).unwrap_err();
+        assert_eq!(e, "vLLM refuses: 3 is not divisible by 2");
+        let wide = small(serde_json::json!({"num_key_value_heads": 6, "num_attention_heads": 6}));
+        let e = loaded_weights(&wide, &tensors[..1], DType::BF16, 3).unwrap_err();
+        assert_eq!(e, "vLLM refuses: 128 is not divisible by 3");
+        let odd = [tensor(
+            "model.layers.0.mlp.down_proj.weight",
+            "BF16",
+            &[64, 6],
+            768,
+        )];
+        let e = loaded_weights(&config, &odd, DType::BF16, 4).unwrap_err();
+        assert_eq!(e, "vLLM refuses: 6 is not divisible by 4");
+        let odd = [tensor(
+            "model.layers.0.mlp.up_proj.weight",
+            "BF16",
+            &[6, 64],
+            768,
+        )];
+        let e = loaded_weights(&config, &odd, DType::BF16, 4).unwrap_err();
+        assert_eq!(e, "vLLM refuses: 6 is not divisible by 4");
+        let odd = [tensor(
+            "model.layers.0.self_attn.q_proj.weight",
+            "BF16",
+            &[6, 64],
+            768,
+        )];
+        let e = loaded_weights(&config, &odd, DType::BF16, 4).unwrap_err();
+        assert_eq!(e, "vLLM refuses: 6 is not divisible by 4");
+        let odd = [tensor(
+            "model.layers.0.self_attn.k_proj.weight",
+            "BF16",
+            &[3, 64],
+            384,
+        )];
+        let e = loaded_weights(&config, &odd, DType::BF16, 4).unwrap_err();
+        assert_eq!(e, "vLLM refuses: 3 is not divisible by 2");
+        assert!(loaded_weights(&config, &[], DType::BF16, 0).is_err());
+    }
+
+    #[test]
     fn loaded_weights_refuse_what_kv_has_not_checked() {
         let refusal = |config: Value, tensors: &[StoredTensor]| {
-            loaded_weights(&config, tensors, DType::BF16).unwrap_err()
+            loaded_weights(&config, tensors, DType::BF16, 1).unwrap_err()
         };
         let mut other = small(serde_json::json!({}));
         other["architectures"] = serde_json::json!(["GptOssForCausalLM"]);
