@@ -7,6 +7,8 @@ use std::fmt::Write as _;
 use std::path::Path;
 
 use kv_core::config::{DTypeRule, HfConfig};
+use kv_core::Parallel;
+use kv_engines::estimate::{vllm_startup, StartupOutcome};
 use kv_engines::fit::vllm::{kv_cache_budget, loaded_weights, VllmLoadedWeights, VllmMemoryInputs};
 use kv_engines::weights::CheckpointWeights;
 use serde_json::{json, Value};
@@ -41,7 +43,20 @@ struct Budget {
     requested_bytes: u64,
     available_bytes: u64,
     lines: Vec<String>,
+    by_tp: Vec<TpAnswer>,
 }
+
+/// What vLLM would do at one tensor-parallel size on this GPU.
+struct TpAnswer {
+    tp: u64,
+    weights_bytes: Option<u64>,
+    available_bytes: Option<u64>,
+    starts: bool,
+    said: String,
+}
+
+/// The sizes `kv fit` tries for the smallest TP that starts: one node's.
+const TP_SIZES: [u64; 4] = [1, 2, 4, 8];
 
 /// Sizes each checkpoint; `Ok(false)` when any could not be.
 pub fn run(args: &Args, fit: &VllmFitFlags, gpu: &str, gpu_mib: u64) -> Result<bool, StdoutFailed> {
@@ -120,7 +135,17 @@ fn budget(
     let profiled_given = fit.non_torch_bytes.is_some()
         && fit.activation_bytes.is_some()
         && fit.cuda_graph_bytes.is_some();
-    let budget = kv_cache_budget(&inputs).map_err(|e| Problem::new(file, e))?;
+    let by_tp: Vec<TpAnswer> = TP_SIZES
+        .iter()
+        .map(|&tp| at_tp(&config, &weights, dtype, &inputs, args, tp))
+        .collect();
+    let budget = kv_cache_budget(&inputs).map_err(|e| {
+        let smallest = match by_tp.iter().find(|a| a.starts) {
+            Some(a) => format!("--tp {} starts: {}", a.tp, a.said),
+            None => format!("none of --tp {TP_SIZES:?} starts"),
+        };
+        Problem::new(file, format!("{e} (at --tp {}; {smallest})", args.tp))
+    })?;
     Ok(Budget {
         gpu: gpu.to_owned(),
         total_bytes,
@@ -133,7 +158,69 @@ fn budget(
         requested_bytes: budget.requested_bytes,
         available_bytes: budget.available_bytes,
         lines: budget.lines,
+        by_tp,
     })
+}
+
+/// vLLM at `tp` ranks: each rank's weights, its budget with the profiled
+/// parts as given, and whether one request at max_model_len fits.
+fn at_tp(
+    config: &Value,
+    weights: &CheckpointWeights,
+    dtype: kv_core::DType,
+    given: &VllmMemoryInputs,
+    args: &Args,
+    tp: u64,
+) -> TpAnswer {
+    let mut answer = TpAnswer {
+        tp,
+        weights_bytes: None,
+        available_bytes: None,
+        starts: false,
+        said: String::new(),
+    };
+    let loaded = match loaded_weights(config, weights.tensors(), dtype, tp) {
+        Ok(loaded) => loaded,
+        Err(e) => {
+            answer.said = e;
+            return answer;
+        }
+    };
+    let Some(weights_bytes) = loaded.total() else {
+        answer.said = "the weights' bytes overflow u64".into();
+        return answer;
+    };
+    answer.weights_bytes = Some(weights_bytes);
+    let mut inputs = given.clone();
+    inputs.weights_bytes = weights_bytes;
+    let budget = match kv_cache_budget(&inputs) {
+        Ok(budget) => budget,
+        Err(_) => {
+            answer.said = format!(
+                "No available memory for the cache blocks: the weights take {} a rank",
+                kv_core::units::human_bytes(weights_bytes)
+            );
+            return answer;
+        }
+    };
+    answer.available_bytes = Some(budget.available_bytes);
+    let mut at = args.clone();
+    at.tp = tp;
+    let layout = match Parallel::new(tp, args.pp) {
+        Ok(layout) => layout,
+        Err(e) => {
+            answer.said = e.to_string();
+            return answer;
+        }
+    };
+    match vllm_startup(config, &settings(&at), layout, budget.available_bytes) {
+        Ok(startup) => {
+            answer.starts = matches!(startup.outcome, StartupOutcome::Starts { .. });
+            answer.said = startup.message;
+        }
+        Err(e) => answer.said = e.to_string(),
+    }
+    answer
 }
 
 fn render_budget(b: &Budget) -> String {
@@ -191,6 +278,17 @@ fn render_budget(b: &Budget) -> String {
     for line in &b.lines {
         let _ = writeln!(out, "  {line}");
     }
+    match b.by_tp.iter().find(|a| a.starts) {
+        Some(first) => {
+            let _ = writeln!(out, "  smallest --tp that starts: {}", first.tp);
+        }
+        None => {
+            let _ = writeln!(out, "  smallest --tp that starts: none of {:?}", TP_SIZES);
+        }
+    }
+    for a in &b.by_tp {
+        let _ = writeln!(out, "    tp {}: {}", a.tp, a.said);
+    }
     out
 }
 
@@ -212,5 +310,13 @@ fn budget_json(b: &Budget) -> Value {
         "upper_bound": !(b.profiled_given && b.total_given),
         "available_kv_cache_memory_bytes": b.available_bytes,
         "lines": b.lines,
+        "by_tp": b.by_tp.iter().map(|a| json!({
+            "tp": a.tp,
+            "weights_bytes": a.weights_bytes,
+            "available_kv_cache_memory_bytes": a.available_bytes,
+            "starts": a.starts,
+            "said": a.said,
+        })).collect::<Vec<_>>(),
+        "smallest_tp": b.by_tp.iter().find(|a| a.starts).map(|a| a.tp),
     })
 }

@@ -533,6 +533,37 @@ fn llama_31_8b_on_an_h100_as_vllm_budgets_it() {
         "{}",
         stderr(&out)
     );
+    // The smallest TP that starts, each rank's weights as vLLM shards them.
+    // T4 at tp 4: 14,495,514,624 - 4,049,149,952 = 10,446,364,672 B; a
+    // rank's token: 2 KV heads x 128 x 2 x 2 B x 32 layers = 32,768 B, a
+    // block 524,288: 19,924 blocks, a request 8,192: 19,924 x 16 = 318,784
+    // tokens, 2.43x. At tp 2 one request's 8 GiB does not fit 6.0 GiB.
+    assert!(
+        stderr(&out).contains(
+            "(at --tp 1; --tp 4 starts: GPU KV cache size: 318,784 tokens, Maximum concurrency \
+             for 131,072 tokens per request: 2.43x)"
+        ),
+        "{}",
+        stderr(&out)
+    );
+    // L4 (23,034 MiB = 24,152,899,584 B x 0.9 -> 21,737,609,626) at tp 2:
+    // less 8,064,147,456 = 13,673,462,170 B; 65,536 B a token, 1,048,576 a
+    // block: 13,040 blocks, x 16 = 208,640 tokens, 1.59x.
+    let out = kv(&["fit", path, "--gpu", "L4"]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    let text = stdout(&out);
+    assert!(text.contains("  smallest --tp that starts: 2\n"), "{text}");
+    assert!(
+        text.contains(
+            "    tp 2: GPU KV cache size: 208,640 tokens, Maximum concurrency for 131,072 tokens \
+             per request: 1.59x\n"
+        ),
+        "{text}"
+    );
+    assert!(
+        text.contains("    tp 1: To serve at least one request with the model's max seq len"),
+        "{text}"
+    );
     // An architecture kv has not checked vLLM's class for is refused by name.
     let mut config = llama_31_8b_config();
     config["architectures"] = json!(["GemmaForCausalLM"]);
