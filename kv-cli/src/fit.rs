@@ -206,13 +206,6 @@ pub fn run(command: &Command) -> Result<bool, StdoutFailed> {
         };
         return crate::fit_vllm::run(args, &flags, &gpu_label, gpu_mib);
     }
-    if args.tp > 1 {
-        usage_error(
-            clap::error::ErrorKind::InvalidValue,
-            "kv fit reads the weights one GPU holds at --tp 1 only: how SGLang shards each \
-             tensor over TP ranks is not modelled yet (kv fit --engine vllm takes --tp)",
-        )
-    }
     let Some(avail_mem_gb) = fit.avail_mem_gb else {
         usage_error(
             clap::error::ErrorKind::MissingRequiredArgument,
@@ -285,7 +278,8 @@ fn budget(
         .into_iter()
         .map(|(dtype, bytes)| (dtype.to_owned(), bytes))
         .collect();
-    let loaded = loaded_weights(&config, weights.tensors()).map_err(|e| Problem::new(file, e))?;
+    let loaded =
+        loaded_weights(&config, weights.tensors(), args.tp).map_err(|e| Problem::new(file, e))?;
     let loaded_bytes = loaded
         .total()
         .ok_or_else(|| Problem::new(folder, "the weights' bytes overflow u64"))?;

@@ -325,7 +325,6 @@ fn what_kv_fit_refuses() {
         &["--engine", "sglang", "--activation-bytes", "1"],
         "--activation-bytes does not apply to kv fit --engine sglang",
     );
-    usage(&["--engine", "sglang", "--tp", "2"], "--tp 1 only");
     usage(
         &["--engine", "sglang", "--kv-cache-memory-bytes", "8G"],
         "--kv-cache-memory-bytes does not apply to kv fit",
@@ -575,5 +574,48 @@ fn llama_31_8b_on_an_h100_as_vllm_budgets_it() {
         "{}",
         stderr(&out)
     );
+    fs::remove_dir_all(&dir).unwrap();
+}
+
+#[test]
+fn llama_31_8b_over_two_h100s_as_sglang_shards_it() {
+    let dir = scratch("fit-sglang-tp2");
+    llama_31_8b(&dir);
+    let out = kv(&[
+        "fit",
+        dir.to_str().unwrap(),
+        "--engine",
+        "sglang",
+        "--gpu",
+        "H100",
+        "--avail-mem-gb",
+        "78.43",
+        "--tp",
+        "2",
+    ]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    let text = stdout(&out);
+    // A rank: the vocabulary 64,128 rows x 4,096 x 2 = 525,336,576 for the
+    // embedding and the head; a layer: qkv (2,048 + 512 + 512) x 4,096 x 2
+    // = 25,165,824, o 16,777,216, gate_up 2 x 7,168 x 4,096 x 2 =
+    // 117,440,512, down 58,720,256, norms 16,384: 218,120,192 x 32 =
+    // 6,979,846,144; the final norm 8,192: 8,030,527,488 B (SGLang's own
+    // class at tp 2, scripts/sglang/compare_weights_tp.py), plus the float32
+    // rotary table 67,108,864: 8,097,636,352 = 7.5415 GiB.
+    assert!(
+        text.contains(
+            "  loaded: 8030527488 B in bfloat16 + rotary table 67108864 B (float32) = 7.54 GiB\n"
+        ),
+        "{text}"
+    );
+    // tp 2 on 81,559 MiB: 512 + 12,288 + 2 / 8 x 1,024 + 256 x 2 + 58 x 8
+    // = 14,032 MiB; (81,559 - 14,032) / 81,559 = 0.82795 -> 0.828 (SGLang's
+    // own, scripts/sglang/mem_fraction.py).
+    assert!(text.contains("  mem_fraction_static: 0.828 ("), "{text}");
+    // 78.43 - 7.54148 = 70.88849 GiB after; less 78.43 x 0.172 = 13.48996:
+    // 57.39853 GiB = 61,631,200,648 B; a rank's token is 4 KV heads x 128 x
+    // 2 x 2 B x 32 = 65,536 B: 940,417 tokens.
+    assert!(text.contains("= 61631200648 B\n"), "{text}");
+    assert!(text.contains("#tokens: 940417,"), "{text}");
     fs::remove_dir_all(&dir).unwrap();
 }

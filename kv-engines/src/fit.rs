@@ -11,4 +11,5 @@
 pub mod gpus;
 mod rotary;
 pub mod sglang;
+mod shard;
 pub mod vllm;

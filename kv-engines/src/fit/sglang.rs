@@ -16,6 +16,7 @@ use serde::Serialize;
 use serde_json::Value;
 
 use super::rotary::{rotary_table_elements, text_section};
+use super::shard::{ShardingEngine, TpLayout};
 use crate::stored_tensor::StoredTensor;
 
 /// The sizes SGLang's default prefill CUDA graph captures
@@ -301,9 +302,13 @@ fn served_dtype(config: &Value) -> (&'static str, u64) {
     }
 }
 
-/// What SGLang holds for `tensors` of a checkpoint with `config`; or why kv
-/// cannot say.
-pub fn loaded_weights(config: &Value, tensors: &[StoredTensor]) -> Result<LoadedWeights, String> {
+/// What SGLang holds on one tensor-parallel rank of `tp` for `tensors` of a
+/// checkpoint with `config`; or why kv cannot say.
+pub fn loaded_weights(
+    config: &Value,
+    tensors: &[StoredTensor],
+    tp: u64,
+) -> Result<LoadedWeights, String> {
     let text = text_section(config);
     let architecture = config
         .get("architectures")
@@ -334,6 +339,7 @@ pub fn loaded_weights(config: &Value, tensors: &[StoredTensor]) -> Result<Loaded
         .or_else(|| config.get("tie_word_embeddings"))
         .and_then(Value::as_bool)
         .unwrap_or(false);
+    let layout = TpLayout::new(text, tp, ShardingEngine::Sglang)?;
     let (mut tensor_bytes, mut skipped_bytes) = (0u64, 0u64);
     for tensor in tensors {
         // llama.py's load_weights (and its kin): these are never loaded.
@@ -351,11 +357,9 @@ pub fn loaded_weights(config: &Value, tensors: &[StoredTensor]) -> Result<Loaded
                 tensor.name, tensor.dtype
             ));
         }
-        let elements = tensor
-            .shape
-            .iter()
-            .try_fold(1u64, |n, &d| n.checked_mul(d))
-            .and_then(|n| n.checked_mul(element))
+        let (_, elements) = layout.share(tensor, tensor.name == "lm_head.weight")?;
+        let elements = elements
+            .checked_mul(element)
             .ok_or_else(|| format!("`{}`: its bytes overflow u64", tensor.name))?;
         tensor_bytes = tensor_bytes
             .checked_add(elements)
@@ -466,6 +470,7 @@ mod tests {
             "max_position_embeddings": 128,
             "torch_dtype": "float32",
             "tie_word_embeddings": true,
+            "vocab_size": 100,
         });
         for (k, v) in extra.as_object().unwrap() {
             config[k] = v.clone();
@@ -476,7 +481,8 @@ mod tests {
     #[test]
     fn loaded_weights_convert_to_the_served_dtype_and_skip_what_the_loader_skips() {
         let tensors = [
-            // float32 on disk, float16 once served: 100 x 64 x 2 = 12,800.
+            // float32 on disk, float16 once served, the vocabulary padded to
+            // 64 (VocabParallelEmbedding): 128 x 64 x 2 = 16,384.
             tensor("model.embed_tokens.weight", "F32", &[100, 64], 25_600),
             // Tied to the embedding: never loaded.
             tensor("lm_head.weight", "BF16", &[100, 64], 12_800),
@@ -494,49 +500,51 @@ mod tests {
                 8_192,
             ),
         ];
-        let loaded = loaded_weights(&llama(serde_json::json!({})), &tensors).unwrap();
+        let loaded = loaded_weights(&llama(serde_json::json!({})), &tensors, 1).unwrap();
         assert_eq!(loaded.dtype, "float16");
-        assert_eq!(loaded.tensor_bytes, 12_800 + 8_192);
+        assert_eq!(loaded.tensor_bytes, 16_384 + 8_192);
         assert_eq!(loaded.skipped_bytes, 12_800 + 32);
         // 128 positions x 16 (64 / 4 heads) x 4 bytes.
         assert_eq!(loaded.rotary_bytes, 8_192);
-        assert_eq!(loaded.total(), Some(29_184));
+        assert_eq!(loaded.total(), Some(32_768));
 
-        // Untied, the head is loaded; bfloat16 is served as it is.
+        // Untied, the head is loaded, padded alike; bfloat16 is served as
+        // it is: 16,384 x 2 + 8,192.
         let untied =
             llama(serde_json::json!({"tie_word_embeddings": false, "torch_dtype": "bfloat16"}));
-        let loaded = loaded_weights(&untied, &tensors).unwrap();
+        let loaded = loaded_weights(&untied, &tensors, 1).unwrap();
         assert_eq!(loaded.dtype, "bfloat16");
-        assert_eq!((loaded.tensor_bytes, loaded.skipped_bytes), (33_792, 32));
+        assert_eq!((loaded.tensor_bytes, loaded.skipped_bytes), (40_960, 32));
 
         // Gemma's float32 is served in bfloat16; head_dim given is used:
         // 128 x 256 x 4 = 131,072.
         let gemma = serde_json::json!({
             "architectures": ["GemmaForCausalLM"], "model_type": "gemma",
             "hidden_size": 64, "num_attention_heads": 4, "head_dim": 256,
-            "max_position_embeddings": 128, "torch_dtype": "float32",
+            "max_position_embeddings": 128, "torch_dtype": "float32", "vocab_size": 100,
         });
-        let loaded = loaded_weights(&gemma, &tensors[..1]).unwrap();
-        assert_eq!((loaded.dtype, loaded.tensor_bytes), ("bfloat16", 12_800));
+        let loaded = loaded_weights(&gemma, &tensors[..1], 1).unwrap();
+        assert_eq!((loaded.dtype, loaded.tensor_bytes), ("bfloat16", 16_384));
         assert_eq!(loaded.rotary_bytes, 131_072);
         // Gemma given float16 keeps it.
         let mut gemma16 = gemma.clone();
         gemma16["torch_dtype"] = serde_json::json!("float16");
-        assert_eq!(loaded_weights(&gemma16, &[]).unwrap().dtype, "float16");
+        assert_eq!(loaded_weights(&gemma16, &[], 1).unwrap().dtype, "float16");
         // No dtype at all: float16.
         let mut none = llama(serde_json::json!({}));
         none.as_object_mut().unwrap().remove("torch_dtype");
-        assert_eq!(loaded_weights(&none, &[]).unwrap().dtype, "float16");
+        assert_eq!(loaded_weights(&none, &[], 1).unwrap().dtype, "float16");
         // llama3 scaling keeps the one table.
         let llama3 =
             llama(serde_json::json!({"rope_scaling": {"rope_type": "llama3", "factor": 8.0}}));
-        assert_eq!(loaded_weights(&llama3, &[]).unwrap().rotary_bytes, 8_192);
+        assert_eq!(loaded_weights(&llama3, &[], 1).unwrap().rotary_bytes, 8_192);
     }
 
     #[test]
     fn loaded_weights_refuse_what_kv_has_not_checked() {
-        let refusal =
-            |config: Value, tensors: &[StoredTensor]| loaded_weights(&config, tensors).unwrap_err();
+        let refusal = |config: Value, tensors: &[StoredTensor]| {
+            loaded_weights(&config, tensors, 1).unwrap_err()
+        };
         let mut other = llama(serde_json::json!({}));
         other["architectures"] = serde_json::json!(["DbrxForCausalLM"]);
         assert!(refusal(other, &[]).contains("`DbrxForCausalLM`"));
@@ -545,7 +553,8 @@ mod tests {
         // A null quantization_config is none.
         assert!(loaded_weights(
             &llama(serde_json::json!({"quantization_config": null})),
-            &[]
+            &[],
+            1
         )
         .is_ok());
         let packed = [tensor(
@@ -631,5 +640,38 @@ mod tests {
         assert_eq!(kv_pool_budget(0.0, 5.0, 0.5).unwrap(), 5 << 30);
         assert!(kv_pool_budget(-1.0, 5.0, 0.5).is_err());
         assert!(kv_pool_budget(10.0, f64::NAN, 0.5).is_err());
+    }
+
+    #[test]
+    fn sglang_pads_a_vocabulary_the_ranks_do_not_divide() {
+        // 32,000 rows (a multiple of 64) over 3 ranks: SGLang pads to 64 x 3
+        // = 192 instead: 32,064 / 3 = 10,688 rows x 8 x 2 B = 171,008 a rank.
+        let config = serde_json::json!({
+            "architectures": ["LlamaForCausalLM"], "hidden_size": 24,
+            "num_attention_heads": 3, "max_position_embeddings": 4,
+            "vocab_size": 32000, "torch_dtype": "bfloat16",
+        });
+        let embed = [tensor(
+            "model.embed_tokens.weight",
+            "BF16",
+            &[32000, 8],
+            512_000,
+        )];
+        let loaded = loaded_weights(&config, &embed, 3).unwrap();
+        assert_eq!(loaded.tensor_bytes, 171_008);
+        // 3 KV heads over 2 ranks: refused in SGLang's words.
+        assert_eq!(
+            loaded_weights(&config, &embed, 2).unwrap_err(),
+            "SGLang refuses: 3 is not divisible by 2"
+        );
+        // With 2 heads, 32,000 over 2 ranks needs no more padding: 16,000 x
+        // 8 x 2.
+        let mut two_heads = config.clone();
+        two_heads["num_attention_heads"] = serde_json::json!(2);
+        two_heads["hidden_size"] = serde_json::json!(16);
+        assert_eq!(
+            loaded_weights(&two_heads, &embed, 2).unwrap().tensor_bytes,
+            256_000
+        );
     }
 }

@@ -20,6 +20,7 @@ use serde::Serialize;
 use serde_json::Value;
 
 use super::rotary::{rotary_table_elements, text_section};
+use super::shard::{ShardingEngine, TpLayout};
 use crate::estimate::format_gib;
 use crate::stored_tensor::StoredTensor;
 
@@ -33,10 +34,6 @@ pub const CHECKED_ARCHITECTURES: &[&str] = &[
     "Qwen2ForCausalLM",
     "Qwen3ForCausalLM",
 ];
-
-/// vLLM's `DEFAULT_VOCAB_PADDING_SIZE` (vocab_parallel_embedding.py): the
-/// embedding's and the head's rows, padded to a multiple of it.
-const VOCAB_PADDING: u64 = 64;
 
 /// The CUDA caching allocator's smallest block: every tensor takes a
 /// multiple of it.
@@ -108,9 +105,6 @@ pub fn loaded_weights(
                 .into(),
         );
     }
-    if tp == 0 {
-        return Err("tensor parallel size 0".into());
-    }
     let element = dtype
         .bytes_for(1)
         .map_err(|_| "the served dtype's width overflows".to_owned())?;
@@ -124,22 +118,7 @@ pub fn loaded_weights(
         .or_else(|| config.get("tie_word_embeddings"))
         .and_then(Value::as_bool)
         .unwrap_or(false);
-    let padded_vocab = count("vocab_size")?
-        .checked_next_multiple_of(VOCAB_PADDING)
-        .ok_or("`vocab_size` overflows once padded")?;
-    let heads = count("num_attention_heads")?;
-    let kv_heads = match text.get("num_key_value_heads") {
-        Some(v) if !v.is_null() => v.as_u64().ok_or("`num_key_value_heads` is not a count")?,
-        _ => heads,
-    };
-    // QKVParallelLinear: KV heads divided over the ranks, or, with fewer
-    // heads than ranks, one head a rank, replicated.
-    let kv_heads_per_rank = if tp >= kv_heads {
-        divide(tp, kv_heads)?;
-        1
-    } else {
-        divide(kv_heads, tp)?
-    };
+    let layout = TpLayout::new(text, tp, ShardingEngine::Vllm)?;
     let mut allocations: std::collections::BTreeMap<String, u64> = Default::default();
     let mut skipped_bytes = 0u64;
     for tensor in tensors {
@@ -158,14 +137,7 @@ pub fn loaded_weights(
                 tensor.dtype
             ));
         }
-        let (allocation, elements) = rank_share(
-            tensor,
-            is_head,
-            padded_vocab,
-            tp,
-            kv_heads,
-            kv_heads_per_rank,
-        )?;
+        let (allocation, elements) = layout.share(tensor, is_head)?;
         let bytes = elements
             .checked_mul(element)
             .ok_or_else(|| format!("`{name}`: its bytes overflow u64"))?;
@@ -191,75 +163,6 @@ pub fn loaded_weights(
         skipped_bytes,
         rotary_bytes,
         scale_bytes,
-    })
-}
-
-/// vLLM's `divide`: `ensure_divisibility`'s assertion, in its words.
-fn divide(numerator: u64, denominator: u64) -> Result<u64, String> {
-    if denominator == 0 || !numerator.is_multiple_of(denominator) {
-        return Err(format!(
-            "vLLM refuses: {numerator} is not divisible by {denominator}"
-        ));
-    }
-    Ok(numerator / denominator)
-}
-
-/// The allocation a checkpoint tensor lands in (vLLM merges q, k and v into
-/// `qkv_proj`, gate and up into `gate_up_proj`) and its elements on one
-/// rank: column-parallel layers split their rows, row-parallel ones their
-/// columns (their bias whole), the vocabulary its padded rows; the rest
-/// (norms) is whole on every rank.
-fn rank_share(
-    tensor: &StoredTensor,
-    is_head: bool,
-    padded_vocab: u64,
-    tp: u64,
-    kv_heads: u64,
-    kv_heads_per_rank: u64,
-) -> Result<(String, u64), String> {
-    let name = tensor.name.as_str();
-    let elements = tensor
-        .shape
-        .iter()
-        .try_fold(1u64, |n, &d| n.checked_mul(d))
-        .ok_or_else(|| format!("`{name}`: its elements overflow u64"))?;
-    let (module, param) = name.rsplit_once('.').unwrap_or(("", name));
-    let (parent, layer) = module.rsplit_once('.').unwrap_or(("", module));
-    let merged = |to: &str| format!("{parent}.{to}.{param}");
-    let rows = tensor.shape.first().copied().unwrap_or(1);
-    if is_head || name.ends_with("embed_tokens.weight") {
-        let [_, width] = tensor.shape.as_slice() else {
-            return Err(format!(
-                "`{name}` has shape {:?}; vLLM builds it as [vocab, hidden]",
-                tensor.shape
-            ));
-        };
-        let per_rank = divide(padded_vocab, tp)?;
-        let elements = per_rank
-            .checked_mul(*width)
-            .ok_or_else(|| format!("`{name}`: its elements overflow u64"))?;
-        return Ok((name.to_owned(), elements));
-    }
-    Ok(match layer {
-        "q_proj" => {
-            divide(rows, tp)?;
-            (merged("qkv_proj"), elements / tp)
-        }
-        "k_proj" | "v_proj" => {
-            divide(rows, kv_heads)?;
-            let per_head = elements / kv_heads;
-            (merged("qkv_proj"), per_head * kv_heads_per_rank)
-        }
-        "gate_proj" | "up_proj" => {
-            divide(rows, tp)?;
-            (merged("gate_up_proj"), elements / tp)
-        }
-        "o_proj" | "down_proj" if param == "weight" => {
-            let columns = tensor.shape.get(1).copied().unwrap_or(1);
-            divide(columns, tp)?;
-            (name.to_owned(), elements / tp)
-        }
-        _ => (name.to_owned(), elements),
     })
 }
 
@@ -527,11 +430,13 @@ mod tests {
         assert_eq!(two.tensor_bytes, 8_192);
         // Refused in vLLM's words: 3 ranks over 2 KV heads; 128 padded rows
         // over 3 ranks; a width the ranks do not divide.
+        // (the embedding is built first, so its refusal comes first).
         let e = loaded_weights(&config, &[], DType::BF16, 3).unwrap_err();
-        assert_eq!(e, "vLLM refuses: 3 is not divisible by 2");
-        let wide = small(serde_json::json!({"num_key_value_heads": 6, "num_attention_heads": 6}));
-        let e = loaded_weights(&wide, &tensors[..1], DType::BF16, 3).unwrap_err();
         assert_eq!(e, "vLLM refuses: 128 is not divisible by 3");
+        let mut vocab_192 = config.clone();
+        vocab_192["vocab_size"] = serde_json::json!(192);
+        let e = loaded_weights(&vocab_192, &[], DType::BF16, 3).unwrap_err();
+        assert_eq!(e, "vLLM refuses: 3 is not divisible by 2");
         let odd = [tensor(
             "model.layers.0.mlp.down_proj.weight",
             "BF16",
@@ -565,6 +470,13 @@ mod tests {
         let e = loaded_weights(&config, &odd, DType::BF16, 4).unwrap_err();
         assert_eq!(e, "vLLM refuses: 3 is not divisible by 2");
         assert!(loaded_weights(&config, &[], DType::BF16, 0).is_err());
+        // vLLM does not pad 32,000 rows further for 3 ranks, as SGLang does.
+        let mut vocab_32000 = small(
+            serde_json::json!({"num_key_value_heads": 3, "num_attention_heads": 3, "hidden_size": 48}),
+        );
+        vocab_32000["vocab_size"] = serde_json::json!(32000);
+        let e = loaded_weights(&vocab_32000, &[], DType::BF16, 3).unwrap_err();
+        assert_eq!(e, "vLLM refuses: 32000 is not divisible by 3");
     }
 
     #[test]

@@ -1,0 +1,158 @@
+//! One tensor-parallel rank's share of a checkpoint tensor, as vLLM 0.33
+//! and SGLang 0.5.23 shard the dense decoders kv has checked (both carry
+//! Megatron's layers: `layers/linear.py`, `vocab_parallel_embedding.py`).
+
+use serde_json::Value;
+
+use crate::stored_tensor::StoredTensor;
+
+/// `DEFAULT_VOCAB_PADDING_SIZE` in both engines.
+const VOCAB_PADDING: u64 = 64;
+
+/// Whose rules: the engines differ on a vocabulary the ranks do not divide.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum ShardingEngine {
+    /// vLLM asserts the padded vocabulary divides (`divide`).
+    Vllm,
+    /// SGLang pads to 64 x tp instead.
+    Sglang,
+}
+
+impl ShardingEngine {
+    fn name(self) -> &'static str {
+        match self {
+            ShardingEngine::Vllm => "vLLM",
+            ShardingEngine::Sglang => "SGLang",
+        }
+    }
+}
+
+/// What a rank's share depends on.
+pub(crate) struct TpLayout {
+    engine: ShardingEngine,
+    tp: u64,
+    vocab_rows_per_rank: u64,
+    kv_heads: u64,
+    kv_heads_per_rank: u64,
+}
+
+impl TpLayout {
+    /// The layout of `tp` ranks for a config's text section.
+    pub(crate) fn new(text: &Value, tp: u64, engine: ShardingEngine) -> Result<TpLayout, String> {
+        if tp == 0 {
+            return Err("tensor parallel size 0".into());
+        }
+        let count = |key: &str| {
+            text.get(key)
+                .and_then(Value::as_u64)
+                .ok_or_else(|| format!("the config has no `{key}`"))
+        };
+        let vocab = count("vocab_size")?;
+        let pad = |to: u64| {
+            vocab
+                .checked_next_multiple_of(to)
+                .ok_or("`vocab_size` overflows once padded")
+        };
+        let mut padded = pad(VOCAB_PADDING)?;
+        if engine == ShardingEngine::Sglang && !padded.is_multiple_of(tp) {
+            // VocabParallelEmbedding: `padding_size *= self.tp_size`.
+            padded = pad(VOCAB_PADDING.checked_mul(tp).ok_or("tp overflows")?)?;
+        }
+        let vocab_rows_per_rank = divide(engine, padded, tp)?;
+        let heads = count("num_attention_heads")?;
+        let kv_heads = match text.get("num_key_value_heads") {
+            Some(v) if !v.is_null() => v.as_u64().ok_or("`num_key_value_heads` is not a count")?,
+            _ => heads,
+        };
+        if heads == 0 {
+            return Err("`num_attention_heads` is 0".into());
+        }
+        if kv_heads == 0 {
+            return Err("`num_key_value_heads` is 0".into());
+        }
+        // QKVParallelLinear: KV heads divided over the ranks, or, with fewer
+        // heads than ranks, one head a rank, replicated.
+        let kv_heads_per_rank = if tp >= kv_heads {
+            divide(engine, tp, kv_heads)?;
+            1
+        } else {
+            divide(engine, kv_heads, tp)?
+        };
+        Ok(TpLayout {
+            engine,
+            tp,
+            vocab_rows_per_rank,
+            kv_heads,
+            kv_heads_per_rank,
+        })
+    }
+
+    /// The allocation a checkpoint tensor lands in (q, k and v merge into
+    /// `qkv_proj`, gate and up into `gate_up_proj`) and its elements on one
+    /// rank: column-parallel layers split their rows, row-parallel ones
+    /// their columns (their bias whole), the vocabulary its padded rows; the
+    /// rest (norms) is whole on every rank.
+    pub(crate) fn share(
+        &self,
+        tensor: &StoredTensor,
+        is_head: bool,
+    ) -> Result<(String, u64), String> {
+        let (engine, tp) = (self.engine, self.tp);
+        let name = tensor.name.as_str();
+        let elements = tensor
+            .shape
+            .iter()
+            .try_fold(1u64, |n, &d| n.checked_mul(d))
+            .ok_or_else(|| format!("`{name}`: its elements overflow u64"))?;
+        let (module, param) = name.rsplit_once('.').unwrap_or(("", name));
+        let (parent, layer) = module.rsplit_once('.').unwrap_or(("", module));
+        let merged = |to: &str| format!("{parent}.{to}.{param}");
+        let rows = tensor.shape.first().copied().unwrap_or(1);
+        if is_head || name.ends_with("embed_tokens.weight") {
+            let [_, width] = tensor.shape.as_slice() else {
+                return Err(format!(
+                    "`{name}` has shape {:?}; {} builds it as [vocab, hidden]",
+                    tensor.shape,
+                    engine.name()
+                ));
+            };
+            let elements = self
+                .vocab_rows_per_rank
+                .checked_mul(*width)
+                .ok_or_else(|| format!("`{name}`: its elements overflow u64"))?;
+            return Ok((name.to_owned(), elements));
+        }
+        Ok(match layer {
+            "q_proj" => {
+                divide(engine, rows, tp)?;
+                (merged("qkv_proj"), elements / tp)
+            }
+            "k_proj" | "v_proj" => {
+                divide(engine, rows, self.kv_heads)?;
+                let per_head = elements / self.kv_heads;
+                (merged("qkv_proj"), per_head * self.kv_heads_per_rank)
+            }
+            "gate_proj" | "up_proj" => {
+                divide(engine, rows, tp)?;
+                (merged("gate_up_proj"), elements / tp)
+            }
+            "o_proj" | "down_proj" if param == "weight" => {
+                let columns = tensor.shape.get(1).copied().unwrap_or(1);
+                divide(engine, columns, tp)?;
+                (name.to_owned(), elements / tp)
+            }
+            _ => (name.to_owned(), elements),
+        })
+    }
+}
+
+/// `ensure_divisibility`'s assertion, in the engine's words.
+fn divide(engine: ShardingEngine, numerator: u64, denominator: u64) -> Result<u64, String> {
+    if denominator == 0 || !numerator.is_multiple_of(denominator) {
+        return Err(format!(
+            "{} refuses: {numerator} is not divisible by {denominator}",
+            engine.name()
+        ));
+    }
+    Ok(numerator / denominator)
+}
