@@ -67,6 +67,10 @@ pub struct FitArgs {
     /// vLLM: its CUDA-graph memory estimate (0 with --enforce-eager).
     #[arg(long)]
     pub(crate) cuda_graph_bytes: Option<u64>,
+    /// vLLM: write an SVG of its maximum concurrency against the context
+    /// length for TP 1, 2, 4 and 8 to this file (one config only).
+    #[arg(long, value_name = "FILE.svg")]
+    pub(crate) plot: Option<std::path::PathBuf>,
 }
 
 impl FitArgs {
@@ -92,6 +96,7 @@ impl FitArgs {
             ("--non-torch-bytes", self.non_torch_bytes.is_some()),
             ("--activation-bytes", self.activation_bytes.is_some()),
             ("--cuda-graph-bytes", self.cuda_graph_bytes.is_some()),
+            ("--plot", self.plot.is_some()),
         ];
         let other: &[(&'static str, bool)] = match engine {
             Engine::Sglang => &vllm,
@@ -203,6 +208,7 @@ pub fn run(command: &Command) -> Result<bool, StdoutFailed> {
             non_torch_bytes: fit.non_torch_bytes,
             activation_bytes: fit.activation_bytes,
             cuda_graph_bytes: fit.cuda_graph_bytes,
+            plot: fit.plot.clone(),
         };
         return crate::fit_vllm::run(args, &flags, &gpu_label, gpu_mib);
     }

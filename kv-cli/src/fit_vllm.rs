@@ -8,13 +8,14 @@ use std::path::Path;
 
 use kv_core::config::{DTypeRule, HfConfig};
 use kv_core::Parallel;
-use kv_engines::estimate::{vllm_startup, StartupOutcome};
+use kv_engines::estimate::{vllm_startup, StartupOutcome, VllmStartup};
 use kv_engines::fit::vllm::{kv_cache_budget, loaded_weights, VllmLoadedWeights, VllmMemoryInputs};
 use kv_engines::weights::CheckpointWeights;
 use serde_json::{json, Value};
 
 use crate::estimate::{estimate_file, render, settings, to_json, Estimated};
 use crate::estimate_args::Args;
+use crate::fit_plot::{concurrency_svg, Curve};
 use crate::input::{expand, read_config, Problem};
 use crate::output::{emit, emit_json_array, StdoutFailed};
 use crate::Format;
@@ -28,6 +29,7 @@ pub(crate) struct VllmFitFlags {
     pub non_torch_bytes: Option<u64>,
     pub activation_bytes: Option<u64>,
     pub cuda_graph_bytes: Option<u64>,
+    pub plot: Option<std::path::PathBuf>,
 }
 
 /// The budget, and what it rests on.
@@ -53,6 +55,10 @@ struct TpAnswer {
     available_bytes: Option<u64>,
     starts: bool,
     said: String,
+    /// vLLM's maximum concurrency (`num_blocks / blocks_per_request`) at
+    /// each context length that starts: 1,024, doubling, up to the model's
+    /// max_model_len.
+    concurrency: Vec<(u64, f64)>,
 }
 
 /// The sizes `kv fit` tries for the smallest TP that starts: one node's.
@@ -63,6 +69,12 @@ pub fn run(args: &Args, fit: &VllmFitFlags, gpu: &str, gpu_mib: u64) -> Result<b
     let (files, mut problems) = expand(&args.configs, Some("config.json"));
     for problem in &problems {
         problem.report();
+    }
+    if fit.plot.is_some() && files.len() + problems.len() > 1 {
+        crate::message::usage_error(
+            clap::error::ErrorKind::ArgumentConflict,
+            "--plot draws one config: give one",
+        )
     }
     let settings = settings(args);
     let mut done = Vec::new();
@@ -76,6 +88,13 @@ pub fn run(args: &Args, fit: &VllmFitFlags, gpu: &str, gpu_mib: u64) -> Result<b
         });
         match sized {
             Ok((budget, estimated, with_budget)) => {
+                if let Some(path) = &fit.plot {
+                    if let Err(problem) = plot(path, file, &budget, args.max_num_seqs) {
+                        problem.report();
+                        problems.push(problem);
+                        continue;
+                    }
+                }
                 if args.format != Format::Json {
                     let lines = render(&estimated, &with_budget);
                     let (source, rest) = lines.split_once('\n').unwrap_or((&lines, ""));
@@ -178,6 +197,7 @@ fn at_tp(
         available_bytes: None,
         starts: false,
         said: String::new(),
+        concurrency: Vec::new(),
     };
     let loaded = match loaded_weights(config, weights.tensors(), dtype, tp) {
         Ok(loaded) => loaded,
@@ -213,14 +233,43 @@ fn at_tp(
             return answer;
         }
     };
-    match vllm_startup(config, &settings(&at), layout, budget.available_bytes) {
-        Ok(startup) => {
-            answer.starts = matches!(startup.outcome, StartupOutcome::Starts { .. });
-            answer.said = startup.message;
+    let startup = match vllm_startup(config, &settings(&at), layout, budget.available_bytes) {
+        Ok(startup) => startup,
+        Err(e) => {
+            answer.said = e.to_string();
+            return answer;
         }
-        Err(e) => answer.said = e.to_string(),
+    };
+    answer.starts = matches!(startup.outcome, StartupOutcome::Starts { .. });
+    answer.said = startup.message;
+    for length in context_lengths(startup.max_model_len) {
+        let at_length = settings(&at).positions(length);
+        if let Ok(VllmStartup {
+            outcome:
+                StartupOutcome::Starts {
+                    num_blocks,
+                    blocks_per_request,
+                    ..
+                },
+            ..
+        }) = vllm_startup(config, &at_length, layout, budget.available_bytes)
+        {
+            // get_kv_cache_capacity's ratio, as vLLM's line prints it.
+            answer
+                .concurrency
+                .push((length, num_blocks as f64 / blocks_per_request.max(1) as f64));
+        }
     }
     answer
+}
+
+/// 1,024, 2,048, ... below `max_model_len`, then `max_model_len` itself.
+fn context_lengths(max_model_len: u64) -> Vec<u64> {
+    let mut lengths: Vec<u64> = std::iter::successors(Some(1024u64), |l| l.checked_mul(2))
+        .take_while(|&l| l < max_model_len)
+        .collect();
+    lengths.push(max_model_len);
+    lengths
 }
 
 fn render_budget(b: &Budget) -> String {
@@ -316,7 +365,42 @@ fn budget_json(b: &Budget) -> Value {
             "available_kv_cache_memory_bytes": a.available_bytes,
             "starts": a.starts,
             "said": a.said,
+            "concurrency": a.concurrency,
         })).collect::<Vec<_>>(),
         "smallest_tp": b.by_tp.iter().find(|a| a.starts).map(|a| a.tp),
     })
+}
+
+/// Draws `budget`'s concurrency curves to `path`.
+fn plot(path: &Path, file: &Path, budget: &Budget, max_num_seqs: u64) -> Result<(), Problem> {
+    let curves: Vec<Curve> = budget
+        .by_tp
+        .iter()
+        .map(|a| Curve {
+            tp: a.tp,
+            points: a.concurrency.clone(),
+        })
+        .collect();
+    let bound = if budget.profiled_given && budget.total_given {
+        "profiled parts as given"
+    } else {
+        "an upper bound (profiled parts not all given)"
+    };
+    let svg = concurrency_svg(
+        &format!(
+            "{} on {}: vLLM 0.33",
+            file.parent()
+                .and_then(Path::file_name)
+                .unwrap_or(file.as_os_str())
+                .to_string_lossy(),
+            budget.gpu.split(" (").next().unwrap_or(&budget.gpu)
+        ),
+        &format!(
+            "Each request at its full length, memory alone; weights from the headers; {bound}"
+        ),
+        &curves,
+        max_num_seqs,
+    )
+    .map_err(|e| Problem::new(path, format!("cannot draw the plot: {e}")))?;
+    std::fs::write(path, svg).map_err(|e| Problem::new(path, format!("cannot write the plot: {e}")))
 }

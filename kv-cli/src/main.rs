@@ -23,6 +23,7 @@ use clap::{CommandFactory, FromArgMatches, Subcommand, ValueEnum};
 mod estimate;
 mod estimate_args;
 mod fit;
+mod fit_plot;
 mod fit_vllm;
 mod flags;
 mod input;

@@ -619,3 +619,84 @@ fn llama_31_8b_over_two_h100s_as_sglang_shards_it() {
     assert!(text.contains("#tokens: 940417,"), "{text}");
     fs::remove_dir_all(&dir).unwrap();
 }
+
+#[test]
+fn concurrency_against_context_per_tp_as_json_and_svg() {
+    let dir = scratch("fit-plot");
+    llama_31_8b(&dir);
+    let path = dir.to_str().unwrap();
+    let svg = dir.join("fit.svg");
+    let out = kv(&[
+        "fit",
+        path,
+        "--gpu",
+        "L4",
+        "--format",
+        "json",
+        "--plot",
+        svg.to_str().unwrap(),
+    ]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    let json: Value = serde_json::from_str(&stdout(&out)).unwrap();
+    let by_tp = &json[0]["fit"]["by_tp"];
+    // tp 1 on an L4: 21,737,609,626 - 16,094,142,464 = 5,643,467,162 B //
+    // 2,097,152 B a block = 2,691 blocks. At 1,024 tokens a request takes
+    // 64 blocks: 42.046875x; at 32,768, 2,048: 1.31396484375x; at 65,536
+    // (4,096 blocks) it does not start, so the line stops.
+    let tp1 = by_tp[0]["concurrency"].as_array().unwrap();
+    assert_eq!(tp1[0], json!([1024, 42.046875]));
+    assert_eq!(tp1.last().unwrap(), &json!([32768, 1.31396484375]));
+    assert_eq!(tp1.len(), 6);
+    // tp 2 reaches the model's 131,072: 13,040 / 8,192 = 1.591796875x.
+    let tp2 = by_tp[1]["concurrency"].as_array().unwrap();
+    assert_eq!(tp2.last().unwrap(), &json!([131072, 1.591796875]));
+    assert_eq!(json[0]["fit"]["smallest_tp"], 2);
+    let drawn = fs::read_to_string(&svg).unwrap();
+    assert!(drawn.starts_with("<svg"), "{drawn}");
+    for label in [
+        "tp 1",
+        "tp 2",
+        "tp 4",
+        "tp 8",
+        "max_num_seqs 256",
+        "128K",
+        "1K",
+    ] {
+        assert!(drawn.contains(label), "{label}");
+    }
+    // One config only; SGLang's fit does not draw it.
+    let out = kv(&[
+        "fit",
+        path,
+        path,
+        "--gpu",
+        "L4",
+        "--plot",
+        svg.to_str().unwrap(),
+    ]);
+    assert_eq!(out.status.code(), Some(2));
+    assert!(
+        stderr(&out).contains("--plot draws one config"),
+        "{}",
+        stderr(&out)
+    );
+    let out = kv(&[
+        "fit",
+        path,
+        "--engine",
+        "sglang",
+        "--gpu",
+        "L4",
+        "--avail-mem-gb",
+        "21",
+        "--plot",
+        svg.to_str().unwrap(),
+    ]);
+    assert_eq!(out.status.code(), Some(2));
+    assert!(
+        stderr(&out).contains("--plot does not apply to kv fit --engine sglang"),
+        "{}",
+        stderr(&out)
+    );
+    fs::remove_dir_all(&dir).unwrap();
+}
