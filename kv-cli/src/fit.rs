@@ -13,7 +13,6 @@ use kv_engines::fit::sglang::{
     default_mem_fraction_static, kv_pool_budget, loaded_weights, unsupported_for_default,
     LoadedWeights, SglangMemoryDefaults, SglangMemoryInputs,
 };
-use kv_engines::weights::CheckpointWeights;
 use serde_json::{json, Value};
 
 use crate::estimate_args::{Args, Engine};
@@ -71,6 +70,10 @@ pub struct FitArgs {
     /// length for TP 1, 2, 4 and 8 to this file (one config only).
     #[arg(long, value_name = "FILE.svg")]
     pub(crate) plot: Option<std::path::PathBuf>,
+    /// Compute the weights from the config instead of reading the
+    /// checkpoint's headers (Llama, Mistral, Qwen2, Qwen3 classes), said so.
+    #[arg(long)]
+    pub(crate) weights_from_config: bool,
 }
 
 impl FitArgs {
@@ -137,6 +140,7 @@ struct Budget {
     gpu: String,
     stored_bytes: u64,
     files: usize,
+    weights_source: String,
     by_dtype: Vec<(String, u64)>,
     loaded: LoadedWeights,
     defaults: Option<SglangMemoryDefaults>,
@@ -209,6 +213,7 @@ pub fn run(command: &Command) -> Result<bool, StdoutFailed> {
             activation_bytes: fit.activation_bytes,
             cuda_graph_bytes: fit.cuda_graph_bytes,
             plot: fit.plot.clone(),
+            weights_from_config: fit.weights_from_config,
         };
         return crate::fit_vllm::run(args, &flags, &gpu_label, gpu_mib);
     }
@@ -276,7 +281,7 @@ fn budget(
 ) -> Result<Budget, Problem> {
     let config = read_config(file, args.read.max_file_bytes)?;
     let folder = file.parent().unwrap_or(Path::new("."));
-    let weights = CheckpointWeights::from_path(folder).map_err(|e| Problem::new(folder, e))?;
+    let weights = crate::fit_weights::weights(file, &config, fit.weights_from_config)?;
     let stored_bytes = weights.total_bytes().map_err(|e| Problem::new(folder, e))?;
     let by_dtype = weights
         .bytes_by_dtype()
@@ -332,6 +337,7 @@ fn budget(
         gpu: gpu_label.to_owned(),
         stored_bytes,
         files: weights.files().len(),
+        weights_source: crate::fit_weights::source(&weights),
         by_dtype,
         loaded,
         defaults,
@@ -352,9 +358,9 @@ fn render_budget(b: &Budget) -> String {
         .collect();
     let _ = writeln!(
         out,
-        "  weights: {} B stored in {} file(s) ({})",
+        "  weights: {} B {} ({})",
         b.stored_bytes,
-        b.files,
+        b.weights_source,
         dtypes.join(", "),
     );
     let skipped = if b.loaded.skipped_bytes > 0 {
@@ -417,6 +423,7 @@ fn budget_json(b: &Budget) -> Value {
         "gpu": b.gpu,
         "stored_weight_bytes": b.stored_bytes,
         "weight_files": b.files,
+        "weights_source": b.weights_source,
         "weight_bytes_by_dtype": b
             .by_dtype
             .iter()

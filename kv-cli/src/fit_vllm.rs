@@ -30,6 +30,7 @@ pub(crate) struct VllmFitFlags {
     pub activation_bytes: Option<u64>,
     pub cuda_graph_bytes: Option<u64>,
     pub plot: Option<std::path::PathBuf>,
+    pub weights_from_config: bool,
 }
 
 /// The budget, and what it rests on.
@@ -39,6 +40,7 @@ struct Budget {
     total_given: bool,
     stored_bytes: u64,
     files: usize,
+    weights_source: String,
     loaded: VllmLoadedWeights,
     inputs: VllmMemoryInputs,
     profiled_given: bool,
@@ -131,7 +133,7 @@ fn budget(
 ) -> Result<Budget, Problem> {
     let config = read_config(file, args.read.max_file_bytes)?;
     let folder = file.parent().unwrap_or(Path::new("."));
-    let weights = CheckpointWeights::from_path(folder).map_err(|e| Problem::new(folder, e))?;
+    let weights = crate::fit_weights::weights(file, &config, fit.weights_from_config)?;
     let stored_bytes = weights.total_bytes().map_err(|e| Problem::new(folder, e))?;
     let dtype = HfConfig::from_value(config.clone())
         .with_dtype_rule(DTypeRule::VllmAuto)
@@ -171,6 +173,7 @@ fn budget(
         total_given,
         stored_bytes,
         files: weights.files().len(),
+        weights_source: crate::fit_weights::source(&weights),
         loaded,
         inputs,
         profiled_given,
@@ -284,11 +287,7 @@ fn render_budget(b: &Budget) -> String {
             .to_owned()
     };
     let _ = writeln!(out, "  total memory: {} B, {total}", b.total_bytes);
-    let _ = writeln!(
-        out,
-        "  weights: {} B stored in {} file(s)",
-        b.stored_bytes, b.files
-    );
+    let _ = writeln!(out, "  weights: {} B {}", b.stored_bytes, b.weights_source);
     let skipped = if b.loaded.skipped_bytes > 0 {
         format!(", {} B the loader skips", b.loaded.skipped_bytes)
     } else {
@@ -348,6 +347,7 @@ fn budget_json(b: &Budget) -> Value {
         "total_memory_given": b.total_given,
         "stored_bytes": b.stored_bytes,
         "files": b.files,
+        "weights_source": b.weights_source,
         "loaded": b.loaded,
         "weights_bytes": b.inputs.weights_bytes,
         "gpu_memory_utilization": b.inputs.gpu_memory_utilization,

@@ -25,6 +25,7 @@ mod estimate_args;
 mod fit;
 mod fit_plot;
 mod fit_vllm;
+mod fit_weights;
 mod flags;
 mod input;
 mod llamacpp;

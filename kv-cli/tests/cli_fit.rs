@@ -700,3 +700,59 @@ fn concurrency_against_context_per_tp_as_json_and_svg() {
     );
     fs::remove_dir_all(&dir).unwrap();
 }
+
+#[test]
+fn weights_from_the_config_alone_when_asked() {
+    let dir = scratch("fit-config-only");
+    fs::write(dir.join("config.json"), llama_31_8b_config().to_string()).unwrap();
+    let path = dir.to_str().unwrap();
+    // No checkpoint: refused, saying how to compute them instead.
+    let out = kv(&["fit", path, "--gpu", "H100"]);
+    assert_eq!(out.status.code(), Some(1));
+    assert!(
+        stderr(&out).contains("no weights: the folder has no `model.safetensors.index.json`"),
+        "{}",
+        stderr(&out)
+    );
+    assert!(
+        stderr(&out).contains("give --weights-from-config"),
+        "{}",
+        stderr(&out)
+    );
+    assert!(
+        !stderr(&out).contains("cannot read config"),
+        "{}",
+        stderr(&out)
+    );
+    // Computed: the 291 tensors of the published checkpoint, 16,060,522,496
+    // B (its index's total_size), and the same figures as from the headers.
+    for engine in [
+        &["--engine", "vllm"][..],
+        &["--engine", "sglang", "--avail-mem-gb", "78.43"],
+    ] {
+        let mut args = vec!["fit", path, "--gpu", "H100", "--weights-from-config"];
+        args.extend_from_slice(engine);
+        let out = kv(&args);
+        assert!(out.status.success(), "{}", stderr(&out));
+        let text = stdout(&out);
+        assert!(
+            text.contains(
+                "  weights: 16060522496 B computed from the config (--weights-from-config: no \
+                 checkpoint read)"
+            ),
+            "{text}"
+        );
+    }
+    let out = kv(&[
+        "fit",
+        path,
+        "--gpu",
+        "H100",
+        "--weights-from-config",
+        "--format",
+        "json",
+    ]);
+    let json: Value = serde_json::from_str(&stdout(&out)).unwrap();
+    assert_eq!(json[0]["fit"]["weights_bytes"], 16_094_142_464u64);
+    fs::remove_dir_all(&dir).unwrap();
+}

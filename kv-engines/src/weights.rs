@@ -72,6 +72,15 @@ impl CheckpointWeights {
         ))
     }
 
+    /// Tensors known another way than from files (computed from a config:
+    /// `kv_engines::fit::tensors_from_config`); no file is read.
+    pub fn computed(tensors: Vec<StoredTensor>) -> CheckpointWeights {
+        CheckpointWeights {
+            files: Vec::new(),
+            tensors,
+        }
+    }
+
     fn from_folder(folder: &Path) -> Result<CheckpointWeights, KvError> {
         let index = folder.join(SHARD_INDEX);
         if index.is_file() {

@@ -1,0 +1,42 @@
+//! The weights `kv fit` sizes: the checkpoint's own headers beside the
+//! config, or, with `--weights-from-config`, the tensors its class stores,
+//! computed from the config and said so.
+
+use std::path::Path;
+
+use kv_core::KvError;
+use kv_engines::fit::{tensors_from_config, FROM_CONFIG_ARCHITECTURES};
+use kv_engines::weights::CheckpointWeights;
+use serde_json::Value;
+
+use crate::input::Problem;
+
+/// The weights for the config at `file`.
+pub(crate) fn weights(
+    file: &Path,
+    config: &Value,
+    from_config: bool,
+) -> Result<CheckpointWeights, Problem> {
+    if from_config {
+        let tensors = tensors_from_config(config).map_err(|e| Problem::new(file, e))?;
+        return Ok(CheckpointWeights::computed(tensors));
+    }
+    let folder = file.parent().unwrap_or(Path::new("."));
+    let hint = format!(
+        "; give --weights-from-config to compute them from the config ({})",
+        FROM_CONFIG_ARCHITECTURES.join(", ")
+    );
+    CheckpointWeights::from_path(folder).map_err(|e| match e {
+        // The readers' errors name the file; the weights are no config.
+        KvError::ConfigFile { path, problem } => Problem::new(Path::new(&path), problem + &hint),
+        other => Problem::new(folder, other.to_string() + &hint),
+    })
+}
+
+/// How the weights line names where they came from.
+pub(crate) fn source(weights: &CheckpointWeights) -> String {
+    match weights.files().len() {
+        0 => "computed from the config (--weights-from-config: no checkpoint read)".to_owned(),
+        n => format!("stored in {n} file(s)"),
+    }
+}
