@@ -556,6 +556,8 @@ mod tests {
             .contains("memory: 0.0 GiB"));
         exact.weights_bytes = 899;
         assert_eq!(kv_cache_budget(&exact).unwrap().available_bytes, 1);
+        exact.gpu_memory_utilization = 0.0;
+        assert!(kv_cache_budget(&exact).unwrap_err().contains("not in (0, 1]"));
         exact.gpu_memory_utilization = 1.5;
         assert!(kv_cache_budget(&exact)
             .unwrap_err()
