@@ -10,6 +10,7 @@
 //! - [`vllm`]: vLLM 0.33's KV budget: the memory its weights take once
 //!   loaded, exact, and the parts its profile run measures, as inputs.
 
+mod config;
 mod from_config;
 pub mod gpus;
 mod rotary;

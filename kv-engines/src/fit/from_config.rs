@@ -5,7 +5,7 @@
 
 use serde_json::Value;
 
-use super::rotary::text_section;
+use super::config::{architecture, text_section};
 use crate::stored_tensor::StoredTensor;
 
 /// The classes whose checkpoints kv can write out from a config.
@@ -20,12 +20,7 @@ pub const FROM_CONFIG_ARCHITECTURES: &[&str] = &[
 /// or why kv cannot say.
 pub fn tensors_from_config(config: &Value) -> Result<Vec<StoredTensor>, String> {
     let text = text_section(config);
-    let architecture = config
-        .get("architectures")
-        .and_then(Value::as_array)
-        .and_then(|a| a.first())
-        .and_then(Value::as_str)
-        .unwrap_or("");
+    let architecture = architecture(config);
     if !FROM_CONFIG_ARCHITECTURES.contains(&architecture) {
         return Err(format!(
             "kv computes the weights from a config for {} only, not `{architecture}`: give the \

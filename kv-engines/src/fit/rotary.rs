@@ -3,11 +3,6 @@
 
 use serde_json::Value;
 
-/// The text model's section: `text_config` where the config has one.
-pub(crate) fn text_section(config: &Value) -> &Value {
-    config.get("text_config").unwrap_or(config)
-}
-
 /// The elements of the one `[max_position_embeddings, head_dim]`
 /// `cos_sin_cache` both engines build (layers/rotary_embedding/base.py in
 /// each; shared by every layer, as `get_rope` caches it), for the rotary

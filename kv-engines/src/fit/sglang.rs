@@ -15,8 +15,9 @@ use kv_core::KvError;
 use serde::Serialize;
 use serde_json::Value;
 
-use super::rotary::{rotary_table_elements, text_section};
-use super::shard::{ShardingEngine, TpLayout};
+use super::config::{checked_class, text_section};
+use super::rotary::rotary_table_elements;
+use super::shard::{ShardingEngine, TpLayout, SHARDED_ARCHITECTURES};
 use crate::stored_tensor::StoredTensor;
 
 /// The sizes SGLang's default prefill CUDA graph captures
@@ -310,28 +311,17 @@ pub fn loaded_weights(
     tp: u64,
 ) -> Result<LoadedWeights, String> {
     let text = text_section(config);
-    let architecture = config
-        .get("architectures")
-        .and_then(Value::as_array)
-        .and_then(|a| a.first())
-        .and_then(Value::as_str)
-        .unwrap_or("");
-    if !CHECKED_ARCHITECTURES.contains(&architecture) {
+    let class = checked_class(
+        config,
+        CHECKED_ARCHITECTURES,
+        "SGLang",
+        "scripts/sglang/loaded_buffers.py",
+    )?;
+    if tp > 1 && !SHARDED_ARCHITECTURES.contains(&class) {
         return Err(format!(
-            "kv has not checked what SGLang's `{architecture}` holds beside its weights (checked: \
-             scripts/sglang/loaded_buffers.py builds SGLang's own class; {} so far)",
-            CHECKED_ARCHITECTURES.len()
+            "kv has not checked how SGLang shards `{class}` over TP ranks (checked: {})",
+            SHARDED_ARCHITECTURES.join(", ")
         ));
-    }
-    if config
-        .get("quantization_config")
-        .is_some_and(|q| !q.is_null())
-    {
-        return Err(
-            "a quantized checkpoint: kv has not checked how SGLang lays out quantized \
-                    weights once loaded"
-                .into(),
-        );
     }
     let (dtype, element) = served_dtype(config);
     let tied = text
@@ -548,6 +538,15 @@ mod tests {
         let mut other = llama(serde_json::json!({}));
         other["architectures"] = serde_json::json!(["DbrxForCausalLM"]);
         assert!(refusal(other, &[]).contains("`DbrxForCausalLM`"));
+        // Checked at tp 1, but not how SGLang shards its experts.
+        let mut mixtral = llama(serde_json::json!({}));
+        mixtral["architectures"] = serde_json::json!(["MixtralForCausalLM"]);
+        assert!(loaded_weights(&mixtral, &[], 1).is_ok());
+        let words = loaded_weights(&mixtral, &[], 2).unwrap_err();
+        assert!(
+            words.contains("how SGLang shards `MixtralForCausalLM`"),
+            "{words}"
+        );
         let quantized = llama(serde_json::json!({"quantization_config": {"quant_method": "fp8"}}));
         assert!(refusal(quantized, &[]).contains("quantized"));
         // A null quantization_config is none.

@@ -6,6 +6,15 @@ use serde_json::Value;
 
 use crate::stored_tensor::StoredTensor;
 
+/// The classes whose shards kv has compared with both engines' own, rank
+/// by rank (scripts/vllm/compare_fit.py, scripts/sglang/compare_weights_tp.py).
+pub(crate) const SHARDED_ARCHITECTURES: &[&str] = &[
+    "LlamaForCausalLM",
+    "MistralForCausalLM",
+    "Qwen2ForCausalLM",
+    "Qwen3ForCausalLM",
+];
+
 /// `DEFAULT_VOCAB_PADDING_SIZE` in both engines.
 const VOCAB_PADDING: u64 = 64;
 

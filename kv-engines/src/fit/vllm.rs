@@ -19,7 +19,8 @@ use kv_core::DType;
 use serde::Serialize;
 use serde_json::Value;
 
-use super::rotary::{rotary_table_elements, text_section};
+use super::config::{checked_class, text_section};
+use super::rotary::rotary_table_elements;
 use super::shard::{ShardingEngine, TpLayout};
 use crate::estimate::format_gib;
 use crate::stored_tensor::StoredTensor;
@@ -82,29 +83,12 @@ pub fn loaded_weights(
     tp: u64,
 ) -> Result<VllmLoadedWeights, String> {
     let text = text_section(config);
-    let architecture = config
-        .get("architectures")
-        .and_then(Value::as_array)
-        .and_then(|a| a.first())
-        .and_then(Value::as_str)
-        .unwrap_or("");
-    if !CHECKED_ARCHITECTURES.contains(&architecture) {
-        return Err(format!(
-            "kv has not checked what vLLM's `{architecture}` holds once loaded (checked: {}; \
-             scripts/vllm/loaded_weights.py builds vLLM's own class)",
-            CHECKED_ARCHITECTURES.join(", ")
-        ));
-    }
-    if config
-        .get("quantization_config")
-        .is_some_and(|q| !q.is_null())
-    {
-        return Err(
-            "a quantized checkpoint: kv has not checked how vLLM lays out quantized weights \
-             once loaded"
-                .into(),
-        );
-    }
+    checked_class(
+        config,
+        CHECKED_ARCHITECTURES,
+        "vLLM",
+        "scripts/vllm/loaded_weights.py",
+    )?;
     let element = dtype
         .bytes_for(1)
         .map_err(|_| "the served dtype's width overflows".to_owned())?;
@@ -557,7 +541,9 @@ mod tests {
         exact.weights_bytes = 899;
         assert_eq!(kv_cache_budget(&exact).unwrap().available_bytes, 1);
         exact.gpu_memory_utilization = 0.0;
-        assert!(kv_cache_budget(&exact).unwrap_err().contains("not in (0, 1]"));
+        assert!(kv_cache_budget(&exact)
+            .unwrap_err()
+            .contains("not in (0, 1]"));
         exact.gpu_memory_utilization = 1.5;
         assert!(kv_cache_budget(&exact)
             .unwrap_err()

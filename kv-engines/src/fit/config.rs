@@ -1,0 +1,48 @@
+//! What every fit rule reads first from a config: its text section, its
+//! class, and whether kv has checked what an engine builds for it.
+
+use serde_json::Value;
+
+/// The text model's section: `text_config` where the config has one.
+pub(crate) fn text_section(config: &Value) -> &Value {
+    config.get("text_config").unwrap_or(config)
+}
+
+/// The config's first `architectures` entry, or "" without one.
+pub(crate) fn architecture(config: &Value) -> &str {
+    config
+        .get("architectures")
+        .and_then(Value::as_array)
+        .and_then(|a| a.first())
+        .and_then(Value::as_str)
+        .unwrap_or("")
+}
+
+/// The class, when it is one of `checked` (those whose loaded model
+/// `script` has compared with `engine`'s own) and the checkpoint is not
+/// quantized; else what kv has not checked, named.
+pub(crate) fn checked_class<'c>(
+    config: &'c Value,
+    checked: &[&str],
+    engine: &str,
+    script: &str,
+) -> Result<&'c str, String> {
+    let class = architecture(config);
+    if !checked.contains(&class) {
+        return Err(format!(
+            "kv has not checked what {engine}'s `{class}` holds once loaded (checked: {}; \
+             {script} builds {engine}'s own class)",
+            checked.join(", ")
+        ));
+    }
+    if config
+        .get("quantization_config")
+        .is_some_and(|q| !q.is_null())
+    {
+        return Err(format!(
+            "a quantized checkpoint: kv has not checked how {engine} lays out quantized weights \
+             once loaded"
+        ));
+    }
+    Ok(class)
+}
