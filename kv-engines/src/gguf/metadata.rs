@@ -181,17 +181,8 @@ impl GgufMetadata {
     /// Reads the header of the GGUF file at `path`, and nothing after it;
     /// every length in it is checked against the file's size.
     pub fn from_path(path: impl AsRef<Path>) -> Result<GgufMetadata, KvError> {
-        let path = path.as_ref();
-        let source = path.display().to_string();
-        let opened = File::open(path).and_then(|file| {
-            let size = file.metadata()?.len();
-            Ok((file, size))
-        });
-        let (file, size) = opened.map_err(|e| KvError::ConfigFile {
-            path: source.clone(),
-            problem: e.to_string(),
-        })?;
-        GgufMetadata::read_sized(BufReader::new(file), Some(size), &source)
+        let (reader, size, source) = open_sized(path.as_ref())?;
+        GgufMetadata::read_sized(reader, Some(size), &source)
     }
 
     /// Reads a GGUF header from `reader`; `source` names it in errors.
@@ -687,4 +678,18 @@ impl<R: Read> Input<'_, R> {
             items: Some(items),
         })
     }
+}
+
+/// The file at `path`, buffered, with its size and its name for errors.
+pub(super) fn open_sized(path: &Path) -> Result<(BufReader<File>, u64, String), KvError> {
+    let source = path.display().to_string();
+    let opened = File::open(path).and_then(|file| {
+        let size = file.metadata()?.len();
+        Ok((file, size))
+    });
+    let (file, size) = opened.map_err(|e| KvError::ConfigFile {
+        path: source.clone(),
+        problem: e.to_string(),
+    })?;
+    Ok((BufReader::new(file), size, source))
 }

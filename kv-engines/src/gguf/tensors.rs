@@ -4,14 +4,13 @@
 //! and against the file's size as llama.cpp's model loader does.
 
 use std::collections::HashSet;
-use std::fs::File;
-use std::io::{BufReader, Read};
+use std::io::Read;
 use std::path::Path;
 
 use kv_core::KvError;
 
 use super::ggml_types::{ggml_tensor_type, GGML_TYPE_COUNT};
-use super::metadata::{GgufMetadata, GgufValue, Input};
+use super::metadata::{open_sized, GgufMetadata, GgufValue, Input};
 use crate::stored_tensor::StoredTensor;
 
 /// ggml's `GGML_MAX_NAME`: a tensor name must be shorter.
@@ -39,17 +38,8 @@ impl GgufFile {
     /// Reads the header and tensor infos of the GGUF file at `path`; every
     /// length and offset is checked against the file's size.
     pub fn from_path(path: impl AsRef<Path>) -> Result<GgufFile, KvError> {
-        let path = path.as_ref();
-        let source = path.display().to_string();
-        let opened = File::open(path).and_then(|file| {
-            let size = file.metadata()?.len();
-            Ok((file, size))
-        });
-        let (file, size) = opened.map_err(|e| KvError::ConfigFile {
-            path: source.clone(),
-            problem: e.to_string(),
-        })?;
-        GgufFile::read(BufReader::new(file), size, &source)
+        let (reader, size, source) = open_sized(path.as_ref())?;
+        GgufFile::read(reader, size, &source)
     }
 
     /// Reads a GGUF file of `size` bytes from `reader`; `source` names it.
