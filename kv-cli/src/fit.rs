@@ -71,7 +71,8 @@ pub struct FitArgs {
     #[arg(long, value_name = "FILE.svg")]
     pub(crate) plot: Option<std::path::PathBuf>,
     /// Compute the weights from the config instead of reading the
-    /// checkpoint's headers (Llama, Mistral, Qwen2, Qwen3 classes), said so.
+    /// checkpoint's headers (Llama, Mistral, Mixtral, Qwen2, Qwen3 and
+    /// Qwen3-MoE classes), said so.
     #[arg(long)]
     pub(crate) weights_from_config: bool,
 }

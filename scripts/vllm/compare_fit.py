@@ -8,8 +8,8 @@ the classes kv has checked, at TP 1, 2, 4 and 8. Not run by CI.
 Each config gets a folder with a sparse safetensors file holding the
 tensors a Hugging Face checkpoint of its class stores (names and shapes from
 the config: the embedding, per layer q/k/v/o with Qwen2's biases and
-Qwen3's q/k norms, gate/up/down, two norms, the final norm, the head unless
-tied), in the config's dtype. kv reads that header; vLLM builds the class.
+Qwen3's q/k norms, gate/up/down or Mixtral's and Qwen3-MoE's router and
+experts, two norms, the final norm, the head unless tied), in the config's dtype. kv reads that header; vLLM builds the class.
 One line per config and TP: both figures, or the refusal of each.
 """
 
@@ -28,7 +28,8 @@ import loaded_weights  # noqa: E402
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(os.path.dirname(HERE))
-CLASSES = {"LlamaForCausalLM", "MistralForCausalLM", "Qwen2ForCausalLM", "Qwen3ForCausalLM"}
+CLASSES = {"LlamaForCausalLM", "MistralForCausalLM", "Qwen2ForCausalLM", "Qwen3ForCausalLM",
+           "MixtralForCausalLM", "Qwen3MoeForCausalLM"}
 DTYPES = {"bfloat16": ("BF16", 2), "float16": ("F16", 2), "float32": ("F32", 4)}
 
 
@@ -47,17 +48,31 @@ def hf_tensors(c):
             (p + "self_attn.k_proj.weight", [kv * hd, h]),
             (p + "self_attn.v_proj.weight", [kv * hd, h]),
             (p + "self_attn.o_proj.weight", [h, heads * hd]),
-            (p + "mlp.gate_proj.weight", [inter, h]),
-            (p + "mlp.up_proj.weight", [inter, h]),
-            (p + "mlp.down_proj.weight", [h, inter]),
             (p + "input_layernorm.weight", [h]),
             (p + "post_attention_layernorm.weight", [h]),
         ]
+        if arch == "MixtralForCausalLM":
+            out.append((p + "block_sparse_moe.gate.weight", [t["num_local_experts"], h]))
+            for e in range(t["num_local_experts"]):
+                q = p + f"block_sparse_moe.experts.{e}."
+                out += [(q + "w1.weight", [inter, h]), (q + "w3.weight", [inter, h]),
+                        (q + "w2.weight", [h, inter])]
+        elif (arch == "Qwen3MoeForCausalLM" and i not in (t.get("mlp_only_layers") or [])
+              and (i + 1) % (t.get("decoder_sparse_step") or 1) == 0):
+            mi = t["moe_intermediate_size"]
+            out.append((p + "mlp.gate.weight", [t["num_experts"], h]))
+            for e in range(t["num_experts"]):
+                q = p + f"mlp.experts.{e}."
+                out += [(q + "gate_proj.weight", [mi, h]), (q + "up_proj.weight", [mi, h]),
+                        (q + "down_proj.weight", [h, mi])]
+        else:
+            out += [(p + "mlp.gate_proj.weight", [inter, h]), (p + "mlp.up_proj.weight", [inter, h]),
+                    (p + "mlp.down_proj.weight", [h, inter])]
         if arch == "Qwen2ForCausalLM":
             out += [(p + "self_attn.q_proj.bias", [heads * hd]),
                     (p + "self_attn.k_proj.bias", [kv * hd]),
                     (p + "self_attn.v_proj.bias", [kv * hd])]
-        if arch == "Qwen3ForCausalLM":
+        if arch in ("Qwen3ForCausalLM", "Qwen3MoeForCausalLM"):
             out += [(p + "self_attn.q_norm.weight", [hd]), (p + "self_attn.k_norm.weight", [hd])]
     out.append(("model.norm.weight", [h]))
     if not t.get("tie_word_embeddings", c.get("tie_word_embeddings", False)):

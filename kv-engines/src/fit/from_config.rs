@@ -12,8 +12,10 @@ use crate::stored_tensor::StoredTensor;
 pub const FROM_CONFIG_ARCHITECTURES: &[&str] = &[
     "LlamaForCausalLM",
     "MistralForCausalLM",
+    "MixtralForCausalLM",
     "Qwen2ForCausalLM",
     "Qwen3ForCausalLM",
+    "Qwen3MoeForCausalLM",
 ];
 
 /// Every tensor the checkpoint of `config` stores, in its `torch_dtype`;
@@ -80,6 +82,7 @@ pub fn tensors_from_config(config: &Value) -> Result<Vec<StoredTensor>, String> 
     let kv = kv_heads
         .checked_mul(head_dim)
         .ok_or("the KV width overflows")?;
+    let moe = Moe::read(architecture, text)?;
     let mut shapes: Vec<(String, Vec<u64>)> =
         vec![("model.embed_tokens.weight".into(), vec![vocab, hidden])];
     for i in 0..layers {
@@ -97,13 +100,26 @@ pub fn tensors_from_config(config: &Value) -> Result<Vec<StoredTensor>, String> 
         if o_bias {
             add("self_attn.o_proj.bias", vec![hidden]);
         }
-        if architecture == "Qwen3ForCausalLM" {
+        if matches!(architecture, "Qwen3ForCausalLM" | "Qwen3MoeForCausalLM") {
             add("self_attn.q_norm.weight", vec![head_dim]);
             add("self_attn.k_norm.weight", vec![head_dim]);
         }
-        add("mlp.gate_proj.weight", vec![intermediate, hidden]);
-        add("mlp.up_proj.weight", vec![intermediate, hidden]);
-        add("mlp.down_proj.weight", vec![hidden, intermediate]);
+        match moe.sparse(i) {
+            Some((prefix, router, experts, width, [gate, up, down])) => {
+                add(&format!("{prefix}.{router}.weight"), vec![experts, hidden]);
+                for e in 0..experts {
+                    let expert = format!("{prefix}.experts.{e}");
+                    add(&format!("{expert}.{gate}.weight"), vec![width, hidden]);
+                    add(&format!("{expert}.{up}.weight"), vec![width, hidden]);
+                    add(&format!("{expert}.{down}.weight"), vec![hidden, width]);
+                }
+            }
+            None => {
+                add("mlp.gate_proj.weight", vec![intermediate, hidden]);
+                add("mlp.up_proj.weight", vec![intermediate, hidden]);
+                add("mlp.down_proj.weight", vec![hidden, intermediate]);
+            }
+        }
         if mlp_bias {
             add("mlp.gate_proj.bias", vec![intermediate]);
             add("mlp.up_proj.bias", vec![intermediate]);
@@ -126,6 +142,86 @@ pub fn tensors_from_config(config: &Value) -> Result<Vec<StoredTensor>, String> 
             Ok(StoredTensor::new(name, dtype.into(), shape, bytes))
         })
         .collect()
+}
+
+/// A mixture of experts' layout, as its class writes its checkpoint.
+enum Moe {
+    /// Every layer dense.
+    Dense,
+    /// Mixtral: `block_sparse_moe.gate` and experts `w1`, `w3`, `w2` of
+    /// `intermediate_size` in every layer.
+    Mixtral { experts: u64, width: u64 },
+    /// Qwen3-MoE: `mlp.gate` and experts `gate_proj`, `up_proj`,
+    /// `down_proj` of `moe_intermediate_size` in the layers that are sparse:
+    /// not in `mlp_only_layers`, and `(i + 1) % decoder_sparse_step == 0`.
+    Qwen3 {
+        experts: u64,
+        width: u64,
+        step: u64,
+        dense: Vec<u64>,
+    },
+}
+
+/// A sparse layer's prefix, router name, experts, width and projections.
+type Sparse = (&'static str, &'static str, u64, u64, [&'static str; 3]);
+
+impl Moe {
+    fn read(architecture: &str, text: &Value) -> Result<Moe, String> {
+        let count = |key: &str| {
+            text.get(key)
+                .and_then(Value::as_u64)
+                .filter(|&n| n > 0)
+                .ok_or_else(|| format!("the config has no `{key}` above 0"))
+        };
+        Ok(match architecture {
+            "MixtralForCausalLM" => Moe::Mixtral {
+                experts: count("num_local_experts")?,
+                width: count("intermediate_size")?,
+            },
+            "Qwen3MoeForCausalLM" => Moe::Qwen3 {
+                experts: count("num_experts")?,
+                width: count("moe_intermediate_size")?,
+                step: match text.get("decoder_sparse_step") {
+                    Some(v) if !v.is_null() => count("decoder_sparse_step")?,
+                    _ => 1,
+                },
+                dense: match text.get("mlp_only_layers") {
+                    Some(Value::Array(layers)) => layers
+                        .iter()
+                        .map(|l| l.as_u64().ok_or("`mlp_only_layers` holds a non-index"))
+                        .collect::<Result<_, _>>()?,
+                    Some(Value::Null) | None => Vec::new(),
+                    Some(_) => return Err("`mlp_only_layers` is not a list".into()),
+                },
+            },
+            _ => Moe::Dense,
+        })
+    }
+
+    fn sparse(&self, layer: u64) -> Option<Sparse> {
+        match self {
+            Moe::Dense => None,
+            Moe::Mixtral { experts, width } => Some((
+                "block_sparse_moe",
+                "gate",
+                *experts,
+                *width,
+                ["w1", "w3", "w2"],
+            )),
+            Moe::Qwen3 {
+                experts,
+                width,
+                step,
+                dense,
+            } => ((layer + 1).is_multiple_of(*step) && !dense.contains(&layer)).then_some((
+                "mlp",
+                "gate",
+                *experts,
+                *width,
+                ["gate_proj", "up_proj", "down_proj"],
+            )),
+        }
+    }
 }
 
 #[cfg(test)]
@@ -187,6 +283,68 @@ mod tests {
         assert_eq!((q_norm.shape.clone(), q_norm.bytes), (vec![16], 64));
         // q: 2 heads x 16 = 32 rows of 8.
         assert_eq!(qwen3[1].shape, vec![32, 8]);
+    }
+
+    #[test]
+    fn mixtures_of_experts_by_class() {
+        // Mixtral-8x7B: per layer q, o 4,096^2, k, v 1,024 x 4,096 =
+        // 41,943,040; 8 experts x 3 x 14,336 x 4,096 = 1,409,286,144; the
+        // router 8 x 4,096; two norms 8,192: 1,451,270,144 x 32 =
+        // 46,440,644,608; embedding and head 2 x 32,000 x 4,096 =
+        // 262,144,000; the final norm 4,096: 46,702,792,704 parameters x 2.
+        let mixtral = serde_json::json!({
+            "architectures": ["MixtralForCausalLM"], "hidden_size": 4096,
+            "intermediate_size": 14336, "num_attention_heads": 32,
+            "num_key_value_heads": 8, "num_hidden_layers": 32, "num_local_experts": 8,
+            "vocab_size": 32000, "torch_dtype": "bfloat16",
+        });
+        let tensors = tensors_from_config(&mixtral).unwrap();
+        assert_eq!(tensors.len(), 1 + 32 * (4 + 1 + 24 + 2) + 2);
+        assert_eq!(tensors.iter().map(|t| t.bytes).sum::<u64>(), 93_405_585_408);
+        assert!(tensors
+            .iter()
+            .any(|t| t.name == "model.layers.31.block_sparse_moe.experts.7.w2.weight"));
+        // Qwen3-MoE with 4 layers, 4 experts of 8, step 2 and layer 3 kept
+        // dense: layer 1 alone is sparse (layers 0 and 2 are off the step).
+        let qwen3 = serde_json::json!({
+            "architectures": ["Qwen3MoeForCausalLM"], "hidden_size": 16,
+            "intermediate_size": 32, "moe_intermediate_size": 8, "num_attention_heads": 2,
+            "num_key_value_heads": 1, "head_dim": 8, "num_hidden_layers": 4,
+            "num_experts": 4, "decoder_sparse_step": 2, "mlp_only_layers": [3],
+            "vocab_size": 10, "torch_dtype": "bfloat16",
+        });
+        let tensors = tensors_from_config(&qwen3).unwrap();
+        let experts: Vec<&str> = tensors
+            .iter()
+            .filter(|t| t.name.contains(".experts."))
+            .map(|t| t.name.as_str())
+            .collect();
+        assert_eq!(experts.len(), 4 * 3);
+        assert!(experts
+            .iter()
+            .all(|n| n.starts_with("model.layers.1.mlp.experts.")));
+        let router = tensors
+            .iter()
+            .find(|t| t.name == "model.layers.1.mlp.gate.weight")
+            .unwrap();
+        assert_eq!(router.shape, vec![4, 16]);
+        let dense = tensors
+            .iter()
+            .filter(|t| t.name.ends_with("mlp.gate_proj.weight"))
+            .count();
+        assert_eq!(dense, 3);
+        let mut bad = qwen3.clone();
+        bad["mlp_only_layers"] = serde_json::json!("3");
+        assert!(tensors_from_config(&bad)
+            .unwrap_err()
+            .contains("not a list"));
+        bad["mlp_only_layers"] = serde_json::json!([-1]);
+        assert!(tensors_from_config(&bad).unwrap_err().contains("non-index"));
+        bad.as_object_mut().unwrap().remove("mlp_only_layers");
+        bad.as_object_mut().unwrap().remove("num_experts");
+        assert!(tensors_from_config(&bad)
+            .unwrap_err()
+            .contains("`num_experts` above 0"));
     }
 
     #[test]

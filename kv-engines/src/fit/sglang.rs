@@ -539,12 +539,12 @@ mod tests {
         other["architectures"] = serde_json::json!(["DbrxForCausalLM"]);
         assert!(refusal(other, &[]).contains("`DbrxForCausalLM`"));
         // Checked at tp 1, but not how SGLang shards its experts.
-        let mut mixtral = llama(serde_json::json!({}));
-        mixtral["architectures"] = serde_json::json!(["MixtralForCausalLM"]);
-        assert!(loaded_weights(&mixtral, &[], 1).is_ok());
-        let words = loaded_weights(&mixtral, &[], 2).unwrap_err();
+        let mut qwen2_moe = llama(serde_json::json!({}));
+        qwen2_moe["architectures"] = serde_json::json!(["Qwen2MoeForCausalLM"]);
+        assert!(loaded_weights(&qwen2_moe, &[], 1).is_ok());
+        let words = loaded_weights(&qwen2_moe, &[], 2).unwrap_err();
         assert!(
-            words.contains("how SGLang shards `MixtralForCausalLM`"),
+            words.contains("how SGLang shards `Qwen2MoeForCausalLM`"),
             "{words}"
         );
         let quantized = llama(serde_json::json!({"quantization_config": {"quant_method": "fp8"}}));

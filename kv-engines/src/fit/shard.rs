@@ -11,8 +11,10 @@ use crate::stored_tensor::StoredTensor;
 pub(crate) const SHARDED_ARCHITECTURES: &[&str] = &[
     "LlamaForCausalLM",
     "MistralForCausalLM",
+    "MixtralForCausalLM",
     "Qwen2ForCausalLM",
     "Qwen3ForCausalLM",
+    "Qwen3MoeForCausalLM",
 ];
 
 /// `DEFAULT_VOCAB_PADDING_SIZE` in both engines.
@@ -130,6 +132,23 @@ impl TpLayout {
                 .checked_mul(*width)
                 .ok_or_else(|| format!("`{name}`: its elements overflow u64"))?;
             return Ok((name.to_owned(), elements));
+        }
+        // FusedMoE: every expert's gate and up in one `w13_weight`, every
+        // down in one `w2_weight`, each expert split as its dense kin.
+        if let Some((before, expert)) = module.split_once(".experts.") {
+            let projection = expert.rsplit_once('.').map_or(expert, |(_, p)| p);
+            return Ok(match projection {
+                "w1" | "w3" | "gate_proj" | "up_proj" => {
+                    divide(engine, rows, tp)?;
+                    (format!("{before}.experts.w13_{param}"), elements / tp)
+                }
+                "w2" | "down_proj" => {
+                    let columns = tensor.shape.get(1).copied().unwrap_or(1);
+                    divide(engine, columns, tp)?;
+                    (format!("{before}.experts.w2_{param}"), elements / tp)
+                }
+                _ => (name.to_owned(), elements),
+            });
         }
         Ok(match layer {
             "q_proj" => {

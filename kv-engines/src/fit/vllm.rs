@@ -32,8 +32,10 @@ use crate::stored_tensor::StoredTensor;
 pub const CHECKED_ARCHITECTURES: &[&str] = &[
     "LlamaForCausalLM",
     "MistralForCausalLM",
+    "MixtralForCausalLM",
     "Qwen2ForCausalLM",
     "Qwen3ForCausalLM",
+    "Qwen3MoeForCausalLM",
 ];
 
 /// The CUDA caching allocator's smallest block: every tensor takes a
@@ -461,6 +463,40 @@ mod tests {
         vocab_32000["vocab_size"] = serde_json::json!(32000);
         let e = loaded_weights(&vocab_32000, &[], DType::BF16, 3).unwrap_err();
         assert_eq!(e, "vLLM refuses: 32000 is not divisible by 3");
+    }
+
+    #[test]
+    fn experts_merge_into_two_allocations_a_layer_and_split_over_ranks() {
+        // A Mixtral of 2 layers, hidden 512, 4 experts of 1,024, 8 heads and
+        // 4 KV heads of 64. A layer at tp 1: qkv (512 + 256 + 256) x 512 x 2
+        // = 1,048,576; o 524,288; the router 4 x 512 x 2 = 4,096; w13 4 x
+        // 2,048 x 512 x 2 = 8,388,608; w2 4,194,304; two norms 2,048:
+        // 14,161,920. x 2 + embedding and head 2 x 32,768,000 + the final
+        // norm 1,024 = 93,860,864 (vLLM's own class: the same).
+        let config = serde_json::json!({
+            "architectures": ["MixtralForCausalLM"], "hidden_size": 512,
+            "intermediate_size": 1024, "num_attention_heads": 8, "num_key_value_heads": 4,
+            "num_hidden_layers": 2, "num_local_experts": 4, "max_position_embeddings": 4096,
+            "vocab_size": 32000, "torch_dtype": "bfloat16",
+        });
+        let tensors = crate::fit::tensors_from_config(&config).unwrap();
+        let one = loaded_weights(&config, &tensors, DType::BF16, 1).unwrap();
+        assert_eq!(one.tensor_bytes, 93_860_864);
+        // tp 2: every split halves, the router and norms stay whole:
+        // (524,288 + 262,144 + 4,096 + 4,194,304 + 2,097,152 + 2,048) x 2 +
+        // 2 x 16,384,000 + 1,024 = 46,937,088.
+        let two = loaded_weights(&config, &tensors, DType::BF16, 2).unwrap();
+        assert_eq!(two.tensor_bytes, 46_937_088);
+        // Over 4 ranks 4 KV heads are one a rank; the experts' 1,024 rows
+        // split too. Over 3, the vocabulary is refused first.
+        let e = loaded_weights(&config, &tensors, DType::BF16, 3).unwrap_err();
+        assert_eq!(e, "vLLM refuses: 32000 is not divisible by 3");
+        // An expert width 4 ranks do not divide, in the same words.
+        let mut odd = config.clone();
+        odd["intermediate_size"] = serde_json::json!(1026);
+        let tensors = crate::fit::tensors_from_config(&odd).unwrap();
+        let e = loaded_weights(&odd, &tensors, DType::BF16, 4).unwrap_err();
+        assert_eq!(e, "vLLM refuses: 1026 is not divisible by 4");
     }
 
     #[test]
