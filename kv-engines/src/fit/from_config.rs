@@ -261,8 +261,26 @@ mod tests {
         // Llama: embed, 4 attention, 3 MLP, 2 norms, the final norm, the head.
         let llama = base("LlamaForCausalLM", serde_json::json!({}));
         assert_eq!(llama.len(), 12);
-        // f32 [10, 8] = 320 B.
+        // f32 [10, 8] = 320 B; q: 2 heads of 8 / 2 = 4.
         assert_eq!(llama[0].bytes, 320);
+        assert_eq!(llama[1].shape, vec![8, 8]);
+        // Null KV heads and head_dim are the defaults: k is 2 heads x 4.
+        let nulls = base(
+            "LlamaForCausalLM",
+            serde_json::json!({"num_key_value_heads": null, "head_dim": null}),
+        );
+        assert_eq!(nulls[2].shape, vec![8, 8]);
+        // A text section nested under the model's config, tied at the top.
+        let nested = tensors_from_config(&serde_json::json!({
+            "architectures": ["LlamaForCausalLM"], "tie_word_embeddings": true,
+            "text_config": {
+                "hidden_size": 8, "intermediate_size": 16, "num_attention_heads": 2,
+                "num_hidden_layers": 1, "vocab_size": 10, "torch_dtype": "float32",
+            },
+        }))
+        .unwrap();
+        assert!(!names(&nested).contains(&"lm_head.weight".to_owned()));
+        assert_eq!(nested.len(), 11);
         let biased = base(
             "LlamaForCausalLM",
             serde_json::json!({"attention_bias": true, "mlp_bias": true}),
