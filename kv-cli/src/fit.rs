@@ -28,7 +28,7 @@ const GIB: f64 = (1u64 << 30) as f64;
 /// The flags only `kv fit` reads.
 #[derive(clap::Args)]
 pub struct FitArgs {
-    /// The GPU, by name (T4, A10, L4, A100-40GB, L40S, H100, A100-80GB,
+    /// The GPU, by name (T4, A10, L4, RTX4090, RTX5090, A100-40GB, L40S, H100, A100-80GB,
     /// H200, B200): its memory as nvidia-smi reports it sets SGLang's
     /// defaults.
     #[arg(long, required_unless_present = "gpu_memory_mib")]

@@ -41,6 +41,20 @@ pub const GPUS: &[Gpu] = &[
         source: MODAL,
     },
     Gpu {
+        name: "RTX4090",
+        product: "NVIDIA GeForce RTX 4090",
+        memory_mib: 24564,
+        source:
+            "nvidia-smi tables in public RTX 4090 logs (`19MiB / 24564MiB`, drivers 525 to 550)",
+    },
+    Gpu {
+        name: "RTX5090",
+        product: "NVIDIA GeForce RTX 5090",
+        memory_mib: 32607,
+        source:
+            "nvidia-smi tables in public RTX 5090 logs (`272MiB / 32607MiB`, drivers 575 to 616)",
+    },
+    Gpu {
         name: "A100-40GB",
         product: "NVIDIA A100-SXM4-40GB",
         memory_mib: 40960,
@@ -103,6 +117,8 @@ mod tests {
             }
         }
         assert_eq!(gpu("h100").map(|g| g.memory_mib), Some(81559));
+        assert_eq!(gpu("rtx4090").map(|g| g.memory_mib), Some(24564));
+        assert_eq!(gpu("RTX5090").map(|g| g.memory_mib), Some(32607));
         assert_eq!(gpu("H100 "), None);
         assert!(gpu_names().starts_with("T4, A10, L4, "));
     }
