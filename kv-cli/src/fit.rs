@@ -183,6 +183,22 @@ pub fn run(command: &Command) -> Result<bool, StdoutFailed> {
              the weights and --avail-mem-gb (use kv estimate to give it yourself)",
         )
     }
+    // The weights are sharded over TP only: a stage of a pipeline, or an
+    // attention TP narrower than TP, holds other tensors.
+    if args.pp > 1 {
+        usage_error(
+            clap::error::ErrorKind::InvalidValue,
+            "kv fit sizes one rank of --tp N with every layer: how an engine splits the \
+             weights over pipeline stages is not modelled yet (give --pp 1)",
+        )
+    }
+    if args.sglang.dp > 1 {
+        usage_error(
+            clap::error::ErrorKind::InvalidValue,
+            "kv fit --engine sglang shards attention over --tp: with --dp, SGLang's \
+             attention TP is tp / dp, which is not modelled yet (give --dp 1)",
+        )
+    }
     let (gpu_label, gpu_mib) = match (&fit.gpu, fit.gpu_memory_mib) {
         (Some(name), _) => match gpu(name) {
             Some(Gpu {

@@ -325,6 +325,17 @@ fn what_kv_fit_refuses() {
         &["--engine", "sglang", "--activation-bytes", "1"],
         "--activation-bytes does not apply to kv fit --engine sglang",
     );
+    let out = kv(&["fit", path, "--gpu", "H100", "--pp", "2"]);
+    assert_eq!(out.status.code(), Some(2));
+    assert!(
+        stderr(&out).contains("over pipeline stages is not modelled yet"),
+        "{}",
+        stderr(&out)
+    );
+    usage(
+        &["--engine", "sglang", "--dp", "2", "--tp", "2"],
+        "SGLang's attention TP is tp / dp",
+    );
     usage(
         &["--engine", "sglang", "--kv-cache-memory-bytes", "8G"],
         "--kv-cache-memory-bytes does not apply to kv fit",
