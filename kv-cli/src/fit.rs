@@ -192,6 +192,13 @@ pub fn run(command: &Command) -> Result<bool, StdoutFailed> {
              weights over pipeline stages is not modelled yet (give --pp 1)",
         )
     }
+    if args.speculative_tokens > 0 {
+        usage_error(
+            clap::error::ErrorKind::InvalidValue,
+            "kv fit does not count a drafter's weights, nor the MTP layers vLLM loads only \
+             for speculative decoding: --speculative-tokens is not modelled yet in kv fit",
+        )
+    }
     if args.sglang.dp > 1 {
         usage_error(
             clap::error::ErrorKind::InvalidValue,

@@ -325,6 +325,13 @@ fn what_kv_fit_refuses() {
         &["--engine", "sglang", "--activation-bytes", "1"],
         "--activation-bytes does not apply to kv fit --engine sglang",
     );
+    let out = kv(&["fit", path, "--gpu", "H100", "--speculative-tokens", "2"]);
+    assert_eq!(out.status.code(), Some(2));
+    assert!(
+        stderr(&out).contains("does not count a drafter's weights"),
+        "{}",
+        stderr(&out)
+    );
     let out = kv(&["fit", path, "--gpu", "H100", "--pp", "2"]);
     assert_eq!(out.status.code(), Some(2));
     assert!(
