@@ -25,6 +25,9 @@ use crate::Format;
 
 const GIB: f64 = (1u64 << 30) as f64;
 
+/// The largest `--gpu-memory-mib`: 16 TiB.
+const MAX_GPU_MIB: u64 = 1 << 24;
+
 /// The flags only `kv fit` reads.
 #[derive(clap::Args)]
 pub struct FitArgs {
@@ -35,7 +38,9 @@ pub struct FitArgs {
     pub(crate) gpu: Option<String>,
     /// A GPU kv does not list: its memory.total as `nvidia-smi
     /// --query-gpu=memory.total --format=csv` prints it, in MiB.
-    #[arg(long, conflicts_with = "gpu", value_parser = clap::value_parser!(u64).range(1..))]
+    /// At most 16 TiB (16777216): no GPU comes near it, and it keeps every
+    /// figure derived from it exact.
+    #[arg(long, conflicts_with = "gpu", value_parser = clap::value_parser!(u64).range(1..=MAX_GPU_MIB))]
     pub(crate) gpu_memory_mib: Option<u64>,
     /// SGLang: the free memory it starts loading from, in GiB, as it logs it
     /// (`Load weight begin. avail mem=78.43 GB`): the GPU's memory less the
@@ -230,6 +235,18 @@ pub fn run(command: &Command) -> Result<bool, StdoutFailed> {
         (None, None) => unreachable!("clap requires --gpu or --gpu-memory-mib"),
     };
     if args.engine == Engine::Vllm {
+        if let Some(gib) = fit
+            .total_gpu_memory_gib
+            .filter(|g| g * 1024.0 > gpu_mib as f64)
+        {
+            usage_error(
+                clap::error::ErrorKind::InvalidValue,
+                &format!(
+                    "--total-gpu-memory-gib {gib} is more than the GPU's {gpu_mib} MiB \
+                     (CUDA reports at most what nvidia-smi does)"
+                ),
+            )
+        }
         let flags = VllmFitFlags {
             gpu_memory_utilization: fit.gpu_memory_utilization,
             total_gpu_memory_gib: fit.total_gpu_memory_gib,

@@ -146,7 +146,12 @@ fn budget(
         .ok_or_else(|| Problem::new(folder, "the weights' bytes overflow u64"))?;
     let (total_bytes, total_given) = match fit.total_gpu_memory_gib {
         Some(gib) => ((gib * GIB).round() as u64, true),
-        None => (gpu_mib << 20, false),
+        None => (
+            gpu_mib
+                .checked_mul(1 << 20)
+                .ok_or_else(|| Problem::new(file, "the GPU's memory in bytes overflows u64"))?,
+            false,
+        ),
     };
     let mut inputs = VllmMemoryInputs::new(total_bytes, weights_bytes);
     inputs.gpu_memory_utilization = fit.gpu_memory_utilization.unwrap_or(0.9);

@@ -325,6 +325,17 @@ fn what_kv_fit_refuses() {
         &["--engine", "sglang", "--activation-bytes", "1"],
         "--activation-bytes does not apply to kv fit --engine sglang",
     );
+    let out = kv(&["fit", path, "--gpu", "H100", "--total-gpu-memory-gib", "80"]);
+    assert_eq!(out.status.code(), Some(2));
+    assert!(
+        stderr(&out).contains("--total-gpu-memory-gib 80 is more than the GPU's 81559 MiB"),
+        "{}",
+        stderr(&out)
+    );
+    // A GPU memory no GPU has is refused, not wrapped.
+    let out = kv(&["fit", path, "--gpu-memory-mib", "17592186044417"]);
+    assert_eq!(out.status.code(), Some(2));
+    assert!(stderr(&out).contains("17592186044417"), "{}", stderr(&out));
     let out = kv(&["fit", path, "--gpu", "H100", "--speculative-tokens", "2"]);
     assert_eq!(out.status.code(), Some(2));
     assert!(
