@@ -83,6 +83,21 @@ pub fn tensors_from_config(config: &Value) -> Result<Vec<StoredTensor>, String> 
         .checked_mul(head_dim)
         .ok_or("the KV width overflows")?;
     let moe = Moe::read(architecture, text)?;
+    // Untrusted counts: every tensor is a name in memory, so the count is
+    // bounded before any is made (the largest published: 128 experts x 94
+    // layers).
+    if layers > MAX_LAYERS {
+        return Err(format!(
+            "`num_hidden_layers` is {layers}; kv computes at most {MAX_LAYERS} layers"
+        ));
+    }
+    let experts = moe.experts();
+    if experts.saturating_mul(layers) > MAX_EXPERT_LAYERS {
+        return Err(format!(
+            "{experts} experts x {layers} layers; kv computes at most {MAX_EXPERT_LAYERS} \
+             expert layers"
+        ));
+    }
     let mut shapes: Vec<(String, Vec<u64>)> =
         vec![("model.embed_tokens.weight".into(), vec![vocab, hidden])];
     for i in 0..layers {
@@ -144,6 +159,11 @@ pub fn tensors_from_config(config: &Value) -> Result<Vec<StoredTensor>, String> 
         .collect()
 }
 
+/// The most layers computed (llama.cpp's `LLAMA_MAX_LAYERS` is 512).
+const MAX_LAYERS: u64 = 1024;
+/// The most experts x layers computed.
+const MAX_EXPERT_LAYERS: u64 = 65_536;
+
 /// A mixture of experts' layout, as its class writes its checkpoint.
 enum Moe {
     /// Every layer dense.
@@ -196,6 +216,13 @@ impl Moe {
             },
             _ => Moe::Dense,
         })
+    }
+
+    fn experts(&self) -> u64 {
+        match self {
+            Moe::Dense => 0,
+            Moe::Mixtral { experts, .. } | Moe::Qwen3 { experts, .. } => *experts,
+        }
     }
 
     fn sparse(&self, layer: u64) -> Option<Sparse> {
@@ -387,5 +414,20 @@ mod tests {
             .contains("`intermediate_size` above 0"));
         c["intermediate_size"] = serde_json::json!(u64::MAX);
         assert!(tensors_from_config(&c).unwrap_err().contains("overflow"));
+        // Counts that would make billions of names are refused first.
+        c["intermediate_size"] = serde_json::json!(16);
+        c["num_hidden_layers"] = serde_json::json!(1u64 << 40);
+        assert!(tensors_from_config(&c)
+            .unwrap_err()
+            .contains("at most 1024 layers"));
+        c["num_hidden_layers"] = serde_json::json!(1024);
+        assert_eq!(tensors_from_config(&c).unwrap().len(), 1 + 1024 * 9 + 2);
+        c["architectures"] = serde_json::json!(["MixtralForCausalLM"]);
+        c["num_local_experts"] = serde_json::json!(65);
+        assert!(tensors_from_config(&c)
+            .unwrap_err()
+            .contains("65 experts x 1024 layers"));
+        c["num_local_experts"] = serde_json::json!(64);
+        assert!(tensors_from_config(&c).is_ok());
     }
 }
