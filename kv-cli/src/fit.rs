@@ -278,19 +278,30 @@ pub fn run(command: &Command) -> Result<bool, StdoutFailed> {
     let settings = settings(args);
     let mut done = Vec::new();
     for file in &files {
-        let sized = budget(file, args, fit, avail_mem_gb, &gpu_label, gpu_mib).and_then(|budget| {
-            let sized = size_file(file, &settings, budget.budget_bytes, args)?;
-            Ok((budget, sized))
-        });
+        let by_tp = by_tp(file, args, fit, avail_mem_gb, &gpu_label, gpu_mib);
+        let sized = budget(file, args, fit, avail_mem_gb, &gpu_label, gpu_mib)
+            .and_then(|budget| {
+                let sized = size_file(file, &settings, budget.budget_bytes, args)?;
+                Ok((budget, sized))
+            })
+            .map_err(|mut problem| {
+                problem.message = format!("{} ({})", problem.message, smallest(&by_tp));
+                problem
+            });
         match sized {
             Ok((budget, sized)) => {
                 if args.format != Format::Json {
                     // The source line first, then the budget, then the pools.
                     let pools = render(&sized, &settings, "pool budget");
                     let (source, rest) = pools.split_once('\n').unwrap_or((&pools, ""));
-                    emit(&format!("{source}\n{}{rest}", render_budget(&budget)))?;
+                    let mut head = render_budget(&budget);
+                    let _ = writeln!(head, "  {}", smallest(&by_tp));
+                    for (tp, _, said) in &by_tp {
+                        let _ = writeln!(head, "    tp {tp}: {said}");
+                    }
+                    emit(&format!("{source}\n{head}{rest}"))?;
                 }
-                done.push((budget, sized));
+                done.push((budget, sized, by_tp));
             }
             Err(problem) => {
                 problem.report();
@@ -301,15 +312,70 @@ pub fn run(command: &Command) -> Result<bool, StdoutFailed> {
     if args.format == Format::Json {
         emit_json_array(
             done.iter()
-                .map(|(budget, sized)| {
+                .map(|(budget, sized, by_tp)| {
                     let mut value = to_json(sized);
                     value["fit"] = budget_json(budget);
+                    value["fit"]["by_tp"] = by_tp
+                        .iter()
+                        .map(|(tp, holds, said)| json!({"tp": tp, "holds_one_request": holds, "said": said}))
+                        .collect();
+                    value["fit"]["smallest_tp"] = json!(by_tp.iter().find(|a| a.1).map(|a| a.0));
                     value
                 })
                 .collect(),
         )?;
     }
     Ok(problems.is_empty())
+}
+
+/// The TP sizes tried for the smallest that holds a request: one node's.
+const TP_SIZES: [u64; 4] = [1, 2, 4, 8];
+
+/// SGLang at each of [`TP_SIZES`] on this GPU: whether a worker's pool
+/// holds one request of max_model_len (SGLang starts with less, warning,
+/// and refuses longer requests), and its pool line or refusal.
+fn by_tp(
+    file: &Path,
+    args: &Args,
+    fit: &FitArgs,
+    avail_mem_gb: f64,
+    gpu_label: &str,
+    gpu_mib: u64,
+) -> Vec<(u64, bool, String)> {
+    TP_SIZES
+        .iter()
+        .map(|&tp| {
+            let mut at = args.clone();
+            at.tp = tp;
+            let sized = budget(file, &at, fit, avail_mem_gb, gpu_label, gpu_mib)
+                .and_then(|b| size_file(file, &settings(&at), b.budget_bytes, &at));
+            match sized {
+                Ok(sized) => {
+                    let tokens = sized.pools.full.tokens;
+                    let length = sized.max_model_len;
+                    (
+                        tp,
+                        tokens >= length,
+                        format!(
+                            "#tokens: {tokens} a worker, {} request(s) of {length} tokens, \
+                             max_running_requests {}",
+                            tokens / length.max(1),
+                            sized.pools.max_running_requests
+                        ),
+                    )
+                }
+                Err(problem) => (tp, false, problem.message),
+            }
+        })
+        .collect()
+}
+
+/// The line that names the smallest TP size whose pool holds a request.
+fn smallest(by_tp: &[(u64, bool, String)]) -> String {
+    match by_tp.iter().find(|a| a.1) {
+        Some((tp, _, said)) => format!("smallest --tp whose pool holds one request: {tp} ({said})"),
+        None => format!("none of --tp {TP_SIZES:?} holds one request"),
+    }
 }
 
 fn budget(

@@ -20,7 +20,9 @@ use crate::Format;
 pub(crate) struct Sized {
     source: String,
     detected: String,
-    pools: SglangPools,
+    pub(crate) pools: SglangPools,
+    /// SGLang's context_len: the model's length, or `--positions`.
+    pub(crate) max_model_len: u64,
 }
 
 /// Sizes every config's pools; `Ok(false)` when any could not be.
@@ -131,6 +133,7 @@ pub(crate) fn size_file(
         source: file.display().to_string(),
         detected: estimate.detected,
         pools,
+        max_model_len: estimate.max_model_len,
     })
 }
 

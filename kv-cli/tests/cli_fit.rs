@@ -785,3 +785,64 @@ fn weights_from_the_config_alone_when_asked() {
     assert_eq!(json[0]["fit"]["weights_bytes"], 16_094_142_464u64);
     fs::remove_dir_all(&dir).unwrap();
 }
+
+#[test]
+fn sglang_names_the_smallest_tp_whose_pool_holds_a_request() {
+    let dir = scratch("fit-sglang-by-tp");
+    llama_31_8b(&dir);
+    let path = dir.to_str().unwrap();
+    // An L4 with 21.5 GiB free: at tp 1 SGLang's default 0.684 leaves
+    // nothing once 15.02 GiB of weights are in. At tp 4: 4,015,529,984 B
+    // of weights a rank + the float32 rotary table 67,108,864 = 3.80225
+    // GiB; the default (memory_hook.py, 23,034 MiB, tp 4: chunk 4,096,
+    // max_bs 160, 50 prefill sizes: 512 + 6,144 + 512 + 320 + 400 = 7,888
+    // MiB) round3(15,146 / 23,034) = 0.658; 21.5 - 3.80225 - 21.5 x 0.342
+    // = 10.34475 GiB = 11,107,586,736 B; 2 KV heads x 128 x 2 x 2 B x 32 =
+    // 32,768 B a token: 338,976 tokens, 2 requests of 131,072.
+    let out = kv(&[
+        "fit",
+        path,
+        "--engine",
+        "sglang",
+        "--gpu",
+        "L4",
+        "--avail-mem-gb",
+        "21.5",
+    ]);
+    assert_eq!(out.status.code(), Some(1));
+    let words = stderr(&out);
+    assert!(
+        words.contains("Raise --mem-fraction-static above 0.699"),
+        "{words}"
+    );
+    assert!(
+        words.contains(
+            "(smallest --tp whose pool holds one request: 4 (#tokens: 338976 a worker, 2 \
+             request(s) of 131072 tokens"
+        ),
+        "{words}"
+    );
+    // With room at tp 1 it is listed first, with each size's pool.
+    let out = kv(&[
+        "fit",
+        path,
+        "--engine",
+        "sglang",
+        "--gpu",
+        "H100",
+        "--avail-mem-gb",
+        "78.43",
+        "--format",
+        "json",
+    ]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    let json: Value = serde_json::from_str(&stdout(&out)).unwrap();
+    assert_eq!(json[0]["fit"]["smallest_tp"], 1);
+    assert_eq!(json[0]["fit"]["by_tp"][1]["tp"], 2);
+    // tp 2: the figure of llama_31_8b_over_two_h100s_as_sglang_shards_it.
+    assert!(json[0]["fit"]["by_tp"][1]["said"]
+        .as_str()
+        .unwrap()
+        .starts_with("#tokens: 940417 a worker"));
+    fs::remove_dir_all(&dir).unwrap();
+}
