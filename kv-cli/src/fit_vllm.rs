@@ -16,6 +16,7 @@ use serde_json::{json, Value};
 use crate::estimate::{estimate_file, render, settings, to_json, Estimated};
 use crate::estimate_args::Args;
 use crate::fit_plot::{concurrency_svg, Curve};
+use crate::fit_shared::TP_SIZES;
 use crate::input::{expand, read_config, Problem};
 use crate::output::{emit, emit_json_array, StdoutFailed};
 use crate::Format;
@@ -62,9 +63,6 @@ struct TpAnswer {
     /// max_model_len.
     concurrency: Vec<(u64, f64)>,
 }
-
-/// The sizes `kv fit` tries for the smallest TP that starts: one node's.
-const TP_SIZES: [u64; 4] = [1, 2, 4, 8];
 
 /// Sizes each checkpoint; `Ok(false)` when any could not be.
 pub fn run(args: &Args, fit: &VllmFitFlags, gpu: &str, gpu_mib: u64) -> Result<bool, StdoutFailed> {
@@ -133,7 +131,7 @@ fn budget(
 ) -> Result<Budget, Problem> {
     let config = read_config(file, args.read.max_file_bytes)?;
     let folder = file.parent().unwrap_or(Path::new("."));
-    let weights = crate::fit_weights::weights(file, &config, fit.weights_from_config)?;
+    let weights = crate::fit_shared::weights(file, &config, fit.weights_from_config)?;
     let stored_bytes = weights.total_bytes().map_err(|e| Problem::new(folder, e))?;
     let dtype = HfConfig::from_value(config.clone())
         .with_dtype_rule(DTypeRule::VllmAuto)
@@ -178,7 +176,7 @@ fn budget(
         total_given,
         stored_bytes,
         files: weights.files().len(),
-        weights_source: crate::fit_weights::source(&weights),
+        weights_source: crate::fit_shared::source(&weights),
         loaded,
         inputs,
         profiled_given,

@@ -1,6 +1,7 @@
-//! The weights `kv fit` sizes: the checkpoint's own headers beside the
-//! config, or, with `--weights-from-config`, the tensors its class stores,
-//! computed from the config and said so.
+//! What both engines' `kv fit` share: the weights it sizes (the
+//! checkpoint's own headers beside the config, or, with
+//! `--weights-from-config`, the tensors its class stores, computed from the
+//! config and said so), and the TP sizes it tries.
 
 use std::path::Path;
 
@@ -10,6 +11,9 @@ use kv_engines::weights::CheckpointWeights;
 use serde_json::Value;
 
 use crate::input::Problem;
+
+/// The TP sizes tried for the smallest that fits: one node's.
+pub(crate) const TP_SIZES: [u64; 4] = [1, 2, 4, 8];
 
 /// The weights for the config at `file`.
 pub(crate) fn weights(
