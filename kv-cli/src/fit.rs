@@ -22,7 +22,7 @@ const MAX_GPU_MIB: u64 = 1 << 24;
 pub struct FitArgs {
     /// The GPU, by name (T4, A10, L4, RTX4090, RTX5090, A100-40GB, L40S, H100, A100-80GB,
     /// H200, B200): its memory as nvidia-smi reports it sets SGLang's
-    /// defaults.
+    /// defaults, and vLLM's total unless --total-gpu-memory-gib is given.
     #[arg(long, required_unless_present = "gpu_memory_mib")]
     pub(crate) gpu: Option<String>,
     /// A GPU kv does not list: its memory.total as `nvidia-smi
