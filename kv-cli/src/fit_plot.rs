@@ -29,16 +29,12 @@ pub(crate) fn concurrency_svg(
     curves: &[Curve],
     cap: u64,
 ) -> Result<String, String> {
-    let points = || curves.iter().flat_map(|c| c.points.iter());
-    // x is log2 of the length, so the doubling lengths sit evenly.
-    let log2 = |length: u64| (length as f64).log2();
-    let x_max = points()
-        .map(|p| p.0)
-        .max()
-        .ok_or("no TP size starts at any length")?;
-    let x_min = points().map(|p| p.0).min().unwrap_or(1).min(x_max);
-    let (x_from, x_to) = (log2(x_min), log2(x_max).max(log2(x_min) + 1.0));
-    let y_max = points().map(|p| p.1).fold(cap as f64, f64::max).max(2.0) * 1.5;
+    let Axes {
+        x_from,
+        x_to,
+        x_labels,
+        y_max,
+    } = axes(curves, cap)?;
     let draw = |e: DrawingAreaErrorKind<_>| e.to_string();
     let mut svg = String::new();
     {
@@ -71,7 +67,7 @@ pub(crate) fn concurrency_svg(
             .y_desc("vLLM's maximum concurrency (x)")
             .axis_desc_style((FONT, 16))
             .label_style((FONT, 14))
-            .x_labels((x_to - x_from).round() as usize + 1)
+            .x_labels(x_labels)
             .x_label_formatter(&|x| tokens(x.exp2().round() as u64))
             .y_label_formatter(&|y| format!("{y}"))
             .draw()
@@ -119,6 +115,41 @@ pub(crate) fn concurrency_svg(
     Ok(svg)
 }
 
+/// log2 of a length: the doubling lengths sit evenly along x.
+fn log2(length: u64) -> f64 {
+    (length as f64).log2()
+}
+
+/// The plot's extent.
+#[derive(Debug, PartialEq)]
+struct Axes {
+    /// log2 of the shortest length, and of the longest (at least one
+    /// doubling further, so one length still spans an axis).
+    x_from: f64,
+    x_to: f64,
+    /// One label a doubling.
+    x_labels: usize,
+    /// Half again above the highest point or the cap (at least 2): room
+    /// for the legend.
+    y_max: f64,
+}
+
+fn axes(curves: &[Curve], cap: u64) -> Result<Axes, String> {
+    let points = || curves.iter().flat_map(|c| c.points.iter());
+    let x_max = points()
+        .map(|p| p.0)
+        .max()
+        .ok_or("no TP size starts at any length")?;
+    let x_min = points().map(|p| p.0).min().unwrap_or(1).min(x_max);
+    let (x_from, x_to) = (log2(x_min), log2(x_max).max(log2(x_min) + 1.0));
+    Ok(Axes {
+        x_from,
+        x_to,
+        x_labels: (x_to - x_from).round() as usize + 1,
+        y_max: points().map(|p| p.1).fold(cap as f64, f64::max).max(2.0) * 1.5,
+    })
+}
+
 /// A length as people write it: `8K` for 8,192, `131K` for 131,072 when it
 /// is a multiple of 1,024, else the figure.
 fn tokens(length: u64) -> String {
@@ -126,5 +157,71 @@ fn tokens(length: u64) -> String {
         format!("{}K", length / 1024)
     } else {
         length.to_string()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn curve(tp: u64, points: &[(u64, f64)]) -> Curve {
+        Curve {
+            tp,
+            points: points.to_vec(),
+        }
+    }
+
+    #[test]
+    fn axes_span_the_points_and_the_cap() {
+        // 1K to 128K: log2 10 to 17, 8 labels; the highest point 1,000 over
+        // a cap of 256: 1,500.
+        let curves = [
+            curve(1, &[(1024, 42.0), (32768, 1.3)]),
+            curve(8, &[(1024, 1000.0), (131072, 9.2)]),
+        ];
+        assert_eq!(
+            axes(&curves, 256).unwrap(),
+            Axes {
+                x_from: 10.0,
+                x_to: 17.0,
+                x_labels: 8,
+                y_max: 1500.0
+            }
+        );
+        // One length still spans a doubling; the cap above every point
+        // sets the height; below 2, 2 does.
+        let one = [curve(2, &[(4096, 0.5)])];
+        assert_eq!(
+            axes(&one, 256).unwrap(),
+            Axes {
+                x_from: 12.0,
+                x_to: 13.0,
+                x_labels: 2,
+                y_max: 384.0
+            }
+        );
+        assert_eq!(axes(&one, 1).unwrap().y_max, 3.0);
+        assert!(axes(&[curve(1, &[])], 256).is_err());
+    }
+
+    #[test]
+    fn lengths_as_people_write_them() {
+        assert_eq!(tokens(1024), "1K");
+        assert_eq!(tokens(40960), "40K");
+        assert_eq!(tokens(2049), "2049");
+        assert_eq!(tokens(512), "512");
+        assert_eq!(tokens(0), "0");
+    }
+
+    #[test]
+    fn each_tp_size_its_own_colour() {
+        let curves: Vec<Curve> = [1, 2, 4, 8]
+            .iter()
+            .map(|&tp| curve(tp, &[(1024, tp as f64), (2048, tp as f64 / 2.0)]))
+            .collect();
+        let svg = concurrency_svg("t", "s", &curves, 256).unwrap();
+        for colour in ["#4E79A7", "#F28E2B", "#E15759", "#59A14F"] {
+            assert!(svg.contains(colour), "{colour}");
+        }
     }
 }

@@ -846,3 +846,154 @@ fn sglang_names_the_smallest_tp_whose_pool_holds_a_request() {
         .starts_with("#tokens: 940417 a worker"));
     fs::remove_dir_all(&dir).unwrap();
 }
+
+#[test]
+fn flags_at_their_bounds() {
+    let dir = scratch("fit-bounds");
+    llama_31_8b(&dir);
+    let path = dir.to_str().unwrap();
+    let sglang = |extra: &[&str]| {
+        let mut args = vec!["fit", path, "--engine", "sglang", "--gpu", "H100"];
+        args.extend_from_slice(extra);
+        kv(&args)
+    };
+    for bad in [
+        "--avail-mem-gb=0",
+        "--avail-mem-gb=-1",
+        "--avail-mem-gb=NaN",
+        "--avail-mem-gb=inf",
+        "--avail-mem-gb=1e9",
+    ] {
+        let out = sglang(&[bad]);
+        assert_eq!(out.status.code(), Some(2), "{bad}");
+        assert!(
+            stderr(&out).contains("is not a positive number of GiB"),
+            "{bad}: {}",
+            stderr(&out)
+        );
+    }
+    let out = sglang(&["--avail-mem-gb", "70", "--mem-fraction-static", "0"]);
+    assert!(
+        stderr(&out).contains("not a fraction in (0, 1]"),
+        "{}",
+        stderr(&out)
+    );
+    // Exactly the GPU's 81,559 MiB = 79.6474609375 GiB is allowed, for
+    // either engine's figure.
+    let out = sglang(&["--avail-mem-gb", "79.6474609375"]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    let out = kv(&[
+        "fit",
+        path,
+        "--gpu",
+        "H100",
+        "--total-gpu-memory-gib",
+        "79.6474609375",
+    ]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    // --plot with one config and one that cannot be read: still two.
+    let svg = dir.join("p.svg");
+    let missing = dir.join("missing").join("config.json");
+    let out = kv(&[
+        "fit",
+        path,
+        missing.to_str().unwrap(),
+        "--gpu",
+        "H100",
+        "--plot",
+        svg.to_str().unwrap(),
+    ]);
+    assert_eq!(out.status.code(), Some(2));
+    assert!(
+        stderr(&out).contains("--plot draws one config"),
+        "{}",
+        stderr(&out)
+    );
+    // One profiled part given is not all of them: still an upper bound,
+    // in the text, the JSON and the plot.
+    let out = kv(&[
+        "fit",
+        path,
+        "--gpu",
+        "H100",
+        "--activation-bytes",
+        "1",
+        "--total-gpu-memory-gib",
+        "79",
+        "--plot",
+        svg.to_str().unwrap(),
+    ]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    assert!(
+        stdout(&out).contains("  profiled: not all given"),
+        "{}",
+        stdout(&out)
+    );
+    assert!(fs::read_to_string(&svg).unwrap().contains("an upper bound"));
+    let out = kv(&[
+        "fit",
+        path,
+        "--gpu",
+        "H100",
+        "--non-torch-bytes",
+        "1",
+        "--cuda-graph-bytes",
+        "1",
+        "--format",
+        "json",
+    ]);
+    let json: Value = serde_json::from_str(&stdout(&out)).unwrap();
+    assert_eq!(json[0]["fit"]["profiled_given"], false);
+    // Lengths double from 1K to the model's 131,072 once each: 8 points.
+    let tp8 = json[0]["fit"]["by_tp"][3]["concurrency"]
+        .as_array()
+        .unwrap();
+    assert_eq!(tp8.len(), 8);
+    assert_eq!(tp8[7][0], 131072);
+    assert_eq!(tp8[6][0], 65536);
+    fs::remove_dir_all(&dir).unwrap();
+}
+
+#[test]
+fn what_the_loader_skips_is_said() {
+    let dir = scratch("fit-skips");
+    // Tied, yet the checkpoint stores lm_head.weight: both engines skip it.
+    let mut config = llama_31_8b_config();
+    config["tie_word_embeddings"] = json!(true);
+    llama_31_8b(&dir);
+    fs::write(dir.join("config.json"), config.to_string()).unwrap();
+    let path = dir.to_str().unwrap();
+    let out = kv(&["fit", path, "--gpu", "H100"]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    // 128,256 x 4,096 x 2 = 1,050,673,152 B skipped.
+    assert!(
+        stdout(&out).contains(", 1050673152 B the loader skips + rotary table"),
+        "{}",
+        stdout(&out)
+    );
+    let out = kv(&[
+        "fit",
+        path,
+        "--engine",
+        "sglang",
+        "--gpu",
+        "H100",
+        "--avail-mem-gb",
+        "78.43",
+    ]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    assert!(
+        stdout(&out).contains(", 1050673152 B the loader skips + rotary table"),
+        "{}",
+        stdout(&out)
+    );
+    // Nothing skipped: nothing said.
+    llama_31_8b(&dir);
+    let out = kv(&["fit", path, "--gpu", "H100"]);
+    assert!(
+        !stdout(&out).contains("the loader skips"),
+        "{}",
+        stdout(&out)
+    );
+    fs::remove_dir_all(&dir).unwrap();
+}
