@@ -378,6 +378,23 @@ mod tests {
             .filter(|t| t.name.ends_with("mlp.gate_proj.weight"))
             .count();
         assert_eq!(dense, 3);
+        // A null step is the default 1: every layer but 3 sparse.
+        let mut stepless = qwen3.clone();
+        stepless["decoder_sparse_step"] = serde_json::Value::Null;
+        let tensors = tensors_from_config(&stepless).unwrap();
+        assert_eq!(
+            tensors
+                .iter()
+                .filter(|t| t.name.ends_with("mlp.gate.weight"))
+                .count(),
+            3
+        );
+        // No experts is refused, not read as a model of empty layers.
+        let mut none = qwen3.clone();
+        none["num_experts"] = serde_json::json!(0);
+        assert!(tensors_from_config(&none)
+            .unwrap_err()
+            .contains("`num_experts` above 0"));
         let mut bad = qwen3.clone();
         bad["mlp_only_layers"] = serde_json::json!("3");
         assert!(tensors_from_config(&bad)
