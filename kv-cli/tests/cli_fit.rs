@@ -891,9 +891,10 @@ fn flags_at_their_bounds() {
         "79.6474609375",
     ]);
     assert!(out.status.success(), "{}", stderr(&out));
-    // --plot with one config and one that cannot be read: still two.
+    // --plot with one config and a folder that holds none: still two.
     let svg = dir.join("p.svg");
-    let missing = dir.join("missing").join("config.json");
+    let missing = dir.join("empty");
+    fs::create_dir_all(&missing).unwrap();
     let out = kv(&[
         "fit",
         path,
