@@ -1,0 +1,124 @@
+"""`kv fit --engine sglang`'s loaded weights against SGLang 0.5.23's own
+class at TP 1, on checkpoints whose tensors come from transformers' own
+class for the config (built on the meta device: its state dict is what
+`save_pretrained` writes, tied weights once), for every shipped config of
+the classes `kv_engines::fit::sglang::CHECKED_ARCHITECTURES` lists. Not run
+by CI.
+
+    cargo build -p kv-cli
+    /work/.venv-sglang/bin/python scripts/sglang/compare_weights_hf.py --kv $CARGO_TARGET_DIR/debug/kv [CONFIG.json...]
+
+Compared: SGLang's parameter bytes with `fit.loaded.tensor_bytes`.
+"""
+
+import argparse
+import glob
+import json
+import os
+import struct
+import subprocess
+import sys
+import tempfile
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+ROOT = os.path.dirname(os.path.dirname(HERE))
+sys.path.insert(0, HERE)
+import loaded_buffers  # noqa: E402
+import sglang_pools as sp  # noqa: E402
+
+CHECKED = {
+    "CohereForCausalLM", "Cohere2ForCausalLM", "GemmaForCausalLM", "GraniteForCausalLM",
+    "GraniteMoeForCausalLM", "HunYuanDenseV1ForCausalLM", "Llama4ForCausalLM",
+    "LlamaForCausalLM", "MistralForCausalLM", "MixtralForCausalLM", "OlmoForCausalLM",
+    "Olmo2ForCausalLM", "OlmoeForCausalLM", "Phi3ForCausalLM", "Qwen2ForCausalLM",
+    "Qwen2MoeForCausalLM", "Qwen3ForCausalLM", "Qwen3MoeForCausalLM", "Starcoder2ForCausalLM",
+}
+DTYPES = {"bfloat16": "BF16", "float16": "F16", "float32": "F32"}
+
+
+def hf_checkpoint(config_path, folder):
+    """The header save_pretrained would write for transformers' class."""
+    import torch
+    import transformers
+
+    cfg = transformers.AutoConfig.from_pretrained(os.path.dirname(config_path)
+                                                  if config_path.endswith("config.json")
+                                                  else config_path)
+    with torch.device("meta"):
+        model = transformers.AutoModelForCausalLM.from_config(cfg)
+    state = model.state_dict()
+    seen, header, at = set(), {}, 0
+    name = DTYPES.get(str(getattr(cfg, "torch_dtype", None) or getattr(cfg, "dtype", None)
+                          ).replace("torch.", ""), "BF16")
+    width = {"BF16": 2, "F16": 2, "F32": 4}[name]
+    for key, t in state.items():
+        # Tied tensors are one tensor; save_pretrained writes it once.
+        if any(t is other for other in seen):
+            continue
+        seen.add(t)
+        if getattr(cfg, "tie_word_embeddings", False) and key == "lm_head.weight":
+            continue
+        n = width
+        for d in t.shape:
+            n *= d
+        header[key] = {"dtype": name, "shape": list(t.shape), "data_offsets": [at, at + n]}
+        at += n
+    raw = json.dumps(header).encode()
+    with open(os.path.join(folder, "model.safetensors"), "wb") as f:
+        f.write(struct.pack("<Q", len(raw)) + raw)
+        f.truncate(8 + len(raw) + at)
+
+
+def kv_bytes(kv, folder):
+    # A GPU no model here outgrows (16 TiB): only the weights are compared.
+    p = subprocess.run([kv, "fit", os.path.join(folder, "config.json"), "--engine", "sglang",
+                        "--gpu-memory-mib", "16777216", "--avail-mem-gb", "16000",
+                        "--mem-fraction-static", "0.9", "--format", "json"],
+                       capture_output=True, text=True)
+    if p.returncode != 0:
+        return None, (p.stderr.strip().splitlines() or ["?"])[-1][-200:]
+    return json.loads(p.stdout)[0]["fit"]["loaded"]["tensor_bytes"], None
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--kv", required=True)
+    ap.add_argument("configs", nargs="*")
+    a = ap.parse_args()
+    sp._as_hopper()
+    paths = a.configs or sorted(set(glob.glob(os.path.join(ROOT, "scripts/*/configs/*.json"))
+                                    + glob.glob(os.path.join(ROOT, "examples/configs/*.json"))
+                                    + glob.glob(os.path.join(ROOT, "examples/configs/*/config.json"))))
+    counts = {"same": 0, "differ": 0, "one refuses": 0, "refused alike": 0, "no checkpoint": 0}
+    for path in paths:
+        c = json.load(open(path))
+        if (c.get("architectures") or [None])[0] not in CHECKED:
+            continue
+        folder = tempfile.mkdtemp()
+        with open(os.path.join(folder, "config.json"), "w") as f:
+            json.dump(c, f)
+        try:
+            hf_checkpoint(os.path.join(folder, "config.json"), folder)
+        except Exception as e:  # noqa: BLE001  (reported; the next runs)
+            counts["no checkpoint"] += 1
+            print(json.dumps({"config": os.path.relpath(path, ROOT), "verdict": "no checkpoint",
+                              "why": f"{type(e).__name__}: {e}"[:200]}), flush=True)
+            continue
+        k, k_err = kv_bytes(a.kv, folder)
+        m = loaded_buffers.measure(os.path.join(folder, "config.json"), 1)
+        s = sum(m["param_bytes"].values()) if "param_bytes" in m else None
+        s_err = m.get("error")
+        if k_err and s_err:
+            verdict = "refused alike"
+        elif k_err or s_err:
+            verdict = "one refuses"
+        else:
+            verdict = "same" if k == s else "differ"
+        counts[verdict] += 1
+        print(json.dumps({"config": os.path.relpath(path, ROOT), "class": c["architectures"][0],
+                          "verdict": verdict, "kv": k or k_err, "sglang": s or s_err}), flush=True)
+    print(json.dumps(counts))
+
+
+if __name__ == "__main__":
+    main()
