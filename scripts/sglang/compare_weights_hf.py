@@ -15,7 +15,6 @@ import argparse
 import glob
 import json
 import os
-import struct
 import subprocess
 import sys
 import tempfile
@@ -23,6 +22,8 @@ import tempfile
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(os.path.dirname(HERE))
 sys.path.insert(0, HERE)
+sys.path.insert(0, os.path.join(ROOT, "scripts", "vllm"))
+from hf_checkpoint import hf_checkpoint  # noqa: E402
 import loaded_buffers  # noqa: E402
 import sglang_pools as sp  # noqa: E402
 
@@ -33,42 +34,6 @@ CHECKED = {
     "Olmo2ForCausalLM", "OlmoeForCausalLM", "Phi3ForCausalLM", "Qwen2ForCausalLM",
     "Qwen2MoeForCausalLM", "Qwen3ForCausalLM", "Qwen3MoeForCausalLM", "Starcoder2ForCausalLM",
 }
-DTYPES = {"bfloat16": "BF16", "float16": "F16", "float32": "F32"}
-
-
-def hf_checkpoint(config_path, folder):
-    """The header save_pretrained would write for transformers' class."""
-    import torch
-    import transformers
-
-    cfg = transformers.AutoConfig.from_pretrained(os.path.dirname(config_path)
-                                                  if config_path.endswith("config.json")
-                                                  else config_path)
-    with torch.device("meta"):
-        model = transformers.AutoModelForCausalLM.from_config(cfg)
-    state = model.state_dict()
-    seen, header, at = set(), {}, 0
-    name = DTYPES.get(str(getattr(cfg, "torch_dtype", None) or getattr(cfg, "dtype", None)
-                          ).replace("torch.", ""), "BF16")
-    width = {"BF16": 2, "F16": 2, "F32": 4}[name]
-    for key, t in state.items():
-        # Tied tensors are one tensor; save_pretrained writes it once.
-        if any(t is other for other in seen):
-            continue
-        seen.add(t)
-        if getattr(cfg, "tie_word_embeddings", False) and key == "lm_head.weight":
-            continue
-        n = width
-        for d in t.shape:
-            n *= d
-        header[key] = {"dtype": name, "shape": list(t.shape), "data_offsets": [at, at + n]}
-        at += n
-    raw = json.dumps(header).encode()
-    with open(os.path.join(folder, "model.safetensors"), "wb") as f:
-        f.write(struct.pack("<Q", len(raw)) + raw)
-        f.truncate(8 + len(raw) + at)
-
-
 def kv_bytes(kv, folder):
     # A GPU no model here outgrows (16 TiB): only the weights are compared.
     p = subprocess.run([kv, "fit", os.path.join(folder, "config.json"), "--engine", "sglang",

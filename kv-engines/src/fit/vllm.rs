@@ -21,19 +21,32 @@ use serde_json::Value;
 
 use super::config::{checked_class, text_section};
 use super::rotary::rotary_table_elements;
-use super::shard::{ShardingEngine, TpLayout};
+use super::shard::{ShardingEngine, TpLayout, SHARDED_ARCHITECTURES};
 use crate::estimate::format_gib;
 use crate::stored_tensor::StoredTensor;
 
 /// The architectures whose model, built by vLLM 0.33's own class on the
 /// meta device, kv has checked holds exactly the checkpoint's tensors in the
 /// served dtype (the vocabulary padded to 64), one rotary table, and four
-/// float32 scales per attention layer (scripts/vllm/loaded_weights.py).
+/// float32 scales per attention layer (scripts/vllm/loaded_weights.py, on
+/// checkpoints written from transformers' own class for each shipped
+/// config). Above TP 1, only those of `shard::SHARDED_ARCHITECTURES`. Not
+/// here: Gemma (one more `normalizer` scalar), OLMo, OLMo 2 and Starcoder2
+/// (`inv_freq` tables in place of the cos/sin cache), HunYuan (transformers
+/// cannot build the shipped config).
 pub const CHECKED_ARCHITECTURES: &[&str] = &[
+    "CohereForCausalLM",
+    "Cohere2ForCausalLM",
+    "GraniteForCausalLM",
+    "GraniteMoeForCausalLM",
+    "Llama4ForCausalLM",
     "LlamaForCausalLM",
     "MistralForCausalLM",
     "MixtralForCausalLM",
+    "OlmoeForCausalLM",
+    "Phi3ForCausalLM",
     "Qwen2ForCausalLM",
+    "Qwen2MoeForCausalLM",
     "Qwen3ForCausalLM",
     "Qwen3MoeForCausalLM",
 ];
@@ -85,12 +98,18 @@ pub fn loaded_weights(
     tp: u64,
 ) -> Result<VllmLoadedWeights, String> {
     let text = text_section(config);
-    checked_class(
+    let class = checked_class(
         config,
         CHECKED_ARCHITECTURES,
         "vLLM",
         "scripts/vllm/loaded_weights.py",
     )?;
+    if tp > 1 && !SHARDED_ARCHITECTURES.contains(&class) {
+        return Err(format!(
+            "kv has not checked how vLLM shards `{class}` over TP ranks (checked: {})",
+            SHARDED_ARCHITECTURES.join(", ")
+        ));
+    }
     let element = dtype
         .bytes_for(1)
         .map_err(|_| "the served dtype's width overflows".to_owned())?;
@@ -507,6 +526,15 @@ mod tests {
         let mut other = small(serde_json::json!({}));
         other["architectures"] = serde_json::json!(["GptOssForCausalLM"]);
         assert!(refusal(other, &[]).contains("`GptOssForCausalLM`"));
+        // Checked at TP 1 only: its shards are refused, not guessed.
+        let mut phi3 = small(serde_json::json!({}));
+        phi3["architectures"] = serde_json::json!(["Phi3ForCausalLM"]);
+        assert!(loaded_weights(&phi3, &[], DType::BF16, 1).is_ok());
+        let words = loaded_weights(&phi3, &[], DType::BF16, 2).unwrap_err();
+        assert!(
+            words.contains("how vLLM shards `Phi3ForCausalLM`"),
+            "{words}"
+        );
         let quantized = small(serde_json::json!({"quantization_config": {"quant_method": "fp8"}}));
         assert!(refusal(quantized, &[]).contains("quantized"));
         let packed = [tensor(

@@ -1,0 +1,81 @@
+"""`kv fit --engine vllm`'s loaded weights (`Model loading took`) against
+vLLM 0.33's own class built on the meta device at TP 1 (loaded_weights.py),
+on checkpoints whose tensors come from transformers' own class for each
+shipped config (hf_checkpoint.py), for the classes SGLang's and vLLM's
+checked lists name. Not run by CI.
+
+    cargo build -p kv-cli
+    /work/.venv-vllm/bin/python scripts/vllm/compare_weights_hf.py --kv $CARGO_TARGET_DIR/debug/kv [CONFIG.json...]
+"""
+
+import argparse
+import glob
+import json
+import os
+import subprocess
+import sys
+import tempfile
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+ROOT = os.path.dirname(os.path.dirname(HERE))
+sys.path.insert(0, HERE)
+import compare  # noqa: E402
+import loaded_weights  # noqa: E402
+from hf_checkpoint import hf_checkpoint  # noqa: E402
+
+CLASSES = {
+    "CohereForCausalLM", "Cohere2ForCausalLM", "GemmaForCausalLM", "GraniteForCausalLM",
+    "GraniteMoeForCausalLM", "HunYuanDenseV1ForCausalLM", "Llama4ForCausalLM",
+    "LlamaForCausalLM", "MistralForCausalLM", "MixtralForCausalLM", "OlmoForCausalLM",
+    "Olmo2ForCausalLM", "OlmoeForCausalLM", "Phi3ForCausalLM", "Qwen2ForCausalLM",
+    "Qwen2MoeForCausalLM", "Qwen3ForCausalLM", "Qwen3MoeForCausalLM", "Starcoder2ForCausalLM",
+}
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--kv", required=True)
+    ap.add_argument("configs", nargs="*")
+    a = ap.parse_args()
+    os.environ.setdefault("VLLM_LOGGING_LEVEL", "ERROR")
+    compare.load_stub_libcuda(tempfile.mkdtemp())
+    import logging
+
+    logging.disable(logging.WARNING)
+    compare.install_hopper()
+    paths = a.configs or sorted(glob.glob(os.path.join(ROOT, "scripts/*/configs/*.json")))
+    counts = {"same": 0, "differ": 0, "kv refuses": 0, "vllm refuses": 0, "no checkpoint": 0}
+    for path in paths:
+        c = json.load(open(path))
+        if (c.get("architectures") or [None])[0] not in CLASSES:
+            continue
+        folder = tempfile.mkdtemp()
+        with open(os.path.join(folder, "config.json"), "w") as f:
+            json.dump(c, f)
+        try:
+            hf_checkpoint(os.path.join(folder, "config.json"), folder)
+        except Exception as e:  # noqa: BLE001  (reported; the next runs)
+            counts["no checkpoint"] += 1
+            print(json.dumps({"config": os.path.relpath(path, ROOT), "verdict": "no checkpoint",
+                              "why": f"{type(e).__name__}: {e}"[:200]}), flush=True)
+            continue
+        p = subprocess.run([a.kv, "fit", os.path.join(folder, "config.json"),
+                            "--gpu-memory-mib", "16777216", "--format", "json"],
+                           capture_output=True, text=True)
+        v = loaded_weights.loaded(os.path.join(folder, "config.json"), 1)
+        if p.returncode != 0:
+            verdict, k = "kv refuses", (p.stderr.strip().splitlines() or ["?"])[-1][-200:]
+        elif "error" in v:
+            verdict, k = "vllm refuses", json.loads(p.stdout)[0]["fit"]["weights_bytes"]
+        else:
+            k = json.loads(p.stdout)[0]["fit"]["weights_bytes"]
+            verdict = "same" if k == v["total"] else "differ"
+        counts[verdict] += 1
+        print(json.dumps({"config": os.path.relpath(path, ROOT), "class": c["architectures"][0],
+                          "verdict": verdict, "kv": k, "vllm": v.get("total") or v.get("error")}),
+              flush=True)
+    print(json.dumps(counts))
+
+
+if __name__ == "__main__":
+    main()
