@@ -8,6 +8,15 @@ use serde_json::Value;
 /// each; shared by every layer, as `get_rope` caches it), for the rotary
 /// kinds kv has checked: `default` and `llama3`, the full head rotated.
 pub(crate) fn rotary_table_elements(text: &Value) -> Result<u64, String> {
+    let (positions, dim) = rotary_table_shape(text)?;
+    positions
+        .checked_mul(dim)
+        .ok_or_else(|| "the rotary table's elements overflow u64".to_owned())
+}
+
+/// `[max_position_embeddings, head_dim]`, for the rotary kinds kv has
+/// checked.
+pub(crate) fn rotary_table_shape(text: &Value) -> Result<(u64, u64), String> {
     let scaling = text
         .get("rope_scaling")
         .filter(|v| !v.is_null())
@@ -50,7 +59,5 @@ pub(crate) fn rotary_table_elements(text: &Value) -> Result<u64, String> {
                 .ok_or("`num_attention_heads` is 0")?
         }
     };
-    positions
-        .checked_mul(head_dim)
-        .ok_or_else(|| "the rotary table's elements overflow u64".to_owned())
+    Ok((positions, head_dim))
 }

@@ -20,7 +20,7 @@ use serde::Serialize;
 use serde_json::Value;
 
 use super::config::{checked_class, text_section};
-use super::rotary::rotary_table_elements;
+use super::rotary::{rotary_table_elements, rotary_table_shape};
 use super::shard::{ShardingEngine, TpLayout, SHARDED_ARCHITECTURES};
 use crate::estimate::format_gib;
 use crate::stored_tensor::StoredTensor;
@@ -30,25 +30,37 @@ use crate::stored_tensor::StoredTensor;
 /// served dtype (the vocabulary padded to 64), one rotary table, and four
 /// float32 scales per attention layer (scripts/vllm/loaded_weights.py, on
 /// checkpoints written from transformers' own class for each shipped
-/// config). Above TP 1, only those of `shard::SHARDED_ARCHITECTURES`. Not
-/// here: Gemma (one more `normalizer` scalar), OLMo, OLMo 2 and Starcoder2
-/// (`inv_freq` tables in place of the cos/sin cache), HunYuan (transformers
-/// cannot build the shipped config).
+/// config; Gemma holds one more scalar, its `normalizer`, and OLMo, OLMo 2
+/// and Starcoder2 `inv_freq` tables in place of the cos/sin cache). Above
+/// TP 1, only those of `shard::SHARDED_ARCHITECTURES`. Not here: HunYuan
+/// (transformers cannot build the shipped config to check it).
 pub const CHECKED_ARCHITECTURES: &[&str] = &[
     "CohereForCausalLM",
     "Cohere2ForCausalLM",
+    "GemmaForCausalLM",
     "GraniteForCausalLM",
     "GraniteMoeForCausalLM",
     "Llama4ForCausalLM",
     "LlamaForCausalLM",
     "MistralForCausalLM",
     "MixtralForCausalLM",
+    "OlmoForCausalLM",
+    "Olmo2ForCausalLM",
     "OlmoeForCausalLM",
     "Phi3ForCausalLM",
     "Qwen2ForCausalLM",
     "Qwen2MoeForCausalLM",
     "Qwen3ForCausalLM",
     "Qwen3MoeForCausalLM",
+    "Starcoder2ForCausalLM",
+];
+
+/// The classes whose vLLM model keeps `inv_freq` and `original_inv_freq`
+/// (float32, head_dim / 2 each) in place of the cos/sin cache.
+const INV_FREQ_ROTARY: &[&str] = &[
+    "OlmoForCausalLM",
+    "Olmo2ForCausalLM",
+    "Starcoder2ForCausalLM",
 ];
 
 /// The CUDA caching allocator's smallest block: every tensor takes a
@@ -68,10 +80,12 @@ pub struct VllmLoadedWeights {
     /// Tensors the loader skips: `rotary_emb.inv_freq`, and a stored
     /// `lm_head.weight` tied to the embedding.
     pub skipped_bytes: u64,
-    /// The rotary table, in the served dtype (`cache.to(dtype)`).
+    /// The rotary table, in the served dtype (`cache.to(dtype)`); for OLMo,
+    /// OLMo 2 and Starcoder2 their two float32 `inv_freq` vectors.
     pub rotary_bytes: u64,
     /// `_k_scale`, `_v_scale`, `_q_scale`, `_prob_scale`: four float32
-    /// scalars per attention layer, a 512-byte block each.
+    /// scalars per attention layer, a 512-byte block each (and Gemma's one
+    /// `normalizer`).
     pub scale_bytes: u64,
 }
 
@@ -155,12 +169,26 @@ pub fn loaded_weights(
         .values()
         .try_fold(0u64, |sum, &bytes| sum.checked_add(round_to_block(bytes)?))
         .ok_or("the tensors' bytes overflow u64")?;
-    let rotary_bytes = rotary_table_elements(text)?
-        .checked_mul(element)
-        .and_then(round_to_block)
-        .ok_or("the rotary table's bytes overflow u64")?;
+    let rotary_bytes = if INV_FREQ_ROTARY.contains(&class) {
+        // `inv_freq` and `original_inv_freq`: head_dim / 2 float32 each.
+        let (_, dim) = rotary_table_shape(text)?;
+        round_to_block((dim / 2) * 4)
+            .and_then(|one| one.checked_mul(2))
+            .ok_or("the rotary tables' bytes overflow u64")?
+    } else {
+        rotary_table_elements(text)?
+            .checked_mul(element)
+            .and_then(round_to_block)
+            .ok_or("the rotary table's bytes overflow u64")?
+    };
+    let normalizer = if class == "GemmaForCausalLM" {
+        BLOCK
+    } else {
+        0
+    };
     let scale_bytes = count("num_hidden_layers")?
         .checked_mul(4 * BLOCK)
+        .and_then(|scales| scales.checked_add(normalizer))
         .ok_or("the attention scales' bytes overflow u64")?;
     Ok(VllmLoadedWeights {
         dtype: dtype.name(),
@@ -516,6 +544,32 @@ mod tests {
         let tensors = crate::fit::tensors_from_config(&odd).unwrap();
         let e = loaded_weights(&odd, &tensors, DType::BF16, 4).unwrap_err();
         assert_eq!(e, "vLLM refuses: 1026 is not divisible by 4");
+    }
+
+    #[test]
+    fn classes_that_hold_other_buffers() {
+        // Gemma: one more 512-byte scalar, its normalizer, beside 2 layers'
+        // 4 scales: 4,096 + 512.
+        let mut gemma = small(serde_json::json!({}));
+        gemma["architectures"] = serde_json::json!(["GemmaForCausalLM"]);
+        let loaded = loaded_weights(&gemma, &[], DType::BF16, 1).unwrap();
+        assert_eq!((loaded.scale_bytes, loaded.rotary_bytes), (4_608, 3_584));
+        // OLMo: inv_freq and original_inv_freq, 16 / 2 float32 = 32 B each,
+        // a block each, in place of the 3,584-byte cache.
+        for class in [
+            "OlmoForCausalLM",
+            "Olmo2ForCausalLM",
+            "Starcoder2ForCausalLM",
+        ] {
+            let mut olmo = small(serde_json::json!({}));
+            olmo["architectures"] = serde_json::json!([class]);
+            let loaded = loaded_weights(&olmo, &[], DType::BF16, 1).unwrap();
+            assert_eq!(
+                (loaded.scale_bytes, loaded.rotary_bytes),
+                (4_096, 1_024),
+                "{class}"
+            );
+        }
     }
 
     #[test]
