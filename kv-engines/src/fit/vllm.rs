@@ -570,6 +570,11 @@ mod tests {
                 "{class}"
             );
         }
+        // A head of 512: 256 float32 = 1,024 B each, two blocks each.
+        let mut wide = small(serde_json::json!({"head_dim": 512}));
+        wide["architectures"] = serde_json::json!(["OlmoForCausalLM"]);
+        let loaded = loaded_weights(&wide, &[], DType::BF16, 1).unwrap();
+        assert_eq!(loaded.rotary_bytes, 2_048);
     }
 
     #[test]
