@@ -34,11 +34,11 @@ CHECKED = {
     "Olmo2ForCausalLM", "OlmoeForCausalLM", "Phi3ForCausalLM", "Qwen2ForCausalLM",
     "Qwen2MoeForCausalLM", "Qwen3ForCausalLM", "Qwen3MoeForCausalLM", "Starcoder2ForCausalLM",
 }
-def kv_bytes(kv, folder):
+def kv_bytes(kv, folder, tp):
     # A GPU no model here outgrows (16 TiB): only the weights are compared.
     p = subprocess.run([kv, "fit", os.path.join(folder, "config.json"), "--engine", "sglang",
                         "--gpu-memory-mib", "16777216", "--avail-mem-gb", "16000",
-                        "--mem-fraction-static", "0.9", "--format", "json"],
+                        "--mem-fraction-static", "0.9", "--tp", str(tp), "--format", "json"],
                        capture_output=True, text=True)
     if p.returncode != 0:
         return None, (p.stderr.strip().splitlines() or ["?"])[-1][-200:]
@@ -48,6 +48,7 @@ def kv_bytes(kv, folder):
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--kv", required=True)
+    ap.add_argument("--tp", type=int, nargs="*", default=[1])
     ap.add_argument("configs", nargs="*")
     a = ap.parse_args()
     sp._as_hopper()
@@ -69,19 +70,21 @@ def main():
             print(json.dumps({"config": os.path.relpath(path, ROOT), "verdict": "no checkpoint",
                               "why": f"{type(e).__name__}: {e}"[:200]}), flush=True)
             continue
-        k, k_err = kv_bytes(a.kv, folder)
-        m = loaded_buffers.measure(os.path.join(folder, "config.json"), 1)
-        s = sum(m["param_bytes"].values()) if "param_bytes" in m else None
-        s_err = m.get("error")
-        if k_err and s_err:
-            verdict = "refused alike"
-        elif k_err or s_err:
-            verdict = "one refuses"
-        else:
-            verdict = "same" if k == s else "differ"
-        counts[verdict] += 1
-        print(json.dumps({"config": os.path.relpath(path, ROOT), "class": c["architectures"][0],
-                          "verdict": verdict, "kv": k or k_err, "sglang": s or s_err}), flush=True)
+        for tp in a.tp:
+            k, k_err = kv_bytes(a.kv, folder, tp)
+            m = loaded_buffers.measure(os.path.join(folder, "config.json"), tp)
+            s = sum(m["param_bytes"].values()) if "param_bytes" in m else None
+            s_err = m.get("error")
+            if k_err and s_err:
+                verdict = "refused alike"
+            elif k_err or s_err:
+                verdict = "one refuses"
+            else:
+                verdict = "same" if k == s else "differ"
+            counts[verdict] += 1
+            print(json.dumps({"config": os.path.relpath(path, ROOT), "class": c["architectures"][0],
+                              "tp": tp, "verdict": verdict, "kv": k or k_err,
+                              "sglang": s or s_err}), flush=True)
     print(json.dumps(counts))
 
 

@@ -35,6 +35,7 @@ CLASSES = {
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--kv", required=True)
+    ap.add_argument("--tp", type=int, nargs="*", default=[1])
     ap.add_argument("configs", nargs="*")
     a = ap.parse_args()
     os.environ.setdefault("VLLM_LOGGING_LEVEL", "ERROR")
@@ -59,21 +60,24 @@ def main():
             print(json.dumps({"config": os.path.relpath(path, ROOT), "verdict": "no checkpoint",
                               "why": f"{type(e).__name__}: {e}"[:200]}), flush=True)
             continue
-        p = subprocess.run([a.kv, "fit", os.path.join(folder, "config.json"),
-                            "--gpu-memory-mib", "16777216", "--format", "json"],
-                           capture_output=True, text=True)
-        v = loaded_weights.loaded(os.path.join(folder, "config.json"), 1)
-        if p.returncode != 0:
-            verdict, k = "kv refuses", (p.stderr.strip().splitlines() or ["?"])[-1][-200:]
-        elif "error" in v:
-            verdict, k = "vllm refuses", json.loads(p.stdout)[0]["fit"]["weights_bytes"]
-        else:
-            k = json.loads(p.stdout)[0]["fit"]["weights_bytes"]
-            verdict = "same" if k == v["total"] else "differ"
-        counts[verdict] += 1
-        print(json.dumps({"config": os.path.relpath(path, ROOT), "class": c["architectures"][0],
-                          "verdict": verdict, "kv": k, "vllm": v.get("total") or v.get("error")}),
-              flush=True)
+        for tp in a.tp:
+            p = subprocess.run([a.kv, "fit", os.path.join(folder, "config.json"),
+                                "--gpu-memory-mib", "16777216", "--tp", str(tp),
+                                "--format", "json"], capture_output=True, text=True)
+            v = loaded_weights.loaded(os.path.join(folder, "config.json"), tp)
+            if p.returncode != 0 and "error" in v:
+                verdict, k = "refused alike", (p.stderr.strip().splitlines() or ["?"])[-1][-200:]
+            elif p.returncode != 0:
+                verdict, k = "kv refuses", (p.stderr.strip().splitlines() or ["?"])[-1][-200:]
+            elif "error" in v:
+                verdict, k = "vllm refuses", json.loads(p.stdout)[0]["fit"]["weights_bytes"]
+            else:
+                k = json.loads(p.stdout)[0]["fit"]["weights_bytes"]
+                verdict = "same" if k == v["total"] else "differ"
+            counts[verdict] = counts.get(verdict, 0) + 1
+            print(json.dumps({"config": os.path.relpath(path, ROOT), "class": c["architectures"][0],
+                              "tp": tp, "verdict": verdict, "kv": k,
+                              "vllm": v.get("total") or v.get("error")}), flush=True)
     print(json.dumps(counts))
 
 

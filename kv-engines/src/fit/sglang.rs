@@ -538,13 +538,13 @@ mod tests {
         let mut other = llama(serde_json::json!({}));
         other["architectures"] = serde_json::json!(["DbrxForCausalLM"]);
         assert!(refusal(other, &[]).contains("`DbrxForCausalLM`"));
-        // Checked at tp 1, but not how SGLang shards its experts.
-        let mut qwen2_moe = llama(serde_json::json!({}));
-        qwen2_moe["architectures"] = serde_json::json!(["Qwen2MoeForCausalLM"]);
-        assert!(loaded_weights(&qwen2_moe, &[], 1).is_ok());
-        let words = loaded_weights(&qwen2_moe, &[], 2).unwrap_err();
+        // Checked at tp 1 (its rotary table), not how SGLang shards it.
+        let mut hunyuan = llama(serde_json::json!({}));
+        hunyuan["architectures"] = serde_json::json!(["HunYuanDenseV1ForCausalLM"]);
+        assert!(loaded_weights(&hunyuan, &[], 1).is_ok());
+        let words = loaded_weights(&hunyuan, &[], 2).unwrap_err();
         assert!(
-            words.contains("how SGLang shards `Qwen2MoeForCausalLM`"),
+            words.contains("how SGLang shards `HunYuanDenseV1ForCausalLM`"),
             "{words}"
         );
         let quantized = llama(serde_json::json!({"quantization_config": {"quant_method": "fp8"}}));

@@ -7,14 +7,30 @@ use serde_json::Value;
 use crate::stored_tensor::StoredTensor;
 
 /// The classes whose shards kv has compared with both engines' own, rank
-/// by rank (scripts/vllm/compare_fit.py, scripts/sglang/compare_weights_tp.py).
+/// by rank, at TP 2, 4 and 8 (scripts/vllm/compare_fit.py and
+/// compare_weights_hf.py, scripts/sglang/compare_weights_tp.py and
+/// compare_weights_hf.py). A tensor of a kind [`TpLayout::share`] does not
+/// know (Phi-3's fused qkv_proj, Starcoder2's c_fc) is refused by name above
+/// TP 1, not guessed.
 pub(crate) const SHARDED_ARCHITECTURES: &[&str] = &[
+    "CohereForCausalLM",
+    "Cohere2ForCausalLM",
+    "GemmaForCausalLM",
+    "GraniteForCausalLM",
+    "GraniteMoeForCausalLM",
+    "Llama4ForCausalLM",
     "LlamaForCausalLM",
     "MistralForCausalLM",
     "MixtralForCausalLM",
+    "OlmoForCausalLM",
+    "Olmo2ForCausalLM",
+    "OlmoeForCausalLM",
+    "Phi3ForCausalLM",
     "Qwen2ForCausalLM",
+    "Qwen2MoeForCausalLM",
     "Qwen3ForCausalLM",
     "Qwen3MoeForCausalLM",
+    "Starcoder2ForCausalLM",
 ];
 
 /// `DEFAULT_VOCAB_PADDING_SIZE` in both engines.
@@ -45,6 +61,7 @@ pub(crate) struct TpLayout {
     vocab_rows_per_rank: u64,
     kv_heads: u64,
     kv_heads_per_rank: u64,
+    hidden: u64,
 }
 
 impl TpLayout {
@@ -95,6 +112,7 @@ impl TpLayout {
             vocab_rows_per_rank,
             kv_heads,
             kv_heads_per_rank,
+            hidden: count("hidden_size")?,
         })
     }
 
@@ -133,6 +151,22 @@ impl TpLayout {
                 .ok_or_else(|| format!("`{name}`: its elements overflow u64"))?;
             return Ok((name.to_owned(), elements));
         }
+        // Experts as transformers 5 saves them, fused: gate_up [E, 2I, H]
+        // and down [E, H, I] (Llama 4's the other way round); FusedMoE
+        // splits I over the ranks either way.
+        if layer == "experts" && matches!(param, "gate_up_proj" | "down_proj") {
+            let [_, a, b] = tensor.shape.as_slice() else {
+                return Err(format!(
+                    "`{name}` has shape {:?}; kv reads fused experts as [experts, rows, \
+                     columns]",
+                    tensor.shape
+                ));
+            };
+            let inner = if *a == self.hidden { *b } else { *a };
+            divide(engine, inner, tp)?;
+            let to = if param == "gate_up_proj" { "w13" } else { "w2" };
+            return Ok((format!("{module}.{to}_weight"), elements / tp));
+        }
         // FusedMoE: every expert's gate and up in one `w13_weight`, every
         // down in one `w2_weight`, each expert split as its dense kin.
         if let Some((before, expert)) = module.split_once(".experts.") {
@@ -147,7 +181,7 @@ impl TpLayout {
                     divide(engine, columns, tp)?;
                     (format!("{before}.experts.w2_{param}"), elements / tp)
                 }
-                _ => (name.to_owned(), elements),
+                _ => self.whole(name, elements)?,
             });
         }
         Ok(match layer {
@@ -169,8 +203,27 @@ impl TpLayout {
                 divide(engine, columns, tp)?;
                 (name.to_owned(), elements / tp)
             }
-            _ => (name.to_owned(), elements),
+            // A row-parallel layer's bias, norms and routers: whole on
+            // every rank.
+            "o_proj" | "down_proj" | "gate" | "router" | "shared_expert_gate" => {
+                (name.to_owned(), elements)
+            }
+            norm if norm.ends_with("norm") => (name.to_owned(), elements),
+            _ => self.whole(name, elements)?,
         })
+    }
+
+    /// A tensor of a kind kv has not seen sharded: whole at TP 1, refused
+    /// above it rather than guessed.
+    fn whole(&self, name: &str, elements: u64) -> Result<(String, u64), String> {
+        if self.tp > 1 {
+            return Err(format!(
+                "kv does not know how {} shards `{name}` over {} TP ranks",
+                self.engine.name(),
+                self.tp
+            ));
+        }
+        Ok((name.to_owned(), elements))
     }
 }
 

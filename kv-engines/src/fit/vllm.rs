@@ -31,9 +31,8 @@ use crate::stored_tensor::StoredTensor;
 /// float32 scales per attention layer (scripts/vllm/loaded_weights.py, on
 /// checkpoints written from transformers' own class for each shipped
 /// config; Gemma holds one more scalar, its `normalizer`, and OLMo, OLMo 2
-/// and Starcoder2 `inv_freq` tables in place of the cos/sin cache). Above
-/// TP 1, only those of `shard::SHARDED_ARCHITECTURES`. Not here: HunYuan
-/// (transformers cannot build the shipped config to check it).
+/// and Starcoder2 `inv_freq` tables in place of the cos/sin cache). Not
+/// here: HunYuan (transformers cannot build the shipped config to check it).
 pub const CHECKED_ARCHITECTURES: &[&str] = &[
     "CohereForCausalLM",
     "Cohere2ForCausalLM",
@@ -547,6 +546,124 @@ mod tests {
     }
 
     #[test]
+    fn experts_as_transformers_5_saves_them_and_names_kv_does_not_know() {
+        // The small Mixtral of the test above, its experts fused: gate_up
+        // [4, 2,048, 512] and down [4, 512, 1,024]; over 2 ranks each halves
+        // (the 1,024-wide inner size split): 4,194,304 and 2,097,152.
+        let config = serde_json::json!({
+            "architectures": ["MixtralForCausalLM"], "hidden_size": 512,
+            "intermediate_size": 1024, "num_attention_heads": 8, "num_key_value_heads": 4,
+            "num_hidden_layers": 1, "num_local_experts": 4, "max_position_embeddings": 64,
+            "vocab_size": 64, "torch_dtype": "bfloat16",
+        });
+        let fused = [
+            tensor(
+                "model.layers.0.mlp.experts.gate_up_proj",
+                "BF16",
+                &[4, 2048, 512],
+                8_388_608,
+            ),
+            tensor(
+                "model.layers.0.mlp.experts.down_proj",
+                "BF16",
+                &[4, 512, 1024],
+                4_194_304,
+            ),
+        ];
+        let two = loaded_weights(&config, &fused, DType::BF16, 2).unwrap();
+        assert_eq!(two.tensor_bytes, 4_194_304 + 2_097_152);
+        // Llama 4's orientation, gate_up [4, 512, 2,048]: the same split.
+        let turned = [tensor(
+            "model.layers.0.feed_forward.experts.gate_up_proj",
+            "BF16",
+            &[4, 512, 2048],
+            8_388_608,
+        )];
+        assert_eq!(
+            loaded_weights(&config, &turned, DType::BF16, 2)
+                .unwrap()
+                .tensor_bytes,
+            4_194_304
+        );
+        // An inner size 3 ranks do not divide, in vLLM's words; a shape
+        // that is not [experts, rows, columns], named.
+        let e = loaded_weights(&config, &fused, DType::BF16, 3).unwrap_err();
+        assert_eq!(e, "vLLM refuses: 64 is not divisible by 3");
+        let mut vocab_192 = config.clone();
+        vocab_192["vocab_size"] = serde_json::json!(192);
+        let e = loaded_weights(&vocab_192, &fused, DType::BF16, 3).unwrap_err();
+        assert!(e.starts_with("vLLM refuses: "), "{e}");
+        let flat = [tensor(
+            "model.layers.0.mlp.experts.down_proj",
+            "BF16",
+            &[2048, 1024],
+            4_194_304,
+        )];
+        let e = loaded_weights(&config, &flat, DType::BF16, 2).unwrap_err();
+        assert!(e.contains("[experts, rows, columns]"), "{e}");
+        // A tensor of a kind kv has not seen sharded: whole at TP 1, named
+        // above it.
+        let unknown = [tensor(
+            "model.layers.0.mlp.c_fc.weight",
+            "BF16",
+            &[2048, 512],
+            2_097_152,
+        )];
+        assert_eq!(
+            loaded_weights(&config, &unknown, DType::BF16, 1)
+                .unwrap()
+                .tensor_bytes,
+            2_097_152
+        );
+        let e = loaded_weights(&config, &unknown, DType::BF16, 2).unwrap_err();
+        assert_eq!(
+            e,
+            "kv does not know how vLLM shards `model.layers.0.mlp.c_fc.weight` over 2 TP ranks"
+        );
+        let odd_expert = [tensor(
+            "model.layers.0.mlp.experts.0.w4.weight",
+            "BF16",
+            &[8, 8],
+            128,
+        )];
+        let e = loaded_weights(&config, &odd_expert, DType::BF16, 2).unwrap_err();
+        assert!(
+            e.contains("`model.layers.0.mlp.experts.0.w4.weight`"),
+            "{e}"
+        );
+        // Norms, routers and a row-parallel bias stay whole on every rank.
+        let whole = [
+            tensor("model.layers.0.mlp.gate.weight", "BF16", &[4, 512], 4_096),
+            tensor(
+                "model.layers.0.input_layernorm.weight",
+                "BF16",
+                &[512],
+                1_024,
+            ),
+            tensor(
+                "model.layers.0.self_attn.o_proj.bias",
+                "BF16",
+                &[512],
+                1_024,
+            ),
+            tensor(
+                "model.layers.0.feed_forward.router.weight",
+                "BF16",
+                &[4, 512],
+                4_096,
+            ),
+            tensor(
+                "model.layers.0.mlp.shared_expert_gate.weight",
+                "BF16",
+                &[1, 512],
+                1_024,
+            ),
+        ];
+        let two = loaded_weights(&config, &whole, DType::BF16, 2).unwrap();
+        assert_eq!(two.tensor_bytes, 4_096 + 1_024 + 1_024 + 4_096 + 1_024);
+    }
+
+    #[test]
     fn classes_that_hold_other_buffers() {
         // Gemma: one more 512-byte scalar, its normalizer, beside 2 layers'
         // 4 scales: 4,096 + 512.
@@ -585,15 +702,27 @@ mod tests {
         let mut other = small(serde_json::json!({}));
         other["architectures"] = serde_json::json!(["GptOssForCausalLM"]);
         assert!(refusal(other, &[]).contains("`GptOssForCausalLM`"));
-        // Checked at TP 1 only: its shards are refused, not guessed.
+        // Phi-3's fused qkv_proj: whole at TP 1, not guessed above it.
         let mut phi3 = small(serde_json::json!({}));
         phi3["architectures"] = serde_json::json!(["Phi3ForCausalLM"]);
-        assert!(loaded_weights(&phi3, &[], DType::BF16, 1).is_ok());
-        let words = loaded_weights(&phi3, &[], DType::BF16, 2).unwrap_err();
+        let qkv = [tensor(
+            "model.layers.0.self_attn.qkv_proj.weight",
+            "BF16",
+            &[192, 64],
+            24_576,
+        )];
+        assert!(loaded_weights(&phi3, &qkv, DType::BF16, 1).is_ok());
+        let words = loaded_weights(&phi3, &qkv, DType::BF16, 2).unwrap_err();
         assert!(
-            words.contains("how vLLM shards `Phi3ForCausalLM`"),
+            words.contains("how vLLM shards `model.layers.0.self_attn.qkv_proj.weight`"),
             "{words}"
         );
+        // A class kv checked at TP 1 only would be refused above it.
+        let mut hunyuan = small(serde_json::json!({}));
+        hunyuan["architectures"] = serde_json::json!(["HunYuanDenseV1ForCausalLM"]);
+        assert!(loaded_weights(&hunyuan, &[], DType::BF16, 1)
+            .unwrap_err()
+            .contains("`HunYuanDenseV1ForCausalLM`"));
         let quantized = small(serde_json::json!({"quantization_config": {"quant_method": "fp8"}}));
         assert!(refusal(quantized, &[]).contains("quantized"));
         let packed = [tensor(
