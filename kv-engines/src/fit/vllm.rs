@@ -631,6 +631,34 @@ mod tests {
             e.contains("`model.layers.0.mlp.experts.0.w4.weight`"),
             "{e}"
         );
+        // The inner size is the one that is not the hidden size: 36 of
+        // [2, 36, 48] divides over 9 ranks where 48 would not
+        // (2 x 36 x 48 / 9 = 384 elements, 768 B, one 1,024-byte block).
+        let nine = serde_json::json!({
+            "architectures": ["MixtralForCausalLM"], "hidden_size": 48,
+            "num_attention_heads": 9, "num_key_value_heads": 9, "num_hidden_layers": 1,
+            "max_position_embeddings": 4, "vocab_size": 576, "torch_dtype": "bfloat16",
+        });
+        let narrow = [tensor(
+            "model.layers.0.mlp.experts.gate_up_proj",
+            "BF16",
+            &[2, 36, 48],
+            6_912,
+        )];
+        assert_eq!(
+            loaded_weights(&nine, &narrow, DType::BF16, 9)
+                .unwrap()
+                .tensor_bytes,
+            1_024
+        );
+        // Another tensor of an experts module is no fused projection.
+        let scale = [tensor("model.layers.0.mlp.experts.scale", "BF16", &[4], 8)];
+        assert_eq!(
+            loaded_weights(&config, &scale, DType::BF16, 1)
+                .unwrap()
+                .tensor_bytes,
+            512
+        );
         // Norms, routers and a row-parallel bias stay whole on every rank.
         let whole = [
             tensor("model.layers.0.mlp.gate.weight", "BF16", &[4, 512], 4_096),
