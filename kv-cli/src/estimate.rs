@@ -169,6 +169,11 @@ fn problem(file: &Path, error: KvError, args: &Args) -> Problem {
             what: "max_model_len",
             ..
         } => Problem::new(file, format!("{error}; give it with --positions N")),
+        // No key given on the command line makes layers alike.
+        KvError::Config {
+            what: "per-layer values",
+            ..
+        } => Problem::new(file, error),
         KvError::Config { .. } => Problem::new(
             file,
             format!("{error}; on the command line, give a key with --set KEY=VALUE"),

@@ -1178,3 +1178,47 @@ fn vllms_kv_cache_dtype_names_are_kv_formats_and_falcon_ignores_them() {
         "{text}"
     );
 }
+
+#[test]
+fn a_gemma_4_config_is_refused_on_both_engines_naming_its_wider_full_layers() {
+    // The layout Gemma 4's published configs write (no `per_layer_config`):
+    // transformers builds one from `global_head_dim` on the full-attention
+    // layers, so one geometry would size them at half their head.
+    let dir = scratch("gemma-4");
+    let config = serde_json::json!({
+        "architectures": ["Gemma4ForConditionalGeneration"], "model_type": "gemma4",
+        "text_config": {
+            "model_type": "gemma4_text", "num_hidden_layers": 12, "num_attention_heads": 16,
+            "num_key_value_heads": 8, "head_dim": 256, "global_head_dim": 512,
+            "num_global_key_value_heads": 2, "attention_k_eq_v": true,
+            "sliding_window": 1024, "max_position_embeddings": 32768, "dtype": "bfloat16",
+        },
+    });
+    let file = write(&dir, "config.json", config.to_string());
+    for engine in ["vllm", "sglang"] {
+        let out = kv(&[
+            "estimate",
+            "--engine",
+            engine,
+            "--kv-cache-memory-bytes",
+            "42949672960",
+            &file,
+        ]);
+        let said = stderr(&out);
+        assert_eq!(out.status.code(), Some(1), "{engine}: {said}");
+        assert!(out.stdout.is_empty(), "{engine}: {}", stdout(&out));
+        assert!(
+            said.contains(
+                "cannot read per-layer values from the config: `model_type` gemma4_text \
+                 (transformers builds its `per_layer_config` from these keys) gives layers \
+                 values that size their caches differently from the config's: the \
+                 full-attention layers' `global_head_dim` 512 where `head_dim` is 256, the \
+                 full-attention layers' `num_global_key_value_heads` 2 where \
+                 `num_key_value_heads` is 8;"
+            ),
+            "{engine}: {said}"
+        );
+        // No key on the command line mends it, so none is suggested.
+        assert!(!said.contains("--set"), "{engine}: {said}");
+    }
+}

@@ -6,6 +6,7 @@ mod attention;
 mod layers;
 mod lookup;
 mod models;
+mod per_layer;
 mod quant;
 mod state;
 mod text;

@@ -181,6 +181,18 @@ def classify(rows):
     return "not-covered", f"{agree}/{total} quantities agree over {where}; first: {first}"
 
 
+def earlier_rows():
+    """The rows the committed TSV holds: architecture -> (status, checked, detail)."""
+    rows = {}
+    if os.path.exists(TSV):
+        for line in open(TSV):
+            cells = line.rstrip("\n").split("\t")
+            if line.startswith("#") or len(cells) != 4 or cells[0] == "architecture":
+                continue
+            rows[cells[0]] = tuple(cells[1:])
+    return rows
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--kv", default="target/release/kv")
@@ -222,11 +234,15 @@ def main():
         "architecture\tstatus\tchecked\tdetail",
     ]
     counts = defaultdict(int)
+    earlier = earlier_rows()
     for arch, kind, module in sorted(archs):
         source, runnable = sources[arch]
         part = os.path.join(parts, arch + ".json")
         if not runnable:
             status, detail, checked = "cannot-build", source, today
+        elif not os.path.exists(part) and arch in earlier:
+            # Not run this time (--only, or a fresh OUT): the last run's row stays.
+            status, checked, detail = earlier[arch]
         elif not os.path.exists(part):
             status, detail, checked = "not-covered", f"not run ({source})", "-"
         else:

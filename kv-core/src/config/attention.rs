@@ -36,17 +36,27 @@ impl HfConfig {
     /// The geometry: explicit values where given, the config's otherwise.
     /// Keys and values use `head_dim` alike; see [`HfConfig`] for the
     /// lookup order. Every value that cannot be read is reported at once.
+    /// Layers that would differ from each other (transformers'
+    /// `per_layer_config`, or the keys a family builds it from) are refused
+    /// by name: one geometry would size them wrong.
     pub fn geometry(&self) -> Result<Geometry, KvError> {
         let layers = self.count_or("layers", self.layers, LAYERS);
         let kv_heads = self.read_kv_heads();
         let head_dim = self.head_dim();
         let dtype = self.dtype();
-        match (layers, kv_heads, head_dim, dtype) {
-            (Ok(layers), Ok(kv_heads), Ok(head_dim), Ok(dtype)) => {
+        let uniform = self.uniform_layers();
+        match (layers, kv_heads, head_dim, dtype, uniform) {
+            (Ok(layers), Ok(kv_heads), Ok(head_dim), Ok(dtype), Ok(())) => {
                 Ok(Geometry::new(layers, kv_heads, head_dim, dtype))
             }
-            (layers, kv_heads, head_dim, dtype) => {
-                let errors = [layers.err(), kv_heads.err(), head_dim.err(), dtype.err()];
+            (layers, kv_heads, head_dim, dtype, uniform) => {
+                let errors = [
+                    layers.err(),
+                    kv_heads.err(),
+                    head_dim.err(),
+                    dtype.err(),
+                    uniform.err(),
+                ];
                 Err(KvError::from_all(errors.into_iter().flatten().collect())
                     .unwrap_or_else(no_error_collected))
             }

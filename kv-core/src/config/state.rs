@@ -147,6 +147,7 @@ impl HfConfig {
     /// # Ok::<(), kv_core::KvError>(())
     /// ```
     pub fn mla(&self) -> Result<MlaConfig, KvError> {
+        self.uniform_layers()?;
         Ok(MlaConfig {
             layers: self.count_or("layers", self.layers, LAYERS)?,
             kv_lora_rank: self.count_or("kv_lora_rank", None, KV_LORA_RANK)?,
