@@ -171,7 +171,7 @@ fn problem(file: &Path, error: KvError, args: &Args) -> Problem {
         } => Problem::new(file, format!("{error}; give it with --positions N")),
         // No key given on the command line makes layers alike.
         KvError::Config {
-            what: "per-layer values",
+            what: "per-layer values" | "sparse-attention indexer",
             ..
         } => Problem::new(file, error),
         KvError::Config { .. } => Problem::new(

@@ -1222,3 +1222,38 @@ fn a_gemma_4_config_is_refused_on_both_engines_naming_its_wider_full_layers() {
         assert!(!said.contains("--set"), "{engine}: {said}");
     }
 }
+
+#[test]
+fn a_sparse_attention_model_is_refused_on_both_engines_not_sized_as_its_latent() {
+    // GLM-5's layout: an MLA latent and a DSA indexer beside it.
+    let dir = scratch("dsa");
+    let config = serde_json::json!({
+        "architectures": ["GlmMoeDsaForCausalLM"], "model_type": "glm_moe_dsa",
+        "num_hidden_layers": 8, "num_attention_heads": 16, "num_key_value_heads": 16,
+        "kv_lora_rank": 512, "qk_rope_head_dim": 64, "index_topk": 1024,
+        "index_head_dim": 64, "index_n_heads": 8, "max_position_embeddings": 65536,
+        "torch_dtype": "bfloat16",
+    });
+    let file = write(&dir, "config.json", config.to_string());
+    for engine in ["vllm", "sglang"] {
+        let out = kv(&[
+            "estimate",
+            "--engine",
+            engine,
+            "--kv-cache-memory-bytes",
+            "42949672960",
+            &file,
+        ]);
+        let said = stderr(&out);
+        assert_eq!(out.status.code(), Some(1), "{engine}: {said}");
+        assert!(out.stdout.is_empty(), "{engine}: {}", stdout(&out));
+        assert!(
+            said.contains(
+                "cannot read sparse-attention indexer from the config: `index_topk` 1024 and \
+                 `index_head_dim` 64: a sparse-attention (DSA) model"
+            ),
+            "{engine}: {said}"
+        );
+        assert!(!said.contains("--set"), "{engine}: {said}");
+    }
+}

@@ -6,6 +6,7 @@
 //! detection order), `families` (vLLM's rules per model family),
 //! `vllm` (vLLM's sizing rules per kind of layer),
 //! `max_len` and `refusals` (its length rule and what it will not start),
+//! `indexer` (the sparse-attention caches kv refuses by name),
 //! `pool` (its pool groups), `startup` (its start-up line), `lines` and
 //! `export` (text and JSON).
 //!
@@ -19,6 +20,7 @@ mod export;
 mod families;
 #[cfg(test)]
 mod fixtures;
+mod indexer;
 mod lines;
 pub mod llamacpp;
 mod max_len;

@@ -553,3 +553,27 @@ fn pipeline_parallelism_is_refused_by_architecture_whatever_the_family() {
     llava["model_type"] = json!("llava");
     assert!(estimate(&llava, &at(1, 2, 1)).is_ok());
 }
+
+#[test]
+fn dory_is_refused_above_one_rank_as_its_model_class_refuses() {
+    // vLLM 0.33 dory.py:295 raises in DoryForCausalLM.__init__ at any TP but 1.
+    let dory = json!({
+        "architectures": ["DoryForCausalLM"], "model_type": "dory",
+        "hidden_size": 2048, "num_hidden_layers": 16, "num_attention_heads": 16,
+        "num_key_value_heads": 4, "max_position_embeddings": 8192, "torch_dtype": "bfloat16",
+    });
+    let problem = refusal(&dory, &at(2, 1, 1));
+    assert!(
+        problem.contains(
+            "vLLM 0.33 would not start: tp 2: vLLM's DoryForCausalLM builds on one rank only \
+             (vLLM: \"Dory currently supports tensor_parallel_size=1 only\"); use tp 1"
+        ),
+        "{problem}"
+    );
+    assert!(estimate(&dory, &at(1, 1, 1)).is_ok());
+    // Another class with the same geometry runs at tp 2.
+    let mut llama = dory.clone();
+    llama["architectures"] = json!(["LlamaForCausalLM"]);
+    llama["model_type"] = json!("llama");
+    assert!(estimate(&llama, &at(2, 1, 1)).is_ok());
+}

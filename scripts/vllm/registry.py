@@ -148,7 +148,7 @@ def classify(rows):
     ran = {lay: q for lay, q in layouts.items() if "harness_error" not in q}
     if not ran:
         error = clean(errors[0][1]) if errors else "no result"
-        if "meta" in error or "CUDA" in error:
+        if any(marker in error for marker in ("meta", "CUDA", "WorkspaceManager")):
             return "not-covered", f"harness: {error}"
         return "cannot-build", f"vLLM's model class fails on this config: {error}"
     started = [lay for lay, q in ran.items() if str(q.get("refused", ("", ""))[0]) == "False"]
@@ -176,8 +176,13 @@ def classify(rows):
     if agree == total and started:
         return "exact", f"{agree}/{total} quantities over {where}"
     if agree == total:
-        why = clean(next(iter(ran.values())).get("refused.why", ("", ""))[0])
-        return "refused-alike", f"both refuse every layout; vLLM: {why[:160]}"
+        why, kv_why = (clean(str(w)) for w in base.get("refused.why", ("", "")))
+        # Alike only where kv refuses by vLLM's rule, in its words (kv's
+        # refusals of vLLM's rules say "vLLM 0.33 would not start").
+        if "would not start" in kv_why:
+            return "refused-alike", f"both refuse every layout; vLLM: {why[:160]}"
+        return "not-covered", (f"both refuse every layout, for different reasons; vLLM: "
+                               f"{why[:110]} / kv: {kv_why[:110]}")
     return "not-covered", f"{agree}/{total} quantities agree over {where}; first: {first}"
 
 

@@ -10,7 +10,7 @@ use super::families::{self, Holds};
 use super::pool::Grouping;
 use super::settings::{config_error, EstimateSettings};
 use super::vllm::{self, Builder, Paging};
-use super::{max_len, refusals};
+use super::{indexer, max_len, refusals};
 
 /// What [`estimate`] found in a config and the declarations it makes.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -269,6 +269,7 @@ fn detect(
     max_model_len: u64,
     source: &str,
 ) -> Result<(String, Paging, Vec<KvSpec>), KvError> {
+    indexer::refuse_indexer(hf)?;
     let plain = Paging::plain(settings.block_size);
     let builder = |paging: Paging, detected: &str| Builder {
         settings,

@@ -143,6 +143,15 @@ pub(super) fn check_layout(hf: &HfConfig, settings: &EstimateSettings) -> Result
             ));
         }
     }
+    if tp > 1 {
+        // vLLM 0.33 model_executor/models/dory.py:295, in the model class.
+        if hf.architectures().contains(&"DoryForCausalLM") {
+            return refused(format!(
+                "tp {tp}: vLLM's DoryForCausalLM builds on one rank only (vLLM: \"Dory \
+                 currently supports tensor_parallel_size=1 only\"); use tp 1"
+            ));
+        }
+    }
     if pp > 1 {
         let by_architecture = hf
             .architectures()
