@@ -181,6 +181,11 @@ def classify(rows):
         # refusals of vLLM's rules say "vLLM 0.33 would not start").
         if "would not start" in kv_why:
             return "refused-alike", f"both refuse every layout; vLLM: {why[:160]}"
+        # vLLM failing on the config as a program fails (not a check of its
+        # rules): the config's defaults do not build the class.
+        if any(e in why for e in ("AttributeError", "ValidationError", "AssertionError",
+                                  "KeyError", "TypeError")):
+            return "cannot-build", f"vLLM's model class fails on this config: {why[:200]}"
         return "not-covered", (f"both refuse every layout, for different reasons; vLLM: "
                                f"{why[:110]} / kv: {kv_why[:110]}")
     return "not-covered", f"{agree}/{total} quantities agree over {where}; first: {first}"
