@@ -23,8 +23,19 @@ pub(super) const LAYERS: &[&str] = &[
 ];
 pub(super) const HIDDEN: &[&str] = &["hidden_size", "d_model", "n_embd"];
 
-/// Nested sections searched after the top level, in order.
-pub(super) const NESTED_SECTIONS: [&str; 2] = ["text_config", "llm_config"];
+/// Nested sections searched after the top level, in order, by their dotted
+/// path: `thinker_config.text_config` is the text model of Qwen2.5-Omni and
+/// Qwen3-Omni, what their `get_text_config` returns and vLLM serves.
+pub(super) const NESTED_SECTIONS: [&str; 3] =
+    ["text_config", "llm_config", "thinker_config.text_config"];
+
+/// The value at a dotted `path` below `top`, `None` where a step is absent
+/// or not an object.
+pub(super) fn nested<'a>(top: Option<&'a Map<String, Value>>, path: &str) -> Option<&'a Value> {
+    let mut steps = path.split('.');
+    let first = top?.get(steps.next()?)?;
+    steps.try_fold(first, |value, step| value.as_object()?.get(step))
+}
 
 /// How [`HfConfig`] turns the config's dtype into the one the cache is sized in.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
@@ -365,7 +376,7 @@ impl HfConfig {
         let top = self.config.as_object();
         let nested = NESTED_SECTIONS
             .into_iter()
-            .filter_map(|section| top.and_then(|map| map.get(section)));
+            .filter_map(|section| nested(top, section));
         let given = self.overrides.get("model_type");
         given
             .into_iter()
@@ -442,7 +453,7 @@ impl HfConfig {
             Some((Section::Explicit, &self.overrides)).filter(|(_, map)| !map.is_empty());
         let top_level = top.map(|map| (Section::Top, map));
         let nested = NESTED_SECTIONS.into_iter().filter_map(move |section| {
-            top.and_then(|map| map.get(section))
+            nested(top, section)
                 .and_then(Value::as_object)
                 .map(|map| (Section::Nested(section), map))
         });
@@ -561,7 +572,7 @@ impl HfConfig {
             text.push_str(" (not a JSON object)");
         }
         for section in NESTED_SECTIONS {
-            let state = match top.and_then(|map| map.get(section)) {
+            let state = match nested(top, section) {
                 None | Some(Value::Null) => " (absent)",
                 Some(Value::Object(_)) => "",
                 Some(_) => " (not an object)",

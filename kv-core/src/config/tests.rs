@@ -45,9 +45,58 @@ fn missing_layers_names_every_key_and_section() {
         err.to_string(),
         "kv: cannot read layers from the config: none of `num_hidden_layers`, \
          `encoder_layers`, `num_layers`, `n_layer`, `n_layers` is set; looked at the top \
-         level, then `text_config` (absent), then `llm_config` (absent); give \
-         `num_hidden_layers`"
+         level, then `text_config` (absent), then `llm_config` (absent), then \
+         `thinker_config.text_config` (absent); give `num_hidden_layers`"
     );
+}
+
+#[test]
+fn the_thinkers_text_model_is_a_section_and_named_with_its_path() {
+    // Qwen2.5-Omni's layout: the text model under `thinker_config`, beside a
+    // talker whose keys must not be read. 28 layers x 4 KV heads x head dim
+    // 3584 / 28 = 128, bf16: 28 x 4 x 128 x 2 (K, V) x 2 B = 57,344 B a token.
+    let omni = json!({
+        "model_type": "qwen2_5_omni",
+        "thinker_config": {
+            "model_type": "qwen2_5_omni_thinker",
+            "text_config": {
+                "model_type": "qwen2_5_omni_text", "num_hidden_layers": 28,
+                "num_attention_heads": 28, "num_key_value_heads": 4, "hidden_size": 3584,
+                "max_position_embeddings": 32768, "torch_dtype": "bfloat16",
+            },
+        },
+        "talker_config": {"num_hidden_layers": 24, "num_key_value_heads": 2},
+    });
+    let config = HfConfig::from_value(omni);
+    let geometry = config.geometry().unwrap();
+    assert_eq!(geometry, Geometry::new(28, 4, 128, DType::BF16));
+    assert_eq!(geometry.bytes_per_row(1), Ok(57_344));
+    let (name, value) = config.value("max_position_embeddings").unwrap();
+    assert_eq!(
+        (name.as_str(), value.as_u64()),
+        (
+            "thinker_config.text_config.max_position_embeddings",
+            Some(32768)
+        )
+    );
+    assert_eq!(config.model_types(), ["qwen2_5_omni_text", "qwen2_5_omni"]);
+    // A thinker that is not an object, or without a text model, is no section.
+    for thinker in [json!(3), json!({"text_config": 3}), json!({})] {
+        let bare = json!({"thinker_config": thinker, "num_key_value_heads": 2});
+        let text = HfConfig::from_value(bare)
+            .geometry()
+            .unwrap_err()
+            .to_string();
+        let state = if thinker.get("text_config").is_some() {
+            "(not an object)"
+        } else {
+            "(absent)"
+        };
+        assert!(
+            text.contains(&format!("then `thinker_config.text_config` {state}")),
+            "{text}"
+        );
+    }
 }
 
 #[test]
