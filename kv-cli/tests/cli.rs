@@ -1224,36 +1224,46 @@ fn a_gemma_4_config_is_refused_on_both_engines_naming_its_wider_full_layers() {
 }
 
 #[test]
-fn a_sparse_attention_model_is_refused_on_both_engines_not_sized_as_its_latent() {
-    // GLM-5's layout: an MLA latent and a DSA indexer beside it.
+fn a_sparse_attention_model_is_sized_with_its_indexer_on_vllm_and_refused_on_sglang() {
+    // GLM-5's layout: an MLA latent and a DSA indexer beside it, 8 layers.
     let dir = scratch("dsa");
     let config = serde_json::json!({
         "architectures": ["GlmMoeDsaForCausalLM"], "model_type": "glm_moe_dsa",
         "num_hidden_layers": 8, "num_attention_heads": 16, "num_key_value_heads": 16,
         "kv_lora_rank": 512, "qk_rope_head_dim": 64, "index_topk": 1024,
-        "index_head_dim": 64, "index_n_heads": 8, "max_position_embeddings": 65536,
+        "index_head_dim": 128, "index_n_heads": 8, "max_position_embeddings": 65536,
         "torch_dtype": "bfloat16",
     });
     let file = write(&dir, "config.json", config.to_string());
-    for engine in ["vllm", "sglang"] {
-        let out = kv(&[
-            "estimate",
-            "--engine",
-            engine,
-            "--kv-cache-memory-bytes",
-            "42949672960",
-            &file,
-        ]);
-        let said = stderr(&out);
-        assert_eq!(out.status.code(), Some(1), "{engine}: {said}");
-        assert!(out.stdout.is_empty(), "{engine}: {}", stdout(&out));
-        assert!(
-            said.contains(
-                "cannot read sparse-attention indexer from the config: `index_topk` 1024 and \
-                 `index_head_dim` 64: a sparse-attention (DSA) model"
-            ),
-            "{engine}: {said}"
-        );
-        assert!(!said.contains("--set"), "{engine}: {said}");
-    }
+    let out = kv(&["estimate", "--max-num-seqs", "1", &file]);
+    let said = stdout(&out);
+    assert!(out.status.success(), "{}", stderr(&out));
+    // 8 x (64 x 1,152) + 8 x (64 x 132) = 657,408 B a block; 1,024 blocks.
+    assert!(
+        said.contains(
+            "vLLM's pool (one group of all 16 layers: mla_latent and indexer_keys); a block \
+             holds each layer's page side by side: 8 x 73,728 B + 8 x 8,448 B = 657,408 B, a \
+             request takes 1,024 blocks: 673,185,792 B per row"
+        ),
+        "{said}"
+    );
+    let out = kv(&[
+        "estimate",
+        "--engine",
+        "sglang",
+        "--kv-cache-memory-bytes",
+        "42949672960",
+        &file,
+    ]);
+    let said = stderr(&out);
+    assert_eq!(out.status.code(), Some(1), "{said}");
+    assert!(out.stdout.is_empty(), "{}", stdout(&out));
+    assert!(
+        said.contains(
+            "cannot read sparse-attention indexer from the config: a sparse-attention (DSA) \
+             model: SGLang 0.5.23 keeps its indexer keys in a pool of their own"
+        ),
+        "{said}"
+    );
+    assert!(!said.contains("--set"), "{said}");
 }

@@ -6,7 +6,7 @@
 //! detection order), `families` (vLLM's rules per model family),
 //! `vllm` (vLLM's sizing rules per kind of layer),
 //! `max_len` and `refusals` (its length rule and what it will not start),
-//! `indexer` (the sparse-attention caches kv refuses by name),
+//! `indexer` (a sparse-attention model's indexer keys),
 //! `pool` (its pool groups), `startup` (its start-up line), `lines` and
 //! `export` (text and JSON).
 //!

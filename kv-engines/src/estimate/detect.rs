@@ -54,7 +54,10 @@ pub struct Estimate {
 /// 2. **MLA** when `kv_lora_rank` is set in a family vLLM serves with MLA
 ///    (DeepSeek-V2/V3, Kimi-K2) or one kv does not know: one latent per
 ///    layer ([`HfConfig::mla`]). MiniCPM3 writes the key but vLLM caches
-///    plain heads, read as attention.
+///    plain heads, read as attention. A sparse-attention (DSA) model
+///    (`index_topk`: DeepSeek-V3.2, GLM-5) also keeps its indexer's keys
+///    per layer, both in one pool group on 64-token blocks; `index_topk`
+///    without a latent is refused by name.
 /// 3. **A layer pattern** when [`HfConfig::layer_pattern`] finds one (from
 ///    the config, or the family's loader default), or the family holds
 ///    attention and Mamba2 in every layer (Falcon-H1): one declaration per
@@ -269,7 +272,6 @@ fn detect(
     max_model_len: u64,
     source: &str,
 ) -> Result<(String, Paging, Vec<KvSpec>), KvError> {
-    indexer::refuse_indexer(hf)?;
     let plain = Paging::plain(settings.block_size);
     let builder = |paging: Paging, detected: &str| Builder {
         settings,
@@ -290,10 +292,24 @@ fn detect(
             "MLA: `kv_lora_rank` {} + `qk_rope_head_dim` {} per token per layer, {} layers",
             mla.kv_lora_rank, mla.qk_rope_head_dim, mla.layers
         );
+        if let Some(keys) = indexer::indexer_keys(hf)? {
+            let detected = format!(
+                "{detected}, and a sparse-attention indexer's keys beside it (`index_head_dim` \
+                 {} fp8 + a float32 scale per 128: {} B per token per layer)",
+                keys.head_dim, keys.width
+            );
+            let paging = Paging::sparse_mla(settings, hf, &mla)?;
+            let builder = builder(paging, &detected);
+            let layers = mla.layers;
+            let latent = builder.latent(mla, hf)?;
+            let keys = builder.indexer_keys(layers, &keys)?;
+            return Ok((detected, paging, vec![latent, keys]));
+        }
         let paging = Paging::mla(settings, hf, &mla)?;
         let spec = builder(paging, &detected).latent(mla, hf)?;
         return Ok((detected, paging, vec![spec]));
     }
+    indexer::refuse_indexer(hf)?;
     let every_layer_hybrid = matches!(
         families::rules(hf).map(|row| row.holds),
         Some(Holds::MambaAndAttentionInEveryLayer)

@@ -408,6 +408,7 @@ mod tests {
             widest_group_layers: 1,
             page_bytes: bytes_per_block,
             unequal_pages: false,
+            one_group: false,
             bytes_per_block,
             blocks_per_request,
             per_row_bytes: bytes_per_block * blocks_per_request,

@@ -1,62 +1,206 @@
-//! Sparse-attention (DSA) models: DeepSeek-V3.2, GLM-5 and their kin keep
-//! an indexer's key cache beside each layer's cache, which kv does not size
-//! yet; refused by name rather than sized as the latent alone.
+//! Sparse-attention (DSA) models: DeepSeek-V3.2, GLM-5 and their kin keep an
+//! indexer's key cache beside each layer's MLA latent. vLLM 0.33 sizes both
+//! ([`IndexerKeys`]); SGLang's indexer pool, and a DSA model without an MLA
+//! latent, kv refuses by name rather than size the latent alone.
 
-use kv_core::{HfConfig, KvError};
+use kv_core::{HfConfig, KvError, KvSpec};
 
 use super::settings::config_error;
 
-/// What the refusal says it is about (`KvError::Config`'s `what`).
+/// What a refusal says it is about (`KvError::Config`'s `what`).
 pub(crate) const WHAT: &str = "sparse-attention indexer";
+/// The declaration of the indexer keys.
+pub(crate) const INDEXER_KEYS: &str = "indexer_keys";
+/// vLLM's `Indexer.quant_block_size` (`model_executor/models/deepseek_v2.py`):
+/// one float32 scale per 128 fp8 key elements.
+const QUANT_BLOCK: u64 = 128;
+const SCALE_BYTES: u64 = 4;
 
-/// Refuses a config with `index_topk` (the indexer's top-k, which every DSA
-/// config writes). vLLM 0.33 (`deepseek_v32/nvidia/model.py`, checked on the
-/// meta device on 2026-12-06) keeps, per layer, an indexer key cache of
-/// `index_head_dim` fp8 bytes and one float32 scale per 128 of them (132 B a
-/// token for 128) in the latent's group, on sparse FlashMLA's 64-token
-/// blocks: DeepSeek-V3.2 holds 1,284 B a token a layer where the latent
-/// alone is 1,152.
+/// The indexer keys a DSA layer keeps, as vLLM 0.33 declares them
+/// (`DeepseekV32IndexerCache`, deepseek_v2.py:731): `head_dim + head_dim /
+/// 128 x 4` bytes a token, `index_head_dim` fp8 keys and a float32 scale
+/// per 128 of them.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub(crate) struct IndexerKeys {
+    /// `index_head_dim`: fp8 key elements a token a layer.
+    pub head_dim: u64,
+    /// Float32 scales a token a layer: `head_dim / 128`.
+    pub scales: u64,
+    /// Bytes a token a layer.
+    pub width: u64,
+}
+
+/// The indexer keys of a config that writes `index_topk` (every DSA config
+/// does), `None` for any other; `index_head_dim` missing or not a count is
+/// an error naming it (vLLM's class reads it unguarded).
+pub(crate) fn indexer_keys(hf: &HfConfig) -> Result<Option<IndexerKeys>, KvError> {
+    let Some((top_k, _)) = hf.value("index_topk") else {
+        return Ok(None);
+    };
+    let Some((_, head_dim)) = hf.count_if_set("index_head_dim", "index_head_dim")? else {
+        return Err(config_error(
+            "index_head_dim",
+            format!(
+                "`{top_k}` makes it a sparse-attention (DSA) model, whose indexer keys are \
+                 `index_head_dim` wide, and `index_head_dim` is not set; give it"
+            ),
+        ));
+    };
+    if !head_dim.is_multiple_of(QUANT_BLOCK) {
+        return Err(config_error(
+            "index_head_dim",
+            format!(
+                "`index_head_dim` {head_dim} is not a multiple of {QUANT_BLOCK}, the indexer's \
+                 quantization block; kv has not checked how vLLM stores such keys"
+            ),
+        ));
+    }
+    let scales = head_dim / QUANT_BLOCK;
+    let width = (scales * SCALE_BYTES)
+        .checked_add(head_dim)
+        .ok_or_else(|| {
+            config_error(
+                "index_head_dim",
+                format!("`index_head_dim` {head_dim} overflows u64 with its scales"),
+            )
+        })?;
+    Ok(Some(IndexerKeys {
+        head_dim,
+        scales,
+        width,
+    }))
+}
+
+/// Refuses a config with `index_topk` whose sparse attention kv does not
+/// size (one without an MLA latent: DeepSeek-V4's compressed attention).
 pub(crate) fn refuse_indexer(hf: &HfConfig) -> Result<(), KvError> {
     let Some((key, top_k)) = hf.value("index_topk") else {
         return Ok(());
     };
-    let head = match hf.value("index_head_dim") {
-        Some((name, dim)) => format!(" and `{name}` {dim}"),
-        None => String::new(),
-    };
     Err(config_error(
         WHAT,
         format!(
-            "`{key}` {top_k}{head}: a sparse-attention (DSA) model, whose every layer keeps \
-             an indexer key cache beside its own (vLLM 0.33: the indexer's fp8 keys and \
-             their scales, paged with the latent on 64-token blocks); kv does not size that \
-             cache yet, so it refuses rather than size the layers' own caches alone"
+            "`{key}` {top_k}{}: a sparse-attention (DSA) model without an MLA latent \
+             (`kv_lora_rank`), whose layers keep an indexer key cache beside their own; kv \
+             sizes the indexer only beside a latent, so it refuses rather than size the \
+             layers' own caches alone",
+            head_dim(hf)
         ),
     ))
+}
+
+/// Refuses SGLang's pools for an estimate with indexer keys: SGLang 0.5.23
+/// keeps them in a pool of its own (its NSA token pool), which kv does not
+/// size yet.
+pub(crate) fn refuse_for_sglang(specs: &[KvSpec]) -> Result<(), KvError> {
+    match specs.iter().find(|spec| spec.name == INDEXER_KEYS) {
+        None => Ok(()),
+        Some(_) => Err(config_error(
+            WHAT,
+            "a sparse-attention (DSA) model: SGLang 0.5.23 keeps its indexer keys in a pool \
+             of their own (its NSA token pool) beside the latent's, which kv does not size \
+             yet, so it refuses rather than size the latent alone (vLLM's figures: \
+             --engine vllm)"
+                .to_owned(),
+        )),
+    }
+}
+
+/// " and `index_head_dim` N" where the config sets it.
+fn head_dim(hf: &HfConfig) -> String {
+    match hf.value("index_head_dim") {
+        Some((name, dim)) => format!(" and `{name}` {dim}"),
+        None => String::new(),
+    }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
 
+    fn hf(config: serde_json::Value) -> HfConfig {
+        HfConfig::from_value(config)
+    }
+
     #[test]
-    fn a_config_with_index_topk_is_refused_naming_both_keys() {
-        let v32 = HfConfig::from_value(serde_json::json!({
-            "text_config": {"index_topk": 2048, "index_head_dim": 128},
-        }));
-        let text = refuse_indexer(&v32).unwrap_err().to_string();
+    fn the_keys_are_the_head_and_a_4_byte_scale_per_128() {
+        // DeepSeek-V3.2: 128 + 128 / 128 x 4 = 132 B a token a layer.
+        let keys = indexer_keys(&hf(serde_json::json!({
+            "index_topk": 2048, "index_head_dim": 128,
+        })))
+        .unwrap()
+        .unwrap();
+        assert_eq!(
+            keys,
+            IndexerKeys {
+                head_dim: 128,
+                scales: 1,
+                width: 132
+            }
+        );
+        let keys = |dim: u64| {
+            indexer_keys(&hf(
+                serde_json::json!({"index_topk": 64, "index_head_dim": dim}),
+            ))
+        };
+        // 256 + 2 x 4 = 264 B.
+        assert_eq!(keys(256).unwrap().unwrap().width, 264);
+        assert_eq!(keys(256).unwrap().unwrap().scales, 2);
+        // Not whole quantization blocks: refused, not rounded.
+        let text = keys(320).unwrap_err().to_string();
         assert!(
-            text.starts_with(
-                "kv: cannot read sparse-attention indexer from the config: \
-                 `text_config.index_topk` 2048 and `text_config.index_head_dim` 128: a \
-                 sparse-attention (DSA) model"
+            text.contains("`index_head_dim` 320 is not a multiple of 128"),
+            "{text}"
+        );
+        assert!(keys(64).is_err());
+        assert_eq!(
+            indexer_keys(&hf(serde_json::json!({"index_head_dim": 128}))).unwrap(),
+            None
+        );
+    }
+
+    #[test]
+    fn a_missing_or_huge_head_is_an_error_naming_it() {
+        let text = indexer_keys(&hf(
+            serde_json::json!({"text_config": {"index_topk": 2048}}),
+        ))
+        .unwrap_err()
+        .to_string();
+        assert!(
+            text.contains(
+                "cannot read index_head_dim from the config: `text_config.index_topk` makes it \
+                 a sparse-attention (DSA) model"
             ),
             "{text}"
         );
-        let bare = HfConfig::from_value(serde_json::json!({"index_topk": 512}));
-        let text = refuse_indexer(&bare).unwrap_err().to_string();
-        assert!(text.contains("`index_topk` 512: a sparse"), "{text}");
-        let v3 = HfConfig::from_value(serde_json::json!({"kv_lora_rank": 512}));
-        assert!(refuse_indexer(&v3).is_ok());
+        // The largest multiple of 128: its scales push the width past u64.
+        let text = indexer_keys(&hf(serde_json::json!({
+            "index_topk": 1, "index_head_dim": u64::MAX - 127,
+        })))
+        .unwrap_err()
+        .to_string();
+        assert!(text.contains("overflows u64 with its scales"), "{text}");
+    }
+
+    #[test]
+    fn index_topk_without_a_latent_is_refused_naming_both_keys() {
+        let v4 = hf(serde_json::json!({
+            "text_config": {"index_topk": 512, "index_head_dim": 128},
+        }));
+        let text = refuse_indexer(&v4).unwrap_err().to_string();
+        assert!(
+            text.starts_with(
+                "kv: cannot read sparse-attention indexer from the config: \
+                 `text_config.index_topk` 512 and `text_config.index_head_dim` 128: a \
+                 sparse-attention (DSA) model without an MLA latent"
+            ),
+            "{text}"
+        );
+        let bare = refuse_indexer(&hf(serde_json::json!({"index_topk": 512})));
+        assert!(bare
+            .unwrap_err()
+            .to_string()
+            .contains("`index_topk` 512: a sparse"));
+        assert!(refuse_indexer(&hf(serde_json::json!({"kv_lora_rank": 512}))).is_ok());
     }
 }

@@ -137,14 +137,45 @@ pub fn pool_line(pool: &VllmPool, totals: &Totals, max_num_seqs: u64) -> String 
             }
         )
     };
+    let (groups, block) = if pool.one_group {
+        let pages: Vec<String> = pool
+            .kinds
+            .iter()
+            .filter(|k| k.layers_on_rank > 0)
+            .map(|k| format!("{} x {} B", k.layers_on_rank, thousands(k.page_bytes)))
+            .collect();
+        (
+            format!(
+                "one group of all {} layers: {})",
+                pool.group_size,
+                pool.kinds
+                    .iter()
+                    .map(|k| k.name.as_str())
+                    .collect::<Vec<_>>()
+                    .join(" and ")
+            ),
+            format!(
+                "a block holds each layer's page side by side: {}",
+                pages.join(" + ")
+            ),
+        )
+    } else {
+        (
+            format!(
+                "groups of {} layers): {}",
+                pool.group_size,
+                charged_kinds(pool)
+            ),
+            format!(
+                "a block spans {} layer(s) x {} B",
+                pool.widest_group_layers,
+                thousands(pool.page_bytes)
+            ),
+        )
+    };
     format!(
-        "vLLM's pool (groups of {} layers): {}; a block spans {} layer(s) x {} B = {} B{}, a \
-         request takes {} blocks: {} B per row ({}), {} B at peak ({}) at max_num_seqs \
-         {max_num_seqs}; {against}",
-        pool.group_size,
-        charged_kinds(pool),
-        pool.widest_group_layers,
-        thousands(pool.page_bytes),
+        "vLLM's pool ({groups}; {block} = {} B{}, a request takes {} blocks: {} B per row \
+         ({}), {} B at peak ({}) at max_num_seqs {max_num_seqs}; {against}",
         thousands(pool.bytes_per_block),
         if pool.unequal_pages {
             " (the kinds' pages differ here; each is charged as the largest, as vLLM pads them)"

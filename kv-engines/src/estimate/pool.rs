@@ -44,6 +44,10 @@ pub(super) struct Grouping {
     why: &'static str,
     /// Tokens per block, which every declaration of an estimate shares.
     block_size: u64,
+    /// Whether every kind is an MLA latent of the same blocks (a DSA model's
+    /// latent and indexer keys): vLLM's `UniformTypeKVCacheSpecs`, one group
+    /// of every layer whose block holds each layer's page side by side.
+    one_group: bool,
 }
 
 impl Grouping {
@@ -71,6 +75,11 @@ impl Grouping {
                 blocks: blocks(spec, block_size),
             });
         }
+        let latents = specs
+            .iter()
+            .all(|spec| matches!(spec.layout, Layout::Latent { .. }));
+        let one_group =
+            kinds.len() > 1 && latents && kinds.iter().all(|k| k.blocks == kinds[0].blocks);
         let fewest = kinds.iter().map(|k| k.layers).min().unwrap_or(1);
         let most = kinds.iter().map(|k| k.layers).max().unwrap_or(1);
         // `max_num_layers < min_num_layers * 1.5`, in integers.
@@ -82,15 +91,31 @@ impl Grouping {
         } else {
             (fewest, "the fewest layers of a kind")
         };
+        if one_group {
+            let layers = kinds
+                .iter()
+                .try_fold(0u64, |sum, k| sum.checked_add(k.layers))
+                .ok_or_else(|| config_error("figures", "the layers overflow u64".to_owned()))?;
+            return Ok(Grouping {
+                kinds,
+                group_size: layers,
+                why: "every layer: its kinds are MLA latents of the same length, one group \
+                      (vLLM's UniformTypeKVCacheSpecs)",
+                block_size,
+                one_group,
+            });
+        }
         Ok(Grouping {
             kinds,
             group_size,
             why,
             block_size,
+            one_group,
         })
     }
 
-    /// How many groups the kind's `layers` make.
+    /// How many groups the kind's `layers` make (one group holds every kind
+    /// where they share one: counted on the first).
     fn groups(&self, layers: u64) -> u64 {
         layers.div_ceil(self.group_size)
     }
@@ -100,6 +125,9 @@ impl Grouping {
     /// groups its 22 layers as 6 groups (4 x 4, 2 x 3 layers), each charged
     /// as 4: 24 layers (group size 4, the fewest layers of a kind)`.
     pub(super) fn padding(&self, name: &str) -> Option<String> {
+        if self.one_group {
+            return None;
+        }
         let kind = self.kinds.iter().find(|k| k.name == name)?;
         let groups = self.groups(kind.layers);
         let charged = groups.checked_mul(self.group_size)?;
@@ -123,6 +151,9 @@ impl Grouping {
     /// What vLLM's pool charges the rank that holds `rank`, at
     /// `max_num_seqs` requests.
     pub(super) fn pool(&self, rank: &Collection, max_num_seqs: u64) -> Result<VllmPool, KvError> {
+        if self.one_group {
+            return self.one_group_pool(rank, max_num_seqs);
+        }
         let too_big = |step: &'static str| overflow("vLLM's pool".to_owned())(Overflow { step });
         let mut kinds = Vec::with_capacity(self.kinds.len());
         let mut widest = 0;
@@ -133,11 +164,11 @@ impl Grouping {
             let on_rank = held.map_or(0, |e| e.spec.layout.layers());
             // A group the rank holds none of still takes its blocks.
             let mut blocks_per_layer = kind.blocks;
+            let mut kind_page = 0;
             if let Some(entry) = held {
-                pages.push(
-                    page(&entry.spec, self.block_size)
-                        .map_err(overflow(format!("one page of `{}`", kind.name)))?,
-                );
+                kind_page = page(&entry.spec, self.block_size)
+                    .map_err(overflow(format!("one page of `{}`", kind.name)))?;
+                pages.push(kind_page);
                 blocks_per_layer = blocks(&entry.spec, self.block_size);
             }
             let groups = self.groups(kind.layers);
@@ -155,6 +186,7 @@ impl Grouping {
                 layers_on_rank: on_rank,
                 charged_layers: 0,
                 blocks_per_layer,
+                page_bytes: kind_page,
             });
         }
         if widest == 0 {
@@ -192,6 +224,74 @@ impl Grouping {
             widest_group_layers: widest,
             page_bytes,
             unequal_pages,
+            one_group: false,
+            bytes_per_block,
+            blocks_per_request,
+            per_row_bytes,
+            peak_bytes,
+        })
+    }
+}
+
+impl Grouping {
+    /// One group of every layer (`UniformTypeKVCacheSpecs`): a block holds
+    /// each of the rank's layers' pages side by side (`page_size_bytes` is
+    /// their sum, none padded), and a request takes the kinds' common block
+    /// count once. The group is counted on the first kind.
+    fn one_group_pool(&self, rank: &Collection, max_num_seqs: u64) -> Result<VllmPool, KvError> {
+        let too_big = |step: &'static str| overflow("vLLM's pool".to_owned())(Overflow { step });
+        let mut kinds = Vec::with_capacity(self.kinds.len());
+        let (mut layers_on_rank, mut bytes_per_block, mut page_bytes) = (0u64, 0u64, 0u64);
+        for (i, kind) in self.kinds.iter().enumerate() {
+            let held = rank.entries().iter().find(|e| e.spec.name == kind.name);
+            let on_rank = held.map_or(0, |e| e.spec.layout.layers());
+            let mut kind_page = 0;
+            if let Some(entry) = held {
+                kind_page = page(&entry.spec, self.block_size)
+                    .map_err(overflow(format!("one page of `{}`", kind.name)))?;
+                page_bytes = page_bytes.max(kind_page);
+                bytes_per_block = kind_page
+                    .checked_mul(on_rank)
+                    .and_then(|b| bytes_per_block.checked_add(b))
+                    .ok_or_else(|| too_big("vLLM's bytes per block"))?;
+            }
+            layers_on_rank = layers_on_rank
+                .checked_add(on_rank)
+                .ok_or_else(|| too_big("vLLM's layers in its group"))?;
+            kinds.push(VllmPoolKind {
+                name: kind.name.clone(),
+                layers: kind.layers,
+                groups: u64::from(i == 0),
+                layers_on_rank: on_rank,
+                charged_layers: on_rank,
+                blocks_per_layer: kind.blocks,
+                page_bytes: kind_page,
+            });
+        }
+        if layers_on_rank == 0 {
+            return Err(config_error(
+                "figures",
+                format!(
+                    "rank {} holds no layer that keeps a cache, so vLLM's pool has no block \
+                     size for it",
+                    rank.parallel()
+                ),
+            ));
+        }
+        let blocks_per_request = self.kinds.first().map_or(0, |k| k.blocks);
+        let per_row_bytes = bytes_per_block
+            .checked_mul(blocks_per_request)
+            .ok_or_else(|| too_big("vLLM's bytes per request"))?;
+        let peak_bytes = per_row_bytes
+            .checked_mul(max_num_seqs)
+            .ok_or_else(|| too_big("vLLM's bytes at max_num_seqs"))?;
+        Ok(VllmPool {
+            group_size: self.group_size,
+            kinds,
+            widest_group_layers: layers_on_rank,
+            page_bytes,
+            unequal_pages: false,
+            one_group: true,
             bytes_per_block,
             blocks_per_request,
             per_row_bytes,
@@ -253,6 +353,12 @@ pub struct VllmPool {
     /// Whether the kinds' pages on this rank differ (kv's per-rank shapes;
     /// vLLM makes them equal): each is then charged as the largest.
     pub unequal_pages: bool,
+    /// Whether every kind shares one group (a DSA model's latent and indexer
+    /// keys, vLLM's `UniformTypeKVCacheSpecs`): a block then holds each
+    /// layer's own page side by side, none padded, and the group is counted
+    /// on the first kind.
+    #[serde(default)]
+    pub one_group: bool,
     /// Bytes of one block of the pool: `widest_group_layers x page_bytes`.
     pub bytes_per_block: u64,
     /// Blocks one request at `max_model_len` takes, every group's added.
@@ -279,6 +385,10 @@ pub struct VllmPoolKind {
     pub charged_layers: u64,
     /// Blocks one request takes in each group of this kind.
     pub blocks_per_layer: u64,
+    /// Bytes of one layer's page of this kind on this rank (0 where the rank
+    /// holds none).
+    #[serde(default)]
+    pub page_bytes: u64,
 }
 
 /// `--kv-cache-memory-bytes` (per rank) that lets vLLM hold `max_num_seqs`

@@ -328,6 +328,7 @@ pub fn sglang_pools(
     settings: &SglangSettings,
     kv_cache_memory_bytes: u64,
 ) -> Result<SglangPools, KvError> {
+    super::indexer::refuse_for_sglang(&estimate.specs)?;
     let attn_tp = settings.attn_tp()?;
     if estimate.tensor_parallel != attn_tp {
         return Err(refused(format!(

@@ -11,6 +11,7 @@ use kv_core::{
 use serde_json::Value;
 
 use super::families::{self, KvCacheDtype, SsmDtype};
+use super::indexer::{IndexerKeys, INDEXER_KEYS};
 use super::settings::{config_error, overflow, EstimateSettings, VLLM_VERSION};
 
 /// The smallest kernel block of vLLM's attention backends (FlashAttention):
@@ -38,6 +39,10 @@ pub(super) struct Paging {
 /// FlashMLA's only kernel block (`mla/flashmla.py`
 /// `get_supported_kernel_block_sizes`).
 const FLASH_MLA_BLOCK: u64 = 64;
+/// The block of a sparse-attention (DSA) model on Hopper: FLASH_ATTN_MLA_SPARSE
+/// (and FLASHMLA_SPARSE) run multiples of 64, its indexer's backend
+/// (DEEPSEEK_V32_INDEXER) 64 alone.
+const SPARSE_MLA_BLOCK: u64 = 64;
 
 /// One rank's figures: vLLM sizes the hybrid block in each worker, from its
 /// own shard.
@@ -104,6 +109,64 @@ impl Paging {
             });
         }
         Ok(Paging::plain(block_size))
+    }
+
+    /// A sparse-attention (DSA) model's paging (DeepSeek-V3.2, GLM-5): on
+    /// Hopper vLLM 0.33 runs its latent on FLASH_ATTN_MLA_SPARSE and its
+    /// indexer keys on DEEPSEEK_V32_INDEXER, whose only common block is 64
+    /// (`_preferred_block_size_for_backends`; checked on the meta device
+    /// on 2026-12-06). What kv has not checked is refused: a latent stored
+    /// in other than 16 bits (vLLM's `fp8_ds_mla` layout), decode context
+    /// parallelism, a block given other than 64.
+    pub fn sparse_mla(
+        settings: &EstimateSettings,
+        hf: &HfConfig,
+        mla: &MlaConfig,
+    ) -> Result<Paging, KvError> {
+        let (storage, _) = attention_storage(settings, hf, mla.dtype)?;
+        let sixteen_bits = matches!(storage.dtype(), Some(DType::BF16 | DType::F16))
+            && storage.per_token_head_name().is_none();
+        if !sixteen_bits {
+            return Err(config_error(
+                "kv format",
+                format!(
+                    "{storage} on a sparse-attention (DSA) model: vLLM {VLLM_VERSION} stores \
+                     it in its own layout (`fp8_ds_mla` on FLASHMLA_SPARSE), which kv has \
+                     not checked; give auto or bfloat16"
+                ),
+            ));
+        }
+        let dcp = settings.engine.decode_context_parallel;
+        if dcp > 1 {
+            return Err(config_error(
+                "estimate settings",
+                format!(
+                    "decode context parallelism {dcp} on a sparse-attention (DSA) model: kv \
+                     has not checked how vLLM {VLLM_VERSION} shards its latent and indexer \
+                     keys; use dcp 1"
+                ),
+            ));
+        }
+        if settings.block_size_given && settings.block_size != SPARSE_MLA_BLOCK {
+            return Err(KvError::Config {
+                what: "block_size",
+                problem: format!(
+                    "vLLM {VLLM_VERSION} would not start: a sparse-attention (DSA) model's \
+                     indexer keys run only on DEEPSEEK_V32_INDEXER, whose block is 64, not the \
+                     {} given; give 64, or no --block-size",
+                    settings.block_size
+                ),
+            });
+        }
+        Ok(Paging {
+            block_size: SPARSE_MLA_BLOCK,
+            backend: Some(
+                "FLASH_ATTN_MLA_SPARSE for the latent and DEEPSEEK_V32_INDEXER for the \
+                 indexer keys, vLLM's sparse-attention backends on Hopper: 64 is the only \
+                 block both run",
+            ),
+            ..Paging::plain(settings.block_size)
+        })
     }
 
     /// The paging for a model of these layer groups: a hybrid's attention
@@ -815,6 +878,33 @@ impl Builder<'_> {
             Rows::MaxNumSeqs,
         );
         Ok(self.noted(spec, said))
+    }
+
+    /// A sparse-attention (DSA) model's indexer keys beside its latent, as
+    /// vLLM 0.33 declares them (`DeepseekV32IndexerCache`): an
+    /// `MLAAttentionSpec` of one vector of `width` bytes a token a layer,
+    /// over the latent's positions and layers.
+    pub fn indexer_keys(&self, layers: u64, keys: &IndexerKeys) -> Result<KvSpec, KvError> {
+        // The fp8 keys as the latent part, their float32 scales as the rope part.
+        let latent = Latent::new(layers, keys.head_dim, keys.scales, DType::F8E4M3)
+            .with_rope_storage(Storage::Dense(DType::F32));
+        let positions = self.full_positions(INDEXER_KEYS)?;
+        latent
+            .bytes_per_row(positions.count)
+            .map_err(self.over_bytes(INDEXER_KEYS))?;
+        let what = format!(
+            "indexer keys: `index_head_dim` {} fp8 and a float32 scale per 128",
+            keys.head_dim
+        );
+        let spec = KvSpec::latent(
+            INDEXER_KEYS,
+            self.cache("MLAAttentionSpec", &what, Storage::Dense(DType::F8E4M3)),
+            latent,
+            positions,
+            Scope::Request,
+            Rows::MaxNumSeqs,
+        );
+        Ok(spec.note(self.note()))
     }
 
     pub fn group(&self, hf: &HfConfig, kind: LayerKind, count: u64) -> Result<KvSpec, KvError> {

@@ -1,0 +1,156 @@
+//! Sparse-attention (DSA) models on vLLM 0.33: an MLA latent and an
+//! indexer's keys per layer, in one pool group on 64-token blocks. Figures
+//! worked out by hand from vLLM's rules (`DeepseekV32IndexerCache`,
+//! `UniformTypeKVCacheSpecs`, FLASH_ATTN_MLA_SPARSE), each in a comment; the
+//! published DeepSeek-V3.2 and GLM-5 layouts were run through vLLM's own
+//! objects (scripts/vllm/registry.py).
+
+use kv_core::{KvError, Parallel, Storage};
+use kv_engines::estimate::sglang::{sglang_pools, SglangSettings};
+use kv_engines::estimate::{estimate, vllm_startup, EstimateSettings, StartupOutcome};
+use serde_json::{json, Value};
+
+/// A GLM-5-like layout no script ships: 8 layers, a 512 + 64 latent, a
+/// 128-wide indexer, 65,536 positions.
+fn small_dsa() -> Value {
+    json!({
+        "architectures": ["GlmMoeDsaForCausalLM"], "model_type": "glm_moe_dsa",
+        "num_hidden_layers": 8, "num_attention_heads": 16, "num_key_value_heads": 16,
+        "hidden_size": 2048, "kv_lora_rank": 512, "qk_rope_head_dim": 64,
+        "qk_nope_head_dim": 128, "v_head_dim": 128, "index_topk": 1024,
+        "index_head_dim": 128, "index_n_heads": 16, "max_position_embeddings": 65536,
+        "torch_dtype": "bfloat16",
+    })
+}
+
+fn refusal(result: Result<impl std::fmt::Debug, KvError>) -> String {
+    result.unwrap_err().to_string()
+}
+
+#[test]
+fn the_latent_and_the_indexer_keys_share_one_group_of_64_token_blocks() {
+    let e = estimate(&small_dsa(), &EstimateSettings::new()).unwrap();
+    assert_eq!(e.block_size, 64);
+    let names: Vec<&str> = e.specs.iter().map(|s| s.name.as_ref()).collect();
+    assert_eq!(names, ["mla_latent", "indexer_keys"]);
+    // Per token per layer: latent (512 + 64) x 2 B = 1,152 B; keys 128 fp8 +
+    // one float32 scale = 132 B. 8 layers x 65,536 positions.
+    assert_eq!(e.specs[0].bytes_per_row(), Ok(8 * 1152 * 65_536));
+    assert_eq!(e.specs[1].bytes_per_row(), Ok(8 * 132 * 65_536));
+    let ranks = e.ranks(Parallel::new(1, 1).unwrap(), 4).unwrap();
+    let pool = &ranks[0].pool;
+    // One group of 16 layers; a block is 8 x (64 x 1,152) + 8 x (64 x 132)
+    // = 589,824 + 67,584 = 657,408 B; a request takes 65,536 / 64 = 1,024.
+    assert!(pool.one_group);
+    assert_eq!(pool.group_size, 16);
+    assert_eq!(pool.widest_group_layers, 16);
+    assert_eq!(pool.page_bytes, 73_728);
+    assert_eq!(pool.bytes_per_block, 657_408);
+    assert_eq!(pool.blocks_per_request, 1024);
+    assert_eq!(pool.per_row_bytes, 673_185_792);
+    assert_eq!(pool.peak_bytes, 4 * 673_185_792);
+    let groups: Vec<(&str, u64, u64, u64)> = pool
+        .kinds
+        .iter()
+        .map(|k| (k.name.as_str(), k.groups, k.charged_layers, k.page_bytes))
+        .collect();
+    assert_eq!(
+        groups,
+        [("mla_latent", 1, 8, 73_728), ("indexer_keys", 0, 8, 8_448)]
+    );
+}
+
+#[test]
+fn pipeline_stages_take_their_layers_of_both_and_tp_replicates_them() {
+    let e = estimate(&small_dsa(), &EstimateSettings::new().pipeline_stages(2)).unwrap();
+    // 4 layers a stage: 4 x 73,728 + 4 x 8,448 = 328,704 B a block.
+    let ranks = e.ranks(Parallel::new(1, 2).unwrap(), 1).unwrap();
+    let blocks: Vec<u64> = ranks.iter().map(|r| r.pool.bytes_per_block).collect();
+    assert_eq!(blocks, [328_704, 328_704]);
+    assert!(ranks.iter().all(|r| r.pool.widest_group_layers == 8));
+    // The latent and the keys are one vector a token: every TP rank holds all.
+    let e = estimate(&small_dsa(), &EstimateSettings::new().tensor_parallel(2)).unwrap();
+    let ranks = e.ranks(Parallel::new(2, 1).unwrap(), 1).unwrap();
+    assert!(ranks.iter().all(|r| r.pool.bytes_per_block == 657_408));
+}
+
+#[test]
+fn the_start_up_line_counts_blocks_of_the_group() {
+    // 10 GiB = 10,737,418,240 B / 657,408 B: 16,332 blocks (657,408 x
+    // 16,332 = 10,736,787,456; one more is 10,737,444,864, past it);
+    // 16,332 / 1,024 x 65,536 = 1,045,248 tokens; 15.949x.
+    let startup = vllm_startup(
+        &small_dsa(),
+        &EstimateSettings::new(),
+        Parallel::new(1, 1).unwrap(),
+        10 << 30,
+    )
+    .unwrap();
+    assert_eq!(
+        startup.outcome,
+        StartupOutcome::Starts {
+            bytes_per_block: 657_408,
+            num_blocks: 16_332,
+            blocks_per_request: 1024,
+            num_tokens: 1_045_248,
+        }
+    );
+    assert_eq!(
+        startup.message,
+        "GPU KV cache size: 1,045,248 tokens, Maximum concurrency for 65,536 tokens per \
+         request: 15.95x"
+    );
+}
+
+#[test]
+fn what_kv_has_not_checked_is_refused_by_name() {
+    let fp8 = EstimateSettings::new().kv_format(Storage::from_name("fp8").unwrap());
+    let text = refusal(estimate(&small_dsa(), &fp8));
+    assert!(
+        text.contains(
+            "f8e4m3 on a sparse-attention (DSA) model: vLLM 0.33 stores it in its own layout"
+        ),
+        "{text}"
+    );
+    let text = refusal(estimate(
+        &small_dsa(),
+        &EstimateSettings::new().block_size(16),
+    ));
+    assert!(
+        text.contains(
+            "indexer keys run only on DEEPSEEK_V32_INDEXER, whose block is 64, not the 16 given"
+        ),
+        "{text}"
+    );
+    assert!(estimate(&small_dsa(), &EstimateSettings::new().block_size(64)).is_ok());
+    let dcp = EstimateSettings::new()
+        .tensor_parallel(2)
+        .decode_context_parallel(2);
+    let text = refusal(estimate(&small_dsa(), &dcp));
+    assert!(
+        text.contains("decode context parallelism 2 on a sparse-attention"),
+        "{text}"
+    );
+    let mut no_head = small_dsa();
+    no_head.as_object_mut().unwrap().remove("index_head_dim");
+    let text = refusal(estimate(&no_head, &EstimateSettings::new()));
+    assert!(
+        text.contains("`index_topk` makes it a sparse-attention (DSA) model"),
+        "{text}"
+    );
+}
+
+#[test]
+fn sglang_refuses_the_indexer_pool_it_keeps_apart() {
+    let e = estimate(&small_dsa(), &EstimateSettings::new()).unwrap();
+    let text = refusal(sglang_pools(
+        &small_dsa(),
+        &e,
+        &SglangSettings::default(),
+        40 << 30,
+    ));
+    assert!(
+        text.contains("SGLang 0.5.23 keeps its indexer keys in a pool of their own"),
+        "{text}"
+    );
+}
