@@ -139,6 +139,13 @@ def clean(text):
     return " ".join(str(text).replace("\t", " ").split())[:240]
 
 
+def fails_as_a_program(why):
+    """Whether vLLM's refusal is a program failing on the config (a missing
+    attribute, a pydantic validation of a value the config lacks) rather
+    than a check of its rules (ValueError, NotImplementedError, assert)."""
+    return any(e in why for e in ("AttributeError", "ValidationError", "KeyError", "TypeError"))
+
+
 def classify(rows):
     """(status, detail) for one architecture's compare rows."""
     layouts = defaultdict(dict)
@@ -158,6 +165,11 @@ def classify(rows):
     why = str(base.get("refused.why", ("", ""))[0])
     if not started and any(s in why for s in ("ImportError", "tokenizer", "skip_tokenizer_init")):
         return "cannot-build", f"vLLM's model class needs what a config alone does not give: {clean(why)[:200]}"
+    # vLLM failing on every layout as a program fails while kv sizes it: the
+    # config (a class's defaults) does not build vLLM's class at all.
+    whys = [str(q.get("refused.why", ("", ""))[0]) for q in ran.values()]
+    if not started and all(fails_as_a_program(w) for w in whys):
+        return "cannot-build", f"vLLM's model class fails on this config: {clean(why)[:200]}"
     agree = total = 0
     first = None
     for lay, q in ran.items():
@@ -181,10 +193,7 @@ def classify(rows):
         # refusals of vLLM's rules say "vLLM 0.33 would not start").
         if "would not start" in kv_why:
             return "refused-alike", f"both refuse every layout; vLLM: {why[:160]}"
-        # vLLM failing on the config as a program fails (not a check of its
-        # rules): the config's defaults do not build the class.
-        if any(e in why for e in ("AttributeError", "ValidationError", "AssertionError",
-                                  "KeyError", "TypeError")):
+        if fails_as_a_program(why):
             return "cannot-build", f"vLLM's model class fails on this config: {why[:200]}"
         return "not-covered", (f"both refuse every layout, for different reasons; vLLM: "
                                f"{why[:110]} / kv: {kv_why[:110]}")
