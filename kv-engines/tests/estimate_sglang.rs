@@ -699,3 +699,51 @@ fn llama_4s_chunked_layers_are_the_swa_pool_where_allow_listed() {
     let pools = self::pools(&text, &SglangSettings::default(), 1 << 30).unwrap();
     assert_eq!((pools.full.tokens, pools.swa), (32_768, None));
 }
+
+#[test]
+fn longcat_flash_keeps_two_latents_a_layer() {
+    // configs/model_config.py:1583: LongCat-Flash's `num_attention_layers`
+    // is twice its layers (two MLA attentions in each). 28 layers x 2 x (512
+    // + 64) x 2 B = 64,512 B a token; 42,949,672,960 // 64,512 = 665,762
+    // (SGLang's own count on transformers' LongcatFlashConfig defaults).
+    let longcat = json!({
+        "architectures": ["LongcatFlashForCausalLM"], "model_type": "longcat_flash",
+        "num_layers": 28, "kv_lora_rank": 512, "qk_rope_head_dim": 64,
+        "qk_nope_head_dim": 128, "v_head_dim": 128, "num_attention_heads": 64,
+        "num_key_value_heads": 64, "hidden_size": 6144,
+        "max_position_embeddings": 131072, "torch_dtype": "bfloat16",
+    });
+    let one = settings(1, 1, SglangKvDtype::Auto);
+    assert_eq!(pools(&longcat, &one, GIB_40).unwrap().full.tokens, 665_762);
+    // The same layers under another architecture keep one latent each.
+    let mut v3 = longcat.clone();
+    v3["architectures"] = json!(["DeepseekV3ForCausalLM"]);
+    assert_eq!(pools(&v3, &one, GIB_40).unwrap().full.tokens, 1_331_525);
+}
+
+#[test]
+fn models_that_loop_their_layers_are_refused() {
+    let nanbeige = json!({
+        "architectures": ["NanbeigeForCausalLM"], "model_type": "nanbeige",
+        "num_hidden_layers": 22, "num_attention_heads": 48, "num_key_value_heads": 48,
+        "hidden_size": 3072, "num_loops": 2, "max_position_embeddings": 4096,
+        "torch_dtype": "float16",
+    });
+    for arch in [
+        "NanbeigeForCausalLM",
+        "NanbeigeForSequenceClassification",
+        "IQuestLoopCoderForCausalLM",
+    ] {
+        let mut config = nanbeige.clone();
+        config["architectures"] = json!([arch]);
+        let text = pools(&config, &settings(1, 1, SglangKvDtype::Auto), GIB_40)
+            .unwrap_err()
+            .to_string();
+        assert!(
+            text.contains(&format!(
+                "{arch}: SGLang runs its layers in loops, each with its own cache"
+            )),
+            "{text}"
+        );
+    }
+}

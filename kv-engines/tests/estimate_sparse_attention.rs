@@ -31,6 +31,14 @@ fn refusal(result: Result<impl std::fmt::Debug, KvError>) -> String {
 fn the_latent_and_the_indexer_keys_share_one_group_of_64_token_blocks() {
     let e = estimate(&small_dsa(), &EstimateSettings::new()).unwrap();
     assert_eq!(e.block_size, 64);
+    assert!(
+        e.convention.contains(
+            "block_size 64 (FLASH_ATTN_MLA_SPARSE for the latent and DEEPSEEK_V32_INDEXER for \
+             the indexer keys"
+        ),
+        "{}",
+        e.convention
+    );
     let names: Vec<&str> = e.specs.iter().map(|s| s.name.as_ref()).collect();
     assert_eq!(names, ["mla_latent", "indexer_keys"]);
     // Per token per layer: latent (512 + 64) x 2 B = 1,152 B; keys 128 fp8 +
@@ -153,4 +161,21 @@ fn sglang_refuses_the_indexer_pool_it_keeps_apart() {
         text.contains("SGLang 0.5.23 keeps its indexer keys in a pool of their own"),
         "{text}"
     );
+}
+
+#[test]
+fn a_latent_alone_keeps_the_ordinary_grouping() {
+    // Without `index_topk`: one latent, no indexer, vLLM's ordinary group.
+    let mut v3 = small_dsa();
+    for key in ["index_topk", "index_head_dim", "index_n_heads"] {
+        v3.as_object_mut().unwrap().remove(key);
+    }
+    v3["architectures"] = json!(["DeepseekV3ForCausalLM"]);
+    v3["model_type"] = json!("deepseek_v3");
+    let e = estimate(&v3, &EstimateSettings::new()).unwrap();
+    assert_eq!(e.block_size, 16);
+    let ranks = e.ranks(Parallel::new(1, 1).unwrap(), 1).unwrap();
+    assert!(!ranks[0].pool.one_group);
+    // 8 layers x 16 x 1,152 B.
+    assert_eq!(ranks[0].pool.bytes_per_block, 8 * 16 * 1152);
 }

@@ -141,7 +141,6 @@ pub fn pool_line(pool: &VllmPool, totals: &Totals, max_num_seqs: u64) -> String 
         let pages: Vec<String> = pool
             .kinds
             .iter()
-            .filter(|k| k.layers_on_rank > 0)
             .map(|k| format!("{} x {} B", k.layers_on_rank, thousands(k.page_bytes)))
             .collect();
         (

@@ -469,6 +469,24 @@ pub fn sglang_pools(
         latent = Some((layers, width));
     }
 
+    let repeat = attention_layer_repeats(&architectures)?;
+    if repeat > 1 {
+        if !sliding.is_empty() || !state.is_empty() {
+            return Err(KvError::Config {
+                what: POOLS,
+                problem: "repeated attention layers beside sliding layers or a Mamba state \
+                          are not in kv's SGLang profile"
+                    .to_owned(),
+            });
+        }
+        for group in &mut full {
+            group.layers = mul(&[group.layers, repeat], "attention layers")?;
+        }
+        if let Some((layers, _)) = &mut latent {
+            *layers = mul(&[*layers, repeat], "attention layers")?;
+        }
+    }
+
     // An SWA model with no sliding layer is refused by SGLang's SWA
     // configurator (model_executor/pool_configurator.py:668).
     if hybrid_swa && sliding.is_empty() && (!full.is_empty() || latent.is_some()) {
@@ -920,6 +938,36 @@ fn mamba_ssm_bytes(config: &Value) -> u64 {
         Some("bfloat16" | "float16") => 2,
         _ => 4,
     }
+}
+
+/// How many caches SGLang keeps per decoder layer
+/// (`ModelConfig.num_attention_layers`, configs/model_config.py:1583): two
+/// for LongCat-Flash, whose every layer holds two attentions, else one.
+/// (The same code repeats Nanbeige's layers by `num_loops` and IQuest's
+/// loop coder's by `loop_num`, and Nanbeige's classifier keeps a cache per
+/// loop too; kv has not matched SGLang's pools on those and refuses them.)
+fn attention_layer_repeats(architectures: &[&str]) -> Result<u64, KvError> {
+    if let Some(arch) = architectures.iter().find(|a| {
+        matches!(
+            **a,
+            "NanbeigeForCausalLM"
+                | "NanbeigeForSequenceClassification"
+                | "IQuestLoopCoderForCausalLM"
+        )
+    }) {
+        return Err(KvError::Config {
+            what: POOLS,
+            problem: format!(
+                "{arch}: SGLang runs its layers in loops, each with its own cache, and kv has \
+                 not matched SGLang's pools for it"
+            ),
+        });
+    }
+    Ok(if architectures.contains(&"LongcatFlashForCausalLM") {
+        2
+    } else {
+        1
+    })
 }
 
 /// `ModelConfig.is_multimodal` (configs/model_config.py:690-826) with SGLang's
