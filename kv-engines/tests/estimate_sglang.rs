@@ -747,3 +747,26 @@ fn models_that_loop_their_layers_are_refused() {
         );
     }
 }
+
+#[test]
+fn two_attentions_a_layer_beside_sliding_layers_are_refused() {
+    // Not a layout LongCat-Flash ships (its name beside one on SGLang's
+    // hybrid-SWA list); kv does not guess how SGLang would repeat a sliding
+    // pool.
+    let config = json!({
+        "architectures": ["LongcatFlashForCausalLM", "GptOssForCausalLM"],
+        "model_type": "longcat_flash",
+        "num_hidden_layers": 4, "num_attention_heads": 8, "num_key_value_heads": 2,
+        "head_dim": 64, "sliding_window": 128, "max_position_embeddings": 4096,
+        "layer_types": ["sliding_attention", "full_attention", "sliding_attention",
+                        "full_attention"],
+        "torch_dtype": "bfloat16",
+    });
+    let text = pools(&config, &settings(1, 1, SglangKvDtype::Auto), GIB_40)
+        .unwrap_err()
+        .to_string();
+    assert!(
+        text.contains("repeated attention layers beside sliding layers or a Mamba state"),
+        "{text}"
+    );
+}
