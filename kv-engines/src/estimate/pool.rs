@@ -190,14 +190,7 @@ impl Grouping {
             });
         }
         if widest == 0 {
-            return Err(config_error(
-                "figures",
-                format!(
-                    "rank {} holds no layer that keeps a cache, so vLLM's pool has no block \
-                     size for it",
-                    rank.parallel()
-                ),
-            ));
+            return Err(no_cache_on(rank));
         }
         for kind in &mut kinds {
             kind.charged_layers = kind
@@ -212,13 +205,7 @@ impl Grouping {
         let bytes_per_block = page_bytes
             .checked_mul(widest)
             .ok_or_else(|| too_big("vLLM's bytes per block"))?;
-        let per_row_bytes = bytes_per_block
-            .checked_mul(blocks_per_request)
-            .ok_or_else(|| too_big("vLLM's bytes per request"))?;
-        let peak_bytes = per_row_bytes
-            .checked_mul(max_num_seqs)
-            .ok_or_else(|| too_big("vLLM's bytes at max_num_seqs"))?;
-        Ok(VllmPool {
+        VllmPool {
             group_size: self.group_size,
             kinds,
             widest_group_layers: widest,
@@ -227,9 +214,10 @@ impl Grouping {
             one_group: false,
             bytes_per_block,
             blocks_per_request,
-            per_row_bytes,
-            peak_bytes,
-        })
+            per_row_bytes: 0,
+            peak_bytes: 0,
+        }
+        .with_request_bytes(max_num_seqs)
     }
 }
 
@@ -269,23 +257,10 @@ impl Grouping {
             });
         }
         if layers_on_rank == 0 {
-            return Err(config_error(
-                "figures",
-                format!(
-                    "rank {} holds no layer that keeps a cache, so vLLM's pool has no block \
-                     size for it",
-                    rank.parallel()
-                ),
-            ));
+            return Err(no_cache_on(rank));
         }
         let blocks_per_request = self.kinds.first().map_or(0, |k| k.blocks);
-        let per_row_bytes = bytes_per_block
-            .checked_mul(blocks_per_request)
-            .ok_or_else(|| too_big("vLLM's bytes per request"))?;
-        let peak_bytes = per_row_bytes
-            .checked_mul(max_num_seqs)
-            .ok_or_else(|| too_big("vLLM's bytes at max_num_seqs"))?;
-        Ok(VllmPool {
+        VllmPool {
             group_size: self.group_size,
             kinds,
             widest_group_layers: layers_on_rank,
@@ -294,10 +269,38 @@ impl Grouping {
             one_group: true,
             bytes_per_block,
             blocks_per_request,
-            per_row_bytes,
-            peak_bytes,
-        })
+            per_row_bytes: 0,
+            peak_bytes: 0,
+        }
+        .with_request_bytes(max_num_seqs)
     }
+}
+
+impl VllmPool {
+    /// The pool with a request's bytes and the peak's from its block.
+    fn with_request_bytes(mut self, max_num_seqs: u64) -> Result<VllmPool, KvError> {
+        let too_big = |step: &'static str| overflow("vLLM's pool".to_owned())(Overflow { step });
+        self.per_row_bytes = self
+            .bytes_per_block
+            .checked_mul(self.blocks_per_request)
+            .ok_or_else(|| too_big("vLLM's bytes per request"))?;
+        self.peak_bytes = self
+            .per_row_bytes
+            .checked_mul(max_num_seqs)
+            .ok_or_else(|| too_big("vLLM's bytes at max_num_seqs"))?;
+        Ok(self)
+    }
+}
+
+/// A rank with no layer that keeps a cache: vLLM's pool has no block for it.
+fn no_cache_on(rank: &Collection) -> KvError {
+    config_error(
+        "figures",
+        format!(
+            "rank {} holds no layer that keeps a cache, so vLLM's pool has no block size for it",
+            rank.parallel()
+        ),
+    )
 }
 
 /// Blocks one request at `max_model_len` takes in one layer of `spec`: its
