@@ -3,9 +3,7 @@
 
 use serde_json::Value;
 
-use super::lookup::{
-    keys, no_error_collected, positive, shown, DTypeRule, HfConfig, HIDDEN, LAYERS,
-};
+use super::lookup::{keys, no_error_collected, positive, shown, DTypeRule, HfConfig, HIDDEN};
 use super::models;
 use crate::error::KvError;
 use crate::spec::dtype::DType;
@@ -40,7 +38,7 @@ impl HfConfig {
     /// `per_layer_config`, or the keys a family builds it from) are refused
     /// by name: one geometry would size them wrong.
     pub fn geometry(&self) -> Result<Geometry, KvError> {
-        let layers = self.count_or("layers", self.layers, LAYERS);
+        let layers = self.layer_count();
         let kv_heads = self.read_kv_heads();
         let head_dim = self.head_dim();
         let dtype = self.dtype();

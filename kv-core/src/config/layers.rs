@@ -36,6 +36,35 @@ const USE_SLIDING_WINDOW: &str = "use_sliding_window";
 const WHAT: &str = "layer pattern";
 
 impl HfConfig {
+    /// The layer count: given ([`HfConfig::with_layers`]), else the
+    /// config's, else, where the config writes none, the length of its
+    /// per-layer list (`layer_types`, `layers_block_type`,
+    /// `hybrid_override_pattern`), noted: transformers' NemotronHConfig
+    /// derives `num_hidden_layers` so, and a valid config's list has that
+    /// many entries whatever its class. None of them is an error naming
+    /// every key.
+    pub(super) fn layer_count(&self) -> Result<u64, KvError> {
+        if self.layers.is_some() || self.find(LAYERS).is_some() {
+            return self.count_or("layers", self.layers, LAYERS);
+        }
+        for key in [LAYER_TYPES, LAYERS_BLOCK_TYPE, HYBRID_OVERRIDE_PATTERN] {
+            let length = match self.find_in(&[key], false) {
+                Some((name, Value::Array(list))) if !list.is_empty() => (name, list.len()),
+                Some((name, Value::String(text))) if !text.is_empty() => {
+                    (name, text.chars().count())
+                }
+                _ => continue,
+            };
+            let (name, length) = (length.0, u64::try_from(length.1).unwrap_or(u64::MAX));
+            self.note(format!(
+                "layers {length}: the length of `{name}`, as none of {} is set",
+                keys(LAYERS)
+            ));
+            return Ok(length);
+        }
+        self.count_or("layers", self.layers, LAYERS)
+    }
+
     /// The hybrid layer pattern: which layers are full, sliding or linear
     /// attention, or Mamba, and how many of each.
     ///
@@ -92,7 +121,7 @@ impl HfConfig {
         let pattern = match self.base_pattern(defaults)? {
             Some(pattern) => pattern,
             None if shared.is_some() => {
-                let layers = self.count_or("layers", self.layers, LAYERS)?;
+                let layers = self.layer_count()?;
                 LayerPattern::every_nth(
                     layers,
                     1,
@@ -169,7 +198,7 @@ impl HfConfig {
         {
             return Ok(None);
         }
-        let layers = self.count_or("layers", self.layers, LAYERS)?;
+        let layers = self.layer_count()?;
 
         let mut rules: Vec<(String, LayerPattern)> = Vec::new();
         for (name, value, rest, key) in every {

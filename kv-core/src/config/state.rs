@@ -1,7 +1,7 @@
 //! The modern cache kinds' dimensions: MLA latent, Mamba state, linear
 //! attention (Gated DeltaNet) state.
 
-use super::lookup::{keys, positive, shown, HfConfig, HIDDEN, LAYERS};
+use super::lookup::{keys, positive, shown, HfConfig, HIDDEN};
 use super::models::{names_where, MambaVersion};
 use crate::error::KvError;
 use crate::spec::dtype::DType;
@@ -149,7 +149,7 @@ impl HfConfig {
     pub fn mla(&self) -> Result<MlaConfig, KvError> {
         self.uniform_layers()?;
         Ok(MlaConfig {
-            layers: self.count_or("layers", self.layers, LAYERS)?,
+            layers: self.layer_count()?,
             kv_lora_rank: self.count_or("kv_lora_rank", None, KV_LORA_RANK)?,
             qk_rope_head_dim: self.count_or("qk_rope_head_dim", None, QK_ROPE_HEAD_DIM)?,
             dtype: self.dtype()?,
@@ -201,7 +201,7 @@ impl HfConfig {
     /// ```
     pub fn mamba(&self) -> Result<MambaConfig, KvError> {
         let (version, pure, inner_from_heads) = self.mamba_version_of()?;
-        let layers = self.count_or("layers", self.layers, LAYERS)?;
+        let layers = self.layer_count()?;
         let hidden = self.count_or("hidden", None, HIDDEN)?;
         let expand = self.count_or("mamba expand", None, EXPAND)?;
         let d_inner_keys = if pure { D_INNER_PURE } else { D_INNER };

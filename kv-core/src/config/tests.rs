@@ -484,3 +484,50 @@ fn from_path_reads_a_file_and_names_it_in_errors() {
     assert!(matches!(missing, KvError::ConfigFile { .. }));
     std::fs::remove_dir_all(&dir).unwrap();
 }
+
+#[test]
+fn the_layer_count_falls_back_to_the_length_of_the_per_layer_list() {
+    // transformers 5.20's NemotronHConfig writes no `num_hidden_layers`: it
+    // is the length of `layers_block_type`.
+    let listed = |key: &str, list: Value| {
+        let mut config = without(ming_talker(), "num_hidden_layers");
+        config[key] = list;
+        HfConfig::from_value(config)
+    };
+    let nemotron = listed(
+        "layers_block_type",
+        json!(["linear_attention", "moe", "full_attention", "mlp"]),
+    );
+    assert_eq!(nemotron.geometry().unwrap().layers, 4);
+    assert!(nemotron.notes().contains(
+        &"layers 4: the length of `layers_block_type`, as none of `num_hidden_layers`, \
+          `encoder_layers`, `num_layers`, `n_layer`, `n_layers` is set"
+            .to_owned()
+    ));
+    let types = listed(
+        "layer_types",
+        json!(["full_attention", "sliding_attention"]),
+    );
+    assert_eq!(types.geometry().unwrap().layers, 2);
+    assert_eq!(
+        listed("hybrid_override_pattern", json!("M-M*"))
+            .geometry()
+            .unwrap()
+            .layers,
+        4
+    );
+    // An empty list, or one of another type, counts nothing: the error names the keys.
+    for empty in [json!([]), json!(""), json!(7)] {
+        let text = listed("layers_block_type", empty)
+            .geometry()
+            .unwrap_err()
+            .to_string();
+        assert!(text.contains("none of `num_hidden_layers`"), "{text}");
+    }
+    // A count written wins over the list's length.
+    let mut both = ming_talker();
+    both["layer_types"] = json!(vec!["full_attention"; 24]);
+    let config = HfConfig::from_value(both);
+    assert_eq!(config.geometry().unwrap().layers, 24);
+    assert!(config.notes().iter().all(|n| !n.contains("the length of")));
+}
