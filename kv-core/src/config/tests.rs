@@ -531,3 +531,12 @@ fn the_layer_count_falls_back_to_the_length_of_the_per_layer_list() {
     assert_eq!(config.geometry().unwrap().layers, 24);
     assert!(config.notes().iter().all(|n| !n.contains("the length of")));
 }
+
+#[test]
+fn kv_shared_layers_without_a_pattern_share_from_full_attention() {
+    // No pattern key: every layer full attention, the last 2 sharing K/V.
+    let config = HfConfig::from_value(json!({"num_hidden_layers": 4, "num_kv_shared_layers": 2}));
+    let pattern = config.layer_pattern().unwrap();
+    assert_eq!(pattern.count(crate::pattern::LayerKind::FullAttention), 2);
+    assert_eq!(pattern.count(crate::pattern::LayerKind::KvShared), 2);
+}
