@@ -577,3 +577,45 @@ fn dory_is_refused_above_one_rank_as_its_model_class_refuses() {
     llama["model_type"] = json!("llama");
     assert!(estimate(&llama, &at(2, 1, 1)).is_ok());
 }
+
+/// BLOOM-560m's layout: ALiBi, and no length key in the config or its class.
+fn bloom() -> Value {
+    json!({
+        "architectures": ["BloomForCausalLM"], "model_type": "bloom",
+        "n_layer": 24, "n_head": 16, "hidden_size": 1024, "torch_dtype": "bfloat16",
+    })
+}
+
+#[test]
+fn bloom_is_vllms_2048_positions_and_refuses_an_fp8_cache() {
+    // vLLM: "Assuming the model's maximum length is 2048" (BloomConfig has no
+    // length key). 24 layers x 16 heads x 64 x (K + V) x 2 B = 98,304 B.
+    let e = estimate(&bloom(), &EstimateSettings::new()).unwrap();
+    assert_eq!(e.max_model_len, 2048);
+    assert!(
+        e.detected.contains("max_model_len 2048 (vLLM's assumption"),
+        "{}",
+        e.detected
+    );
+    assert_eq!(e.specs[0].layout.bytes_per_position(), Some(Ok(98_304)));
+    // ALiBi runs on FlashAttention 2 alone, which keeps no fp8 cache on Hopper.
+    let fp8 = EstimateSettings::new().kv_format(kv_core::Storage::from_name("fp8").unwrap());
+    let text = estimate(&bloom(), &fp8).unwrap_err().to_string();
+    assert!(
+        text.contains(
+            "vLLM 0.33 would not start: `full_attention` is BLOOM attention with ALiBi, which \
+             vLLM runs on FlashAttention 2 alone, and it keeps no fp8 cache on Hopper (vLLM: \
+             \"FlashAttention does not support fp8 kv-cache on this device.\")"
+        ),
+        "{text}"
+    );
+    // Another family with the same geometry keeps fp8, and needs a length.
+    let mut gpt2 = bloom();
+    gpt2["model_type"] = json!("gpt2");
+    gpt2["architectures"] = json!(["GPT2LMHeadModel"]);
+    gpt2["n_positions"] = json!(1024);
+    assert!(estimate(&gpt2, &fp8).is_ok());
+    gpt2.as_object_mut().unwrap().remove("n_positions");
+    let text = estimate(&gpt2, &EstimateSettings::new()).unwrap_err().to_string();
+    assert!(text.contains("`thinker_config.text_config`); give the length"), "{text}");
+}

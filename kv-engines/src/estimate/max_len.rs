@@ -36,6 +36,10 @@ const UNSCALED_ROPE: [&str; 6] = [
 
 /// vLLM's `default_max_len` for a config with no length key.
 const ASSUMED_LEN: u64 = 2048;
+/// `model_type`s whose transformers 5.20 config class has no length key
+/// either (BLOOM's ALiBi needs none), so a config without one is vLLM's
+/// 2048 rather than a class default kv cannot see.
+const NO_LENGTH_CLASSES: &[&str] = &["bloom"];
 
 /// The model's length as vLLM derives it, with where it came from.
 struct Derived {
@@ -73,8 +77,15 @@ pub(super) fn max_model_len(
             format!("max_model_len {} ({})", derived.len, derived.source),
         )),
         // vLLM: "Assuming the model's maximum length is 2048" where the
-        // config and its class set no length (Mamba's classes have none).
-        (None, None) if families::rules(hf).is_some_and(|row| row.holds == Holds::MambaOnly) => {
+        // config and its class set no length (Mamba's and BLOOM's classes
+        // have none).
+        (None, None)
+            if families::rules(hf).is_some_and(|row| row.holds == Holds::MambaOnly)
+                || hf
+                    .model_types()
+                    .iter()
+                    .any(|t| NO_LENGTH_CLASSES.contains(t)) =>
+        {
             Ok((
                 ASSUMED_LEN,
                 format!(
@@ -88,7 +99,8 @@ pub(super) fn max_model_len(
             "max_model_len",
             format!(
                 "no max_model_len was given and the config sets none of {} (looked at the \
-                 given values, the top level, `text_config`, `llm_config`); give the length",
+                 given values, the top level, `text_config`, `llm_config`, \
+                 `thinker_config.text_config`); give the length",
                 MAX_LEN_KEYS
                     .iter()
                     .map(|k| format!("`{k}`"))

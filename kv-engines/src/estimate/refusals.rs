@@ -328,36 +328,50 @@ pub(super) fn check_format(hf: &HfConfig, specs: &[KvSpec]) -> Result<(), KvErro
                 _ => continue,
             },
             Layout::Attention { geometry, .. } => {
-                let nvfp4 = Storage::Blocks(BlockFormat::NVFP4);
-                if geometry.storage != nvfp4 && geometry.v_storage != Some(nvfp4) {
-                    continue;
-                }
-                let (k, v) = (
-                    geometry.head_dim,
-                    geometry.v_head_dim.unwrap_or(geometry.head_dim),
-                );
-                if k != v {
-                    format!(
+                if geometry.storage.dtype() == Some(DType::F8E4M3) {
+                    if let Some(alibi) = alibi(hf) {
+                        // v1/attention/backends/flash_attn.py:1129: ALiBi runs on
+                        // FlashAttention 2 alone, which keeps no fp8 cache on Hopper.
+                        format!(
+                            "is {alibi} attention with ALiBi, which vLLM runs on FlashAttention \
+                             2 alone, and it keeps no fp8 cache on Hopper (vLLM: \"FlashAttention \
+                             does not support fp8 kv-cache on this device.\")"
+                        )
+                    } else {
+                        continue;
+                    }
+                } else {
+                    let nvfp4 = Storage::Blocks(BlockFormat::NVFP4);
+                    if geometry.storage != nvfp4 && geometry.v_storage != Some(nvfp4) {
+                        continue;
+                    }
+                    let (k, v) = (
+                        geometry.head_dim,
+                        geometry.v_head_dim.unwrap_or(geometry.head_dim),
+                    );
+                    if k != v {
+                        format!(
                         "holds NVFP4 keys of head size {k} beside values of {v}, and FlashInfer, \
                          vLLM's only backend with an NVFP4 KV cache, takes K and V of one size \
                          (vLLM: \"nvfp4 with asymmetric K/V head sizes not yet supported\")"
                     )
-                } else if ![64, 128, 256, 512].contains(&k) {
-                    format!(
-                        "is stored as NVFP4 at head size {k}, and FlashInfer, vLLM's only \
+                    } else if ![64, 128, 256, 512].contains(&k) {
+                        format!(
+                            "is stored as NVFP4 at head size {k}, and FlashInfer, vLLM's only \
                          backend with an NVFP4 KV cache, takes head sizes 64, 128, 256 and 512"
-                    )
-                } else {
-                    if k == 64 {
-                        hf.note(format!(
-                            "`{}` in NVFP4 at head size 64: vLLM {} starts with it on SM 10x \
+                        )
+                    } else {
+                        if k == 64 {
+                            hf.note(format!(
+                                "`{}` in NVFP4 at head size 64: vLLM {} starts with it on SM 10x \
                              GPUs only (on SM 8x/9x/12x FlashInfer refuses it: \"fa2 prefill \
                              misreads an NVFP4 KV cache at head_size 64\", and no other \
                              backend takes NVFP4)",
-                            spec.name, VLLM_VERSION
-                        ));
+                                spec.name, VLLM_VERSION
+                            ));
+                        }
+                        continue;
                     }
-                    continue;
                 }
             }
             // Not in vLLM's KV cache, or a layout an estimate never builds:
@@ -418,6 +432,13 @@ pub(super) fn check_block_size(
             spec.name
         ),
     })
+}
+
+/// The family, where vLLM 0.33 builds its attention with ALiBi slopes and
+/// the cache config (models/bloom.py; Falcon's ALiBi attention is built
+/// without the cache config, so its cache keeps the model dtype).
+fn alibi(hf: &HfConfig) -> Option<&'static str> {
+    hf.model_types().contains(&"bloom").then_some("BLOOM")
 }
 
 fn refused(problem: String) -> Result<(), KvError> {
