@@ -616,6 +616,36 @@ fn bloom_is_vllms_2048_positions_and_refuses_an_fp8_cache() {
     gpt2["n_positions"] = json!(1024);
     assert!(estimate(&gpt2, &fp8).is_ok());
     gpt2.as_object_mut().unwrap().remove("n_positions");
-    let text = estimate(&gpt2, &EstimateSettings::new()).unwrap_err().to_string();
-    assert!(text.contains("`thinker_config.text_config`); give the length"), "{text}");
+    let text = estimate(&gpt2, &EstimateSettings::new())
+        .unwrap_err()
+        .to_string();
+    assert!(
+        text.contains("`thinker_config.text_config`); give the length"),
+        "{text}"
+    );
+}
+
+#[test]
+fn bailing_moe_v3_is_refused_not_read_as_mla_in_every_layer() {
+    // Its text model keeps KDA state in 4 of every 5 layers, an MLA latent in
+    // the fifth (vLLM 0.33 bailing_moe_v3.py `_is_kda_layer`).
+    let bailing = json!({
+        "architectures": ["BailingMoeV3VLForConditionalGeneration"],
+        "model_type": "bailing_moe_v3_vl",
+        "text_config": {
+            "model_type": "bailing_hybrid", "num_hidden_layers": 20, "layer_group_size": 5,
+            "kv_lora_rank": 512, "qk_rope_head_dim": 64, "num_attention_heads": 16,
+            "head_dim": 128, "max_position_embeddings": 32768, "torch_dtype": "bfloat16",
+        },
+    });
+    let text = estimate(&bailing, &EstimateSettings::new())
+        .unwrap_err()
+        .to_string();
+    assert!(
+        text.contains(
+            "`model_type` bailing_hybrid: BailingMoeV3 keeps Kimi Delta Attention (KDA) \
+             linear-attention state in most layers"
+        ),
+        "{text}"
+    );
 }

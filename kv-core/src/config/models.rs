@@ -324,6 +324,8 @@ pub(crate) const MODEL_TYPES: &[ModelType] = &[
         "glm",
         "glm4",
         "glm4_moe",
+        // BailingMoeV3's text model: kv-engines refuses it by name (KDA).
+        "bailing_hybrid",
     ]),
 ];
 

@@ -125,6 +125,17 @@ const FAMILIES: &[FamilyRules] = &[
         ..FamilyRules::DEFAULT
     },
     FamilyRules {
+        // vLLM 0.33 models/bailing_moe_v3.py `_is_kda_layer`: every
+        // `layer_group_size`-th layer (and the tail) is MLA, the rest KDA.
+        names: &["bailing_hybrid"],
+        holds: Holds::Unsized(
+            "BailingMoeV3 keeps Kimi Delta Attention (KDA) linear-attention state in most \
+             layers and an MLA latent in every `layer_group_size`-th, and kv's estimator does \
+             not size KDA state yet (read as MLA in every layer, it would be sized wrong)",
+        ),
+        ..FamilyRules::DEFAULT
+    },
+    FamilyRules {
         names: &["rwkv", "rwkv5", "rwkv6", "rwkv7"],
         holds: Holds::Unsized(
             "RWKV has no attention: each layer keeps a fixed time-mix and channel-mix \
