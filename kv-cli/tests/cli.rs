@@ -1224,7 +1224,7 @@ fn a_gemma_4_config_is_refused_on_both_engines_naming_its_wider_full_layers() {
 }
 
 #[test]
-fn a_sparse_attention_model_is_sized_with_its_indexer_on_vllm_and_refused_on_sglang() {
+fn a_sparse_attention_model_is_sized_with_its_indexer_on_both_engines() {
     // GLM-5's layout: an MLA latent and a DSA indexer beside it, 8 layers.
     let dir = scratch("dsa");
     let config = serde_json::json!({
@@ -1247,6 +1247,8 @@ fn a_sparse_attention_model_is_sized_with_its_indexer_on_vllm_and_refused_on_sgl
         ),
         "{said}"
     );
+    // SGLang: 8 x 1,284 = 10,272 B a token; 40 GiB // 10,272 = 4,181,237,
+    // down to its DSA page of 64: 4,181,184.
     let out = kv(&[
         "estimate",
         "--engine",
@@ -1255,15 +1257,12 @@ fn a_sparse_attention_model_is_sized_with_its_indexer_on_vllm_and_refused_on_sgl
         "42949672960",
         &file,
     ]);
-    let said = stderr(&out);
-    assert_eq!(out.status.code(), Some(1), "{said}");
-    assert!(out.stdout.is_empty(), "{}", stdout(&out));
+    let said = stdout(&out);
+    assert!(out.status.success(), "{}", stderr(&out));
     assert!(
         said.contains(
-            "cannot read sparse-attention indexer from the config: a sparse-attention (DSA) \
-             model: SGLang 0.5.23 keeps its indexer keys in a pool of their own"
+            "KV Cache is allocated. dtype: torch.bfloat16, #tokens: 4181184, KV size: 40.00 GB"
         ),
         "{said}"
     );
-    assert!(!said.contains("--set"), "{said}");
 }

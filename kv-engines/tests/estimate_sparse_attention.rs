@@ -6,7 +6,7 @@
 //! objects (scripts/vllm/registry.py).
 
 use kv_core::{KvError, Parallel, Storage};
-use kv_engines::estimate::sglang::{sglang_pools, SglangSettings};
+use kv_engines::estimate::sglang::{sglang_pools, SglangKvDtype, SglangSettings};
 use kv_engines::estimate::{estimate, vllm_startup, EstimateSettings, StartupOutcome};
 use serde_json::{json, Value};
 
@@ -149,18 +149,69 @@ fn what_kv_has_not_checked_is_refused_by_name() {
 }
 
 #[test]
-fn sglang_refuses_the_indexer_pool_it_keeps_apart() {
-    let e = estimate(&small_dsa(), &EstimateSettings::new()).unwrap();
-    let text = refusal(sglang_pools(
-        &small_dsa(),
-        &e,
-        &SglangSettings::default(),
-        40 << 30,
-    ));
+fn sglang_keeps_the_indexer_keys_beside_the_latent_on_pages_of_64() {
+    // A token is 8 x (1,152 + 132) = 10,272 B; 42,949,672,960 // 10,272 =
+    // 4,181,237, down to a page of 64: 4,181,184. The pool holds one page
+    // more: 4,181,248 x 10,272 = 42,949,779,456 B = 40.0001 GiB. The cache
+    // is bfloat16 on Hopper whatever the model's dtype (here float16).
+    let mut config = small_dsa();
+    config["torch_dtype"] = json!("float16");
+    let e = estimate(&config, &EstimateSettings::new()).unwrap();
+    let pools = sglang_pools(&config, &e, &SglangSettings::default(), 40 << 30).unwrap();
+    assert_eq!(pools.full.tokens, 4_181_184);
+    assert_eq!(pools.dtype, "torch.bfloat16");
+    assert_eq!(
+        pools.lines(),
+        ["KV Cache is allocated. dtype: torch.bfloat16, #tokens: 4181184, KV size: 40.00 GB"]
+    );
+    // fp8 and another page are SGLang layouts kv has not checked.
+    let mut fp8 = SglangSettings::default();
+    fp8.kv_cache_dtype = SglangKvDtype::Fp8E4m3;
+    let text = refusal(sglang_pools(&config, &e, &fp8, 40 << 30));
     assert!(
-        text.contains("SGLang 0.5.23 keeps its indexer keys in a pool of their own"),
+        text.contains("an fp8 KV cache on a sparse-attention (DSA) model"),
         "{text}"
     );
+    let mut paged = SglangSettings::default();
+    paged.page_size = 16;
+    let text = refusal(sglang_pools(&config, &e, &paged, 40 << 30));
+    assert!(
+        text.contains("--page-size 16 on a sparse-attention (DSA) model"),
+        "{text}"
+    );
+    paged.page_size = 64;
+    assert_eq!(
+        sglang_pools(&config, &e, &paged, 40 << 30)
+            .unwrap()
+            .full
+            .tokens,
+        4_181_184
+    );
+}
+
+#[test]
+fn shared_or_pooled_indexers_are_refused_by_name() {
+    // HY-V4 gives some layers no indexer of their own; GLM-5-Next pools keys.
+    let mut shared = small_dsa();
+    shared["indexer_types"] =
+        json!(["full", "shared", "full", "full", "full", "full", "full", "full"]);
+    let text = refusal(estimate(&shared, &EstimateSettings::new()));
+    assert!(
+        text.contains("`indexer_types` has \"shared\": layers without an indexer"),
+        "{text}"
+    );
+    let mut all_full = small_dsa();
+    all_full["indexer_types"] = json!(vec!["full"; 8]);
+    assert!(estimate(&all_full, &EstimateSettings::new()).is_ok());
+    let mut pooled = small_dsa();
+    pooled["index_kpool"] = json!(16);
+    let text = refusal(estimate(&pooled, &EstimateSettings::new()));
+    assert!(
+        text.contains("`index_kpool` 16: indexer keys pooled over 16 positions"),
+        "{text}"
+    );
+    pooled["index_kpool"] = json!(1);
+    assert!(estimate(&pooled, &EstimateSettings::new()).is_ok());
 }
 
 #[test]

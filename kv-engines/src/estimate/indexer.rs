@@ -1,9 +1,11 @@
 //! Sparse-attention (DSA) models: DeepSeek-V3.2, GLM-5 and their kin keep an
-//! indexer's key cache beside each layer's MLA latent. vLLM 0.33 sizes both
-//! ([`IndexerKeys`]); SGLang's indexer pool, and a DSA model without an MLA
-//! latent, kv refuses by name rather than size the latent alone.
+//! indexer's key cache beside each layer's MLA latent ([`IndexerKeys`]),
+//! which vLLM 0.33 and SGLang 0.5.23 both size; a DSA model without an MLA
+//! latent, or whose layers share an indexer, kv refuses by name rather than
+//! size the latent alone.
 
 use kv_core::{HfConfig, KvError, KvSpec};
+use serde_json::Value;
 
 use super::settings::config_error;
 
@@ -37,6 +39,31 @@ pub(crate) fn indexer_keys(hf: &HfConfig) -> Result<Option<IndexerKeys>, KvError
     let Some((top_k, _)) = hf.value("index_topk") else {
         return Ok(None);
     };
+    // Layers that share another's indexer (HY-V4's "shared"), and keys pooled
+    // over several positions (GLM-5-Next's `index_kpool`), kv has not checked.
+    if let Some((name, Value::Array(types))) = hf.value("indexer_types") {
+        if let Some(other) = types.iter().find(|t| t.as_str() != Some("full")) {
+            return Err(config_error(
+                WHAT,
+                format!(
+                    "`{name}` has {other}: layers without an indexer of their own, which \
+                     kv has not checked; it sizes the indexer keys only where every layer's \
+                     type is \"full\""
+                ),
+            ));
+        }
+    }
+    if let Some((name, pool)) = hf.count_if_set(WHAT, "index_kpool")? {
+        if pool > 1 {
+            return Err(config_error(
+                WHAT,
+                format!(
+                    "`{name}` {pool}: indexer keys pooled over {pool} positions, which kv \
+                     has not checked"
+                ),
+            ));
+        }
+    }
     let Some((_, head_dim)) = hf.count_if_set("index_head_dim", "index_head_dim")? else {
         return Err(config_error(
             "index_head_dim",
@@ -89,19 +116,17 @@ pub(crate) fn refuse_indexer(hf: &HfConfig) -> Result<(), KvError> {
     ))
 }
 
-/// Refuses SGLang's pools for an estimate with indexer keys: SGLang 0.5.23
-/// keeps them in a pool of its own (its NSA token pool), which kv does not
-/// size yet.
-pub(crate) fn refuse_for_sglang(specs: &[KvSpec]) -> Result<(), KvError> {
-    match specs.iter().find(|spec| spec.name == INDEXER_KEYS) {
-        None => Ok(()),
-        Some(_) => Err(config_error(
+/// The indexer keys' bytes a token over all their layers, where the
+/// estimate declares them (`None` for any other model).
+pub(crate) fn indexer_bytes(specs: &[KvSpec]) -> Result<Option<u64>, KvError> {
+    let Some(spec) = specs.iter().find(|spec| spec.name == INDEXER_KEYS) else {
+        return Ok(None);
+    };
+    match spec.layout.bytes_per_position() {
+        Some(Ok(bytes)) => Ok(Some(bytes)),
+        _ => Err(config_error(
             WHAT,
-            "a sparse-attention (DSA) model: SGLang 0.5.23 keeps its indexer keys in a pool \
-             of their own (its NSA token pool) beside the latent's, which kv does not size \
-             yet, so it refuses rather than size the latent alone (vLLM's figures: \
-             --engine vllm)"
-                .to_owned(),
+            "the indexer keys' bytes a token overflow u64".to_owned(),
         )),
     }
 }

@@ -328,7 +328,10 @@ pub fn sglang_pools(
     settings: &SglangSettings,
     kv_cache_memory_bytes: u64,
 ) -> Result<SglangPools, KvError> {
-    super::indexer::refuse_for_sglang(&estimate.specs)?;
+    let indexer = super::indexer::indexer_bytes(&estimate.specs)?;
+    if indexer.is_some() {
+        check_dsa(settings)?;
+    }
     let attn_tp = settings.attn_tp()?;
     if estimate.tensor_parallel != attn_tp {
         return Err(refused(format!(
@@ -362,7 +365,13 @@ pub fn sglang_pools(
         )));
     }
     let hybrid_swa = is_hybrid_swa(config, &architectures);
-    let (dtype, element) = kv_dtype(config, settings.kv_cache_dtype);
+    // A DSA model's `auto` cache is bfloat16 on Hopper whatever the model's
+    // dtype (arg_groups/overrides.py `_dsa_kv_cache_dtype_default`).
+    let (dtype, element) = if indexer.is_some() {
+        ("torch.bfloat16", 2)
+    } else {
+        kv_dtype(config, settings.kv_cache_dtype)
+    };
 
     let mut full = Vec::new();
     let mut sliding = Vec::new();
@@ -391,6 +400,8 @@ pub fn sglang_pools(
                     full.push(group);
                 }
             }
+            // Counted below, once the latent's cell is known.
+            Layout::Latent { .. } if spec.name == super::indexer::INDEXER_KEYS => {}
             Layout::Latent { latent: l, .. } => {
                 let width = l
                     .kv_lora_rank
@@ -531,6 +542,11 @@ pub fn sglang_pools(
             mul(&[width, layers, element], "MLA bytes per token")?,
         )?;
     }
+    // A DSA model's indexer keys live beside the latent, token for token
+    // (the NSA token pool's `index_k` buffers).
+    if let Some(bytes) = indexer {
+        full_k = add(full_k, bytes)?;
+    }
     let (mut swa_k, mut swa_v) = (0u64, 0u64);
     for group in &sliding {
         let (k, v) = group.per_layer(attn_tp, element)?;
@@ -617,7 +633,11 @@ pub fn sglang_pools(
         ));
     }
 
-    let page = settings.page_size;
+    let page = if indexer.is_some() {
+        DSA_PAGE
+    } else {
+        settings.page_size
+    };
     let mut swa_before_cap = None;
     let (cell_bytes, full_tokens, swa_tokens) = if sliding.is_empty() {
         let mut tokens = available / full_cell;
@@ -938,6 +958,36 @@ fn mamba_ssm_bytes(config: &Value) -> u64 {
         Some("bfloat16" | "float16") => 2,
         _ => 4,
     }
+}
+
+/// The page a DSA model runs on: SGLang sets `page_size` to 64 x
+/// `index_kpool` for it on CUDA (arg_groups/model_overrides/deepseek_v2.py:171;
+/// kv sizes `index_kpool` 1 only).
+const DSA_PAGE: u64 = 64;
+
+/// What kv has not checked of a DSA model's SGLang pools: an fp8 cache, a
+/// page other than SGLang's 64 given.
+fn check_dsa(settings: &SglangSettings) -> Result<(), KvError> {
+    if settings.kv_cache_dtype != SglangKvDtype::Auto {
+        return Err(KvError::Config {
+            what: POOLS,
+            problem: "an fp8 KV cache on a sparse-attention (DSA) model: SGLang stores its \
+                      latent and indexer keys in a layout of their own, which kv has not \
+                      checked; use auto"
+                .to_owned(),
+        });
+    }
+    if !matches!(settings.page_size, 1 | DSA_PAGE) {
+        return Err(KvError::Config {
+            what: POOLS,
+            problem: format!(
+                "--page-size {} on a sparse-attention (DSA) model: SGLang sets its page to \
+                 {DSA_PAGE} for one, and kv has not checked another",
+                settings.page_size
+            ),
+        });
+    }
+    Ok(())
 }
 
 /// How many caches SGLang keeps per decoder layer
