@@ -230,27 +230,32 @@ pub fn kv_pool_budget(
 /// head_dim]` float32 rotary table beside them, and nothing else: SGLang
 /// 0.5.23's own classes built on the meta device
 /// (scripts/sglang/loaded_buffers.py: 23 shipped configs, 19 classes).
-pub const CHECKED_ARCHITECTURES: &[&str] = &[
-    "CohereForCausalLM",
-    "Cohere2ForCausalLM",
-    "GemmaForCausalLM",
-    "GraniteForCausalLM",
-    "GraniteMoeForCausalLM",
-    "HunYuanDenseV1ForCausalLM",
-    "Llama4ForCausalLM",
-    "LlamaForCausalLM",
-    "MistralForCausalLM",
-    "MixtralForCausalLM",
-    "OlmoForCausalLM",
-    "Olmo2ForCausalLM",
-    "OlmoeForCausalLM",
-    "Phi3ForCausalLM",
-    "Qwen2ForCausalLM",
-    "Qwen2MoeForCausalLM",
-    "Qwen3ForCausalLM",
-    "Qwen3MoeForCausalLM",
-    "Starcoder2ForCausalLM",
-];
+pub const CHECKED_ARCHITECTURES: &[&str] =
+    &joined::<CHECKED_COUNT>(SHARDED_ARCHITECTURES, TP1_ONLY_ARCHITECTURES);
+
+/// Of [`CHECKED_ARCHITECTURES`], those checked at TP 1 only: HunYuan's
+/// shards were never compared (transformers cannot build its shipped config).
+const TP1_ONLY_ARCHITECTURES: &[&str] = &["HunYuanDenseV1ForCausalLM"];
+const CHECKED_COUNT: usize = SHARDED_ARCHITECTURES.len() + TP1_ONLY_ARCHITECTURES.len();
+
+/// `first` then `second`, as one array of `N` names (`N` their lengths'
+/// sum, or the build fails on the index).
+const fn joined<const N: usize>(
+    first: &[&'static str],
+    second: &[&'static str],
+) -> [&'static str; N] {
+    let mut all = [""; N];
+    let mut i = 0;
+    while i < N {
+        all[i] = if i < first.len() {
+            first[i]
+        } else {
+            second[i - first.len()]
+        };
+        i += 1;
+    }
+    all
+}
 
 /// What SGLang holds once it has loaded a checkpoint: its tensors in the
 /// served dtype, less those its loader skips, and the rotary table.
@@ -671,6 +676,18 @@ mod tests {
         assert_eq!(
             loaded_weights(&two_heads, &embed, 2).unwrap().tensor_bytes,
             256_000
+        );
+    }
+
+    #[test]
+    fn the_checked_classes_are_the_sharded_ones_and_hunyuan() {
+        assert_eq!(CHECKED_ARCHITECTURES.len(), SHARDED_ARCHITECTURES.len() + 1);
+        assert!(SHARDED_ARCHITECTURES
+            .iter()
+            .all(|class| CHECKED_ARCHITECTURES.contains(class)));
+        assert_eq!(
+            CHECKED_ARCHITECTURES.last(),
+            Some(&"HunYuanDenseV1ForCausalLM")
         );
     }
 }

@@ -488,6 +488,16 @@ mod tests {
         assert_eq!(e, "vLLM refuses: 32000 is not divisible by 3");
     }
 
+    /// A Mixtral of hidden 512, 4 experts of 1,024, 8 heads and 4 KV heads.
+    fn small_mixtral(layers: u64, positions: u64, vocab: u64) -> Value {
+        serde_json::json!({
+            "architectures": ["MixtralForCausalLM"], "hidden_size": 512,
+            "intermediate_size": 1024, "num_attention_heads": 8, "num_key_value_heads": 4,
+            "num_hidden_layers": layers, "num_local_experts": 4,
+            "max_position_embeddings": positions, "vocab_size": vocab, "torch_dtype": "bfloat16",
+        })
+    }
+
     #[test]
     fn experts_merge_into_two_allocations_a_layer_and_split_over_ranks() {
         // A Mixtral of 2 layers, hidden 512, 4 experts of 1,024, 8 heads and
@@ -496,12 +506,7 @@ mod tests {
         // 2,048 x 512 x 2 = 8,388,608; w2 4,194,304; two norms 2,048:
         // 14,161,920. x 2 + embedding and head 2 x 32,768,000 + the final
         // norm 1,024 = 93,860,864 (vLLM's own class: the same).
-        let config = serde_json::json!({
-            "architectures": ["MixtralForCausalLM"], "hidden_size": 512,
-            "intermediate_size": 1024, "num_attention_heads": 8, "num_key_value_heads": 4,
-            "num_hidden_layers": 2, "num_local_experts": 4, "max_position_embeddings": 4096,
-            "vocab_size": 32000, "torch_dtype": "bfloat16",
-        });
+        let config = small_mixtral(2, 4096, 32000);
         let tensors = crate::fit::tensors_from_config(&config).unwrap();
         let one = loaded_weights(&config, &tensors, DType::BF16, 1).unwrap();
         assert_eq!(one.tensor_bytes, 93_860_864);
@@ -527,12 +532,7 @@ mod tests {
         // The small Mixtral of the test above, its experts fused: gate_up
         // [4, 2,048, 512] and down [4, 512, 1,024]; over 2 ranks each halves
         // (the 1,024-wide inner size split): 4,194,304 and 2,097,152.
-        let config = serde_json::json!({
-            "architectures": ["MixtralForCausalLM"], "hidden_size": 512,
-            "intermediate_size": 1024, "num_attention_heads": 8, "num_key_value_heads": 4,
-            "num_hidden_layers": 1, "num_local_experts": 4, "max_position_embeddings": 64,
-            "vocab_size": 64, "torch_dtype": "bfloat16",
-        });
+        let config = small_mixtral(1, 64, 64);
         let fused = [
             tensor(
                 "model.layers.0.mlp.experts.gate_up_proj",
