@@ -9,11 +9,13 @@
 //! config's global values (a Gemma 4's full-attention layers hold twice the
 //! head of its sliding ones).
 
+use std::cell::OnceCell;
+
 use serde_json::{Map, Value};
 
 use super::lookup::{shown, HfConfig};
 use crate::error::KvError;
-use crate::pattern::LayerKind;
+use crate::pattern::{LayerKind, LayerPattern};
 
 const PER_LAYER_CONFIG: &str = "per_layer_config";
 const WHAT: &str = "per-layer values";
@@ -126,6 +128,8 @@ impl HfConfig {
             });
         };
         let mut differing = Vec::new();
+        // Built once, and only where a layer drops its window.
+        let pattern = OnceCell::new();
         for (index, overrides) in entries {
             let Ok(layer) = index.parse::<u64>() else {
                 return Err(KvError::Config {
@@ -142,13 +146,18 @@ impl HfConfig {
                     ),
                 });
             };
-            differing.extend(self.moving_overrides(layer, overrides));
+            differing.extend(self.moving_overrides(layer, overrides, &pattern));
         }
         Ok(Some((format!("`{name}`"), differing)))
     }
 
     /// One layer's overrides that move a cache.
-    fn moving_overrides(&self, layer: u64, overrides: &Map<String, Value>) -> Vec<String> {
+    fn moving_overrides(
+        &self,
+        layer: u64,
+        overrides: &Map<String, Value>,
+        pattern: &OnceCell<Option<LayerPattern>>,
+    ) -> Vec<String> {
         let mut moving = Vec::new();
         for (key, value) in overrides {
             if SIZES_NO_CACHE.contains(&key.as_str()) {
@@ -163,7 +172,14 @@ impl HfConfig {
             if global.as_ref() == Some(value) || (global.is_none() && value.is_null()) {
                 continue;
             }
-            if key == "sliding_window" && value.is_null() && self.is_full_attention(layer) {
+            let full_attention = || {
+                let pattern = pattern.get_or_init(|| self.layer_pattern().ok());
+                let kind = pattern
+                    .as_ref()
+                    .and_then(|p| p.kinds().nth(usize::try_from(layer).unwrap_or(usize::MAX)));
+                kind == Some(LayerKind::FullAttention)
+            };
+            if key == "sliding_window" && value.is_null() && full_attention() {
                 continue;
             }
             let global = match global {
@@ -176,17 +192,6 @@ impl HfConfig {
             ));
         }
         moving
-    }
-
-    /// Whether the layer pattern makes `layer` full attention.
-    fn is_full_attention(&self, layer: u64) -> bool {
-        let Ok(pattern) = self.layer_pattern() else {
-            return false;
-        };
-        let kind = pattern
-            .kinds()
-            .nth(usize::try_from(layer).unwrap_or(usize::MAX));
-        kind == Some(LayerKind::FullAttention)
     }
 
     /// Where no `per_layer_config` is written: the overrides a family's
