@@ -65,9 +65,10 @@ enum Command {
     /// Estimates, from HF config.json files, what vLLM holds per position, per
     /// row and at peak, group by group.
     Estimate(Box<estimate_args::Args>),
-    /// SGLang's KV pool for a checkpoint on a named GPU: the weights from the
-    /// checkpoint's safetensors headers, SGLang's default mem_fraction_static
-    /// for the GPU, the budget it profiles, then its pools and lines.
+    /// Does a checkpoint fit a named GPU: its weights per rank from the
+    /// checkpoint's safetensors headers, the engine's memory budget for the
+    /// GPU (vLLM 0.33's, or SGLang 0.5.23's default mem_fraction_static),
+    /// the KV cache that leaves, and the lines the engine would log.
     Fit(Box<fit::Command>),
     /// Merges per-rank reports (Collection::export JSON) into one cluster view.
     Merge {

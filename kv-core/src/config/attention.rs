@@ -62,7 +62,7 @@ impl HfConfig {
     }
 
     /// The KV heads, by the family's rule, checked against the attention heads.
-    fn read_kv_heads(&self) -> Result<u64, KvError> {
+    pub(super) fn read_kv_heads(&self) -> Result<u64, KvError> {
         const WHAT: &str = "kv_heads";
         if let Some(kv_heads) = self.kv_heads {
             return self.count_or(WHAT, Some(kv_heads), KV_HEADS);
@@ -188,7 +188,7 @@ impl HfConfig {
         }
     }
 
-    fn head_dim(&self) -> Result<u64, KvError> {
+    pub(super) fn head_dim(&self) -> Result<u64, KvError> {
         let rule = self.family_row().map(|row| row.kv_heads);
         let head_dim_keys = match rule {
             Some(models::KvHeads::ChatGlm) => HEAD_DIM_CHATGLM,

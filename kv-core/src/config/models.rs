@@ -136,6 +136,24 @@ pub(crate) const MODEL_TYPES: &[ModelType] = &[
         ..generic(&["gemma3_text", "gemma3"])
     },
     ModelType {
+        // Gemma4TextConfig: without `layer_types`, every 6th layer full (and
+        // transformers forces the last to full, which kv does not: published
+        // configs write `layer_types`). Its full-attention layers take
+        // `global_head_dim` (512) and, under `attention_k_eq_v`,
+        // `num_global_key_value_heads` (config/per_layer.rs).
+        defaults: &[
+            ("sliding_window_pattern", "6"),
+            ("sliding_window", "512"),
+            ("num_hidden_layers", "30"),
+            ("num_attention_heads", "8"),
+            ("num_key_value_heads", "4"),
+            ("head_dim", "256"),
+            ("max_position_embeddings", "131072"),
+        ],
+        source: "transformers Gemma4TextConfig default",
+        ..generic(&["gemma4_text", "gemma4"])
+    },
+    ModelType {
         // Gemma3nTextConfig: every 5th layer full; the last
         // num_kv_shared_layers reuse earlier layers' K/V.
         defaults: &[

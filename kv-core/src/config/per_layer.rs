@@ -4,10 +4,12 @@
 //! transformers config turns them into such a map (Gemma 4's
 //! `global_head_dim`, NeoMME's long windows, Step 3.5's sliding heads).
 //!
-//! kv sizes every layer of a kind with one geometry, so a layer whose
-//! overrides would move a cache is refused by name, never sized as the
-//! config's global values (a Gemma 4's full-attention layers hold twice the
-//! head of its sliding ones).
+//! kv sizes every layer of a kind with one geometry. Where every layer of a
+//! kind takes the same `head_dim` and `num_key_value_heads`, the kind is
+//! sized with them ([`HfConfig::kind_geometry`]: a Gemma 4's full-attention
+//! layers hold twice the head of its sliding ones); any other override that
+//! moves a cache, or one that differs within a kind, is refused by name,
+//! never sized as the config's global values.
 
 use std::cell::OnceCell;
 
@@ -16,6 +18,7 @@ use serde_json::{Map, Value};
 use super::lookup::{shown, HfConfig};
 use crate::error::KvError;
 use crate::pattern::{LayerKind, LayerPattern};
+use crate::spec::layout::Geometry;
 
 const PER_LAYER_CONFIG: &str = "per_layer_config";
 const WHAT: &str = "per-layer values";
@@ -64,6 +67,36 @@ const GLOBAL_HEAD_FAMILIES: &[(&str, Option<u64>)] = &[
 const DEFAULT_GLOBAL_HEAD_DIM: u64 = 512;
 /// How many differing layers a refusal lists before counting the rest.
 const LISTED: usize = 4;
+/// The overrides a kind's geometry takes, where its layers agree on them.
+const HEAD_DIM: &str = "head_dim";
+const KV_HEADS: &str = "num_key_value_heads";
+
+/// Which layers an override applies to.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Layers {
+    /// One layer, by index (a written `per_layer_config`).
+    One(u64),
+    /// Every layer of a kind (a family's builder keys).
+    Kind(LayerKind),
+}
+
+/// One override that moves a cache.
+#[derive(Clone, Debug)]
+struct Moving {
+    layers: Layers,
+    /// The key the override sets in a layer's config (`head_dim`, ...).
+    key: String,
+    value: Value,
+    /// How a refusal words it.
+    said: String,
+}
+
+/// The overrides that move a cache, and where they come from.
+struct Overrides {
+    /// "`per_layer_config`", or the family whose keys build one.
+    source: String,
+    moving: Vec<Moving>,
+}
 
 impl HfConfig {
     /// Refuses a config whose layers differ in what sizes a cache: an entry
@@ -85,39 +118,124 @@ impl HfConfig {
     /// assert!(refused.contains("layer 5: `head_dim` 512 (the config's: 256)"));
     /// ```
     pub(super) fn uniform_layers(&self) -> Result<(), KvError> {
-        let differing = match self.find_with_null(PER_LAYER_CONFIG) {
-            Some((_, Value::Null, _)) | None => self.built_overrides(),
-            Some((name, value, _)) => self.written_overrides(&name, value)?,
-        };
-        let Some((source, layers)) = differing else {
-            return Ok(());
-        };
-        if layers.is_empty() {
-            return Ok(());
+        match self.overrides()? {
+            Some(overrides) if !overrides.moving.is_empty() => Err(overrides.refusal(
+                "kv sizes every layer of a kind with one geometry, and this reading wants \
+                 one for every layer",
+            )),
+            _ => Ok(()),
         }
-        let mut listed: Vec<String> = layers.iter().take(LISTED).cloned().collect();
-        if layers.len() > LISTED {
-            listed.push(format!("and {} more", layers.len() - LISTED));
+    }
+
+    /// The geometry of the layers of `kind` (without a layer count: the
+    /// caller sets it): the config's, with the `head_dim` and
+    /// `num_key_value_heads` that transformers' `per_layer_config` (or the
+    /// keys a family builds it from) gives every layer of that kind. A kind
+    /// whose layers differ among themselves in those, or an override of
+    /// anything else that moves a cache, is refused by name.
+    ///
+    /// ```
+    /// use kv_core::pattern::LayerKind;
+    /// use kv_core::HfConfig;
+    ///
+    /// let gemma_4 = HfConfig::from_value(serde_json::json!({
+    ///     "model_type": "gemma4_text", "num_hidden_layers": 6, "num_attention_heads": 8,
+    ///     "num_key_value_heads": 4, "head_dim": 256, "torch_dtype": "bfloat16",
+    ///     "sliding_window": 512,
+    ///     "layer_types": ["sliding_attention", "sliding_attention", "sliding_attention",
+    ///                     "sliding_attention", "sliding_attention", "full_attention"],
+    /// }));
+    /// // transformers' default `global_head_dim` (512) on the full-attention layer.
+    /// assert_eq!(gemma_4.kind_geometry(LayerKind::FullAttention)?.head_dim, 512);
+    /// assert_eq!(gemma_4.kind_geometry(LayerKind::SlidingAttention)?.head_dim, 256);
+    /// # Ok::<(), kv_core::KvError>(())
+    /// ```
+    pub fn kind_geometry(&self, kind: LayerKind) -> Result<Geometry, KvError> {
+        let layers = self.layer_count();
+        let kv_heads = self.read_kv_heads();
+        let head_dim = self.head_dim();
+        let dtype = self.dtype();
+        let overrides = self.overrides();
+        let (layers, kv_heads, head_dim, dtype, overrides) =
+            match (layers, kv_heads, head_dim, dtype, overrides) {
+                (Ok(l), Ok(k), Ok(h), Ok(d), Ok(o)) => (l, k, h, d, o),
+                (layers, kv_heads, head_dim, dtype, overrides) => {
+                    let errors = [
+                        layers.err(),
+                        kv_heads.err(),
+                        head_dim.err(),
+                        dtype.err(),
+                        overrides.err(),
+                    ];
+                    return Err(KvError::from_all(errors.into_iter().flatten().collect())
+                        .unwrap_or_else(super::lookup::no_error_collected));
+                }
+            };
+        let mut geometry = Geometry::new(layers, kv_heads, head_dim, dtype);
+        let Some(overrides) = overrides.filter(|o| !o.moving.is_empty()) else {
+            return Ok(geometry);
+        };
+        if overrides
+            .moving
+            .iter()
+            .any(|m| m.key != HEAD_DIM && m.key != KV_HEADS)
+        {
+            return Err(overrides.refusal(
+                "kv reads a kind's `head_dim` and `num_key_value_heads` from per-layer values, \
+                 not the others",
+            ));
         }
-        Err(KvError::Config {
-            what: WHAT,
-            problem: format!(
-                "{source} gives layers values that size their caches differently from the \
-                 config's: {}; kv sizes every layer of a kind with one geometry and does not \
-                 read per-layer values yet, so it refuses rather than size those layers by \
-                 the config's global values",
-                listed.join(", ")
-            ),
-        })
+        let pattern = self.layer_pattern()?;
+        let of_kind: Vec<u64> = (0u64..)
+            .zip(pattern.kinds())
+            .filter(|(_, k)| *k == kind)
+            .map(|(i, _)| i)
+            .collect();
+        geometry.head_dim = overrides.for_kind(kind, &of_kind, HEAD_DIM, head_dim)?;
+        geometry.kv_heads = overrides.for_kind(kind, &of_kind, KV_HEADS, kv_heads)?;
+        if let Some((_, heads)) = self.attention_heads()? {
+            if geometry.kv_heads > heads {
+                return Err(KvError::Config {
+                    what: WHAT,
+                    problem: format!(
+                        "{} gives the {kind} layers {} KV heads but the config has {heads} \
+                         attention heads: a model cannot have more KV heads than attention \
+                         heads; fix the config",
+                        overrides.source, geometry.kv_heads
+                    ),
+                });
+            }
+        }
+        let taken: Vec<String> = overrides
+            .moving
+            .iter()
+            .filter(|m| match m.layers {
+                Layers::Kind(k) => k == kind,
+                Layers::One(layer) => of_kind.contains(&layer),
+            })
+            .map(|m| m.key.clone())
+            .collect();
+        if !taken.is_empty() {
+            self.note(format!(
+                "{kind} layers: `head_dim` {}, {} KV heads, from {}",
+                geometry.head_dim, geometry.kv_heads, overrides.source
+            ));
+        }
+        Ok(geometry)
+    }
+
+    /// The overrides that move a cache: a written `per_layer_config`'s, else
+    /// those a family's config class would build; `None` where neither.
+    fn overrides(&self) -> Result<Option<Overrides>, KvError> {
+        match self.find_with_null(PER_LAYER_CONFIG) {
+            Some((_, Value::Null, _)) | None => Ok(self.built_overrides()),
+            Some((name, value, _)) => self.written_overrides(&name, value),
+        }
     }
 
     /// The layers of a written `per_layer_config` whose overrides move a
     /// cache, each as "layer I: `key` V (the config's: G)".
-    fn written_overrides(
-        &self,
-        name: &str,
-        value: &Value,
-    ) -> Result<Option<(String, Vec<String>)>, KvError> {
+    fn written_overrides(&self, name: &str, value: &Value) -> Result<Option<Overrides>, KvError> {
         let Value::Object(entries) = value else {
             return Err(KvError::Config {
                 what: WHAT,
@@ -148,7 +266,10 @@ impl HfConfig {
             };
             differing.extend(self.moving_overrides(layer, overrides, &pattern));
         }
-        Ok(Some((format!("`{name}`"), differing)))
+        Ok(Some(Overrides {
+            source: format!("`{name}`"),
+            moving: differing,
+        }))
     }
 
     /// One layer's overrides that move a cache.
@@ -157,7 +278,7 @@ impl HfConfig {
         layer: u64,
         overrides: &Map<String, Value>,
         pattern: &OnceCell<Option<LayerPattern>>,
-    ) -> Vec<String> {
+    ) -> Vec<Moving> {
         let mut moving = Vec::new();
         for (key, value) in overrides {
             if SIZES_NO_CACHE.contains(&key.as_str()) {
@@ -186,17 +307,22 @@ impl HfConfig {
                 Some(global) => shown(&global),
                 None => "unset".to_owned(),
             };
-            moving.push(format!(
-                "layer {layer}: `{key}` {} (the config's: {global})",
-                shown(value)
-            ));
+            moving.push(Moving {
+                layers: Layers::One(layer),
+                key: key.clone(),
+                value: value.clone(),
+                said: format!(
+                    "layer {layer}: `{key}` {} (the config's: {global})",
+                    shown(value)
+                ),
+            });
         }
         moving
     }
 
     /// Where no `per_layer_config` is written: the overrides a family's
     /// config class would build, where they differ.
-    fn built_overrides(&self) -> Option<(String, Vec<String>)> {
+    fn built_overrides(&self) -> Option<Overrides> {
         let model_types = self.model_types();
         // The section's own type first (`gemma4_text` within a `gemma4`).
         if let Some((family, ungated_kv_heads)) = model_types.iter().find_map(|model_type| {
@@ -218,11 +344,7 @@ impl HfConfig {
     /// Gemma 4's full-attention layers: `global_head_dim` (512 when unset)
     /// and, where `attention_k_eq_v` (or the family's default), the
     /// `num_global_key_value_heads`.
-    fn global_head_overrides(
-        &self,
-        family: &str,
-        ungated_kv_heads: Option<u64>,
-    ) -> (String, Vec<String>) {
+    fn global_head_overrides(&self, family: &str, ungated_kv_heads: Option<u64>) -> Overrides {
         let read = |key: &str| self.find(&[key]).and_then(|(_, v)| v.as_u64());
         let (global_head_dim, said) = match read("global_head_dim") {
             Some(dim) => (dim, String::new()),
@@ -232,12 +354,18 @@ impl HfConfig {
             ),
         };
         let mut moving = Vec::new();
+        let full = Layers::Kind(LayerKind::FullAttention);
         if read("head_dim") != Some(global_head_dim) {
-            moving.push(format!(
-                "the full-attention layers' `global_head_dim` {global_head_dim}{said} where \
-                 `head_dim` is {}",
-                shown_or_unset(self.find(&["head_dim"]).map(|(_, v)| v))
-            ));
+            moving.push(Moving {
+                layers: full,
+                key: HEAD_DIM.to_owned(),
+                value: Value::from(global_head_dim),
+                said: format!(
+                    "the full-attention layers' `global_head_dim` {global_head_dim}{said} where \
+                     `head_dim` is {}",
+                    shown_or_unset(self.find(&["head_dim"]).map(|(_, v)| v))
+                ),
+            });
         }
         let gated = self
             .find(&["attention_k_eq_v"])
@@ -249,22 +377,29 @@ impl HfConfig {
         };
         if let Some(heads) = global_kv_heads {
             if read("num_key_value_heads") != Some(heads) {
-                moving.push(format!(
-                    "the full-attention layers' `num_global_key_value_heads` {heads} where \
-                     `num_key_value_heads` is {}",
-                    shown_or_unset(self.find(&["num_key_value_heads"]).map(|(_, v)| v))
-                ));
+                moving.push(Moving {
+                    layers: full,
+                    key: KV_HEADS.to_owned(),
+                    value: Value::from(heads),
+                    said: format!(
+                        "the full-attention layers' `num_global_key_value_heads` {heads} where \
+                         `num_key_value_heads` is {}",
+                        shown_or_unset(self.find(&["num_key_value_heads"]).map(|(_, v)| v))
+                    ),
+                });
             }
         }
-        (
-            format!("`model_type` {family} (transformers builds its `per_layer_config` from these keys)"),
+        Overrides {
+            source: format!(
+                "`model_type` {family} (transformers builds its `per_layer_config` from these keys)"
+            ),
             moving,
-        )
+        }
     }
 
     /// NeoMME: every second sliding layer takes `default_long_sliding_window`
     /// (1024 unset) instead of `sliding_window`.
-    fn neomme_windows(&self) -> (String, Vec<String>) {
+    fn neomme_windows(&self) -> Overrides {
         let long = self
             .find(&["default_long_sliding_window"])
             .and_then(|(_, v)| v.as_u64())
@@ -273,22 +408,28 @@ impl HfConfig {
         let moving = if window == Some(long) {
             Vec::new()
         } else {
-            vec![format!(
-                "every second sliding layer's window `default_long_sliding_window` {long} \
-                 where `sliding_window` is {}",
-                shown_or_unset(self.find(&["sliding_window"]).map(|(_, v)| v))
-            )]
+            vec![Moving {
+                layers: Layers::Kind(LayerKind::SlidingAttention),
+                key: "sliding_window".to_owned(),
+                value: Value::from(long),
+                said: format!(
+                    "every second sliding layer's window `default_long_sliding_window` {long} \
+                     where `sliding_window` is {}",
+                    shown_or_unset(self.find(&["sliding_window"]).map(|(_, v)| v))
+                ),
+            }]
         };
-        (
-            "`model_type` neomme (transformers builds its `per_layer_config` from these keys)"
+        Overrides {
+            source: "`model_type` neomme (transformers builds its `per_layer_config` from these \
+                     keys)"
                 .to_owned(),
             moving,
-        )
+        }
     }
 
     /// Step 3.5: the sliding layers' `num_sliding_attention_heads` (or the
     /// legacy `attention_other_setting.num_attention_heads`).
-    fn step3p5_sliding_heads(&self, model_type: &str) -> (String, Vec<String>) {
+    fn step3p5_sliding_heads(&self, model_type: &str) -> Overrides {
         let heads = self.find(&["num_attention_heads"]).map(|(_, v)| v.clone());
         let sliding = self
             .find(&["num_sliding_attention_heads"])
@@ -299,20 +440,102 @@ impl HfConfig {
                 Some((format!("{key}.num_attention_heads"), value))
             });
         let moving = match sliding {
-            Some((key, value)) if Some(&value) != heads.as_ref() => vec![format!(
-                "the sliding layers' `{key}` {} where `num_attention_heads` is {}",
-                shown(&value),
-                shown_or_unset(heads.as_ref())
-            )],
+            Some((key, value)) if Some(&value) != heads.as_ref() => vec![Moving {
+                layers: Layers::Kind(LayerKind::SlidingAttention),
+                key: "num_attention_heads".to_owned(),
+                said: format!(
+                    "the sliding layers' `{key}` {} where `num_attention_heads` is {}",
+                    shown(&value),
+                    shown_or_unset(heads.as_ref())
+                ),
+                value,
+            }],
             _ => Vec::new(),
         };
-        (
-            format!(
+        Overrides {
+            source: format!(
                 "`model_type` {model_type} (transformers builds its `per_layer_config` from \
                  these keys)"
             ),
             moving,
-        )
+        }
+    }
+}
+
+impl Overrides {
+    /// The refusal: the overrides, the first few listed, and `why`.
+    fn refusal(&self, why: &str) -> KvError {
+        let mut listed: Vec<String> = self
+            .moving
+            .iter()
+            .take(LISTED)
+            .map(|m| m.said.clone())
+            .collect();
+        if self.moving.len() > LISTED {
+            listed.push(format!("and {} more", self.moving.len() - LISTED));
+        }
+        KvError::Config {
+            what: WHAT,
+            problem: format!(
+                "{} gives layers values that size their caches differently from the config's: \
+                 {}; {why}, so it refuses rather than size those layers by the config's global \
+                 values",
+                self.source,
+                listed.join(", ")
+            ),
+        }
+    }
+
+    /// The value of `key` on every layer of `kind` (`of_kind`, their
+    /// indices), where they agree: an override, else the config's `global`.
+    fn for_kind(
+        &self,
+        kind: LayerKind,
+        of_kind: &[u64],
+        key: &str,
+        global: u64,
+    ) -> Result<u64, KvError> {
+        let mut values: Vec<(u64, u64)> = Vec::with_capacity(of_kind.len());
+        for &layer in of_kind {
+            let mut value = global;
+            for m in self.moving.iter().filter(|m| m.key == key) {
+                let applies = match m.layers {
+                    Layers::Kind(k) => k == kind,
+                    Layers::One(index) => index == layer,
+                };
+                if !applies {
+                    continue;
+                }
+                value = m
+                    .value
+                    .as_u64()
+                    .filter(|v| *v > 0)
+                    .ok_or_else(|| KvError::Config {
+                        what: WHAT,
+                        problem: format!(
+                            "{} sets `{key}` to {} on layer {layer}; expected a positive integer",
+                            self.source,
+                            shown(&m.value)
+                        ),
+                    })?;
+            }
+            values.push((layer, value));
+        }
+        let Some(&(_, first)) = values.first() else {
+            return Ok(global);
+        };
+        if let Some(&(other, differs)) = values.iter().find(|(_, v)| *v != first) {
+            return Err(KvError::Config {
+                what: WHAT,
+                problem: format!(
+                    "{} gives the {kind} layers different `{key}`: layer {} {first}, layer \
+                     {other} {differs}; kv sizes every layer of a kind with one geometry, so it \
+                     refuses rather than size them alike",
+                    self.source, values[0].0
+                ),
+            });
+        }
+        Ok(first)
     }
 }
 

@@ -377,16 +377,18 @@ fn detect(
     match hf.sliding_window_if_set()? {
         None => {
             let detected = "attention in every layer: no layer pattern, no sliding window, no MLA";
-            let spec = builder(plain, detected).full(geometry, "full_attention", hf)?;
-            Ok((detected.to_owned(), plain, vec![spec]))
+            let paging = Paging::attention(hf, settings, &[LayerKind::FullAttention])?;
+            let spec = builder(paging, detected).full(geometry, "full_attention", hf)?;
+            Ok((detected.to_owned(), paging, vec![spec]))
         }
         Some(window) => {
             let detected = format!(
                 "sliding attention in every layer: `sliding_window` {window} and no layer \
                  pattern (vLLM slides every layer of such a model)"
             );
-            let spec = builder(plain, &detected).sliding(geometry, window, hf)?;
-            Ok((detected, plain, vec![spec]))
+            let paging = Paging::attention(hf, settings, &[LayerKind::SlidingAttention])?;
+            let spec = builder(paging, &detected).sliding(geometry, window, hf)?;
+            Ok((detected, paging, vec![spec]))
         }
     }
 }

@@ -109,7 +109,7 @@ impl Estimate {
             });
         }
         let whole = self.collection()?;
-        let grouping = Grouping::of(&self.specs, self.block_size)?;
+        let grouping = self.grouping(&whole)?;
         parallel
             .ranks()
             .map(|rank| {
@@ -141,8 +141,16 @@ impl Estimate {
 
     /// What vLLM's pool charges the one rank `rank`.
     pub(super) fn pool_at(&self, rank: Parallel, max_num_seqs: u64) -> Result<VllmPool, KvError> {
-        let collection = self.collection()?.for_rank(rank)?;
-        Grouping::of(&self.specs, self.block_size)?.pool(&collection, max_num_seqs)
+        let whole = self.collection()?;
+        let collection = whole.for_rank(rank)?;
+        self.grouping(&whole)?.pool(&collection, max_num_seqs)
+    }
+
+    /// vLLM's groups for this estimate, with the pages one tensor-parallel
+    /// rank of every layer holds made equal as vLLM makes them.
+    fn grouping(&self, whole: &Collection) -> Result<Grouping, KvError> {
+        let one_rank = whole.for_rank(Parallel::new(self.tensor_parallel, 1)?.at(0, 0)?)?;
+        Grouping::of(&self.specs, self.block_size)?.with_rank_pages(&one_rank)
     }
 
     /// The estimate of the config at `source`, per rank, as JSON reads back.

@@ -104,7 +104,16 @@ pub fn totals_line(totals: &Totals, max_num_seqs: u64) -> String {
 
 /// Each kind as vLLM's pool charges it on a rank:
 /// `sliding_attention 22 layers charged as 24 (6 groups)`.
+/// A kind whose smaller page vLLM filled with more tokens says so:
+/// `(5 group(s), 32 tokens a block to fill the largest page)`.
 pub fn charged_kinds(pool: &VllmPool) -> String {
+    let smallest_block = pool
+        .kinds
+        .iter()
+        .map(|k| k.block_size)
+        .filter(|b| *b > 0)
+        .min()
+        .unwrap_or(0);
     pool.kinds
         .iter()
         .map(|k| {
@@ -113,8 +122,13 @@ pub fn charged_kinds(pool: &VllmPool) -> String {
             } else {
                 format!("{} of {} layers", k.layers_on_rank, k.layers)
             };
+            let block = if k.block_size > smallest_block {
+                format!(", {} tokens a block to fill the largest page", k.block_size)
+            } else {
+                String::new()
+            };
             format!(
-                "{} {held} charged as {} ({} group(s))",
+                "{} {held} charged as {} ({} group(s){block})",
                 k.name, k.charged_layers, k.groups
             )
         })

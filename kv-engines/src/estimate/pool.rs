@@ -19,8 +19,8 @@
 //! block spans its widest projected group, and a request still takes blocks
 //! from every group.
 
-use kv_core::spec::Layout;
-use kv_core::{Collection, KvError, KvSpec, Overflow};
+use kv_core::spec::{Bound, Layout};
+use kv_core::{Collection, KvError, KvSpec, Overflow, PositionPolicy, Positions};
 use serde::{Deserialize, Serialize};
 
 use super::settings::{config_error, overflow, VLLM_VERSION};
@@ -33,6 +33,10 @@ struct Kind {
     layers: u64,
     /// Blocks one request at `max_model_len` takes in one layer's group.
     blocks: u64,
+    /// Tokens per block of this kind: the estimate's, or a multiple of it
+    /// where vLLM makes a smaller page equal the largest by holding more
+    /// tokens in it ([`Grouping::with_rank_pages`]).
+    block_size: u64,
 }
 
 /// The model's kinds and vLLM's group size for them.
@@ -72,7 +76,8 @@ impl Grouping {
             kinds.push(Kind {
                 name: spec.name.to_string(),
                 layers,
-                blocks: blocks(spec, block_size),
+                blocks: blocks(spec, block_size)?,
+                block_size,
             });
         }
         let latents = specs
@@ -112,6 +117,63 @@ impl Grouping {
             block_size,
             one_group,
         })
+    }
+
+    /// vLLM's pages made equal (`unify_kv_cache_spec_page_size`, over every
+    /// layer of the model): a kind whose page divides the largest holds that
+    /// many times the tokens in one block instead (a Gemma 4's 256-wide
+    /// sliding layers 32 tokens where its 512-wide full layers hold 16); a
+    /// recurrent state page, or an attention page that does not divide, is
+    /// padded to the largest; an MLA latent that does not divide cannot be,
+    /// and vLLM refuses it. `rank` is one tensor-parallel rank holding every
+    /// layer (pp 1): vLLM unifies the pages each worker holds.
+    pub(super) fn with_rank_pages(mut self, rank: &Collection) -> Result<Grouping, KvError> {
+        if self.one_group {
+            return Ok(self);
+        }
+        let mut pages = Vec::with_capacity(self.kinds.len());
+        for kind in &self.kinds {
+            let Some(entry) = rank.entries().iter().find(|e| e.spec.name == kind.name) else {
+                continue;
+            };
+            let kind_page = page(&entry.spec, self.block_size)
+                .map_err(overflow(format!("one page of `{}`", kind.name)))?;
+            pages.push((kind.name.clone(), kind_page, &entry.spec));
+        }
+        let largest = pages.iter().map(|(_, p, _)| *p).max().unwrap_or(0);
+        for (name, kind_page, spec) in pages {
+            if kind_page == largest || kind_page == 0 {
+                continue;
+            }
+            match &spec.layout {
+                Layout::Recurrent(_) => continue,
+                Layout::Latent { .. } if !largest.is_multiple_of(kind_page) => {
+                    return Err(config_error(
+                        "figures",
+                        format!(
+                            "vLLM {VLLM_VERSION} would not start: `{name}`'s page of {kind_page} \
+                             B does not divide the largest, {largest} B, and vLLM pads no MLA \
+                             page (\"page size is not divisible by the maximum page size and \
+                             cannot be padded\")"
+                        ),
+                    ));
+                }
+                _ if !largest.is_multiple_of(kind_page) => continue,
+                _ => {}
+            }
+            let block_size = (largest / kind_page)
+                .checked_mul(self.block_size)
+                .ok_or_else(|| {
+                    overflow("vLLM's pool".to_owned())(Overflow {
+                        step: "a block made as large as the largest page",
+                    })
+                })?;
+            if let Some(kind) = self.kinds.iter_mut().find(|k| k.name == name) {
+                kind.block_size = block_size;
+                kind.blocks = blocks(spec, block_size)?;
+            }
+        }
+        Ok(self)
     }
 
     /// How many groups the kind's `layers` make (one group holds every kind
@@ -166,10 +228,10 @@ impl Grouping {
             let mut blocks_per_layer = kind.blocks;
             let mut kind_page = 0;
             if let Some(entry) = held {
-                kind_page = page(&entry.spec, self.block_size)
+                kind_page = page(&entry.spec, kind.block_size)
                     .map_err(overflow(format!("one page of `{}`", kind.name)))?;
                 pages.push(kind_page);
-                blocks_per_layer = blocks(&entry.spec, self.block_size);
+                blocks_per_layer = blocks(&entry.spec, kind.block_size)?;
             }
             let groups = self.groups(kind.layers);
             blocks_per_request = groups
@@ -187,6 +249,7 @@ impl Grouping {
                 charged_layers: 0,
                 blocks_per_layer,
                 page_bytes: kind_page,
+                block_size: kind.block_size,
             });
         }
         if widest == 0 {
@@ -198,8 +261,8 @@ impl Grouping {
                 .checked_mul(widest)
                 .ok_or_else(|| too_big("vLLM's charged layers"))?;
         }
-        // Pages differ only where kv's per-rank shapes leave them unequal;
-        // vLLM pads every page to the largest (unify_kv_cache_spec_page_size).
+        // Pages that still differ (a state page, or one that does not divide
+        // the largest) vLLM pads to the largest (unify_kv_cache_spec_page_size).
         let page_bytes = pages.iter().copied().max().unwrap_or(0);
         let unequal_pages = pages.iter().any(|p| *p != page_bytes);
         let bytes_per_block = page_bytes
@@ -254,6 +317,7 @@ impl Grouping {
                 charged_layers: on_rank,
                 blocks_per_layer: kind.blocks,
                 page_bytes: kind_page,
+                block_size: kind.block_size,
             });
         }
         if layers_on_rank == 0 {
@@ -306,13 +370,54 @@ fn no_cache_on(rank: &Collection) -> KvError {
 /// Blocks one request at `max_model_len` takes in one layer of `spec`: its
 /// positions in whole blocks (`cdiv(max_memory_usage_bytes, page)`), or the
 /// state pages it keeps.
-fn blocks(spec: &KvSpec, block_size: u64) -> u64 {
+fn blocks(spec: &KvSpec, block_size: u64) -> Result<u64, KvError> {
     match &spec.layout {
-        Layout::Recurrent(state) => state.slots,
-        layout => layout
-            .positions()
-            .map_or(0, |p| p.count.div_ceil(block_size)),
+        Layout::Recurrent(state) => Ok(state.slots),
+        layout => match layout.positions() {
+            Some(p) => Ok(at_block(p, block_size)
+                .map_err(overflow(format!(
+                    "`{}` in blocks of {block_size}",
+                    spec.name
+                )))?
+                .div_ceil(block_size)),
+            None => Ok(0),
+        },
     }
+}
+
+/// The positions `positions` holds in blocks of `block_size`: a vLLM policy
+/// that rounds to its block is worked out again at this one (a sliding
+/// window keeps one block more than its tokens need, whatever the block).
+fn at_block(positions: &Positions, block_size: u64) -> Result<u64, Overflow> {
+    let Bound::Policy(policy) = &positions.bound else {
+        return Ok(positions.count);
+    };
+    let again = match *policy {
+        PositionPolicy::VllmSlidingWindow {
+            window,
+            max_num_batched_tokens,
+            max_model_len,
+            ..
+        } => PositionPolicy::VllmSlidingWindow {
+            window,
+            max_num_batched_tokens,
+            max_model_len,
+            block_size,
+        },
+        PositionPolicy::VllmChunkedLocal {
+            chunk,
+            max_num_batched_tokens,
+            max_model_len,
+            ..
+        } => PositionPolicy::VllmChunkedLocal {
+            chunk,
+            max_num_batched_tokens,
+            max_model_len,
+            block_size,
+        },
+        _ => return Ok(positions.count),
+    };
+    again.count()
 }
 
 /// Bytes one layer of `spec` keeps per block of `block_size` tokens (an
@@ -392,6 +497,12 @@ pub struct VllmPoolKind {
     /// holds none).
     #[serde(default)]
     pub page_bytes: u64,
+    /// Tokens one block of this kind holds: the estimate's block size, or a
+    /// multiple of it where vLLM made this kind's smaller page as large as
+    /// the largest by holding more tokens in it (0 in reports from before
+    /// kv recorded it).
+    #[serde(default)]
+    pub block_size: u64,
 }
 
 /// `--kv-cache-memory-bytes` (per rank) that lets vLLM hold `max_num_seqs`
@@ -424,34 +535,112 @@ mod tests {
         }
     }
 
+    fn attention(name: &'static str, kv_heads: u64, positions: Positions) -> KvSpec {
+        KvSpec::attention(
+            name,
+            "test",
+            kv_core::Geometry::new(2, kv_heads, 64, kv_core::DType::BF16),
+            positions,
+            kv_core::Scope::Request,
+            kv_core::Rows::MaxNumSeqs,
+        )
+    }
+
+    fn pool_of(specs: Vec<KvSpec>, block_size: u64) -> Result<VllmPool, KvError> {
+        let whole = kv_core::collect(&Declared(specs.clone()));
+        Grouping::of(&specs, block_size)?
+            .with_rank_pages(&whole)?
+            .pool(&whole, 3)
+    }
+
     #[test]
-    fn unequal_pages_are_each_charged_as_the_largest() {
-        use kv_core::DType;
-        use kv_core::Geometry;
-        use kv_core::Positions;
-        use kv_core::{Rows, Scope};
-        let spec = |name: &'static str, kv_heads: u64| {
-            KvSpec::attention(
-                name,
-                "test",
-                Geometry::new(2, kv_heads, 64, DType::BF16),
-                Positions::bounded(32, "two blocks"),
-                Scope::Request,
-                Rows::MaxNumSeqs,
-            )
-        };
+    fn a_page_that_divides_the_largest_holds_more_tokens_a_block() {
         // Pages of 16 x 2 x 64 x 2 x 2 B = 8,192 B and 16 x 1 x 64 x 2 x 2 B
-        // = 4,096 B: vLLM pads the smaller to 8,192. Groups of 2, one each; a
-        // block spans 2 layers; a request takes 2 + 2 blocks.
-        let specs = vec![spec("wide", 2), spec("narrow", 1)];
-        let grouping = Grouping::of(&specs, 16).unwrap();
-        let pool = grouping
-            .pool(&kv_core::collect(&Declared(specs)), 3)
-            .unwrap();
-        assert!(pool.unequal_pages);
+        // = 4,096 B: vLLM doubles the narrow kind's block to 32 tokens, so
+        // its page is 8,192 B too. Groups of 2, one each; a block spans 2
+        // layers; a request takes cdiv(48, 16) = 3 blocks of the wide kind
+        // and cdiv(48, 32) = 2 of the narrow.
+        let three_blocks = || Positions::bounded(48, "three blocks of 16");
+        let pool = pool_of(
+            vec![
+                attention("wide", 2, three_blocks()),
+                attention("narrow", 1, three_blocks()),
+            ],
+            16,
+        )
+        .unwrap();
+        assert!(!pool.unequal_pages);
         assert_eq!(pool.page_bytes, 8192);
+        assert_eq!(pool.kinds[1].block_size, 32);
+        assert_eq!(pool.kinds[1].blocks_per_layer, 2);
         assert_eq!(pool.bytes_per_block, 16_384);
-        assert_eq!(pool.per_row_bytes, 16_384 * 4);
-        assert_eq!(pool.peak_bytes, 16_384 * 4 * 3);
+        assert_eq!(pool.blocks_per_request, 3 + 2);
+        assert_eq!(pool.per_row_bytes, 16_384 * 5);
+        assert_eq!(pool.peak_bytes, 16_384 * 5 * 3);
+    }
+
+    #[test]
+    fn a_sliding_window_at_a_larger_block_keeps_one_block_more_than_it_needs() {
+        // A window of 100 with 2,048 tokens in flight at max_model_len 8,192:
+        // min(99 + 2,048, 8,192) = 2,147 tokens. At 16 tokens a block, 135
+        // + 1 blocks; at 32 (its page half the full kind's), 68 + 1 = 69.
+        let window = Positions::from_policy(PositionPolicy::VllmSlidingWindow {
+            window: 100,
+            max_num_batched_tokens: 2048,
+            max_model_len: 8192,
+            block_size: 16,
+        })
+        .unwrap();
+        let pool = pool_of(
+            vec![
+                attention("full", 2, Positions::bounded(8192, "max_model_len")),
+                attention("sliding", 1, window),
+            ],
+            16,
+        )
+        .unwrap();
+        assert_eq!(pool.kinds[0].blocks_per_layer, 512);
+        assert_eq!(pool.kinds[1].block_size, 32);
+        assert_eq!(pool.kinds[1].blocks_per_layer, 69);
+        assert_eq!(pool.blocks_per_request, 512 + 69);
+    }
+
+    #[test]
+    fn a_page_that_does_not_divide_the_largest_is_padded_to_it() {
+        // 3 heads: 12,288 B a page; 2 heads: 8,192 B, which does not divide
+        // it: vLLM pads it to 12,288 B and keeps 16 tokens a block.
+        let two_blocks = || Positions::bounded(32, "two blocks");
+        let pool = pool_of(
+            vec![
+                attention("wide", 3, two_blocks()),
+                attention("narrow", 2, two_blocks()),
+            ],
+            16,
+        )
+        .unwrap();
+        assert!(pool.unequal_pages);
+        assert_eq!(pool.page_bytes, 12_288);
+        assert_eq!(pool.kinds[1].block_size, 16);
+        assert_eq!(pool.bytes_per_block, 24_576);
+        assert_eq!(pool.blocks_per_request, 2 + 2);
+    }
+
+    #[test]
+    fn a_latent_page_that_does_not_divide_the_largest_is_refused() {
+        // A latent of 512 + 64 at 2 B is 1,152 B a token, 18,432 B a page of
+        // 16. Ten heads of 64 hold 40,960 B a page, which 18,432 does not
+        // divide, and vLLM pads no MLA page.
+        let latent = KvSpec::latent(
+            "latent",
+            "test",
+            kv_core::Latent::new(2, 512, 64, kv_core::DType::BF16),
+            Positions::bounded(32, "two blocks"),
+            kv_core::Scope::Request,
+            kv_core::Rows::MaxNumSeqs,
+        );
+        let wide = attention("wide", 10, Positions::bounded(32, "two blocks"));
+        let refused = pool_of(vec![wide, latent], 16).unwrap_err().to_string();
+        assert!(refused.contains("would not start"), "{refused}");
+        assert!(refused.contains("`latent`'s page of 18432 B"), "{refused}");
     }
 }

@@ -39,6 +39,12 @@ pub(super) struct Paging {
 /// FlashMLA's only kernel block (`mla/flashmla.py`
 /// `get_supported_kernel_block_sizes`).
 const FLASH_MLA_BLOCK: u64 = 64;
+/// FlashAttention 4's page on Hopper for an fp8 cache of 512-wide heads
+/// (`flash_attn.py` `_get_sm90_fa4_fp8_kv_block_size`: "The SM90
+/// FP8-KV-dequant kernel uses a 64-token TMA tile/page").
+const FA4_FP8_BLOCK: u64 = 64;
+/// The head size that takes FlashAttention 4's fp8 page on Hopper.
+const FA4_FP8_HEAD: u64 = 512;
 /// The block of a sparse-attention (DSA) model on Hopper: FLASH_ATTN_MLA_SPARSE
 /// (and FLASHMLA_SPARSE) run multiples of 64, its indexer's backend
 /// (DEEPSEEK_V32_INDEXER) 64 alone.
@@ -198,7 +204,11 @@ impl Paging {
             )
         });
         let plain = Paging::plain(settings.block_size);
-        if recurrent.is_empty() || !attention {
+        if recurrent.is_empty() {
+            let kinds: Vec<LayerKind> = groups.iter().map(|(kind, _)| *kind).collect();
+            return Paging::attention(hf, settings, &kinds);
+        }
+        if !attention {
             return Ok(plain);
         }
         let align = settings.engine.prefix_caching;
@@ -263,6 +273,56 @@ impl Paging {
                 tensor_parallel: tp,
             }),
             backend: None,
+        })
+    }
+
+    /// Attention alone, of these kinds: the requested block, except where
+    /// FlashAttention runs a page of its own. vLLM 0.33 on Hopper runs heads
+    /// wider than 256 on FlashAttention 4 (FA3 takes up to 256), and an fp8
+    /// cache (`fp8`, `fp8_e4m3`) of a model whose widest head is 512 on its
+    /// 64-token page, which then sets every layer's block
+    /// (`get_preferred_block_size`, from the model's head size: the largest
+    /// over its layers). A block given is kept, as vLLM keeps it (16, 32 and
+    /// 128 checked on its own objects on 2026-12-06: the cache's pages are
+    /// the given block's).
+    pub fn attention(
+        hf: &HfConfig,
+        settings: &EstimateSettings,
+        kinds: &[LayerKind],
+    ) -> Result<Paging, KvError> {
+        let plain = Paging::plain(settings.block_size);
+        let mut widest = 0;
+        let mut dtype = None;
+        for kind in kinds.iter().filter(|kind| {
+            matches!(
+                kind,
+                LayerKind::FullAttention
+                    | LayerKind::SlidingAttention
+                    | LayerKind::ChunkedAttention
+            )
+        }) {
+            let geometry = hf.kind_geometry(*kind)?;
+            widest = widest.max(geometry.head_dim);
+            dtype = geometry.storage.dtype();
+        }
+        if widest != FA4_FP8_HEAD {
+            return Ok(plain);
+        }
+        let (storage, _) = attention_storage(settings, hf, dtype.unwrap_or(DType::BF16))?;
+        let fp8 = storage.dtype() == Some(DType::F8E4M3) && storage.per_token_head_name().is_none();
+        if !fp8 {
+            return Ok(plain);
+        }
+        if settings.block_size_given {
+            return Ok(plain);
+        }
+        Ok(Paging {
+            block_size: FA4_FP8_BLOCK,
+            backend: Some(
+                "FlashAttention 4, which vLLM runs on Hopper for heads wider than 256: an fp8 \
+                 cache of 512-wide heads takes its 64-token page",
+            ),
+            ..plain
         })
     }
 
@@ -909,9 +969,11 @@ impl Builder<'_> {
 
     pub fn group(&self, hf: &HfConfig, kind: LayerKind, count: u64) -> Result<KvSpec, KvError> {
         match kind {
-            LayerKind::FullAttention => {
-                self.full(hf.geometry()?.with_layers(count), "full_attention", hf)
-            }
+            LayerKind::FullAttention => self.full(
+                hf.kind_geometry(kind)?.with_layers(count),
+                "full_attention",
+                hf,
+            ),
             LayerKind::SlidingAttention => {
                 let window = hf.sliding_window()?.ok_or_else(|| {
                     config_error(
@@ -921,9 +983,11 @@ impl Builder<'_> {
                             .to_owned(),
                     )
                 })?;
-                self.sliding(hf.geometry()?.with_layers(count), window, hf)
+                self.sliding(hf.kind_geometry(kind)?.with_layers(count), window, hf)
             }
-            LayerKind::ChunkedAttention => self.chunked(hf.geometry()?.with_layers(count), hf),
+            LayerKind::ChunkedAttention => {
+                self.chunked(hf.kind_geometry(kind)?.with_layers(count), hf)
+            }
             LayerKind::Mamba => self.mamba(hf, count),
             LayerKind::LinearAttention | LayerKind::ShortConv => self.recurrent(hf, kind, count),
             // Holds nothing; the caller skips it. An error, not a panic, if not.

@@ -4,6 +4,7 @@
 use serde_json::{json, Value};
 
 use super::super::lookup::HfConfig;
+use crate::pattern::LayerKind;
 use crate::spec::dtype::DType;
 use crate::spec::layout::Geometry;
 
@@ -286,5 +287,123 @@ fn an_mla_latent_is_refused_alike() {
     assert!(
         text.contains("layer 1: `kv_lora_rank` 256 (the config's: 512)"),
         "{text}"
+    );
+}
+
+fn kind(config: Value, kind: LayerKind) -> Result<Geometry, crate::KvError> {
+    HfConfig::from_value(config).kind_geometry(kind)
+}
+
+#[test]
+fn each_kind_takes_the_head_its_layers_agree_on() {
+    // Built from the family's keys: the full layer takes `global_head_dim`
+    // and, under `attention_k_eq_v`, `num_global_key_value_heads`.
+    let config = gemma_4(json!({
+        "global_head_dim": 512, "num_global_key_value_heads": 2, "attention_k_eq_v": true,
+    }));
+    assert_eq!(
+        kind(config.clone(), LayerKind::FullAttention).unwrap(),
+        Geometry::new(6, 2, 512, DType::BF16)
+    );
+    assert_eq!(
+        kind(config.clone(), LayerKind::SlidingAttention).unwrap(),
+        Geometry::new(6, 4, 256, DType::BF16)
+    );
+    // The whole-model reading still refuses: one geometry cannot hold both.
+    assert!(refusal(config).contains("kv sizes every layer of a kind with one geometry"));
+    // Written per layer, on every layer of the kind alike.
+    let written = gemma_4(json!({"per_layer_config": {"05": {"head_dim": 512}}}));
+    assert_eq!(
+        kind(written.clone(), LayerKind::FullAttention)
+            .unwrap()
+            .head_dim,
+        512
+    );
+    assert_eq!(
+        kind(written, LayerKind::SlidingAttention).unwrap().head_dim,
+        256
+    );
+    // No overrides: the config's geometry for every kind.
+    assert_eq!(
+        kind(plain(json!({})), LayerKind::FullAttention).unwrap(),
+        Geometry::new(4, 2, 128, DType::BF16)
+    );
+}
+
+#[test]
+fn layers_of_one_kind_that_differ_are_refused_naming_two_of_them() {
+    let mut config = gemma_4(json!({"per_layer_config": {"1": {"head_dim": 128}}}));
+    merge(&mut config, json!({"sliding_window": 512}));
+    let text = kind(config.clone(), LayerKind::SlidingAttention)
+        .unwrap_err()
+        .to_string();
+    assert!(
+        text.contains(
+            "`per_layer_config` gives the sliding_attention layers different `head_dim`: layer 0 \
+             256, layer 1 128"
+        ),
+        "{text}"
+    );
+    // The full layer is alike with itself.
+    assert_eq!(
+        kind(config, LayerKind::FullAttention).unwrap().head_dim,
+        256
+    );
+}
+
+#[test]
+fn an_override_kv_does_not_read_per_kind_is_refused_for_every_kind() {
+    let config = gemma_4(json!({"per_layer_config": {"5": {"sliding_window": 4096}}}));
+    let text = kind(config, LayerKind::SlidingAttention)
+        .unwrap_err()
+        .to_string();
+    assert!(
+        text.contains("layer 5: `sliding_window` 4096 (the config's: 512)"),
+        "{text}"
+    );
+    assert!(
+        text.contains("kv reads a kind's `head_dim` and `num_key_value_heads`"),
+        "{text}"
+    );
+}
+
+#[test]
+fn a_kind_override_that_is_no_count_or_too_many_heads_is_an_error() {
+    let text = kind(
+        gemma_4(json!({"per_layer_config": {"5": {"head_dim": "wide"}}})),
+        LayerKind::FullAttention,
+    )
+    .unwrap_err()
+    .to_string();
+    assert!(
+        text.contains("sets `head_dim` to \"wide\" on layer 5; expected a positive integer"),
+        "{text}"
+    );
+    let text = kind(
+        gemma_4(json!({"per_layer_config": {"5": {"num_key_value_heads": 0}}})),
+        LayerKind::FullAttention,
+    )
+    .unwrap_err()
+    .to_string();
+    assert!(text.contains("expected a positive integer"), "{text}");
+    let text = kind(
+        gemma_4(json!({"per_layer_config": {"5": {"num_key_value_heads": 16}}})),
+        LayerKind::FullAttention,
+    )
+    .unwrap_err()
+    .to_string();
+    assert!(
+        text.contains("gives the full_attention layers 16 KV heads but the config has 8"),
+        "{text}"
+    );
+    // Exactly as many KV heads as attention heads is allowed.
+    assert_eq!(
+        kind(
+            gemma_4(json!({"per_layer_config": {"5": {"num_key_value_heads": 8}}})),
+            LayerKind::FullAttention,
+        )
+        .unwrap()
+        .kv_heads,
+        8
     );
 }
