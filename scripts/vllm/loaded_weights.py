@@ -1,11 +1,12 @@
-"""What vLLM 0.33 holds once a model is loaded, tp 1: its model class built
-on the meta device as BaseModelLoader builds it on rank 0 of --tp N (compare.py's harness, an
+"""What vLLM 0.33 holds once a model is loaded: its model class built on the
+meta device as BaseModelLoader builds it on rank 0 of --tp N, on pipeline
+stage S of --pp P (compare.py's harness, an
 emulated Hopper), every parameter and buffer with its bytes rounded up to
 the CUDA caching allocator's 512-byte blocks, as `Model loading took X GiB`
 counts them (max_memory_allocated). Checks `kv fit --engine vllm`'s loaded
 weights (kv_engines::fit::vllm); not run by CI.
 
-    /work/.venv-vllm/bin/python scripts/vllm/loaded_weights.py [--tp N] CONFIG.json...
+    /work/.venv-vllm/bin/python scripts/vllm/loaded_weights.py [--tp N] [--pp P --stage S] CONFIG.json...
 
 One JSON object per config on stdout: the dtype, the bytes of parameters
 and of buffers, their names and shapes where a buffer, or the error.
@@ -26,7 +27,7 @@ def rounded(t):
     return (n + 511) // 512 * 512
 
 
-def loaded(config_path, tp):
+def loaded(config_path, tp, pp=1, stage=0):
     import torch
     from vllm.model_executor.model_loader.utils import initialize_model
     from vllm.utils.torch_utils import set_default_torch_dtype
@@ -34,9 +35,9 @@ def loaded(config_path, tp):
     work = tempfile.mkdtemp()
     try:
         shutil.copy(config_path, os.path.join(work, "config.json"))
-        layout = {"tp": tp, "pp": 1, "dcp": 1, "fmt": "auto", "mml": None}
+        layout = {"tp": tp, "pp": pp, "dcp": 1, "fmt": "auto", "mml": None}
         vc = compare.engine_config(work, layout)
-        compare.fake_parallel_state(tp, 1, 1, 0)
+        compare.fake_parallel_state(tp, pp, 1, stage)
         vc.device_config.device = torch.device("meta")
         with set_default_torch_dtype(vc.model_config.dtype), torch.device("meta"):
             model = initialize_model(vllm_config=vc)
@@ -45,6 +46,8 @@ def loaded(config_path, tp):
         return {
             "config": config_path,
             "tp": tp,
+            "pp": pp,
+            "stage": stage,
             "dtype": str(vc.model_config.dtype),
             "parameter_bytes": params,
             "buffer_bytes": sum(b[3] for b in buffers),
@@ -65,11 +68,11 @@ def main():
     logging.disable(logging.WARNING)
     compare.install_hopper()
     args = sys.argv[1:]
-    tp = 1
-    if args[:1] == ["--tp"]:
-        tp, args = int(args[1]), args[2:]
+    flags = {"--tp": 1, "--pp": 1, "--stage": 0}
+    while args[:1] and args[0] in flags:
+        flags[args[0]], args = int(args[1]), args[2:]
     for path in args:
-        print(json.dumps(loaded(path, tp)), flush=True)
+        print(json.dumps(loaded(path, flags["--tp"], flags["--pp"], flags["--stage"])), flush=True)
 
 
 if __name__ == "__main__":

@@ -122,12 +122,18 @@ def default_config(arch, module, model_types):
             continue
         try:
             config = cls().to_dict()
+            # A multimodal class builds its vision tower from `vision_config`,
+            # which some config classes leave None: its own class's defaults.
+            said = ""
+            if "vision_config" in getattr(cls, "sub_configs", {}) and config.get("vision_config") is None:
+                config = cls(vision_config={}).to_dict()
+                said = ", `vision_config` its own class's"
         except Exception as e:  # a class whose defaults do not build
             return f"{origin}'s {cls.__name__}() fails: {type(e).__name__}: {e}"[:200], None
         config["architectures"] = [arch]
         if not config.get("torch_dtype") and not config.get("dtype"):
             config["torch_dtype"] = "bfloat16"
-        return f"{origin}'s {cls.__name__} defaults", config
+        return f"{origin}'s {cls.__name__} defaults{said}", config
     return (
         "no config class for it in transformers 5.20 or vLLM 0.33 (its config is remote "
         "code on the Hub)",
