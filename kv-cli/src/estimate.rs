@@ -169,9 +169,10 @@ fn problem(file: &Path, error: KvError, args: &Args) -> Problem {
             what: "max_model_len",
             ..
         } => Problem::new(file, format!("{error}; give it with --positions N")),
-        // No key given on the command line makes layers alike.
+        // No key given on the command line makes layers alike, or makes
+        // vLLM serve an architecture it retired.
         KvError::Config {
-            what: "per-layer values" | "sparse-attention indexer",
+            what: "per-layer values" | "sparse-attention indexer" | "architectures",
             ..
         } => Problem::new(file, error),
         KvError::Config { .. } => Problem::new(

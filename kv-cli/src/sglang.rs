@@ -95,7 +95,9 @@ pub(crate) fn size_file(
     let attn_tp = settings.attn_tp().map_err(|e| Problem::new(file, e))?;
     // kv's detection gives the geometry; SGLang's own rules size it. The
     // length is the model's own, SGLang's context_len.
-    let mut estimate_settings = EstimateSettings::new().tensor_parallel(attn_tp);
+    let mut estimate_settings = EstimateSettings::new()
+        .tensor_parallel(attn_tp)
+        .for_another_engine();
     if let Some(positions) = args.positions {
         estimate_settings = estimate_settings.positions(positions);
     }

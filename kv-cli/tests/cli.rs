@@ -1300,3 +1300,44 @@ fn a_sparse_attention_model_is_sized_with_its_indexer_on_both_engines() {
         "{said}"
     );
 }
+
+#[test]
+fn an_architecture_vllm_retired_is_refused_on_vllm_and_sized_on_sglang() {
+    // vLLM 0.33 no longer serves Xverse; SGLang 0.5.23 registers it.
+    let dir = scratch("xverse");
+    let file = write(
+        &dir,
+        "config.json",
+        r#"{"architectures": ["XverseForCausalLM"], "model_type": "xverse",
+            "num_hidden_layers": 4, "num_attention_heads": 8, "num_key_value_heads": 8,
+            "hidden_size": 1024, "max_position_embeddings": 8192, "torch_dtype": "bfloat16"}"#,
+    );
+    let run = |engine: &str| {
+        kv(&[
+            "estimate",
+            "--engine",
+            engine,
+            "--kv-cache-memory-bytes",
+            "1073741824",
+            &file,
+        ])
+    };
+    let out = run("vllm");
+    let said = stderr(&out);
+    assert_eq!(out.status.code(), Some(1), "{said}");
+    assert!(
+        said.contains("vLLM 0.33 would not start: it no longer serves XverseForCausalLM"),
+        "{said}"
+    );
+    // No key on the command line makes vLLM serve it, so none is suggested.
+    assert!(!said.contains("--set"), "{said}");
+    // SGLang: 4 layers x 8 heads x 128 x 2 (K, V) x 2 B = 16,384 B a token;
+    // 1 GiB holds 65,536 tokens, K 65,536 x 8,192 B = 0.50 GiB.
+    let out = run("sglang");
+    assert!(out.status.success(), "{}", stderr(&out));
+    let text = stdout(&out);
+    assert!(
+        text.contains("#tokens: 65536, K size: 0.50 GB, V size: 0.50 GB"),
+        "{text}"
+    );
+}

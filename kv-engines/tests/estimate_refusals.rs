@@ -415,6 +415,15 @@ fn an_architecture_vllm_retired_is_refused_unless_transformers_serves_it() {
         ),
         other => panic!("{other:?}"),
     }
+    // Read for another engine (SGLang sizes MPT), the geometry is given:
+    // 32 layers x 32 heads x 128 x 2 (K, V) x 2 B = 524,288 B a position.
+    let other = estimate(&mpt, &settings.clone().for_another_engine()).unwrap();
+    let per_position: u64 = other
+        .specs
+        .iter()
+        .map(|s| s.layout.bytes_per_position().unwrap().unwrap())
+        .sum();
+    assert_eq!(per_position, 524_288);
     let mut mpt_hf = mpt.clone();
     mpt_hf["architectures"] = json!(["MptForCausalLM"]);
     let err = estimate(&mpt_hf, &settings).unwrap_err().to_string();

@@ -152,7 +152,9 @@ pub fn estimate(config: &Value, settings: &EstimateSettings) -> Result<Estimate,
             format!("`model_type` {model_type}: {words}"),
         ));
     }
-    refusals::check_served(&hf)?;
+    if settings.vllm_serves {
+        refusals::check_served(&hf)?;
+    }
     let (max_model_len, source) = max_len::max_model_len(&hf, settings)?;
     refusals::check_layout(&hf, settings)?;
     let (detected, paging, mut specs) = detect(&hf, settings, max_model_len, &source)?;

@@ -127,6 +127,11 @@ pub struct EstimateSettings {
     /// A `positions` above the model's derived length is refused, as vLLM
     /// refuses it, unless this is set (vLLM's `VLLM_ALLOW_LONG_MAX_MODEL_LEN`).
     pub allow_long_max_model_len: bool,
+    /// Whether the figures are vLLM's own: an architecture vLLM no longer
+    /// serves is then refused as vLLM refuses it. Off where another engine
+    /// (SGLang) sizes the geometry read here
+    /// ([`for_another_engine`](Self::for_another_engine)).
+    pub vllm_serves: bool,
 }
 
 impl Default for EstimateSettings {
@@ -148,7 +153,16 @@ impl EstimateSettings {
             values: Map::new(),
             engine: VllmEngine::default(),
             allow_long_max_model_len: false,
+            vllm_serves: true,
         }
+    }
+
+    /// The geometry read here is for another engine's rules (SGLang's): an
+    /// architecture vLLM no longer serves (Xverse, Phi-3-small) is read like
+    /// any other, not refused in vLLM's words.
+    pub fn for_another_engine(mut self) -> EstimateSettings {
+        self.vllm_serves = false;
+        self
     }
 
     /// Sizes for sequences of `max_model_len` positions.
