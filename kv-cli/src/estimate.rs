@@ -24,6 +24,18 @@ pub(crate) struct Estimated {
     ranks: Vec<EstimateRank>,
 }
 
+impl Estimated {
+    /// The start-up vLLM would log, in place of the one for one budget on
+    /// every rank (`kv fit`'s pipeline stages each have their own).
+    pub(crate) fn with_vllm_startup(
+        mut self,
+        startup: kv_engines::estimate::VllmStartup,
+    ) -> Estimated {
+        self.exported = self.exported.with_vllm_startup(startup);
+        self
+    }
+}
+
 /// Estimates every config; `Ok(false)` when any could not be.
 pub fn run(args: &Args) -> Result<bool, StdoutFailed> {
     // Flags the engine does not read were refused before (`crate::flags`).

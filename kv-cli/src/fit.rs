@@ -162,15 +162,6 @@ pub fn run(command: &Command) -> Result<bool, StdoutFailed> {
              the weights and --avail-mem-gb (use kv estimate to give it yourself)",
         )
     }
-    // The weights are sharded over TP only: a stage of a pipeline, or an
-    // attention TP narrower than TP, holds other tensors.
-    if args.pp > 1 {
-        usage_error(
-            clap::error::ErrorKind::InvalidValue,
-            "kv fit sizes one rank of --tp N with every layer: how an engine splits the \
-             weights over pipeline stages is not modelled yet (give --pp 1)",
-        )
-    }
     if args.speculative_tokens > 0 {
         usage_error(
             clap::error::ErrorKind::InvalidValue,

@@ -8,8 +8,11 @@ use std::path::Path;
 
 use kv_core::config::{DTypeRule, HfConfig};
 use kv_core::Parallel;
-use kv_engines::estimate::{vllm_startup, StartupOutcome, VllmStartup};
-use kv_engines::fit::vllm::{kv_cache_budget, loaded_weights, VllmLoadedWeights, VllmMemoryInputs};
+use kv_engines::estimate::{vllm_startup_by_stage, StartupOutcome, VllmStartup};
+use kv_engines::fit::vllm::{
+    kv_cache_budget, loaded_weights_on_stage, PipelineStage, VllmBudget, VllmLoadedWeights,
+    VllmMemoryInputs,
+};
 use kv_engines::weights::CheckpointWeights;
 use serde_json::{json, Value};
 
@@ -46,9 +49,50 @@ struct Budget {
     inputs: VllmMemoryInputs,
     profiled_given: bool,
     requested_bytes: u64,
+    /// The smallest stage's memory for the cache (the only stage's without
+    /// a pipeline).
     available_bytes: u64,
     lines: Vec<String>,
+    /// Each pipeline stage's weights and memory for the cache (one entry
+    /// without a pipeline).
+    stages: Vec<StageFit>,
     by_tp: Vec<TpAnswer>,
+}
+
+/// One pipeline stage's weights and what vLLM leaves it for the cache.
+struct StageFit {
+    weights_bytes: u64,
+    available_bytes: u64,
+}
+
+/// One stage's weights, the inputs of its budget, and the budget (or why
+/// vLLM would have none).
+type StageBudget = (
+    VllmLoadedWeights,
+    VllmMemoryInputs,
+    Result<VllmBudget, String>,
+);
+
+/// Every pipeline stage of `tp` x `pp`: what it loads and its budget with
+/// the profiled parts in `given` (the same on every rank).
+fn stage_budgets(
+    config: &Value,
+    weights: &CheckpointWeights,
+    dtype: kv_core::DType,
+    given: &VllmMemoryInputs,
+    tp: u64,
+    pp: u64,
+) -> Result<Vec<StageBudget>, String> {
+    (0..pp)
+        .map(|index| {
+            let stage = PipelineStage { stages: pp, index };
+            let loaded = loaded_weights_on_stage(config, weights.tensors(), dtype, tp, stage)?;
+            let mut inputs = given.clone();
+            inputs.weights_bytes = loaded.total().ok_or("the weights' bytes overflow u64")?;
+            let budget = kv_cache_budget(&inputs);
+            Ok((loaded, inputs, budget))
+        })
+        .collect()
 }
 
 /// What vLLM would do at one tensor-parallel size on this GPU.
@@ -82,8 +126,17 @@ pub fn run(args: &Args, fit: &VllmFitFlags, gpu: &str, gpu_mib: u64) -> Result<b
         let sized = budget(file, args, fit, gpu, gpu_mib).and_then(|budget| {
             let mut with_budget = args.clone();
             with_budget.kv_cache_memory_bytes = Some(budget.available_bytes);
-            let estimated =
+            let mut estimated =
                 estimate_file(file, &settings, &with_budget).map_err(|mut p| p.swap_remove(0))?;
+            if budget.stages.len() > 1 {
+                // Each stage holds other weights, so has its own budget.
+                let config = read_config(file, args.read.max_file_bytes)?;
+                let memory: Vec<u64> = budget.stages.iter().map(|s| s.available_bytes).collect();
+                let layout = Parallel::new(args.tp, args.pp).map_err(|e| Problem::new(file, e))?;
+                let startup = vllm_startup_by_stage(&config, &settings, layout, &memory)
+                    .map_err(|e| Problem::new(file, e))?;
+                estimated = estimated.with_vllm_startup(startup);
+            }
             Ok((budget, estimated, with_budget))
         });
         match sized {
@@ -137,11 +190,6 @@ fn budget(
         .with_dtype_rule(DTypeRule::VllmAuto)
         .dtype()
         .map_err(|e| Problem::new(file, e))?;
-    let loaded = loaded_weights(&config, weights.tensors(), dtype, args.tp)
-        .map_err(|e| Problem::new(file, e))?;
-    let weights_bytes = loaded
-        .total()
-        .ok_or_else(|| Problem::new(folder, "the weights' bytes overflow u64"))?;
     let (total_bytes, total_given) = match fit.total_gpu_memory_gib {
         Some(gib) => ((gib * GIB).round() as u64, true),
         None => (
@@ -151,25 +199,53 @@ fn budget(
             false,
         ),
     };
-    let mut inputs = VllmMemoryInputs::new(total_bytes, weights_bytes);
-    inputs.gpu_memory_utilization = fit.gpu_memory_utilization.unwrap_or(0.9);
-    inputs.non_torch_bytes = fit.non_torch_bytes.unwrap_or(0);
-    inputs.activation_bytes = fit.activation_bytes.unwrap_or(0);
-    inputs.cuda_graph_bytes = fit.cuda_graph_bytes.unwrap_or(0);
+    let mut given = VllmMemoryInputs::new(total_bytes, 0);
+    given.gpu_memory_utilization = fit.gpu_memory_utilization.unwrap_or(0.9);
+    given.non_torch_bytes = fit.non_torch_bytes.unwrap_or(0);
+    given.activation_bytes = fit.activation_bytes.unwrap_or(0);
+    given.cuda_graph_bytes = fit.cuda_graph_bytes.unwrap_or(0);
     let profiled_given = fit.non_torch_bytes.is_some()
         && fit.activation_bytes.is_some()
         && fit.cuda_graph_bytes.is_some();
+    let stages = stage_budgets(&config, &weights, dtype, &given, args.tp, args.pp)
+        .map_err(|e| Problem::new(file, e))?;
     let by_tp: Vec<TpAnswer> = TP_SIZES
         .iter()
-        .map(|&tp| at_tp(&config, &weights, dtype, &inputs, args, tp))
+        .map(|&tp| at_tp(&config, &weights, dtype, &given, args, tp))
         .collect();
-    let budget = kv_cache_budget(&inputs).map_err(|e| {
-        let smallest = match by_tp.iter().find(|a| a.starts) {
-            Some(a) => format!("--tp {} starts: {}", a.tp, a.said),
-            None => format!("none of --tp {TP_SIZES:?} starts"),
-        };
-        Problem::new(file, format!("{e} (at --tp {}; {smallest})", args.tp))
-    })?;
+    let mut fits = Vec::with_capacity(stages.len());
+    let mut binding: Option<(VllmLoadedWeights, VllmMemoryInputs, VllmBudget)> = None;
+    for (index, (loaded, inputs, budget)) in stages.into_iter().enumerate() {
+        let budget = budget.map_err(|e| {
+            let smallest = match by_tp.iter().find(|a| a.starts) {
+                Some(a) => format!("--tp {} starts: {}", a.tp, a.said),
+                None => format!("none of --tp {TP_SIZES:?} starts"),
+            };
+            let stage = if args.pp > 1 {
+                format!(", pipeline stage {index}")
+            } else {
+                String::new()
+            };
+            Problem::new(
+                file,
+                format!("{e} (at --tp {}{stage}; {smallest})", args.tp),
+            )
+        })?;
+        fits.push(StageFit {
+            weights_bytes: inputs.weights_bytes,
+            available_bytes: budget.available_bytes,
+        });
+        // The stage with the least memory for its cache sets the lines shown.
+        if binding
+            .as_ref()
+            .is_none_or(|(_, _, b)| budget.available_bytes < b.available_bytes)
+        {
+            binding = Some((loaded, inputs, budget));
+        }
+    }
+    let Some((loaded, inputs, budget)) = binding else {
+        return Err(Problem::new(file, "no pipeline stage to size"));
+    };
     Ok(Budget {
         gpu: gpu.to_owned(),
         total_bytes,
@@ -183,6 +259,7 @@ fn budget(
         requested_bytes: budget.requested_bytes,
         available_bytes: budget.available_bytes,
         lines: budget.lines,
+        stages: fits,
         by_tp,
     })
 }
@@ -205,31 +282,31 @@ fn at_tp(
         said: String::new(),
         concurrency: Vec::new(),
     };
-    let loaded = match loaded_weights(config, weights.tensors(), dtype, tp) {
-        Ok(loaded) => loaded,
+    let stages = match stage_budgets(config, weights, dtype, given, tp, args.pp) {
+        Ok(stages) => stages,
         Err(e) => {
             answer.said = e;
             return answer;
         }
     };
-    let Some(weights_bytes) = loaded.total() else {
-        answer.said = "the weights' bytes overflow u64".into();
-        return answer;
-    };
-    answer.weights_bytes = Some(weights_bytes);
-    let mut inputs = given.clone();
-    inputs.weights_bytes = weights_bytes;
-    let budget = match kv_cache_budget(&inputs) {
-        Ok(budget) => budget,
-        Err(_) => {
-            answer.said = format!(
-                "No available memory for the cache blocks: the weights take {} a rank",
-                kv_core::units::human_bytes(weights_bytes)
-            );
-            return answer;
+    let mut memory = Vec::with_capacity(stages.len());
+    let mut heaviest = 0;
+    for (_, inputs, budget) in &stages {
+        heaviest = heaviest.max(inputs.weights_bytes);
+        match budget {
+            Ok(budget) => memory.push(budget.available_bytes),
+            Err(_) => {
+                answer.said = format!(
+                    "No available memory for the cache blocks: the weights take {} a rank",
+                    kv_core::units::human_bytes(inputs.weights_bytes)
+                );
+                answer.weights_bytes = Some(heaviest);
+                return answer;
+            }
         }
-    };
-    answer.available_bytes = Some(budget.available_bytes);
+    }
+    answer.weights_bytes = Some(heaviest);
+    answer.available_bytes = memory.iter().copied().min();
     let mut at = args.clone();
     at.tp = tp;
     let layout = match Parallel::new(tp, args.pp) {
@@ -239,7 +316,7 @@ fn at_tp(
             return answer;
         }
     };
-    let startup = match vllm_startup(config, &settings(&at), layout, budget.available_bytes) {
+    let startup = match vllm_startup_by_stage(config, &settings(&at), layout, &memory) {
         Ok(startup) => startup,
         Err(e) => {
             answer.said = e.to_string();
@@ -258,7 +335,7 @@ fn at_tp(
                     ..
                 },
             ..
-        }) = vllm_startup(config, &at_length, layout, budget.available_bytes)
+        }) = vllm_startup_by_stage(config, &at_length, layout, &memory)
         {
             // get_kv_cache_capacity's ratio, as vLLM's line prints it.
             answer
@@ -310,6 +387,25 @@ fn render_budget(b: &Budget) -> String {
         "  requested: ceil({} x {}) = {} B",
         b.total_bytes, b.inputs.gpu_memory_utilization, b.requested_bytes
     );
+    if b.stages.len() > 1 {
+        let stages: Vec<String> = b
+            .stages
+            .iter()
+            .enumerate()
+            .map(|(i, s)| {
+                format!(
+                    "stage {i}: weights {} B, cache {} B",
+                    s.weights_bytes, s.available_bytes
+                )
+            })
+            .collect();
+        let _ = writeln!(
+            out,
+            "  pipeline: {}; the lines below are the stage with the least for its cache, and \
+             every rank takes the smallest rank's block count",
+            stages.join("; ")
+        );
+    }
     if b.profiled_given {
         let _ = writeln!(
             out,
@@ -361,6 +457,10 @@ fn budget_json(b: &Budget) -> Value {
         "profiled_given": b.profiled_given,
         "upper_bound": !(b.profiled_given && b.total_given),
         "available_kv_cache_memory_bytes": b.available_bytes,
+        "stages": b.stages.iter().map(|s| json!({
+            "weights_bytes": s.weights_bytes,
+            "available_kv_cache_memory_bytes": s.available_bytes,
+        })).collect::<Vec<_>>(),
         "lines": b.lines,
         "by_tp": b.by_tp.iter().map(|a| json!({
             "tp": a.tp,

@@ -343,10 +343,22 @@ fn what_kv_fit_refuses() {
         "{}",
         stderr(&out)
     );
-    let out = kv(&["fit", path, "--gpu", "H100", "--pp", "2"]);
+    // vLLM's pipeline stages are sized; SGLang's are not yet.
+    let out = kv(&[
+        "fit",
+        path,
+        "--gpu",
+        "H100",
+        "--engine",
+        "sglang",
+        "--avail-mem-gb",
+        "78.43",
+        "--pp",
+        "2",
+    ]);
     assert_eq!(out.status.code(), Some(2));
     assert!(
-        stderr(&out).contains("over pipeline stages is not modelled yet"),
+        stderr(&out).contains("--pp does not apply to --engine sglang"),
         "{}",
         stderr(&out)
     );
@@ -602,6 +614,75 @@ fn llama_31_8b_on_an_h100_as_vllm_budgets_it() {
         stderr(&out).contains("what vLLM's `DbrxForCausalLM` holds once loaded"),
         "{}",
         stderr(&out)
+    );
+    fs::remove_dir_all(&dir).unwrap();
+}
+
+#[test]
+fn llama_31_8b_over_two_pipeline_stages_as_vllm_loads_them() {
+    let dir = scratch("fit-vllm-pp");
+    llama_31_8b(&dir);
+    let path = dir.to_str().unwrap();
+    let out = kv(&[
+        "fit",
+        path,
+        "--gpu",
+        "H100",
+        "--positions",
+        "8192",
+        "--pp",
+        "2",
+        "--total-gpu-memory-gib",
+        "79.11",
+        "--non-torch-bytes",
+        "375809638",
+        "--activation-bytes",
+        "1331439862",
+        "--cuda-graph-bytes",
+        "0",
+        "--format",
+        "json",
+    ]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    let json: Value = serde_json::from_str(&stdout(&out)).unwrap();
+    let fit = &json[0]["fit"];
+    // 16 layers a stage, 436,224,000 B each (qkv 50,331,648 + o 33,554,432
+    // + gate_up 234,881,024 + down 117,440,512 + two norms 8,192 each); each
+    // stage its own rotary table (33,554,432) and its layers' scales (16 x
+    // 4 x 512). Stage 0: the embedding 1,050,673,152 B: 8,063,844,352 B.
+    // Stage 1: the final norm 8,192 and the head 1,050,673,152:
+    // 8,063,852,544 B (vLLM's own class per stage,
+    // scripts/vllm/loaded_weights.py --pp 2 --stage S).
+    let stages: Vec<(u64, u64)> = fit["stages"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|s| {
+            (
+                s["weights_bytes"].as_u64().unwrap(),
+                s["available_kv_cache_memory_bytes"].as_u64().unwrap(),
+            )
+        })
+        .collect();
+    // Each: 76,449,344,128 requested, less its weights, 375,809,638 and
+    // 1,331,439,862.
+    assert_eq!(
+        stages,
+        [
+            (8_063_844_352, 66_678_250_276),
+            (8_063_852_544, 66_678_242_084)
+        ]
+    );
+    // The lines are the stage with the least for its cache: stage 1.
+    assert_eq!(fit["weights_bytes"], 8_063_852_544u64);
+    assert_eq!(fit["available_kv_cache_memory_bytes"], 66_678_242_084u64);
+    // A block on a stage: 16 layers x 16 tokens x 4,096 B = 1,048,576 B;
+    // both stages hold 63,589 blocks; a request at 8,192 takes 512: 63,589
+    // x 16 = 1,017,424 tokens, 124.20x.
+    assert_eq!(
+        json[0]["vllm_startup"]["message"],
+        "GPU KV cache size: 1,017,424 tokens, Maximum concurrency for 8,192 tokens per \
+         request: 124.20x"
     );
     fs::remove_dir_all(&dir).unwrap();
 }

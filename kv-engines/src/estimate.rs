@@ -43,4 +43,4 @@ pub use settings::{
     EstimateSettings, VllmEngine, DEFAULT_BLOCK_SIZE, DEFAULT_MAX_NUM_BATCHED_TOKENS, VLLM_VERSION,
 };
 pub(crate) use startup::format_gib;
-pub use startup::{vllm_startup, StartupOutcome, VllmStartup};
+pub use startup::{vllm_startup, vllm_startup_by_stage, StartupOutcome, VllmStartup};

@@ -1,6 +1,7 @@
 """`kv fit --engine vllm`'s weights per rank against vLLM 0.33's own model
 built on the meta device (loaded_weights.py), for every shipped config of
-the classes kv has checked, at TP 1, 2, 4 and 8. Not run by CI.
+the classes kv has checked, at TP 1, 2, 4 and 8 (and with --pp P, every
+pipeline stage of each). Not run by CI.
 
     cargo build -p kv-cli
     /work/.venv-vllm/bin/python scripts/vllm/compare_fit.py --kv $CARGO_TARGET_DIR/debug/kv
@@ -100,18 +101,21 @@ def write_checkpoint(config_path, folder):
         f.truncate(8 + len(raw) + at)
 
 
-def kv_weights(kv, folder, tp):
+def kv_weights(kv, folder, tp, pp=1):
+    """kv's weights per stage (one entry without a pipeline), or its refusal."""
     p = subprocess.run([kv, "fit", os.path.join(folder, "config.json"), "--gpu", "B200",
-                        "--tp", str(tp), "--format", "json"], capture_output=True, text=True)
+                        "--tp", str(tp), "--pp", str(pp), "--format", "json"],
+                       capture_output=True, text=True)
     if p.returncode != 0:
         return None, (p.stderr.strip().splitlines() or ["?"])[-1]
-    return json.loads(p.stdout)[0]["fit"]["weights_bytes"], None
+    return [s["weights_bytes"] for s in json.loads(p.stdout)[0]["fit"]["stages"]], None
 
 
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--kv", required=True)
     ap.add_argument("--tp", type=int, nargs="*", default=[1, 2, 4, 8])
+    ap.add_argument("--pp", type=int, default=1)
     a = ap.parse_args()
     os.environ.setdefault("VLLM_LOGGING_LEVEL", "ERROR")
     compare.load_stub_libcuda(tempfile.mkdtemp())
@@ -133,9 +137,11 @@ def main():
             print(json.dumps({"config": os.path.relpath(path, ROOT), "skipped": f"no {e}"}))
             continue
         for tp in a.tp:
-            kv_bytes, kv_err = kv_weights(a.kv, folder, tp)
-            v = loaded_weights.loaded(os.path.join(folder, "config.json"), tp)
-            v_bytes, v_err = v.get("total"), v.get("error")
+            kv_bytes, kv_err = kv_weights(a.kv, folder, tp, a.pp)
+            stages = [loaded_weights.loaded(os.path.join(folder, "config.json"), tp, a.pp, s)
+                      for s in range(a.pp)]
+            v_err = next((v["error"] for v in stages if v.get("error")), None)
+            v_bytes = None if v_err else [v["total"] for v in stages]
             if kv_err and v_err:
                 verdict = "refused alike"
             elif kv_err or v_err:
@@ -143,7 +149,8 @@ def main():
             else:
                 verdict = "same" if kv_bytes == v_bytes else "differ"
             counts[verdict] += 1
-            print(json.dumps({"config": os.path.relpath(path, ROOT), "tp": tp, "verdict": verdict,
+            print(json.dumps({"config": os.path.relpath(path, ROOT), "tp": tp, "pp": a.pp,
+                              "verdict": verdict,
                               "kv": kv_bytes or kv_err, "vllm": v_bytes or v_err}), flush=True)
     print(json.dumps(counts))
 

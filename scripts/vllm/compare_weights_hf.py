@@ -36,6 +36,7 @@ def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--kv", required=True)
     ap.add_argument("--tp", type=int, nargs="*", default=[1])
+    ap.add_argument("--pp", type=int, default=1, help="compare every stage of this pipeline")
     ap.add_argument("configs", nargs="*")
     a = ap.parse_args()
     os.environ.setdefault("VLLM_LOGGING_LEVEL", "ERROR")
@@ -62,21 +63,25 @@ def main():
             continue
         for tp in a.tp:
             p = subprocess.run([a.kv, "fit", os.path.join(folder, "config.json"),
-                                "--gpu-memory-mib", "16777216", "--tp", str(tp),
+                                "--gpu-memory-mib", "16777216", "--tp", str(tp), "--pp", str(a.pp),
                                 "--format", "json"], capture_output=True, text=True)
-            v = loaded_weights.loaded(os.path.join(folder, "config.json"), tp)
+            stages = [loaded_weights.loaded(os.path.join(folder, "config.json"), tp, a.pp, s)
+                      for s in range(a.pp)]
+            errors = [s["error"] for s in stages if "error" in s]
+            v = {"error": errors[0]} if errors else {"total": [s["total"] for s in stages]}
+            kv_stages = lambda: [s["weights_bytes"] for s in json.loads(p.stdout)[0]["fit"]["stages"]]
             if p.returncode != 0 and "error" in v:
                 verdict, k = "refused alike", (p.stderr.strip().splitlines() or ["?"])[-1][-200:]
             elif p.returncode != 0:
                 verdict, k = "kv refuses", (p.stderr.strip().splitlines() or ["?"])[-1][-200:]
             elif "error" in v:
-                verdict, k = "vllm refuses", json.loads(p.stdout)[0]["fit"]["weights_bytes"]
+                verdict, k = "vllm refuses", kv_stages()
             else:
-                k = json.loads(p.stdout)[0]["fit"]["weights_bytes"]
+                k = kv_stages()
                 verdict = "same" if k == v["total"] else "differ"
             counts[verdict] = counts.get(verdict, 0) + 1
             print(json.dumps({"config": os.path.relpath(path, ROOT), "class": c["architectures"][0],
-                              "tp": tp, "verdict": verdict, "kv": k,
+                              "tp": tp, "pp": a.pp, "verdict": verdict, "kv": k,
                               "vllm": v.get("total") or v.get("error")}), flush=True)
     print(json.dumps(counts))
 

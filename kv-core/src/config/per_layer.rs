@@ -206,16 +206,11 @@ impl HfConfig {
                 });
             }
         }
-        let taken: Vec<String> = overrides
-            .moving
-            .iter()
-            .filter(|m| match m.layers {
-                Layers::Kind(k) => k == kind,
-                Layers::One(layer) => of_kind.contains(&layer),
-            })
-            .map(|m| m.key.clone())
-            .collect();
-        if !taken.is_empty() {
+        let overridden = overrides.moving.iter().any(|m| match m.layers {
+            Layers::Kind(k) => k == kind,
+            Layers::One(layer) => of_kind.contains(&layer),
+        });
+        if overridden {
             self.note(format!(
                 "{kind} layers: `head_dim` {}, {} KV heads, from {}",
                 geometry.head_dim, geometry.kv_heads, overrides.source

@@ -105,18 +105,79 @@ pub fn vllm_startup(
     parallel: Parallel,
     kv_cache_memory_bytes: u64,
 ) -> Result<VllmStartup, KvError> {
+    let stages = usize::try_from(parallel.pp).map_err(|_| {
+        config_error(
+            "estimate settings",
+            format!("pp {} does not fit in memory", parallel.pp),
+        )
+    })?;
+    vllm_startup_by_stage(
+        config,
+        settings,
+        parallel,
+        &vec![kv_cache_memory_bytes; stages],
+    )
+}
+
+/// [`vllm_startup`] where each pipeline stage has its own memory for the
+/// cache (`kv_cache_memory_bytes[pp_rank]`, the same on each TP rank of a
+/// stage): stages that hold other weights have other budgets. vLLM checks
+/// each rank against its own memory less its null block, and every rank
+/// takes the smallest rank's block count (`get_kv_cache_configs`, step 5).
+/// [`VllmStartup::kv_cache_memory_bytes`] is then the smallest stage's.
+///
+/// ```
+/// use kv_engines::estimate::{vllm_startup_by_stage, EstimateSettings, StartupOutcome};
+/// use kv_core::Parallel;
+///
+/// let llama = serde_json::json!({
+///     "num_hidden_layers": 32, "num_key_value_heads": 8, "hidden_size": 4096,
+///     "num_attention_heads": 32, "torch_dtype": "bfloat16",
+/// });
+/// let settings = EstimateSettings::new().positions(8192).pipeline_stages(2);
+/// // 16 layers a stage: 1 MiB a block. The second stage's 3 GiB hold
+/// // 3,072 blocks, fewer than the first's 4,096: every rank takes 3,072.
+/// let memory = [4u64 << 30, 3 << 30];
+/// let startup = vllm_startup_by_stage(&llama, &settings, Parallel::new(1, 2)?, &memory)?;
+/// assert!(matches!(startup.outcome, StartupOutcome::Starts { num_blocks: 3072, .. }));
+/// assert_eq!(startup.kv_cache_memory_bytes, 3 << 30);
+/// # Ok::<(), kv_core::KvError>(())
+/// ```
+pub fn vllm_startup_by_stage(
+    config: &Value,
+    settings: &EstimateSettings,
+    parallel: Parallel,
+    kv_cache_memory_bytes: &[u64],
+) -> Result<VllmStartup, KvError> {
+    if u64::try_from(kv_cache_memory_bytes.len()) != Ok(parallel.pp) {
+        return Err(config_error(
+            "estimate settings",
+            format!(
+                "{} memory figure(s) for {} pipeline stage(s); give one a stage",
+                kv_cache_memory_bytes.len(),
+                parallel.pp
+            ),
+        ));
+    }
+    let memory_of = |rank: &Parallel| {
+        usize::try_from(rank.pp_rank)
+            .ok()
+            .and_then(|stage| kv_cache_memory_bytes.get(stage).copied())
+            .unwrap_or(0)
+    };
+    let smallest = kv_cache_memory_bytes.iter().copied().min().unwrap_or(0);
     let estimate = estimate(config, settings)?;
     let max_model_len = estimate.max_model_len;
     let pools = estimate.pools(parallel, 1)?;
     let startup = |outcome: StartupOutcome, message: String| VllmStartup {
-        kv_cache_memory_bytes,
+        kv_cache_memory_bytes: smallest,
         max_model_len,
         outcome,
         message,
     };
     for (rank, pool) in &pools {
         // get_kv_cache_configs plans against the memory less the null block.
-        let available = match kv_cache_memory_bytes.checked_sub(pool.bytes_per_block) {
+        let available = match memory_of(rank).checked_sub(pool.bytes_per_block) {
             Some(available) if available > 0 => available,
             _ => {
                 return Ok(startup(
@@ -172,7 +233,11 @@ pub fn vllm_startup(
         .max()
         .unwrap_or(1)
         .max(1);
-    let num_blocks = kv_cache_memory_bytes / bytes_per_block;
+    let num_blocks = pools
+        .iter()
+        .map(|(rank, pool)| memory_of(rank) / pool.bytes_per_block.max(1))
+        .min()
+        .unwrap_or(0);
     let blocks_per_request = pools
         .first()
         .map_or(1, |(_, pool)| pool.blocks_per_request)

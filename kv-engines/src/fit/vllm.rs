@@ -45,9 +45,108 @@ const INV_FREQ_ROTARY: &[&str] = &[
     "Starcoder2ForCausalLM",
 ];
 
+/// The classes whose vLLM model builds the embedding, the final norm and
+/// the LM head on every pipeline stage (only the decoder layers outside the
+/// stage are `PPMissingLayer`). The other checked classes build the
+/// embedding on the first stage (and on the last where it is tied: the head
+/// is then the embedding), the final norm and the head on the last. Read
+/// off vLLM 0.33's own models on the meta device, one shipped config of
+/// each class at pp 2, tied and untied, on 2026-12-07.
+const WHOLE_ON_EVERY_STAGE: &[&str] = &[
+    "CohereForCausalLM",
+    "Cohere2ForCausalLM",
+    "GemmaForCausalLM",
+    "GraniteMoeForCausalLM",
+    "MixtralForCausalLM",
+    "OlmoeForCausalLM",
+    "Qwen2MoeForCausalLM",
+    "Qwen3MoeForCausalLM",
+];
+
 /// The CUDA caching allocator's smallest block: every tensor takes a
 /// multiple of it.
 const BLOCK: u64 = 512;
+
+/// One pipeline stage of vLLM's: `index` of `stages`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct PipelineStage {
+    /// `--pipeline-parallel-size`.
+    pub stages: u64,
+    /// This stage, from 0.
+    pub index: u64,
+}
+
+impl PipelineStage {
+    /// No pipeline: one stage holding every layer.
+    pub const WHOLE: PipelineStage = PipelineStage {
+        stages: 1,
+        index: 0,
+    };
+}
+
+/// Which of a checkpoint's tensors one stage loads.
+struct StageShare<'a> {
+    class: &'a str,
+    stage: PipelineStage,
+    /// The decoder layers it builds: `first..end`.
+    layers: std::ops::Range<u64>,
+    tied: bool,
+}
+
+impl StageShare<'_> {
+    fn new<'a>(
+        class: &'a str,
+        stage: PipelineStage,
+        layer_count: u64,
+        tied: bool,
+    ) -> Result<StageShare<'a>, String> {
+        if stage.index >= stage.stages {
+            return Err(format!(
+                "stage {} of {}: stages count from 0",
+                stage.index, stage.stages
+            ));
+        }
+        let parts = kv_core::Parallel::new(1, stage.stages)
+            .and_then(|p| p.stage_layers(layer_count))
+            .map_err(|e| e.to_string())?;
+        let index = usize::try_from(stage.index).map_err(|_| "the stage overflows usize")?;
+        let first: u64 = parts[..index].iter().sum();
+        Ok(StageShare {
+            class,
+            stage,
+            layers: first..first + parts[index],
+            tied,
+        })
+    }
+
+    /// Whether the stage loads tensor `name`.
+    fn holds(&self, name: &str) -> Result<bool, String> {
+        if self.stage.stages == 1 {
+            return Ok(true);
+        }
+        if let Some(rest) = name.strip_prefix("model.layers.") {
+            let index = rest
+                .split('.')
+                .next()
+                .and_then(|i| i.parse::<u64>().ok())
+                .ok_or_else(|| format!("`{name}`: no layer index after `model.layers.`"))?;
+            return Ok(self.layers.contains(&index));
+        }
+        let first = self.stage.index == 0;
+        let last = self.stage.index + 1 == self.stage.stages;
+        let everywhere = WHOLE_ON_EVERY_STAGE.contains(&self.class);
+        if name.starts_with("model.embed_tokens.") {
+            Ok(everywhere || first || (self.tied && last))
+        } else if name.starts_with("lm_head.") || name.starts_with("model.norm.") {
+            Ok(everywhere || last)
+        } else {
+            Err(format!(
+                "`{name}`: kv does not know which pipeline stage vLLM loads it on (it knows \
+                 `model.layers.N.`, `model.embed_tokens.`, `model.norm.` and `lm_head.`)"
+            ))
+        }
+    }
+}
 
 /// What vLLM holds once it has loaded a checkpoint, as `Model loading took`
 /// counts it.
@@ -93,6 +192,44 @@ pub fn loaded_weights(
     dtype: DType,
     tp: u64,
 ) -> Result<VllmLoadedWeights, String> {
+    loaded_weights_on_stage(config, tensors, dtype, tp, PipelineStage::WHOLE)
+}
+
+/// [`loaded_weights`] on one pipeline stage: its decoder layers (vLLM's
+/// partition, [`kv_core::Parallel::stage_layers`]), the embedding, the
+/// final norm and the head where its class builds them
+/// (`WHOLE_ON_EVERY_STAGE`), its own rotary table and its layers' scales.
+///
+/// ```
+/// use kv_core::DType;
+/// use kv_engines::fit::vllm::{loaded_weights_on_stage, PipelineStage};
+/// use kv_engines::weights::StoredTensor;
+///
+/// let config = serde_json::json!({
+///     "architectures": ["LlamaForCausalLM"], "hidden_size": 64,
+///     "num_attention_heads": 4, "num_hidden_layers": 2, "vocab_size": 128,
+///     "max_position_embeddings": 100, "torch_dtype": "bfloat16",
+/// });
+/// let tensor = |name: &str, shape: &[u64]| {
+///     StoredTensor::new(name.into(), "BF16".into(), shape.to_vec(), shape.iter().product::<u64>() * 2)
+/// };
+/// let tensors = [
+///     tensor("model.embed_tokens.weight", &[128, 64]),
+///     tensor("model.layers.1.mlp.down_proj.weight", &[64, 64]),
+///     tensor("lm_head.weight", &[128, 64]),
+/// ];
+/// // The last of 2 stages: layer 1 (8,192 B) and the head (16,384 B).
+/// let last = PipelineStage { stages: 2, index: 1 };
+/// let held = loaded_weights_on_stage(&config, &tensors, DType::BF16, 1, last).unwrap();
+/// assert_eq!(held.tensor_bytes, 8_192 + 16_384);
+/// ```
+pub fn loaded_weights_on_stage(
+    config: &Value,
+    tensors: &[StoredTensor],
+    dtype: DType,
+    tp: u64,
+    stage: PipelineStage,
+) -> Result<VllmLoadedWeights, String> {
     let text = text_section(config);
     let class = checked_class(
         config,
@@ -114,6 +251,7 @@ pub fn loaded_weights(
         .and_then(Value::as_bool)
         .unwrap_or(false);
     let layout = TpLayout::new(text, tp, ShardingEngine::Vllm)?;
+    let share = StageShare::new(class, stage, count("num_hidden_layers")?, tied)?;
     let mut allocations: std::collections::BTreeMap<String, u64> = Default::default();
     let mut skipped_bytes = 0u64;
     for tensor in tensors {
@@ -123,6 +261,9 @@ pub fn loaded_weights(
             skipped_bytes = skipped_bytes
                 .checked_add(tensor.bytes)
                 .ok_or("the skipped tensors' bytes overflow u64")?;
+            continue;
+        }
+        if !share.holds(name)? {
             continue;
         }
         if !matches!(tensor.dtype.as_str(), "F16" | "BF16" | "F32" | "F64") {
@@ -162,7 +303,8 @@ pub fn loaded_weights(
     } else {
         0
     };
-    let scale_bytes = count("num_hidden_layers")?
+    let layers_on_stage = share.layers.end - share.layers.start;
+    let scale_bytes = layers_on_stage
         .checked_mul(4 * BLOCK)
         .and_then(|scales| scales.checked_add(normalizer))
         .ok_or("the attention scales' bytes overflow u64")?;
@@ -289,6 +431,111 @@ mod tests {
             config[k] = v.clone();
         }
         config
+    }
+
+    /// A 3-layer checkpoint: embedding and head 128 x 64 (16,384 B each in
+    /// bf16), one 64 x 64 matrix a layer (8,192 B), the final norm (128 B,
+    /// a 512-byte block).
+    fn three_layers() -> Vec<StoredTensor> {
+        let mut tensors = vec![
+            tensor("model.embed_tokens.weight", "BF16", &[128, 64], 16_384),
+            tensor("lm_head.weight", "BF16", &[128, 64], 16_384),
+            tensor("model.norm.weight", "BF16", &[64], 128),
+        ];
+        for layer in 0..3 {
+            tensors.push(tensor(
+                &format!("model.layers.{layer}.mlp.down_proj.weight"),
+                "BF16",
+                &[64, 64],
+                8_192,
+            ));
+        }
+        tensors
+    }
+
+    fn on_stage(config: &Value, stages: u64, index: u64) -> Result<(u64, u64), String> {
+        let stage = PipelineStage { stages, index };
+        let held = loaded_weights_on_stage(config, &three_layers(), DType::BF16, 1, stage)?;
+        Ok((held.tensor_bytes, held.scale_bytes))
+    }
+
+    #[test]
+    fn each_pipeline_stage_holds_its_layers_and_what_its_class_builds_there() {
+        let qwen2 = |tied: bool| {
+            small(
+                serde_json::json!({"num_hidden_layers": 3, "vocab_size": 128,
+                                     "tie_word_embeddings": tied}),
+            )
+        };
+        // vLLM's partition of 3 layers over 2 stages: 2, 1. Untied: the
+        // first stage holds the embedding and layers 0, 1; the last layer 2,
+        // the norm and the head. 4 scales of 512 B a layer.
+        assert_eq!(
+            on_stage(&qwen2(false), 2, 0),
+            Ok((16_384 + 2 * 8_192, 2 * 2_048))
+        );
+        assert_eq!(
+            on_stage(&qwen2(false), 2, 1),
+            Ok((8_192 + 512 + 16_384, 2_048))
+        );
+        // Tied: the last stage builds the embedding too (the head is it).
+        assert_eq!(
+            on_stage(&qwen2(true), 2, 1),
+            Ok((16_384 + 8_192 + 512, 2_048))
+        );
+        // Three stages: the middle one holds layer 1 alone.
+        assert_eq!(on_stage(&qwen2(false), 3, 1), Ok((8_192, 2_048)));
+        // Mixtral builds the embedding, the norm and the head on every stage.
+        let mixtral = small(serde_json::json!({"architectures": ["MixtralForCausalLM"],
+            "model_type": "mixtral", "num_hidden_layers": 3, "vocab_size": 128,
+            "tie_word_embeddings": false}));
+        let whole = 16_384 + 16_384 + 512;
+        assert_eq!(on_stage(&mixtral, 2, 0), Ok((whole + 2 * 8_192, 2 * 2_048)));
+        assert_eq!(on_stage(&mixtral, 2, 1), Ok((whole + 8_192, 2_048)));
+        // One stage holds all: the same as without a pipeline.
+        let all = loaded_weights(&qwen2(false), &three_layers(), DType::BF16, 1).unwrap();
+        assert_eq!(
+            on_stage(&qwen2(false), 1, 0),
+            Ok((all.tensor_bytes, all.scale_bytes))
+        );
+    }
+
+    #[test]
+    fn a_tensor_no_stage_is_known_to_hold_is_refused_under_a_pipeline_only() {
+        let config = small(serde_json::json!({"num_hidden_layers": 3, "vocab_size": 128}));
+        let mut tensors = three_layers();
+        tensors.push(tensor("model.vision_tower.weight", "BF16", &[64], 128));
+        let stage = PipelineStage {
+            stages: 2,
+            index: 0,
+        };
+        let refused =
+            loaded_weights_on_stage(&config, &tensors, DType::BF16, 1, stage).unwrap_err();
+        assert!(
+            refused.contains("`model.vision_tower.weight`: kv does not know which pipeline stage"),
+            "{refused}"
+        );
+        assert!(loaded_weights(&config, &tensors, DType::BF16, 1).is_ok());
+        tensors.pop();
+        tensors.push(tensor("model.layers.x.weight", "BF16", &[64], 128));
+        let refused =
+            loaded_weights_on_stage(&config, &tensors, DType::BF16, 1, stage).unwrap_err();
+        assert!(refused.contains("no layer index"), "{refused}");
+        // A stage past the last, or more stages than layers.
+        let past = PipelineStage {
+            stages: 2,
+            index: 2,
+        };
+        assert!(loaded_weights_on_stage(&config, &[], DType::BF16, 1, past)
+            .unwrap_err()
+            .contains("stages count from 0"));
+        let four = PipelineStage {
+            stages: 4,
+            index: 0,
+        };
+        assert!(loaded_weights_on_stage(&config, &[], DType::BF16, 1, four)
+            .unwrap_err()
+            .contains("pp 4 is larger than the 3 layers"));
     }
 
     #[test]

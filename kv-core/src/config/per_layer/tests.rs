@@ -407,3 +407,32 @@ fn a_kind_override_that_is_no_count_or_too_many_heads_is_an_error() {
         8
     );
 }
+
+#[test]
+fn only_a_kind_that_takes_overrides_says_so() {
+    let said = |config: Value, kind: LayerKind| {
+        let hf = HfConfig::from_value(config);
+        hf.kind_geometry(kind).unwrap();
+        hf.notes().join("; ")
+    };
+    // Built from the family's keys: the full layers take them.
+    let built = gemma_4(json!({"global_head_dim": 512}));
+    assert!(said(built.clone(), LayerKind::FullAttention)
+        .contains("full_attention layers: `head_dim` 512, 4 KV heads, from `model_type`"),);
+    assert!(!said(built, LayerKind::SlidingAttention).contains("sliding_attention layers:"));
+    // Written for layer 5, the full one.
+    let written = gemma_4(json!({"per_layer_config": {"5": {"head_dim": 512}}}));
+    assert!(said(written.clone(), LayerKind::FullAttention)
+        .contains("full_attention layers: `head_dim` 512, 4 KV heads, from `per_layer_config`"));
+    assert!(!said(written, LayerKind::SlidingAttention).contains("layers: `head_dim`"));
+}
+
+#[test]
+fn four_differing_layers_are_all_listed_and_none_counted() {
+    let overrides: serde_json::Map<String, Value> = (0..4)
+        .map(|layer| (layer.to_string(), json!({"num_key_value_heads": 8})))
+        .collect();
+    let text = refusal(plain(json!({"per_layer_config": overrides})));
+    assert!(text.contains("layer 3: "), "{text}");
+    assert!(!text.contains("more"), "{text}");
+}
