@@ -209,6 +209,7 @@ mod tests {
 
     use super::*;
     use crate::estimate::detect::estimate;
+    use crate::estimate::pool::VllmPoolKind;
     use crate::estimate::settings::EstimateSettings;
 
     #[test]
@@ -241,6 +242,42 @@ mod tests {
             totals_line(&totals, 4),
             "total: 16,384 B per position, 153,354,240 B per row (146.25 MiB), 613,416,960 B \
              at peak (585.00 MiB) at max_num_seqs 4"
+        );
+    }
+
+    #[test]
+    fn only_a_kind_whose_block_was_made_larger_says_so() {
+        let kind = |name: &str, block_size: u64| VllmPoolKind {
+            name: name.to_owned(),
+            layers: 2,
+            groups: 1,
+            layers_on_rank: 2,
+            charged_layers: 2,
+            blocks_per_layer: 4,
+            page_bytes: 8_192,
+            block_size,
+        };
+        let pool = |kinds: Vec<VllmPoolKind>| VllmPool {
+            group_size: 2,
+            kinds,
+            widest_group_layers: 2,
+            page_bytes: 8_192,
+            unequal_pages: false,
+            one_group: false,
+            bytes_per_block: 16_384,
+            blocks_per_request: 8,
+            per_row_bytes: 131_072,
+            peak_bytes: 131_072,
+        };
+        assert_eq!(
+            charged_kinds(&pool(vec![kind("sliding", 32), kind("full", 16)])),
+            "sliding 2 layers charged as 2 (1 group(s), 32 tokens a block to fill the largest \
+             page), full 2 layers charged as 2 (1 group(s))"
+        );
+        // A report from before kv recorded blocks (0) says nothing of them.
+        assert_eq!(
+            charged_kinds(&pool(vec![kind("sliding", 0), kind("full", 16)])),
+            "sliding 2 layers charged as 2 (1 group(s)), full 2 layers charged as 2 (1 group(s))"
         );
     }
 

@@ -142,7 +142,7 @@ impl Grouping {
         }
         let largest = pages.iter().map(|(_, p, _)| *p).max().unwrap_or(0);
         for (name, kind_page, spec) in pages {
-            if kind_page == largest || kind_page == 0 {
+            if kind_page == largest {
                 continue;
             }
             match &spec.layout {
@@ -385,9 +385,9 @@ fn blocks(spec: &KvSpec, block_size: u64) -> Result<u64, KvError> {
     }
 }
 
-/// The positions `positions` holds in blocks of `block_size`: a vLLM policy
-/// that rounds to its block is worked out again at this one (a sliding
-/// window keeps one block more than its tokens need, whatever the block).
+/// The positions `positions` holds in blocks of `block_size`: a sliding
+/// window is worked out again at this block (it keeps one block more than
+/// its tokens need, whatever the block).
 fn at_block(positions: &Positions, block_size: u64) -> Result<u64, Overflow> {
     let Bound::Policy(policy) = &positions.bound else {
         return Ok(positions.count);
@@ -404,17 +404,8 @@ fn at_block(positions: &Positions, block_size: u64) -> Result<u64, Overflow> {
             max_model_len,
             block_size,
         },
-        PositionPolicy::VllmChunkedLocal {
-            chunk,
-            max_num_batched_tokens,
-            max_model_len,
-            ..
-        } => PositionPolicy::VllmChunkedLocal {
-            chunk,
-            max_num_batched_tokens,
-            max_model_len,
-            block_size,
-        },
+        // A chunked window rounds its tokens up to its block, which the
+        // larger block's rounding subsumes: its count serves as it is.
         _ => return Ok(positions.count),
     };
     again.count()
@@ -607,22 +598,61 @@ mod tests {
 
     #[test]
     fn a_page_that_does_not_divide_the_largest_is_padded_to_it() {
-        // 3 heads: 12,288 B a page; 2 heads: 8,192 B, which does not divide
-        // it: vLLM pads it to 12,288 B and keeps 16 tokens a block.
+        // 5 heads: 20,480 B a page; 2 heads: 8,192 B, which goes into it 2.5
+        // times: vLLM pads it to 20,480 B and keeps 16 tokens a block (at
+        // 32, it would take 1 block, not 2).
         let two_blocks = || Positions::bounded(32, "two blocks");
         let pool = pool_of(
             vec![
-                attention("wide", 3, two_blocks()),
+                attention("wide", 5, two_blocks()),
                 attention("narrow", 2, two_blocks()),
             ],
             16,
         )
         .unwrap();
         assert!(pool.unequal_pages);
-        assert_eq!(pool.page_bytes, 12_288);
+        assert_eq!(pool.page_bytes, 20_480);
         assert_eq!(pool.kinds[1].block_size, 16);
-        assert_eq!(pool.bytes_per_block, 24_576);
+        assert_eq!(pool.kinds[1].blocks_per_layer, 2);
+        assert_eq!(pool.bytes_per_block, 40_960);
         assert_eq!(pool.blocks_per_request, 2 + 2);
+    }
+
+    #[test]
+    fn a_latent_page_that_divides_the_largest_holds_more_tokens_and_a_state_page_is_padded() {
+        // A latent of 512 + 64 at 2 B: 18,432 B a page of 16; nine heads of
+        // 64: 36,864 B. The latent's block holds 32 tokens: cdiv(64, 32) = 2
+        // blocks where the heads take cdiv(64, 16) = 4.
+        let latent = KvSpec::latent(
+            "latent",
+            "test",
+            kv_core::Latent::new(2, 512, 64, kv_core::DType::BF16),
+            Positions::bounded(64, "four blocks of 16"),
+            kv_core::Scope::Request,
+            kv_core::Rows::MaxNumSeqs,
+        );
+        let wide = attention("wide", 9, Positions::bounded(64, "four blocks"));
+        let pool = pool_of(vec![wide.clone(), latent], 16).unwrap();
+        assert!(!pool.unequal_pages);
+        assert_eq!(pool.kinds[1].block_size, 32);
+        assert_eq!(pool.blocks_per_request, 4 + 2);
+        // A state page (1 x 1 x 1,024 f32 = 4,096 B) that divides 36,864 is
+        // padded, never given more tokens: its block stays the estimate's.
+        static PARTS: [kv_core::StatePart; 1] = [kv_core::StatePart::new(
+            "ssm",
+            [1, 1, 1024],
+            kv_core::DType::F32,
+        )];
+        let state = KvSpec::recurrent(
+            "state",
+            "test",
+            kv_core::RecurrentState::new(2, &PARTS),
+            kv_core::Scope::Request,
+            kv_core::Rows::MaxNumSeqs,
+        );
+        let pool = pool_of(vec![wide, state], 16).unwrap();
+        assert!(pool.unequal_pages);
+        assert_eq!(pool.kinds[1].block_size, 16);
     }
 
     #[test]
