@@ -139,6 +139,16 @@ pub(crate) fn size_file(
     })
 }
 
+/// The page as SGLang runs it, and the one asked where its backend set
+/// another.
+fn page_size(asked: u64, run: u64) -> String {
+    if asked == run {
+        run.to_string()
+    } else {
+        format!("{run} (its attention backend's, for the {asked} asked)")
+    }
+}
+
 /// The pools as text; `budget` names where the budget came from.
 pub(crate) fn render(sized: &Sized, settings: &SglangSettings, budget: &str) -> String {
     let pools = &sized.pools;
@@ -153,7 +163,7 @@ pub(crate) fn render(sized: &Sized, settings: &SglangSettings, budget: &str) -> 
         settings.tp,
         settings.dp,
         pools.attn_tp,
-        settings.page_size,
+        page_size(settings.page_size, pools.page_size),
         pools.dtype,
         pools.kv_cache_memory_bytes
     );

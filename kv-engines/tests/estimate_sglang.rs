@@ -50,6 +50,32 @@ fn dense_gqa_counts_tokens_with_page_size_one() {
 }
 
 #[test]
+fn a_model_sglang_serves_on_trtllm_mha_takes_its_page_of_64() {
+    // Beam runs on TRT-LLM MHA on Hopper, which takes pages of 16, 32, 64
+    // or 128 and changes another (SGLang's default 1) to 64. Qwen3-8B's
+    // geometry: 291,271 tokens of 147,456 B fit 40 GiB; in whole pages of
+    // 64, 291,264. K: (291,264 + 64) x 36 x 8 x 128 x 2 = 21,479,030,784 B.
+    let mut beam = qwen3_8b();
+    beam["architectures"] = json!(["BeamForCausalLM"]);
+    let pools_at = |page: u64| {
+        let mut settings = SglangSettings::default();
+        settings.page_size = page;
+        pools(&beam, &settings, GIB_40).unwrap()
+    };
+    let default = pools_at(1);
+    assert_eq!(default.page_size, 64);
+    assert_eq!(default.full.tokens, 291_264);
+    assert_eq!(default.full.k_bytes, 21_479_030_784);
+    assert_eq!(pools_at(8).page_size, 64);
+    // A page it runs is kept: 128, 291,200 tokens.
+    let kept = pools_at(128);
+    assert_eq!((kept.page_size, kept.full.tokens), (128, 291_200));
+    // Another architecture keeps the page asked.
+    let qwen = pools(&qwen3_8b(), &SglangSettings::default(), GIB_40).unwrap();
+    assert_eq!((qwen.page_size, qwen.full.tokens), (1, 291_271));
+}
+
+#[test]
 fn tp_divides_kv_heads_with_a_floor_of_one_and_fp8_halves() {
     // TP 16: 8 // 16 = 0 heads, floored to 1: 36 x 1 x 256 x 2 = 18,432 B;
     // 42,949,672,960 // 18,432 = 2,330,168 (2,330,168.9).

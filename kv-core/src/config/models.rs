@@ -136,6 +136,20 @@ pub(crate) const MODEL_TYPES: &[ModelType] = &[
         ..generic(&["gemma3_text", "gemma3"])
     },
     ModelType {
+        // HYV3Config (HY-V3, Hunyuan 3): its published config writes no
+        // length; transformers' class (which vLLM and SGLang load) says
+        // 131,072.
+        defaults: &[
+            ("max_position_embeddings", "131072"),
+            ("num_hidden_layers", "80"),
+            ("num_attention_heads", "64"),
+            ("num_key_value_heads", "8"),
+            ("head_dim", "128"),
+        ],
+        source: "transformers HYV3Config default",
+        ..generic(&["hy_v3"])
+    },
+    ModelType {
         // Gemma4TextConfig: without `layer_types`, every 6th layer full (and
         // transformers forces the last to full, which kv does not: published
         // configs write `layer_types`). Its full-attention layers take

@@ -279,6 +279,10 @@ pub struct SglangPools {
     pub attn_dp: u64,
     /// The KV dtype as torch names it.
     pub dtype: &'static str,
+    /// The page SGLang runs: `--page-size`, or the one its backend sets (64
+    /// for a DSA model, and for one it serves on TRT-LLM MHA where that does
+    /// not run the page asked).
+    pub page_size: u64,
     /// Whether the KV pool holds an MLA latent (one `KV size`).
     pub mla: bool,
     /// Bytes per token of the full pool (and of the SWA pool at its ratio).
@@ -636,7 +640,7 @@ pub fn sglang_pools(
     let page = if indexer.is_some() {
         DSA_PAGE
     } else {
-        settings.page_size
+        trtllm_mha_page(&architectures, settings.page_size)
     };
     let mut swa_before_cap = None;
     let (cell_bytes, full_tokens, swa_tokens) = if sliding.is_empty() {
@@ -751,6 +755,7 @@ pub fn sglang_pools(
         attn_tp,
         attn_dp: settings.dp,
         dtype,
+        page_size: page,
         mla: latent.is_some(),
         cell_bytes,
         full: full_pool,
@@ -964,6 +969,29 @@ fn mamba_ssm_bytes(config: &Value) -> u64 {
 /// `index_kpool` for it on CUDA (arg_groups/model_overrides/deepseek_v2.py:171;
 /// kv sizes `index_kpool` 1 only).
 const DSA_PAGE: u64 = 64;
+
+/// The architectures SGLang serves on TRT-LLM MHA by default on Hopper
+/// (arg_groups/model_overrides/beam.py: "Use trtllm_mha as default attention
+/// backend for Beam").
+const TRTLLM_MHA_ARCHITECTURES: &[&str] = &["BeamForCausalLM"];
+/// The pages TRT-LLM MHA runs; another is changed to 64 (overrides.py:
+/// "TensorRT-LLM MHA only supports page_size of 16, 32, 64 or 128, changing
+/// page_size from N to 64").
+const TRTLLM_MHA_PAGES: [u64; 4] = [16, 32, 64, 128];
+
+/// The page SGLang runs `page_size` as: 64 for a model it serves on TRT-LLM
+/// MHA where that backend does not run the page asked (SGLang's default 1
+/// among them), else the page asked.
+fn trtllm_mha_page(architectures: &[&str], page_size: u64) -> u64 {
+    let on_trtllm = architectures
+        .first()
+        .is_some_and(|arch| TRTLLM_MHA_ARCHITECTURES.contains(arch));
+    if on_trtllm && !TRTLLM_MHA_PAGES.contains(&page_size) {
+        64
+    } else {
+        page_size
+    }
+}
 
 /// What kv has not checked of a DSA model's SGLang pools: an fp8 cache, a
 /// page other than SGLang's 64 given.

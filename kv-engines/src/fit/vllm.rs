@@ -51,7 +51,7 @@ const INV_FREQ_ROTARY: &[&str] = &[
 /// embedding on the first stage (and on the last where it is tied: the head
 /// is then the embedding), the final norm and the head on the last. Read
 /// off vLLM 0.33's own models on the meta device, one shipped config of
-/// each class at pp 2, tied and untied, on 2026-12-07.
+/// each class at pp 2, tied and untied, on 2026-12-06.
 const WHOLE_ON_EVERY_STAGE: &[&str] = &[
     "CohereForCausalLM",
     "Cohere2ForCausalLM",
