@@ -688,6 +688,111 @@ fn llama_31_8b_over_two_pipeline_stages_as_vllm_loads_them() {
 }
 
 #[test]
+fn the_stage_with_the_most_layers_sets_every_ranks_blocks() {
+    // 7 layers over 3 stages: vLLM gives 2, 3, 2. A vocabulary of 65,536
+    // x 1,024 (134,217,728 B) outweighs a layer: qkv 3,072 x 1,024 x 2 B =
+    // 6,291,456, o 2,097,152, gate_up 4,194,304, down 2,097,152, two norms
+    // of 2,048: 14,684,160 B.
+    let dir = scratch("fit-vllm-pp3");
+    let config = json!({
+        "architectures": ["LlamaForCausalLM"], "model_type": "llama",
+        "hidden_size": 1024, "intermediate_size": 1024, "num_attention_heads": 8,
+        "num_key_value_heads": 8, "head_dim": 128, "num_hidden_layers": 7,
+        "max_position_embeddings": 4096, "vocab_size": 65536,
+        "torch_dtype": "bfloat16", "tie_word_embeddings": false,
+    });
+    fs::write(dir.join("config.json"), config.to_string()).unwrap();
+    let mut tensors = vec![("model.embed_tokens.weight".to_owned(), vec![65536, 1024])];
+    for i in 0..7 {
+        let p = format!("model.layers.{i}.");
+        for (name, shape) in [
+            ("self_attn.q_proj.weight", vec![1024, 1024]),
+            ("self_attn.k_proj.weight", vec![1024, 1024]),
+            ("self_attn.v_proj.weight", vec![1024, 1024]),
+            ("self_attn.o_proj.weight", vec![1024, 1024]),
+            ("mlp.gate_proj.weight", vec![1024, 1024]),
+            ("mlp.up_proj.weight", vec![1024, 1024]),
+            ("mlp.down_proj.weight", vec![1024, 1024]),
+            ("input_layernorm.weight", vec![1024]),
+            ("post_attention_layernorm.weight", vec![1024]),
+        ] {
+            tensors.push((format!("{p}{name}"), shape));
+        }
+    }
+    tensors.push(("model.norm.weight".to_owned(), vec![1024]));
+    tensors.push(("lm_head.weight".to_owned(), vec![65536, 1024]));
+    write_bf16_safetensors(&dir.join("model.safetensors"), &tensors);
+    let path = dir.to_str().unwrap();
+    let run = |pp: &str, format: &str| {
+        kv(&[
+            "fit",
+            path,
+            "--gpu-memory-mib",
+            "4096",
+            "--pp",
+            pp,
+            "--format",
+            format,
+        ])
+    };
+    let out = run("3", "json");
+    assert!(out.status.success(), "{}", stderr(&out));
+    let json: Value = serde_json::from_str(&stdout(&out)).unwrap();
+    // Each stage: its layers, its rotary table (4,096 x 128 x 2 B =
+    // 1,048,576) and 4 x 512 B of scales a layer; stage 0 the embedding,
+    // stage 2 the norm (2,048) and the head. ceil(4,294,967,296 x 0.9) =
+    // 3,865,470,567 B less each.
+    let stages: Vec<(u64, u64)> = json[0]["fit"]["stages"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|s| {
+            (
+                s["weights_bytes"].as_u64().unwrap(),
+                s["available_kv_cache_memory_bytes"].as_u64().unwrap(),
+            )
+        })
+        .collect();
+    assert_eq!(
+        stages,
+        [
+            (164_638_720, 3_700_831_847),
+            (45_107_200, 3_820_363_367),
+            (164_640_768, 3_700_829_799)
+        ]
+    );
+    // A block: 4,096 B a token a layer x 16 = 65,536 B a layer: 131,072,
+    // 196,608 and 131,072 B. Blocks: 28,235, 19,431 and 28,235: every rank
+    // takes 19,431 (not the least memory over the widest block: 18,823).
+    // A request at 4,096 takes 256: 19,431 x 16 = 310,896 tokens, 75.90x.
+    assert_eq!(
+        json[0]["vllm_startup"]["message"],
+        "GPU KV cache size: 310,896 tokens, Maximum concurrency for 4,096 tokens per \
+         request: 75.90x"
+    );
+    let text = stdout(&run("3", "text"));
+    assert!(
+        text.contains(
+            "  pipeline: stage 0: weights 164638720 B, cache 3700831847 B; stage 1: weights \
+             45107200 B, cache 3820363367 B; stage 2: weights 164640768 B, cache 3700829799 B;"
+        ),
+        "{text}"
+    );
+    assert!(!stdout(&run("1", "text")).contains("pipeline:"));
+    // A stage whose weights overdraw its budget is named.
+    let out = kv(&["fit", path, "--gpu-memory-mib", "160", "--pp", "3"]);
+    assert_eq!(out.status.code(), Some(1));
+    assert!(
+        stderr(&out).contains("(at --tp 1, pipeline stage 0;"),
+        "{}",
+        stderr(&out)
+    );
+    let out = kv(&["fit", path, "--gpu-memory-mib", "160"]);
+    assert!(stderr(&out).contains("(at --tp 1;"), "{}", stderr(&out));
+    fs::remove_dir_all(&dir).unwrap();
+}
+
+#[test]
 fn llama_31_8b_over_two_h100s_as_sglang_shards_it() {
     let dir = scratch("fit-sglang-tp2");
     llama_31_8b(&dir);
