@@ -110,7 +110,7 @@ pub(crate) fn size_file(
             what: "max_model_len",
             ..
         }) if args.positions.is_none() => {
-            kv_engines::estimate::estimate(&config, &estimate_settings.positions(2048))
+            kv_engines::estimate::estimate(&config, &estimate_settings.clone().positions(2048))
         }
         other => other,
     }
@@ -126,6 +126,19 @@ pub(crate) fn size_file(
         ),
         other => Problem::new(file, other),
     })?;
+    let mut estimate = estimate;
+    if let Some(cap) = kv_engines::estimate::sglang::context_len_cap(&config)
+        .filter(|cap| args.positions.is_none() && estimate.max_model_len > *cap)
+    {
+        let derived = estimate.max_model_len;
+        estimate = kv_engines::estimate::estimate(&config, &estimate_settings.positions(cap))
+            .map_err(|e| Problem::new(file, e))?;
+        estimate.detected = format!(
+            "{}; SGLang caps this model's context_len at {cap} (configs/model_config.py), \
+             from the {derived} the config gives",
+            estimate.detected
+        );
+    }
     if args.strict {
         crate::strict::refuse_unverified(file, &estimate)?;
     }

@@ -129,3 +129,49 @@ fn a_length_above_the_models_is_refused_not_replaced_by_the_fallback() {
     );
     assert!(!text(&out.stdout).contains("KV Cache is allocated"));
 }
+
+#[test]
+fn sglang_caps_embedding_gemma_2s_context_at_8192() {
+    // Two sliding and two full layers of 8 heads x (128 + 128) x 2 B: 8,192
+    // B a token in each pool, 8,192 + 0.8 x 8,192 = 14,745.6 a full token;
+    // 1 GiB (less SGLang's multimodal reservation) holds under 72,818. At the
+    // config's 131,072: int(tokens / 131,072 x 512) is under 2,048, raised
+    // to it. SGLang caps this model's context at 8,192: int(tokens / 8,192 x
+    // 512) is over 4,096 (tokens over 65,536), held to it.
+    let dir = scratch("embedding-gemma-2");
+    let config = r#"{"architectures": ["EmbeddingGemma2Model"], "num_hidden_layers": 4,
+        "num_attention_heads": 8, "num_key_value_heads": 8, "head_dim": 128,
+        "hidden_size": 1024, "max_position_embeddings": 131072, "torch_dtype": "bfloat16",
+        "sliding_window": 512, "layer_types": ["sliding_attention", "full_attention",
+        "sliding_attention", "full_attention"]}"#;
+    let file = write(&dir, "config.json", config);
+    let run = |extra: &[&str]| {
+        let mut args = vec![
+            "estimate",
+            "--engine",
+            "sglang",
+            file.as_str(),
+            "--kv-cache-memory-bytes",
+            "1073741824",
+        ];
+        args.extend_from_slice(extra);
+        kv(&args)
+    };
+    let out = run(&[]);
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    let stdout = text(&out.stdout);
+    assert!(
+        stdout.contains("max_running_requests 4096 per worker"),
+        "{stdout}"
+    );
+    assert!(
+        stdout.contains("SGLang caps this model's context_len at 8192"),
+        "{stdout}"
+    );
+    // A length given is SGLang's --context-length: not capped.
+    let stdout = text(&run(&["--positions", "131072"]).stdout);
+    assert!(
+        stdout.contains("max_running_requests 2048 per worker"),
+        "{stdout}"
+    );
+}

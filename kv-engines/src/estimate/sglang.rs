@@ -1048,6 +1048,21 @@ fn attention_layer_repeats(architectures: &[&str]) -> Result<u64, KvError> {
     })
 }
 
+/// SGLang's own caps of a model's derived `context_len`
+/// (configs/model_config.py): EmbeddingGemma2Model at 8,192. `None` where
+/// SGLang takes the derived length as it is. A length given is not capped.
+///
+/// ```
+/// use kv_engines::estimate::sglang::context_len_cap;
+///
+/// let embedding = serde_json::json!({"architectures": ["EmbeddingGemma2Model"]});
+/// assert_eq!(context_len_cap(&embedding), Some(8192));
+/// assert_eq!(context_len_cap(&serde_json::json!({"architectures": ["LlamaForCausalLM"]})), None);
+/// ```
+pub fn context_len_cap(config: &Value) -> Option<u64> {
+    (architectures(config).first() == Some(&"EmbeddingGemma2Model")).then_some(8192)
+}
+
 /// `ModelConfig.is_multimodal` (configs/model_config.py:690-826) with SGLang's
 /// defaults: multimodal unless the first architecture is one SGLang turns
 /// off (or a MiMo-V2 without both a vision and an audio config) or the config
