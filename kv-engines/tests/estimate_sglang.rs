@@ -796,3 +796,23 @@ fn two_attentions_a_layer_beside_sliding_layers_are_refused() {
         "{text}"
     );
 }
+
+#[test]
+fn longcat_flash_without_a_dtype_is_bfloat16_as_sglangs_own_config_class_says() {
+    // SGLang reads LongCat-Flash with its own LongcatFlashConfig, whose
+    // torch_dtype defaults to bfloat16. Two latents a layer: 28 x 2 x (512 +
+    // 64) x 2 B = 64,512 B a token; 40 GiB // 64,512 = 665,762 tokens.
+    let mut longcat = json!({
+        "architectures": ["LongcatFlashForCausalLM"], "model_type": "longcat_flash",
+        "num_layers": 28, "num_attention_heads": 64, "num_key_value_heads": 64,
+        "hidden_size": 6144, "kv_lora_rank": 512, "q_lora_rank": 1536,
+        "qk_nope_head_dim": 128, "qk_rope_head_dim": 64, "v_head_dim": 128,
+        "max_position_embeddings": 131072,
+    });
+    let pools_of = |config: &Value| pools(config, &SglangSettings::default(), GIB_40).unwrap();
+    let bf16 = pools_of(&longcat);
+    assert_eq!((bf16.dtype, bf16.full.tokens), ("torch.bfloat16", 665_762));
+    // A dtype the file writes wins.
+    longcat["torch_dtype"] = json!("float16");
+    assert_eq!(pools_of(&longcat).dtype, "torch.float16");
+}

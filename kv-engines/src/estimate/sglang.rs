@@ -921,17 +921,30 @@ fn gib_wide(bytes: u128) -> String {
     format!("{}.{:02}", hundredths / 100, hundredths % 100)
 }
 
+/// The `model_type`s whose config SGLang reads with a class of its own that
+/// sets a dtype where the file writes none (srt/configs/longcat_flash.py:
+/// `torch_dtype="bfloat16"`).
+const SGLANG_CONFIG_DTYPES: &[(&str, &str)] = &[("longcat_flash", "bfloat16")];
+
 /// The torch name and byte size of SGLang's KV dtype: the model dtype by
 /// `_get_and_verify_dtype` (a float32 or unset checkpoint is served in
-/// float16, Gemma in bfloat16), or the fp8 format asked for.
+/// float16, Gemma in bfloat16; SGLang's own config classes may set one), or
+/// the fp8 format asked for.
 fn kv_dtype(config: &Value, asked: SglangKvDtype) -> (&'static str, u64) {
     match asked {
         SglangKvDtype::Fp8E4m3 => ("torch.float8_e4m3fn", 1),
         SglangKvDtype::Fp8E5m2 => ("torch.float8_e5m2", 1),
         SglangKvDtype::Auto => {
+            let model_type = config.get("model_type").and_then(Value::as_str);
             let written = ["dtype", "torch_dtype"]
                 .iter()
-                .find_map(|k| config.get(k).and_then(Value::as_str));
+                .find_map(|k| config.get(k).and_then(Value::as_str))
+                .or_else(|| {
+                    SGLANG_CONFIG_DTYPES
+                        .iter()
+                        .find(|(family, _)| Some(*family) == model_type)
+                        .map(|(_, dtype)| *dtype)
+                });
             match written {
                 Some("bfloat16") => ("torch.bfloat16", 2),
                 Some("float16" | "half") => ("torch.float16", 2),
