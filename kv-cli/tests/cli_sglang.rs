@@ -174,4 +174,59 @@ fn sglang_caps_embedding_gemma_2s_context_at_8192() {
         stdout.contains("max_running_requests 2048 per worker"),
         "{stdout}"
     );
+    // A config whose length is the cap already is read as it is, unsaid.
+    let file = write(&dir, "config.json", config.replace("131072", "8192"));
+    let out = kv(&[
+        "estimate",
+        "--engine",
+        "sglang",
+        file.as_str(),
+        "--kv-cache-memory-bytes",
+        "1073741824",
+    ]);
+    let stdout = text(&out.stdout);
+    assert!(
+        stdout.contains("max_running_requests 4096 per worker"),
+        "{stdout}"
+    );
+    assert!(!stdout.contains("SGLang caps"), "{stdout}");
+}
+
+#[test]
+fn the_settings_line_says_the_page_sglang_runs() {
+    // Beam runs on TRT-LLM MHA, whose page replaces the 1 asked with 64.
+    let dir = scratch("beam-page");
+    let config = r#"{"architectures": ["BeamForCausalLM"], "num_hidden_layers": 4,
+        "num_attention_heads": 8, "num_key_value_heads": 8, "head_dim": 128,
+        "hidden_size": 1024, "max_position_embeddings": 8192, "torch_dtype": "bfloat16"}"#;
+    let beam = write(&dir, "config.json", config);
+    let settings_line = |file: &str| {
+        let out = kv(&[
+            "estimate",
+            "--engine",
+            "sglang",
+            file,
+            "--kv-cache-memory-bytes",
+            "1073741824",
+        ]);
+        assert!(out.status.success(), "{}", text(&out.stderr));
+        let stdout = text(&out.stdout);
+        stdout
+            .lines()
+            .find(|l| l.contains("settings:"))
+            .unwrap_or_default()
+            .to_owned()
+    };
+    let line = settings_line(&beam);
+    assert!(
+        line.contains("page size 64 (its attention backend's, for the 1 asked),"),
+        "{line}"
+    );
+    let llama = write(
+        &dir,
+        "llama.json",
+        config.replace("BeamForCausalLM", "LlamaForCausalLM"),
+    );
+    let line = settings_line(&llama);
+    assert!(line.contains("page size 1,"), "{line}");
 }
