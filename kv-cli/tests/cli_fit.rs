@@ -57,25 +57,41 @@ fn write_bf16_safetensors(path: &Path, tensors: &[(String, Vec<u64>)]) {
 /// published index's `total_size`.
 fn llama_31_8b(dir: &Path) {
     fs::write(dir.join("config.json"), llama_31_8b_config().to_string()).unwrap();
-    let mut tensors = vec![("model.embed_tokens.weight".to_owned(), vec![128256, 4096])];
-    for i in 0..32 {
+    write_bf16_safetensors(
+        &dir.join("model.safetensors"),
+        &llama_tensors(32, 4096, 1024, 14336, 128256),
+    );
+}
+
+/// The tensors a Hugging Face Llama checkpoint stores, untied: `layers`
+/// layers of width `hidden`, K and V `kv_width` wide, an MLP of
+/// `intermediate`, a vocabulary of `vocab`.
+fn llama_tensors(
+    layers: u64,
+    hidden: u64,
+    kv_width: u64,
+    intermediate: u64,
+    vocab: u64,
+) -> Vec<(String, Vec<u64>)> {
+    let mut tensors = vec![("model.embed_tokens.weight".to_owned(), vec![vocab, hidden])];
+    for i in 0..layers {
         for (name, shape) in [
-            ("self_attn.q_proj", vec![4096, 4096]),
-            ("self_attn.k_proj", vec![1024, 4096]),
-            ("self_attn.v_proj", vec![1024, 4096]),
-            ("self_attn.o_proj", vec![4096, 4096]),
-            ("mlp.gate_proj", vec![14336, 4096]),
-            ("mlp.up_proj", vec![14336, 4096]),
-            ("mlp.down_proj", vec![4096, 14336]),
-            ("input_layernorm", vec![4096]),
-            ("post_attention_layernorm", vec![4096]),
+            ("self_attn.q_proj", vec![hidden, hidden]),
+            ("self_attn.k_proj", vec![kv_width, hidden]),
+            ("self_attn.v_proj", vec![kv_width, hidden]),
+            ("self_attn.o_proj", vec![hidden, hidden]),
+            ("mlp.gate_proj", vec![intermediate, hidden]),
+            ("mlp.up_proj", vec![intermediate, hidden]),
+            ("mlp.down_proj", vec![hidden, intermediate]),
+            ("input_layernorm", vec![hidden]),
+            ("post_attention_layernorm", vec![hidden]),
         ] {
             tensors.push((format!("model.layers.{i}.{name}.weight"), shape));
         }
     }
-    tensors.push(("model.norm.weight".to_owned(), vec![4096]));
-    tensors.push(("lm_head.weight".to_owned(), vec![128256, 4096]));
-    write_bf16_safetensors(&dir.join("model.safetensors"), &tensors);
+    tensors.push(("model.norm.weight".to_owned(), vec![hidden]));
+    tensors.push(("lm_head.weight".to_owned(), vec![vocab, hidden]));
+    tensors
 }
 
 #[test]
@@ -702,26 +718,10 @@ fn the_stage_with_the_most_layers_sets_every_ranks_blocks() {
         "torch_dtype": "bfloat16", "tie_word_embeddings": false,
     });
     fs::write(dir.join("config.json"), config.to_string()).unwrap();
-    let mut tensors = vec![("model.embed_tokens.weight".to_owned(), vec![65536, 1024])];
-    for i in 0..7 {
-        let p = format!("model.layers.{i}.");
-        for (name, shape) in [
-            ("self_attn.q_proj.weight", vec![1024, 1024]),
-            ("self_attn.k_proj.weight", vec![1024, 1024]),
-            ("self_attn.v_proj.weight", vec![1024, 1024]),
-            ("self_attn.o_proj.weight", vec![1024, 1024]),
-            ("mlp.gate_proj.weight", vec![1024, 1024]),
-            ("mlp.up_proj.weight", vec![1024, 1024]),
-            ("mlp.down_proj.weight", vec![1024, 1024]),
-            ("input_layernorm.weight", vec![1024]),
-            ("post_attention_layernorm.weight", vec![1024]),
-        ] {
-            tensors.push((format!("{p}{name}"), shape));
-        }
-    }
-    tensors.push(("model.norm.weight".to_owned(), vec![1024]));
-    tensors.push(("lm_head.weight".to_owned(), vec![65536, 1024]));
-    write_bf16_safetensors(&dir.join("model.safetensors"), &tensors);
+    write_bf16_safetensors(
+        &dir.join("model.safetensors"),
+        &llama_tensors(7, 1024, 1024, 1024, 65536),
+    );
     let path = dir.to_str().unwrap();
     let run = |pp: &str, format: &str| {
         kv(&[

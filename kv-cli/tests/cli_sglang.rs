@@ -130,6 +130,20 @@ fn a_length_above_the_models_is_refused_not_replaced_by_the_fallback() {
     assert!(!text(&out.stdout).contains("KV Cache is allocated"));
 }
 
+/// `kv estimate --engine sglang FILE --kv-cache-memory-bytes 1GiB EXTRA...`.
+fn at_one_gib(file: &str, extra: &[&str]) -> std::process::Output {
+    let mut args = vec![
+        "estimate",
+        "--engine",
+        "sglang",
+        file,
+        "--kv-cache-memory-bytes",
+        "1073741824",
+    ];
+    args.extend_from_slice(extra);
+    kv(&args)
+}
+
 #[test]
 fn sglang_caps_embedding_gemma_2s_context_at_8192() {
     // Two sliding and two full layers of 8 heads x (128 + 128) x 2 B: 8,192
@@ -145,19 +159,7 @@ fn sglang_caps_embedding_gemma_2s_context_at_8192() {
         "sliding_window": 512, "layer_types": ["sliding_attention", "full_attention",
         "sliding_attention", "full_attention"]}"#;
     let file = write(&dir, "config.json", config);
-    let run = |extra: &[&str]| {
-        let mut args = vec![
-            "estimate",
-            "--engine",
-            "sglang",
-            file.as_str(),
-            "--kv-cache-memory-bytes",
-            "1073741824",
-        ];
-        args.extend_from_slice(extra);
-        kv(&args)
-    };
-    let out = run(&[]);
+    let out = at_one_gib(&file, &[]);
     assert!(out.status.success(), "{}", text(&out.stderr));
     let stdout = text(&out.stdout);
     assert!(
@@ -169,22 +171,14 @@ fn sglang_caps_embedding_gemma_2s_context_at_8192() {
         "{stdout}"
     );
     // A length given is SGLang's --context-length: not capped.
-    let stdout = text(&run(&["--positions", "131072"]).stdout);
+    let stdout = text(&at_one_gib(&file, &["--positions", "131072"]).stdout);
     assert!(
         stdout.contains("max_running_requests 2048 per worker"),
         "{stdout}"
     );
     // A config whose length is the cap already is read as it is, unsaid.
     let file = write(&dir, "config.json", config.replace("131072", "8192"));
-    let out = kv(&[
-        "estimate",
-        "--engine",
-        "sglang",
-        file.as_str(),
-        "--kv-cache-memory-bytes",
-        "1073741824",
-    ]);
-    let stdout = text(&out.stdout);
+    let stdout = text(&at_one_gib(&file, &[]).stdout);
     assert!(
         stdout.contains("max_running_requests 4096 per worker"),
         "{stdout}"
@@ -201,14 +195,7 @@ fn the_settings_line_says_the_page_sglang_runs() {
         "hidden_size": 1024, "max_position_embeddings": 8192, "torch_dtype": "bfloat16"}"#;
     let beam = write(&dir, "config.json", config);
     let settings_line = |file: &str| {
-        let out = kv(&[
-            "estimate",
-            "--engine",
-            "sglang",
-            file,
-            "--kv-cache-memory-bytes",
-            "1073741824",
-        ]);
+        let out = at_one_gib(file, &[]);
         assert!(out.status.success(), "{}", text(&out.stderr));
         let stdout = text(&out.stdout);
         stdout
