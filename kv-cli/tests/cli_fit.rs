@@ -63,6 +63,21 @@ fn llama_31_8b(dir: &Path) {
     );
 }
 
+/// `kv fit --format json`'s stages: (weights, memory for the cache) each.
+fn stage_figures(fit: &Value) -> Vec<(u64, u64)> {
+    fit["stages"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|s| {
+            (
+                s["weights_bytes"].as_u64().unwrap(),
+                s["available_kv_cache_memory_bytes"].as_u64().unwrap(),
+            )
+        })
+        .collect()
+}
+
 /// The tensors a Hugging Face Llama checkpoint stores, untied: `layers`
 /// layers of width `hidden`, K and V `kv_width` wide, an MLP of
 /// `intermediate`, a vocabulary of `vocab`.
@@ -669,17 +684,7 @@ fn llama_31_8b_over_two_pipeline_stages_as_vllm_loads_them() {
     // Stage 1: the final norm 8,192 and the head 1,050,673,152:
     // 8,063,852,544 B (vLLM's own class per stage,
     // scripts/vllm/loaded_weights.py --pp 2 --stage S).
-    let stages: Vec<(u64, u64)> = fit["stages"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|s| {
-            (
-                s["weights_bytes"].as_u64().unwrap(),
-                s["available_kv_cache_memory_bytes"].as_u64().unwrap(),
-            )
-        })
-        .collect();
+    let stages = stage_figures(fit);
     // Each: 76,449,344,128 requested, less its weights, 375,809,638 and
     // 1,331,439,862.
     assert_eq!(
@@ -742,17 +747,7 @@ fn the_stage_with_the_most_layers_sets_every_ranks_blocks() {
     // 1,048,576) and 4 x 512 B of scales a layer; stage 0 the embedding,
     // stage 2 the norm (2,048) and the head. ceil(4,294,967,296 x 0.9) =
     // 3,865,470,567 B less each.
-    let stages: Vec<(u64, u64)> = json[0]["fit"]["stages"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|s| {
-            (
-                s["weights_bytes"].as_u64().unwrap(),
-                s["available_kv_cache_memory_bytes"].as_u64().unwrap(),
-            )
-        })
-        .collect();
+    let stages = stage_figures(&json[0]["fit"]);
     assert_eq!(
         stages,
         [
