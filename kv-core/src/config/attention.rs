@@ -38,22 +38,31 @@ impl HfConfig {
     /// `per_layer_config`, or the keys a family builds it from) are refused
     /// by name: one geometry would size them wrong.
     pub fn geometry(&self) -> Result<Geometry, KvError> {
+        self.config_geometry(self.uniform_layers())
+            .map(|(geometry, ())| geometry)
+    }
+
+    /// The config's geometry beside `also` (what else the caller read),
+    /// every error of either reported at once.
+    pub(super) fn config_geometry<T>(
+        &self,
+        also: Result<T, KvError>,
+    ) -> Result<(Geometry, T), KvError> {
         let layers = self.layer_count();
         let kv_heads = self.read_kv_heads();
         let head_dim = self.head_dim();
         let dtype = self.dtype();
-        let uniform = self.uniform_layers();
-        match (layers, kv_heads, head_dim, dtype, uniform) {
-            (Ok(layers), Ok(kv_heads), Ok(head_dim), Ok(dtype), Ok(())) => {
-                Ok(Geometry::new(layers, kv_heads, head_dim, dtype))
+        match (layers, kv_heads, head_dim, dtype, also) {
+            (Ok(layers), Ok(kv_heads), Ok(head_dim), Ok(dtype), Ok(also)) => {
+                Ok((Geometry::new(layers, kv_heads, head_dim, dtype), also))
             }
-            (layers, kv_heads, head_dim, dtype, uniform) => {
+            (layers, kv_heads, head_dim, dtype, also) => {
                 let errors = [
                     layers.err(),
                     kv_heads.err(),
                     head_dim.err(),
                     dtype.err(),
-                    uniform.err(),
+                    also.err(),
                 ];
                 Err(KvError::from_all(errors.into_iter().flatten().collect())
                     .unwrap_or_else(no_error_collected))
@@ -62,7 +71,7 @@ impl HfConfig {
     }
 
     /// The KV heads, by the family's rule, checked against the attention heads.
-    pub(super) fn read_kv_heads(&self) -> Result<u64, KvError> {
+    fn read_kv_heads(&self) -> Result<u64, KvError> {
         const WHAT: &str = "kv_heads";
         if let Some(kv_heads) = self.kv_heads {
             return self.count_or(WHAT, Some(kv_heads), KV_HEADS);
@@ -188,7 +197,7 @@ impl HfConfig {
         }
     }
 
-    pub(super) fn head_dim(&self) -> Result<u64, KvError> {
+    fn head_dim(&self) -> Result<u64, KvError> {
         let rule = self.family_row().map(|row| row.kv_heads);
         let head_dim_keys = match rule {
             Some(models::KvHeads::ChatGlm) => HEAD_DIM_CHATGLM,

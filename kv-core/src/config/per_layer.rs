@@ -151,27 +151,8 @@ impl HfConfig {
     /// # Ok::<(), kv_core::KvError>(())
     /// ```
     pub fn kind_geometry(&self, kind: LayerKind) -> Result<Geometry, KvError> {
-        let layers = self.layer_count();
-        let kv_heads = self.read_kv_heads();
-        let head_dim = self.head_dim();
-        let dtype = self.dtype();
-        let overrides = self.overrides();
-        let (layers, kv_heads, head_dim, dtype, overrides) =
-            match (layers, kv_heads, head_dim, dtype, overrides) {
-                (Ok(l), Ok(k), Ok(h), Ok(d), Ok(o)) => (l, k, h, d, o),
-                (layers, kv_heads, head_dim, dtype, overrides) => {
-                    let errors = [
-                        layers.err(),
-                        kv_heads.err(),
-                        head_dim.err(),
-                        dtype.err(),
-                        overrides.err(),
-                    ];
-                    return Err(KvError::from_all(errors.into_iter().flatten().collect())
-                        .unwrap_or_else(super::lookup::no_error_collected));
-                }
-            };
-        let mut geometry = Geometry::new(layers, kv_heads, head_dim, dtype);
+        let (mut geometry, overrides) = self.config_geometry(self.overrides())?;
+        let (head_dim, kv_heads) = (geometry.head_dim, geometry.kv_heads);
         let Some(overrides) = overrides.filter(|o| !o.moving.is_empty()) else {
             return Ok(geometry);
         };
