@@ -169,13 +169,6 @@ pub fn run(command: &Command) -> Result<bool, StdoutFailed> {
              for speculative decoding: --speculative-tokens is not modelled yet in kv fit",
         )
     }
-    if args.sglang.dp > 1 {
-        usage_error(
-            clap::error::ErrorKind::InvalidValue,
-            "kv fit --engine sglang shards attention over --tp: with --dp, SGLang's \
-             attention TP is tp / dp, which is not modelled yet (give --dp 1)",
-        )
-    }
     let (gpu_label, gpu_mib) = match (&fit.gpu, fit.gpu_memory_mib) {
         (Some(name), _) => match gpu(name) {
             Some(Gpu {

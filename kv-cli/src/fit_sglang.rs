@@ -7,8 +7,8 @@ use std::fmt::Write as _;
 use std::path::Path;
 
 use kv_engines::fit::sglang::{
-    default_mem_fraction_static, kv_pool_budget, loaded_weights, unsupported_for_default,
-    LoadedWeights, SglangMemoryDefaults, SglangMemoryInputs,
+    default_mem_fraction_static, kv_pool_budget, loaded_weights_with_dp_attention,
+    unsupported_for_default, LoadedWeights, SglangMemoryDefaults, SglangMemoryInputs,
 };
 use serde_json::{json, Value};
 
@@ -188,7 +188,8 @@ fn budget(
         .map(|(dtype, bytes)| (dtype.to_owned(), bytes))
         .collect();
     let loaded =
-        loaded_weights(&config, weights.tensors(), args.tp).map_err(|e| Problem::new(file, e))?;
+        loaded_weights_with_dp_attention(&config, weights.tensors(), args.tp, args.sglang.dp)
+            .map_err(|e| Problem::new(file, e))?;
     let loaded_bytes = loaded
         .total()
         .ok_or_else(|| Problem::new(folder, "the weights' bytes overflow u64"))?;

@@ -393,9 +393,20 @@ fn what_kv_fit_refuses() {
         "{}",
         stderr(&out)
     );
-    usage(
+    // DP attention: Llama's SGLang model splits its attention over all of tp
+    // whatever --dp, which kv does not follow into the pools (exit 1).
+    let out = kv(&[
+        base.as_slice(),
         &["--engine", "sglang", "--dp", "2", "--tp", "2"],
-        "SGLang's attention TP is tp / dp",
+    ]
+    .concat());
+    assert_eq!(out.status.code(), Some(1), "{}", stdout(&out));
+    assert!(
+        stderr(&out).contains(
+            "SGLang's `LlamaForCausalLM` splits its attention over all 2 TP ranks whatever --dp"
+        ),
+        "{}",
+        stderr(&out)
     );
     usage(
         &["--engine", "sglang", "--kv-cache-memory-bytes", "8G"],

@@ -1,7 +1,8 @@
 """`kv fit --engine sglang --tp N`'s weights per rank against SGLang 0.5.23's
 own model built on the meta device at rank 0 of N (loaded_buffers.py's
 `measure`), for every shipped config of the classes kv shards, at TP 1, 2,
-4 and 8, and any configs given. Not run by CI.
+4 and 8, and any configs given; with --dp D, under DP attention (attention
+over tp / D ranks). Not run by CI.
 
     cargo build -p kv-cli
     /work/.venv-sglang/bin/python scripts/sglang/compare_weights_tp.py --kv $CARGO_TARGET_DIR/debug/kv [CONFIG.json...]
@@ -28,10 +29,11 @@ import loaded_buffers  # noqa: E402
 import sglang_pools as sp  # noqa: E402
 
 
-def kv_tensor_bytes(kv, folder, tp):
+def kv_tensor_bytes(kv, folder, tp, dp=1):
     p = subprocess.run([kv, "fit", os.path.join(folder, "config.json"), "--engine", "sglang",
                         "--gpu", "B200", "--avail-mem-gb", "170", "--mem-fraction-static", "0.9",
-                        "--tp", str(tp), "--format", "json"], capture_output=True, text=True)
+                        "--tp", str(tp), "--dp", str(dp), "--format", "json"],
+                       capture_output=True, text=True)
     if p.returncode != 0:
         return None, (p.stderr.strip().splitlines() or ["?"])[-1][-200:]
     return json.loads(p.stdout)[0]["fit"]["loaded"]["tensor_bytes"], None
@@ -41,6 +43,7 @@ def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--kv", required=True)
     ap.add_argument("--tp", type=int, nargs="*", default=[1, 2, 4, 8])
+    ap.add_argument("--dp", type=int, default=1, help="DP attention size (each TP a multiple)")
     ap.add_argument("configs", nargs="*")
     a = ap.parse_args()
     sp._as_hopper()
@@ -58,8 +61,8 @@ def main():
             print(json.dumps({"config": path, "skipped": f"no {e}"}))
             continue
         for tp in a.tp:
-            k, k_err = kv_tensor_bytes(a.kv, folder, tp)
-            m = loaded_buffers.measure(os.path.join(folder, "config.json"), tp)
+            k, k_err = kv_tensor_bytes(a.kv, folder, tp, a.dp)
+            m = loaded_buffers.measure(os.path.join(folder, "config.json"), tp, a.dp)
             s = sum(m["param_bytes"].values()) if "param_bytes" in m else None
             s_err = m.get("error")
             if k_err and s_err:
@@ -69,7 +72,8 @@ def main():
             else:
                 verdict = "same" if k == s else "differ"
             counts[verdict] += 1
-            print(json.dumps({"config": os.path.basename(path), "tp": tp, "verdict": verdict,
+            print(json.dumps({"config": os.path.basename(path), "tp": tp, "dp": a.dp,
+                              "verdict": verdict,
                               "kv": k or k_err, "sglang": s or s_err}), flush=True)
     print(json.dumps(counts))
 

@@ -31,21 +31,22 @@ from sglang.srt.configs.model_config import ModelConfig  # noqa: E402
 from sglang.srt.server_args import ServerArgs  # noqa: E402
 
 
-def measure(config, tp=1):
+def measure(config, tp=1, dp=1):
     from sglang.srt.configs.load_config import LoadConfig
     from sglang.srt.model_loader.loader import _initialize_model
 
     tmp = tempfile.mkdtemp()
     try:
         shutil.copy(config, os.path.join(tmp, "config.json"))
-        sa = ServerArgs(model_path=tmp, skip_tokenizer_init=True, tp_size=tp)
+        extra = dict(dp_size=dp, enable_dp_attention=True) if dp > 1 else {}
+        sa = ServerArgs(model_path=tmp, skip_tokenizer_init=True, tp_size=tp, **extra)
         sa.resolve_once()
         sp.rc.publish(sa, role="scheduler", ranks=sp.rc.SpawnRanks(world_rank=0, gpu_id=0))
         sp.rc.get_parallel().override_permanently(world_group=sp._Group())
         mc = ModelConfig.from_server_args(sa)
         groups = dict(
             world_group=tp, tp_group=tp, pp_group=1, moe_ep_group=1, moe_dp_group=1,
-            moe_tp_group=tp, attn_tp_group=tp, attn_cp_group=1,
+            moe_tp_group=tp, attn_tp_group=tp // dp, attn_cp_group=1,
             shared_experts_tp_group=tp, dcp_group=1,
         )
         saved = torch.get_default_dtype()

@@ -233,6 +233,15 @@ pub fn kv_pool_budget(
 pub const CHECKED_ARCHITECTURES: &[&str] =
     &joined::<CHECKED_COUNT>(SHARDED_ARCHITECTURES, TP1_ONLY_ARCHITECTURES);
 
+/// Of [`CHECKED_ARCHITECTURES`], the classes whose SGLang 0.5.23 model splits
+/// its attention over `tp / dp` ranks under DP attention
+/// (`get_attention_tp_size`), checked on its own classes built on meta; the
+/// others split it over all of `tp` whatever `--dp`, which kv refuses rather
+/// than guess their pools. (Qwen2-MoE's and Llama 4's models read it too;
+/// kv has not compared their shards under DP attention, so they are
+/// refused with the rest.)
+const DP_ATTENTION_ARCHITECTURES: &[&str] = &["Qwen3ForCausalLM", "Qwen3MoeForCausalLM"];
+
 /// Of [`CHECKED_ARCHITECTURES`], those checked at TP 1 only: HunYuan's
 /// shards were never compared (transformers cannot build its shipped config).
 const TP1_ONLY_ARCHITECTURES: &[&str] = &["HunYuanDenseV1ForCausalLM"];
@@ -315,6 +324,21 @@ pub fn loaded_weights(
     tensors: &[StoredTensor],
     tp: u64,
 ) -> Result<LoadedWeights, String> {
+    loaded_weights_with_dp_attention(config, tensors, tp, 1)
+}
+
+/// [`loaded_weights`] under `--enable-dp-attention` with `--dp-size dp`:
+/// each rank holds the attention of `tp / dp` ranks (q, k, v and o split
+/// over its DP group, KV heads replicated where it has more ranks than
+/// heads), the MLP, the experts and the vocabulary still split over `tp`
+/// (SGLang 0.5.23's model classes built on the meta device,
+/// scripts/sglang/compare_weights_tp.py --dp).
+pub fn loaded_weights_with_dp_attention(
+    config: &Value,
+    tensors: &[StoredTensor],
+    tp: u64,
+    dp: u64,
+) -> Result<LoadedWeights, String> {
     let text = text_section(config);
     let class = checked_class(
         config,
@@ -334,7 +358,21 @@ pub fn loaded_weights(
         .or_else(|| config.get("tie_word_embeddings"))
         .and_then(Value::as_bool)
         .unwrap_or(false);
-    let layout = TpLayout::new(text, tp, ShardingEngine::Sglang)?;
+    if dp > 1 && !DP_ATTENTION_ARCHITECTURES.contains(&class) {
+        return Err(format!(
+            "SGLang's `{class}` splits its attention over all {tp} TP ranks whatever --dp \
+             (its model reads no attention TP), and kv has not checked how its pools follow \
+             that under DP attention (checked: {})",
+            DP_ATTENTION_ARCHITECTURES.join(", ")
+        ));
+    }
+    if dp == 0 || !tp.is_multiple_of(dp) {
+        return Err(format!(
+            "--dp-size {dp} with --enable-dp-attention must divide --tp-size {tp} (SGLang \
+             splits attention over tp / dp ranks)"
+        ));
+    }
+    let layout = TpLayout::new(text, tp, ShardingEngine::Sglang)?.with_attention_tp(tp / dp)?;
     let (mut tensor_bytes, mut skipped_bytes) = (0u64, 0u64);
     for tensor in tensors {
         // llama.py's load_weights (and its kin): these are never loaded.
@@ -377,6 +415,57 @@ pub fn loaded_weights(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn dp_attention_splits_the_attention_over_its_group_and_the_rest_over_tp() {
+        // A Qwen3: 8 heads of 64 (q 512 x 256), 4 KV heads (k, v 256 x 256),
+        // o 256 x 512, an MLP of 512, a vocabulary of 1,024 x 256, bf16.
+        let config = serde_json::json!({
+            "architectures": ["Qwen3ForCausalLM"], "hidden_size": 256,
+            "num_attention_heads": 8, "num_key_value_heads": 4, "head_dim": 64,
+            "num_hidden_layers": 1, "vocab_size": 1024, "intermediate_size": 512,
+            "max_position_embeddings": 128, "torch_dtype": "bfloat16",
+            "tie_word_embeddings": true,
+        });
+        let tensor = |name: &str, shape: &[u64]| {
+            StoredTensor::new(
+                name.into(),
+                "BF16".into(),
+                shape.to_vec(),
+                shape.iter().product::<u64>() * 2,
+            )
+        };
+        let tensors = [
+            tensor("model.embed_tokens.weight", &[1024, 256]),
+            tensor("model.layers.0.self_attn.q_proj.weight", &[512, 256]),
+            tensor("model.layers.0.self_attn.k_proj.weight", &[256, 256]),
+            tensor("model.layers.0.self_attn.v_proj.weight", &[256, 256]),
+            tensor("model.layers.0.self_attn.o_proj.weight", &[256, 512]),
+            tensor("model.layers.0.mlp.down_proj.weight", &[256, 512]),
+        ];
+        let bytes = |dp: u64| {
+            loaded_weights_with_dp_attention(&config, &tensors, 4, dp).map(|l| l.tensor_bytes)
+        };
+        // tp 4: the vocabulary (1,024 x 256 x 2 B = 524,288) and the MLP's
+        // down (262,144) split four ways: 131,072 + 65,536. Attention: q and
+        // o 262,144 each, k and v 131,072 each: 786,432, split four ways:
+        // 196,608 (one KV head a rank).
+        assert_eq!(bytes(1), Ok(131_072 + 65_536 + 196_608));
+        // dp 2: attention over 2 ranks (2 KV heads each): 393,216.
+        assert_eq!(bytes(2), Ok(131_072 + 65_536 + 393_216));
+        // dp 4: attention whole on every rank: 786,432.
+        assert_eq!(bytes(4), Ok(131_072 + 65_536 + 786_432));
+        assert!(bytes(3).unwrap_err().contains("must divide --tp-size 4"));
+        // A class whose model splits attention over all of tp is refused.
+        let mut llama = config.clone();
+        llama["architectures"] = serde_json::json!(["LlamaForCausalLM"]);
+        let refused = loaded_weights_with_dp_attention(&llama, &tensors, 4, 2).unwrap_err();
+        assert!(
+            refused.contains("`LlamaForCausalLM` splits its attention over all 4"),
+            "{refused}"
+        );
+        assert!(loaded_weights_with_dp_attention(&llama, &tensors, 4, 1).is_ok());
+    }
 
     #[test]
     fn prefill_sizes_count_the_capture_list() {

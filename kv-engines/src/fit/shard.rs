@@ -58,6 +58,9 @@ impl ShardingEngine {
 pub(crate) struct TpLayout {
     engine: ShardingEngine,
     tp: u64,
+    /// The ranks attention is split over: `tp`, or `tp / dp` under SGLang's
+    /// DP attention (each DP group holds the attention whole among its own).
+    attn_tp: u64,
     vocab_rows_per_rank: u64,
     kv_heads: u64,
     kv_heads_per_rank: u64,
@@ -98,22 +101,30 @@ impl TpLayout {
         if kv_heads == 0 {
             return Err("`num_key_value_heads` is 0".into());
         }
-        // QKVParallelLinear: KV heads divided over the ranks, or, with fewer
-        // heads than ranks, one head a rank, replicated.
-        let kv_heads_per_rank = if tp >= kv_heads {
-            divide(engine, tp, kv_heads)?;
-            1
-        } else {
-            divide(engine, kv_heads, tp)?
-        };
         Ok(TpLayout {
             engine,
             tp,
+            attn_tp: tp,
             vocab_rows_per_rank,
             kv_heads,
-            kv_heads_per_rank,
+            kv_heads_per_rank: kv_heads_per_rank(engine, kv_heads, tp)?,
             hidden: count("hidden_size")?,
         })
+    }
+
+    /// The layout with attention split over `attn_tp` ranks instead of all
+    /// of them (SGLang's DP attention: `tp / dp`); the MLP, the experts and
+    /// the vocabulary stay split over `tp`.
+    pub(crate) fn with_attention_tp(mut self, attn_tp: u64) -> Result<TpLayout, String> {
+        if attn_tp == 0 || !self.tp.is_multiple_of(attn_tp) {
+            return Err(format!(
+                "attention over {attn_tp} of the {} TP ranks: it must divide them",
+                self.tp
+            ));
+        }
+        self.attn_tp = attn_tp;
+        self.kv_heads_per_rank = kv_heads_per_rank(self.engine, self.kv_heads, attn_tp)?;
+        Ok(self)
     }
 
     /// The allocation a checkpoint tensor lands in (q, k and v merge into
@@ -184,10 +195,11 @@ impl TpLayout {
                 _ => self.whole(name, elements)?,
             });
         }
+        let attn_tp = self.attn_tp;
         Ok(match layer {
             "q_proj" => {
-                divide(engine, rows, tp)?;
-                (merged("qkv_proj"), elements / tp)
+                divide(engine, rows, attn_tp)?;
+                (merged("qkv_proj"), elements / attn_tp)
             }
             "k_proj" | "v_proj" => {
                 divide(engine, rows, self.kv_heads)?;
@@ -198,7 +210,12 @@ impl TpLayout {
                 divide(engine, rows, tp)?;
                 (merged("gate_up_proj"), elements / tp)
             }
-            "o_proj" | "down_proj" if param == "weight" => {
+            "o_proj" if param == "weight" => {
+                let columns = tensor.shape.get(1).copied().unwrap_or(1);
+                divide(engine, columns, attn_tp)?;
+                (name.to_owned(), elements / attn_tp)
+            }
+            "down_proj" if param == "weight" => {
                 let columns = tensor.shape.get(1).copied().unwrap_or(1);
                 divide(engine, columns, tp)?;
                 (name.to_owned(), elements / tp)
@@ -224,6 +241,17 @@ impl TpLayout {
             ));
         }
         Ok((name.to_owned(), elements))
+    }
+}
+
+/// QKVParallelLinear: KV heads divided over the ranks, or, with fewer
+/// heads than ranks, one head a rank, replicated.
+fn kv_heads_per_rank(engine: ShardingEngine, kv_heads: u64, ranks: u64) -> Result<u64, String> {
+    if ranks >= kv_heads {
+        divide(engine, ranks, kv_heads)?;
+        Ok(1)
+    } else {
+        divide(engine, kv_heads, ranks)
     }
 }
 
