@@ -441,6 +441,9 @@ mod tests {
             tensor("model.layers.0.self_attn.k_proj.weight", &[256, 256]),
             tensor("model.layers.0.self_attn.v_proj.weight", &[256, 256]),
             tensor("model.layers.0.self_attn.o_proj.weight", &[256, 512]),
+            // Row-parallel layers' biases: whole on every rank, 512 B each.
+            tensor("model.layers.0.self_attn.o_proj.bias", &[256]),
+            tensor("model.layers.0.mlp.down_proj.bias", &[256]),
             tensor("model.layers.0.mlp.down_proj.weight", &[256, 512]),
         ];
         let bytes = |dp: u64| {
@@ -450,11 +453,11 @@ mod tests {
         // down (262,144) split four ways: 131,072 + 65,536. Attention: q and
         // o 262,144 each, k and v 131,072 each: 786,432, split four ways:
         // 196,608 (one KV head a rank).
-        assert_eq!(bytes(1), Ok(131_072 + 65_536 + 196_608));
+        assert_eq!(bytes(1), Ok(131_072 + 65_536 + 196_608 + 1_024));
         // dp 2: attention over 2 ranks (2 KV heads each): 393,216.
-        assert_eq!(bytes(2), Ok(131_072 + 65_536 + 393_216));
+        assert_eq!(bytes(2), Ok(131_072 + 65_536 + 393_216 + 1_024));
         // dp 4: attention whole on every rank: 786,432.
-        assert_eq!(bytes(4), Ok(131_072 + 65_536 + 786_432));
+        assert_eq!(bytes(4), Ok(131_072 + 65_536 + 786_432 + 1_024));
         assert!(bytes(3).unwrap_err().contains("must divide --tp-size 4"));
         // A class whose model splits attention over all of tp is refused.
         let mut llama = config.clone();

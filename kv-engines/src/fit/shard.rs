@@ -113,15 +113,10 @@ impl TpLayout {
     }
 
     /// The layout with attention split over `attn_tp` ranks instead of all
-    /// of them (SGLang's DP attention: `tp / dp`); the MLP, the experts and
-    /// the vocabulary stay split over `tp`.
+    /// of them (SGLang's DP attention: `tp / dp`, which the caller checks
+    /// divides); the MLP, the experts and the vocabulary stay split over
+    /// `tp`.
     pub(crate) fn with_attention_tp(mut self, attn_tp: u64) -> Result<TpLayout, String> {
-        if attn_tp == 0 || !self.tp.is_multiple_of(attn_tp) {
-            return Err(format!(
-                "attention over {attn_tp} of the {} TP ranks: it must divide them",
-                self.tp
-            ));
-        }
         self.attn_tp = attn_tp;
         self.kv_heads_per_rank = kv_heads_per_rank(self.engine, self.kv_heads, attn_tp)?;
         Ok(self)
