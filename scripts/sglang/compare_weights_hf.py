@@ -1,5 +1,5 @@
 """`kv fit --engine sglang`'s loaded weights against SGLang 0.5.23's own
-class at TP 1, on checkpoints whose tensors come from transformers' own
+class at TP 1 (or --tp N, --dp D), on checkpoints whose tensors come from transformers' own
 class for the config (built on the meta device: its state dict is what
 `save_pretrained` writes, tied weights once), for every shipped config of
 the classes `kv_engines::fit::sglang::CHECKED_ARCHITECTURES` lists. Not run
@@ -34,11 +34,12 @@ CHECKED = {
     "Olmo2ForCausalLM", "OlmoeForCausalLM", "Phi3ForCausalLM", "Qwen2ForCausalLM",
     "Qwen2MoeForCausalLM", "Qwen3ForCausalLM", "Qwen3MoeForCausalLM", "Starcoder2ForCausalLM",
 }
-def kv_bytes(kv, folder, tp):
+def kv_bytes(kv, folder, tp, dp=1):
     # A GPU no model here outgrows (16 TiB): only the weights are compared.
     p = subprocess.run([kv, "fit", os.path.join(folder, "config.json"), "--engine", "sglang",
                         "--gpu-memory-mib", "16777216", "--avail-mem-gb", "16000",
-                        "--mem-fraction-static", "0.9", "--tp", str(tp), "--format", "json"],
+                        "--mem-fraction-static", "0.9", "--tp", str(tp), "--dp", str(dp),
+                        "--format", "json"],
                        capture_output=True, text=True)
     if p.returncode != 0:
         return None, (p.stderr.strip().splitlines() or ["?"])[-1][-200:]
@@ -49,6 +50,7 @@ def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--kv", required=True)
     ap.add_argument("--tp", type=int, nargs="*", default=[1])
+    ap.add_argument("--dp", type=int, default=1, help="DP attention size (each TP a multiple)")
     ap.add_argument("configs", nargs="*")
     a = ap.parse_args()
     sp._as_hopper()
@@ -71,8 +73,8 @@ def main():
                               "why": f"{type(e).__name__}: {e}"[:200]}), flush=True)
             continue
         for tp in a.tp:
-            k, k_err = kv_bytes(a.kv, folder, tp)
-            m = loaded_buffers.measure(os.path.join(folder, "config.json"), tp)
+            k, k_err = kv_bytes(a.kv, folder, tp, a.dp)
+            m = loaded_buffers.measure(os.path.join(folder, "config.json"), tp, a.dp)
             s = sum(m["param_bytes"].values()) if "param_bytes" in m else None
             s_err = m.get("error")
             if k_err and s_err:
@@ -83,7 +85,7 @@ def main():
                 verdict = "same" if k == s else "differ"
             counts[verdict] += 1
             print(json.dumps({"config": os.path.relpath(path, ROOT), "class": c["architectures"][0],
-                              "tp": tp, "verdict": verdict, "kv": k or k_err,
+                              "tp": tp, "dp": a.dp, "verdict": verdict, "kv": k or k_err,
                               "sglang": s or s_err}), flush=True)
     print(json.dumps(counts))
 

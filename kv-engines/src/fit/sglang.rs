@@ -235,12 +235,16 @@ pub const CHECKED_ARCHITECTURES: &[&str] =
 
 /// Of [`CHECKED_ARCHITECTURES`], the classes whose SGLang 0.5.23 model splits
 /// its attention over `tp / dp` ranks under DP attention
-/// (`get_attention_tp_size`), checked on its own classes built on meta; the
-/// others split it over all of `tp` whatever `--dp`, which kv refuses rather
-/// than guess their pools. (Qwen2-MoE's and Llama 4's models read it too;
-/// kv has not compared their shards under DP attention, so they are
-/// refused with the rest.)
-const DP_ATTENTION_ARCHITECTURES: &[&str] = &["Qwen3ForCausalLM", "Qwen3MoeForCausalLM"];
+/// (`get_attention_tp_size`), checked on its own classes built on meta
+/// (scripts/sglang/compare_weights_tp.py and compare_weights_hf.py `--dp`);
+/// the others split it over all of `tp` whatever `--dp`, which kv refuses
+/// rather than guess their pools.
+const DP_ATTENTION_ARCHITECTURES: &[&str] = &[
+    "Qwen3ForCausalLM",
+    "Qwen3MoeForCausalLM",
+    "Qwen2MoeForCausalLM",
+    "Llama4ForCausalLM",
+];
 
 /// Of [`CHECKED_ARCHITECTURES`], those checked at TP 1 only: HunYuan's
 /// shards were never compared (transformers cannot build its shipped config).
@@ -332,7 +336,7 @@ pub fn loaded_weights(
 /// over its DP group, KV heads replicated where it has more ranks than
 /// heads), the MLP, the experts and the vocabulary still split over `tp`
 /// (SGLang 0.5.23's model classes built on the meta device,
-/// scripts/sglang/compare_weights_tp.py --dp).
+/// scripts/sglang/compare_weights_tp.py and compare_weights_hf.py --dp).
 pub fn loaded_weights_with_dp_attention(
     config: &Value,
     tensors: &[StoredTensor],
