@@ -5,7 +5,7 @@ given. Checks `kv fit`'s defaults (kv_engines::fit::sglang); not run by CI.
 
     /work/.venv-sglang/bin/python scripts/sglang/mem_fraction.py CASES.json
 
-CASES.json is a list of {"config": PATH, "gpu_mib": N, "tp": N,
+CASES.json is a list of {"config": PATH, "gpu_mib": N, "tp": N, "dp": N (DP attention),
 "chunked_prefill_size": N, "max_running_requests": N, "max_total_tokens": N,
 "model_dir_name": NAME} (all but the first two optional). One JSON object per
 case on stdout: the resolved mem_fraction_static, chunked_prefill_size and
@@ -37,6 +37,8 @@ def run_case(case):
         os.makedirs(model)
         shutil.copy(case["config"], os.path.join(model, "config.json"))
         kwargs = dict(model_path=model, skip_tokenizer_init=True, tp_size=int(case.get("tp", 1)))
+        if int(case.get("dp", 1)) > 1:
+            kwargs.update(dp_size=int(case["dp"]), enable_dp_attention=True)
         for key in ("chunked_prefill_size", "max_running_requests", "max_total_tokens"):
             if case.get(key) is not None:
                 kwargs[key] = int(case[key])
