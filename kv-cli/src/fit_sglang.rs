@@ -196,7 +196,7 @@ fn budget(
     let (defaults, mem_fraction_static) = match fit.mem_fraction_static {
         Some(given) => (None, given),
         None => {
-            if let Some(why) = unsupported_for_default(&config, args.sglang.dp, args.pp) {
+            if let Some(why) = unsupported_for_default(&config, args.pp) {
                 return Err(Problem::new(
                     file,
                     format!(
@@ -208,6 +208,7 @@ fn budget(
             }
             let mut inputs = SglangMemoryInputs::new(gpu_mib);
             inputs.tp = args.tp;
+            inputs.dp = args.sglang.dp;
             inputs.chunked_prefill_size = fit.chunked_prefill_size;
             inputs.max_running_requests = args.sglang.max_running_requests;
             inputs.max_total_tokens = args.sglang.max_total_tokens;
@@ -277,11 +278,20 @@ fn render_budget(b: &Budget) -> String {
     );
     match &b.defaults {
         Some(d) => {
+            let dp = if d.dp_attention_mib > 0.0 {
+                format!(
+                    ", {} MiB of it for DP attention's decode graphs (the chunk is reserved \
+                     for before SGLang divides it by --dp)",
+                    d.dp_attention_mib
+                )
+            } else {
+                String::new()
+            };
             let _ = writeln!(
                 out,
                 "  mem_fraction_static: {} (SGLang's default: {} MiB reserved for \
                  chunked_prefill_size {}, decode graph max_bs {}, {} prefill graph sizes up to \
-                 {} tokens)",
+                 {} tokens{dp})",
                 d.mem_fraction_static,
                 d.reserved_mib,
                 d.chunked_prefill_size,

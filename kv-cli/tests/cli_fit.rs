@@ -1190,3 +1190,47 @@ fn what_the_loader_skips_is_said() {
     );
     fs::remove_dir_all(&dir).unwrap();
 }
+
+#[test]
+fn sglang_under_dp_attention_reserves_for_each_dp_ranks_decode_graph() {
+    // Qwen3-8B's geometry on an H100 at tp 4, dp 2: SGLang's default
+    // fraction reserves 512 + 8,192 x 1.5 + 512 + 512 x 2 + 512 x 2 x 3 +
+    // 512 x 2 x 1.5 + 58 x 8 = 19,408 MiB: (81,559 - 19,408) / 81,559 =
+    // 0.76204 -> 0.762 (SGLang's ServerArgs says 0.762:
+    // scripts/sglang/mem_fraction.py).
+    let dir = scratch("fit-sglang-dp");
+    let config = json!({
+        "architectures": ["Qwen3ForCausalLM"], "model_type": "qwen3", "hidden_size": 4096,
+        "intermediate_size": 12288, "num_attention_heads": 32, "num_key_value_heads": 8,
+        "head_dim": 128, "num_hidden_layers": 36, "vocab_size": 151936,
+        "max_position_embeddings": 40960, "rope_theta": 1000000.0,
+        "torch_dtype": "bfloat16", "tie_word_embeddings": false,
+    });
+    fs::write(dir.join("config.json"), config.to_string()).unwrap();
+    let out = kv(&[
+        "fit",
+        dir.join("config.json").to_str().unwrap(),
+        "--engine",
+        "sglang",
+        "--gpu",
+        "H100",
+        "--avail-mem-gb",
+        "78.43",
+        "--tp",
+        "4",
+        "--dp",
+        "2",
+        "--weights-from-config",
+    ]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    let text = stdout(&out);
+    assert!(
+        text.contains(
+            "  mem_fraction_static: 0.762 (SGLang's default: 19408 MiB reserved for \
+             chunked_prefill_size 4096, decode graph max_bs 512, 58 prefill graph sizes up to \
+             8192 tokens, 4608 MiB of it for DP attention's decode graphs"
+        ),
+        "{text}"
+    );
+    fs::remove_dir_all(&dir).unwrap();
+}

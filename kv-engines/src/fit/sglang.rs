@@ -49,6 +49,8 @@ pub struct SglangMemoryInputs {
     pub gpu_memory_mib: u64,
     /// --tp-size.
     pub tp: u64,
+    /// --dp-size with --enable-dp-attention (1: no DP attention).
+    pub dp: u64,
     /// --chunked-prefill-size, when given (positive).
     pub chunked_prefill_size: Option<u64>,
     /// --max-running-requests, when given: caps the decode graph's batch.
@@ -66,6 +68,7 @@ impl SglangMemoryInputs {
         SglangMemoryInputs {
             gpu_memory_mib,
             tp: 1,
+            dp: 1,
             chunked_prefill_size: None,
             max_running_requests: None,
             max_total_tokens: None,
@@ -78,7 +81,9 @@ impl SglangMemoryInputs {
 #[derive(Clone, Debug, PartialEq, Serialize)]
 #[non_exhaustive]
 pub struct SglangMemoryDefaults {
-    /// `chunked_prefill_size`, given or the GPU's default.
+    /// `chunked_prefill_size`, given or the GPU's default, as SGLang
+    /// resolves it: divided by the DP attention size (the reservation is
+    /// taken on the undivided size).
     pub chunked_prefill_size: u64,
     /// The decode CUDA graph's largest batch (`cuda_graph_config.decode.max_bs`).
     pub decode_graph_max_bs: u64,
@@ -88,13 +93,20 @@ pub struct SglangMemoryDefaults {
     pub prefill_graph_sizes: u64,
     /// The memory reserved for activations and graphs, MiB.
     pub reserved_mib: f64,
+    /// Of it, what DP attention adds for its decode graphs, MiB (0 without).
+    pub dp_attention_mib: f64,
     /// `round((gpu - reserved) / gpu, 3)`.
     pub mem_fraction_static: f64,
 }
 
 /// SGLang 0.5.23's default `mem_fraction_static` for a text model without
-/// MLA, on CUDA, without DP attention, pipeline or context parallelism
-/// (the caller refuses the others: see [`unsupported_for_default`]).
+/// MLA, on CUDA, without pipeline or context parallelism (the caller
+/// refuses the others: see [`unsupported_for_default`]). Under DP attention
+/// (`dp` > 1) the decode graph reserves `max_bs x dp x 3` MiB more, and
+/// half as much again where `max_bs` is over 300 (memory_hook.py
+/// `reserve_for_graph_mb`); the activation and prefill-graph reserves are
+/// taken on the chunked prefill size before SGLang divides it by `dp`
+/// (checked on SGLang's ServerArgs: scripts/sglang/mem_fraction.py).
 pub fn default_mem_fraction_static(
     inputs: &SglangMemoryInputs,
 ) -> Result<SglangMemoryDefaults, KvError> {
@@ -135,18 +147,27 @@ pub fn default_mem_fraction_static(
     let mut reserved = 512.0;
     reserved += activation_tokens * 1.5;
     reserved += inputs.tp as f64 * 1.0 / 8.0 * 1024.0;
-    reserved += decode_graph_max_bs as f64 * 2.0 + sizes as f64 * 8.0;
+    let mut dp_attention_mib = 0.0;
+    if inputs.dp > 1 {
+        let per_rank = decode_graph_max_bs as f64 * inputs.dp as f64;
+        dp_attention_mib += per_rank * 3.0;
+        if decode_graph_max_bs > 300 {
+            dp_attention_mib += per_rank * 1.5;
+        }
+    }
+    reserved += decode_graph_max_bs as f64 * 2.0 + dp_attention_mib + sizes as f64 * 8.0;
     if gpu > 60 * 1024 {
         reserved = reserved.max(10.0 * 1024.0);
     }
     let gpu_mib = gpu as f64;
     let mem_fraction_static = round3((gpu_mib - reserved) / gpu_mib);
     Ok(SglangMemoryDefaults {
-        chunked_prefill_size,
+        chunked_prefill_size: chunked_prefill_size / inputs.dp.max(1),
         decode_graph_max_bs,
         prefill_graph_max_tokens,
         prefill_graph_sizes: sizes,
         reserved_mib: reserved,
+        dp_attention_mib,
         mem_fraction_static,
     })
 }
@@ -160,7 +181,7 @@ fn round3(x: f64) -> f64 {
 /// Why kv does not compute SGLang's default for this model, if it does not:
 /// the layouts whose reservation SGLang changes by rules kv has not been
 /// checked against. The user gives `--mem-fraction-static` instead.
-pub fn unsupported_for_default(config: &Value, dp: u64, pp: u64) -> Option<String> {
+pub fn unsupported_for_default(config: &Value, pp: u64) -> Option<String> {
     let text = text_section(config);
     if crate::estimate::sglang::is_multimodal(config) {
         return Some(
@@ -171,9 +192,6 @@ pub fn unsupported_for_default(config: &Value, dp: u64, pp: u64) -> Option<Strin
     }
     if text.get("kv_lora_rank").is_some_and(|v| !v.is_null()) {
         return Some("an MLA model: SGLang reserves 1.5 GiB for its prefill graph".into());
-    }
-    if dp > 1 {
-        return Some("DP attention: SGLang pads its graphs per DP rank".into());
     }
     if pp > 1 {
         return Some("pipeline parallelism: SGLang drops the prefill graph".into());
@@ -723,15 +741,50 @@ mod tests {
     fn defaults_kv_has_not_checked_are_named() {
         let llama =
             serde_json::json!({"architectures": ["LlamaForCausalLM"], "model_type": "llama"});
-        assert_eq!(unsupported_for_default(&llama, 1, 1), None);
-        assert!(unsupported_for_default(&llama, 2, 1)
-            .unwrap()
-            .contains("DP attention"));
-        assert!(unsupported_for_default(&llama, 1, 2)
+        assert_eq!(unsupported_for_default(&llama, 1), None);
+        assert!(unsupported_for_default(&llama, 2)
             .unwrap()
             .contains("pipeline"));
         let mla = serde_json::json!({"model_type": "deepseek_v3", "kv_lora_rank": 512});
-        assert!(unsupported_for_default(&mla, 1, 1).unwrap().contains("MLA"));
+        assert!(unsupported_for_default(&mla, 1).unwrap().contains("MLA"));
+    }
+
+    #[test]
+    fn dp_attention_reserves_for_each_dp_ranks_decode_graph() {
+        // H100 (81,559 MiB), tp 4: chunked prefill 8,192 (x 1.5 = 12,288),
+        // tp 4 / 8 x 1,024 = 512, decode max_bs 512 (x 2 = 1,024), 58
+        // prefill sizes (x 8 = 464): 512 + 12,288 + 512 + 1,488 = 14,800;
+        // (81,559 - 14,800) / 81,559 = 0.81853 -> 0.819.
+        let at = |tp: u64, dp: u64, gpu: u64| {
+            let mut inputs = SglangMemoryInputs::new(gpu);
+            inputs.tp = tp;
+            inputs.dp = dp;
+            default_mem_fraction_static(&inputs).unwrap()
+        };
+        let d = at(4, 1, 81559);
+        assert_eq!((d.reserved_mib, d.mem_fraction_static), (14_800.0, 0.819));
+        assert_eq!(d.chunked_prefill_size, 8192);
+        // dp 2: 512 x 2 x 3 = 3,072, and max_bs 512 > 300: 512 x 2 x 1.5 =
+        // 1,536 more: 19,408; 0.76204 -> 0.762. SGLang resolves the chunk
+        // as 8,192 / 2 = 4,096; the reserve above is taken on 8,192.
+        let d = at(4, 2, 81559);
+        assert_eq!((d.reserved_mib, d.mem_fraction_static), (19_408.0, 0.762));
+        assert_eq!(d.dp_attention_mib, 4_608.0);
+        assert_eq!(d.chunked_prefill_size, 4096);
+        // dp 4: 512 x 4 x 4.5 = 9,216: 24,016; 0.70554 -> 0.706.
+        assert_eq!(at(4, 4, 81559).mem_fraction_static, 0.706);
+        // tp 8, dp 8: 1,024 for tp, 512 x 8 x 4.5 = 18,432: 33,744; 0.586.
+        assert_eq!(at(8, 8, 81559).mem_fraction_static, 0.586);
+        // H200 (143,771 MiB), tp 2, dp 2: max_bs 256, not over 300: 256 x 2
+        // x 3 = 1,536 alone: 512 + 12,288 + 256 + 512 + 1,536 + 464 =
+        // 15,568; 0.89172 -> 0.892.
+        let d = at(2, 2, 143_771);
+        assert_eq!((d.reserved_mib, d.mem_fraction_static), (15_568.0, 0.892));
+        // RTX 4090 (24,564 MiB), tp 4, dp 2: chunk 4,096 (6,144), max_bs
+        // 160 (320 + 960), 50 sizes (400), no floor: 8,848; 0.63980 -> 0.64.
+        let d = at(4, 2, 24_564);
+        assert_eq!((d.reserved_mib, d.mem_fraction_static), (8_848.0, 0.64));
+        assert_eq!(d.chunked_prefill_size, 2048);
     }
 
     #[test]
