@@ -785,6 +785,19 @@ mod tests {
         let d = at(4, 2, 24_564);
         assert_eq!((d.reserved_mib, d.mem_fraction_static), (8_848.0, 0.64));
         assert_eq!(d.chunked_prefill_size, 2048);
+        // Given, the chunk is divided alike: 2,048 at dp 2 reserves 3,072
+        // and 42 sizes (336): 10,064, raised to the 10 GiB floor; 0.874.
+        let mut inputs = SglangMemoryInputs::new(81559);
+        (inputs.tp, inputs.dp, inputs.chunked_prefill_size) = (4, 2, Some(2048));
+        let d = default_mem_fraction_static(&inputs).unwrap();
+        assert_eq!((d.reserved_mib, d.mem_fraction_static), (10_240.0, 0.874));
+        assert_eq!(d.chunked_prefill_size, 1024);
+        // --max-running-requests 64 caps max_bs: 128 + 64 x 2 x 3 = 384, not
+        // over 300: 512 + 12,288 + 512 + 128 + 384 + 464 = 14,288; 0.825.
+        let mut inputs = SglangMemoryInputs::new(81559);
+        (inputs.tp, inputs.dp, inputs.max_running_requests) = (4, 2, Some(64));
+        let d = default_mem_fraction_static(&inputs).unwrap();
+        assert_eq!((d.reserved_mib, d.mem_fraction_static), (14_288.0, 0.825));
     }
 
     #[test]
