@@ -798,6 +798,11 @@ mod tests {
         (inputs.tp, inputs.dp, inputs.max_running_requests) = (4, 2, Some(64));
         let d = default_mem_fraction_static(&inputs).unwrap();
         assert_eq!((d.reserved_mib, d.mem_fraction_static), (14_288.0, 0.825));
+        // A max_bs of exactly 300 is not over 300 (`> 300` in memory_hook.py):
+        // 600 + 300 x 2 x 3 = 1,800 alone: 16,176 MiB; 0.80166 -> 0.802.
+        inputs.max_running_requests = Some(300);
+        let d = default_mem_fraction_static(&inputs).unwrap();
+        assert_eq!((d.reserved_mib, d.mem_fraction_static), (16_176.0, 0.802));
     }
 
     #[test]
