@@ -1232,5 +1232,28 @@ fn sglang_under_dp_attention_reserves_for_each_dp_ranks_decode_graph() {
         ),
         "{text}"
     );
+    // Without DP attention: 14,800 MiB, 0.819, and nothing said of it.
+    let out = kv(&[
+        "fit",
+        dir.join("config.json").to_str().unwrap(),
+        "--engine",
+        "sglang",
+        "--gpu",
+        "H100",
+        "--avail-mem-gb",
+        "78.43",
+        "--tp",
+        "4",
+        "--weights-from-config",
+    ]);
+    let text = stdout(&out);
+    assert!(
+        text.contains(
+            "  mem_fraction_static: 0.819 (SGLang's default: 14800 MiB reserved for \
+             chunked_prefill_size 8192, decode graph max_bs 512, 58 prefill graph sizes up to \
+             8192 tokens)\n"
+        ),
+        "{text}"
+    );
     fs::remove_dir_all(&dir).unwrap();
 }
