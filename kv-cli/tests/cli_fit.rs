@@ -1207,23 +1207,27 @@ fn sglang_under_dp_attention_reserves_for_each_dp_ranks_decode_graph() {
         "torch_dtype": "bfloat16", "tie_word_embeddings": false,
     });
     fs::write(dir.join("config.json"), config.to_string()).unwrap();
-    let out = kv(&[
-        "fit",
-        dir.join("config.json").to_str().unwrap(),
-        "--engine",
-        "sglang",
-        "--gpu",
-        "H100",
-        "--avail-mem-gb",
-        "78.43",
-        "--tp",
-        "4",
-        "--dp",
-        "2",
-        "--weights-from-config",
-    ]);
-    assert!(out.status.success(), "{}", stderr(&out));
-    let text = stdout(&out);
+    let file = dir.join("config.json");
+    let at_tp_4 = |extra: &[&str]| {
+        let mut args = vec![
+            "fit",
+            file.to_str().unwrap(),
+            "--engine",
+            "sglang",
+            "--gpu",
+            "H100",
+            "--avail-mem-gb",
+            "78.43",
+            "--tp",
+            "4",
+            "--weights-from-config",
+        ];
+        args.extend_from_slice(extra);
+        let out = kv(&args);
+        assert!(out.status.success(), "{}", stderr(&out));
+        stdout(&out)
+    };
+    let text = at_tp_4(&["--dp", "2"]);
     assert!(
         text.contains(
             "  mem_fraction_static: 0.762 (SGLang's default: 19408 MiB reserved for \
@@ -1233,20 +1237,7 @@ fn sglang_under_dp_attention_reserves_for_each_dp_ranks_decode_graph() {
         "{text}"
     );
     // Without DP attention: 14,800 MiB, 0.819, and nothing said of it.
-    let out = kv(&[
-        "fit",
-        dir.join("config.json").to_str().unwrap(),
-        "--engine",
-        "sglang",
-        "--gpu",
-        "H100",
-        "--avail-mem-gb",
-        "78.43",
-        "--tp",
-        "4",
-        "--weights-from-config",
-    ]);
-    let text = stdout(&out);
+    let text = at_tp_4(&[]);
     assert!(
         text.contains(
             "  mem_fraction_static: 0.819 (SGLang's default: 14800 MiB reserved for \
