@@ -9,6 +9,7 @@
 use kv_engines::fit::gpus::{gpu, gpu_names, Gpu};
 
 use crate::estimate_args::{Args, Engine};
+use crate::fit_llamacpp::LlamaCppFitFlags;
 use crate::fit_sglang::SglangFitFlags;
 use crate::fit_vllm::VllmFitFlags;
 use crate::message::usage_error;
@@ -69,6 +70,25 @@ pub struct FitArgs {
     /// Qwen3-MoE classes), said so.
     #[arg(long)]
     pub(crate) weights_from_config: bool,
+    /// llama.cpp -ngl/--n-gpu-layers: layers on the GPU, the output layer
+    /// counted [default: every one, llama.cpp's -1]. kv places the KV cache
+    /// with every layer on the GPU or none (0).
+    #[arg(long, value_name = "N")]
+    pub(crate) n_gpu_layers: Option<u32>,
+    /// llama.cpp -lm/--load-mode: auto (the default), mmap or mmap+mlock map
+    /// the host's weights from the file (CPU_Mapped); none, mlock or dio
+    /// allocate them (CUDA_Host).
+    #[arg(long, value_name = "MODE", value_parser = parse_load_mode)]
+    pub(crate) load_mode: Option<bool>,
+    /// llama.cpp: the GPU's free memory in MiB, as it logs it (`using device
+    /// CUDA0 (...) - N MiB free`) [default: nvidia-smi's total, an upper
+    /// bound].
+    #[arg(long, value_name = "MIB", value_parser = clap::value_parser!(u64).range(1..=MAX_GPU_MIB))]
+    pub(crate) free_mib: Option<u64>,
+    /// llama.cpp: its CUDA0 compute buffer in MiB, from a run's log (`CUDA0
+    /// compute buffer size = X MiB`): decides whether the model fits.
+    #[arg(long, value_name = "MIB", value_parser = parse_mib)]
+    pub(crate) compute_buffer_mib: Option<f64>,
 }
 
 impl FitArgs {
@@ -96,14 +116,33 @@ impl FitArgs {
             ("--cuda-graph-bytes", self.cuda_graph_bytes.is_some()),
             ("--plot", self.plot.is_some()),
         ];
-        let other: &[(&'static str, bool)] = match engine {
-            Engine::Sglang => &vllm,
-            _ => &sglang,
+        let llamacpp = [
+            ("--n-gpu-layers", self.n_gpu_layers.is_some()),
+            ("--load-mode", self.load_mode.is_some()),
+            ("--free-mib", self.free_mib.is_some()),
+            ("--compute-buffer-mib", self.compute_buffer_mib.is_some()),
+            ("--weights-from-config", self.weights_from_config),
+        ];
+        let others: [&[(&'static str, bool)]; 2] = match engine {
+            Engine::Sglang => [&vllm, &llamacpp[..4]],
+            Engine::Vllm => [&sglang, &llamacpp[..4]],
+            Engine::LlamaCpp => [&sglang, &vllm],
         };
-        other
-            .iter()
+        let own_refused: &[(&'static str, bool)] = match engine {
+            // A GGUF file is its own checkpoint: there is no config to
+            // compute its weights from.
+            Engine::LlamaCpp => &llamacpp[4..],
+            _ => &[],
+        };
+        // Bound first: a tail expression's temporaries would outlive the arrays.
+        #[allow(clippy::let_and_return)]
+        let given = others
+            .into_iter()
+            .flatten()
+            .chain(own_refused)
             .find(|(_, given)| *given)
-            .map(|(flag, _)| *flag)
+            .map(|(flag, _)| *flag);
+        given
     }
 }
 
@@ -123,6 +162,25 @@ fn parse_gib(text: &str) -> Result<f64, String> {
     }
 }
 
+/// Whether llama.cpp's `--load-mode` maps the weights
+/// (llama-model-loader.cpp: `use_mmap`).
+fn parse_load_mode(text: &str) -> Result<bool, String> {
+    match text {
+        "auto" | "mmap" | "mmap+mlock" => Ok(true),
+        "none" | "mlock" | "dio" => Ok(false),
+        _ => Err(format!(
+            "`{text}` is not a load mode llama.cpp takes (auto, none, mmap, mlock, mmap+mlock, dio)"
+        )),
+    }
+}
+
+fn parse_mib(text: &str) -> Result<f64, String> {
+    match text.trim().parse::<f64>() {
+        Ok(x) if x.is_finite() && x >= 0.0 && x <= MAX_GPU_MIB as f64 => Ok(x),
+        _ => Err(format!("`{text}` is not a number of MiB from 0 to {MAX_GPU_MIB}")),
+    }
+}
+
 fn parse_fraction(text: &str) -> Result<f64, String> {
     match text.trim().parse::<f64>() {
         Ok(x) if x > 0.0 && x <= 1.0 => Ok(x),
@@ -134,25 +192,15 @@ fn parse_fraction(text: &str) -> Result<f64, String> {
 pub fn run(command: &Command) -> Result<bool, StdoutFailed> {
     let args = &command.estimate;
     let fit = &command.fit;
-    if args.engine == Engine::LlamaCpp {
-        usage_error(
-            clap::error::ErrorKind::InvalidValue,
-            "kv fit takes --engine sglang or vllm for now: llama.cpp's budget holds its \
-             compute buffers, which kv does not predict yet (use kv estimate --engine \
-             llama.cpp for its caches)",
-        )
-    }
     if let Some(flag) = fit.foreign(args.engine) {
-        let engine = if args.engine == Engine::Sglang {
-            "sglang"
-        } else {
-            "vllm"
+        let engine = match args.engine {
+            Engine::Sglang => "sglang",
+            Engine::Vllm => "vllm",
+            Engine::LlamaCpp => "llama.cpp",
         };
         usage_error(
             clap::error::ErrorKind::ArgumentConflict,
-            &format!(
-                "{flag} does not apply to kv fit --engine {engine}: the other engine reads it"
-            ),
+            &format!("{flag} does not apply to kv fit --engine {engine}: another engine reads it"),
         )
     }
     if args.kv_cache_memory_bytes.is_some() {
@@ -192,6 +240,21 @@ pub fn run(command: &Command) -> Result<bool, StdoutFailed> {
         (None, Some(mib)) => (format!("{mib} MiB per nvidia-smi"), mib),
         (None, None) => unreachable!("clap requires --gpu or --gpu-memory-mib"),
     };
+    if args.engine == Engine::LlamaCpp {
+        if let Some(free) = fit.free_mib.filter(|&free| free > gpu_mib) {
+            usage_error(
+                clap::error::ErrorKind::InvalidValue,
+                &format!("--free-mib {free} is more than the GPU's {gpu_mib} MiB"),
+            )
+        }
+        let flags = LlamaCppFitFlags {
+            n_gpu_layers: fit.n_gpu_layers,
+            mapped: fit.load_mode.unwrap_or(true),
+            free_mib: fit.free_mib,
+            compute_buffer_mib: fit.compute_buffer_mib,
+        };
+        return crate::fit_llamacpp::run(args, &flags, &gpu_label, gpu_mib);
+    }
     if args.engine == Engine::Vllm {
         if let Some(gib) = fit
             .total_gpu_memory_gib

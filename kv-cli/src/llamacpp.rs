@@ -60,7 +60,7 @@ impl LlamaCppArgs {
     /// `--kv-cache-dtype` types K and V alike) is `-ctk T -ctv T` where T is
     /// a cache type llama.cpp takes, and is refused otherwise or beside
     /// either of them (exit 2).
-    fn settings(&self, kv_format: Option<Storage>) -> LlamaCppSettings {
+    pub(crate) fn settings(&self, kv_format: Option<Storage>) -> LlamaCppSettings {
         let mut s = LlamaCppSettings::default();
         if let Some(storage) = kv_format {
             if let Some(flag) = [

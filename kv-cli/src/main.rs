@@ -23,6 +23,7 @@ use clap::{CommandFactory, FromArgMatches, Subcommand, ValueEnum};
 mod estimate;
 mod estimate_args;
 mod fit;
+mod fit_llamacpp;
 mod fit_plot;
 mod fit_sglang;
 mod fit_shared;

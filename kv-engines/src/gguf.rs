@@ -44,7 +44,7 @@ mod ggml_types;
 mod metadata;
 mod tensors;
 
-pub use ggml_types::{ggml_tensor_type, GgmlTensorType, GGML_TENSOR_TYPES};
+pub use ggml_types::{ggml_tensor_type, ggml_tensor_type_named, GgmlTensorType, GGML_TENSOR_TYPES};
 pub use metadata::{
     GgufArray, GgufMetadata, GgufValue, KEPT_ELEMENTS, KEPT_STRING_BYTES, MAX_ENTRIES,
     MAX_KEY_BYTES,

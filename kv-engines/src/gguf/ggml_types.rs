@@ -75,3 +75,8 @@ pub const GGML_TENSOR_TYPES: [GgmlTensorType; 35] = [
 pub fn ggml_tensor_type(id: u32) -> Option<GgmlTensorType> {
     GGML_TENSOR_TYPES.iter().copied().find(|t| t.id == id)
 }
+
+/// The type `ggml_type_name` calls `name`, if ggml defines one.
+pub fn ggml_tensor_type_named(name: &str) -> Option<GgmlTensorType> {
+    GGML_TENSOR_TYPES.iter().copied().find(|t| t.name == name)
+}

@@ -31,6 +31,8 @@ const LEAST_INFO_BYTES: u64 = 24;
 pub struct GgufFile {
     metadata: GgufMetadata,
     tensors: Vec<StoredTensor>,
+    /// Each tensor's offset in the data section, as its info gives it.
+    offsets: Vec<u64>,
     data_offset: u64,
 }
 
@@ -105,6 +107,7 @@ impl GgufFile {
         Ok(GgufFile {
             metadata,
             tensors,
+            offsets,
             data_offset,
         })
     }
@@ -118,6 +121,12 @@ impl GgufFile {
     /// (`ggml_nbytes`, before alignment padding).
     pub fn tensors(&self) -> &[StoredTensor] {
         &self.tensors
+    }
+
+    /// Each tensor's offset in the data section, in file order (checked:
+    /// each starts where the one before ends, padded to the alignment).
+    pub fn tensor_offsets(&self) -> &[u64] {
+        &self.offsets
     }
 
     /// The byte at which the data section starts.

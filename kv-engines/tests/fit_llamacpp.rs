@@ -1,0 +1,333 @@
+//! llama.cpp's model buffers (`kv_engines::fit::llamacpp`) for GGUF headers
+//! written byte by byte here; every figure worked out by hand from
+//! llama.cpp's `load_tensors` (llama-model.cpp), `create_tensor`
+//! (llama-model-loader.cpp), ggml-alloc.c and ggml-cuda.cu at 0c1e57098.
+
+use std::io::Cursor;
+
+use kv_engines::fit::llamacpp::{load_tensors, Offload};
+use kv_engines::gguf::GgufFile;
+
+const F32: u32 = 0;
+const F16: u32 = 1;
+const Q4_0: u32 = 2;
+const Q8_0: u32 = 8;
+
+/// (elements, bytes) per block of the types used here.
+fn block(kind: u32) -> (u64, u64) {
+    match kind {
+        F32 => (1, 4),
+        F16 => (1, 2),
+        Q4_0 => (32, 18),
+        Q8_0 => (32, 34),
+        _ => unreachable!(),
+    }
+}
+
+fn put_str(out: &mut Vec<u8>, text: &str) {
+    out.extend((text.len() as u64).to_le_bytes());
+    out.extend(text.as_bytes());
+}
+
+/// A GGUF v3 file of architecture `arch` with `{arch}.block_count` =
+/// `layers` and the tensors given (name, ggml shape, type), laid out as
+/// gguf.cpp lays them: each offset where the one before ends, padded to 32.
+/// Returns the header and the size the whole file would have.
+fn gguf(arch: &str, layers: u32, tensors: &[(String, Vec<u64>, u32)]) -> (Vec<u8>, u64) {
+    let mut out = b"GGUF".to_vec();
+    out.extend(3u32.to_le_bytes());
+    out.extend((tensors.len() as u64).to_le_bytes());
+    out.extend(2u64.to_le_bytes());
+    put_str(&mut out, "general.architecture");
+    out.extend(8u32.to_le_bytes());
+    put_str(&mut out, arch);
+    put_str(&mut out, &format!("{arch}.block_count"));
+    out.extend(4u32.to_le_bytes());
+    out.extend(layers.to_le_bytes());
+    let mut offset = 0u64;
+    for (name, shape, kind) in tensors {
+        put_str(&mut out, name);
+        out.extend((shape.len() as u32).to_le_bytes());
+        for d in shape {
+            out.extend(d.to_le_bytes());
+        }
+        out.extend(kind.to_le_bytes());
+        out.extend(offset.to_le_bytes());
+        let (per, bytes) = block(*kind);
+        let n: u64 = shape.iter().product();
+        offset = (offset + n / per * bytes).next_multiple_of(32);
+    }
+    while out.len() % 32 != 0 {
+        out.push(0);
+    }
+    let size = out.len() as u64 + offset;
+    (out, size)
+}
+
+fn read(arch: &str, layers: u32, tensors: &[(String, Vec<u64>, u32)]) -> GgufFile {
+    let (header, size) = gguf(arch, layers, tensors);
+    GgufFile::read(Cursor::new(header), size, "model.gguf").unwrap()
+}
+
+fn t(name: &str, shape: &[u64], kind: u32) -> (String, Vec<u64>, u32) {
+    (name.to_owned(), shape.to_vec(), kind)
+}
+
+/// Meta-Llama-3-8B-Instruct as `llama-quantize Q8_0` writes it: every
+/// matrix q8_0, every norm f32; `output.weight` unless `tied`.
+fn llama3_8b_q8_0(tied: bool) -> Vec<(String, Vec<u64>, u32)> {
+    let mut v = vec![t("token_embd.weight", &[4096, 128256], Q8_0)];
+    for i in 0..32 {
+        let b = |s: &str| format!("blk.{i}.{s}");
+        v.push(t(&b("attn_norm.weight"), &[4096], F32));
+        v.push(t(&b("attn_q.weight"), &[4096, 4096], Q8_0));
+        v.push(t(&b("attn_k.weight"), &[4096, 1024], Q8_0));
+        v.push(t(&b("attn_v.weight"), &[4096, 1024], Q8_0));
+        v.push(t(&b("attn_output.weight"), &[4096, 4096], Q8_0));
+        v.push(t(&b("ffn_norm.weight"), &[4096], F32));
+        v.push(t(&b("ffn_gate.weight"), &[4096, 14336], Q8_0));
+        v.push(t(&b("ffn_up.weight"), &[4096, 14336], Q8_0));
+        v.push(t(&b("ffn_down.weight"), &[14336, 4096], Q8_0));
+    }
+    v.push(t("output_norm.weight", &[4096], F32));
+    if !tied {
+        v.push(t("output.weight", &[4096, 128256], Q8_0));
+    }
+    v
+}
+
+// One layer: norms 2 x 16,384; q and o 4096 x 4096 / 32 x 34 = 17,825,792
+// each; k and v 4096 x 1024 / 32 x 34 = 4,456,448 each; gate, up, down
+// 4096 x 14336 / 32 x 34 = 62,390,272 each: 231,768,064 B, every tensor a
+// multiple of 128 and every row a multiple of 512 elements.
+const LAYER: u64 = 231_768_064;
+// token_embd and output: 4096 x 128256 / 32 x 34.
+const EMBEDDING: u64 = 558_170_112;
+
+#[test]
+fn llama3_8b_q8_0_every_layer_on_the_gpu() {
+    let loaded = load_tensors(&read("llama", 32, &llama3_8b_q8_0(false)), &Offload::gpu()).unwrap();
+    // 32 layers + output norm + output.
+    let gpu = 32 * LAYER + 16_384 + EMBEDDING;
+    assert_eq!(gpu, 7_974_764_544);
+    assert_eq!(loaded.bytes_in("CUDA0"), gpu);
+    // The token embedding stays on the host, mapped from the file.
+    assert_eq!(loaded.bytes_in("CPU_Mapped"), EMBEDDING);
+    assert!(loaded.all_on_gpu);
+    assert_eq!(loaded.offloaded, 33);
+    assert_eq!(
+        loaded.lines(),
+        [
+            "load_tensors: offloading output layer to GPU",
+            // llama.cpp's count: min(ngl, n_layer) less the output layer.
+            "load_tensors: offloading 31 repeating layers to GPU",
+            "load_tensors: offloaded 33/33 layers to GPU",
+            // 558,170,112 / 2^20 = 532.3125; 7,974,764,544 / 2^20 = 7605.3276.
+            "load_tensors:   CPU_Mapped model buffer size =   532.31 MiB",
+            "load_tensors:        CUDA0 model buffer size =  7605.33 MiB",
+        ]
+    );
+}
+
+#[test]
+fn a_tied_output_is_a_second_copy_of_the_embedding_on_the_gpu() {
+    let file = read("llama", 32, &llama3_8b_q8_0(true));
+    let loaded = load_tensors(&file, &Offload::gpu()).unwrap();
+    assert_eq!(loaded.bytes_in("CUDA0"), 32 * LAYER + 16_384 + EMBEDDING);
+    assert_eq!(loaded.bytes_in("CPU_Mapped"), EMBEDDING);
+    // Without mmap the host copy is allocated in pinned memory instead.
+    let loaded = load_tensors(&file, &Offload::gpu().no_mmap()).unwrap();
+    assert_eq!(loaded.bytes_in("CPU_Mapped"), 0);
+    assert_eq!(loaded.bytes_in("CUDA_Host"), EMBEDDING);
+    // By buffer-type name: CUDA0 before CUDA_Host.
+    assert_eq!(
+        loaded.lines()[3..],
+        [
+            "load_tensors:        CUDA0 model buffer size =  7605.33 MiB",
+            "load_tensors:    CUDA_Host model buffer size =   532.31 MiB",
+        ]
+    );
+}
+
+#[test]
+fn ngl_counts_the_output_layer_first_then_the_last_layers() {
+    // The same model in f16, which llama.cpp's CPU backend keeps as it is:
+    // one layer 2 x 16,384 + 2 x 33,554,432 + 2 x 8,388,608 + 3 x
+    // 117,440,512 = 436,240,384 B; the embedding 4096 x 128256 x 2 =
+    // 1,050,673,152 B.
+    const LAYER16: u64 = 436_240_384;
+    const EMBEDDING16: u64 = 1_050_673_152;
+    let tensors: Vec<_> = llama3_8b_q8_0(false)
+        .into_iter()
+        .map(|(name, shape, kind)| (name, shape, if kind == Q8_0 { F16 } else { kind }))
+        .collect();
+    let file = read("llama", 32, &tensors);
+    // -ngl 1: the output layer only.
+    let loaded = load_tensors(&file, &Offload::gpu().gpu_layers(1)).unwrap();
+    assert_eq!(loaded.bytes_in("CUDA0"), 16_384 + EMBEDDING16);
+    assert!(!loaded.all_on_gpu);
+    assert_eq!(
+        loaded.lines()[..3],
+        [
+            "load_tensors: offloading output layer to GPU",
+            "load_tensors: offloading 0 repeating layers to GPU",
+            "load_tensors: offloaded 1/33 layers to GPU",
+        ]
+    );
+    // -ngl 11: the output layer and layers 22 to 31. The host keeps the
+    // embedding and layers 0 to 21, one span of the file.
+    let loaded = load_tensors(&file, &Offload::gpu().gpu_layers(11)).unwrap();
+    assert_eq!(loaded.bytes_in("CUDA0"), 10 * LAYER16 + 16_384 + EMBEDDING16);
+    assert_eq!(loaded.bytes_in("CPU_Mapped"), EMBEDDING16 + 22 * LAYER16);
+    assert_eq!(loaded.offloaded, 11);
+    // -ngl 32: every decoder layer but layer 0.
+    let loaded = load_tensors(&file, &Offload::gpu().gpu_layers(32)).unwrap();
+    assert_eq!(loaded.bytes_in("CUDA0"), 31 * LAYER16 + 16_384 + EMBEDDING16);
+    assert!(!loaded.all_on_gpu);
+    // Past n_layer + 1 it is every layer.
+    let loaded = load_tensors(&file, &Offload::gpu().gpu_layers(999)).unwrap();
+    assert!(loaded.all_on_gpu);
+    assert_eq!(loaded.offloaded, 33);
+    assert_eq!(
+        loaded.lines()[1],
+        "load_tensors: offloading 31 repeating layers to GPU"
+    );
+    // -ngl 0: the whole file mapped: 2 x 1,050,673,152 + 32 x 436,240,384
+    // + 16,384 = 16,061,054,976 B = 15317.0166 MiB.
+    let loaded = load_tensors(&file, &Offload::gpu().gpu_layers(0)).unwrap();
+    assert_eq!(loaded.bytes_in("CUDA0"), 0);
+    assert_eq!(
+        loaded.lines(),
+        [
+            "load_tensors: offloading 0 repeating layers to GPU",
+            "load_tensors: offloaded 0/33 layers to GPU",
+            "load_tensors:   CPU_Mapped model buffer size = 15317.02 MiB",
+        ]
+    );
+}
+
+#[test]
+fn cuda_pads_a_quantized_row_to_512_elements_and_each_tensor_to_128_bytes() {
+    // A q8_0 matrix of rows of 2,080 elements (65 blocks, 2,210 B), 3 rows:
+    // 6,630 B; 2,080 % 512 = 32, so CUDA adds ggml_row_size(q8_0, 480) =
+    // 15 blocks = 510 B: 7,140 B, padded to 128: 7,168 B. An f16 matrix of
+    // the same shape takes 2,080 x 3 x 2 = 12,480 B, padded: 12,544 B. A
+    // 3-element f32 norm: 12 B, padded: 128 B.
+    let tensors = [
+        t("token_embd.weight", &[2080, 3], F16),
+        t("blk.0.attn_q.weight", &[2080, 3], Q8_0),
+        t("blk.0.attn_k.weight", &[2080, 3], F16),
+        t("blk.0.attn_norm.weight", &[3], F32),
+        t("output_norm.weight", &[2080], F32),
+    ];
+    let loaded = load_tensors(&read("qwen2", 1, &tensors), &Offload::gpu()).unwrap();
+    // output_norm 8,320 B (a multiple of 128); the tied output is the f16
+    // embedding again: 12,544 B.
+    assert_eq!(loaded.bytes_in("CUDA0"), 7_168 + 12_544 + 128 + 8_320 + 12_544);
+    assert_eq!(loaded.bytes_in("CPU_Mapped"), 12_480);
+}
+
+#[test]
+fn on_the_host_alone_mmap_maps_the_span_and_no_mmap_allocates_each_tensor() {
+    // 2 layers, a tied output, rope_freqs last in the file: a CPU build,
+    // every tensor on the host. In the file (offsets padded to 32):
+    // token_embd 64 x 10 f16 = 1,280 B at 0; blk.0's norm 64 f32 = 256 B at
+    // 1,280 and q 64 x 64 f16 = 8,192 B at 1,536; blk.1's at 9,728 and
+    // 9,984; output_norm 256 B at 18,176; rope_freqs 3 f32 = 12 B at 18,432,
+    // ending at 18,444.
+    let tensors = [
+        t("token_embd.weight", &[64, 10], F16),
+        t("blk.0.attn_norm.weight", &[64], F32),
+        t("blk.0.attn_q.weight", &[64, 64], F16),
+        t("blk.1.attn_norm.weight", &[64], F32),
+        t("blk.1.attn_q.weight", &[64, 64], F16),
+        t("output_norm.weight", &[64], F32),
+        t("rope_freqs.weight", &[3], F32),
+    ];
+    let file = read("llama", 2, &tensors);
+    let loaded = load_tensors(&file, &Offload::cpu()).unwrap();
+    assert_eq!(loaded.buffers.len(), 1);
+    assert_eq!(loaded.bytes_in("CPU_Mapped"), 18_444);
+    // A CPU build logs no offloading lines.
+    assert_eq!(
+        loaded.lines(),
+        ["load_tensors:   CPU_Mapped model buffer size =     0.02 MiB"]
+    );
+    // Allocated: each tensor padded to 32; the tied output and the second
+    // layer's rope_freqs are the originals, in the same buffer: 1,280 + 2 x
+    // (256 + 8,192) + 256 + 32.
+    let loaded = load_tensors(&file, &Offload::cpu().no_mmap()).unwrap();
+    assert_eq!(loaded.bytes_in("CPU"), 18_464);
+}
+
+#[test]
+fn a_duplicate_is_a_copy_only_on_another_device() {
+    let tensors = [
+        t("token_embd.weight", &[64, 10], F16),
+        t("rope_freqs.weight", &[3], F32),
+        t("blk.0.attn_q.weight", &[64, 64], F16),
+        t("blk.1.attn_q.weight", &[64, 64], F16),
+        t("blk.2.attn_q.weight", &[64, 64], F16),
+        t("output_norm.weight", &[64], F32),
+    ];
+    let file = read("llama", 3, &tensors);
+    // Every layer on the GPU: rope_freqs once there (12 B padded to 128),
+    // 3 x 8,192, the norm 256, the tied output's copy of the embedding
+    // 1,280; the host keeps the embedding and nothing else.
+    let loaded = load_tensors(&file, &Offload::gpu().no_mmap()).unwrap();
+    assert_eq!(loaded.bytes_in("CUDA0"), 128 + 3 * 8_192 + 256 + 1_280);
+    assert_eq!(loaded.bytes_in("CUDA_Host"), 1_280);
+    // -ngl 2: layer 2 and the output layer on the GPU, with a rope_freqs
+    // copy; layers 0 and 1 share the host's, which is allocated once:
+    // 1,280 + 32 + 2 x 8,192.
+    let loaded = load_tensors(&file, &Offload::gpu().gpu_layers(2).no_mmap()).unwrap();
+    assert_eq!(loaded.bytes_in("CUDA0"), 128 + 8_192 + 256 + 1_280);
+    assert_eq!(loaded.bytes_in("CUDA_Host"), 1_280 + 32 + 2 * 8_192);
+    // Only llama's loader creates rope_freqs.
+    let e = load_tensors(&read("qwen2", 3, &tensors), &Offload::gpu())
+        .unwrap_err()
+        .to_string();
+    assert!(e.contains("llama.cpp's qwen2 loader does not create it"), "{e}");
+}
+
+#[test]
+fn what_kv_cannot_place_is_refused_by_name() {
+    let base = [
+        t("token_embd.weight", &[64, 10], F16),
+        t("blk.0.attn_q.weight", &[64, 64], Q4_0),
+        t("output_norm.weight", &[64], F32),
+    ];
+    let file = read("llama", 1, &base);
+    // On the GPU a q4_0 weight is plain.
+    assert!(load_tensors(&file, &Offload::gpu()).is_ok());
+    // On the host the CPU backend may repack it.
+    let e = load_tensors(&file, &Offload::gpu().gpu_layers(0))
+        .unwrap_err()
+        .to_string();
+    assert!(e.contains("tensor `blk.0.attn_q.weight` stays on the host as q4_0"), "{e}");
+    assert!(e.contains("CPU_REPACK"), "{e}");
+    // Another architecture.
+    let e = load_tensors(&read("gemma3", 1, &base), &Offload::gpu())
+        .unwrap_err()
+        .to_string();
+    assert!(e.contains("not `gemma3`"), "{e}");
+    // A tensor of no known layer, and a block past block_count.
+    for name in ["blk.1.attn_q.weight", "blk.01.attn_q.weight", "mm.0.weight", "blk.x.y"] {
+        let mut tensors = base.to_vec();
+        tensors.push(t(name, &[64], F32));
+        let e = load_tensors(&read("llama", 1, &tensors), &Offload::gpu())
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains(&format!("tensor `{name}` is not one kv knows")), "{e}");
+    }
+    // No embedding to tie the output to.
+    let e = load_tensors(&read("llama", 1, &base[1..]), &Offload::gpu())
+        .unwrap_err()
+        .to_string();
+    assert!(e.contains("neither `output.weight` nor `token_embd.weight`"), "{e}");
+    // No block count.
+    let e = load_tensors(&read("llama", 0, &base), &Offload::gpu())
+        .unwrap_err()
+        .to_string();
+    assert!(e.contains("`llama.block_count` is missing"), "{e}");
+}
