@@ -4,7 +4,7 @@
 //! own safetensors headers give, SGLang's default `mem_fraction_static` for
 //! that GPU, and the free memory SGLang starts from; then the pools and
 //! lines `kv estimate --engine sglang` prints for that budget. `--engine
-//! vllm` is `crate::fit_vllm`.
+//! vllm` is `crate::fit_vllm`, `--engine llama.cpp` `crate::fit_llamacpp`.
 
 use kv_engines::fit::gpus::{gpu, gpu_names, Gpu};
 
@@ -23,7 +23,8 @@ const MAX_GPU_MIB: u64 = 1 << 24;
 pub struct FitArgs {
     /// The GPU, by name (T4, A10, L4, RTX4090, RTX5090, A100-40GB, L40S, H100, A100-80GB,
     /// H200, B200): its memory as nvidia-smi reports it sets SGLang's
-    /// defaults, and vLLM's total unless --total-gpu-memory-gib is given.
+    /// defaults, vLLM's total unless --total-gpu-memory-gib is given, and
+    /// llama.cpp's free memory unless --free-mib is given.
     #[arg(long, required_unless_present = "gpu_memory_mib")]
     pub(crate) gpu: Option<String>,
     /// A GPU kv does not list: its memory.total as `nvidia-smi
@@ -177,7 +178,9 @@ fn parse_load_mode(text: &str) -> Result<bool, String> {
 fn parse_mib(text: &str) -> Result<f64, String> {
     match text.trim().parse::<f64>() {
         Ok(x) if x.is_finite() && x >= 0.0 && x <= MAX_GPU_MIB as f64 => Ok(x),
-        _ => Err(format!("`{text}` is not a number of MiB from 0 to {MAX_GPU_MIB}")),
+        _ => Err(format!(
+            "`{text}` is not a number of MiB from 0 to {MAX_GPU_MIB}"
+        )),
     }
 }
 

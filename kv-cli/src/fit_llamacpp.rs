@@ -122,10 +122,15 @@ fn fit_file(
     gpu_mib: u64,
 ) -> Result<(LoadedModel, LlamaCppEstimate, Fit), Problem> {
     let problem = |e| Problem::new(file, e);
-    let refuse = |message: String| Problem::new(file, kv_core::KvError::Config {
-        what: "kv fit --engine llama.cpp",
-        problem: message,
-    });
+    let refuse = |message: String| {
+        Problem::new(
+            file,
+            kv_core::KvError::Config {
+                what: "kv fit --engine llama.cpp",
+                problem: message,
+            },
+        )
+    };
     // A FIFO would block the GGUF reader and a device never end it.
     regular_file(file)?;
     let gguf = GgufFile::from_path(file).map_err(problem)?;
@@ -138,7 +143,10 @@ fn fit_file(
         ));
     };
     let kv_on_gpu = if loaded.all_on_gpu {
-        if [cache.type_k, cache.type_v].iter().any(|t| t.is_quantized()) {
+        if [cache.type_k, cache.type_v]
+            .iter()
+            .any(|t| t.is_quantized())
+        {
             return Err(refuse(format!(
                 "a {}/{} cache on CUDA takes a partial row more per layer where a row is not a \
                  multiple of 512 elements, which kv does not size yet: use f16, bf16 or f32",
@@ -161,7 +169,9 @@ fn fit_file(
     let held = held.ok_or_else(|| refuse("the bytes on the GPU overflow u64".to_owned()))?;
     let free_bytes = flags.free_mib.unwrap_or(gpu_mib).saturating_mul(MIB);
     let left = i128::from(free_bytes) - i128::from(FIT_MARGIN_BYTES) - i128::from(held);
-    let compute_bytes = flags.compute_buffer_mib.map(|mib| (mib * MIB as f64).ceil() as u64);
+    let compute_bytes = flags
+        .compute_buffer_mib
+        .map(|mib| (mib * MIB as f64).ceil() as u64);
     Ok((
         loaded,
         kv,

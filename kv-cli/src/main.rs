@@ -69,7 +69,9 @@ enum Command {
     /// Does a checkpoint fit a named GPU: its weights per rank from the
     /// checkpoint's safetensors headers, the engine's memory budget for the
     /// GPU (vLLM 0.33's, or SGLang 0.5.23's default mem_fraction_static),
-    /// the KV cache that leaves, and the lines the engine would log.
+    /// the KV cache that leaves, and the lines the engine would log; for
+    /// llama.cpp, a GGUF's model and KV buffers on the GPU from its tensor
+    /// infos, and what its --fit margin leaves for the compute buffer.
     Fit(Box<fit::Command>),
     /// Merges per-rank reports (Collection::export JSON) into one cluster view.
     Merge {

@@ -350,7 +350,7 @@ fn what_kv_fit_refuses() {
     usage(&[], "--avail-mem-gb does not apply to kv fit --engine vllm");
     usage(
         &["--engine", "llama.cpp"],
-        "kv fit takes --engine sglang or vllm for now",
+        "--avail-mem-gb does not apply to kv fit --engine llama.cpp",
     );
     usage(
         &["--engine", "sglang", "--activation-bytes", "1"],

@@ -57,7 +57,7 @@ fn gguf(arch: &str, layers: u32, tensors: &[(String, Vec<u64>, u32)]) -> (Vec<u8
         let n: u64 = shape.iter().product();
         offset = (offset + n / per * bytes).next_multiple_of(32);
     }
-    while out.len() % 32 != 0 {
+    while !out.len().is_multiple_of(32) {
         out.push(0);
     }
     let size = out.len() as u64 + offset;
@@ -177,12 +177,18 @@ fn ngl_counts_the_output_layer_first_then_the_last_layers() {
     // -ngl 11: the output layer and layers 22 to 31. The host keeps the
     // embedding and layers 0 to 21, one span of the file.
     let loaded = load_tensors(&file, &Offload::gpu().gpu_layers(11)).unwrap();
-    assert_eq!(loaded.bytes_in("CUDA0"), 10 * LAYER16 + 16_384 + EMBEDDING16);
+    assert_eq!(
+        loaded.bytes_in("CUDA0"),
+        10 * LAYER16 + 16_384 + EMBEDDING16
+    );
     assert_eq!(loaded.bytes_in("CPU_Mapped"), EMBEDDING16 + 22 * LAYER16);
     assert_eq!(loaded.offloaded, 11);
     // -ngl 32: every decoder layer but layer 0.
     let loaded = load_tensors(&file, &Offload::gpu().gpu_layers(32)).unwrap();
-    assert_eq!(loaded.bytes_in("CUDA0"), 31 * LAYER16 + 16_384 + EMBEDDING16);
+    assert_eq!(
+        loaded.bytes_in("CUDA0"),
+        31 * LAYER16 + 16_384 + EMBEDDING16
+    );
     assert!(!loaded.all_on_gpu);
     // Past n_layer + 1 it is every layer.
     let loaded = load_tensors(&file, &Offload::gpu().gpu_layers(999)).unwrap();
@@ -223,7 +229,10 @@ fn cuda_pads_a_quantized_row_to_512_elements_and_each_tensor_to_128_bytes() {
     let loaded = load_tensors(&read("qwen2", 1, &tensors), &Offload::gpu()).unwrap();
     // output_norm 8,320 B (a multiple of 128); the tied output is the f16
     // embedding again: 12,544 B.
-    assert_eq!(loaded.bytes_in("CUDA0"), 7_168 + 12_544 + 128 + 8_320 + 12_544);
+    assert_eq!(
+        loaded.bytes_in("CUDA0"),
+        7_168 + 12_544 + 128 + 8_320 + 12_544
+    );
     assert_eq!(loaded.bytes_in("CPU_Mapped"), 12_480);
 }
 
@@ -287,7 +296,10 @@ fn a_duplicate_is_a_copy_only_on_another_device() {
     let e = load_tensors(&read("qwen2", 3, &tensors), &Offload::gpu())
         .unwrap_err()
         .to_string();
-    assert!(e.contains("llama.cpp's qwen2 loader does not create it"), "{e}");
+    assert!(
+        e.contains("llama.cpp's qwen2 loader does not create it"),
+        "{e}"
+    );
 }
 
 #[test]
@@ -304,7 +316,10 @@ fn what_kv_cannot_place_is_refused_by_name() {
     let e = load_tensors(&file, &Offload::gpu().gpu_layers(0))
         .unwrap_err()
         .to_string();
-    assert!(e.contains("tensor `blk.0.attn_q.weight` stays on the host as q4_0"), "{e}");
+    assert!(
+        e.contains("tensor `blk.0.attn_q.weight` stays on the host as q4_0"),
+        "{e}"
+    );
     assert!(e.contains("CPU_REPACK"), "{e}");
     // Another architecture.
     let e = load_tensors(&read("gemma3", 1, &base), &Offload::gpu())
@@ -312,19 +327,30 @@ fn what_kv_cannot_place_is_refused_by_name() {
         .to_string();
     assert!(e.contains("not `gemma3`"), "{e}");
     // A tensor of no known layer, and a block past block_count.
-    for name in ["blk.1.attn_q.weight", "blk.01.attn_q.weight", "mm.0.weight", "blk.x.y"] {
+    for name in [
+        "blk.1.attn_q.weight",
+        "blk.01.attn_q.weight",
+        "mm.0.weight",
+        "blk.x.y",
+    ] {
         let mut tensors = base.to_vec();
         tensors.push(t(name, &[64], F32));
         let e = load_tensors(&read("llama", 1, &tensors), &Offload::gpu())
             .unwrap_err()
             .to_string();
-        assert!(e.contains(&format!("tensor `{name}` is not one kv knows")), "{e}");
+        assert!(
+            e.contains(&format!("tensor `{name}` is not one kv knows")),
+            "{e}"
+        );
     }
     // No embedding to tie the output to.
     let e = load_tensors(&read("llama", 1, &base[1..]), &Offload::gpu())
         .unwrap_err()
         .to_string();
-    assert!(e.contains("neither `output.weight` nor `token_embd.weight`"), "{e}");
+    assert!(
+        e.contains("neither `output.weight` nor `token_embd.weight`"),
+        "{e}"
+    );
     // No block count.
     let e = load_tensors(&read("llama", 0, &base), &Offload::gpu())
         .unwrap_err()

@@ -7,7 +7,8 @@ multiples of 32. Loads each with llama-cpp-python (a CPU build: every
 tensor on the host), with and without mmap, and compares each
 `load_tensors: ... model buffer size = X MiB` line it logs with the bytes
 `kv fit --engine llama.cpp --n-gpu-layers 0 --format json` gives, printed
-the same way. A CPU build names its allocated host buffer `CPU` where a
+the same way; then the `llama_kv_cache: CPU KV buffer size` line of a
+context of 4096 cells (llama.cpp's other defaults) against kv's. A CPU build names its allocated host buffer `CPU` where a
 CUDA build beside a GPU names it `CUDA_Host`: same type of allocation
 (ggml's 32-byte TENSOR_ALIGNMENT), compared under either name.
 
@@ -113,9 +114,15 @@ def llama_buffers(path, mmap):
     m = llama_cpp.llama_model_load_from_file(path.encode(), mp)
     if not m:
         return ["model failed to load: " + "".join(lines)[-300:]]
+    cp = llama_cpp.llama_context_default_params()
+    cp.n_ctx = 4096
+    c = llama_cpp.llama_init_from_model(m, cp)
+    if c:
+        llama_cpp.llama_free(c)
     llama_cpp.llama_model_free(m)
     text = "".join(lines)
-    return [l.strip() for l in text.split("\n") if "model buffer size" in l]
+    return [l.strip() for l in text.split("\n")
+            if "model buffer size" in l or "KV buffer size" in l]
 
 
 def kv_buffers(kv, path, mmap):
@@ -126,10 +133,11 @@ def kv_buffers(kv, path, mmap):
     out = subprocess.run(cmd, capture_output=True, text=True)
     if out.returncode != 0:
         return ["kv refused: " + out.stderr.strip()]
-    model = json.loads(out.stdout)[0]["model"]
-    return [f"load_tensors: {('CPU' if b['name'] == 'CUDA_Host' else b['name']):>12} model buffer "
-            f"size = {b['bytes'] / 1024.0 / 1024.0:8.2f} MiB".strip()
-            for b in model["buffers"]]
+    fit = json.loads(out.stdout)[0]
+    model = [f"load_tensors: {('CPU' if b['name'] == 'CUDA_Host' else b['name']):>12} model "
+             f"buffer size = {b['bytes'] / 1024.0 / 1024.0:8.2f} MiB".strip()
+             for b in fit["model"]["buffers"]]
+    return model + [l.strip() for l in fit["kv_lines"] if "KV buffer size" in l]
 
 
 CASES = [

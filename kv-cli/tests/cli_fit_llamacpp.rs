@@ -1,0 +1,338 @@
+//! `kv fit --engine llama.cpp MODEL.gguf --gpu NAME`: llama.cpp's model
+//! buffers and KV cache on one CUDA GPU for a GGUF file whose data is
+//! sparse, and what `--fit`'s 1024 MiB margin leaves for the compute
+//! buffer. Figures worked out by hand from llama.cpp 0c1e57098's
+//! llama-model.cpp, llama-model-loader.cpp, llama-kv-cache.cpp,
+//! ggml-cuda.cu and common/fit.cpp.
+
+use std::fs;
+use std::path::Path;
+
+use serde_json::Value;
+
+mod support;
+use support::*;
+
+fn put_str(out: &mut Vec<u8>, text: &str) {
+    out.extend((text.len() as u64).to_le_bytes());
+    out.extend(text.as_bytes());
+}
+
+/// Meta-Llama-3-8B-Instruct quantized to `kind` (8: q8_0, 1: f16) as
+/// llama-quantize writes it (norms f32), with its cache geometry (32 layers,
+/// 8 KV heads of 128, 8,192 positions), written to `path` with its data
+/// sparse.
+fn write_llama3_8b(path: &Path, kind: u32) {
+    let (per, bytes) = if kind == 8 { (32, 34) } else { (1, 2) };
+    let mut tensors = vec![("token_embd.weight".to_owned(), vec![4096u64, 128256], kind)];
+    for i in 0..32 {
+        for (name, shape, k) in [
+            ("attn_norm.weight", vec![4096], 0),
+            ("attn_q.weight", vec![4096, 4096], kind),
+            ("attn_k.weight", vec![4096, 1024], kind),
+            ("attn_v.weight", vec![4096, 1024], kind),
+            ("attn_output.weight", vec![4096, 4096], kind),
+            ("ffn_norm.weight", vec![4096], 0),
+            ("ffn_gate.weight", vec![4096, 14336], kind),
+            ("ffn_up.weight", vec![4096, 14336], kind),
+            ("ffn_down.weight", vec![14336, 4096], kind),
+        ] {
+            tensors.push((format!("blk.{i}.{name}"), shape, k));
+        }
+    }
+    tensors.push(("output_norm.weight".to_owned(), vec![4096], 0));
+    tensors.push(("output.weight".to_owned(), vec![4096, 128256], kind));
+    let mut out = llama_gguf(&[], &[]);
+    out[8..16].copy_from_slice(&(tensors.len() as u64).to_le_bytes());
+    let mut offset = 0u64;
+    for (name, shape, k) in &tensors {
+        put_str(&mut out, name);
+        out.extend((shape.len() as u32).to_le_bytes());
+        for d in shape {
+            out.extend(d.to_le_bytes());
+        }
+        out.extend(k.to_le_bytes());
+        out.extend(offset.to_le_bytes());
+        let n: u64 = shape.iter().product();
+        let size = if *k == 0 { n * 4 } else { n / per * bytes };
+        offset = (offset + size).next_multiple_of(32);
+    }
+    while !out.len().is_multiple_of(32) {
+        out.push(0);
+    }
+    fs::write(path, &out).unwrap();
+    fs::OpenOptions::new()
+        .write(true)
+        .open(path)
+        .unwrap()
+        .set_len(out.len() as u64 + offset)
+        .unwrap();
+}
+
+fn q8_0_model(test: &str) -> String {
+    let path = scratch(test).join("Meta-Llama-3-8B-Instruct.Q8_0.gguf");
+    write_llama3_8b(&path, 8);
+    path.display().to_string()
+}
+
+// On the GPU, every layer: 32 x 231,768,064 (one q8_0 layer) + output_norm
+// 16,384 + output 558,170,112 = 7,974,764,544 B. The KV cache at 8,192
+// cells: 32 layers x 8,192 x 1,024 x 2 B x 2 (K and V) = 1,073,741,824 B.
+const MODEL_GPU: u64 = 7_974_764_544;
+const KV: u64 = 1_073_741_824;
+const MIB: u64 = 1 << 20;
+
+#[test]
+fn every_layer_on_an_h100_with_llama_cpps_lines() {
+    let model = q8_0_model("fit_llamacpp_h100");
+    let out = kv(&["fit", "--engine", "llama.cpp", &model, "--gpu", "H100"]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    let text = stdout(&out);
+    for line in [
+        "load_tensors: offloading output layer to GPU",
+        "load_tensors: offloading 31 repeating layers to GPU",
+        "load_tensors: offloaded 33/33 layers to GPU",
+        "load_tensors:   CPU_Mapped model buffer size =   532.31 MiB",
+        "load_tensors:        CUDA0 model buffer size =  7605.33 MiB",
+        "llama_kv_cache:      CUDA0 KV buffer size =  1024.00 MiB",
+        "llama_kv_cache: size = 1024.00 MiB (  8192 cells,  32 layers,  1/1 seqs), K (f16):  \
+         512.00 MiB, V (f16):  512.00 MiB",
+        // 81,559 MiB = 85,520,809,984 B, nvidia-smi's, said to be an upper
+        // bound.
+        "GPU: 85,520,809,984 B (nvidia-smi's total: an upper bound",
+        "on the GPU: model buffer 7,974,764,544 B + KV cache 1,073,741,824 B = 9,048,506,368 \
+         B; --fit keeps 1,073,741,824 B free",
+        // 85,520,809,984 - 1,073,741,824 - 9,048,506,368.
+        "left for llama.cpp's CUDA0 compute buffer: 75,398,561,792 B (71905.67 MiB)",
+        "the compute buffer depends on llama.cpp's graph and is not predicted",
+    ] {
+        assert!(text.contains(line), "missing {line:?} in\n{text}");
+    }
+    // The KV buffer line comes right before its cache's size line.
+    let buffer = text.find("CUDA0 KV buffer size").unwrap();
+    let size = text.find("llama_kv_cache: size").unwrap();
+    assert!(buffer < size);
+}
+
+#[test]
+fn the_compute_buffer_given_decides() {
+    let model = q8_0_model("fit_llamacpp_compute");
+    let fit = |compute: &str| {
+        let out = kv(&[
+            "fit",
+            "--engine",
+            "llama.cpp",
+            &model,
+            "--gpu",
+            "L4",
+            "--free-mib",
+            "22000",
+            "--compute-buffer-mib",
+            compute,
+            "--format",
+            "json",
+        ]);
+        assert!(out.status.success(), "{}", stderr(&out));
+        let v: Value = serde_json::from_str(&stdout(&out)).unwrap();
+        v[0]["fit"].clone()
+    };
+    // 22,000 MiB free: 23,068,672,000 B, less 1 GiB and 9,048,506,368 B
+    // leaves 12,946,423,808 B = 12,346.66 MiB.
+    let left = 22_000 * MIB - MIB * 1024 - MODEL_GPU - KV;
+    assert_eq!(left, 12_946_423_808);
+    let fits = fit("12346");
+    assert_eq!(fits["free_bytes"], 22_000 * MIB);
+    assert_eq!(fits["free_given"], true);
+    assert_eq!(fits["held_bytes"], MODEL_GPU + KV);
+    assert_eq!(fits["left_for_compute_bytes"], left);
+    assert_eq!(fits["compute_bytes"], 12_346 * MIB);
+    assert_eq!(fits["fits"], true);
+    // 12,347 MiB is 12,946,767,872 B: 344,064 B more than is left.
+    let short = fit("12347");
+    assert_eq!(short["fits"], false);
+    // A fraction of a MiB as llama.cpp prints it rounds up to a byte.
+    assert_eq!(fit("0.5")["compute_bytes"], 524_288);
+    assert_eq!(fit("0.0000001")["compute_bytes"], 1);
+    let out = kv(&[
+        "fit",
+        "--engine",
+        "llama.cpp",
+        &model,
+        "--gpu",
+        "L4",
+        "--free-mib",
+        "22000",
+        "--compute-buffer-mib",
+        "12347",
+    ]);
+    assert!(stdout(&out)
+        .contains("does not fit: the compute buffer given (12,946,767,872 B) is 344,064 B more"));
+}
+
+#[test]
+fn short_before_any_compute_buffer() {
+    let model = q8_0_model("fit_llamacpp_short");
+    let out = kv(&[
+        "fit",
+        "--engine",
+        "llama.cpp",
+        &model,
+        "--gpu-memory-mib",
+        "8000",
+    ]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    // 8,000 MiB = 8,388,608,000 B; 1 GiB + 9,048,506,368 B is 1,733,640,192
+    // B more.
+    assert!(
+        stdout(&out).contains("does not fit before any compute buffer: short by 1,733,640,192 B")
+    );
+    let out = kv(&[
+        "fit",
+        "--engine",
+        "llama.cpp",
+        &model,
+        "--gpu-memory-mib",
+        "8000",
+        "--format",
+        "json",
+    ]);
+    let v: Value = serde_json::from_str(&stdout(&out)).unwrap();
+    assert_eq!(v[0]["fit"]["left_for_compute_bytes"], -1_733_640_192i64);
+    assert_eq!(v[0]["fit"]["fits"], Value::Null);
+}
+
+#[test]
+fn on_the_host_alone_and_what_kv_does_not_place() {
+    let dir = scratch("fit_llamacpp_host");
+    let f16 = dir.join("llama3-f16.gguf");
+    write_llama3_8b(&f16, 1);
+    let f16 = f16.display().to_string();
+    // -ngl 0, allocated: every f16 tensor in pinned host memory, the KV
+    // cache on the host; nothing on the GPU. 2 x 1,050,673,152 + 32 x
+    // 436,240,384 + 16,384 = 16,061,054,976 B = 15317.02 MiB.
+    let out = kv(&[
+        "fit",
+        "--engine",
+        "llama.cpp",
+        &f16,
+        "--gpu",
+        "H100",
+        "--n-gpu-layers",
+        "0",
+        "--load-mode",
+        "none",
+    ]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    let text = stdout(&out);
+    assert!(text.contains("load_tensors:    CUDA_Host model buffer size = 15317.02 MiB"));
+    assert!(text.contains("llama_kv_cache:        CPU KV buffer size =  1024.00 MiB"));
+    assert!(text.contains("on the GPU: model buffer 0 B + KV cache 0 B = 0 B"));
+    // Some layers on each side: the KV cache's split is not placed.
+    let out = kv(&[
+        "fit",
+        "--engine",
+        "llama.cpp",
+        &f16,
+        "--gpu",
+        "H100",
+        "--n-gpu-layers",
+        "5",
+    ]);
+    assert_eq!(out.status.code(), Some(1));
+    assert!(stderr(&out).contains("-ngl 5 puts some layers on the GPU and some on the host"));
+    // q8_0 weights on the host: CPU_REPACK depends on the host.
+    let q8 = q8_0_model("fit_llamacpp_host_q8");
+    let out = kv(&[
+        "fit",
+        "--engine",
+        "llama.cpp",
+        &q8,
+        "--gpu",
+        "H100",
+        "--n-gpu-layers",
+        "0",
+    ]);
+    assert_eq!(out.status.code(), Some(1));
+    assert!(stderr(&out).contains("CPU_REPACK"), "{}", stderr(&out));
+    // A quantized cache on CUDA.
+    let out = kv(&[
+        "fit",
+        "--engine",
+        "llama.cpp",
+        &q8,
+        "--gpu",
+        "H100",
+        "--cache-type-k",
+        "q8_0",
+        "--cache-type-v",
+        "q8_0",
+    ]);
+    assert_eq!(out.status.code(), Some(1));
+    assert!(
+        stderr(&out).contains("a q8_0/q8_0 cache on CUDA"),
+        "{}",
+        stderr(&out)
+    );
+}
+
+#[test]
+fn flags_of_other_engines_and_impossible_values_are_refused() {
+    let model = q8_0_model("fit_llamacpp_flags");
+    for (flags, says) in [
+        (
+            &["--avail-mem-gb", "78"][..],
+            "--avail-mem-gb does not apply to kv fit --engine llama.cpp",
+        ),
+        (
+            &["--non-torch-bytes", "1"][..],
+            "--non-torch-bytes does not apply to kv fit --engine llama.cpp",
+        ),
+        (
+            &["--weights-from-config"][..],
+            "--weights-from-config does not apply to kv fit --engine llama.cpp",
+        ),
+        (
+            &["--free-mib", "90000"][..],
+            "--free-mib 90000 is more than the GPU's 81559 MiB",
+        ),
+        (
+            &["--load-mode", "fast"][..],
+            "`fast` is not a load mode llama.cpp takes",
+        ),
+        (
+            &["--compute-buffer-mib=-1"][..],
+            "`-1` is not a number of MiB",
+        ),
+        (
+            &["--compute-buffer-mib", "NaN"][..],
+            "`NaN` is not a number of MiB",
+        ),
+    ] {
+        let mut args = vec![
+            "fit",
+            "--engine",
+            "llama.cpp",
+            model.as_str(),
+            "--gpu",
+            "H100",
+        ];
+        args.extend(flags);
+        let out = kv(&args);
+        assert_eq!(out.status.code(), Some(2), "{flags:?}");
+        assert!(stderr(&out).contains(says), "{flags:?}: {}", stderr(&out));
+    }
+    // And llama.cpp's own flags on the other engines.
+    let config = shipped("llama-3-8b");
+    for flag in [&["--n-gpu-layers", "3"][..], &["--load-mode", "none"][..]] {
+        for engine in ["vllm", "sglang"] {
+            let mut args = vec!["fit", "--engine", engine, config.as_str(), "--gpu", "H100"];
+            args.extend(flag);
+            let out = kv(&args);
+            assert_eq!(out.status.code(), Some(2), "{engine} {flag:?}");
+            assert!(stderr(&out).contains(&format!(
+                "{} does not apply to kv fit --engine {engine}",
+                flag[0]
+            )));
+        }
+    }
+}
