@@ -10,7 +10,7 @@ use std::fmt::Write as _;
 use std::path::Path;
 
 use kv_core::units::thousands;
-use kv_engines::estimate::llamacpp::{estimate, LlamaCppEstimate, Memory, LLAMACPP_COMMIT};
+use kv_engines::estimate::llamacpp::{estimate, CacheDevice, LlamaCppEstimate, LLAMACPP_COMMIT};
 use kv_engines::fit::llamacpp::{buffer_mib, load_tensors, LoadedModel, Offload, FIT_MARGIN_BYTES};
 use kv_engines::gguf::GgufFile;
 use serde_json::Value;
@@ -136,26 +136,9 @@ fn fit_file(
     let gguf = GgufFile::from_path(file).map_err(problem)?;
     let loaded = load_tensors(&gguf, offload).map_err(problem)?;
     let kv = estimate(gguf.metadata(), settings).map_err(problem)?;
-    let Memory::KvCache { cache } = &kv.memory else {
-        return Err(refuse(
-            "kv places one plain KV cache on the GPU; this model's memory has several parts"
-                .to_owned(),
-        ));
-    };
     let kv_on_gpu = if loaded.all_on_gpu {
-        if [cache.type_k, cache.type_v]
-            .iter()
-            .any(|t| t.is_quantized())
-        {
-            return Err(refuse(format!(
-                "a {}/{} cache on CUDA takes a partial row more per layer where a row is not a \
-                 multiple of 512 elements, which kv does not size yet: use f16, bf16 or f32",
-                cache.type_k, cache.type_v
-            )));
-        }
-        // Each layer's K and V span kv_size (a multiple of 256) cells of
-        // 2 or 4 bytes: already a multiple of CUDA's 128-byte alignment.
-        kv.bytes()
+        kv.buffer_bytes(CacheDevice::Cuda)
+            .ok_or_else(|| refuse("the cache's bytes on the GPU overflow u64".to_owned()))?
     } else if loaded.offloaded == 0 {
         0
     } else {
@@ -187,21 +170,14 @@ fn fit_file(
     ))
 }
 
-/// The KV lines, each cache's buffer line before its size line, as
-/// llama.cpp logs them.
+/// The cache lines, each constructor's buffer line before its size line,
+/// as llama.cpp logs them.
 fn kv_lines(kv: &LlamaCppEstimate, loaded: &LoadedModel) -> Vec<String> {
-    let device = if loaded.all_on_gpu { "CUDA0" } else { "CPU" };
-    let mut lines = Vec::new();
-    for line in kv.lines() {
-        if line.starts_with("llama_kv_cache: size = ") {
-            lines.push(format!(
-                "llama_kv_cache: {device:>10} KV buffer size = {}",
-                buffer_mib(kv.bytes())
-            ));
-        }
-        lines.push(line.clone());
-    }
-    lines
+    kv.lines_on(if loaded.all_on_gpu {
+        CacheDevice::Cuda
+    } else {
+        CacheDevice::Cpu
+    })
 }
 
 fn render(

@@ -23,6 +23,11 @@ fn put_str(out: &mut Vec<u8>, text: &str) {
 /// 8 KV heads of 128, 8,192 positions), written to `path` with its data
 /// sparse.
 fn write_llama3_8b(path: &Path, kind: u32) {
+    write_llama3_8b_with(path, kind, 8);
+}
+
+/// The same with `kv_heads` KV heads in the header (the weights kept).
+fn write_llama3_8b_with(path: &Path, kind: u32, kv_heads: u32) {
     let (per, bytes) = if kind == 8 { (32, 34) } else { (1, 2) };
     let mut tensors = vec![("token_embd.weight".to_owned(), vec![4096u64, 128256], kind)];
     for i in 0..32 {
@@ -42,7 +47,8 @@ fn write_llama3_8b(path: &Path, kind: u32) {
     }
     tensors.push(("output_norm.weight".to_owned(), vec![4096], 0));
     tensors.push(("output.weight".to_owned(), vec![4096, 128256], kind));
-    let mut out = llama_gguf(&[], &[]);
+    let key = "llama.attention.head_count_kv";
+    let mut out = llama_gguf(&[key], &[(key, 4, kv_heads.to_le_bytes().to_vec())]);
     out[8..16].copy_from_slice(&(tensors.len() as u64).to_le_bytes());
     let mut offset = 0u64;
     for (name, shape, k) in &tensors {
@@ -254,25 +260,6 @@ fn on_the_host_alone_and_what_kv_does_not_place() {
     ]);
     assert_eq!(out.status.code(), Some(1));
     assert!(stderr(&out).contains("CPU_REPACK"), "{}", stderr(&out));
-    // A quantized cache on CUDA.
-    let out = kv(&[
-        "fit",
-        "--engine",
-        "llama.cpp",
-        &q8,
-        "--gpu",
-        "H100",
-        "--cache-type-k",
-        "q8_0",
-        "--cache-type-v",
-        "q8_0",
-    ]);
-    assert_eq!(out.status.code(), Some(1));
-    assert!(
-        stderr(&out).contains("a q8_0/q8_0 cache on CUDA"),
-        "{}",
-        stderr(&out)
-    );
 }
 
 #[test]
@@ -335,4 +322,50 @@ fn flags_of_other_engines_and_impossible_values_are_refused() {
             )));
         }
     }
+}
+
+#[test]
+fn a_quantized_cache_on_cuda_pads_each_row_to_512_elements() {
+    let dir = scratch("fit_llamacpp_q8_cache");
+    let q8 = |kv_heads: u32| {
+        let path = dir.join(format!("kv{kv_heads}.gguf"));
+        write_llama3_8b_with(&path, 8, kv_heads);
+        let out = kv(&[
+            "fit",
+            "--engine",
+            "llama.cpp",
+            path.to_str().unwrap(),
+            "--gpu",
+            "H100",
+            "--cache-type-k",
+            "q8_0",
+            "--cache-type-v",
+            "q8_0",
+        ]);
+        assert!(out.status.success(), "{}", stderr(&out));
+        stdout(&out)
+    };
+    // 8 KV heads of 128: rows of 1,024 elements, a multiple of 512. Each K
+    // and V tensor is 1,024 / 32 x 34 x 8,192 cells = 8,912,896 B; 64 of
+    // them: 570,425,344 B = 544.00 MiB, as the size line says.
+    let text = q8(8);
+    assert!(
+        text.contains("llama_kv_cache:      CUDA0 KV buffer size =   544.00 MiB"),
+        "{text}"
+    );
+    assert!(text.contains("KV cache 570,425,344 B"), "{text}");
+    // 1 KV head: rows of 128 elements. Each tensor is 128 / 32 x 34 x 8,192
+    // = 1,114,112 B, and CUDA adds a row of 384 elements (12 blocks, 408
+    // B): 1,114,520 B, padded to 1,114,624. 64 tensors: 71,335,936 B =
+    // 68.03 MiB, where the size line counts 71,303,168 B = 68.00 MiB.
+    let text = q8(1);
+    assert!(
+        text.contains("llama_kv_cache:      CUDA0 KV buffer size =    68.03 MiB"),
+        "{text}"
+    );
+    assert!(
+        text.contains("llama_kv_cache: size =   68.00 MiB"),
+        "{text}"
+    );
+    assert!(text.contains("KV cache 71,335,936 B"), "{text}");
 }

@@ -292,14 +292,32 @@ fn a_duplicate_is_a_copy_only_on_another_device() {
     let loaded = load_tensors(&file, &Offload::gpu().gpu_layers(2).no_mmap()).unwrap();
     assert_eq!(loaded.bytes_in("CUDA0"), 128 + 8_192 + 256 + 1_280);
     assert_eq!(loaded.bytes_in("CUDA_Host"), 1_280 + 32 + 2 * 8_192);
-    // Only llama's loader creates rope_freqs.
-    let e = load_tensors(&read("qwen2", 3, &tensors), &Offload::gpu())
-        .unwrap_err()
-        .to_string();
-    assert!(
-        e.contains("llama.cpp's qwen2 loader does not create it"),
-        "{e}"
-    );
+}
+
+#[test]
+fn names_take_llama_cpps_layers_and_unused_tensors_are_not_loaded() {
+    // gemma3's tied output, a per-layer norm, an unused tensor (op none in
+    // LLM_TENSOR_INFOS: the loader ignores it), cls.output (the output
+    // layer), token_types (the input layer), a suffix-less name.
+    let tensors = [
+        t("token_embd.weight", &[64, 10], F16),
+        t("token_types.weight", &[64, 2], F32),
+        t("masked_embd_centroids", &[64], F32),
+        t("blk.0.attn_q.weight", &[64, 64], F16),
+        t("blk.0.ssm_a", &[64], F32),
+        t("output_norm.weight", &[64], F32),
+        t("cls.output.weight", &[64, 3], F32),
+    ];
+    let loaded = load_tensors(&read("gemma3", 1, &tensors), &Offload::gpu().no_mmap()).unwrap();
+    // On the GPU: q 8,192, ssm_a 256, output_norm 256, cls.output 768, the
+    // embedding's copy 1,280. On the host: the embedding 1,280 and
+    // token_types 512; not the unused tensor.
+    assert_eq!(loaded.bytes_in("CUDA0"), 8_192 + 256 + 256 + 768 + 1_280);
+    assert_eq!(loaded.bytes_in("CUDA_Host"), 1_280 + 512);
+    // Mapped, the host's span still runs over the unused tensor between
+    // them: token_embd at 0, token_types at 1,280 to 1,792.
+    let loaded = load_tensors(&read("gemma3", 1, &tensors), &Offload::gpu()).unwrap();
+    assert_eq!(loaded.bytes_in("CPU_Mapped"), 1_792);
 }
 
 #[test]
@@ -321,17 +339,12 @@ fn what_kv_cannot_place_is_refused_by_name() {
         "{e}"
     );
     assert!(e.contains("CPU_REPACK"), "{e}");
-    // Another architecture.
-    let e = load_tensors(&read("gemma3", 1, &base), &Offload::gpu())
-        .unwrap_err()
-        .to_string();
-    assert!(e.contains("not `gemma3`"), "{e}");
-    // A tensor of no known layer, and a block past block_count.
+    // Names llama.cpp does not give.
     for name in [
-        "blk.1.attn_q.weight",
-        "blk.01.attn_q.weight",
         "mm.0.weight",
-        "blk.x.y",
+        "blk.x.attn_q.weight",
+        "blk.01.attn_q.weight",
+        "blk.0",
     ] {
         let mut tensors = base.to_vec();
         tensors.push(t(name, &[64], F32));
@@ -339,10 +352,35 @@ fn what_kv_cannot_place_is_refused_by_name() {
             .unwrap_err()
             .to_string();
         assert!(
-            e.contains(&format!("tensor `{name}` is not one kv knows")),
+            e.contains(&format!("tensor `{name}` is not named as any")),
             "{e}"
         );
     }
+    // A block past block_count.
+    let mut tensors = base.to_vec();
+    tensors.push(t("blk.1.attn_q.weight", &[64, 64], F16));
+    let e = load_tensors(&read("llama", 1, &tensors), &Offload::gpu())
+        .unwrap_err()
+        .to_string();
+    assert!(
+        e.contains("`blk.1.attn_q.weight` is in block 1, past the 1 blocks"),
+        "{e}"
+    );
+    // A repeating tensor of no block, with the layers split.
+    let mut tensors = base.to_vec();
+    tensors[1] = t("blk.0.attn_q.weight", &[64, 64], F16);
+    tensors.push(t("blk.1.attn_q.weight", &[64, 64], F16));
+    tensors.push(t("conv1d.weight", &[64], F32));
+    let file = read("llama", 2, &tensors);
+    assert!(load_tensors(&file, &Offload::gpu()).is_ok());
+    assert!(load_tensors(&file, &Offload::gpu().gpu_layers(0)).is_ok());
+    let e = load_tensors(&file, &Offload::gpu().gpu_layers(2))
+        .unwrap_err()
+        .to_string();
+    assert!(
+        e.contains("tensor `conv1d.weight` has no layer of its own"),
+        "{e}"
+    );
     // No embedding to tie the output to.
     let e = load_tensors(&read("llama", 1, &base[1..]), &Offload::gpu())
         .unwrap_err()

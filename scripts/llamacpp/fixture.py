@@ -271,7 +271,9 @@ def fixture(arch, moe):
     return out
 
 
-def write(src, path, arch, moe=False, sets=()):
+def write(src, path, arch, moe=False, sets=(), tensors=()):
+    """The twin at `path`; `tensors` (name, raw bytes as a uint8 array of
+    byte shape, ggml type) are written with their data (model_buffers_registry.py)."""
     names = kv_names(src)
     values = {}
     for enum, kind, value in fixture(arch, moe):
@@ -302,6 +304,8 @@ def write(src, path, arch, moe=False, sets=()):
             w.add_key_value(key, value, scalar[kind])
         else:
             w.add_key_value(key, value, vt.ARRAY, sub_type=arrays[kind])
+    for name, data, ty in tensors:
+        w.add_tensor(name, data, raw_dtype=ty)
     w.write_header_to_file()
     w.write_kv_data_to_file()
     w.write_tensors_to_file()

@@ -96,7 +96,8 @@ mod hparams;
 mod report;
 
 pub use ggml_type::GgmlType;
-pub use report::{mib, KvCache, Memory, RecurrentState};
+pub use report::{mib, CacheDevice, KvCache, Memory, RecurrentState};
+use report::{Buffers, CacheTensor};
 
 use hparams::Hparams;
 
@@ -197,6 +198,9 @@ pub struct LlamaCppEstimate {
     bytes: u64,
     /// What llama.cpp logs ([`LlamaCppEstimate::lines`]).
     lines: Vec<String>,
+    /// Where the memory's own lines start in `lines`.
+    #[serde(skip)]
+    memory_lines_at: usize,
 }
 
 impl LlamaCppEstimate {
@@ -209,6 +213,21 @@ impl LlamaCppEstimate {
     /// decision it announces, then each cache constructor's.
     pub fn lines(&self) -> &[String] {
         &self.lines
+    }
+
+    /// [`lines`](Self::lines) with every cache on `device`: each
+    /// constructor's `... KV buffer size` (`RS buffer size`) line before
+    /// its size line, as llama.cpp logs them.
+    pub fn lines_on(&self, device: CacheDevice) -> Vec<String> {
+        let mut out = self.lines[..self.memory_lines_at].to_vec();
+        self.memory.lines(&mut out, Some(Buffers { device }));
+        out
+    }
+
+    /// The bytes of every cache's buffer on `device` (each tensor padded
+    /// as that device allocates it); `None` where they overflow.
+    pub fn buffer_bytes(&self, device: CacheDevice) -> Option<u64> {
+        self.memory.buffer_bytes(device)
     }
 }
 
@@ -237,7 +256,8 @@ pub fn estimate(
         v_trans: !flash,
     };
     let memory = build.memory(&cells, settings)?;
-    memory.lines(&mut lines);
+    let memory_lines_at = lines.len();
+    memory.lines(&mut lines, None);
     let bytes = memory
         .checked_bytes()
         .ok_or_else(|| build.overflow("bytes of the caches and state together"))?;
@@ -266,6 +286,7 @@ pub fn estimate(
         memory,
         bytes,
         lines,
+        memory_lines_at,
     })
 }
 
@@ -631,6 +652,7 @@ impl Build<'_> {
             .checked_mul(self.streams)
             .ok_or_else(|| self.overflow("rows (cells x streams)"))?;
         let (mut k_bytes, mut v_bytes, mut layers) = (0u64, 0u64, 0u64);
+        let mut tensors = Vec::new();
         // has_kv: gemma3n's and gemma4's later layers reuse an earlier one's.
         let keep = |il: usize| hp.has_kv(il) && keep(il);
         for il in all.clone().filter(|&il| keep(il)) {
@@ -650,6 +672,19 @@ impl Build<'_> {
             };
             k_bytes = add(k_bytes, k)?;
             v_bytes = add(v_bytes, v)?;
+            // Within the sums just checked: each tensor is row x rows.
+            tensors.push(CacheTensor {
+                ty: self.type_k,
+                ne0: u64::from(hp.k_gqa(il)),
+                bytes: k * rows,
+            });
+            if !hp.mla {
+                tensors.push(CacheTensor {
+                    ty: self.type_v,
+                    ne0: u64::from(v_width),
+                    bytes: v * rows,
+                });
+            }
         }
         if k_bytes.checked_add(v_bytes).is_none() {
             return Err(self.overflow("K and V bytes together"));
@@ -690,6 +725,7 @@ impl Build<'_> {
             head_v_all,
             attn_rot_k: rot_forced || rotates(head_k_all, self.type_k, hp.head_k[0]),
             attn_rot_v: rotates(head_v_all, self.type_v, hp.head_v[0]),
+            tensors,
         })
     }
 
@@ -712,6 +748,16 @@ impl Build<'_> {
                 .ok_or_else(|| self.overflow("state bytes (row x cells x layers)"))
         };
         let (r_bytes, s_bytes) = (f32_bytes(state.r)?, f32_bytes(state.s)?);
+        // One 1-D f32 tensor of R and one of S per state layer (row x cells).
+        let layer = |total: u64| CacheTensor {
+            ty: GgmlType::F32,
+            ne0: total / state_layers.max(1) / 4,
+            bytes: total / state_layers.max(1),
+        };
+        let mut tensors = Vec::new();
+        for _ in 0..state_layers {
+            tensors.extend([layer(r_bytes), layer(s_bytes)]);
+        }
         // The PLE conv history: its own f32 row per cell, on the PLE layer
         // where the filter takes it.
         let p_bytes = match self.hp.ple {
@@ -728,6 +774,13 @@ impl Build<'_> {
         {
             return Err(self.overflow("R, S and P bytes together"));
         }
+        if p_bytes > 0 {
+            tensors.push(CacheTensor {
+                ty: GgmlType::F32,
+                ne0: p_bytes / 4,
+                bytes: p_bytes,
+            });
+        }
         Ok(RecurrentState {
             cells: self.seqs,
             layers,
@@ -737,6 +790,7 @@ impl Build<'_> {
             r_bytes,
             s_bytes,
             p_bytes,
+            tensors,
         })
     }
 }

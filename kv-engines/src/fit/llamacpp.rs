@@ -5,9 +5,12 @@
 //! logs for them.
 //!
 //! The rules, one device (CUDA0) or none:
-//! - Layer `il` is offloaded when `il >= n_layer + 1 - ngl`; the output layer
-//!   (`output`, `output_norm`) counts as layer `n_layer`, the token embedding
-//!   never leaves the host (`-ngl -1`, llama.cpp's default, is every layer).
+//! - Each tensor's layer is llama.cpp's own (`LLM_TENSOR_INFOS`, by name:
+//!   [`tensor_names`]): input tensors (the token embedding) never leave the
+//!   host, block `il`'s (`blk.N.*`) are offloaded when `il >= n_layer + 1 -
+//!   ngl`, the output layer's count as layer `n_layer` (`-ngl -1`,
+//!   llama.cpp's default, is every layer). A tensor whose op is none is not
+//!   loaded.
 //! - A tied output (no `output.weight`) is the token embedding created again
 //!   for the output layer (`TENSOR_DUPLICATED`), and llama's `rope_freqs`
 //!   again for each layer: a copy in each buffer other than the
@@ -23,8 +26,10 @@
 //!   (`ggml-cpu/repack.cpp`: q4_0, q4_K, ...) would go to a `CPU_REPACK`
 //!   buffer that depends on the host's CPU: refused by name.
 //!
-//! Checked architectures only ([`CHECKED_ARCHITECTURES`]): each creates
-//! exactly the file's tensors, plus the copies above.
+//! Refused by name: a file with MTP layers (llama.cpp skips them unless
+//! asked to load them), a lazily read tensor (over 4 GiB, in the
+//! architectures that mark one), a tensor of a layer llama.cpp's table does
+//! not fix when some layers are offloaded and some not.
 
 use serde::Serialize;
 
@@ -32,8 +37,13 @@ use kv_core::KvError;
 
 use crate::gguf::{ggml_tensor_type_named, GgmlTensorType, GgufFile};
 
-/// The architectures whose tensors kv places as llama.cpp does.
-pub const CHECKED_ARCHITECTURES: &[&str] = &["llama", "qwen2", "qwen3"];
+mod tensor_names;
+
+/// `lazy_read::add`: in llama.cpp's default lazy mode, a marked tensor over
+/// this is read lazily.
+const LAZY_MIN_BYTES: u64 = 4 << 30;
+/// The loaders that mark a tensor `TENSOR_READ_LAZY`.
+const LAZY_ARCHITECTURES: &[&str] = &["gemma4", "qwen4exp"];
 
 /// `common/fit.cpp`'s `fit_params_target`: what `--fit` leaves free on
 /// each device (1024 MiB).
@@ -140,7 +150,22 @@ impl LoadedModel {
     }
 }
 
-/// Which of llama.cpp's layers a tensor belongs to.
+/// A tensor name's layer in llama.cpp's table (`LLM_TENSOR_INFOS`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum TensorLayer {
+    /// `LLM_TENSOR_LAYER_INPUT`.
+    Input,
+    /// `LLM_TENSOR_LAYER_OUTPUT`.
+    Output,
+    /// `LLM_TENSOR_LAYER_REPEATING`.
+    Repeating,
+    /// Its op is `GGML_OP_NONE`: the loader ignores it.
+    Unused,
+    /// Two entries of one name in different layers.
+    Ambiguous,
+}
+
+/// Where llama.cpp creates a tensor.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 enum Layer {
     /// `LLM_TENSOR_LAYER_INPUT`: on the host.
@@ -149,6 +174,9 @@ enum Layer {
     Block(u64),
     /// `LLM_TENSOR_LAYER_OUTPUT`: layer `n_layer` for placement.
     Output,
+    /// A layer the name does not fix (a repeating tensor without a block
+    /// number, a name of two layers): where every layer is, refused between.
+    Unfixed,
 }
 
 /// One tensor llama.cpp creates: a file tensor, or a copy of one.
@@ -167,11 +195,15 @@ pub fn load_tensors(file: &GgufFile, offload: &Offload) -> Result<LoadedModel, K
         problem,
     };
     let arch = meta.architecture()?.to_owned();
-    if !CHECKED_ARCHITECTURES.contains(&arch.as_str()) {
+    let mtp_key = format!("{arch}.nextn_predict_layers");
+    if let Some(n) = meta
+        .get(&mtp_key)
+        .and_then(|v| v.as_count())
+        .filter(|&n| n > 0)
+    {
         return Err(err(format!(
-            "kv places llama.cpp's weights for the {} architectures only, not `{arch}`: others \
-             create tensors of their own beside the file's",
-            CHECKED_ARCHITECTURES.join(", ")
+            "`{mtp_key}` is {n}: llama.cpp skips MTP layers unless asked to load them, and kv \
+             does not place them yet"
         )));
     }
     let key = format!("{arch}.block_count");
@@ -180,17 +212,19 @@ pub fn load_tensors(file: &GgufFile, offload: &Offload) -> Result<LoadedModel, K
         .and_then(|v| v.as_count())
         .filter(|&n| n > 0 && n < u64::from(u32::MAX))
         .ok_or_else(|| err(format!("`{key}` is missing or not a positive count")))?;
-    let created = created_tensors(file, &arch, layers, &err)?;
+    let created = created_tensors(file, layers, &err)?;
     // llama_model::n_gpu_layers: -1 is every layer and the output one.
     let ngl = offload
         .gpu_layers
         .map_or(layers + 1, u64::from)
         .min(if offload.gpu { u64::MAX } else { 0 });
     let gpu_start = (layers + 1).saturating_sub(ngl);
+    let partial = gpu_start > 0 && gpu_start <= layers;
     let on_gpu = |layer: Layer| match layer {
         Layer::Input => false,
         Layer::Block(il) => il >= gpu_start,
         Layer::Output => layers >= gpu_start,
+        Layer::Unfixed => gpu_start == 0,
     };
     let tensors = file.tensors();
     let types = tensors
@@ -213,6 +247,21 @@ pub fn load_tensors(file: &GgufFile, offload: &Offload) -> Result<LoadedModel, K
         let ty = types[c.file];
         if !placed.insert((c.file, on_gpu(c.layer))) {
             continue;
+        }
+        if partial && c.layer == Layer::Unfixed {
+            return Err(err(format!(
+                "tensor `{}` has no layer of its own in llama.cpp's table, and -ngl {ngl} \
+                 offloads some layers and not others: kv places it with every layer on the GPU \
+                 or none",
+                tensor.name
+            )));
+        }
+        if tensor.bytes > LAZY_MIN_BYTES && LAZY_ARCHITECTURES.contains(&arch.as_str()) {
+            return Err(err(format!(
+                "tensor `{}` ({} B) is over 4 GiB, which llama.cpp's {arch} loader reads lazily \
+                 into a buffer of its own; kv does not place that yet",
+                tensor.name, tensor.bytes
+            )));
         }
         if on_gpu(c.layer) {
             let size = cuda_alloc_size(ty, &tensor.shape, tensor.bytes)
@@ -302,12 +351,11 @@ pub fn load_tensors(file: &GgufFile, offload: &Offload) -> Result<LoadedModel, K
     })
 }
 
-/// Every tensor llama.cpp creates for `file`: each file tensor in its
-/// layer, a tied output's duplicate of the token embedding, and llama's
-/// `rope_freqs` once per layer.
+/// Every tensor llama.cpp creates for `file`: each file tensor it uses in
+/// its layer, a tied output's duplicate of the token embedding, and a
+/// `rope_*` table once per layer.
 fn created_tensors(
     file: &GgufFile,
-    arch: &str,
     layers: u64,
     err: &dyn Fn(String) -> KvError,
 ) -> Result<Vec<Created>, KvError> {
@@ -316,25 +364,35 @@ fn created_tensors(
     let mut has_output = false;
     for (i, tensor) in file.tensors().iter().enumerate() {
         let name = tensor.name.as_str();
-        if name == "rope_freqs.weight" {
-            if arch != "llama" {
-                return Err(err(format!(
-                    "tensor `{name}`: llama.cpp's {arch} loader does not create it, and refuses \
-                     a file with a tensor it does not use (wrong number of tensors)"
-                )));
-            }
-            created.extend((0..layers).map(|il| Created {
-                file: i,
-                layer: Layer::Block(il),
-            }));
-            continue;
-        }
-        let layer = layer_of(name, layers).ok_or_else(|| {
+        let (base, table) = table_layer(name).ok_or_else(|| {
             err(format!(
-                "tensor `{name}` is not one kv knows the layer of (token_embd, output, \
-                 output_norm, rope_freqs, blk.N.* with N below {layers})"
+                "tensor `{name}` is not named as any of llama.cpp's (src/llama-arch.cpp)"
             ))
         })?;
+        let layer = match table {
+            TensorLayer::Unused => continue,
+            TensorLayer::Input => Layer::Input,
+            TensorLayer::Output => Layer::Output,
+            TensorLayer::Ambiguous => Layer::Unfixed,
+            TensorLayer::Repeating if base.starts_with("rope_") => {
+                // Created in every layer, the first time as itself.
+                created.extend((0..layers).map(|il| Created {
+                    file: i,
+                    layer: Layer::Block(il),
+                }));
+                continue;
+            }
+            TensorLayer::Repeating => match block_of(name) {
+                Some(il) if il < layers => Layer::Block(il),
+                Some(il) => {
+                    return Err(err(format!(
+                        "tensor `{name}` is in block {il}, past the {layers} blocks of \
+                         `block_count`"
+                    )))
+                }
+                None => Layer::Unfixed,
+            },
+        };
         if name == "token_embd.weight" {
             embedding = Some(i);
         }
@@ -353,21 +411,56 @@ fn created_tensors(
     Ok(created)
 }
 
-/// The layer of a tensor named `name`, by llama.cpp's tensor names.
-fn layer_of(name: &str, layers: u64) -> Option<Layer> {
-    let base = name.rsplit_once('.').map_or(name, |(base, _)| base);
-    match base {
-        "token_embd" => return Some(Layer::Input),
-        "output" | "output_norm" => return Some(Layer::Output),
-        _ => {}
+/// The pattern and layer of llama.cpp's table that `name` is, with or
+/// without a suffix (`.weight`, `.bias`, ...).
+fn table_layer(name: &str) -> Option<(&'static str, TensorLayer)> {
+    let base = name.rsplit_once('.').map(|(base, _)| base);
+    [Some(name), base]
+        .into_iter()
+        .flatten()
+        .find_map(|candidate| {
+            tensor_names::TENSOR_NAMES
+                .iter()
+                .find(|(pattern, _)| matches(pattern, candidate))
+                .copied()
+        })
+}
+
+/// Whether `name` is `pattern` with each `%d` segment a number as `%d`
+/// prints one.
+fn matches(pattern: &str, name: &str) -> bool {
+    let mut names = name.split('.');
+    for part in pattern.split('.') {
+        let Some(got) = names.next() else {
+            return false;
+        };
+        let fits = if part == "%d" {
+            number(got).is_some()
+        } else {
+            part == got
+        };
+        if !fits {
+            return false;
+        }
     }
-    let rest = name.strip_prefix("blk.")?;
-    let (index, _) = rest.split_once('.')?;
-    if index.len() > 1 && index.starts_with('0') {
+    names.next().is_none()
+}
+
+/// The block of `blk.N.*`, `enc.blk.N.*` or `dec.blk.N.*`.
+fn block_of(name: &str) -> Option<u64> {
+    let rest = ["blk.", "enc.blk.", "dec.blk."]
+        .iter()
+        .find_map(|prefix| name.strip_prefix(prefix))?;
+    number(rest.split('.').next()?)
+}
+
+/// A decimal number as `%d` prints it: digits, no leading zero.
+fn number(text: &str) -> Option<u64> {
+    let digits = !text.is_empty() && text.bytes().all(|b| b.is_ascii_digit());
+    if !digits || (text.len() > 1 && text.starts_with('0')) {
         return None;
     }
-    let il = index.parse::<u64>().ok()?;
-    (il < layers).then_some(Layer::Block(il))
+    text.parse().ok()
 }
 
 /// `ggml_backend_cuda_buffer_type_get_alloc_size` for a weight.

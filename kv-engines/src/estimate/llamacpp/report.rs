@@ -39,6 +39,79 @@ pub struct KvCache {
     pub attn_rot_k: bool,
     /// `attn_rot_v`.
     pub attn_rot_v: bool,
+    /// Each K and V tensor, for the buffer a device allocates.
+    #[serde(skip)]
+    pub(crate) tensors: Vec<CacheTensor>,
+}
+
+/// One tensor of a cache: what a backend's `get_alloc_size` reads.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) struct CacheTensor {
+    pub(crate) ty: GgmlType,
+    /// `ne[0]`: a row's elements.
+    pub(crate) ne0: u64,
+    /// `ggml_nbytes`.
+    pub(crate) bytes: u64,
+}
+
+/// The device a cache's buffer is on, as its lines name it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum CacheDevice {
+    /// The host (`CPU`): 32-byte alignment.
+    Cpu,
+    /// `CUDA0`: 128-byte alignment, a quantized row not a multiple of 512
+    /// elements padded with one partial row (`MATRIX_ROW_PADDING`).
+    Cuda,
+}
+
+impl CacheDevice {
+    /// `ggml_backend_buffer_name`.
+    pub fn name(self) -> &'static str {
+        match self {
+            CacheDevice::Cpu => "CPU",
+            CacheDevice::Cuda => "CUDA0",
+        }
+    }
+
+    /// `ggml_backend_alloc_ctx_tensors_from_buft`'s size for `tensors`.
+    fn buffer_bytes(self, tensors: &[CacheTensor]) -> Option<u64> {
+        let (alignment, row_padding) = match self {
+            CacheDevice::Cpu => (32, None),
+            CacheDevice::Cuda => (128, Some(512)),
+        };
+        tensors.iter().try_fold(0u64, |sum, t| {
+            let mut size = t.bytes;
+            if let Some(padding) = row_padding.filter(|_| t.ty.is_quantized()) {
+                let rem = t.ne0 % padding;
+                if rem != 0 {
+                    size = size.checked_add(t.ty.row_bytes(padding - rem)?)?;
+                }
+            }
+            sum.checked_add(size.checked_next_multiple_of(alignment)?)
+        })
+    }
+}
+
+/// Where `lines` puts each constructor's buffer line.
+#[derive(Clone, Copy)]
+pub(super) struct Buffers {
+    pub(super) device: CacheDevice,
+}
+
+impl Buffers {
+    fn line(self, constructor: &str, what: &str, tensors: &[CacheTensor]) -> String {
+        let size = self
+            .device
+            .buffer_bytes(tensors)
+            .map_or("overflow".to_owned(), |b| {
+                format!("{:>8.2} MiB", b as f64 / 1024.0 / 1024.0)
+            });
+        format!(
+            "{constructor}: {:>10} {what} buffer size = {size}",
+            self.device.name()
+        )
+    }
 }
 
 impl KvCache {
@@ -48,12 +121,21 @@ impl KvCache {
         self.k_bytes.saturating_add(self.v_bytes)
     }
 
-    fn lines(&self, out: &mut Vec<String>) {
+    /// The bytes of its buffer on `device`; `None` where they overflow.
+    pub fn buffer_bytes(&self, device: CacheDevice) -> Option<u64> {
+        device.buffer_bytes(&self.tensors)
+    }
+
+    fn lines(&self, out: &mut Vec<String>, buffers: Option<Buffers>) {
         if let Some(width) = self.v_padded_to {
             out.push(format!(
                 "llama_kv_cache: the V embeddings have different sizes across layers and FA is \
                  not enabled - padding V cache to {width}"
             ));
+        }
+        // A cache of no layers makes no buffer (its context has no tensors).
+        if let Some(buffers) = buffers.filter(|_| !self.tensors.is_empty()) {
+            out.push(buffers.line("llama_kv_cache", "KV", &self.tensors));
         }
         out.push(format!(
             "llama_kv_cache: size = {} MiB ({:>6} cells, {:>3} layers, {:>2}/{} seqs), K ({}): {} \
@@ -104,6 +186,9 @@ pub struct RecurrentState {
     pub s_bytes: u64,
     /// Bytes of the PLE conv history rows (P: qwen4exp's one PLE layer).
     pub p_bytes: u64,
+    /// Each R, S and P tensor, for the buffer a device allocates.
+    #[serde(skip)]
+    pub(crate) tensors: Vec<CacheTensor>,
 }
 
 impl RecurrentState {
@@ -112,6 +197,18 @@ impl RecurrentState {
         self.r_bytes
             .saturating_add(self.s_bytes)
             .saturating_add(self.p_bytes)
+    }
+
+    /// The bytes of its buffer on `device`; `None` where they overflow.
+    pub fn buffer_bytes(&self, device: CacheDevice) -> Option<u64> {
+        device.buffer_bytes(&self.tensors)
+    }
+
+    fn lines(&self, out: &mut Vec<String>, buffers: Option<Buffers>) {
+        if let Some(buffers) = buffers.filter(|_| !self.tensors.is_empty()) {
+            out.push(buffers.line("llama_memory_recurrent", "RS", &self.tensors));
+        }
+        out.push(self.line());
     }
 
     fn line(&self) -> String {
@@ -267,10 +364,47 @@ impl Memory {
         }
     }
 
-    /// llama.cpp's lines for it, in its order.
-    pub(super) fn lines(&self, out: &mut Vec<String>) {
+    /// Every cache and state in it, in llama.cpp's order.
+    pub(super) fn buffer_bytes(&self, device: CacheDevice) -> Option<u64> {
+        let parts: Vec<Option<u64>> = match self {
+            Memory::KvCache { cache } => vec![cache.buffer_bytes(device)],
+            Memory::Iswa { base, swa, .. } => {
+                vec![base.buffer_bytes(device), swa.buffer_bytes(device)]
+            }
+            Memory::Recurrent { state } => vec![state.buffer_bytes(device)],
+            Memory::Dsa { main, indexer, .. } => {
+                vec![main.buffer_bytes(device), indexer.buffer_bytes(device)]
+            }
+            Memory::DsaIswa {
+                main, indexer, swa, ..
+            } => vec![
+                main.buffer_bytes(device),
+                indexer.buffer_bytes(device),
+                swa.buffer_bytes(device),
+            ],
+            Memory::HybridIdx {
+                attention,
+                state,
+                indexer,
+            } => vec![
+                attention.buffer_bytes(device),
+                state.buffer_bytes(device),
+                indexer.buffer_bytes(device),
+            ],
+            Memory::Hybrid { attention, state } => {
+                vec![attention.buffer_bytes(device), state.buffer_bytes(device)]
+            }
+        };
+        parts
+            .into_iter()
+            .try_fold(0u64, |sum, part| sum.checked_add(part?))
+    }
+
+    /// llama.cpp's lines for it, in its order; each constructor's buffer
+    /// line before its size line where `buffers` is given.
+    pub(super) fn lines(&self, out: &mut Vec<String>, buffers: Option<Buffers>) {
         match self {
-            Memory::KvCache { cache } => cache.lines(out),
+            Memory::KvCache { cache } => cache.lines(out, buffers),
             Memory::Iswa {
                 base,
                 swa,
@@ -287,27 +421,27 @@ impl Memory {
                     "llama_kv_cache_iswa: creating non-SWA KV cache, size = {} cells",
                     base.cells
                 ));
-                base.lines(out);
+                base.lines(out, buffers);
                 out.push(format!(
                     "llama_kv_cache_iswa: creating     SWA KV cache, size = {} cells",
                     swa.cells
                 ));
-                swa.lines(out);
+                swa.lines(out, buffers);
             }
-            Memory::Recurrent { state } => out.push(state.line()),
+            Memory::Recurrent { state } => state.lines(out, buffers),
             Memory::HybridIdx {
                 attention,
                 state,
                 indexer,
             } => {
-                attention.lines(out);
-                out.push(state.line());
+                attention.lines(out, buffers);
+                state.lines(out, buffers);
                 // Logged from a lambda, so __func__ is "operator()".
                 out.push(format!(
                     "operator(): creating indexer KV cache, size = {} cells",
                     indexer.cells
                 ));
-                indexer.lines(out);
+                indexer.lines(out, buffers);
             }
             Memory::DsaIswa {
                 main,
@@ -331,12 +465,12 @@ impl Memory {
                     main: main.clone(),
                     indexer: indexer.clone(),
                 }
-                .lines(out);
+                .lines(out, buffers);
                 out.push(format!(
                     "{tag}: creating SWA KV cache, size = {} cells",
                     swa.cells
                 ));
-                swa.lines(out);
+                swa.lines(out, buffers);
             }
             Memory::Dsa {
                 constructor,
@@ -347,16 +481,16 @@ impl Memory {
                     "{constructor}: creating main KV cache, size = {} cells",
                     main.cells
                 ));
-                main.lines(out);
+                main.lines(out, buffers);
                 out.push(format!(
                     "{constructor}: creating indexer KV cache, size = {} cells",
                     indexer.cells
                 ));
-                indexer.lines(out);
+                indexer.lines(out, buffers);
             }
             Memory::Hybrid { attention, state } => {
-                attention.lines(out);
-                out.push(state.line());
+                attention.lines(out, buffers);
+                state.lines(out, buffers);
             }
         }
     }
