@@ -675,13 +675,13 @@ impl Build<'_> {
             // Within the sums just checked: each tensor is row x rows.
             tensors.push(CacheTensor {
                 ty: self.type_k,
-                ne0: u64::from(hp.k_gqa(il)),
+                ne0: hp.k_gqa(il),
                 bytes: k * rows,
             });
             if !hp.mla {
                 tensors.push(CacheTensor {
                     ty: self.type_v,
-                    ne0: u64::from(v_width),
+                    ne0: v_width,
                     bytes: v * rows,
                 });
             }
