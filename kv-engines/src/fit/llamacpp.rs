@@ -12,9 +12,11 @@
 //!   llama.cpp's default, is every layer). A tensor whose op is none is not
 //!   loaded.
 //! - A tied output (no `output.weight`) is the token embedding created again
-//!   for the output layer (`TENSOR_DUPLICATED`), and llama's `rope_freqs`
-//!   again for each layer: a copy in each buffer other than the
-//!   original's, none in the same one.
+//!   for the output layer (`TENSOR_DUPLICATED`), and a `rope_*` table
+//!   again for each layer: a copy in each buffer other than the original's,
+//!   none in the same one. kv does not check that the architecture's loader
+//!   uses every tensor of the file (llama.cpp refuses one with more: wrong
+//!   number of tensors).
 //! - CUDA allocates each tensor padded to 128 bytes, and a quantized
 //!   tensor whose rows are not a multiple of 512 elements one partial row
 //!   more (`ggml_backend_cuda_buffer_type_get_alloc_size`).
