@@ -5,7 +5,7 @@
 
 use std::io::Cursor;
 
-use kv_engines::fit::llamacpp::{load_tensors, Offload};
+use kv_engines::fit::llamacpp::{load_tensors, Offload, FIT_MARGIN_BYTES};
 use kv_engines::gguf::GgufFile;
 
 const F32: u32 = 0;
@@ -33,17 +33,19 @@ fn put_str(out: &mut Vec<u8>, text: &str) {
 /// `layers` and the tensors given (name, ggml shape, type), laid out as
 /// gguf.cpp lays them: each offset where the one before ends, padded to 32.
 /// Returns the header and the size the whole file would have.
-fn gguf(arch: &str, layers: u32, tensors: &[(String, Vec<u64>, u32)]) -> (Vec<u8>, u64) {
+fn gguf(arch: &str, keys: &[(&str, u32)], tensors: &[(String, Vec<u64>, u32)]) -> (Vec<u8>, u64) {
     let mut out = b"GGUF".to_vec();
     out.extend(3u32.to_le_bytes());
     out.extend((tensors.len() as u64).to_le_bytes());
-    out.extend(2u64.to_le_bytes());
+    out.extend((1 + keys.len() as u64).to_le_bytes());
     put_str(&mut out, "general.architecture");
     out.extend(8u32.to_le_bytes());
     put_str(&mut out, arch);
-    put_str(&mut out, &format!("{arch}.block_count"));
-    out.extend(4u32.to_le_bytes());
-    out.extend(layers.to_le_bytes());
+    for (key, value) in keys {
+        put_str(&mut out, &format!("{arch}.{key}"));
+        out.extend(4u32.to_le_bytes());
+        out.extend(value.to_le_bytes());
+    }
     let mut offset = 0u64;
     for (name, shape, kind) in tensors {
         put_str(&mut out, name);
@@ -65,7 +67,12 @@ fn gguf(arch: &str, layers: u32, tensors: &[(String, Vec<u64>, u32)]) -> (Vec<u8
 }
 
 fn read(arch: &str, layers: u32, tensors: &[(String, Vec<u64>, u32)]) -> GgufFile {
-    let (header, size) = gguf(arch, layers, tensors);
+    read_with(arch, &[("block_count", layers)], tensors)
+}
+
+/// With `{arch}.KEY` u32 entries of its own (none: no block_count).
+fn read_with(arch: &str, keys: &[(&str, u32)], tensors: &[(String, Vec<u64>, u32)]) -> GgufFile {
+    let (header, size) = gguf(arch, keys, tensors);
     GgufFile::read(Cursor::new(header), size, "model.gguf").unwrap()
 }
 
@@ -389,9 +396,92 @@ fn what_kv_cannot_place_is_refused_by_name() {
         e.contains("neither `output.weight` nor `token_embd.weight`"),
         "{e}"
     );
-    // No block count.
-    let e = load_tensors(&read("llama", 0, &base), &Offload::gpu())
+    // No block count, none, too many (LLAMA_MAX_LAYERS is 512).
+    let e = load_tensors(&read_with("llama", &[], &base), &Offload::gpu())
         .unwrap_err()
         .to_string();
     assert!(e.contains("`llama.block_count` is missing"), "{e}");
+    for layers in [0, 513, u32::MAX] {
+        let e = load_tensors(&read("llama", layers, &base), &Offload::gpu())
+            .unwrap_err()
+            .to_string();
+        assert!(
+            e.contains(&format!(
+                "`llama.block_count` is {layers}; llama.cpp aborts"
+            )),
+            "{e}"
+        );
+    }
+    assert!(load_tensors(&read("llama", 512, &base), &Offload::gpu()).is_ok());
+    // MTP layers, which llama.cpp skips.
+    let mtp = |n| {
+        read_with(
+            "glm4moe",
+            &[("block_count", 2), ("nextn_predict_layers", n)],
+            &base,
+        )
+    };
+    let e = load_tensors(&mtp(1), &Offload::gpu())
+        .unwrap_err()
+        .to_string();
+    assert!(
+        e.contains("`glm4moe.nextn_predict_layers` is 1: llama.cpp skips MTP layers"),
+        "{e}"
+    );
+    assert!(load_tensors(&mtp(0), &Offload::gpu()).is_ok());
+}
+
+#[test]
+fn a_tensor_read_lazily_is_refused_where_llama_cpp_reads_it_so() {
+    // lazy_read::add: over 4 GiB (4,294,967,296 B), in gemma4 and qwen4exp.
+    let table = |elements: u64| {
+        vec![
+            t("token_embd.weight", &[64, 10], F16),
+            t("per_layer_token_embd.weight", &[elements], F32),
+            t("blk.0.attn_q.weight", &[64, 64], F16),
+            t("output_norm.weight", &[64], F32),
+        ]
+    };
+    let over = table((1 << 30) + 8);
+    let e = load_tensors(&read("gemma4", 1, &over), &Offload::gpu())
+        .unwrap_err()
+        .to_string();
+    assert!(
+        e.contains("`per_layer_token_embd.weight` (4294967328 B) is over 4 GiB"),
+        "{e}"
+    );
+    // Exactly 4 GiB is read whole; another architecture reads every
+    // tensor whole. Either way the input tensor stays on the host.
+    for (arch, tensors) in [("gemma4", table(1 << 30)), ("llama", over)] {
+        let loaded = load_tensors(&read(arch, 1, &tensors), &Offload::gpu()).unwrap();
+        assert_eq!(loaded.bytes_in("CUDA0"), 8_192 + 256 + 1_280, "{arch}");
+    }
+}
+
+#[test]
+fn a_repeating_tensor_of_no_block_goes_where_every_layer_goes() {
+    // conv1d: LLM_TENSOR_LAYER_REPEATING, no block number in its name.
+    // The file puts the GPU's tensors first: the host's span starts at
+    // token_embd's offset, 8,192 + 256.
+    let tensors = [
+        t("blk.0.attn_q.weight", &[64, 64], F16),
+        t("conv1d.weight", &[64], F32),
+        t("token_embd.weight", &[64, 10], F16),
+        t("output_norm.weight", &[64], F32),
+    ];
+    let file = read("llama", 1, &tensors);
+    let loaded = load_tensors(&file, &Offload::gpu()).unwrap();
+    assert_eq!(loaded.bytes_in("CUDA0"), 8_192 + 256 + 256 + 1_280);
+    assert_eq!(loaded.bytes_in("CPU_Mapped"), 1_280);
+    // None on the GPU: the host maps the whole file, 8,192 + 256 + 1,280 +
+    // 256.
+    let loaded = load_tensors(&file, &Offload::gpu().gpu_layers(0)).unwrap();
+    assert_eq!(loaded.bytes_in("CUDA0"), 0);
+    assert_eq!(loaded.bytes_in("CPU_Mapped"), 9_984);
+}
+
+#[test]
+fn fits_margin_is_llama_cpps_1024_mib() {
+    // common.h: fit_params_target = 1024 * 1024*1024 per device.
+    assert_eq!(FIT_MARGIN_BYTES, 1_073_741_824);
 }

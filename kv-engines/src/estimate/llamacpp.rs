@@ -93,6 +93,7 @@ use crate::gguf::GgufMetadata;
 
 mod ggml_type;
 mod hparams;
+pub(crate) use hparams::MAX_LAYERS;
 mod report;
 
 pub use ggml_type::GgmlType;

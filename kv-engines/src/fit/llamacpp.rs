@@ -37,6 +37,7 @@ use serde::Serialize;
 
 use kv_core::KvError;
 
+use crate::estimate::llamacpp::MAX_LAYERS;
 use crate::gguf::{ggml_tensor_type_named, GgmlTensorType, GgufFile};
 
 mod tensor_names;
@@ -212,8 +213,13 @@ pub fn load_tensors(file: &GgufFile, offload: &Offload) -> Result<LoadedModel, K
     let layers = meta
         .get(&key)
         .and_then(|v| v.as_count())
-        .filter(|&n| n > 0 && n < u64::from(u32::MAX))
-        .ok_or_else(|| err(format!("`{key}` is missing or not a positive count")))?;
+        .ok_or_else(|| err(format!("`{key}` is missing or not a count")))?;
+    if layers == 0 || layers > MAX_LAYERS {
+        return Err(err(format!(
+            "`{key}` is {layers}; llama.cpp aborts on a model with other than 1 to {MAX_LAYERS} \
+             layers"
+        )));
+    }
     let created = created_tensors(file, layers, &err)?;
     // llama_model::n_gpu_layers: -1 is every layer and the output one.
     let ngl = offload
@@ -377,8 +383,10 @@ fn created_tensors(
             TensorLayer::Output => Layer::Output,
             TensorLayer::Ambiguous => Layer::Unfixed,
             TensorLayer::Repeating if base.starts_with("rope_") => {
-                // Created in every layer, the first time as itself.
-                created.extend((0..layers).map(|il| Created {
+                // Created in every layer: once on each device that holds a
+                // layer. The first layer is the last offloaded, the last
+                // the first.
+                created.extend([0, layers - 1].map(|il| Created {
                     file: i,
                     layer: Layer::Block(il),
                 }));
@@ -458,8 +466,8 @@ fn block_of(name: &str) -> Option<u64> {
 
 /// A decimal number as `%d` prints it: digits, no leading zero.
 fn number(text: &str) -> Option<u64> {
-    let digits = !text.is_empty() && text.bytes().all(|b| b.is_ascii_digit());
-    if !digits || (text.len() > 1 && text.starts_with('0')) {
+    // u64's parser alone would take `+1`; an empty name fails it.
+    if !text.bytes().all(|b| b.is_ascii_digit()) || (text.len() > 1 && text.starts_with('0')) {
         return None;
     }
     text.parse().ok()

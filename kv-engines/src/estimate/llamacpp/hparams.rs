@@ -10,7 +10,7 @@ use kv_core::KvError;
 use crate::gguf::{GgufArray, GgufMetadata, GgufValue};
 
 /// llama.cpp's `LLAMA_MAX_LAYERS`: a larger `block_count` aborts the load.
-const MAX_LAYERS: u64 = 512;
+pub(crate) const MAX_LAYERS: u64 = 512;
 
 /// How an architecture reads its sliding window.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
