@@ -4,7 +4,7 @@
 
 use kv_core::KvError;
 use kv_engines::estimate::llamacpp::{
-    estimate, mib, FlashAttn, GgmlType, LlamaCppEstimate, LlamaCppSettings, Memory,
+    estimate, mib, CacheDevice, FlashAttn, GgmlType, LlamaCppEstimate, LlamaCppSettings, Memory,
 };
 use kv_engines::gguf::GgufMetadata;
 
@@ -2513,4 +2513,135 @@ fn dflash_slides_by_its_array_only_with_a_window() {
         &settings(4096, 1),
     );
     assert!(err.contains("DSpark DSV4 draft"), "{err}");
+}
+
+// ---- each cache's buffer on a device (kv fit --engine llama.cpp) ----------
+
+#[test]
+fn each_cache_has_its_buffer_line_before_its_size_line() {
+    // Llama-3-8B at 8,192 cells, a q8_0 V with flash attention on auto:
+    // llama.cpp's line turning it on comes first. K (f16): 1,024 x 2 x
+    // 8,192 = 16,777,216 B a layer; V (q8_0): 1,024 / 32 x 34 x 8,192 =
+    // 8,912,896 B; rows of 1,024 elements, a multiple of 512, and both a
+    // multiple of 128: 32 x 25,690,112 = 822,083,584 B = 784.00 MiB on
+    // either device.
+    let s = with_types(settings(8192, 1), GgmlType::F16, GgmlType::Q8_0);
+    let e = run(&llama3_8b(), &s);
+    assert_eq!(e.buffer_bytes(CacheDevice::Cuda), Some(822_083_584));
+    assert_eq!(e.buffer_bytes(CacheDevice::Cpu), Some(822_083_584));
+    let mut want = e.lines().to_vec();
+    assert!(want[0].starts_with("llama_init_from_model: enabling flash_attn"));
+    want.insert(
+        1,
+        "llama_kv_cache:      CUDA0 KV buffer size =   784.00 MiB".to_owned(),
+    );
+    assert_eq!(e.lines_on(CacheDevice::Cuda), want);
+    want[1] = "llama_kv_cache:        CPU KV buffer size =   784.00 MiB".to_owned();
+    assert_eq!(e.lines_on(CacheDevice::Cpu), want);
+}
+
+#[test]
+fn cuda_pads_a_quantized_cache_row_and_an_empty_cache_has_no_buffer() {
+    // gemma3, 6 layers, all sliding, 1 KV head of 128: the non-SWA cache
+    // has no layers and makes no buffer. SWA: 1,024 cells; a q8_0 row of
+    // 128 elements is 136 B, a tensor 139,264 B. CUDA adds ggml_row_size(q8_0,
+    // 384) = 408 B and pads to 128: 139,776 B; 12 tensors 1,677,312 B =
+    // 1.60 MiB. On the host: 12 x 139,264 = 1,671,168 B (a multiple of 32).
+    let meta = gguf(
+        "gemma3",
+        &[
+            ("block_count", V::U32(6)),
+            ("context_length", V::U32(4096)),
+            ("embedding_length", V::U32(64)),
+            ("attention.head_count", V::U32(8)),
+            ("attention.head_count_kv", V::U32(1)),
+            ("attention.key_length", V::U32(128)),
+            ("attention.value_length", V::U32(128)),
+            ("attention.sliding_window", V::U32(512)),
+            ("attention.sliding_window_pattern", V::U32(0)),
+        ],
+    );
+    let mut s = with_types(settings(4096, 1), GgmlType::Q8_0, GgmlType::Q8_0);
+    s.flash_attn = FlashAttn::On;
+    let e = run(&meta, &s);
+    assert_eq!(e.buffer_bytes(CacheDevice::Cuda), Some(1_677_312));
+    assert_eq!(e.buffer_bytes(CacheDevice::Cpu), Some(1_671_168));
+    let lines = e.lines_on(CacheDevice::Cuda);
+    let buffers: Vec<_> = lines.iter().filter(|l| l.contains("buffer size")).collect();
+    assert_eq!(
+        buffers,
+        ["llama_kv_cache:      CUDA0 KV buffer size =     1.60 MiB"]
+    );
+    // Right before the SWA cache's size line.
+    let at = lines
+        .iter()
+        .position(|l| l.contains("buffer size"))
+        .unwrap();
+    assert!(lines[at - 1].contains("creating     SWA KV cache"));
+    assert!(lines[at + 1].contains("  6 layers"));
+}
+
+#[test]
+fn a_recurrent_state_pads_each_layers_tensors() {
+    // Mamba with n_embd 20: d_inner 40, d_conv 4, d_state 16; 24 layers, 1
+    // sequence. R: 3 x 40 f32 = 480 B a layer, S: 16 x 40 x 4 = 2,560 B.
+    // CUDA pads R to 512: 24 x (512 + 2,560) = 73,728 B; the host to 32
+    // (480 already): 24 x 3,040 = 72,960 B.
+    let meta = gguf(
+        "mamba",
+        &[
+            ("block_count", V::U32(24)),
+            ("context_length", V::U32(4096)),
+            ("embedding_length", V::U32(20)),
+            ("ssm.conv_kernel", V::U32(4)),
+            ("ssm.inner_size", V::U32(40)),
+            ("ssm.state_size", V::U32(16)),
+            ("ssm.time_step_rank", V::U32(2)),
+        ],
+    );
+    let e = run(&meta, &settings(4096, 1));
+    assert_eq!(e.buffer_bytes(CacheDevice::Cuda), Some(73_728));
+    assert_eq!(e.buffer_bytes(CacheDevice::Cpu), Some(72_960));
+    let lines = e.lines_on(CacheDevice::Cuda);
+    assert_eq!(
+        lines[0],
+        "llama_memory_recurrent:      CUDA0 RS buffer size =     0.07 MiB"
+    );
+    assert_eq!(lines[1..], *e.lines());
+}
+
+#[test]
+fn a_hybrids_buffers_are_its_cache_and_its_state() {
+    // Jamba-like: 4 layers, attention on layer 1 only (per-layer KV heads
+    // 0, 8, 0, 0 of 128), Mamba elsewhere (d_inner 512, d_conv 4, d_state
+    // 16). 256 cells, 1 sequence. KV: one layer, K and V 1,024 x 2 x 256 =
+    // 524,288 B each. State: 3 layers of R 3 x 512 x 4 = 6,144 B and S 16 x
+    // 512 x 4 = 32,768 B: 116,736 B. Together 1,165,312 B on either device.
+    let meta = gguf(
+        "jamba",
+        &[
+            ("block_count", V::U32(4)),
+            ("context_length", V::U32(256)),
+            ("embedding_length", V::U32(256)),
+            ("attention.head_count", V::U32(8)),
+            ("attention.head_count_kv", V::U32s(vec![0, 8, 0, 0])),
+            ("attention.key_length", V::U32(128)),
+            ("attention.value_length", V::U32(128)),
+            ("ssm.conv_kernel", V::U32(4)),
+            ("ssm.inner_size", V::U32(512)),
+            ("ssm.state_size", V::U32(16)),
+            ("ssm.time_step_rank", V::U32(16)),
+        ],
+    );
+    let e = run(&meta, &settings(256, 1));
+    assert_eq!(e.buffer_bytes(CacheDevice::Cuda), Some(1_165_312));
+    let lines = e.lines_on(CacheDevice::Cuda);
+    let buffers: Vec<_> = lines.iter().filter(|l| l.contains("buffer size")).collect();
+    assert_eq!(
+        buffers,
+        [
+            "llama_kv_cache:      CUDA0 KV buffer size =     1.00 MiB",
+            "llama_memory_recurrent:      CUDA0 RS buffer size =     0.11 MiB",
+        ]
+    );
 }

@@ -299,6 +299,9 @@ fn a_duplicate_is_a_copy_only_on_another_device() {
     let loaded = load_tensors(&file, &Offload::gpu().gpu_layers(2).no_mmap()).unwrap();
     assert_eq!(loaded.bytes_in("CUDA0"), 128 + 8_192 + 256 + 1_280);
     assert_eq!(loaded.bytes_in("CUDA_Host"), 1_280 + 32 + 2 * 8_192);
+    // -ngl 1: the output layer alone; no layer, so no rope_freqs, on the GPU.
+    let loaded = load_tensors(&file, &Offload::gpu().gpu_layers(1).no_mmap()).unwrap();
+    assert_eq!(loaded.bytes_in("CUDA0"), 256 + 1_280);
 }
 
 #[test]
