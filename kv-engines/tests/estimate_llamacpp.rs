@@ -2462,6 +2462,9 @@ fn qwen4exp_keeps_a_ple_conv_row_and_a_qsa_indexer() {
         "llama_memory_recurrent: size =    0.17 MiB (     1 cells,   2 layers,  1 seqs  0 \
          rs_seq), R (f32):    0.01 MiB, S (f32):    0.12 MiB, P (f32):    0.04 MiB"
     );
+    // On a device: K and V 4,194,304 B, R, S and P 177,152 B (each a
+    // multiple of 128), the indexer's K 1,048,576 B.
+    assert_eq!(e.buffer_bytes(CacheDevice::Cuda), Some(5_420_032));
     // The PLE layer must be a linear-attention one, as llama.cpp requires.
     let err = refusal(&qwen4exp(1), &settings(4096, 1));
     assert!(

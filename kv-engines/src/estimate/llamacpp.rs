@@ -749,15 +749,17 @@ impl Build<'_> {
                 .ok_or_else(|| self.overflow("state bytes (row x cells x layers)"))
         };
         let (r_bytes, s_bytes) = (f32_bytes(state.r)?, f32_bytes(state.s)?);
-        // One 1-D f32 tensor of R and one of S per state layer (row x cells).
-        let layer = |total: u64| CacheTensor {
+        // One 1-D f32 tensor of R and one of S per state layer (a row a
+        // cell; within the product f32_bytes checked). f32 is never padded
+        // by row: ne0 is for the record.
+        let layer = |row: u32| CacheTensor {
             ty: GgmlType::F32,
-            ne0: total / state_layers.max(1) / 4,
-            bytes: total / state_layers.max(1),
+            ne0: u64::from(row) * self.seqs,
+            bytes: u64::from(row) * 4 * self.seqs,
         };
         let mut tensors = Vec::new();
         for _ in 0..state_layers {
-            tensors.extend([layer(r_bytes), layer(s_bytes)]);
+            tensors.extend([layer(state.r), layer(state.s)]);
         }
         // The PLE conv history: its own f32 row per cell, on the PLE layer
         // where the filter takes it.
