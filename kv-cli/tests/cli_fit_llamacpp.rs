@@ -48,10 +48,22 @@ fn write_llama3_8b_with(path: &Path, kind: u32, kv_heads: u32) {
     tensors.push(("output_norm.weight".to_owned(), vec![4096], 0));
     tensors.push(("output.weight".to_owned(), vec![4096, 128256], kind));
     let key = "llama.attention.head_count_kv";
-    let mut out = llama_gguf(&[key], &[(key, 4, kv_heads.to_le_bytes().to_vec())]);
+    let header = llama_gguf(&[key], &[(key, 4, kv_heads.to_le_bytes().to_vec())]);
+    write_gguf(path, header, &tensors, (per, bytes));
+}
+
+/// `header` (a metadata-only GGUF) with `tensors` (name, shape, 0 for f32
+/// or the weights' type of `(elements, bytes)` blocks), its data sparse.
+fn write_gguf(
+    path: &Path,
+    mut out: Vec<u8>,
+    tensors: &[(String, Vec<u64>, u32)],
+    block: (u64, u64),
+) {
+    let (per, bytes) = block;
     out[8..16].copy_from_slice(&(tensors.len() as u64).to_le_bytes());
     let mut offset = 0u64;
-    for (name, shape, k) in &tensors {
+    for (name, shape, k) in tensors {
         put_str(&mut out, name);
         out.extend((shape.len() as u32).to_le_bytes());
         for d in shape {
@@ -368,4 +380,79 @@ fn a_quantized_cache_on_cuda_pads_each_row_to_512_elements() {
         "{text}"
     );
     assert!(text.contains("KV cache 71,335,936 B"), "{text}");
+}
+
+#[test]
+fn nothing_left_for_the_compute_buffer_is_not_short() {
+    // One layer, 256 cells, f32 tensors of whole MiB: on the GPU blk.0's
+    // 256 x 1,024 x 4 = 1 MiB, the output's 1 MiB, the KV cache 1,024 x 2
+    // x 256 x 2 = 1 MiB. With 1,027 MiB free, --fit's 1,024 MiB leaves 0.
+    let dir = scratch("fit_llamacpp_zero_left");
+    let path = dir.join("tiny.gguf");
+    let key = "llama.block_count";
+    let header = llama_gguf(&[key], &[(key, 4, 1u32.to_le_bytes().to_vec())]);
+    let tensors = [
+        ("token_embd.weight".to_owned(), vec![256, 1024], 0),
+        ("blk.0.attn_q.weight".to_owned(), vec![256, 1024], 0),
+        ("output.weight".to_owned(), vec![256, 1024], 0),
+    ];
+    write_gguf(&path, header, &tensors, (1, 4));
+    let fit = |free: &str| {
+        let out = kv(&[
+            "fit",
+            "--engine",
+            "llama.cpp",
+            path.to_str().unwrap(),
+            "--gpu",
+            "H100",
+            "--ctx-size",
+            "256",
+            "--free-mib",
+            free,
+        ]);
+        assert!(out.status.success(), "{}", stderr(&out));
+        stdout(&out)
+    };
+    let text = fit("1027");
+    assert!(
+        text.contains("model buffer 2,097,152 B + KV cache 1,048,576 B = 3,145,728 B"),
+        "{text}"
+    );
+    assert!(
+        text.contains("left for llama.cpp's CUDA0 compute buffer: 0 B (0.00 MiB)"),
+        "{text}"
+    );
+    assert!(fit("1026").contains("does not fit before any compute buffer: short by 1,048,576 B"));
+    // The GPU's whole memory may be given as free.
+    assert!(fit("81559").contains("left for llama.cpp's CUDA0 compute buffer"));
+}
+
+#[test]
+fn load_modes_map_or_allocate_as_llama_cpp_names_them() {
+    let model = q8_0_model("fit_llamacpp_load_modes");
+    for (mode, buffer) in [
+        ("auto", "CPU_Mapped"),
+        ("mmap", "CPU_Mapped"),
+        ("mmap+mlock", "CPU_Mapped"),
+        ("none", "CUDA_Host"),
+        ("mlock", "CUDA_Host"),
+        ("dio", "CUDA_Host"),
+    ] {
+        let out = kv(&[
+            "fit",
+            "--engine",
+            "llama.cpp",
+            &model,
+            "--gpu",
+            "H100",
+            "--load-mode",
+            mode,
+        ]);
+        assert!(out.status.success(), "{mode}: {}", stderr(&out));
+        assert!(
+            stdout(&out).contains(&format!("{buffer:>12} model buffer size =   532.31 MiB")),
+            "{mode}: {}",
+            stdout(&out)
+        );
+    }
 }

@@ -2613,7 +2613,10 @@ fn a_recurrent_state_pads_each_layers_tensors() {
     assert_eq!(lines[1..], *e.lines());
     // 3 sequences: a row a cell. R 1,440 B a layer, CUDA's 1,536; S 7,680.
     let e = run(&meta, &settings(4096, 3));
-    assert_eq!(e.buffer_bytes(CacheDevice::Cuda), Some(24 * (1_536 + 7_680)));
+    assert_eq!(
+        e.buffer_bytes(CacheDevice::Cuda),
+        Some(24 * (1_536 + 7_680))
+    );
     assert_eq!(e.buffer_bytes(CacheDevice::Cpu), Some(24 * (1_440 + 7_680)));
 }
 
