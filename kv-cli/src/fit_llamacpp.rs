@@ -192,15 +192,9 @@ fn render(
     let _ = writeln!(out, "{}", file.display());
     let _ = writeln!(
         out,
-        "  llama.cpp {} (llama-cpp-python 0.3.36) on {gpu_label}: {}, {} layers, n_ctx {}, {} \
-         sequence{}, flash attention {}",
-        &LLAMACPP_COMMIT[..9],
-        loaded.architecture,
-        loaded.layers,
-        kv.n_ctx,
-        kv.n_seq,
-        if kv.n_seq == 1 { "" } else { "s" },
-        if kv.flash_attn { "on" } else { "off" },
+        "  {}; {} layers, on {gpu_label}",
+        crate::llamacpp::settings_line(kv),
+        loaded.layers
     );
     for line in loaded.lines().iter().chain(&kv_lines(kv, loaded)) {
         let _ = writeln!(out, "  {line}");

@@ -175,8 +175,9 @@ fn estimate_file(file: &Path, settings: &LlamaCppSettings) -> Result<LlamaCppEst
     estimate(&meta, settings).map_err(|e| Problem::new(file, e))
 }
 
-fn render(file: &Path, e: &LlamaCppEstimate, format: Format) -> String {
-    let settings = format!(
+/// The settings llama.cpp settled on, in one line.
+pub(crate) fn settings_line(e: &LlamaCppEstimate) -> String {
+    format!(
         "llama.cpp {} (llama-cpp-python 0.3.36): {}, n_ctx {} ({} per sequence), {} sequence{}, \
          n_ubatch {}, flash attention {}",
         &LLAMACPP_COMMIT[..9],
@@ -187,7 +188,11 @@ fn render(file: &Path, e: &LlamaCppEstimate, format: Format) -> String {
         if e.n_seq == 1 { "" } else { "s" },
         e.n_ubatch,
         if e.flash_attn { "on" } else { "off" },
-    );
+    )
+}
+
+fn render(file: &Path, e: &LlamaCppEstimate, format: Format) -> String {
+    let settings = settings_line(e);
     let total = format!(
         "total: {} ({} B)",
         human_bytes(e.bytes()),

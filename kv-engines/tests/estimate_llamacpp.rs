@@ -594,26 +594,32 @@ fn mtp_layers_of_a_sliding_model_are_in_neither_cache() {
     assert_eq!(layers(V::Bools(flags)), [1, 5]);
 }
 
-#[test]
-fn pattern_0_slides_every_layer_and_leaves_an_empty_full_cache() {
-    // 6 layers, all sliding: the non-SWA cache has none (0 bytes, no head
-    // size, no rotation). SWA: pad(min(4096, 512 + 512)) = 1024 cells; a row
-    // is 4 x 128 = 512 elements = 16 q8_0 blocks = 544 B; x 1024 x 6 =
-    // 3,342,336 B = 3.1875 MiB (3.19), K and V 6.375 MiB (6.38, ties to even).
-    let meta = gguf(
+/// gemma3 with 6 layers, all sliding (pattern 0, window 512), `kv_heads`
+/// KV heads of 128.
+fn all_sliding_gemma3(kv_heads: u32) -> GgufMetadata {
+    gguf(
         "gemma3",
         &[
             ("block_count", V::U32(6)),
             ("context_length", V::U32(4096)),
             ("embedding_length", V::U32(64)),
             ("attention.head_count", V::U32(8)),
-            ("attention.head_count_kv", V::U32(4)),
+            ("attention.head_count_kv", V::U32(kv_heads)),
             ("attention.key_length", V::U32(128)),
             ("attention.value_length", V::U32(128)),
             ("attention.sliding_window", V::U32(512)),
             ("attention.sliding_window_pattern", V::U32(0)),
         ],
-    );
+    )
+}
+
+#[test]
+fn pattern_0_slides_every_layer_and_leaves_an_empty_full_cache() {
+    // 6 layers, all sliding: the non-SWA cache has none (0 bytes, no head
+    // size, no rotation). SWA: pad(min(4096, 512 + 512)) = 1024 cells; a row
+    // is 4 x 128 = 512 elements = 16 q8_0 blocks = 544 B; x 1024 x 6 =
+    // 3,342,336 B = 3.1875 MiB (3.19), K and V 6.375 MiB (6.38, ties to even).
+    let meta = all_sliding_gemma3(4);
     let mut s = with_types(settings(4096, 1), GgmlType::Q8_0, GgmlType::Q8_0);
     s.flash_attn = FlashAttn::On;
     // As llama.cpp logged it.
@@ -2550,20 +2556,7 @@ fn cuda_pads_a_quantized_cache_row_and_an_empty_cache_has_no_buffer() {
     // 128 elements is 136 B, a tensor 139,264 B. CUDA adds ggml_row_size(q8_0,
     // 384) = 408 B and pads to 128: 139,776 B; 12 tensors 1,677,312 B =
     // 1.60 MiB. On the host: 12 x 139,264 = 1,671,168 B (a multiple of 32).
-    let meta = gguf(
-        "gemma3",
-        &[
-            ("block_count", V::U32(6)),
-            ("context_length", V::U32(4096)),
-            ("embedding_length", V::U32(64)),
-            ("attention.head_count", V::U32(8)),
-            ("attention.head_count_kv", V::U32(1)),
-            ("attention.key_length", V::U32(128)),
-            ("attention.value_length", V::U32(128)),
-            ("attention.sliding_window", V::U32(512)),
-            ("attention.sliding_window_pattern", V::U32(0)),
-        ],
-    );
+    let meta = all_sliding_gemma3(1);
     let mut s = with_types(settings(4096, 1), GgmlType::Q8_0, GgmlType::Q8_0);
     s.flash_attn = FlashAttn::On;
     let e = run(&meta, &s);
