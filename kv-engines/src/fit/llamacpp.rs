@@ -6,7 +6,7 @@
 //!
 //! The rules, one device (CUDA0) or none:
 //! - Each tensor's layer is llama.cpp's own (`LLM_TENSOR_INFOS`, by name:
-//!   [`tensor_names`]): input tensors (the token embedding) never leave the
+//!   `tensor_names.rs`): input tensors (the token embedding) never leave the
 //!   host, block `il`'s (`blk.N.*`) are offloaded when `il >= n_layer + 1 -
 //!   ngl`, the output layer's count as layer `n_layer` (`-ngl -1`,
 //!   llama.cpp's default, is every layer). A tensor whose op is none is not
