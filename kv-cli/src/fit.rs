@@ -72,8 +72,8 @@ pub struct FitArgs {
     #[arg(long)]
     pub(crate) weights_from_config: bool,
     /// llama.cpp -ngl/--n-gpu-layers: layers on the GPU, the output layer
-    /// counted [default: every one, llama.cpp's -1]. kv places the KV cache
-    /// with every layer on the GPU or none (0).
+    /// counted first, then the last layers, each with its caches [default:
+    /// every one, llama.cpp's -1].
     #[arg(long, value_name = "N")]
     pub(crate) n_gpu_layers: Option<u32>,
     /// llama.cpp -lm/--load-mode: auto (the default), mmap or mmap+mlock map

@@ -10,7 +10,9 @@ use std::fmt::Write as _;
 use std::path::Path;
 
 use kv_core::units::thousands;
-use kv_engines::estimate::llamacpp::{estimate, CacheDevice, LlamaCppEstimate, LLAMACPP_COMMIT};
+use kv_engines::estimate::llamacpp::{
+    estimate, CacheDevice, CachePlacement, LlamaCppEstimate, LLAMACPP_COMMIT,
+};
 use kv_engines::fit::llamacpp::{buffer_mib, load_tensors, LoadedModel, Offload, FIT_MARGIN_BYTES};
 use kv_engines::gguf::GgufFile;
 use serde_json::Value;
@@ -136,18 +138,10 @@ fn fit_file(
     let gguf = GgufFile::from_path(file).map_err(problem)?;
     let loaded = load_tensors(&gguf, offload).map_err(problem)?;
     let kv = estimate(gguf.metadata(), settings).map_err(problem)?;
-    let kv_on_gpu = if loaded.all_on_gpu {
-        kv.buffer_bytes(CacheDevice::Cuda)
-            .ok_or_else(|| refuse("the cache's bytes on the GPU overflow u64".to_owned()))?
-    } else if loaded.offloaded == 0 {
-        0
-    } else {
-        return Err(refuse(format!(
-            "-ngl {} puts some layers on the GPU and some on the host; kv places the KV cache \
-             with every layer on the GPU (-ngl -1, the default) or none (-ngl 0)",
-            loaded.offloaded
-        )));
-    };
+    // Each layer's caches are on its device (offload_kqv, the default).
+    let kv_on_gpu = kv
+        .buffer_bytes(placement(&loaded), CacheDevice::Cuda)
+        .ok_or_else(|| refuse("the cache's bytes on the GPU overflow u64".to_owned()))?;
     let held = loaded.bytes_in("CUDA0").checked_add(kv_on_gpu);
     let held = held.ok_or_else(|| refuse("the bytes on the GPU overflow u64".to_owned()))?;
     let free_bytes = flags.free_mib.unwrap_or(gpu_mib).saturating_mul(MIB);
@@ -170,14 +164,17 @@ fn fit_file(
     ))
 }
 
-/// The cache lines, each constructor's buffer line before its size line,
+/// Where llama.cpp puts each layer's caches: with the layer.
+fn placement(loaded: &LoadedModel) -> CachePlacement {
+    CachePlacement::Cuda {
+        gpu_from: loaded.gpu_from,
+    }
+}
+
+/// The cache lines, each constructor's buffer lines before its size line,
 /// as llama.cpp logs them.
 fn kv_lines(kv: &LlamaCppEstimate, loaded: &LoadedModel) -> Vec<String> {
-    kv.lines_on(if loaded.all_on_gpu {
-        CacheDevice::Cuda
-    } else {
-        CacheDevice::Cpu
-    })
+    kv.lines_placed(placement(loaded))
 }
 
 fn render(
@@ -198,6 +195,13 @@ fn render(
     );
     for line in loaded.lines().iter().chain(&kv_lines(kv, loaded)) {
         let _ = writeln!(out, "  {line}");
+    }
+    if let Some(why) = &loaded.host_buffers_unlisted {
+        let _ = writeln!(
+            out,
+            "  host: {} B of weights; {why}",
+            thousands(loaded.host_weight_bytes)
+        );
     }
     let free = if fit.free_given {
         format!("{} B free (--free-mib)", thousands(fit.free_bytes))

@@ -4,7 +4,8 @@
 
 use kv_core::KvError;
 use kv_engines::estimate::llamacpp::{
-    estimate, mib, CacheDevice, FlashAttn, GgmlType, LlamaCppEstimate, LlamaCppSettings, Memory,
+    estimate, mib, CacheDevice, CachePlacement, FlashAttn, GgmlType, LlamaCppEstimate,
+    LlamaCppSettings, Memory,
 };
 use kv_engines::gguf::GgufMetadata;
 
@@ -2470,7 +2471,7 @@ fn qwen4exp_keeps_a_ple_conv_row_and_a_qsa_indexer() {
     );
     // On a device: K and V 4,194,304 B, R, S and P 177,152 B (each a
     // multiple of 128), the indexer's K 1,048,576 B.
-    assert_eq!(e.buffer_bytes(CacheDevice::Cuda), Some(5_420_032));
+    assert_eq!(e.buffer_bytes(GPU, CacheDevice::Cuda), Some(5_420_032));
     // The PLE layer must be a linear-attention one, as llama.cpp requires.
     let err = refusal(&qwen4exp(1), &settings(4096, 1));
     assert!(
@@ -2526,6 +2527,10 @@ fn dflash_slides_by_its_array_only_with_a_window() {
 
 // ---- each cache's buffer on a device (kv fit --engine llama.cpp) ----------
 
+/// Every layer on the GPU; every layer on the host (a CPU-only build).
+const GPU: CachePlacement = CachePlacement::Cuda { gpu_from: 0 };
+const HOST: CachePlacement = CachePlacement::Cpu;
+
 #[test]
 fn each_cache_has_its_buffer_line_before_its_size_line() {
     // Llama-3-8B at 8,192 cells, a q8_0 V with flash attention on auto:
@@ -2536,17 +2541,17 @@ fn each_cache_has_its_buffer_line_before_its_size_line() {
     // either device.
     let s = with_types(settings(8192, 1), GgmlType::F16, GgmlType::Q8_0);
     let e = run(&llama3_8b(), &s);
-    assert_eq!(e.buffer_bytes(CacheDevice::Cuda), Some(822_083_584));
-    assert_eq!(e.buffer_bytes(CacheDevice::Cpu), Some(822_083_584));
+    assert_eq!(e.buffer_bytes(GPU, CacheDevice::Cuda), Some(822_083_584));
+    assert_eq!(e.buffer_bytes(HOST, CacheDevice::Cpu), Some(822_083_584));
     let mut want = e.lines().to_vec();
     assert!(want[0].starts_with("llama_init_from_model: enabling flash_attn"));
     want.insert(
         1,
         "llama_kv_cache:      CUDA0 KV buffer size =   784.00 MiB".to_owned(),
     );
-    assert_eq!(e.lines_on(CacheDevice::Cuda), want);
+    assert_eq!(e.lines_placed(GPU), want);
     want[1] = "llama_kv_cache:        CPU KV buffer size =   784.00 MiB".to_owned();
-    assert_eq!(e.lines_on(CacheDevice::Cpu), want);
+    assert_eq!(e.lines_placed(HOST), want);
 }
 
 #[test]
@@ -2560,9 +2565,9 @@ fn cuda_pads_a_quantized_cache_row_and_an_empty_cache_has_no_buffer() {
     let mut s = with_types(settings(4096, 1), GgmlType::Q8_0, GgmlType::Q8_0);
     s.flash_attn = FlashAttn::On;
     let e = run(&meta, &s);
-    assert_eq!(e.buffer_bytes(CacheDevice::Cuda), Some(1_677_312));
-    assert_eq!(e.buffer_bytes(CacheDevice::Cpu), Some(1_671_168));
-    let lines = e.lines_on(CacheDevice::Cuda);
+    assert_eq!(e.buffer_bytes(GPU, CacheDevice::Cuda), Some(1_677_312));
+    assert_eq!(e.buffer_bytes(HOST, CacheDevice::Cpu), Some(1_671_168));
+    let lines = e.lines_placed(GPU);
     let buffers: Vec<_> = lines.iter().filter(|l| l.contains("buffer size")).collect();
     assert_eq!(
         buffers,
@@ -2596,9 +2601,9 @@ fn a_recurrent_state_pads_each_layers_tensors() {
         ],
     );
     let e = run(&meta, &settings(4096, 1));
-    assert_eq!(e.buffer_bytes(CacheDevice::Cuda), Some(73_728));
-    assert_eq!(e.buffer_bytes(CacheDevice::Cpu), Some(72_960));
-    let lines = e.lines_on(CacheDevice::Cuda);
+    assert_eq!(e.buffer_bytes(GPU, CacheDevice::Cuda), Some(73_728));
+    assert_eq!(e.buffer_bytes(HOST, CacheDevice::Cpu), Some(72_960));
+    let lines = e.lines_placed(GPU);
     assert_eq!(
         lines[0],
         "llama_memory_recurrent:      CUDA0 RS buffer size =     0.07 MiB"
@@ -2607,10 +2612,13 @@ fn a_recurrent_state_pads_each_layers_tensors() {
     // 3 sequences: a row a cell. R 1,440 B a layer, CUDA's 1,536; S 7,680.
     let e = run(&meta, &settings(4096, 3));
     assert_eq!(
-        e.buffer_bytes(CacheDevice::Cuda),
+        e.buffer_bytes(GPU, CacheDevice::Cuda),
         Some(24 * (1_536 + 7_680))
     );
-    assert_eq!(e.buffer_bytes(CacheDevice::Cpu), Some(24 * (1_440 + 7_680)));
+    assert_eq!(
+        e.buffer_bytes(HOST, CacheDevice::Cpu),
+        Some(24 * (1_440 + 7_680))
+    );
 }
 
 #[test]
@@ -2637,8 +2645,8 @@ fn a_hybrids_buffers_are_its_cache_and_its_state() {
         ],
     );
     let e = run(&meta, &settings(256, 1));
-    assert_eq!(e.buffer_bytes(CacheDevice::Cuda), Some(1_165_312));
-    let lines = e.lines_on(CacheDevice::Cuda);
+    assert_eq!(e.buffer_bytes(GPU, CacheDevice::Cuda), Some(1_165_312));
+    let lines = e.lines_placed(GPU);
     let buffers: Vec<_> = lines.iter().filter(|l| l.contains("buffer size")).collect();
     assert_eq!(
         buffers,
@@ -2647,4 +2655,51 @@ fn a_hybrids_buffers_are_its_cache_and_its_state() {
             "llama_memory_recurrent:      CUDA0 RS buffer size =     0.11 MiB",
         ]
     );
+}
+
+#[test]
+fn a_layers_caches_follow_it_to_its_device() {
+    // The Jamba-like hybrid above: attention on layer 1, state on layers 0,
+    // 2 and 3. From layer 2 on the GPU: the KV cache (layer 1) on the host,
+    // the state of layers 2 and 3 on the GPU, layer 0's on the host.
+    let meta = gguf(
+        "jamba",
+        &[
+            ("block_count", V::U32(4)),
+            ("context_length", V::U32(256)),
+            ("embedding_length", V::U32(256)),
+            ("attention.head_count", V::U32(8)),
+            ("attention.head_count_kv", V::U32s(vec![0, 8, 0, 0])),
+            ("attention.key_length", V::U32(128)),
+            ("attention.value_length", V::U32(128)),
+            ("ssm.conv_kernel", V::U32(4)),
+            ("ssm.inner_size", V::U32(512)),
+            ("ssm.state_size", V::U32(16)),
+            ("ssm.time_step_rank", V::U32(16)),
+        ],
+    );
+    let e = run(&meta, &settings(256, 1));
+    let split = CachePlacement::Cuda { gpu_from: 2 };
+    // One state layer: R 6,144 + S 32,768 = 38,912 B.
+    assert_eq!(e.buffer_bytes(split, CacheDevice::Cuda), Some(2 * 38_912));
+    assert_eq!(
+        e.buffer_bytes(split, CacheDevice::Cpu),
+        Some(1_048_576 + 38_912)
+    );
+    let lines = e.lines_placed(split);
+    let buffers: Vec<_> = lines.iter().filter(|l| l.contains("buffer size")).collect();
+    // The host's line first; a cache with no layer on a device has no line
+    // for it.
+    assert_eq!(
+        buffers,
+        [
+            "llama_kv_cache:        CPU KV buffer size =     1.00 MiB",
+            "llama_memory_recurrent:        CPU RS buffer size =     0.04 MiB",
+            "llama_memory_recurrent:      CUDA0 RS buffer size =     0.07 MiB",
+        ]
+    );
+    // Nothing on the GPU from past the last layer.
+    let none = CachePlacement::Cuda { gpu_from: 5 };
+    assert_eq!(e.buffer_bytes(none, CacheDevice::Cuda), Some(0));
+    assert_eq!(e.lines_placed(none), e.lines_placed(HOST));
 }

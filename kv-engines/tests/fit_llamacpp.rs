@@ -120,7 +120,7 @@ fn llama3_8b_q8_0_every_layer_on_the_gpu() {
     assert_eq!(loaded.bytes_in("CUDA0"), gpu);
     // The token embedding stays on the host, mapped from the file.
     assert_eq!(loaded.bytes_in("CPU_Mapped"), EMBEDDING);
-    assert!(loaded.all_on_gpu);
+    assert_eq!(loaded.gpu_from, 0);
     assert_eq!(loaded.offloaded, 33);
     assert_eq!(
         loaded.lines(),
@@ -172,7 +172,7 @@ fn ngl_counts_the_output_layer_first_then_the_last_layers() {
     // -ngl 1: the output layer only.
     let loaded = load_tensors(&file, &Offload::gpu().gpu_layers(1)).unwrap();
     assert_eq!(loaded.bytes_in("CUDA0"), 16_384 + EMBEDDING16);
-    assert!(!loaded.all_on_gpu);
+    assert!(loaded.gpu_from > 0);
     assert_eq!(
         loaded.lines()[..3],
         [
@@ -196,10 +196,10 @@ fn ngl_counts_the_output_layer_first_then_the_last_layers() {
         loaded.bytes_in("CUDA0"),
         31 * LAYER16 + 16_384 + EMBEDDING16
     );
-    assert!(!loaded.all_on_gpu);
+    assert!(loaded.gpu_from > 0);
     // Past n_layer + 1 it is every layer.
     let loaded = load_tensors(&file, &Offload::gpu().gpu_layers(999)).unwrap();
-    assert!(loaded.all_on_gpu);
+    assert_eq!(loaded.gpu_from, 0);
     assert_eq!(loaded.offloaded, 33);
     assert_eq!(
         loaded.lines()[1],
@@ -338,17 +338,33 @@ fn what_kv_cannot_place_is_refused_by_name() {
         t("output_norm.weight", &[64], F32),
     ];
     let file = read("llama", 1, &base);
-    // On the GPU a q4_0 weight is plain.
-    assert!(load_tensors(&file, &Offload::gpu()).is_ok());
-    // On the host the CPU backend may repack it.
-    let e = load_tensors(&file, &Offload::gpu().gpu_layers(0))
-        .unwrap_err()
-        .to_string();
+    // On the GPU a q4_0 weight is plain: 64 x 64 / 32 x 18 = 2,304 B, and
+    // rows of 64 elements take a row of 448 more (14 blocks, 252 B): 2,556
+    // B, padded to 2,560.
+    let loaded = load_tensors(&file, &Offload::gpu()).unwrap();
+    assert_eq!(loaded.host_buffers_unlisted, None);
+    assert_eq!(loaded.bytes_in("CUDA0"), 2_560 + 256 + 1_280);
+    // On the host the CPU backend may repack it: the host's buffers are not
+    // listed, its weights are counted (1,280 + 2,304 + 256), and the GPU
+    // holds nothing.
+    let loaded = load_tensors(&file, &Offload::gpu().gpu_layers(0)).unwrap();
+    let why = loaded.host_buffers_unlisted.clone().unwrap();
     assert!(
-        e.contains("tensor `blk.0.attn_q.weight` stays on the host as q4_0"),
-        "{e}"
+        why.contains("tensor `blk.0.attn_q.weight` stays on the host as q4_0"),
+        "{why}"
     );
-    assert!(e.contains("CPU_REPACK"), "{e}");
+    assert!(why.contains("CPU_REPACK"), "{why}");
+    assert!(loaded.buffers.is_empty());
+    assert_eq!(loaded.host_weight_bytes, 3_840);
+    assert!(loaded.lines().iter().all(|l| !l.contains("buffer size")));
+    // The token embedding is read by row, never repacked.
+    let file = read(
+        "llama",
+        1,
+        &[t("token_embd.weight", &[64, 10], Q4_0), base[2].clone()],
+    );
+    let loaded = load_tensors(&file, &Offload::gpu().gpu_layers(0)).unwrap();
+    assert_eq!(loaded.host_buffers_unlisted, None);
     // Names llama.cpp does not give.
     for name in [
         "mm.0.weight",

@@ -97,7 +97,7 @@ pub(crate) use hparams::MAX_LAYERS;
 mod report;
 
 pub use ggml_type::GgmlType;
-pub use report::{mib, CacheDevice, KvCache, Memory, RecurrentState};
+pub use report::{mib, CacheDevice, CachePlacement, KvCache, Memory, RecurrentState};
 use report::{Buffers, CacheTensor};
 
 use hparams::Hparams;
@@ -216,19 +216,21 @@ impl LlamaCppEstimate {
         &self.lines
     }
 
-    /// [`lines`](Self::lines) with every cache on `device`: each
-    /// constructor's `... KV buffer size` (`RS buffer size`) line before
-    /// its size line, as llama.cpp logs them.
-    pub fn lines_on(&self, device: CacheDevice) -> Vec<String> {
+    /// [`lines`](Self::lines) with each layer's caches where `placement`
+    /// puts the layer: each constructor's `... KV buffer size` (`RS buffer
+    /// size`) lines, the host's then the GPU's, before its size line, as
+    /// llama.cpp logs them.
+    pub fn lines_placed(&self, placement: CachePlacement) -> Vec<String> {
         let mut out = self.lines[..self.memory_lines_at].to_vec();
-        self.memory.lines(&mut out, Some(Buffers { device }));
+        self.memory.lines(&mut out, Some(Buffers { placement }));
         out
     }
 
-    /// The bytes of every cache's buffer on `device` (each tensor padded
-    /// as that device allocates it); `None` where they overflow.
-    pub fn buffer_bytes(&self, device: CacheDevice) -> Option<u64> {
-        self.memory.buffer_bytes(device)
+    /// The bytes of every cache's buffers on `device` under `placement`
+    /// (each tensor padded as that device allocates it); `None` where they
+    /// overflow.
+    pub fn buffer_bytes(&self, placement: CachePlacement, device: CacheDevice) -> Option<u64> {
+        self.memory.buffer_bytes(placement, device)
     }
 }
 
@@ -675,12 +677,14 @@ impl Build<'_> {
             v_bytes = add(v_bytes, v)?;
             // Within the sums just checked: each tensor is row x rows.
             tensors.push(CacheTensor {
+                layer: il as u64,
                 ty: self.type_k,
                 ne0: hp.k_gqa(il),
                 bytes: k * rows,
             });
             if !hp.mla {
                 tensors.push(CacheTensor {
+                    layer: il as u64,
                     ty: self.type_v,
                     ne0: v_width,
                     bytes: v * rows,
@@ -752,14 +756,15 @@ impl Build<'_> {
         // One 1-D f32 tensor of R and one of S per state layer (a row a
         // cell; within the product f32_bytes checked). f32 is never padded
         // by row: ne0 is for the record.
-        let layer = |row: u32| CacheTensor {
+        let tensor = |il: usize, row: u32| CacheTensor {
+            layer: il as u64,
             ty: GgmlType::F32,
             ne0: u64::from(row) * self.seqs,
             bytes: u64::from(row) * 4 * self.seqs,
         };
         let mut tensors = Vec::new();
-        for _ in 0..state_layers {
-            tensors.extend([layer(state.r), layer(state.s)]);
+        for il in (0..trunk).filter(|&il| keep(il)) {
+            tensors.extend([tensor(il, state.r), tensor(il, state.s)]);
         }
         // The PLE conv history: its own f32 row per cell, on the PLE layer
         // where the filter takes it.
@@ -777,8 +782,9 @@ impl Build<'_> {
         {
             return Err(self.overflow("R, S and P bytes together"));
         }
-        if p_bytes > 0 {
+        if let Some(ple) = self.hp.ple.filter(|_| p_bytes > 0) {
             tensors.push(CacheTensor {
+                layer: ple.layer as u64,
                 ty: GgmlType::F32,
                 ne0: p_bytes / 4,
                 bytes: p_bytes,

@@ -25,8 +25,9 @@
 //!   (`CPU_Mapped`); otherwise every tensor is allocated, padded to 32 bytes
 //!   (`CPU`, or `CUDA_Host` beside a GPU).
 //!   A host weight of a type the CPU backend may repack for its SIMD
-//!   (`ggml-cpu/repack.cpp`: q4_0, q4_K, ...) would go to a `CPU_REPACK`
-//!   buffer that depends on the host's CPU: refused by name.
+//!   (`ggml-cpu/repack.cpp`: q4_0, q4_K, ...) goes to a `CPU_REPACK`
+//!   buffer that depends on the host's CPU: the host's buffers are then
+//!   not listed, and said so; the GPU's are the same either way.
 //!
 //! Refused by name: a file with MTP layers (llama.cpp skips them unless
 //! asked to load them), a lazily read tensor (over 4 GiB, in the
@@ -129,11 +130,16 @@ pub struct LoadedModel {
     pub layers: u64,
     /// Layers offloaded, the output layer counted (`offloaded N/M`).
     pub offloaded: u64,
-    /// Every decoder layer and the output layer on the GPU (the KV cache
-    /// follows its layers there).
-    pub all_on_gpu: bool,
+    /// The first layer on the GPU (`n_layer + 1 - ngl`): 0 when every
+    /// layer is, `layers + 1` when none is. A layer's caches follow it.
+    pub gpu_from: u64,
     /// The buffers, in llama.cpp's order (by buffer-type name).
     pub buffers: Vec<ModelBuffer>,
+    /// The bytes of the weights left on the host, as stored.
+    pub host_weight_bytes: u64,
+    /// Why the host's buffers are not in [`buffers`](Self::buffers), if
+    /// they are not.
+    pub host_buffers_unlisted: Option<String>,
     lines: Vec<String>,
 }
 
@@ -245,7 +251,9 @@ pub fn load_tensors(file: &GgufFile, offload: &Offload) -> Result<LoadedModel, K
     let overflow = || err("the weights' bytes overflow u64".to_owned());
     let mut gpu_bytes = 0u64;
     let mut host_allocated = 0u64;
+    let mut host_weights = 0u64;
     let mut host_span: Option<(u64, u64)> = None;
+    let mut repacked = None;
     let offsets = file.tensor_offsets();
     // create_tensor: a duplicate in the context (here: the device) that
     // holds its original is the original.
@@ -278,15 +286,17 @@ pub fn load_tensors(file: &GgufFile, offload: &Offload) -> Result<LoadedModel, K
             gpu_bytes = gpu_bytes.checked_add(size).ok_or_else(overflow)?;
             continue;
         }
-        if c.layer != Layer::Input && REPACKABLE.contains(&ty.name) {
-            return Err(err(format!(
+        if c.layer != Layer::Input && REPACKABLE.contains(&ty.name) && repacked.is_none() {
+            repacked = Some(format!(
                 "tensor `{}` stays on the host as {}, which llama.cpp's CPU backend may repack \
-                 for the host's SIMD into a CPU_REPACK buffer (ggml-cpu/repack.cpp); kv does \
-                 not size that buffer: offload every layer (-ngl -1) or use a type it does not \
-                 repack",
+                 for the host's SIMD into a CPU_REPACK buffer (ggml-cpu/repack.cpp): the host's \
+                 buffers depend on its CPU and are not listed",
                 tensor.name, ty.name
-            )));
+            ));
         }
+        host_weights = host_weights
+            .checked_add(tensor.bytes)
+            .ok_or_else(overflow)?;
         let start = offsets[c.file];
         let end = start.checked_add(tensor.bytes).ok_or_else(overflow)?;
         host_span = Some(host_span.map_or((start, end), |(s, e)| (s.min(start), e.max(end))));
@@ -294,7 +304,7 @@ pub fn load_tensors(file: &GgufFile, offload: &Offload) -> Result<LoadedModel, K
         host_allocated = host_allocated.checked_add(size).ok_or_else(overflow)?;
     }
     let mut buffers = Vec::new();
-    if let Some((start, end)) = host_span {
+    if let Some((start, end)) = host_span.filter(|_| repacked.is_none()) {
         buffers.push(if offload.mmap {
             ModelBuffer {
                 name: "CPU_Mapped",
@@ -353,8 +363,10 @@ pub fn load_tensors(file: &GgufFile, offload: &Offload) -> Result<LoadedModel, K
         architecture: arch,
         layers,
         offloaded,
-        all_on_gpu: offload.gpu && gpu_start == 0,
+        gpu_from: gpu_start,
         buffers,
+        host_weight_bytes: host_weights,
+        host_buffers_unlisted: repacked,
         lines,
     })
 }

@@ -44,9 +44,12 @@ pub struct KvCache {
     pub(crate) tensors: Vec<CacheTensor>,
 }
 
-/// One tensor of a cache: what a backend's `get_alloc_size` reads.
+/// One tensor of a cache: its layer and what a backend's `get_alloc_size`
+/// reads.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(crate) struct CacheTensor {
+    /// The layer it belongs to, which decides its device.
+    pub(crate) layer: u64,
     pub(crate) ty: GgmlType,
     /// `ne[0]`: a row's elements.
     pub(crate) ne0: u64,
@@ -93,24 +96,66 @@ impl CacheDevice {
     }
 }
 
-/// Where `lines` puts each constructor's buffer line.
+/// Which device each layer's caches are on: llama.cpp puts a layer's
+/// caches on the layer's device (`offload_kqv`, the default).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum CachePlacement {
+    /// A CPU-only build: every layer on the host.
+    Cpu,
+    /// One CUDA GPU holding layer `gpu_from` and every later one
+    /// (`n_layer + 1 - ngl`, 0 for every layer); the earlier ones on the
+    /// host.
+    Cuda {
+        /// The first layer on the GPU.
+        gpu_from: u64,
+    },
+}
+
+impl CachePlacement {
+    fn device(self, layer: u64) -> CacheDevice {
+        match self {
+            CachePlacement::Cuda { gpu_from } if layer >= gpu_from => CacheDevice::Cuda,
+            _ => CacheDevice::Cpu,
+        }
+    }
+
+    /// The tensors of `tensors` this placement puts on `device`.
+    fn on(self, device: CacheDevice, tensors: &[CacheTensor]) -> Vec<CacheTensor> {
+        tensors
+            .iter()
+            .filter(|t| self.device(t.layer) == device)
+            .copied()
+            .collect()
+    }
+}
+
+/// Where `lines` puts each constructor's buffer lines.
 #[derive(Clone, Copy)]
 pub(super) struct Buffers {
-    pub(super) device: CacheDevice,
+    pub(super) placement: CachePlacement,
 }
 
 impl Buffers {
-    fn line(self, constructor: &str, what: &str, tensors: &[CacheTensor]) -> String {
-        let size = self
-            .device
-            .buffer_bytes(tensors)
-            .map_or("overflow".to_owned(), |b| {
-                format!("{:>8.2} MiB", b as f64 / 1024.0 / 1024.0)
-            });
-        format!(
-            "{constructor}: {:>10} {what} buffer size = {size}",
-            self.device.name()
-        )
+    /// One line for each device that holds some of `tensors`, the host's
+    /// first (llama.cpp's contexts are ordered by buffer-type name).
+    fn lines(self, out: &mut Vec<String>, constructor: &str, what: &str, tensors: &[CacheTensor]) {
+        for device in [CacheDevice::Cpu, CacheDevice::Cuda] {
+            let held = self.placement.on(device, tensors);
+            // A device with none of its layers makes no buffer.
+            if held.is_empty() {
+                continue;
+            }
+            let size = device
+                .buffer_bytes(&held)
+                .map_or("overflow".to_owned(), |b| {
+                    format!("{:>8.2} MiB", b as f64 / 1024.0 / 1024.0)
+                });
+            out.push(format!(
+                "{constructor}: {:>10} {what} buffer size = {size}",
+                device.name()
+            ));
+        }
     }
 }
 
@@ -121,9 +166,10 @@ impl KvCache {
         self.k_bytes.saturating_add(self.v_bytes)
     }
 
-    /// The bytes of its buffer on `device`; `None` where they overflow.
-    pub fn buffer_bytes(&self, device: CacheDevice) -> Option<u64> {
-        device.buffer_bytes(&self.tensors)
+    /// The bytes of its buffer on `device` under `placement`; `None` where
+    /// they overflow.
+    pub fn buffer_bytes(&self, placement: CachePlacement, device: CacheDevice) -> Option<u64> {
+        device.buffer_bytes(&placement.on(device, &self.tensors))
     }
 
     fn lines(&self, out: &mut Vec<String>, buffers: Option<Buffers>) {
@@ -133,9 +179,8 @@ impl KvCache {
                  not enabled - padding V cache to {width}"
             ));
         }
-        // A cache of no layers makes no buffer (its context has no tensors).
-        if let Some(buffers) = buffers.filter(|_| !self.tensors.is_empty()) {
-            out.push(buffers.line("llama_kv_cache", "KV", &self.tensors));
+        if let Some(buffers) = buffers {
+            buffers.lines(out, "llama_kv_cache", "KV", &self.tensors);
         }
         out.push(format!(
             "llama_kv_cache: size = {} MiB ({:>6} cells, {:>3} layers, {:>2}/{} seqs), K ({}): {} \
@@ -199,14 +244,15 @@ impl RecurrentState {
             .saturating_add(self.p_bytes)
     }
 
-    /// The bytes of its buffer on `device`; `None` where they overflow.
-    pub fn buffer_bytes(&self, device: CacheDevice) -> Option<u64> {
-        device.buffer_bytes(&self.tensors)
+    /// The bytes of its buffer on `device` under `placement`; `None` where
+    /// they overflow.
+    pub fn buffer_bytes(&self, placement: CachePlacement, device: CacheDevice) -> Option<u64> {
+        device.buffer_bytes(&placement.on(device, &self.tensors))
     }
 
     fn lines(&self, out: &mut Vec<String>, buffers: Option<Buffers>) {
-        if let Some(buffers) = buffers.filter(|_| !self.tensors.is_empty()) {
-            out.push(buffers.line("llama_memory_recurrent", "RS", &self.tensors));
+        if let Some(buffers) = buffers {
+            buffers.lines(out, "llama_memory_recurrent", "RS", &self.tensors);
         }
         out.push(self.line());
     }
@@ -364,35 +410,48 @@ impl Memory {
         }
     }
 
-    /// Every cache and state in it, in llama.cpp's order.
-    pub(super) fn buffer_bytes(&self, device: CacheDevice) -> Option<u64> {
+    /// The bytes of every cache and state in it on `device`.
+    pub(super) fn buffer_bytes(
+        &self,
+        placement: CachePlacement,
+        device: CacheDevice,
+    ) -> Option<u64> {
         let parts: Vec<Option<u64>> = match self {
-            Memory::KvCache { cache } => vec![cache.buffer_bytes(device)],
+            Memory::KvCache { cache } => vec![cache.buffer_bytes(placement, device)],
             Memory::Iswa { base, swa, .. } => {
-                vec![base.buffer_bytes(device), swa.buffer_bytes(device)]
+                vec![
+                    base.buffer_bytes(placement, device),
+                    swa.buffer_bytes(placement, device),
+                ]
             }
-            Memory::Recurrent { state } => vec![state.buffer_bytes(device)],
+            Memory::Recurrent { state } => vec![state.buffer_bytes(placement, device)],
             Memory::Dsa { main, indexer, .. } => {
-                vec![main.buffer_bytes(device), indexer.buffer_bytes(device)]
+                vec![
+                    main.buffer_bytes(placement, device),
+                    indexer.buffer_bytes(placement, device),
+                ]
             }
             Memory::DsaIswa {
                 main, indexer, swa, ..
             } => vec![
-                main.buffer_bytes(device),
-                indexer.buffer_bytes(device),
-                swa.buffer_bytes(device),
+                main.buffer_bytes(placement, device),
+                indexer.buffer_bytes(placement, device),
+                swa.buffer_bytes(placement, device),
             ],
             Memory::HybridIdx {
                 attention,
                 state,
                 indexer,
             } => vec![
-                attention.buffer_bytes(device),
-                state.buffer_bytes(device),
-                indexer.buffer_bytes(device),
+                attention.buffer_bytes(placement, device),
+                state.buffer_bytes(placement, device),
+                indexer.buffer_bytes(placement, device),
             ],
             Memory::Hybrid { attention, state } => {
-                vec![attention.buffer_bytes(device), state.buffer_bytes(device)]
+                vec![
+                    attention.buffer_bytes(placement, device),
+                    state.buffer_bytes(placement, device),
+                ]
             }
         };
         parts
