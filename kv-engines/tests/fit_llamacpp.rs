@@ -504,3 +504,90 @@ fn fits_margin_is_llama_cpps_1024_mib() {
     // common.h: fit_params_target = 1024 * 1024*1024 per device.
     assert_eq!(FIT_MARGIN_BYTES, 1_073_741_824);
 }
+
+mod hostile {
+    use super::*;
+    use proptest::prelude::*;
+
+    /// Names llama.cpp gives and names it does not.
+    const NAMES: &[&str] = &[
+        "token_embd.weight",
+        "output.weight",
+        "output_norm.weight",
+        "rope_freqs.weight",
+        "conv1d.weight",
+        "token_embd_norm.weight",
+        "masked_embd_centroids",
+        "cls.output.weight",
+        "blk.0.attn_q.weight",
+        "blk.1.ffn_down.weight",
+        "blk.2.ssm_a",
+        "blk.7.attn_k.weight",
+        "enc.blk.1.attn_q.weight",
+        "blk.4294967296.attn_q.weight",
+        "blk.18446744073709551616.attn_q.weight",
+        "blk.-1.attn_q.weight",
+        "blk.",
+        ".",
+        "",
+    ];
+
+    proptest! {
+        #![proptest_config(ProptestConfig::with_cases(256))]
+
+        /// Whatever the tensors, the block count and -ngl: an answer or an
+        /// error, never a panic; and the GPU never holds more with fewer
+        /// layers offloaded, nor anything with none.
+        #[test]
+        fn any_tensor_list_is_placed_or_refused(
+            picks in prop::collection::vec(
+                (0..NAMES.len(), 1u64..5000, 1u64..3, prop::sample::select(vec![F32, F16, Q4_0, Q8_0])),
+                0..12,
+            ),
+            layers in prop::sample::select(vec![1u32, 3, 8, 512]),
+            ngl in 0u32..12,
+            mmap in any::<bool>(),
+            hostile_names in prop::bool::weighted(0.2),
+        ) {
+            let mut tensors = Vec::new();
+            for (i, (name, ne0, ne1, kind)) in picks.into_iter().enumerate() {
+                // ne0 a whole number of blocks; names kept unique.
+                let ne0 = if block(kind).0 > 1 { ne0 * 32 } else { ne0 };
+                let name = if tensors.iter().any(|(n, _, _): &(String, Vec<u64>, u32)| n == NAMES[name]) {
+                    format!("blk.{i}.attn_v.weight")
+                } else {
+                    NAMES[name].to_owned()
+                };
+                tensors.push((name, vec![ne0, ne1], kind));
+            }
+            // Mostly files llama.cpp would load: an embedding first.
+            if !hostile_names {
+                tensors.retain(|(n, _, _)| !n.starts_with("blk.4") && !n.starts_with("blk.1844")
+                    && !n.starts_with("blk.-") && !n.starts_with('.') && !n.is_empty()
+                    && n != "blk." && n != "token_embd.weight");
+                tensors.insert(0, t("token_embd.weight", &[64, 10], F16));
+            }
+            let file = read("llama", layers, &tensors);
+            let offload = |ngl: Option<u32>| {
+                let o = ngl.map_or(Offload::gpu(), |n| Offload::gpu().gpu_layers(n));
+                if mmap { o } else { o.no_mmap() }
+            };
+            let all = load_tensors(&file, &offload(None));
+            let some = load_tensors(&file, &offload(Some(ngl)));
+            let none = load_tensors(&file, &offload(Some(0)));
+            if let (Ok(all), Ok(some)) = (&all, &some) {
+                prop_assert!(all.bytes_in("CUDA0") >= some.bytes_in("CUDA0"));
+            }
+            // A clean list is answered unless a block is past block_count.
+            if !hostile_names && tensors.iter().all(|(n, _, _)| !n.starts_with("blk.")
+                || n[4..].split('.').next().and_then(|b| b.parse::<u32>().ok()).is_some_and(|b| b < layers))
+                && !tensors.iter().any(|(n, _, _)| n.starts_with("enc.blk."))
+            {
+                prop_assert!(all.is_ok(), "{:?}", all);
+            }
+            if let Ok(none) = none {
+                prop_assert_eq!(none.bytes_in("CUDA0"), 0);
+            }
+        }
+    }
+}
