@@ -87,6 +87,13 @@ fn write_gguf(
         .unwrap();
 }
 
+/// `kv fit --engine llama.cpp` with `args`.
+fn llama_fit(args: &[&str]) -> std::process::Output {
+    let mut all = vec!["fit", "--engine", "llama.cpp"];
+    all.extend(args);
+    kv(&all)
+}
+
 fn q8_0_model(test: &str) -> String {
     let path = scratch(test).join("Meta-Llama-3-8B-Instruct.Q8_0.gguf");
     write_llama3_8b(&path, 8);
@@ -103,7 +110,7 @@ const MIB: u64 = 1 << 20;
 #[test]
 fn every_layer_on_an_h100_with_llama_cpps_lines() {
     let model = q8_0_model("fit_llamacpp_h100");
-    let out = kv(&["fit", "--engine", "llama.cpp", &model, "--gpu", "H100"]);
+    let out = llama_fit(&[&model, "--gpu", "H100"]);
     assert!(out.status.success(), "{}", stderr(&out));
     let text = stdout(&out);
     for line in [
@@ -136,10 +143,7 @@ fn every_layer_on_an_h100_with_llama_cpps_lines() {
 fn the_compute_buffer_given_decides() {
     let model = q8_0_model("fit_llamacpp_compute");
     let fit = |compute: &str| {
-        let out = kv(&[
-            "fit",
-            "--engine",
-            "llama.cpp",
+        let out = llama_fit(&[
             &model,
             "--gpu",
             "L4",
@@ -171,10 +175,7 @@ fn the_compute_buffer_given_decides() {
     // A fraction of a MiB as llama.cpp prints it rounds up to a byte.
     assert_eq!(fit("0.5")["compute_bytes"], 524_288);
     assert_eq!(fit("0.0000001")["compute_bytes"], 1);
-    let out = kv(&[
-        "fit",
-        "--engine",
-        "llama.cpp",
+    let out = llama_fit(&[
         &model,
         "--gpu",
         "L4",
@@ -190,30 +191,14 @@ fn the_compute_buffer_given_decides() {
 #[test]
 fn short_before_any_compute_buffer() {
     let model = q8_0_model("fit_llamacpp_short");
-    let out = kv(&[
-        "fit",
-        "--engine",
-        "llama.cpp",
-        &model,
-        "--gpu-memory-mib",
-        "8000",
-    ]);
+    let out = llama_fit(&[&model, "--gpu-memory-mib", "8000"]);
     assert!(out.status.success(), "{}", stderr(&out));
     // 8,000 MiB = 8,388,608,000 B; 1 GiB + 9,048,506,368 B is 1,733,640,192
     // B more.
     assert!(
         stdout(&out).contains("does not fit before any compute buffer: short by 1,733,640,192 B")
     );
-    let out = kv(&[
-        "fit",
-        "--engine",
-        "llama.cpp",
-        &model,
-        "--gpu-memory-mib",
-        "8000",
-        "--format",
-        "json",
-    ]);
+    let out = llama_fit(&[&model, "--gpu-memory-mib", "8000", "--format", "json"]);
     let v: Value = serde_json::from_str(&stdout(&out)).unwrap();
     assert_eq!(v[0]["fit"]["left_for_compute_bytes"], -1_733_640_192i64);
     assert_eq!(v[0]["fit"]["fits"], Value::Null);
@@ -228,10 +213,7 @@ fn on_the_host_alone_and_what_kv_does_not_place() {
     // -ngl 0, allocated: every f16 tensor in pinned host memory, the KV
     // cache on the host; nothing on the GPU. 2 x 1,050,673,152 + 32 x
     // 436,240,384 + 16,384 = 16,061,054,976 B = 15317.02 MiB.
-    let out = kv(&[
-        "fit",
-        "--engine",
-        "llama.cpp",
+    let out = llama_fit(&[
         &f16,
         "--gpu",
         "H100",
@@ -250,16 +232,7 @@ fn on_the_host_alone_and_what_kv_does_not_place() {
     // 2,795,651,072 B. KV: 33,554,432 B a layer, 4 on the GPU (128 MiB),
     // 28 on the host (896 MiB). The host maps the embedding and layers 0 to
     // 27: 13,265,403,904 B = 12650.875 MiB.
-    let out = kv(&[
-        "fit",
-        "--engine",
-        "llama.cpp",
-        &f16,
-        "--gpu",
-        "H100",
-        "--n-gpu-layers",
-        "5",
-    ]);
+    let out = llama_fit(&[&f16, "--gpu", "H100", "--n-gpu-layers", "5"]);
     assert!(out.status.success(), "{}", stderr(&out));
     let text = stdout(&out);
     for line in [
@@ -278,16 +251,7 @@ fn on_the_host_alone_and_what_kv_does_not_place() {
     // host's buffers depend on its CPU; the GPU holds nothing. All the
     // weights: 2 x 558,170,112 + 32 x 231,768,064 + 16,384.
     let q8 = q8_0_model("fit_llamacpp_host_q8");
-    let out = kv(&[
-        "fit",
-        "--engine",
-        "llama.cpp",
-        &q8,
-        "--gpu",
-        "H100",
-        "--n-gpu-layers",
-        "0",
-    ]);
+    let out = llama_fit(&[&q8, "--gpu", "H100", "--n-gpu-layers", "0"]);
     assert!(out.status.success(), "{}", stderr(&out));
     let text = stdout(&out);
     assert!(
@@ -373,10 +337,7 @@ fn a_quantized_cache_on_cuda_pads_each_row_to_512_elements() {
     let q8 = |kv_heads: u32| {
         let path = dir.join(format!("kv{kv_heads}.gguf"));
         write_llama3_8b_with(&path, 8, kv_heads);
-        let out = kv(&[
-            "fit",
-            "--engine",
-            "llama.cpp",
+        let out = llama_fit(&[
             path.to_str().unwrap(),
             "--gpu",
             "H100",
@@ -429,10 +390,7 @@ fn nothing_left_for_the_compute_buffer_is_not_short() {
     ];
     write_gguf(&path, header, &tensors, (1, 4));
     let fit = |free: &str| {
-        let out = kv(&[
-            "fit",
-            "--engine",
-            "llama.cpp",
+        let out = llama_fit(&[
             path.to_str().unwrap(),
             "--gpu",
             "H100",
@@ -469,16 +427,7 @@ fn load_modes_map_or_allocate_as_llama_cpp_names_them() {
         ("mlock", "CUDA_Host"),
         ("dio", "CUDA_Host"),
     ] {
-        let out = kv(&[
-            "fit",
-            "--engine",
-            "llama.cpp",
-            &model,
-            "--gpu",
-            "H100",
-            "--load-mode",
-            mode,
-        ]);
+        let out = llama_fit(&[&model, "--gpu", "H100", "--load-mode", mode]);
         assert!(out.status.success(), "{mode}: {}", stderr(&out));
         assert!(
             stdout(&out).contains(&format!("{buffer:>12} model buffer size =   532.31 MiB")),

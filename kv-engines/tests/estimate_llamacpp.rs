@@ -2621,14 +2621,10 @@ fn a_recurrent_state_pads_each_layers_tensors() {
     );
 }
 
-#[test]
-fn a_hybrids_buffers_are_its_cache_and_its_state() {
-    // Jamba-like: 4 layers, attention on layer 1 only (per-layer KV heads
-    // 0, 8, 0, 0 of 128), Mamba elsewhere (d_inner 512, d_conv 4, d_state
-    // 16). 256 cells, 1 sequence. KV: one layer, K and V 1,024 x 2 x 256 =
-    // 524,288 B each. State: 3 layers of R 3 x 512 x 4 = 6,144 B and S 16 x
-    // 512 x 4 = 32,768 B: 116,736 B. Together 1,165,312 B on either device.
-    let meta = gguf(
+/// Jamba-like: 4 layers, attention on layer 1 only (per-layer KV heads 0,
+/// 8, 0, 0 of 128), Mamba elsewhere (d_inner 512, d_conv 4, d_state 16).
+fn jamba_like() -> GgufMetadata {
+    gguf(
         "jamba",
         &[
             ("block_count", V::U32(4)),
@@ -2643,7 +2639,17 @@ fn a_hybrids_buffers_are_its_cache_and_its_state() {
             ("ssm.state_size", V::U32(16)),
             ("ssm.time_step_rank", V::U32(16)),
         ],
-    );
+    )
+}
+
+#[test]
+fn a_hybrids_buffers_are_its_cache_and_its_state() {
+    // Jamba-like: 4 layers, attention on layer 1 only (per-layer KV heads
+    // 0, 8, 0, 0 of 128), Mamba elsewhere (d_inner 512, d_conv 4, d_state
+    // 16). 256 cells, 1 sequence. KV: one layer, K and V 1,024 x 2 x 256 =
+    // 524,288 B each. State: 3 layers of R 3 x 512 x 4 = 6,144 B and S 16 x
+    // 512 x 4 = 32,768 B: 116,736 B. Together 1,165,312 B on either device.
+    let meta = jamba_like();
     let e = run(&meta, &settings(256, 1));
     assert_eq!(e.buffer_bytes(GPU, CacheDevice::Cuda), Some(1_165_312));
     let lines = e.lines_placed(GPU);
@@ -2662,22 +2668,7 @@ fn a_layers_caches_follow_it_to_its_device() {
     // The Jamba-like hybrid above: attention on layer 1, state on layers 0,
     // 2 and 3. From layer 2 on the GPU: the KV cache (layer 1) on the host,
     // the state of layers 2 and 3 on the GPU, layer 0's on the host.
-    let meta = gguf(
-        "jamba",
-        &[
-            ("block_count", V::U32(4)),
-            ("context_length", V::U32(256)),
-            ("embedding_length", V::U32(256)),
-            ("attention.head_count", V::U32(8)),
-            ("attention.head_count_kv", V::U32s(vec![0, 8, 0, 0])),
-            ("attention.key_length", V::U32(128)),
-            ("attention.value_length", V::U32(128)),
-            ("ssm.conv_kernel", V::U32(4)),
-            ("ssm.inner_size", V::U32(512)),
-            ("ssm.state_size", V::U32(16)),
-            ("ssm.time_step_rank", V::U32(16)),
-        ],
-    );
+    let meta = jamba_like();
     let e = run(&meta, &settings(256, 1));
     let split = CachePlacement::Cuda { gpu_from: 2 };
     // One state layer: R 6,144 + S 32,768 = 38,912 B.
