@@ -2694,3 +2694,85 @@ fn a_layers_caches_follow_it_to_its_device() {
     assert_eq!(e.buffer_bytes(none, CacheDevice::Cuda), Some(0));
     assert_eq!(e.lines_placed(none), e.lines_placed(HOST));
 }
+
+#[test]
+fn graniteswitch_caches_its_router_layer_after_the_others() {
+    // granite-switch.cpp: block_count 2, then a router layer (index 2) of
+    // one KV head. 2 KV heads of 128 on layers 0 and 1: rows of 256 + 256 +
+    // 128 = 640 f16 elements over the 3 layers, 1,280 B a cell. 4,096
+    // cells over 2 sequences: 2,048 a stream, 2 streams: 2,048 x 2 x 1,280
+    // = 5,242,880 B = 5 MiB for K and V each. As llama.cpp logged for the
+    // twin.
+    let switch = |extra: Vec<(&'static str, V)>| {
+        let mut keys = vec![
+            ("block_count", V::U32(2)),
+            ("context_length", V::U32(4096)),
+            ("embedding_length", V::U32(256)),
+            ("attention.head_count", V::U32(2)),
+            ("attention.head_count_kv", V::U32(2)),
+            ("attention.key_length", V::U32(128)),
+            ("attention.value_length", V::U32(128)),
+        ];
+        keys.extend(extra);
+        gguf("graniteswitch", &keys)
+    };
+    let adapters = |count: u32, activate: Vec<u32>, substitute: Vec<u32>| {
+        vec![
+            ("adapters.count", V::U32(count)),
+            ("adapters.lora_rank", V::U32(8)),
+            ("adapters.token_ids_activate", V::U32s(activate)),
+            ("adapters.token_ids_substitute", V::U32s(substitute)),
+        ]
+    };
+    let e = run(
+        &switch(adapters(2, vec![5, 6], vec![7, 8])),
+        &settings(4096, 2),
+    );
+    assert_eq!(caches(&e), [(2048, 3, 2, 5_242_880, 5_242_880)]);
+    assert_eq!(
+        e.lines()[0],
+        "llama_kv_cache: size =   10.00 MiB (  2048 cells,   3 layers,  2/2 seqs), K (f16):    \
+         5.00 MiB, V (f16):    5.00 MiB"
+    );
+    // What its loader refuses, in its words.
+    let refused = |extra| refusal(&switch(extra), &settings(4096, 2));
+    assert!(refused(vec![]).contains("no `graniteswitch.adapters.count`"));
+    let e = refused(adapters(2, vec![5], vec![7, 8]));
+    assert!(
+        e.contains(
+            "adapter token id arrays (1 activate, 2 substitute) do not match adapter count 2"
+        ),
+        "{e}"
+    );
+    let e = refused(adapters(4097, vec![], vec![]));
+    assert!(
+        e.contains("graniteswitch: invalid adapter count 4097"),
+        "{e}"
+    );
+    let mut keys = adapters(1, vec![5], vec![7]);
+    keys[1] = ("adapters.lora_rank", V::U32(4097));
+    assert!(refused(keys).contains("graniteswitch: invalid lora rank 4097"));
+    let mut keys = adapters(1, vec![5], vec![7]);
+    keys.pop();
+    assert!(refused(keys).contains("no `graniteswitch.adapters.token_ids_substitute`"));
+    let mut keys = adapters(1, vec![5], vec![7]);
+    keys[2] = ("adapters.token_ids_activate", V::U32(5));
+    assert!(refused(keys).contains("expected type array"));
+    // Up to 511 layers and the router: 512.
+    let mut keys = adapters(1, vec![5], vec![7]);
+    keys.push(("block_count", V::U32(512)));
+    let meta = {
+        let mut all = vec![
+            ("context_length", V::U32(4096)),
+            ("embedding_length", V::U32(256)),
+            ("attention.head_count", V::U32(2)),
+        ];
+        all.extend(keys);
+        gguf("graniteswitch", &all)
+    };
+    let e = refusal(&meta, &settings(4096, 1));
+    assert!(
+        e.contains("graniteswitch: block count 512 exceeds LLAMA_MAX_LAYERS"),
+        "{e}"
+    );
+}

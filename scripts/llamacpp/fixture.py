@@ -261,6 +261,13 @@ def fixture(arch, moe):
         add("LLM_KV_ATTENTION_KEY_LENGTH_SWA", "u32", n_embd_head)
         add("LLM_KV_ATTENTION_VALUE_LENGTH_SWA", "u32", n_embd_head)
         add("LLM_KV_EMBEDDING_LENGTH_OUT", "u32", 2 * n_embd)
+    if arch == "graniteswitch":
+        # Not in test-llama-archs: the adapter keys granite-switch.cpp
+        # requires (two adapters, their token ids), so the twin loads.
+        add("LLM_KV_ADAPTER_COUNT", "u32", 2)
+        add("LLM_KV_ADAPTER_LORA_RANK", "u32", 8)
+        add("LLM_KV_ADAPTER_TOKEN_IDS_ACTIVATE", "u32s", [5, 6])
+        add("LLM_KV_ADAPTER_TOKEN_IDS_SUBSTITUTE", "u32s", [7, 8])
     if arch in ("rwkv7", "arwkv7"):
         # Not in test-llama-archs (it skips RWKV): the ranks rwkv7's loader
         # requires, so the twin loads.

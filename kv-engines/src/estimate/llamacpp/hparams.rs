@@ -163,6 +163,7 @@ const ARCHITECTURES: &[(&str, Family)] = &[
     ("starcoder2", Family::Attention(Window::None)),
     ("command-r", Family::Attention(Window::None)),
     ("granite", Family::Attention(Window::None)),
+    ("graniteswitch", Family::Attention(Window::None)),
     ("internlm2", Family::Attention(Window::None)),
     ("stablelm", Family::Attention(Window::None)),
     ("deepseek", Family::Attention(Window::None)),
@@ -651,6 +652,7 @@ impl Hparams {
         };
         match hparams.architecture.as_str() {
             "dflash" => key.dflash()?,
+            "graniteswitch" => key.granite_switch(&mut hparams)?,
             "nanbeige" => key.loop_layers(&mut hparams)?,
             "hrm_text" => key.hrm_slots(layers)?,
             _ => {}
@@ -1159,6 +1161,66 @@ impl Keys<'_> {
                 self.arch
             )));
         }
+        Ok(())
+    }
+
+    /// graniteswitch (`granite-switch.cpp`): the adapter keys its loader
+    /// requires, in its order, then a router layer after the others
+    /// (`router_layer`: `n_layer_all = block_count + 1`, one KV head) that
+    /// its cache holds; `n_layer_nextn` is 1, so `n_layer()` is the rest.
+    fn granite_switch(&self, hp: &mut Hparams) -> Result<(), KvError> {
+        let count = self.required("adapters.count")?;
+        let rank = self.required("adapters.lora_rank")?;
+        if count > 4096 {
+            return Err(self.error(format!(
+                "`{}.adapters.count` is {count}; llama.cpp refuses: graniteswitch: invalid \
+                 adapter count {count}",
+                self.arch
+            )));
+        }
+        if rank > 4096 {
+            return Err(self.error(format!(
+                "`{}.adapters.lora_rank` is {rank}; llama.cpp refuses: graniteswitch: invalid \
+                 lora rank {rank}",
+                self.arch
+            )));
+        }
+        let mut lengths = [0u64; 2];
+        for (len, suffix) in lengths.iter_mut().zip([
+            "adapters.token_ids_activate",
+            "adapters.token_ids_substitute",
+        ]) {
+            let key = self.full(suffix);
+            *len = match self.meta.get(&key) {
+                Some(GgufValue::Array(array)) => array.len(),
+                Some(other) => return Err(self.wrong_type_of(&key, other, "array")),
+                None => {
+                    return Err(self.error(format!(
+                        "no `{key}`; llama.cpp refuses the model (key not found in model)"
+                    )))
+                }
+            };
+        }
+        if lengths != [u64::from(count); 2] {
+            return Err(self.error(format!(
+                "llama.cpp refuses: graniteswitch: adapter token id arrays ({} activate, {} \
+                 substitute) do not match adapter count {count}",
+                lengths[0], lengths[1]
+            )));
+        }
+        if u64::from(hp.layers) >= MAX_LAYERS {
+            return Err(self.error(format!(
+                "llama.cpp refuses: graniteswitch: block count {} exceeds LLAMA_MAX_LAYERS",
+                hp.layers
+            )));
+        }
+        hp.layers += 1;
+        hp.nextn = 1;
+        hp.all_layers = true;
+        hp.kv_heads.push(1);
+        hp.head_k.push(hp.head_k_full);
+        let head_v = hp.head_v.last().copied().unwrap_or(hp.head_k_full);
+        hp.head_v.push(head_v);
         Ok(())
     }
 
