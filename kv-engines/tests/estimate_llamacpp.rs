@@ -2749,6 +2749,11 @@ fn graniteswitch_caches_its_router_layer_after_the_others() {
         e.contains("graniteswitch: invalid adapter count 4097"),
         "{e}"
     );
+    // 4,096 adapters of rank 4,096 are within its bounds.
+    let ids: Vec<u32> = (0..4096).collect();
+    let mut keys = adapters(4096, ids.clone(), ids);
+    keys[1] = ("adapters.lora_rank", V::U32(4096));
+    assert!(estimate(&switch(keys), &settings(4096, 2)).is_ok());
     let mut keys = adapters(1, vec![5], vec![7]);
     keys[1] = ("adapters.lora_rank", V::U32(4097));
     assert!(refused(keys).contains("graniteswitch: invalid lora rank 4097"));
