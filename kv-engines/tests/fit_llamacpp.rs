@@ -500,6 +500,37 @@ fn a_repeating_tensor_of_no_block_goes_where_every_layer_goes() {
 }
 
 #[test]
+fn graniteswitchs_router_layer_counts_among_the_layers() {
+    // block_count 2 and the router layer (n_layer_all 3), whose tensors are
+    // block 2's: -ngl -1 is 4 layers, the output layer's and 3 others.
+    let tensors = [
+        t("token_embd.weight", &[64, 10], F16),
+        t("blk.0.attn_q.weight", &[64, 64], F16),
+        t("blk.2.attn_q.weight", &[64, 64], F16),
+        t("output_norm.weight", &[64], F32),
+    ];
+    let loaded = load_tensors(&read("graniteswitch", 2, &tensors), &Offload::gpu()).unwrap();
+    assert_eq!(
+        loaded.lines()[..3],
+        [
+            "load_tensors: offloading output layer to GPU",
+            "load_tensors: offloading 2 repeating layers to GPU",
+            "load_tensors: offloaded 4/4 layers to GPU",
+        ]
+    );
+    // -ngl 2: the output layer and the router layer.
+    let loaded = load_tensors(
+        &read("graniteswitch", 2, &tensors),
+        &Offload::gpu().gpu_layers(2),
+    )
+    .unwrap();
+    assert_eq!(loaded.gpu_from, 2);
+    assert_eq!(loaded.bytes_in("CUDA0"), 8_192 + 256 + 1_280);
+    // Another architecture has no block 2 here.
+    assert!(load_tensors(&read("granite", 2, &tensors), &Offload::gpu()).is_err());
+}
+
+#[test]
 fn fits_margin_is_llama_cpps_1024_mib() {
     // common.h: fit_params_target = 1024 * 1024*1024 per device.
     assert_eq!(FIT_MARGIN_BYTES, 1_073_741_824);

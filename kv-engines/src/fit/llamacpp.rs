@@ -226,6 +226,9 @@ pub fn load_tensors(file: &GgufFile, offload: &Offload) -> Result<LoadedModel, K
              layers"
         )));
     }
+    // n_layer_all: graniteswitch keeps a router layer after the others
+    // (granite-switch.cpp: n_layer_all = block_count + 1).
+    let layers = layers + u64::from(arch == "graniteswitch");
     let created = created_tensors(file, layers, &err)?;
     // llama_model::n_gpu_layers: -1 is every layer and the output one.
     let ngl = offload
