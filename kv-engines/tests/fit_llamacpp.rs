@@ -432,22 +432,62 @@ fn what_kv_cannot_place_is_refused_by_name() {
         );
     }
     assert!(load_tensors(&read("llama", 512, &base), &Offload::gpu()).is_ok());
-    // MTP layers, which llama.cpp skips.
-    let mtp = |n| {
+    // MTP layers in a loader kv has not checked for them.
+    let mtp = |arch: &str, n| {
         read_with(
-            "glm4moe",
+            arch,
             &[("block_count", 2), ("nextn_predict_layers", n)],
             &base,
         )
     };
-    let e = load_tensors(&mtp(1), &Offload::gpu())
+    let e = load_tensors(&mtp("cohere2moe", 1), &Offload::gpu())
         .unwrap_err()
         .to_string();
     assert!(
-        e.contains("`glm4moe.nextn_predict_layers` is 1: llama.cpp skips MTP layers"),
+        e.contains("`cohere2moe.nextn_predict_layers` is 1: kv does not know whether"),
         "{e}"
     );
-    assert!(load_tensors(&mtp(0), &Offload::gpu()).is_ok());
+    assert!(load_tensors(&mtp("cohere2moe", 0), &Offload::gpu()).is_ok());
+    let e = load_tensors(&mtp("glm4moe", 3), &Offload::gpu())
+        .unwrap_err()
+        .to_string();
+    assert!(
+        e.contains("`glm4moe.nextn_predict_layers` is 3, above the 2 layers"),
+        "{e}"
+    );
+}
+
+#[test]
+fn an_mtp_layers_tensors_are_not_loaded() {
+    // glm4moe, block_count 3 with 1 MTP layer: block 2's tensors are
+    // skipped (TENSOR_SKIP), wherever they are. Every layer on the GPU:
+    // blocks 0 and 1 (8,192 each), the norm 256, the tied output 1,280.
+    let tensors = [
+        t("token_embd.weight", &[64, 10], F16),
+        t("blk.0.attn_q.weight", &[64, 64], F16),
+        t("blk.1.attn_q.weight", &[64, 64], F16),
+        t("blk.2.attn_q.weight", &[64, 64], F16),
+        t("blk.2.nextn.eh_proj.weight", &[64, 64], F16),
+        t("output_norm.weight", &[64], F32),
+    ];
+    let file = read_with(
+        "glm4moe",
+        &[("block_count", 3), ("nextn_predict_layers", 1)],
+        &tensors,
+    );
+    let loaded = load_tensors(&file, &Offload::gpu()).unwrap();
+    assert_eq!(loaded.bytes_in("CUDA0"), 2 * 8_192 + 256 + 1_280);
+    // The MTP layer still counts among llama.cpp's layers (n_layer_all).
+    assert_eq!(
+        loaded.lines()[2],
+        "load_tensors: offloaded 4/4 layers to GPU"
+    );
+    // On the host, mapped: the span runs over them to output_norm, 1,280 +
+    // 4 x 8,192 + 256; allocated: the embedding, 2 blocks and the norm.
+    let loaded = load_tensors(&file, &Offload::gpu().gpu_layers(0)).unwrap();
+    assert_eq!(loaded.bytes_in("CPU_Mapped"), 1_280 + 4 * 8_192 + 256);
+    let loaded = load_tensors(&file, &Offload::gpu().gpu_layers(0).no_mmap()).unwrap();
+    assert_eq!(loaded.bytes_in("CUDA_Host"), 1_280 + 2 * 8_192 + 256);
 }
 
 #[test]

@@ -9,7 +9,11 @@ llama.cpp --n-gpu-layers 0` gives (CUDA_Host compared as CPU, as in
 model_buffers.py); then each cache's `KV buffer size` / `RS buffer size`
 line of a context at llama.cpp's defaults (n_ctx 0: the model's length).
 
-    model_buffers_registry.py SRC [--kv target/debug/kv] [--work DIR] [--only A,B]
+    model_buffers_registry.py SRC [--kv target/debug/kv] [--work DIR] [--only A,B] [--mtp]
+
+With --mtp, each twin has one MTP layer (`nextn_predict_layers` 1): llama.cpp
+makes its tensors with `load_mtp` on, and the file is then loaded as users
+load one, which skips them where the architecture's loader does.
 
 Prints one row per architecture: `same`, `DIFF` (both lines), `kv-refuses`
 (kv's reason) or `no-twin` (llama.cpp did not build or load it), then the
@@ -33,7 +37,7 @@ PY = sys.executable
 BLOCK = {0: (1, 4), 1: (1, 2), 24: (1, 1), 25: (1, 2), 26: (1, 4), 30: (1, 2)}
 
 
-def materialize(src, twin, out):
+def materialize(src, twin, out, mtp=False):
     """Builds `twin` in llama.cpp and writes the tensors it created to `out`
     (child process: llama.cpp may abort)."""
     sys.path.insert(0, HERE)
@@ -65,13 +69,23 @@ def materialize(src, twin, out):
     llama_cpp.llama_backend_init()
     meta = lib.gguf_init_from_file(twin.encode(), GgufInitParams(True, None))
     mp = llama_cpp.llama_model_default_params()
+    # With MTP layers, llama.cpp must create their tensors for the file to
+    # hold them; loading the file, it skips them again (load_mtp off).
+    mp.load_mtp = mtp
     m = llama_cpp.llama_model_init_from_user(meta, record, None, mp)
     if not m:
         sys.exit("llama.cpp did not build the twin")
     arch = gguf.GGUFReader(twin).fields["general.architecture"]
     arch = bytes(arch.parts[arch.data[0]]).decode()
     tensors = []
+    layers = gguf.GGUFReader(twin).fields[f"{arch}.block_count"]
+    last = f"blk.{int(layers.parts[layers.data[0]][0]) - 1}."
     for name, (ty, ne) in created.items():
+        # An MTP layer's optional scales: llama.cpp asks for them only beside
+        # weights it loads, so a file holding them with the weights skipped
+        # is refused (wrong number of tensors); published files have none.
+        if mtp and name.startswith(last) and name.endswith(("scale", "input_scale")):
+            continue
         if ty not in BLOCK:
             sys.exit(f"tensor {name} has ggml type {ty}")
         per, size = BLOCK[ty]
@@ -80,7 +94,8 @@ def materialize(src, twin, out):
             shape = shape[1:]
         shape[-1] = shape[-1] // per * size
         tensors.append((name, np.zeros(shape, dtype=np.uint8), gguf.GGMLQuantizationType(ty)))
-    fixture.write(src, out, arch, fixture.moe_for(arch), tensors=tensors)
+    sets = ["{arch}.nextn_predict_layers=u32:1"] if mtp else []
+    fixture.write(src, out, arch, fixture.moe_for(arch), sets, tensors=tensors)
 
 
 def load(path, mapped):
@@ -132,7 +147,7 @@ def kv_lines(kv, path, mapped):
 
 def main():
     if sys.argv[1:2] == ["--materialize"]:
-        return materialize(*sys.argv[2:5])
+        return materialize(*sys.argv[2:5], mtp=sys.argv[5:6] == ["mtp"])
     if sys.argv[1:2] == ["--load"]:
         return load(sys.argv[2], sys.argv[3] == "mapped")
     p = argparse.ArgumentParser()
@@ -140,6 +155,9 @@ def main():
     p.add_argument("--kv", default=os.path.join(ROOT, "target", "debug", "kv"))
     p.add_argument("--work", default="/tmp/kv-llamacpp-buffers")
     p.add_argument("--only", default="")
+    p.add_argument("--mtp", action="store_true",
+                   help="twins with one MTP layer (nextn_predict_layers 1), made by llama.cpp "
+                        "with load_mtp on, loaded as users load them (MTP skipped)")
     a = p.parse_args()
     sys.path.insert(0, HERE)
     import fixture
@@ -157,8 +175,10 @@ def main():
             continue
         twin = os.path.join(a.work, arch + ".twin.gguf")
         real = os.path.join(a.work, arch + ".gguf")
-        fixture.write(a.src, twin, arch, fixture.moe_for(arch))
-        made = subprocess.run([PY, __file__, "--materialize", a.src, twin, real],
+        sets = ["{arch}.nextn_predict_layers=u32:1"] if a.mtp else []
+        fixture.write(a.src, twin, arch, fixture.moe_for(arch), sets)
+        made = subprocess.run([PY, __file__, "--materialize", a.src, twin, real]
+                              + (["mtp"] if a.mtp else []),
                               capture_output=True, text=True, timeout=300)
         if made.returncode != 0:
             status, detail = "no-twin", (made.stderr.strip().split("\n") or [""])[-1][:160]

@@ -29,8 +29,9 @@
 //!   buffer that depends on the host's CPU: the host's buffers are then
 //!   not listed, and said so; the GPU's are the same either way.
 //!
-//! Refused by name: a file with MTP layers (llama.cpp skips them unless
-//! asked to load them), a lazily read tensor (over 4 GiB, in the
+//! An MTP layer's tensors are not loaded (`TENSOR_SKIP`) in the
+//! architectures whose loaders skip them unless asked to load them. Refused
+//! by name: MTP layers in another architecture, a lazily read tensor (over 4 GiB, in the
 //! architectures that mark one), a tensor of a layer llama.cpp's table does
 //! not fix when some layers are offloaded and some not.
 
@@ -48,6 +49,23 @@ mod tensor_names;
 const LAZY_MIN_BYTES: u64 = 4 << 30;
 /// The loaders that mark a tensor `TENSOR_READ_LAZY`.
 const LAZY_ARCHITECTURES: &[&str] = &["gemma4", "qwen4exp"];
+
+/// The loaders that skip every tensor of their MTP layers (`TENSOR_SKIP`,
+/// unless asked to load them): layers from `block_count -
+/// nextn_predict_layers` on. Those `model_buffers_registry.py --mtp`
+/// checked; cohere2moe, glm5-next, hy_v3 and step35 load some of an MTP
+/// layer's tensors, and the loaders that skip without `load_mtp` cannot be
+/// built to check: both refused.
+const MTP_SKIPPED: &[&str] = &[
+    "deepseek2",
+    "deepseek32",
+    "glm-dsa",
+    "glm4moe",
+    "mimo2",
+    "qwen35",
+    "qwen35moe",
+    "qwen3next",
+];
 
 /// `common/fit.cpp`'s `fit_params_target`: what `--fit` leaves free on
 /// each device (1024 MiB).
@@ -205,14 +223,11 @@ pub fn load_tensors(file: &GgufFile, offload: &Offload) -> Result<LoadedModel, K
     };
     let arch = meta.architecture()?.to_owned();
     let mtp_key = format!("{arch}.nextn_predict_layers");
-    if let Some(n) = meta
-        .get(&mtp_key)
-        .and_then(|v| v.as_count())
-        .filter(|&n| n > 0)
-    {
+    let mtp = meta.get(&mtp_key).and_then(|v| v.as_count()).unwrap_or(0);
+    if mtp > 0 && !MTP_SKIPPED.contains(&arch.as_str()) {
         return Err(err(format!(
-            "`{mtp_key}` is {n}: llama.cpp skips MTP layers unless asked to load them, and kv \
-             does not place them yet"
+            "`{mtp_key}` is {mtp}: kv does not know whether llama.cpp's {arch} loader loads its \
+             MTP layers"
         )));
     }
     let key = format!("{arch}.block_count");
@@ -226,10 +241,15 @@ pub fn load_tensors(file: &GgufFile, offload: &Offload) -> Result<LoadedModel, K
              layers"
         )));
     }
+    if mtp > layers {
+        return Err(err(format!(
+            "`{mtp_key}` is {mtp}, above the {layers} layers of `{key}`; llama.cpp aborts"
+        )));
+    }
     // n_layer_all: graniteswitch keeps a router layer after the others
     // (granite-switch.cpp: n_layer_all = block_count + 1).
     let layers = layers + u64::from(arch == "graniteswitch");
-    let created = created_tensors(file, layers, &err)?;
+    let created = created_tensors(file, layers, layers - mtp, &err)?;
     // llama_model::n_gpu_layers: -1 is every layer and the output one.
     let ngl = offload
         .gpu_layers
@@ -380,6 +400,7 @@ pub fn load_tensors(file: &GgufFile, offload: &Offload) -> Result<LoadedModel, K
 fn created_tensors(
     file: &GgufFile,
     layers: u64,
+    trunk: u64,
     err: &dyn Fn(String) -> KvError,
 ) -> Result<Vec<Created>, KvError> {
     let mut created = Vec::new();
@@ -408,6 +429,8 @@ fn created_tensors(
                 continue;
             }
             TensorLayer::Repeating => match block_of(name) {
+                // An MTP layer's tensors: TENSOR_SKIP, not loaded.
+                Some(il) if il >= trunk && il < layers => continue,
                 Some(il) if il < layers => Layer::Block(il),
                 Some(il) => {
                     return Err(err(format!(
