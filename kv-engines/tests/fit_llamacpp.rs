@@ -455,6 +455,10 @@ fn what_kv_cannot_place_is_refused_by_name() {
         e.contains("`glm4moe.nextn_predict_layers` is 3, above the 2 layers"),
         "{e}"
     );
+    // As many as the layers: every block skipped (the cache's rules refuse
+    // such a model; its weights are still placed).
+    let loaded = load_tensors(&mtp("glm4moe", 2), &Offload::gpu()).unwrap();
+    assert_eq!(loaded.bytes_in("CUDA0"), 256 + 1_280);
 }
 
 #[test]
