@@ -11,9 +11,9 @@ use std::path::Path;
 
 use kv_core::units::thousands;
 use kv_engines::estimate::llamacpp::{
-    estimate, CacheDevice, CachePlacement, LlamaCppEstimate, LLAMACPP_COMMIT,
+    buffer_mib, estimate, CacheDevice, CachePlacement, LlamaCppEstimate, LLAMACPP_COMMIT,
 };
-use kv_engines::fit::llamacpp::{buffer_mib, load_tensors, LoadedModel, Offload, FIT_MARGIN_BYTES};
+use kv_engines::fit::llamacpp::{load_tensors, LoadedModel, Offload, FIT_MARGIN_BYTES};
 use kv_engines::gguf::GgufFile;
 use serde_json::Value;
 

@@ -97,7 +97,7 @@ pub(crate) use hparams::MAX_LAYERS;
 mod report;
 
 pub use ggml_type::GgmlType;
-pub use report::{mib, CacheDevice, CachePlacement, KvCache, Memory, RecurrentState};
+pub use report::{buffer_mib, mib, CacheDevice, CachePlacement, KvCache, Memory, RecurrentState};
 use report::{Buffers, CacheTensor};
 
 use hparams::Hparams;

@@ -39,8 +39,8 @@ use serde::Serialize;
 
 use kv_core::KvError;
 
-use crate::estimate::llamacpp::MAX_LAYERS;
-use crate::gguf::{ggml_tensor_type_named, GgmlTensorType, GgufFile};
+use crate::estimate::llamacpp::{buffer_mib, CacheDevice, MAX_LAYERS};
+use crate::gguf::{ggml_tensor_type_named, GgufFile};
 
 mod tensor_names;
 
@@ -70,13 +70,6 @@ const MTP_SKIPPED: &[&str] = &[
 /// `common/fit.cpp`'s `fit_params_target`: what `--fit` leaves free on
 /// each device (1024 MiB).
 pub const FIT_MARGIN_BYTES: u64 = 1 << 30;
-
-/// ggml-cuda's `MATRIX_ROW_PADDING`, in elements.
-const CUDA_ROW_PADDING: u64 = 512;
-/// `ggml_backend_cuda_buffer_type_get_alignment`.
-const CUDA_ALIGNMENT: u64 = 128;
-/// ggml's `TENSOR_ALIGNMENT`: the CPU and CUDA host buffers'.
-const HOST_ALIGNMENT: u64 = 32;
 
 /// The types `ggml_repack_get_optimal_repack_type` may repack.
 const REPACKABLE: &[&str] = &[
@@ -284,6 +277,9 @@ pub fn load_tensors(file: &GgufFile, offload: &Offload) -> Result<LoadedModel, K
     for c in &created {
         let tensor = &tensors[c.file];
         let ty = types[c.file];
+        let block = (ty.block_elements, ty.block_bytes);
+        // ne0 is a whole number of blocks (gguf.cpp checks it).
+        let ne0 = tensor.shape.first().copied().unwrap_or(1);
         if !placed.insert((c.file, on_gpu(c.layer))) {
             continue;
         }
@@ -303,8 +299,8 @@ pub fn load_tensors(file: &GgufFile, offload: &Offload) -> Result<LoadedModel, K
             )));
         }
         if on_gpu(c.layer) {
-            let size = cuda_alloc_size(ty, &tensor.shape, tensor.bytes)
-                .and_then(|size| pad(size, CUDA_ALIGNMENT))
+            let size = CacheDevice::Cuda
+                .alloc_bytes(block, ne0, tensor.bytes)
                 .ok_or_else(overflow)?;
             gpu_bytes = gpu_bytes.checked_add(size).ok_or_else(overflow)?;
             continue;
@@ -323,7 +319,10 @@ pub fn load_tensors(file: &GgufFile, offload: &Offload) -> Result<LoadedModel, K
         let start = offsets[c.file];
         let end = start.checked_add(tensor.bytes).ok_or_else(overflow)?;
         host_span = Some(host_span.map_or((start, end), |(s, e)| (s.min(start), e.max(end))));
-        let size = pad(tensor.bytes, HOST_ALIGNMENT).ok_or_else(overflow)?;
+        // The CPU and CUDA host buffers both align to 32.
+        let size = CacheDevice::Cpu
+            .alloc_bytes(block, ne0, tensor.bytes)
+            .ok_or_else(overflow)?;
         host_allocated = host_allocated.checked_add(size).ok_or_else(overflow)?;
     }
     let mut buffers = Vec::new();
@@ -509,26 +508,4 @@ fn number(text: &str) -> Option<u64> {
         return None;
     }
     text.parse().ok()
-}
-
-/// `ggml_backend_cuda_buffer_type_get_alloc_size` for a weight.
-fn cuda_alloc_size(ty: GgmlTensorType, shape: &[u64], bytes: u64) -> Option<u64> {
-    let ne0 = shape.first().copied().unwrap_or(1);
-    let rem = ne0 % CUDA_ROW_PADDING;
-    if ty.block_elements > 1 && rem != 0 {
-        // ne0 is a whole number of blocks (gguf.cpp checks it), and every
-        // block size divides 512: ggml_row_size(type, 512 - rem).
-        let extra = (CUDA_ROW_PADDING - rem) / ty.block_elements * ty.block_bytes;
-        return bytes.checked_add(extra);
-    }
-    Some(bytes)
-}
-
-fn pad(bytes: u64, alignment: u64) -> Option<u64> {
-    bytes.checked_next_multiple_of(alignment)
-}
-
-/// `%8.2f MiB` of `bytes / 1024.0 / 1024.0`, as llama.cpp prints a buffer.
-pub fn buffer_mib(bytes: u64) -> String {
-    format!("{:>8.2} MiB", bytes as f64 / 1024.0 / 1024.0)
 }

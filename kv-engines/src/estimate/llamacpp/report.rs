@@ -57,11 +57,12 @@ pub(crate) struct CacheTensor {
     pub(crate) bytes: u64,
 }
 
-/// The device a cache's buffer is on, as its lines name it.
+/// The device a buffer is on (a cache's, or the weights' in
+/// `kv_engines::fit::llamacpp`), as llama.cpp's lines name it.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 #[non_exhaustive]
 pub enum CacheDevice {
-    /// The host (`CPU`): 32-byte alignment.
+    /// The host (`CPU`): 32-byte alignment (ggml's `TENSOR_ALIGNMENT`).
     Cpu,
     /// `CUDA0`: 128-byte alignment, a quantized row not a multiple of 512
     /// elements padded with one partial row (`MATRIX_ROW_PADDING`).
@@ -77,23 +78,45 @@ impl CacheDevice {
         }
     }
 
-    /// `ggml_backend_alloc_ctx_tensors_from_buft`'s size for `tensors`.
-    fn buffer_bytes(self, tensors: &[CacheTensor]) -> Option<u64> {
+    /// What the device's buffer type allocates for one tensor of `bytes`
+    /// whose rows are `ne0` elements, in blocks of `(elements, bytes)`:
+    /// `get_alloc_size`, padded to its alignment. `None` where that
+    /// overflows, or a partial row is not whole blocks.
+    pub(crate) fn alloc_bytes(self, block: (u64, u64), ne0: u64, bytes: u64) -> Option<u64> {
         let (alignment, row_padding) = match self {
             CacheDevice::Cpu => (32, None),
             CacheDevice::Cuda => (128, Some(512)),
         };
-        tensors.iter().try_fold(0u64, |sum, t| {
-            let mut size = t.bytes;
-            if let Some(padding) = row_padding.filter(|_| t.ty.is_quantized()) {
-                let rem = t.ne0 % padding;
-                if rem != 0 {
-                    size = size.checked_add(t.ty.row_bytes(padding - rem)?)?;
+        let (block_elements, block_bytes) = block;
+        let mut size = bytes;
+        // ggml_is_quantized: blocks of more than one element.
+        if let Some(padding) = row_padding.filter(|_| block_elements > 1) {
+            let rem = ne0 % padding;
+            if rem != 0 {
+                // ggml_row_size(type, padding - rem).
+                let missing = padding - rem;
+                if !missing.is_multiple_of(block_elements) {
+                    return None;
                 }
+                size = size.checked_add((missing / block_elements).checked_mul(block_bytes)?)?;
             }
-            sum.checked_add(size.checked_next_multiple_of(alignment)?)
+        }
+        size.checked_next_multiple_of(alignment)
+    }
+
+    /// `ggml_backend_alloc_ctx_tensors_from_buft`'s size for `tensors`.
+    fn buffer_bytes(self, tensors: &[CacheTensor]) -> Option<u64> {
+        tensors.iter().try_fold(0u64, |sum, t| {
+            let block = (t.ty.block_size(), t.ty.block_bytes());
+            sum.checked_add(self.alloc_bytes(block, t.ne0, t.bytes)?)
         })
     }
+}
+
+/// `%8.2f MiB` of `bytes / 1024.0 / 1024.0`, as llama.cpp prints a buffer's
+/// size.
+pub fn buffer_mib(bytes: u64) -> String {
+    format!("{:>8.2} MiB", bytes as f64 / 1024.0 / 1024.0)
 }
 
 /// Which device each layer's caches are on: llama.cpp puts a layer's
