@@ -12,6 +12,7 @@ import argparse
 import glob
 import json
 import os
+import struct
 import subprocess
 import sys
 import tempfile
@@ -24,7 +25,8 @@ import loaded_weights  # noqa: E402
 from hf_checkpoint import hf_checkpoint  # noqa: E402
 
 CLASSES = {
-    "CohereForCausalLM", "Cohere2ForCausalLM", "GemmaForCausalLM", "GraniteForCausalLM",
+    "CohereForCausalLM", "Cohere2ForCausalLM", "DeepseekV2ForCausalLM", "DeepseekV3ForCausalLM",
+    "Ernie4_5ForCausalLM", "Exaone4ForCausalLM", "GemmaForCausalLM", "GraniteForCausalLM",
     "GraniteMoeForCausalLM", "HunYuanDenseV1ForCausalLM", "Llama4ForCausalLM",
     "LlamaForCausalLM", "MistralForCausalLM", "MixtralForCausalLM", "OlmoForCausalLM",
     "Olmo2ForCausalLM", "OlmoeForCausalLM", "Phi3ForCausalLM", "Qwen2ForCausalLM",
@@ -32,11 +34,45 @@ CLASSES = {
 }
 
 
+def add_mtp_layers(folder, c):
+    """The MTP layers DeepSeek-V3's checkpoint ships after the decoder's
+    (`model.layers.N` for N from num_hidden_layers): the last layer's tensors
+    again, with eh_proj, enorm, hnorm, shared_head and embed_tokens."""
+    n, h = c["num_hidden_layers"], c["hidden_size"]
+    path = os.path.join(folder, "model.safetensors")
+    with open(path, "rb") as f:
+        size = struct.unpack("<Q", f.read(8))[0]
+        header = json.loads(f.read(size))
+    at = max(t["data_offsets"][1] for t in header.values())
+    last = f"model.layers.{n - 1}."
+    dtype = next(iter(header.values()))["dtype"]
+    for i in range(c.get("num_nextn_predict_layers") or 0):
+        extra = {k.replace(last, f"model.layers.{n + i}."): (t["dtype"], t["shape"])
+                 for k, t in header.items() if k.startswith(last)}
+        for k, shape in [("eh_proj.weight", [h, 2 * h]), ("enorm.weight", [h]),
+                         ("hnorm.weight", [h]), ("shared_head.norm.weight", [h]),
+                         ("shared_head.head.weight", [c["vocab_size"], h]),
+                         ("embed_tokens.weight", [c["vocab_size"], h])]:
+            extra[f"model.layers.{n + i}.{k}"] = (dtype, shape)
+        for k, (dt, shape) in extra.items():
+            bytes_ = {"BF16": 2, "F16": 2, "F32": 4}[dt]
+            for d in shape:
+                bytes_ *= d
+            header[k] = {"dtype": dt, "shape": shape, "data_offsets": [at, at + bytes_]}
+            at += bytes_
+    raw = json.dumps(header).encode()
+    with open(path, "wb") as f:
+        f.write(struct.pack("<Q", len(raw)) + raw)
+        f.truncate(8 + len(raw) + at)
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--kv", required=True)
     ap.add_argument("--tp", type=int, nargs="*", default=[1])
     ap.add_argument("--pp", type=int, default=1, help="compare every stage of this pipeline")
+    ap.add_argument("--mtp", action="store_true",
+                    help="add the MTP layers a published checkpoint ships (num_nextn_predict_layers)")
     ap.add_argument("configs", nargs="*")
     a = ap.parse_args()
     os.environ.setdefault("VLLM_LOGGING_LEVEL", "ERROR")
@@ -56,6 +92,8 @@ def main():
             json.dump(c, f)
         try:
             hf_checkpoint(os.path.join(folder, "config.json"), folder)
+            if a.mtp:
+                add_mtp_layers(folder, c)
         except Exception as e:  # noqa: BLE001  (reported; the next runs)
             counts["no checkpoint"] += 1
             print(json.dumps({"config": os.path.relpath(path, ROOT), "verdict": "no checkpoint",

@@ -46,3 +46,22 @@ pub(crate) fn checked_class<'c>(
     }
     Ok(class)
 }
+
+/// `first` then `second`, as one array of `N` names (`N` their lengths'
+/// sum, or the build fails on the index).
+pub(crate) const fn joined<const N: usize>(
+    first: &[&'static str],
+    second: &[&'static str],
+) -> [&'static str; N] {
+    let mut all = [""; N];
+    let mut i = 0;
+    while i < N {
+        all[i] = if i < first.len() {
+            first[i]
+        } else {
+            second[i - first.len()]
+        };
+        i += 1;
+    }
+    all
+}

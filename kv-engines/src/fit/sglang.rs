@@ -15,7 +15,7 @@ use kv_core::KvError;
 use serde::Serialize;
 use serde_json::Value;
 
-use super::config::{checked_class, text_section};
+use super::config::{checked_class, joined, text_section};
 use super::rotary::rotary_table_elements;
 use super::shard::{ShardingEngine, TpLayout, SHARDED_ARCHITECTURES};
 use crate::stored_tensor::StoredTensor;
@@ -268,25 +268,6 @@ const DP_ATTENTION_ARCHITECTURES: &[&str] = &[
 /// shards were never compared (transformers cannot build its shipped config).
 const TP1_ONLY_ARCHITECTURES: &[&str] = &["HunYuanDenseV1ForCausalLM"];
 const CHECKED_COUNT: usize = SHARDED_ARCHITECTURES.len() + TP1_ONLY_ARCHITECTURES.len();
-
-/// `first` then `second`, as one array of `N` names (`N` their lengths'
-/// sum, or the build fails on the index).
-const fn joined<const N: usize>(
-    first: &[&'static str],
-    second: &[&'static str],
-) -> [&'static str; N] {
-    let mut all = [""; N];
-    let mut i = 0;
-    while i < N {
-        all[i] = if i < first.len() {
-            first[i]
-        } else {
-            second[i - first.len()]
-        };
-        i += 1;
-    }
-    all
-}
 
 /// What SGLang holds once it has loaded a checkpoint: its tensors in the
 /// served dtype, less those its loader skips, and the rotary table.

@@ -201,6 +201,15 @@ impl TpLayout {
                 let per_head = elements / self.kv_heads;
                 (merged("qkv_proj"), per_head * self.kv_heads_per_rank)
             }
+            // Latent attention (DeepSeek-V2/V3): the down-projections of q
+            // and of the latent are replicated on every rank, one
+            // allocation (`fused_qkv_a_proj`) where q has a LoRA rank; the
+            // up-projections are column-parallel.
+            "q_a_proj" | "kv_a_proj_with_mqa" => (merged("fused_qkv_a_proj"), elements),
+            "q_b_proj" | "kv_b_proj" => {
+                divide(engine, rows, attn_tp)?;
+                (name.to_owned(), elements / attn_tp)
+            }
             "gate_proj" | "up_proj" => {
                 divide(engine, rows, tp)?;
                 (merged("gate_up_proj"), elements / tp)

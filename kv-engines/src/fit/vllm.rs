@@ -19,8 +19,8 @@ use kv_core::DType;
 use serde::Serialize;
 use serde_json::Value;
 
-use super::config::{checked_class, text_section};
-use super::rotary::{rotary_table_elements, rotary_table_shape};
+use super::config::{checked_class, joined, text_section};
+use super::rotary::{mla_rotary_table_shape, rotary_table_elements, rotary_table_shape};
 use super::shard::{ShardingEngine, TpLayout, SHARDED_ARCHITECTURES};
 use crate::estimate::format_gib;
 use crate::stored_tensor::StoredTensor;
@@ -31,11 +31,32 @@ use crate::stored_tensor::StoredTensor;
 /// float32 scales per attention layer (scripts/vllm/loaded_weights.py, on
 /// checkpoints written from transformers' own class for each shipped
 /// config; Gemma holds one more scalar, its `normalizer`, and OLMo, OLMo 2
-/// and Starcoder2 `inv_freq` tables in place of the cos/sin cache). Not
-/// here: HunYuan (transformers cannot build the shipped config to check it).
-/// They are the classes whose shards were compared with vLLM's own at TP
-/// 2, 4 and 8 too: one list.
-pub const CHECKED_ARCHITECTURES: &[&str] = SHARDED_ARCHITECTURES;
+/// and Starcoder2 `inv_freq` tables in place of the cos/sin cache; the
+/// latent-attention classes are [`LATENT_ATTENTION`]). Not here: HunYuan
+/// (transformers cannot build the shipped config to check it). Each was
+/// compared with vLLM's own at TP 1, 2, 4 and 8 and at PP 2 and 3.
+pub const CHECKED_ARCHITECTURES: &[&str] =
+    &joined::<CHECKED_COUNT>(SHARDED_ARCHITECTURES, VLLM_ONLY_ARCHITECTURES);
+
+/// Of [`CHECKED_ARCHITECTURES`], those checked for vLLM only (SGLang's
+/// classes for them were not compared).
+const VLLM_ONLY_ARCHITECTURES: &[&str] = &[
+    "DeepseekV2ForCausalLM",
+    "DeepseekV3ForCausalLM",
+    "Ernie4_5ForCausalLM",
+    "Exaone4ForCausalLM",
+];
+const CHECKED_COUNT: usize = SHARDED_ARCHITECTURES.len() + VLLM_ONLY_ARCHITECTURES.len();
+
+/// The classes with multi-head latent attention (`DeepseekV2MLAAttention`):
+/// the rotary table is `qk_rope_head_dim` wide
+/// ([`mla_rotary_table_shape`]); the router's `e_score_correction_bias` is
+/// a float32 parameter where `topk_method` is `noaux_tc` (and absent
+/// otherwise); MTP layers (`model.layers.N` for N from
+/// `num_hidden_layers`, `num_nextn_predict_layers` of them) are skipped by
+/// the loader (`get_spec_layer_idx_from_weight_name`) unless speculative
+/// decoding loads them, which kv does not model.
+const LATENT_ATTENTION: &[&str] = &["DeepseekV2ForCausalLM", "DeepseekV3ForCausalLM"];
 
 /// The classes whose vLLM model keeps `inv_freq` and `original_inv_freq`
 /// (float32, head_dim / 2 each) in place of the cos/sin cache.
@@ -121,16 +142,11 @@ impl StageShare<'_> {
 
     /// Whether the stage loads tensor `name`.
     fn holds(&self, name: &str) -> Result<bool, String> {
+        if let Some(index) = layer_index(name)? {
+            return Ok(self.layers.contains(&index));
+        }
         if self.stage.stages == 1 {
             return Ok(true);
-        }
-        if let Some(rest) = name.strip_prefix("model.layers.") {
-            let index = rest
-                .split('.')
-                .next()
-                .and_then(|i| i.parse::<u64>().ok())
-                .ok_or_else(|| format!("`{name}`: no layer index after `model.layers.`"))?;
-            return Ok(self.layers.contains(&index));
         }
         let first = self.stage.index == 0;
         let last = self.stage.index + 1 == self.stage.stages;
@@ -146,6 +162,18 @@ impl StageShare<'_> {
             ))
         }
     }
+}
+
+/// The decoder layer a tensor named `model.layers.N.…` belongs to.
+fn layer_index(name: &str) -> Result<Option<u64>, String> {
+    let Some(rest) = name.strip_prefix("model.layers.") else {
+        return Ok(None);
+    };
+    rest.split('.')
+        .next()
+        .and_then(|i| i.parse::<u64>().ok())
+        .map(Some)
+        .ok_or_else(|| format!("`{name}`: no layer index after `model.layers.`"))
 }
 
 /// What vLLM holds once it has loaded a checkpoint, as `Model loading took`
@@ -251,19 +279,57 @@ pub fn loaded_weights_on_stage(
         .and_then(Value::as_bool)
         .unwrap_or(false);
     let layout = TpLayout::new(text, tp, ShardingEngine::Vllm)?;
-    let share = StageShare::new(class, stage, count("num_hidden_layers")?, tied)?;
+    let layer_count = count("num_hidden_layers")?;
+    let share = StageShare::new(class, stage, layer_count, tied)?;
+    let latent = LATENT_ATTENTION.contains(&class);
+    let mtp_layers = if latent {
+        text.get("num_nextn_predict_layers")
+            .and_then(Value::as_u64)
+            .unwrap_or(0)
+    } else {
+        0
+    };
     let mut allocations: std::collections::BTreeMap<String, u64> = Default::default();
     let mut skipped_bytes = 0u64;
     for tensor in tensors {
         let name = tensor.name.as_str();
         let is_head = name == "lm_head.weight";
-        if name.contains("rotary_emb.inv_freq") || (tied && is_head) {
+        let mut skipped = name.contains("rotary_emb.inv_freq") || (tied && is_head);
+        if let Some(index) = layer_index(name)? {
+            if index >= layer_count {
+                // An MTP layer: the loader skips it.
+                skipped = index - layer_count < mtp_layers;
+                if !skipped {
+                    return Err(format!(
+                        "`{name}`: layer {index}, but the config has {layer_count} layers \
+                         and {mtp_layers} MTP layers after them; vLLM's class has no such \
+                         parameter"
+                    ));
+                }
+            }
+        }
+        if skipped {
             skipped_bytes = skipped_bytes
                 .checked_add(tensor.bytes)
                 .ok_or("the skipped tensors' bytes overflow u64")?;
             continue;
         }
         if !share.holds(name)? {
+            continue;
+        }
+        if latent && name.ends_with(".gate.e_score_correction_bias") {
+            // A float32 parameter of its own, where vLLM builds one.
+            if text.get("topk_method").and_then(Value::as_str) != Some("noaux_tc") {
+                return Err(format!(
+                    "`{name}`: vLLM's `{class}` builds no `e_score_correction_bias` unless \
+                     `topk_method` is `noaux_tc`, so it cannot load this checkpoint"
+                ));
+            }
+            let (allocation, elements) = layout.share(tensor, false)?;
+            let bytes = elements
+                .checked_mul(4)
+                .ok_or_else(|| format!("`{name}`: its bytes overflow u64"))?;
+            allocations.insert(allocation, bytes);
             continue;
         }
         if !matches!(tensor.dtype.as_str(), "F16" | "BF16" | "F32" | "F64") {
@@ -286,7 +352,14 @@ pub fn loaded_weights_on_stage(
         .values()
         .try_fold(0u64, |sum, &bytes| sum.checked_add(round_to_block(bytes)?))
         .ok_or("the tensors' bytes overflow u64")?;
-    let rotary_bytes = if INV_FREQ_ROTARY.contains(&class) {
+    let rotary_bytes = if latent {
+        let (positions, dim) = mla_rotary_table_shape(text)?;
+        positions
+            .checked_mul(dim)
+            .and_then(|elements| elements.checked_mul(element))
+            .and_then(round_to_block)
+            .ok_or("the rotary table's bytes overflow u64")?
+    } else if INV_FREQ_ROTARY.contains(&class) {
         // `inv_freq` and `original_inv_freq`: head_dim / 2 float32 each.
         let (_, dim) = rotary_table_shape(text)?;
         round_to_block((dim / 2) * 4)
@@ -604,7 +677,7 @@ mod tests {
             // The 32 layers and the final norm, as one tensor of their
             // 32 x 218,112,000 + 4,096 = 6,979,588,096 parameters (what
             // rounding sees is each tensor's bytes, all multiples of 512).
-            tensor("model.layers.all", "BF16", &[6_979_588_096], 13_959_176_192),
+            tensor("model.layers.0.all", "BF16", &[6_979_588_096], 13_959_176_192),
         ];
         let loaded = loaded_weights(&config, &tensors, DType::BF16, 1).unwrap();
         assert_eq!(loaded.tensor_bytes, 16_060_522_496);

@@ -1,0 +1,282 @@
+//! What vLLM 0.33 holds once it has loaded a DeepSeek-V3 checkpoint
+//! (multi-head latent attention, routed and shared experts, an MTP layer),
+//! per tensor-parallel rank and per pipeline stage. Every figure is worked
+//! out by hand below from `DeepseekV2ForCausalLM`'s layers
+//! (models/deepseek_v2.py) and the 512-byte blocks of the CUDA caching
+//! allocator. The same config, built by transformers and by vLLM's own class
+//! on the meta device, gave these totals (scripts/vllm/compare_weights_hf.py
+//! --mtp: 1,409,024 B at TP 1, 789,504 B at TP 2, 696,320 B and 716,288 B
+//! at PP 2).
+
+use kv_core::DType;
+use kv_engines::fit::vllm::{loaded_weights, loaded_weights_on_stage, PipelineStage};
+use kv_engines::weights::StoredTensor;
+use serde_json::{json, Value};
+
+fn bf16(name: &str, shape: &[u64]) -> StoredTensor {
+    let bytes = shape.iter().product::<u64>() * 2;
+    StoredTensor::new(name.into(), "BF16".into(), shape.to_vec(), bytes)
+}
+
+/// Hidden 64, 2 heads of 128 + 64 (nope + rope) for q and k and 128 for v,
+/// q's LoRA rank 32, the latent 512; layer 0 dense (intermediate 32),
+/// layer 1 MoE (4 routed experts and 1 shared, 16 wide); vocabulary 128;
+/// YaRN x 2.5 over 10 positions.
+fn config() -> Value {
+    json!({
+        "architectures": ["DeepseekV3ForCausalLM"], "model_type": "deepseek_v3",
+        "hidden_size": 64, "num_attention_heads": 2, "num_key_value_heads": 2,
+        "q_lora_rank": 32, "kv_lora_rank": 512, "qk_nope_head_dim": 128,
+        "qk_rope_head_dim": 64, "v_head_dim": 128, "vocab_size": 128,
+        "num_hidden_layers": 2, "first_k_dense_replace": 1, "n_routed_experts": 4,
+        "n_shared_experts": 1, "moe_intermediate_size": 16, "intermediate_size": 32,
+        "num_experts_per_tok": 2, "num_nextn_predict_layers": 1, "topk_method": "noaux_tc",
+        "max_position_embeddings": 25, "tie_word_embeddings": false, "torch_dtype": "bfloat16",
+        "rope_scaling": {"type": "yarn", "factor": 2.5, "original_max_position_embeddings": 10,
+                         "mscale": 1.0, "mscale_all_dim": 1.0},
+    })
+}
+
+fn attention(layer: u64) -> Vec<StoredTensor> {
+    let at = |part: &str| format!("model.layers.{layer}.{part}");
+    vec![
+        bf16(&at("self_attn.q_a_proj.weight"), &[32, 64]),
+        bf16(&at("self_attn.q_a_layernorm.weight"), &[32]),
+        bf16(&at("self_attn.q_b_proj.weight"), &[2 * 192, 32]),
+        bf16(&at("self_attn.kv_a_proj_with_mqa.weight"), &[512 + 64, 64]),
+        bf16(&at("self_attn.kv_a_layernorm.weight"), &[512]),
+        bf16(&at("self_attn.kv_b_proj.weight"), &[2 * (128 + 128), 512]),
+        bf16(&at("self_attn.o_proj.weight"), &[64, 2 * 128]),
+        bf16(&at("input_layernorm.weight"), &[64]),
+        bf16(&at("post_attention_layernorm.weight"), &[64]),
+    ]
+}
+
+fn checkpoint() -> Vec<StoredTensor> {
+    let mut tensors = vec![
+        bf16("model.embed_tokens.weight", &[128, 64]),
+        bf16("model.norm.weight", &[64]),
+        bf16("lm_head.weight", &[128, 64]),
+    ];
+    tensors.extend(attention(0));
+    tensors.extend([
+        bf16("model.layers.0.mlp.gate_proj.weight", &[32, 64]),
+        bf16("model.layers.0.mlp.up_proj.weight", &[32, 64]),
+        bf16("model.layers.0.mlp.down_proj.weight", &[64, 32]),
+    ]);
+    tensors.extend(attention(1));
+    tensors.push(bf16("model.layers.1.mlp.gate.weight", &[4, 64]));
+    tensors.push(StoredTensor::new(
+        "model.layers.1.mlp.gate.e_score_correction_bias".into(),
+        "F32".into(),
+        vec![4],
+        16,
+    ));
+    for expert in 0..4 {
+        let at = |p: &str| format!("model.layers.1.mlp.experts.{expert}.{p}.weight");
+        tensors.push(bf16(&at("gate_proj"), &[16, 64]));
+        tensors.push(bf16(&at("up_proj"), &[16, 64]));
+        tensors.push(bf16(&at("down_proj"), &[64, 16]));
+    }
+    tensors.extend([
+        bf16("model.layers.1.mlp.shared_experts.gate_proj.weight", &[16, 64]),
+        bf16("model.layers.1.mlp.shared_experts.up_proj.weight", &[16, 64]),
+        bf16("model.layers.1.mlp.shared_experts.down_proj.weight", &[64, 16]),
+    ]);
+    tensors
+}
+
+/// The MTP layer DeepSeek-V3's checkpoint ships as `model.layers.2`.
+fn mtp_layer() -> Vec<StoredTensor> {
+    let mut tensors = attention(2);
+    tensors.extend([
+        bf16("model.layers.2.eh_proj.weight", &[64, 128]),
+        bf16("model.layers.2.enorm.weight", &[64]),
+        bf16("model.layers.2.hnorm.weight", &[64]),
+        bf16("model.layers.2.shared_head.head.weight", &[128, 64]),
+        bf16("model.layers.2.embed_tokens.weight", &[128, 64]),
+    ]);
+    tensors
+}
+
+fn tensor_bytes(tensors: &[StoredTensor]) -> u64 {
+    tensors.iter().map(|t| t.bytes).sum()
+}
+
+// One layer's attention at TP 1, in 512-byte blocks:
+//   fused_qkv_a_proj (q_a_proj and kv_a_proj_with_mqa, one allocation):
+//     (32 + 576) x 64 x 2 = 77,824
+//   q_a_layernorm 64 -> 512; q_b_proj 384 x 32 x 2 = 24,576;
+//   kv_a_layernorm 1,024; kv_b_proj 512 x 512 x 2 = 524,288;
+//   o_proj 64 x 256 x 2 = 32,768; the two layer norms 512 each
+//   = 662,016
+// Layer 0's MLP: gate_up 64 x 64 x 2 = 8,192, down 64 x 32 x 2 = 4,096.
+// Layer 1's MoE: gate 4 x 64 x 2 -> 512; the correction bias, float32
+//   4 x 4 -> 512; w13 4 x 32 x 64 x 2 = 16,384; w2 4 x 64 x 16 x 2 = 8,192;
+//   the shared expert's gate_up 32 x 64 x 2 = 4,096, down 64 x 16 x 2 = 2,048
+//   = 31,744
+// Embedding and head 128 x 64 x 2 = 16,384 each; the final norm 512.
+// The rotary table: ceil(10 x 2.5) = 25 rows of qk_rope_head_dim 64 in bf16,
+// 3,200 -> 3,584. The scales: 4 float32 a layer, a block each: 2,048 a layer.
+
+#[test]
+fn deepseek_v3_at_tp_1_skips_the_mtp_layer() {
+    let mut tensors = checkpoint();
+    tensors.extend(mtp_layer());
+    let held = loaded_weights(&config(), &tensors, DType::BF16, 1).unwrap();
+    assert_eq!(
+        held.tensor_bytes,
+        16_384 + 16_384 + 512 + 2 * 662_016 + 12_288 + 31_744
+    );
+    assert_eq!(held.skipped_bytes, tensor_bytes(&mtp_layer()));
+    assert_eq!(held.rotary_bytes, 3_584);
+    assert_eq!(held.scale_bytes, 4_096);
+    assert_eq!(held.total(), Some(1_409_024));
+}
+
+#[test]
+fn deepseek_v3_at_tp_2_splits_the_up_projections_and_replicates_the_down_ones() {
+    // Per rank: the vocabulary's 64 rows (8,192 each for the embedding and
+    // the head), the norm 512. Attention: fused_qkv_a_proj whole 77,824,
+    // q_a_layernorm 512, q_b_proj 12,288, kv_a_layernorm 1,024, kv_b_proj
+    // 262,144, o_proj 16,384, the layer norms 1,024 = 371,200. Layer 0's
+    // MLP 4,096 + 2,048; layer 1: gate 512 and bias 512 whole, w13 8,192,
+    // w2 4,096, the shared expert 2,048 + 1,024 = 16,384.
+    let held = loaded_weights(&config(), &checkpoint(), DType::BF16, 2).unwrap();
+    assert_eq!(
+        held.tensor_bytes,
+        8_192 + 8_192 + 512 + 2 * 371_200 + 6_144 + 16_384
+    );
+    assert_eq!(held.total(), Some(789_504));
+}
+
+#[test]
+fn deepseek_v3_on_two_pipeline_stages() {
+    let mut tensors = checkpoint();
+    tensors.extend(mtp_layer());
+    let stage = |index| {
+        loaded_weights_on_stage(
+            &config(),
+            &tensors,
+            DType::BF16,
+            1,
+            PipelineStage { stages: 2, index },
+        )
+        .unwrap()
+        .total()
+    };
+    // Stage 0: the embedding, layer 0, the rotary table, 4 scales.
+    assert_eq!(
+        stage(0),
+        Some(16_384 + 662_016 + 12_288 + 3_584 + 2_048)
+    );
+    // Stage 1: layer 1, the final norm and the head.
+    assert_eq!(
+        stage(1),
+        Some(662_016 + 31_744 + 512 + 16_384 + 3_584 + 2_048)
+    );
+    assert_eq!(stage(0), Some(696_320));
+    assert_eq!(stage(1), Some(716_288));
+}
+
+#[test]
+fn the_yarn_table_rounds_its_rows_up() {
+    // 10 x 2.42 = 24.2 positions: torch.arange gives 25 rows, 25 x 64 x 2 =
+    // 3,200 -> 3,584; 24 rows would be 3,072.
+    let mut config = config();
+    config["rope_scaling"]["factor"] = json!(2.42);
+    let held = loaded_weights(&config, &checkpoint(), DType::BF16, 1).unwrap();
+    assert_eq!(held.rotary_bytes, 3_584);
+    // Without scaling: max_position_embeddings rows, 25 x 64 x 2.
+    config["rope_scaling"] = Value::Null;
+    config["max_position_embeddings"] = json!(24);
+    let held = loaded_weights(&config, &checkpoint(), DType::BF16, 1).unwrap();
+    assert_eq!(held.rotary_bytes, 3_072);
+}
+
+#[test]
+fn what_vllm_cannot_load_or_kv_has_not_checked_is_refused() {
+    let refused = |config: Value, tensors: Vec<StoredTensor>| {
+        loaded_weights(&config, &tensors, DType::BF16, 1).unwrap_err()
+    };
+    // vLLM builds no correction bias unless topk_method is noaux_tc.
+    let mut greedy = config();
+    greedy["topk_method"] = json!("greedy");
+    let why = refused(greedy, checkpoint());
+    assert!(why.contains("`model.layers.1.mlp.gate.e_score_correction_bias`"), "{why}");
+    assert!(why.contains("`noaux_tc`"), "{why}");
+    // A layer past the MTP layers, and an MTP layer the config does not have.
+    let mut tensors = checkpoint();
+    tensors.push(bf16("model.layers.3.enorm.weight", &[64]));
+    let why = refused(config(), tensors);
+    assert!(why.contains("layer 3, but the config has 2 layers and 1 MTP layers"), "{why}");
+    let mut no_mtp = config();
+    no_mtp["num_nextn_predict_layers"] = json!(0);
+    let mut tensors = checkpoint();
+    tensors.extend(mtp_layer());
+    assert!(refused(no_mtp, tensors).contains("layer 2, but the config has 2 layers"));
+    // Rotary tables kv has not checked: DeepSeek's llama-style scaling
+    // (`attention_factor` 1) and any other kind.
+    let mut llama_scaling = config();
+    llama_scaling["rope_scaling"]["attention_factor"] = json!(1.0);
+    assert!(refused(llama_scaling, checkpoint()).contains("rope_type `yarn`"));
+    let mut linear = config();
+    linear["rope_scaling"]["type"] = json!("linear");
+    assert!(refused(linear, checkpoint()).contains("rope_type `linear`"));
+    let mut no_factor = config();
+    no_factor["rope_scaling"]["factor"] = json!(0);
+    assert!(refused(no_factor, checkpoint()).contains("positive `factor`"));
+    let mut huge = config();
+    huge["rope_scaling"]["original_max_position_embeddings"] = json!(1u64 << 53);
+    assert!(refused(huge, checkpoint()).contains("beyond what a double holds"));
+    // The MoE's width must divide over the ranks.
+    let why = loaded_weights(&config(), &checkpoint(), DType::BF16, 3).unwrap_err();
+    assert!(why.contains("not divisible by 3"), "{why}");
+}
+
+#[test]
+fn exaone_4_and_ernie_4_5_hold_what_a_llama_of_their_shape_holds() {
+    // Exaone 4: q and k norms of head_dim 16 (32 B -> 512 each) beside
+    // Llama's tensors, and a norm after the MLP. Hidden 64, 4 heads of 16,
+    // 2 KV heads, intermediate 32, vocabulary 128, 1 layer, 100 positions.
+    let config = json!({
+        "architectures": ["Exaone4ForCausalLM"], "hidden_size": 64,
+        "num_attention_heads": 4, "num_key_value_heads": 2, "head_dim": 16,
+        "num_hidden_layers": 1, "vocab_size": 128, "max_position_embeddings": 100,
+        "intermediate_size": 32, "torch_dtype": "bfloat16", "tie_word_embeddings": false,
+    });
+    let tensors = [
+        bf16("model.embed_tokens.weight", &[128, 64]),
+        bf16("model.layers.0.self_attn.q_proj.weight", &[64, 64]),
+        bf16("model.layers.0.self_attn.k_proj.weight", &[32, 64]),
+        bf16("model.layers.0.self_attn.v_proj.weight", &[32, 64]),
+        bf16("model.layers.0.self_attn.o_proj.weight", &[64, 64]),
+        bf16("model.layers.0.self_attn.q_norm.weight", &[16]),
+        bf16("model.layers.0.self_attn.k_norm.weight", &[16]),
+        bf16("model.layers.0.mlp.gate_proj.weight", &[32, 64]),
+        bf16("model.layers.0.mlp.up_proj.weight", &[32, 64]),
+        bf16("model.layers.0.mlp.down_proj.weight", &[64, 32]),
+        bf16("model.layers.0.post_attention_layernorm.weight", &[64]),
+        bf16("model.layers.0.post_feedforward_layernorm.weight", &[64]),
+        bf16("model.norm.weight", &[64]),
+        bf16("lm_head.weight", &[128, 64]),
+    ];
+    // TP 2: embedding and head 64 x 64 x 2 = 8,192 each; qkv (32 + 16 + 16)
+    // x 64 x 2 = 8,192; o_proj 64 x 32 x 2 = 4,096; the two head norms 512
+    // each; gate_up 32 x 64 x 2 = 4,096; down 64 x 16 x 2 = 2,048; three
+    // norms 512 each. Rotary 100 x 16 x 2 = 3,200 -> 3,584; 4 scales 2,048.
+    let held = loaded_weights(&config, &tensors, DType::BF16, 2).unwrap();
+    assert_eq!(
+        held.tensor_bytes,
+        8_192 * 2 + 8_192 + 4_096 + 1_024 + 4_096 + 2_048 + 1_536
+    );
+    assert_eq!(held.total(), Some(37_376 + 3_584 + 2_048));
+    let mut ernie = config.clone();
+    ernie["architectures"] = json!(["Ernie4_5ForCausalLM"]);
+    assert_eq!(
+        loaded_weights(&ernie, &tensors, DType::BF16, 2)
+            .unwrap()
+            .total(),
+        held.total()
+    );
+}
