@@ -26,7 +26,8 @@ from hf_checkpoint import hf_checkpoint  # noqa: E402
 
 CLASSES = {
     "CohereForCausalLM", "Cohere2ForCausalLM", "DeepseekV2ForCausalLM", "DeepseekV3ForCausalLM",
-    "Ernie4_5ForCausalLM", "Exaone4ForCausalLM", "GemmaForCausalLM", "GraniteForCausalLM",
+    "Ernie4_5ForCausalLM", "Exaone4ForCausalLM", "GemmaForCausalLM", "Gemma2ForCausalLM",
+    "Gemma3ForCausalLM", "GraniteForCausalLM",
     "GraniteMoeForCausalLM", "HunYuanDenseV1ForCausalLM", "Llama4ForCausalLM",
     "LlamaForCausalLM", "MistralForCausalLM", "MixtralForCausalLM", "OlmoForCausalLM",
     "Olmo2ForCausalLM", "OlmoeForCausalLM", "Phi3ForCausalLM", "Qwen2ForCausalLM",
@@ -81,7 +82,8 @@ def main():
 
     logging.disable(logging.WARNING)
     compare.install_hopper()
-    paths = a.configs or sorted(glob.glob(os.path.join(ROOT, "scripts/*/configs/*.json")))
+    paths = a.configs or sorted(glob.glob(os.path.join(ROOT, "scripts/*/configs/*.json"))
+                                  + glob.glob(os.path.join(HERE, "fit-configs/*.json")))
     counts = {"same": 0, "differ": 0, "kv refuses": 0, "vllm refuses": 0, "no checkpoint": 0}
     for path in paths:
         c = json.load(open(path))

@@ -120,3 +120,130 @@ fn scaled_positions(original: u64, factor: f64) -> Result<u64, String> {
     }
     Ok(product.ceil() as u64)
 }
+
+/// One rotary embedding a layer type asks `get_rope` for: equal ones are
+/// one cached table.
+#[derive(Clone, Debug, PartialEq)]
+struct LayerRope {
+    rope_type: String,
+    factor: f64,
+    theta: f64,
+}
+
+/// Gemma 3's tables (`Gemma3Attention`): each layer type (`full_attention`,
+/// `sliding_attention`) among `layers` has its own rope parameters, and
+/// `get_rope` builds one `[rows, head_dim]` table for each distinct one:
+/// `max_position_embeddings` rows for `default`, `max_position_embeddings
+/// x factor` for `linear` (`LinearScalingRotaryEmbedding`: the published
+/// 4B, 12B and 27B's global layers, 8 x 131,072 rows). The parameters are
+/// transformers' per-type `rope_parameters`, or, in a config as published,
+/// `rope_scaling` and `rope_theta` (default 1,000,000) for the full layers
+/// and `rope_local_base_freq` (default 10,000) for the sliding ones, as
+/// transformers' `Gemma3TextConfig` reads them.
+pub(crate) fn gemma3_rotary_tables(
+    text: &Value,
+    layers: std::ops::Range<u64>,
+) -> Result<Vec<(u64, u64)>, String> {
+    let count = |key: &str| {
+        text.get(key)
+            .and_then(Value::as_u64)
+            .ok_or_else(|| format!("the config has no `{key}` for the rotary tables"))
+    };
+    let positions = count("max_position_embeddings")?;
+    let head_dim = count("head_dim")?;
+    let mut tables: Vec<LayerRope> = Vec::new();
+    for layer in layers {
+        let kind = gemma3_layer_type(text, layer)?;
+        let rope = gemma3_rope(text, kind)?;
+        if !tables.contains(&rope) {
+            tables.push(rope);
+        }
+    }
+    tables
+        .iter()
+        .map(|rope| {
+            let rows = match rope.rope_type.as_str() {
+                "default" => positions,
+                _ => scaled_positions(positions, rope.factor)?,
+            };
+            Ok((rows, head_dim))
+        })
+        .collect()
+}
+
+/// `config.layer_types[layer]`, or transformers' default: every
+/// `sliding_window_pattern`-th layer (6) full, the others sliding.
+fn gemma3_layer_type(text: &Value, layer: u64) -> Result<&'static str, String> {
+    if let Some(types) = text.get("layer_types").filter(|v| !v.is_null()) {
+        let kind = usize::try_from(layer)
+            .ok()
+            .and_then(|i| types.as_array()?.get(i))
+            .and_then(Value::as_str)
+            .ok_or_else(|| format!("`layer_types` has no entry for layer {layer}"))?;
+        return match kind {
+            "full_attention" => Ok("full_attention"),
+            "sliding_attention" => Ok("sliding_attention"),
+            other => Err(format!(
+                "`layer_types[{layer}]` is `{other}`: kv knows Gemma 3's `full_attention` and \
+                 `sliding_attention`"
+            )),
+        };
+    }
+    let pattern = match text.get("sliding_window_pattern") {
+        None | Some(Value::Null) => 6,
+        Some(v) => v
+            .as_u64()
+            .filter(|&p| p > 0)
+            .ok_or("`sliding_window_pattern` is not a positive count")?,
+    };
+    Ok(if (layer + 1).is_multiple_of(pattern) {
+        "full_attention"
+    } else {
+        "sliding_attention"
+    })
+}
+
+fn gemma3_rope(text: &Value, kind: &str) -> Result<LayerRope, String> {
+    let nested = text
+        .get("rope_parameters")
+        .and_then(|p| p.get(kind))
+        .filter(|v| !v.is_null());
+    let (scaling, theta) = match nested {
+        Some(params) => (Some(params), params.get("rope_theta")),
+        None if kind == "full_attention" => (
+            text.get("rope_scaling").filter(|v| !v.is_null()),
+            text.get("rope_theta"),
+        ),
+        None => (None, text.get("rope_local_base_freq")),
+    };
+    let theta = match theta {
+        None | Some(Value::Null) if kind == "full_attention" => 1_000_000.0,
+        None | Some(Value::Null) => 10_000.0,
+        Some(v) => v
+            .as_f64()
+            .ok_or_else(|| format!("the {kind} layers' rope theta is not a number"))?,
+    };
+    let rope_type = scaling
+        .and_then(|s| s.get("rope_type").or_else(|| s.get("type")))
+        .and_then(Value::as_str)
+        .unwrap_or("default");
+    let factor = match rope_type {
+        "default" => 1.0,
+        "linear" => scaling
+            .and_then(|s| s.get("factor"))
+            .and_then(Value::as_f64)
+            .filter(|f| f.is_finite() && *f > 0.0)
+            .ok_or_else(|| format!("the {kind} layers' linear rope has no positive `factor`"))?,
+        other => {
+            return Err(format!(
+                "kv has not checked the rotary table vLLM's Gemma 3 builds for rope_type \
+                 `{other}` ({kind} layers)"
+            ))
+        }
+    };
+    Ok(LayerRope {
+        rope_type: rope_type.to_owned(),
+        factor,
+        theta,
+    })
+}

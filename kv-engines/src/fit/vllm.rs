@@ -20,21 +20,24 @@ use serde::Serialize;
 use serde_json::Value;
 
 use super::config::{checked_class, joined, text_section};
-use super::rotary::{mla_rotary_table_shape, rotary_table_elements, rotary_table_shape};
+use super::rotary::{
+    gemma3_rotary_tables, mla_rotary_table_shape, rotary_table_elements, rotary_table_shape,
+};
 use super::shard::{ShardingEngine, TpLayout, SHARDED_ARCHITECTURES};
 use crate::estimate::format_gib;
 use crate::stored_tensor::StoredTensor;
 
 /// The architectures whose model, built by vLLM 0.33's own class on the
 /// meta device, kv has checked holds exactly the checkpoint's tensors in the
-/// served dtype (the vocabulary padded to 64), one rotary table, and four
-/// float32 scales per attention layer (scripts/vllm/loaded_weights.py, on
-/// checkpoints written from transformers' own class for each shipped
-/// config; Gemma holds one more scalar, its `normalizer`, and OLMo, OLMo 2
-/// and Starcoder2 `inv_freq` tables in place of the cos/sin cache; the
-/// latent-attention classes are [`LATENT_ATTENTION`]). Not here: HunYuan
-/// (transformers cannot build the shipped config to check it). Each was
-/// compared with vLLM's own at TP 1, 2, 4 and 8 and at PP 2 and 3.
+/// served dtype (the vocabulary padded to 64), its rotary table, and four
+/// float32 scales per attention layer (scripts/vllm/compare_weights_hf.py,
+/// on checkpoints written from transformers' own class for each config,
+/// at TP 1, 2, 4 and 8 and at PP 2 and 3). Beside that rule: the Gemmas
+/// hold a `normalizer` scalar ([`GEMMA_NORMALIZER`]) and Gemma 3 a table per
+/// layer type; OLMo, OLMo 2 and Starcoder2 `inv_freq` tables in place of the
+/// cos/sin cache; the latent-attention classes are [`LATENT_ATTENTION`].
+/// Not here: HunYuan (transformers cannot build the shipped config to check
+/// it).
 pub const CHECKED_ARCHITECTURES: &[&str] =
     &joined::<CHECKED_COUNT>(SHARDED_ARCHITECTURES, VLLM_ONLY_ARCHITECTURES);
 
@@ -45,8 +48,14 @@ const VLLM_ONLY_ARCHITECTURES: &[&str] = &[
     "DeepseekV3ForCausalLM",
     "Ernie4_5ForCausalLM",
     "Exaone4ForCausalLM",
+    "Gemma2ForCausalLM",
+    "Gemma3ForCausalLM",
 ];
 const CHECKED_COUNT: usize = SHARDED_ARCHITECTURES.len() + VLLM_ONLY_ARCHITECTURES.len();
+
+/// The classes that keep `normalizer` (`hidden_size ** 0.5`, one scalar in
+/// the served dtype) as a buffer.
+const GEMMA_NORMALIZER: &[&str] = &["GemmaForCausalLM", "Gemma2ForCausalLM", "Gemma3ForCausalLM"];
 
 /// The classes with multi-head latent attention (`DeepseekV2MLAAttention`):
 /// the rotary table is `qk_rope_head_dim` wide
@@ -77,6 +86,8 @@ const WHOLE_ON_EVERY_STAGE: &[&str] = &[
     "CohereForCausalLM",
     "Cohere2ForCausalLM",
     "GemmaForCausalLM",
+    "Gemma2ForCausalLM",
+    "Gemma3ForCausalLM",
     "GraniteMoeForCausalLM",
     "MixtralForCausalLM",
     "OlmoeForCausalLM",
@@ -314,6 +325,13 @@ pub fn loaded_weights_on_stage(
                 .ok_or("the skipped tensors' bytes overflow u64")?;
             continue;
         }
+        if is_head && class == "Gemma2ForCausalLM" {
+            // Its logits come from the embedding: the class has no head.
+            return Err(format!(
+                "`{name}`: vLLM's `{class}` has no LM head of its own (its logits come from \
+                 the embedding), so it cannot load an untied checkpoint"
+            ));
+        }
         if !share.holds(name)? {
             continue;
         }
@@ -359,6 +377,14 @@ pub fn loaded_weights_on_stage(
             .and_then(|elements| elements.checked_mul(element))
             .and_then(round_to_block)
             .ok_or("the rotary table's bytes overflow u64")?
+    } else if class == "Gemma3ForCausalLM" {
+        gemma3_rotary_tables(text, share.layers.clone())?
+            .iter()
+            .try_fold(0u64, |sum, &(rows, dim)| {
+                let table = rows.checked_mul(dim)?.checked_mul(element)?;
+                sum.checked_add(round_to_block(table)?)
+            })
+            .ok_or("the rotary tables' bytes overflow u64")?
     } else if INV_FREQ_ROTARY.contains(&class) {
         // `inv_freq` and `original_inv_freq`: head_dim / 2 float32 each.
         let (_, dim) = rotary_table_shape(text)?;
@@ -371,7 +397,7 @@ pub fn loaded_weights_on_stage(
             .and_then(round_to_block)
             .ok_or("the rotary table's bytes overflow u64")?
     };
-    let normalizer = if class == "GemmaForCausalLM" {
+    let normalizer = if GEMMA_NORMALIZER.contains(&class) {
         BLOCK
     } else {
         0
@@ -677,7 +703,12 @@ mod tests {
             // The 32 layers and the final norm, as one tensor of their
             // 32 x 218,112,000 + 4,096 = 6,979,588,096 parameters (what
             // rounding sees is each tensor's bytes, all multiples of 512).
-            tensor("model.layers.0.all", "BF16", &[6_979_588_096], 13_959_176_192),
+            tensor(
+                "model.layers.0.all",
+                "BF16",
+                &[6_979_588_096],
+                13_959_176_192,
+            ),
         ];
         let loaded = loaded_weights(&config, &tensors, DType::BF16, 1).unwrap();
         assert_eq!(loaded.tensor_bytes, 16_060_522_496);

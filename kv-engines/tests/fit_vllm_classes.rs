@@ -1,12 +1,14 @@
-//! What vLLM 0.33 holds once it has loaded a DeepSeek-V3 checkpoint
-//! (multi-head latent attention, routed and shared experts, an MTP layer),
-//! per tensor-parallel rank and per pipeline stage. Every figure is worked
-//! out by hand below from `DeepseekV2ForCausalLM`'s layers
-//! (models/deepseek_v2.py) and the 512-byte blocks of the CUDA caching
-//! allocator. The same config, built by transformers and by vLLM's own class
-//! on the meta device, gave these totals (scripts/vllm/compare_weights_hf.py
-//! --mtp: 1,409,024 B at TP 1, 789,504 B at TP 2, 696,320 B and 716,288 B
-//! at PP 2).
+//! What vLLM 0.33 holds once it has loaded a checkpoint of the classes
+//! whose layout differs from Llama's: DeepSeek-V3 (multi-head latent
+//! attention, routed and shared experts, an MTP layer) and Gemma 3 (a
+//! rotary table per layer type), per tensor-parallel rank and per pipeline
+//! stage. Every figure is worked out by hand below from vLLM's classes
+//! (models/deepseek_v2.py, models/gemma3.py) and the 512-byte blocks of the
+//! CUDA caching allocator. The same configs, built by transformers and by
+//! vLLM's own classes on the meta device, gave these totals
+//! (scripts/vllm/compare_weights_hf.py: DeepSeek with `--mtp` 1,409,024 B at
+//! TP 1, 789,504 B at TP 2, 696,320 B and 716,288 B at PP 2; Gemma 3
+//! 274,432 B at TP 1, 102,912 B, 102,912 B and 106,496 B at PP 3).
 
 use kv_core::DType;
 use kv_engines::fit::vllm::{loaded_weights, loaded_weights_on_stage, PipelineStage};
@@ -79,9 +81,18 @@ fn checkpoint() -> Vec<StoredTensor> {
         tensors.push(bf16(&at("down_proj"), &[64, 16]));
     }
     tensors.extend([
-        bf16("model.layers.1.mlp.shared_experts.gate_proj.weight", &[16, 64]),
-        bf16("model.layers.1.mlp.shared_experts.up_proj.weight", &[16, 64]),
-        bf16("model.layers.1.mlp.shared_experts.down_proj.weight", &[64, 16]),
+        bf16(
+            "model.layers.1.mlp.shared_experts.gate_proj.weight",
+            &[16, 64],
+        ),
+        bf16(
+            "model.layers.1.mlp.shared_experts.up_proj.weight",
+            &[16, 64],
+        ),
+        bf16(
+            "model.layers.1.mlp.shared_experts.down_proj.weight",
+            &[64, 16],
+        ),
     ]);
     tensors
 }
@@ -166,10 +177,7 @@ fn deepseek_v3_on_two_pipeline_stages() {
         .total()
     };
     // Stage 0: the embedding, layer 0, the rotary table, 4 scales.
-    assert_eq!(
-        stage(0),
-        Some(16_384 + 662_016 + 12_288 + 3_584 + 2_048)
-    );
+    assert_eq!(stage(0), Some(16_384 + 662_016 + 12_288 + 3_584 + 2_048));
     // Stage 1: layer 1, the final norm and the head.
     assert_eq!(
         stage(1),
@@ -203,13 +211,19 @@ fn what_vllm_cannot_load_or_kv_has_not_checked_is_refused() {
     let mut greedy = config();
     greedy["topk_method"] = json!("greedy");
     let why = refused(greedy, checkpoint());
-    assert!(why.contains("`model.layers.1.mlp.gate.e_score_correction_bias`"), "{why}");
+    assert!(
+        why.contains("`model.layers.1.mlp.gate.e_score_correction_bias`"),
+        "{why}"
+    );
     assert!(why.contains("`noaux_tc`"), "{why}");
     // A layer past the MTP layers, and an MTP layer the config does not have.
     let mut tensors = checkpoint();
     tensors.push(bf16("model.layers.3.enorm.weight", &[64]));
     let why = refused(config(), tensors);
-    assert!(why.contains("layer 3, but the config has 2 layers and 1 MTP layers"), "{why}");
+    assert!(
+        why.contains("layer 3, but the config has 2 layers and 1 MTP layers"),
+        "{why}"
+    );
     let mut no_mtp = config();
     no_mtp["num_nextn_predict_layers"] = json!(0);
     let mut tensors = checkpoint();
@@ -279,4 +293,150 @@ fn exaone_4_and_ernie_4_5_hold_what_a_llama_of_their_shape_holds() {
             .total(),
         held.total()
     );
+}
+
+/// Gemma 3 as published (4B, 12B, 27B), small: 6 layers, every 6th full
+/// (layer 5), the full layers' rope linear x 2.5 at theta 1,000,000, the
+/// sliding ones default at 10,000; 40 positions; hidden 64, 4 heads and 2
+/// KV heads of 16; tied.
+fn gemma3_config() -> Value {
+    json!({
+        "architectures": ["Gemma3ForCausalLM"], "model_type": "gemma3_text",
+        "hidden_size": 64, "num_attention_heads": 4, "num_key_value_heads": 2,
+        "head_dim": 16, "num_hidden_layers": 6, "vocab_size": 128,
+        "max_position_embeddings": 40, "intermediate_size": 32, "sliding_window": 8,
+        "sliding_window_pattern": 6, "rope_scaling": {"rope_type": "linear", "factor": 2.5},
+        "rope_theta": 1_000_000.0, "rope_local_base_freq": 10_000.0,
+        "tie_word_embeddings": true, "torch_dtype": "bfloat16",
+    })
+}
+
+fn gemma3_checkpoint() -> Vec<StoredTensor> {
+    let mut tensors = vec![
+        bf16("model.embed_tokens.weight", &[128, 64]),
+        bf16("model.norm.weight", &[64]),
+    ];
+    for layer in 0..6 {
+        let at = |part: &str| format!("model.layers.{layer}.{part}.weight");
+        tensors.extend([
+            bf16(&at("self_attn.q_proj"), &[64, 64]),
+            bf16(&at("self_attn.k_proj"), &[32, 64]),
+            bf16(&at("self_attn.v_proj"), &[32, 64]),
+            bf16(&at("self_attn.o_proj"), &[64, 64]),
+            bf16(&at("self_attn.q_norm"), &[16]),
+            bf16(&at("self_attn.k_norm"), &[16]),
+            bf16(&at("mlp.gate_proj"), &[32, 64]),
+            bf16(&at("mlp.up_proj"), &[32, 64]),
+            bf16(&at("mlp.down_proj"), &[64, 32]),
+            bf16(&at("input_layernorm"), &[64]),
+            bf16(&at("post_attention_layernorm"), &[64]),
+            bf16(&at("pre_feedforward_layernorm"), &[64]),
+            bf16(&at("post_feedforward_layernorm"), &[64]),
+        ]);
+    }
+    tensors
+}
+
+// One Gemma 3 layer at TP 1: qkv (64 + 32 + 32) x 64 x 2 = 16,384; o_proj
+// 8,192; q_norm and k_norm 32 B -> 512 each; gate_up 64 x 64 x 2 = 8,192;
+// down 4,096; four norms 512 each = 39,936. The embedding 16,384 and the
+// final norm 512 (on every stage), the normalizer 512. The tables: the
+// sliding layers' 40 x 16 x 2 = 1,280 -> 1,536; the full layer's 2.5 x 40 =
+// 100 rows, 3,200 -> 3,584. Scales 2,048 a layer.
+
+#[test]
+fn gemma_3_holds_a_rotary_table_per_layer_type_and_its_normalizer() {
+    let held = loaded_weights(&gemma3_config(), &gemma3_checkpoint(), DType::BF16, 1).unwrap();
+    assert_eq!(held.tensor_bytes, 16_384 + 6 * 39_936 + 512);
+    assert_eq!(held.rotary_bytes, 1_536 + 3_584);
+    assert_eq!(held.scale_bytes, 6 * 2_048 + 512);
+    assert_eq!(held.total(), Some(274_432));
+    // Without the scaling and with one theta, both kinds ask for the same
+    // rope: one table, as get_rope caches it.
+    let mut same = gemma3_config();
+    same["rope_scaling"] = Value::Null;
+    same["rope_local_base_freq"] = json!(1_000_000.0);
+    let held = loaded_weights(&same, &gemma3_checkpoint(), DType::BF16, 1).unwrap();
+    assert_eq!(held.rotary_bytes, 1_536);
+    // transformers' form: per-type rope_parameters and layer_types.
+    let mut nested = gemma3_config();
+    nested["rope_parameters"] = json!({
+        "full_attention": {"rope_type": "linear", "factor": 2.5, "rope_theta": 1e6},
+        "sliding_attention": {"rope_type": "default", "rope_theta": 1e4},
+    });
+    nested["rope_scaling"] = Value::Null;
+    nested["layer_types"] = json!([
+        "sliding_attention",
+        "full_attention",
+        "sliding_attention",
+        "sliding_attention",
+        "sliding_attention",
+        "sliding_attention"
+    ]);
+    let stage = |config: &Value, index| {
+        let stage = PipelineStage { stages: 3, index };
+        loaded_weights_on_stage(config, &gemma3_checkpoint(), DType::BF16, 1, stage)
+            .unwrap()
+            .rotary_bytes
+    };
+    assert_eq!(stage(&nested, 0), 1_536 + 3_584);
+    assert_eq!(stage(&nested, 2), 1_536);
+}
+
+#[test]
+fn gemma_3_on_three_stages_each_with_its_own_tables() {
+    let stage = |index| {
+        let stage = PipelineStage { stages: 3, index };
+        loaded_weights_on_stage(
+            &gemma3_config(),
+            &gemma3_checkpoint(),
+            DType::BF16,
+            1,
+            stage,
+        )
+        .unwrap()
+        .total()
+    };
+    // Stages of 2 layers. Each: the embedding, the final norm, the
+    // normalizer, 2 layers, their scales; stages 0 and 1 the sliding table
+    // only, stage 2 (layers 4 and 5) both.
+    let common = 16_384 + 512 + 512 + 2 * 39_936 + 2 * 2_048;
+    assert_eq!(stage(0), Some(common + 1_536));
+    assert_eq!(stage(1), Some(common + 1_536));
+    assert_eq!(stage(2), Some(common + 1_536 + 3_584));
+    assert_eq!(stage(0), Some(102_912));
+    assert_eq!(stage(2), Some(106_496));
+}
+
+#[test]
+fn gemma_rules_refuse_what_vllm_cannot_load_or_kv_has_not_checked() {
+    let refused = |config: Value, tensors: &[StoredTensor]| {
+        loaded_weights(&config, tensors, DType::BF16, 1).unwrap_err()
+    };
+    let mut yarn = gemma3_config();
+    yarn["rope_scaling"] = json!({"rope_type": "yarn", "factor": 4.0});
+    assert!(
+        refused(yarn, &gemma3_checkpoint()).contains("rope_type `yarn` (full_attention layers)")
+    );
+    let mut types = gemma3_config();
+    types["layer_types"] = json!(["sliding_attention"]);
+    assert!(refused(types, &gemma3_checkpoint()).contains("`layer_types` has no entry for layer 1"));
+    let mut chunked = gemma3_config();
+    chunked["layer_types"] = json!(vec!["chunked_attention"; 6]);
+    assert!(
+        refused(chunked, &gemma3_checkpoint()).contains("`layer_types[0]` is `chunked_attention`")
+    );
+    let mut no_head_dim = gemma3_config();
+    no_head_dim.as_object_mut().unwrap().remove("head_dim");
+    assert!(refused(no_head_dim, &gemma3_checkpoint()).contains("`head_dim`"));
+    let mut zero = gemma3_config();
+    zero["sliding_window_pattern"] = json!(0);
+    assert!(refused(zero, &gemma3_checkpoint()).contains("`sliding_window_pattern`"));
+    // Gemma 2's class has no head: an untied checkpoint does not load.
+    let mut gemma2 = gemma3_config();
+    gemma2["architectures"] = json!(["Gemma2ForCausalLM"]);
+    gemma2["tie_word_embeddings"] = json!(false);
+    let mut untied = gemma3_checkpoint();
+    untied.push(bf16("lm_head.weight", &[128, 64]));
+    assert!(refused(gemma2, &untied).contains("no LM head of its own"));
 }
