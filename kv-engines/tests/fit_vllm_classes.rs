@@ -440,3 +440,159 @@ fn gemma_rules_refuse_what_vllm_cannot_load_or_kv_has_not_checked() {
     untied.push(bf16("lm_head.weight", &[128, 64]));
     assert!(refused(gemma2, &untied).contains("no LM head of its own"));
 }
+
+fn f16(name: &str, shape: &[u64]) -> StoredTensor {
+    let bytes = shape.iter().product::<u64>() * 2;
+    StoredTensor::new(name.into(), "F16".into(), shape.to_vec(), bytes)
+}
+
+/// Phi-2, small (scripts/vllm/fit-configs/test-phi-2-small.json): vLLM
+/// serves it through its Transformers backend, the Hugging Face model with
+/// vLLM's parallel layers, so the rotary part is transformers' `inv_freq`
+/// pair, and the head's bias is registered at load, a row per padded
+/// vocabulary row of the rank. vLLM's own class gave 73,216 B at TP 2.
+#[test]
+fn phi_2_through_the_transformers_backend_at_tp_2() {
+    let config = json!({
+        "architectures": ["PhiForCausalLM"], "model_type": "phi", "hidden_size": 64,
+        "num_attention_heads": 4, "num_key_value_heads": 4, "num_hidden_layers": 1,
+        "intermediate_size": 256, "vocab_size": 100, "max_position_embeddings": 50,
+        "partial_rotary_factor": 0.5, "tie_word_embeddings": false, "torch_dtype": "float16",
+    });
+    let mut tensors = vec![
+        f16("model.embed_tokens.weight", &[100, 64]),
+        f16("model.final_layernorm.weight", &[64]),
+        f16("model.final_layernorm.bias", &[64]),
+        f16("lm_head.weight", &[100, 64]),
+        f16("lm_head.bias", &[100]),
+    ];
+    for (part, shape) in [
+        ("self_attn.q_proj", [64, 64]),
+        ("self_attn.k_proj", [64, 64]),
+        ("self_attn.v_proj", [64, 64]),
+        ("self_attn.dense", [64, 64]),
+        ("mlp.fc1", [256, 64]),
+        ("mlp.fc2", [64, 256]),
+    ] {
+        tensors.push(f16(&format!("model.layers.0.{part}.weight"), &shape));
+        tensors.push(f16(&format!("model.layers.0.{part}.bias"), &shape[..1]));
+    }
+    tensors.push(f16("model.layers.0.input_layernorm.weight", &[64]));
+    tensors.push(f16("model.layers.0.input_layernorm.bias", &[64]));
+    // Per rank of 2: the vocabulary's 128 padded rows split, 64 x 64 x 2 =
+    // 8,192 for the embedding and for the head, the head's bias 64 x 2 ->
+    // 512; q, k and v half their rows in one qkv_proj, 3 x 32 x 64 x 2 =
+    // 12,288, their biases one allocation of 96 x 2 -> 512; dense (row
+    // parallel) 64 x 32 x 2 = 4,096, its bias whole -> 512; fc1 128 x 64 x 2
+    // = 16,384 and its bias split -> 512; fc2 64 x 128 x 2 = 16,384, its
+    // bias whole -> 512; four norm tensors 512 each.
+    let held = loaded_weights(&config, &tensors, DType::F16, 2).unwrap();
+    assert_eq!(
+        held.tensor_bytes,
+        8_192 + 8_192 + 512 + 12_288 + 512 + 4_096 + 512 + 16_384 + 512 + 16_384 + 512 + 4 * 512
+    );
+    // The rotated part: int(16 x 0.5) = 8, so inv_freq holds 4 float32
+    // (16 B -> 512), and original_inv_freq as many.
+    assert_eq!(held.rotary_bytes, 1_024);
+    assert_eq!(held.total(), Some(73_216));
+    // transformers computes inv_freq the same way for YaRN (the table's
+    // length does not enter it); a rope it computes otherwise is refused.
+    let mut yarn = config.clone();
+    yarn["rope_scaling"] = json!({"rope_type": "yarn", "factor": 4.0});
+    let held = loaded_weights(&yarn, &tensors, DType::F16, 2).unwrap();
+    assert_eq!(held.rotary_bytes, 1_024);
+    let mut proportional = config.clone();
+    proportional["rope_scaling"] = json!({"rope_type": "proportional"});
+    let why = loaded_weights(&proportional, &tensors, DType::F16, 2).unwrap_err();
+    assert!(why.contains("rope_type `proportional`"), "{why}");
+}
+
+/// OLMo 3, small (scripts/vllm/fit-configs/test-olmo-3-small.json):
+/// transformers' rotary module keeps an `inv_freq` pair per layer type.
+/// vLLM's own class gave 117,248 B at TP 1 and 64,000 B at TP 2.
+#[test]
+fn olmo_3_keeps_a_pair_of_rotary_buffers_per_layer_type() {
+    let config = json!({
+        "architectures": ["Olmo3ForCausalLM"], "hidden_size": 64,
+        "num_attention_heads": 4, "num_key_value_heads": 2, "num_hidden_layers": 2,
+        "intermediate_size": 32, "vocab_size": 100, "max_position_embeddings": 50,
+        "layer_types": ["sliding_attention", "full_attention"],
+        "tie_word_embeddings": false, "torch_dtype": "bfloat16",
+    });
+    let mut tensors = vec![
+        bf16("model.embed_tokens.weight", &[100, 64]),
+        bf16("model.norm.weight", &[64]),
+        bf16("lm_head.weight", &[100, 64]),
+    ];
+    for layer in 0..2 {
+        for (part, shape) in [
+            ("self_attn.q_proj", &[64, 64][..]),
+            ("self_attn.k_proj", &[32, 64]),
+            ("self_attn.v_proj", &[32, 64]),
+            ("self_attn.o_proj", &[64, 64]),
+            ("self_attn.q_norm", &[64]),
+            ("self_attn.k_norm", &[32]),
+            ("mlp.gate_proj", &[32, 64]),
+            ("mlp.up_proj", &[32, 64]),
+            ("mlp.down_proj", &[64, 32]),
+            ("post_attention_layernorm", &[64]),
+            ("post_feedforward_layernorm", &[64]),
+        ] {
+            tensors.push(bf16(&format!("model.layers.{layer}.{part}.weight"), shape));
+        }
+    }
+    // TP 1: embedding and head 128 padded rows x 64 x 2 = 16,384 each, the
+    // norm 512; a layer: qkv 128 x 64 x 2 = 16,384, o 8,192, q_norm and
+    // k_norm 512 each, gate_up 8,192, down 4,096, two norms 1,024 = 38,912.
+    // The rotary buffers: 2 layer types x 2 buffers x (8 float32 -> 512).
+    let held = loaded_weights(&config, &tensors, DType::BF16, 1).unwrap();
+    assert_eq!(held.tensor_bytes, 2 * 16_384 + 512 + 2 * 38_912);
+    assert_eq!(held.rotary_bytes, 2_048);
+    assert_eq!(held.total(), Some(117_248));
+    // TP 2: halves but for the norms; a layer 8,192 + 4,096 + 1,024 +
+    // 4,096 + 2,048 + 1,024 = 20,480.
+    let held = loaded_weights(&config, &tensors, DType::BF16, 2).unwrap();
+    assert_eq!(
+        held.total(),
+        Some(2 * 8_192 + 512 + 2 * 20_480 + 2_048 + 4_096)
+    );
+    assert_eq!(held.total(), Some(64_000));
+    // One layer type: one pair.
+    let mut one = config.clone();
+    one["layer_types"] = json!(["full_attention", "full_attention"]);
+    let held = loaded_weights(&one, &tensors, DType::BF16, 1).unwrap();
+    assert_eq!(held.rotary_bytes, 1_024);
+    let mut none = config.clone();
+    none.as_object_mut().unwrap().remove("layer_types");
+    let why = loaded_weights(&none, &tensors, DType::BF16, 1).unwrap_err();
+    assert!(why.contains("`layer_types`"), "{why}");
+}
+
+/// GLM-4-0414 (vLLM's own `Glm4ForCausalLM`): the checkpoint's fused
+/// gate_up_proj split half by half, and a rotary table of the rotated part
+/// only, `[max_position_embeddings, int(head_dim x 0.5)]`.
+#[test]
+fn glm_4_fused_gate_up_and_a_partial_rotary_table() {
+    let config = json!({
+        "architectures": ["Glm4ForCausalLM"], "hidden_size": 64,
+        "num_attention_heads": 4, "num_key_value_heads": 2, "head_dim": 16,
+        "num_hidden_layers": 1, "vocab_size": 128, "max_position_embeddings": 100,
+        "partial_rotary_factor": 0.5, "tie_word_embeddings": false, "torch_dtype": "bfloat16",
+    });
+    let tensors = [bf16("model.layers.0.mlp.gate_up_proj.weight", &[64, 64])];
+    // TP 2: 32 x 64 x 2 = 4,096. The table: 100 x 8 x 2 = 1,600 -> 2,048.
+    let held = loaded_weights(&config, &tensors, DType::BF16, 2).unwrap();
+    assert_eq!(held.tensor_bytes, 4_096);
+    assert_eq!(held.rotary_bytes, 2_048);
+    // 64 rows, two halves of 32: 32 ranks would split each half to 1 row,
+    // 64 ranks cannot (rows not divisible by 2 x 64).
+    let mut wide = config.clone();
+    wide["num_attention_heads"] = json!(64);
+    wide["num_key_value_heads"] = json!(64);
+    let why = loaded_weights(&wide, &tensors, DType::BF16, 64).unwrap_err();
+    assert_eq!(why, "vLLM refuses: 64 is not divisible by 128");
+    let mut odd = config.clone();
+    odd["partial_rotary_factor"] = json!(1.5);
+    let why = loaded_weights(&odd, &tensors, DType::BF16, 1).unwrap_err();
+    assert!(why.contains("(0, 1]"), "{why}");
+}

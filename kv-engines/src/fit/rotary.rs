@@ -14,33 +14,76 @@ pub(crate) fn rotary_table_elements(text: &Value) -> Result<u64, String> {
         .ok_or_else(|| "the rotary table's elements overflow u64".to_owned())
 }
 
-/// `[max_position_embeddings, head_dim]`, for the rotary kinds kv has
-/// checked.
+/// `[max_position_embeddings, rotary_dim]`, for the rotary kinds kv has
+/// checked: `default` and `llama3` ([`rotary_dim`]).
 pub(crate) fn rotary_table_shape(text: &Value) -> Result<(u64, u64), String> {
-    let scaling = text
-        .get("rope_scaling")
-        .filter(|v| !v.is_null())
-        .or_else(|| text.get("rope_parameters").filter(|v| !v.is_null()));
-    let rope_type = scaling
-        .and_then(|s| s.get("rope_type").or_else(|| s.get("type")))
-        .and_then(Value::as_str)
-        .unwrap_or("default");
+    let scaling = rope_section(text);
+    let rope_type = rope_type(scaling);
     if !matches!(rope_type, "default" | "llama3") {
         return Err(format!(
             "kv has not checked the rotary table the engine builds for rope_type `{rope_type}`"
         ));
     }
-    let factor = text
-        .get("partial_rotary_factor")
-        .or_else(|| scaling.and_then(|s| s.get("partial_rotary_factor")))
-        .and_then(Value::as_f64)
-        .unwrap_or(1.0);
-    if factor != 1.0 {
+    let positions = text
+        .get("max_position_embeddings")
+        .and_then(Value::as_u64)
+        .ok_or(
+            "the config has no `max_position_embeddings` (kv does not supply the config \
+             class's defaults for the rotary table)",
+        )?;
+    Ok((positions, rotary_dim(text)?))
+}
+
+/// The elements of each `inv_freq` buffer transformers' rotary module
+/// keeps (vLLM's Transformers backend holds the Hugging Face model):
+/// `arange(0, dim, 2)` for every rope type transformers computes that way
+/// (`modeling_rope_utils.py`: default, linear, dynamic, yarn, longrope,
+/// llama3), half the rotary dim rounded up.
+pub(crate) fn inv_freq_elements(text: &Value) -> Result<u64, String> {
+    let rope_type = rope_type(rope_section(text));
+    if !matches!(
+        rope_type,
+        "default" | "linear" | "dynamic" | "yarn" | "longrope" | "llama3"
+    ) {
         return Err(format!(
-            "kv has not checked the rotary table the engine builds for a partial_rotary_factor \
-             of {factor}"
+            "kv has not checked the rotary buffers transformers builds for rope_type \
+             `{rope_type}`"
         ));
     }
+    Ok(rotary_dim(text)?.div_ceil(2))
+}
+
+/// `rope_scaling`, else transformers 5's `rope_parameters`.
+fn rope_section(text: &Value) -> Option<&Value> {
+    text.get("rope_scaling")
+        .filter(|v| !v.is_null())
+        .or_else(|| text.get("rope_parameters").filter(|v| !v.is_null()))
+}
+
+fn rope_type(scaling: Option<&Value>) -> &str {
+    scaling
+        .and_then(|s| s.get("rope_type").or_else(|| s.get("type")))
+        .and_then(Value::as_str)
+        .unwrap_or("default")
+}
+
+/// The rotated part of a head: `int(head_dim x partial_rotary_factor)`, the
+/// factor read where configs put it (the top level, the rope section, or
+/// GPT-NeoX's `rotary_pct`); `head_dim`, else `hidden_size /
+/// num_attention_heads`.
+pub(crate) fn rotary_dim(text: &Value) -> Result<u64, String> {
+    let factor = ["partial_rotary_factor", "rotary_pct"]
+        .iter()
+        .find_map(|key| text.get(*key).filter(|v| !v.is_null()))
+        .or_else(|| rope_section(text).and_then(|s| s.get("partial_rotary_factor")))
+        .filter(|v| !v.is_null());
+    let factor = match factor {
+        None => 1.0,
+        Some(v) => v
+            .as_f64()
+            .filter(|f| *f > 0.0 && *f <= 1.0)
+            .ok_or("`partial_rotary_factor` is not a fraction in (0, 1]")?,
+    };
     let count = |key: &str| {
         text.get(key).and_then(Value::as_u64).ok_or_else(|| {
             format!(
@@ -49,7 +92,6 @@ pub(crate) fn rotary_table_shape(text: &Value) -> Result<(u64, u64), String> {
             )
         })
     };
-    let positions = count("max_position_embeddings")?;
     let head_dim = match text.get("head_dim").and_then(Value::as_u64) {
         Some(d) => d,
         None => {
@@ -59,7 +101,11 @@ pub(crate) fn rotary_table_shape(text: &Value) -> Result<(u64, u64), String> {
                 .ok_or("`num_attention_heads` is 0")?
         }
     };
-    Ok((positions, head_dim))
+    if head_dim >= 1 << 53 {
+        return Err("`head_dim` is beyond what a double holds exactly".into());
+    }
+    // Python's int(): toward zero.
+    Ok((head_dim as f64 * factor) as u64)
 }
 
 /// `[positions, qk_rope_head_dim]`: the one table vLLM's multi-head latent

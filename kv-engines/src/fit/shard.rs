@@ -62,6 +62,7 @@ pub(crate) struct TpLayout {
     /// DP attention (each DP group holds the attention whole among its own).
     attn_tp: u64,
     vocab_rows_per_rank: u64,
+    heads: u64,
     kv_heads: u64,
     kv_heads_per_rank: u64,
     hidden: u64,
@@ -106,6 +107,7 @@ impl TpLayout {
             tp,
             attn_tp: tp,
             vocab_rows_per_rank,
+            heads,
             kv_heads,
             kv_heads_per_rank: kv_heads_per_rank(engine, kv_heads, tp)?,
             hidden: count("hidden_size")?,
@@ -143,6 +145,11 @@ impl TpLayout {
         let (parent, layer) = module.rsplit_once('.').unwrap_or(("", module));
         let merged = |to: &str| format!("{parent}.{to}.{param}");
         let rows = tensor.shape.first().copied().unwrap_or(1);
+        if name == "lm_head.bias" {
+            // vLLM's Transformers backend registers it at load, one entry
+            // per padded vocabulary row of the rank (`_register_bias`).
+            return Ok((name.to_owned(), self.vocab_rows_per_rank));
+        }
         if is_head || name.ends_with("embed_tokens.weight") {
             let [_, width] = tensor.shape.as_slice() else {
                 return Err(format!(
@@ -214,7 +221,37 @@ impl TpLayout {
                 divide(engine, rows, tp)?;
                 (merged("gate_up_proj"), elements / tp)
             }
-            "o_proj" if param == "weight" => {
+            // Fused in the checkpoint (Phi-3): q's heads split, K's and V's
+            // as `k_proj` and `v_proj` are, in one allocation.
+            "qkv_proj" => {
+                let head_rows = self
+                    .heads
+                    .checked_add(2 * self.kv_heads)
+                    .ok_or("the head counts overflow")?;
+                let head_dim = divide(engine, rows, head_rows)?;
+                divide(engine, self.heads, attn_tp)?;
+                let per_rank_rows = (self.heads / attn_tp + 2 * self.kv_heads_per_rank) * head_dim;
+                let columns = elements / rows.max(1);
+                (name.to_owned(), per_rank_rows * columns)
+            }
+            // Fused in the checkpoint (GLM, Phi-3): each half split, as
+            // MergedColumnParallelLinear loads it.
+            "gate_up_proj" => {
+                divide(engine, rows, 2 * tp)?;
+                (name.to_owned(), elements / tp)
+            }
+            // Phi's and Starcoder2's MLP: column-parallel in, row-parallel
+            // out.
+            "fc1" | "c_fc" => {
+                divide(engine, rows, tp)?;
+                (name.to_owned(), elements / tp)
+            }
+            "fc2" | "c_proj" if param == "weight" => {
+                let columns = tensor.shape.get(1).copied().unwrap_or(1);
+                divide(engine, columns, tp)?;
+                (name.to_owned(), elements / tp)
+            }
+            "o_proj" | "dense" if param == "weight" => {
                 let columns = tensor.shape.get(1).copied().unwrap_or(1);
                 divide(engine, columns, attn_tp)?;
                 (name.to_owned(), elements / attn_tp)
@@ -226,9 +263,8 @@ impl TpLayout {
             }
             // A row-parallel layer's bias, norms and routers: whole on
             // every rank.
-            "o_proj" | "down_proj" | "gate" | "router" | "shared_expert_gate" => {
-                (name.to_owned(), elements)
-            }
+            "o_proj" | "dense" | "down_proj" | "fc2" | "c_proj" | "gate" | "router"
+            | "shared_expert_gate" => (name.to_owned(), elements),
             norm if norm.ends_with("norm") => (name.to_owned(), elements),
             _ => self.whole(name, elements)?,
         })

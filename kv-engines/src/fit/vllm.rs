@@ -21,7 +21,7 @@ use serde_json::Value;
 
 use super::config::{checked_class, joined, text_section};
 use super::rotary::{
-    gemma3_rotary_tables, mla_rotary_table_shape, rotary_table_elements, rotary_table_shape,
+    gemma3_rotary_tables, inv_freq_elements, mla_rotary_table_shape, rotary_table_elements,
 };
 use super::shard::{ShardingEngine, TpLayout, SHARDED_ARCHITECTURES};
 use crate::estimate::format_gib;
@@ -34,7 +34,7 @@ use crate::stored_tensor::StoredTensor;
 /// on checkpoints written from transformers' own class for each config,
 /// at TP 1, 2, 4 and 8 and at PP 2 and 3). Beside that rule: the Gemmas
 /// hold a `normalizer` scalar ([`GEMMA_NORMALIZER`]) and Gemma 3 a table per
-/// layer type; OLMo, OLMo 2 and Starcoder2 `inv_freq` tables in place of the
+/// layer type; the classes of [`TRANSFORMERS_BACKEND`] `inv_freq` buffers in place of the
 /// cos/sin cache; the latent-attention classes are [`LATENT_ATTENTION`].
 /// Not here: HunYuan (transformers cannot build the shipped config to check
 /// it).
@@ -50,6 +50,14 @@ const VLLM_ONLY_ARCHITECTURES: &[&str] = &[
     "Exaone4ForCausalLM",
     "Gemma2ForCausalLM",
     "Gemma3ForCausalLM",
+    "GlmForCausalLM",
+    "Glm4ForCausalLM",
+    "GPTNeoXForCausalLM",
+    "Olmo3ForCausalLM",
+    "PhiForCausalLM",
+    "SeedOssForCausalLM",
+    "SmolLM3ForCausalLM",
+    "StableLmForCausalLM",
 ];
 const CHECKED_COUNT: usize = SHARDED_ARCHITECTURES.len() + VLLM_ONLY_ARCHITECTURES.len();
 
@@ -67,11 +75,20 @@ const GEMMA_NORMALIZER: &[&str] = &["GemmaForCausalLM", "Gemma2ForCausalLM", "Ge
 /// decoding loads them, which kv does not model.
 const LATENT_ATTENTION: &[&str] = &["DeepseekV2ForCausalLM", "DeepseekV3ForCausalLM"];
 
-/// The classes whose vLLM model keeps `inv_freq` and `original_inv_freq`
-/// (float32, head_dim / 2 each) in place of the cos/sin cache.
-const INV_FREQ_ROTARY: &[&str] = &[
+/// The classes vLLM 0.33 serves through its Transformers backend
+/// (`_TRANSFORMERS_SUPPORTED_MODELS`, models/registry.py): the Hugging Face
+/// model itself, whose rotary module keeps `inv_freq` and
+/// `original_inv_freq` (float32, [`inv_freq_elements`] each) in place of
+/// vLLM's cos/sin cache; OLMo 3 one pair per layer type.
+const TRANSFORMERS_BACKEND: &[&str] = &[
+    "GlmForCausalLM",
+    "GPTNeoXForCausalLM",
     "OlmoForCausalLM",
     "Olmo2ForCausalLM",
+    "Olmo3ForCausalLM",
+    "PhiForCausalLM",
+    "SeedOssForCausalLM",
+    "SmolLM3ForCausalLM",
     "Starcoder2ForCausalLM",
 ];
 
@@ -185,6 +202,25 @@ fn layer_index(name: &str) -> Result<Option<u64>, String> {
         .and_then(|i| i.parse::<u64>().ok())
         .map(Some)
         .ok_or_else(|| format!("`{name}`: no layer index after `model.layers.`"))
+}
+
+/// The distinct entries of `layer_types`: transformers' OLMo 3 rotary
+/// module keeps a pair of buffers for each.
+fn layer_type_count(text: &Value) -> Result<u64, String> {
+    let types = text
+        .get("layer_types")
+        .and_then(Value::as_array)
+        .ok_or("the config has no `layer_types` list (one pair of rotary buffers a type)")?;
+    let mut seen: Vec<&str> = Vec::new();
+    for kind in types {
+        let kind = kind
+            .as_str()
+            .ok_or("`layer_types` holds a value that is not a name")?;
+        if !seen.contains(&kind) {
+            seen.push(kind);
+        }
+    }
+    Ok(seen.len() as u64)
 }
 
 /// What vLLM holds once it has loaded a checkpoint, as `Model loading took`
@@ -385,12 +421,17 @@ pub fn loaded_weights_on_stage(
                 sum.checked_add(round_to_block(table)?)
             })
             .ok_or("the rotary tables' bytes overflow u64")?
-    } else if INV_FREQ_ROTARY.contains(&class) {
-        // `inv_freq` and `original_inv_freq`: head_dim / 2 float32 each.
-        let (_, dim) = rotary_table_shape(text)?;
-        round_to_block((dim / 2) * 4)
-            .and_then(|one| one.checked_mul(2))
-            .ok_or("the rotary tables' bytes overflow u64")?
+    } else if TRANSFORMERS_BACKEND.contains(&class) {
+        let pairs = if class == "Olmo3ForCausalLM" {
+            layer_type_count(text)?
+        } else {
+            1
+        };
+        inv_freq_elements(text)?
+            .checked_mul(4)
+            .and_then(round_to_block)
+            .and_then(|one| one.checked_mul(2 * pairs))
+            .ok_or("the rotary buffers' bytes overflow u64")?
     } else {
         rotary_table_elements(text)?
             .checked_mul(element)
@@ -932,7 +973,7 @@ mod tests {
         // A tensor of a kind kv has not seen sharded: whole at TP 1, named
         // above it.
         let unknown = [tensor(
-            "model.layers.0.mlp.c_fc.weight",
+            "model.layers.0.mlp.w_in.weight",
             "BF16",
             &[2048, 512],
             2_097_152,
@@ -946,7 +987,7 @@ mod tests {
         let e = loaded_weights(&config, &unknown, DType::BF16, 2).unwrap_err();
         assert_eq!(
             e,
-            "kv does not know how vLLM shards `model.layers.0.mlp.c_fc.weight` over 2 TP ranks"
+            "kv does not know how vLLM shards `model.layers.0.mlp.w_in.weight` over 2 TP ranks"
         );
         let odd_expert = [tensor(
             "model.layers.0.mlp.experts.0.w4.weight",
@@ -1058,21 +1099,29 @@ mod tests {
         let mut other = small(serde_json::json!({}));
         other["architectures"] = serde_json::json!(["GptOssForCausalLM"]);
         assert!(refusal(other, &[]).contains("`GptOssForCausalLM`"));
-        // Phi-3's fused qkv_proj: whole at TP 1, not guessed above it.
-        let mut phi3 = small(serde_json::json!({}));
+        // Phi-3's fused qkv_proj: 4 query heads and 2 KV heads of 16 rows
+        // ((4 + 2 x 2) x 16 = 128). Over 4 ranks: one query head a rank,
+        // each KV head on two, (1 + 2 x 1) x 16 x 64 x 2 = 6,144 B; a row
+        // count the heads do not divide is refused in vLLM's words.
+        let mut phi3 = small(serde_json::json!({"num_key_value_heads": 2}));
         phi3["architectures"] = serde_json::json!(["Phi3ForCausalLM"]);
-        let qkv = [tensor(
-            "model.layers.0.self_attn.qkv_proj.weight",
-            "BF16",
-            &[192, 64],
-            24_576,
-        )];
-        assert!(loaded_weights(&phi3, &qkv, DType::BF16, 1).is_ok());
-        let words = loaded_weights(&phi3, &qkv, DType::BF16, 2).unwrap_err();
-        assert!(
-            words.contains("how vLLM shards `model.layers.0.self_attn.qkv_proj.weight`"),
-            "{words}"
-        );
+        let qkv = |rows: u64| {
+            [tensor(
+                "model.layers.0.self_attn.qkv_proj.weight",
+                "BF16",
+                &[rows, 64],
+                rows * 128,
+            )]
+        };
+        let at = |tp| {
+            loaded_weights(&phi3, &qkv(128), DType::BF16, tp)
+                .unwrap()
+                .tensor_bytes
+        };
+        assert_eq!(at(1), 16_384);
+        assert_eq!(at(4), 6_144);
+        let words = loaded_weights(&phi3, &qkv(100), DType::BF16, 2).unwrap_err();
+        assert_eq!(words, "vLLM refuses: 100 is not divisible by 8");
         // A class kv checked at TP 1 only would be refused above it.
         let mut hunyuan = small(serde_json::json!({}));
         hunyuan["architectures"] = serde_json::json!(["HunYuanDenseV1ForCausalLM"]);
