@@ -596,3 +596,155 @@ fn glm_4_fused_gate_up_and_a_partial_rotary_table() {
     let why = loaded_weights(&odd, &tensors, DType::BF16, 1).unwrap_err();
     assert!(why.contains("(0, 1]"), "{why}");
 }
+
+/// Qwen3-Next, small (scripts/vllm/fit-configs/test-qwen3-next-small.json):
+/// 4 layers, every 2nd full attention (1 and 3), the others Gated
+/// DeltaNet (2 key heads and 4 value heads of 16, a kernel of 4); each with
+/// 4 experts of 16 and a shared expert of 16. vLLM's own class gave
+/// 309,248 B at TP 1, 163,840 B at TP 2, and 101,888 B, 171,008 B and
+/// 102,400 B at PP 3.
+fn qwen3_next_config() -> Value {
+    json!({
+        "architectures": ["Qwen3NextForCausalLM"], "hidden_size": 64,
+        "num_attention_heads": 4, "num_key_value_heads": 2, "head_dim": 16,
+        "num_hidden_layers": 4, "full_attention_interval": 2, "linear_num_key_heads": 2,
+        "linear_num_value_heads": 4, "linear_key_head_dim": 16, "linear_value_head_dim": 16,
+        "linear_conv_kernel_dim": 4, "num_experts": 4, "moe_intermediate_size": 16,
+        "shared_expert_intermediate_size": 16, "vocab_size": 128,
+        "max_position_embeddings": 50, "partial_rotary_factor": 0.25,
+        "tie_word_embeddings": false, "torch_dtype": "bfloat16",
+    })
+}
+
+fn qwen3_next_checkpoint() -> Vec<StoredTensor> {
+    let mut tensors = vec![
+        bf16("model.embed_tokens.weight", &[128, 64]),
+        bf16("model.norm.weight", &[64]),
+        bf16("lm_head.weight", &[128, 64]),
+        // The MTP module the published checkpoint ships: not loaded.
+        bf16("mtp.fc.weight", &[64, 128]),
+        bf16("mtp.layers.0.self_attn.q_proj.weight", &[128, 64]),
+    ];
+    for layer in 0..4u64 {
+        let at = |part: &str| format!("model.layers.{layer}.{part}");
+        if layer % 2 == 0 {
+            tensors.extend([
+                bf16(&at("linear_attn.in_proj_qkvz.weight"), &[192, 64]),
+                bf16(&at("linear_attn.in_proj_ba.weight"), &[8, 64]),
+                bf16(&at("linear_attn.conv1d.weight"), &[128, 1, 4]),
+                bf16(&at("linear_attn.dt_bias"), &[4]),
+                bf16(&at("linear_attn.A_log"), &[4]),
+                bf16(&at("linear_attn.norm.weight"), &[16]),
+                bf16(&at("linear_attn.out_proj.weight"), &[64, 64]),
+            ]);
+        } else {
+            tensors.extend([
+                bf16(&at("self_attn.q_proj.weight"), &[128, 64]),
+                bf16(&at("self_attn.k_proj.weight"), &[32, 64]),
+                bf16(&at("self_attn.v_proj.weight"), &[32, 64]),
+                bf16(&at("self_attn.o_proj.weight"), &[64, 64]),
+                bf16(&at("self_attn.q_norm.weight"), &[16]),
+                bf16(&at("self_attn.k_norm.weight"), &[16]),
+            ]);
+        }
+        tensors.extend([
+            bf16(&at("input_layernorm.weight"), &[64]),
+            bf16(&at("post_attention_layernorm.weight"), &[64]),
+            bf16(&at("mlp.gate.weight"), &[4, 64]),
+            bf16(&at("mlp.shared_expert.gate_proj.weight"), &[16, 64]),
+            bf16(&at("mlp.shared_expert.up_proj.weight"), &[16, 64]),
+            bf16(&at("mlp.shared_expert.down_proj.weight"), &[64, 16]),
+            bf16(&at("mlp.shared_expert_gate.weight"), &[1, 64]),
+        ]);
+        for expert in 0..4 {
+            let e = |p: &str| at(&format!("mlp.experts.{expert}.{p}.weight"));
+            tensors.push(bf16(&e("gate_proj"), &[16, 64]));
+            tensors.push(bf16(&e("up_proj"), &[16, 64]));
+            tensors.push(bf16(&e("down_proj"), &[64, 16]));
+        }
+    }
+    tensors
+}
+
+// TP 1, in 512-byte blocks. A DeltaNet layer: in_proj_qkvz (2 x 32 + 2 x
+// 64 = 192 rows) 24,576; in_proj_ba 1,024; conv1d 128 x 4 x 2 = 1,024;
+// dt_bias 512; A_log, float32 in vLLM, 16 B -> 512; its norm 512; out_proj
+// 8,192 = 36,352. An attention layer: qkv (q gated: 128 rows; k and v 32)
+// 24,576, o_proj 8,192, q_norm and k_norm 512 each = 33,792. Every layer:
+// two norms 1,024 and the MoE: router 512, w13 16,384, w2 8,192, the shared
+// expert's gate_up 4,096 and down 2,048, its gate 512 = 31,744. Embedding
+// and head 16,384 each, the norm 512. The table: int(16 x 0.25) = 4 wide,
+// 50 x 4 x 2 = 400 -> 512. Scales: the 2 attention layers only.
+#[test]
+fn qwen3_next_holds_scales_for_its_attention_layers_only() {
+    let held = loaded_weights(
+        &qwen3_next_config(),
+        &qwen3_next_checkpoint(),
+        DType::BF16,
+        1,
+    )
+    .unwrap();
+    let deltanet = 36_352 + 1_024 + 31_744;
+    let attention = 33_792 + 1_024 + 31_744;
+    assert_eq!(
+        held.tensor_bytes,
+        2 * 16_384 + 512 + 2 * deltanet + 2 * attention
+    );
+    assert_eq!(held.skipped_bytes, 64 * 128 * 2 + 128 * 64 * 2);
+    assert_eq!(held.rotary_bytes, 512);
+    assert_eq!(held.scale_bytes, 2 * 2_048);
+    assert_eq!(held.total(), Some(309_248));
+}
+
+#[test]
+fn qwen3_next_at_tp_2_and_on_three_stages() {
+    // TP 2: every projection into the heads, the convolution, A_log and
+    // dt_bias split; out_proj by columns; the DeltaNet norm whole. A
+    // DeltaNet layer 12,288 + 512 + 512 + 512 + 512 + 512 + 4,096, an
+    // attention layer (8 query heads' rows halved, one KV head each)
+    // 12,288 + 4,096 + 512 + 512, the MoE 512 + 8,192 + 4,096 + 2,048 +
+    // 1,024 + 512.
+    let held = loaded_weights(
+        &qwen3_next_config(),
+        &qwen3_next_checkpoint(),
+        DType::BF16,
+        2,
+    )
+    .unwrap();
+    let moe = 512 + 8_192 + 4_096 + 2_048 + 1_024 + 512;
+    let deltanet = 18_944 + 1_024 + moe;
+    let attention = 17_408 + 1_024 + moe;
+    assert_eq!(
+        held.total(),
+        Some(2 * 8_192 + 512 + 2 * deltanet + 2 * attention + 512 + 4_096)
+    );
+    assert_eq!(held.total(), Some(163_840));
+    // PP 3 (layers 0 | 1, 2 | 3): the embedding and the head on every
+    // stage, the final norm on the last; stage 0 holds a DeltaNet layer
+    // only, so no rotary table and no scales.
+    let stage = |index| {
+        let stage = PipelineStage { stages: 3, index };
+        loaded_weights_on_stage(
+            &qwen3_next_config(),
+            &qwen3_next_checkpoint(),
+            DType::BF16,
+            1,
+            stage,
+        )
+        .unwrap()
+    };
+    let (deltanet, attention) = (69_120, 66_560);
+    assert_eq!(stage(0).rotary_bytes, 0);
+    assert_eq!(stage(0).total(), Some(2 * 16_384 + deltanet));
+    assert_eq!(
+        stage(1).total(),
+        Some(2 * 16_384 + attention + deltanet + 512 + 2_048)
+    );
+    assert_eq!(
+        stage(2).total(),
+        Some(2 * 16_384 + 512 + attention + 512 + 2_048)
+    );
+    assert_eq!(stage(0).total(), Some(101_888));
+    assert_eq!(stage(1).total(), Some(171_008));
+    assert_eq!(stage(2).total(), Some(102_400));
+}

@@ -28,7 +28,8 @@ CLASSES = {
     "CohereForCausalLM", "Cohere2ForCausalLM", "DeepseekV2ForCausalLM", "DeepseekV3ForCausalLM",
     "Ernie4_5ForCausalLM", "Exaone4ForCausalLM", "GemmaForCausalLM", "Gemma2ForCausalLM",
     "Gemma3ForCausalLM", "GlmForCausalLM", "Glm4ForCausalLM", "GPTNeoXForCausalLM",
-    "Olmo3ForCausalLM", "PhiForCausalLM", "SeedOssForCausalLM", "SmolLM3ForCausalLM",
+    "Olmo3ForCausalLM", "PhiForCausalLM", "Qwen3NextForCausalLM", "SeedOssForCausalLM",
+    "SmolLM3ForCausalLM",
     "StableLmForCausalLM", "GraniteForCausalLM",
     "GraniteMoeForCausalLM", "HunYuanDenseV1ForCausalLM", "Llama4ForCausalLM",
     "LlamaForCausalLM", "MistralForCausalLM", "MixtralForCausalLM", "OlmoForCausalLM",
@@ -67,14 +68,26 @@ def add_mtp_layers(folder, c):
     at = max(t["data_offsets"][1] for t in header.values())
     last = f"model.layers.{n - 1}."
     dtype = next(iter(header.values()))["dtype"]
-    for i in range(c.get("num_nextn_predict_layers") or 0):
-        extra = {k.replace(last, f"model.layers.{n + i}."): (t["dtype"], t["shape"])
+    qwen3_next = c["architectures"][0] == "Qwen3NextForCausalLM"
+    count = c.get("num_nextn_predict_layers") or (1 if qwen3_next else 0)
+    for i in range(count):
+        # Qwen3-Next's checkpoint: `mtp.layers.0.` and `mtp.fc`, `mtp.norm`,
+        # `mtp.pre_fc_norm_*`; DeepSeek-V3's: `model.layers.N.`, ...
+        to = f"mtp.layers.{i}." if qwen3_next else f"model.layers.{n + i}."
+        extra = {k.replace(last, to): (t["dtype"], t["shape"])
                  for k, t in header.items() if k.startswith(last)}
-        for k, shape in [("eh_proj.weight", [h, 2 * h]), ("enorm.weight", [h]),
-                         ("hnorm.weight", [h]), ("shared_head.norm.weight", [h]),
-                         ("shared_head.head.weight", [c["vocab_size"], h]),
-                         ("embed_tokens.weight", [c["vocab_size"], h])]:
-            extra[f"model.layers.{n + i}.{k}"] = (dtype, shape)
+        if qwen3_next:
+            more = [("mtp.fc.weight", [h, 2 * h]), ("mtp.norm.weight", [h]),
+                    ("mtp.pre_fc_norm_embedding.weight", [h]),
+                    ("mtp.pre_fc_norm_hidden.weight", [h])]
+        else:
+            more = [(f"{to}{k}", shape) for k, shape in [
+                ("eh_proj.weight", [h, 2 * h]), ("enorm.weight", [h]), ("hnorm.weight", [h]),
+                ("shared_head.norm.weight", [h]),
+                ("shared_head.head.weight", [c["vocab_size"], h]),
+                ("embed_tokens.weight", [c["vocab_size"], h])]]
+        for k, shape in more:
+            extra[k] = (dtype, shape)
         for k, (dt, shape) in extra.items():
             bytes_ = {"BF16": 2, "F16": 2, "F32": 4}[dt]
             for d in shape:

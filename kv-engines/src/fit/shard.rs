@@ -198,6 +198,12 @@ impl TpLayout {
             });
         }
         let attn_tp = self.attn_tp;
+        // Gated DeltaNet (Qwen3-Next): a value per head, split with the
+        // heads.
+        if matches!(param, "A_log" | "dt_bias") {
+            divide(engine, rows, tp)?;
+            return Ok((name.to_owned(), elements / tp));
+        }
         Ok(match layer {
             "q_proj" => {
                 divide(engine, rows, attn_tp)?;
@@ -240,13 +246,14 @@ impl TpLayout {
                 divide(engine, rows, 2 * tp)?;
                 (name.to_owned(), elements / tp)
             }
-            // Phi's and Starcoder2's MLP: column-parallel in, row-parallel
-            // out.
-            "fc1" | "c_fc" => {
+            // Phi's and Starcoder2's MLP, and Gated DeltaNet's projections
+            // into its heads and its convolution: column-parallel in,
+            // row-parallel out.
+            "fc1" | "c_fc" | "in_proj_qkvz" | "in_proj_ba" | "conv1d" => {
                 divide(engine, rows, tp)?;
                 (name.to_owned(), elements / tp)
             }
-            "fc2" | "c_proj" if param == "weight" => {
+            "fc2" | "c_proj" | "out_proj" if param == "weight" => {
                 let columns = tensor.shape.get(1).copied().unwrap_or(1);
                 divide(engine, columns, tp)?;
                 (name.to_owned(), elements / tp)

@@ -55,6 +55,7 @@ const VLLM_ONLY_ARCHITECTURES: &[&str] = &[
     "GPTNeoXForCausalLM",
     "Olmo3ForCausalLM",
     "PhiForCausalLM",
+    "Qwen3NextForCausalLM",
     "SeedOssForCausalLM",
     "SmolLM3ForCausalLM",
     "StableLmForCausalLM",
@@ -98,7 +99,8 @@ const TRANSFORMERS_BACKEND: &[&str] = &[
 /// embedding on the first stage (and on the last where it is tied: the head
 /// is then the embedding), the final norm and the head on the last. Read
 /// off vLLM 0.33's own models on the meta device, one shipped config of
-/// each class at pp 2, tied and untied, on 2026-12-06.
+/// each class at pp 2, tied and untied, on 2026-12-06 (Qwen3-Next's final
+/// norm is on the last stage only).
 const WHOLE_ON_EVERY_STAGE: &[&str] = &[
     "CohereForCausalLM",
     "Cohere2ForCausalLM",
@@ -110,6 +112,7 @@ const WHOLE_ON_EVERY_STAGE: &[&str] = &[
     "OlmoeForCausalLM",
     "Qwen2MoeForCausalLM",
     "Qwen3MoeForCausalLM",
+    "Qwen3NextForCausalLM",
 ];
 
 /// The CUDA caching allocator's smallest block: every tensor takes a
@@ -179,10 +182,14 @@ impl StageShare<'_> {
         let first = self.stage.index == 0;
         let last = self.stage.index + 1 == self.stage.stages;
         let everywhere = WHOLE_ON_EVERY_STAGE.contains(&self.class);
+        // Qwen3-Next: the final norm on the last stage only.
+        let norm_everywhere = everywhere && self.class != "Qwen3NextForCausalLM";
         if name.starts_with("model.embed_tokens.") {
             Ok(everywhere || first || (self.tied && last))
-        } else if name.starts_with("lm_head.") || name.starts_with("model.norm.") {
+        } else if name.starts_with("lm_head.") {
             Ok(everywhere || last)
+        } else if name.starts_with("model.norm.") {
+            Ok(norm_everywhere || last)
         } else {
             Err(format!(
                 "`{name}`: kv does not know which pipeline stage vLLM loads it on (it knows \
@@ -221,6 +228,27 @@ fn layer_type_count(text: &Value) -> Result<u64, String> {
         }
     }
     Ok(seen.len() as u64)
+}
+
+/// The stage's layers with attention, each keeping four float32 scales:
+/// every layer, but Qwen3-Next's full-attention layers only (its linear
+/// ones have none), read from its layer pattern as kv-core reads it.
+fn attention_layers_on_stage(
+    config: &Value,
+    class: &str,
+    layers: &std::ops::Range<u64>,
+) -> Result<u64, String> {
+    if class != "Qwen3NextForCausalLM" {
+        return Ok(layers.end - layers.start);
+    }
+    let pattern = kv_core::HfConfig::from_value(config.clone())
+        .layer_pattern()
+        .map_err(|e| e.to_string())?;
+    Ok(pattern.count_in(
+        kv_core::pattern::LayerKind::FullAttention,
+        layers.start,
+        layers.end,
+    ))
 }
 
 /// What vLLM holds once it has loaded a checkpoint, as `Model loading took`
@@ -336,12 +364,16 @@ pub fn loaded_weights_on_stage(
     } else {
         0
     };
+    let gated_delta = class == "Qwen3NextForCausalLM";
     let mut allocations: std::collections::BTreeMap<String, u64> = Default::default();
     let mut skipped_bytes = 0u64;
     for tensor in tensors {
         let name = tensor.name.as_str();
         let is_head = name == "lm_head.weight";
-        let mut skipped = name.contains("rotary_emb.inv_freq") || (tied && is_head);
+        // Qwen3-Next's MTP module: its loader maps `mtp.` to nothing.
+        let mut skipped = name.contains("rotary_emb.inv_freq")
+            || (tied && is_head)
+            || (gated_delta && name.starts_with("mtp."));
         if let Some(index) = layer_index(name)? {
             if index >= layer_count {
                 // An MTP layer: the loader skips it.
@@ -371,14 +403,15 @@ pub fn loaded_weights_on_stage(
         if !share.holds(name)? {
             continue;
         }
-        if latent && name.ends_with(".gate.e_score_correction_bias") {
-            // A float32 parameter of its own, where vLLM builds one.
-            if text.get("topk_method").and_then(Value::as_str) != Some("noaux_tc") {
-                return Err(format!(
-                    "`{name}`: vLLM's `{class}` builds no `e_score_correction_bias` unless \
-                     `topk_method` is `noaux_tc`, so it cannot load this checkpoint"
-                ));
-            }
+        let correction_bias = latent && name.ends_with(".gate.e_score_correction_bias");
+        if correction_bias && text.get("topk_method").and_then(Value::as_str) != Some("noaux_tc") {
+            return Err(format!(
+                "`{name}`: vLLM's `{class}` builds no `e_score_correction_bias` unless \
+                 `topk_method` is `noaux_tc`, so it cannot load this checkpoint"
+            ));
+        }
+        if correction_bias || (gated_delta && name.ends_with(".linear_attn.A_log")) {
+            // A float32 parameter of its own, whatever the served dtype.
             let (allocation, elements) = layout.share(tensor, false)?;
             let bytes = elements
                 .checked_mul(4)
@@ -406,7 +439,7 @@ pub fn loaded_weights_on_stage(
         .values()
         .try_fold(0u64, |sum, &bytes| sum.checked_add(round_to_block(bytes)?))
         .ok_or("the tensors' bytes overflow u64")?;
-    let rotary_bytes = if latent {
+    let mut rotary_bytes = if latent {
         let (positions, dim) = mla_rotary_table_shape(text)?;
         positions
             .checked_mul(dim)
@@ -443,8 +476,12 @@ pub fn loaded_weights_on_stage(
     } else {
         0
     };
-    let layers_on_stage = share.layers.end - share.layers.start;
-    let scale_bytes = layers_on_stage
+    let attention_layers = attention_layers_on_stage(config, class, &share.layers)?;
+    if attention_layers == 0 {
+        // No attention layer on the stage builds a rotary embedding.
+        rotary_bytes = 0;
+    }
+    let scale_bytes = attention_layers
         .checked_mul(4 * BLOCK)
         .and_then(|scales| scales.checked_add(normalizer))
         .ok_or("the attention scales' bytes overflow u64")?;
