@@ -113,6 +113,7 @@ const WHOLE_ON_EVERY_STAGE: &[&str] = &[
     "Qwen2MoeForCausalLM",
     "Qwen3MoeForCausalLM",
     "Qwen3NextForCausalLM",
+    "StableLmForCausalLM",
 ];
 
 /// The CUDA caching allocator's smallest block: every tensor takes a
