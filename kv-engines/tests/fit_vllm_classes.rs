@@ -748,3 +748,85 @@ fn qwen3_next_at_tp_2_and_on_three_stages() {
     assert_eq!(stage(1).total(), Some(171_008));
     assert_eq!(stage(2).total(), Some(102_400));
 }
+
+#[test]
+fn float32_parameters_take_their_own_width() {
+    // 256 routed experts' correction bias: 1,024 B in float32, two blocks
+    // (in bf16 it would fit one).
+    let mut config = config();
+    config["n_routed_experts"] = json!(256);
+    let bias = [StoredTensor::new(
+        "model.layers.1.mlp.gate.e_score_correction_bias".into(),
+        "BF16".into(),
+        vec![256],
+        512,
+    )];
+    let held = loaded_weights(&config, &bias, DType::BF16, 1).unwrap();
+    assert_eq!(held.tensor_bytes, 1_024);
+    // Qwen3-Next's A_log of 256 value heads: float32, 128 a rank at TP 2
+    // (512 B, one block); dt_bias in the served dtype, 256 B -> 512.
+    let per_head = [
+        bf16("model.layers.0.linear_attn.A_log", &[256]),
+        bf16("model.layers.0.linear_attn.dt_bias", &[256]),
+    ];
+    let at = |tp| {
+        loaded_weights(&qwen3_next_config(), &per_head, DType::BF16, tp)
+            .unwrap()
+            .tensor_bytes
+    };
+    assert_eq!(at(1), 1_024 + 512);
+    assert_eq!(at(2), 512 + 512);
+    let why = loaded_weights(&qwen3_next_config(), &per_head[..1], DType::BF16, 3).unwrap_err();
+    assert!(why.contains("not divisible by 3"), "{why}");
+    // Without a layer pattern kv cannot say which layers hold scales.
+    let mut no_pattern = qwen3_next_config();
+    no_pattern
+        .as_object_mut()
+        .unwrap()
+        .remove("full_attention_interval");
+    let why = loaded_weights(&no_pattern, &per_head, DType::BF16, 1).unwrap_err();
+    assert!(why.contains("full_attention_interval"), "{why}");
+}
+
+#[test]
+fn gemma_3s_thetas_and_factors_decide_how_many_tables() {
+    let tables = |config: &Value| {
+        loaded_weights(config, &gemma3_checkpoint(), DType::BF16, 1)
+            .unwrap()
+            .rotary_bytes
+    };
+    // Neither theta given: transformers' defaults, 1,000,000 for the full
+    // layers and 10,000 for the sliding ones: two tables of 40 rows.
+    let mut defaults = gemma3_config();
+    for key in ["rope_scaling", "rope_theta", "rope_local_base_freq"] {
+        defaults.as_object_mut().unwrap().remove(key);
+    }
+    assert_eq!(tables(&defaults), 2 * 1_536);
+    // The sliding layers' theta given as the full layers' default: one.
+    let mut one = defaults.clone();
+    one["rope_local_base_freq"] = json!(1_000_000.0);
+    assert_eq!(tables(&one), 1_536);
+    // A linear factor that is not positive and finite is refused.
+    for factor in [json!(0.0), json!(-1.0)] {
+        let mut bad = gemma3_config();
+        bad["rope_scaling"]["factor"] = factor;
+        let why = loaded_weights(&bad, &gemma3_checkpoint(), DType::BF16, 1).unwrap_err();
+        assert!(why.contains("positive `factor`"), "{why}");
+    }
+}
+
+#[test]
+fn rotary_refusals_at_their_bounds() {
+    // A partial factor of 0 rotates nothing: refused, as 1.5 is.
+    let mut zero = qwen3_next_config();
+    zero["partial_rotary_factor"] = json!(0.0);
+    let why = loaded_weights(&zero, &[], DType::BF16, 1).unwrap_err();
+    assert!(why.contains("(0, 1]"), "{why}");
+    // YaRN rows past 2^53: refused when the product is, even if the
+    // original count is below it.
+    let mut huge = config();
+    huge["rope_scaling"]["original_max_position_embeddings"] = json!(1u64 << 52);
+    huge["rope_scaling"]["factor"] = json!(4.0);
+    let why = loaded_weights(&huge, &[], DType::BF16, 1).unwrap_err();
+    assert!(why.contains("beyond what a double holds"), "{why}");
+}

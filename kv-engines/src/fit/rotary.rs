@@ -116,14 +116,8 @@ pub(crate) fn rotary_dim(text: &Value) -> Result<u64, String> {
 /// `original_max_position_embeddings x factor` rows
 /// (`torch.arange(float)`: rounded up).
 pub(crate) fn mla_rotary_table_shape(text: &Value) -> Result<(u64, u64), String> {
-    let scaling = text
-        .get("rope_scaling")
-        .filter(|v| !v.is_null())
-        .or_else(|| text.get("rope_parameters").filter(|v| !v.is_null()));
-    let rope_type = scaling
-        .and_then(|s| s.get("rope_type").or_else(|| s.get("type")))
-        .and_then(Value::as_str)
-        .unwrap_or("default");
+    let scaling = rope_section(text);
+    let rope_type = rope_type(scaling);
     let count = |from: &Value, key: &str| {
         from.get(key)
             .and_then(Value::as_u64)
@@ -207,13 +201,8 @@ pub(crate) fn gemma3_rotary_tables(
     }
     tables
         .iter()
-        .map(|rope| {
-            let rows = match rope.rope_type.as_str() {
-                "default" => positions,
-                _ => scaled_positions(positions, rope.factor)?,
-            };
-            Ok((rows, head_dim))
-        })
+        // `default` has a factor of 1: its rows are the positions.
+        .map(|rope| Ok((scaled_positions(positions, rope.factor)?, head_dim)))
         .collect()
 }
 

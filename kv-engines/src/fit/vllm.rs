@@ -1160,6 +1160,11 @@ mod tests {
         assert_eq!(at(4), 6_144);
         let words = loaded_weights(&phi3, &qkv(100), DType::BF16, 2).unwrap_err();
         assert_eq!(words, "vLLM refuses: 100 is not divisible by 8");
+        // One KV head: (4 + 2 x 1) x 16 = 96 rows; at TP 2 two query heads
+        // and the KV head on both, (2 + 2) x 16 x 64 x 2 = 8,192 B.
+        phi3["num_key_value_heads"] = serde_json::json!(1);
+        let held = loaded_weights(&phi3, &qkv(96), DType::BF16, 2).unwrap();
+        assert_eq!(held.tensor_bytes, 8_192);
         // A class kv checked at TP 1 only would be refused above it.
         let mut hunyuan = small(serde_json::json!({}));
         hunyuan["architectures"] = serde_json::json!(["HunYuanDenseV1ForCausalLM"]);
