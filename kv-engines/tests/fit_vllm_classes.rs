@@ -830,3 +830,95 @@ fn rotary_refusals_at_their_bounds() {
     let why = loaded_weights(&huge, &[], DType::BF16, 1).unwrap_err();
     assert!(why.contains("beyond what a double holds"), "{why}");
 }
+
+/// Jamba, small (scripts/vllm/fit-configs/test-jamba-small.json): layer 0
+/// Mamba with a dense MLP, layer 1 attention with 2 experts; the Mamba
+/// inner size 2 x 64 = 128, a state of 16, a kernel of 4, dt rank 4. vLLM's
+/// own class gave 171,008 B at TP 1.
+#[test]
+fn jamba_holds_a_float32_a_no_rotary_table_and_scales_for_attention_only() {
+    let config = json!({
+        "architectures": ["JambaForCausalLM"], "hidden_size": 64,
+        "num_attention_heads": 4, "num_key_value_heads": 2, "num_hidden_layers": 2,
+        "attn_layer_period": 2, "attn_layer_offset": 1, "num_experts": 2,
+        "intermediate_size": 32, "mamba_d_state": 16, "mamba_d_conv": 4,
+        "mamba_expand": 2, "vocab_size": 128, "max_position_embeddings": 50,
+        "tie_word_embeddings": false, "torch_dtype": "bfloat16",
+    });
+    let mut tensors = vec![
+        bf16("model.embed_tokens.weight", &[128, 64]),
+        bf16("model.final_layernorm.weight", &[64]),
+        bf16("lm_head.weight", &[128, 64]),
+    ];
+    for (part, shape) in [
+        ("mamba.A_log", &[128, 16][..]),
+        ("mamba.D", &[128]),
+        ("mamba.conv1d.weight", &[128, 1, 4]),
+        ("mamba.conv1d.bias", &[128]),
+        ("mamba.in_proj.weight", &[256, 64]),
+        ("mamba.x_proj.weight", &[36, 128]),
+        ("mamba.dt_proj.weight", &[128, 4]),
+        ("mamba.dt_proj.bias", &[128]),
+        ("mamba.out_proj.weight", &[64, 128]),
+        ("mamba.dt_layernorm.weight", &[4]),
+        ("mamba.b_layernorm.weight", &[16]),
+        ("mamba.c_layernorm.weight", &[16]),
+        ("feed_forward.gate_proj.weight", &[32, 64]),
+        ("feed_forward.up_proj.weight", &[32, 64]),
+        ("feed_forward.down_proj.weight", &[64, 32]),
+        ("input_layernorm.weight", &[64]),
+        ("pre_ff_layernorm.weight", &[64]),
+    ] {
+        tensors.push(bf16(&format!("model.layers.0.{part}"), shape));
+    }
+    for (part, shape) in [
+        ("self_attn.q_proj.weight", &[64, 64][..]),
+        ("self_attn.k_proj.weight", &[32, 64]),
+        ("self_attn.v_proj.weight", &[32, 64]),
+        ("self_attn.o_proj.weight", &[64, 64]),
+        ("feed_forward.router.weight", &[2, 64]),
+        ("input_layernorm.weight", &[64]),
+        ("pre_ff_layernorm.weight", &[64]),
+    ] {
+        tensors.push(bf16(&format!("model.layers.1.{part}"), shape));
+    }
+    for expert in 0..2 {
+        let e = |p: &str| format!("model.layers.1.feed_forward.experts.{expert}.{p}.weight");
+        tensors.push(bf16(&e("gate_proj"), &[32, 64]));
+        tensors.push(bf16(&e("up_proj"), &[32, 64]));
+        tensors.push(bf16(&e("down_proj"), &[64, 32]));
+    }
+    // Layer 0: in_proj 256 x 64 x 2 = 32,768; conv1d 1,024 and its bias
+    // 512; x_proj 36 x 128 x 2 = 9,216; dt_proj 1,024 and its bias 512;
+    // A_log 128 x 16 in float32 = 8,192 (4,096 in bf16); D 512; out_proj
+    // 16,384; three small norms 512 each; the MLP 8,192 + 4,096; two norms
+    // 1,024 = 84,992. Layer 1: qkv 16,384, o 8,192, router 512, w13 16,384,
+    // w2 8,192, two norms 1,024 = 50,688. Embedding and head 16,384 each,
+    // the final norm 512. No rotary table: Jamba's attention has no
+    // positions. Scales: layer 1 only.
+    let held = loaded_weights(&config, &tensors, DType::BF16, 1).unwrap();
+    assert_eq!(held.tensor_bytes, 2 * 16_384 + 512 + 84_992 + 50_688);
+    assert_eq!(held.rotary_bytes, 0);
+    assert_eq!(held.scale_bytes, 2_048);
+    assert_eq!(held.total(), Some(171_008));
+    // A Mamba mixer's shards (its groups may be replicated) kv has not
+    // checked: refused above TP 1, by name.
+    let why = loaded_weights(&config, &tensors, DType::BF16, 2).unwrap_err();
+    assert!(why.contains("shards `model.layers.0.mamba."), "{why}");
+    // Granite 4.0-H's head and embedding under a pipeline: refused.
+    let mut granite = config.clone();
+    granite["architectures"] = json!(["GraniteMoeHybridForCausalLM"]);
+    let stage = PipelineStage {
+        stages: 2,
+        index: 0,
+    };
+    let why = loaded_weights_on_stage(&granite, &tensors, DType::BF16, 1, stage).unwrap_err();
+    assert!(why.contains("under a pipeline"), "{why}");
+    // Granite 4.0-H builds a table only with `rope` positions.
+    let held = loaded_weights(&granite, &tensors, DType::BF16, 1).unwrap();
+    assert_eq!(held.rotary_bytes, 0);
+    // With them: 50 positions x head_dim 16 x 2 = 1,600 -> 2,048.
+    granite["position_embedding_type"] = json!("rope");
+    let held = loaded_weights(&granite, &tensors, DType::BF16, 1).unwrap();
+    assert_eq!(held.rotary_bytes, 2_048);
+}

@@ -22,11 +22,6 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import compare  # noqa: E402
 
 
-def rounded(t):
-    n = t.numel() * t.element_size()
-    return (n + 511) // 512 * 512
-
-
 def loaded(config_path, tp, pp=1, stage=0):
     import torch
     from vllm.model_executor.model_loader.utils import initialize_model
@@ -41,8 +36,20 @@ def loaded(config_path, tp, pp=1, stage=0):
         vc.device_config.device = torch.device("meta")
         with set_default_torch_dtype(vc.model_config.dtype), torch.device("meta"):
             model = initialize_model(vllm_config=vc)
-        params = sum(rounded(p) for p in model.parameters())
-        buffers = [(n, list(b.shape), str(b.dtype), rounded(b)) for n, b in model.named_buffers()]
+        # One allocation per storage: a buffer that is a view of a parameter
+        # (Mamba2's `conv_weights`, a view of `conv1d.weight`) takes none.
+        seen = set()
+
+        def allocation(t):
+            key = t.untyped_storage()._cdata
+            if key in seen:
+                return 0
+            seen.add(key)
+            return (t.untyped_storage().nbytes() + 511) // 512 * 512
+
+        params = sum(allocation(p) for p in model.parameters())
+        buffers = [(n, list(b.shape), str(b.dtype), allocation(b))
+                   for n, b in model.named_buffers()]
         return {
             "config": config_path,
             "tp": tp,

@@ -150,7 +150,9 @@ impl TpLayout {
             // per padded vocabulary row of the rank (`_register_bias`).
             return Ok((name.to_owned(), self.vocab_rows_per_rank));
         }
-        if is_head || name.ends_with("embed_tokens.weight") {
+        // Nemotron-H's and Mamba's embedding is `embeddings`.
+        if is_head || name.ends_with("embed_tokens.weight") || name.ends_with(".embeddings.weight")
+        {
             let [_, width] = tensor.shape.as_slice() else {
                 return Err(format!(
                     "`{name}` has shape {:?}; {} builds it as [vocab, hidden]",
@@ -199,10 +201,18 @@ impl TpLayout {
         }
         let attn_tp = self.attn_tp;
         // Gated DeltaNet (Qwen3-Next): a value per head, split with the
-        // heads.
-        if matches!(param, "A_log" | "dt_bias") {
+        // heads; its convolution and projections as below. A Mamba mixer's
+        // tensors of the same names are split otherwise (its groups may be
+        // replicated), which kv has not checked: refused above TP 1.
+        let deltanet = parent.ends_with("linear_attn") || layer == "linear_attn";
+        if deltanet && matches!(param, "A_log" | "dt_bias") {
             divide(engine, rows, tp)?;
             return Ok((name.to_owned(), elements / tp));
+        }
+        if !deltanet && matches!(layer, "conv1d" | "out_proj" | "in_proj")
+            || matches!(param, "A_log" | "dt_bias" | "D")
+        {
+            return self.whole(name, elements);
         }
         Ok(match layer {
             "q_proj" => {

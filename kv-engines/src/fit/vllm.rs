@@ -33,9 +33,9 @@ use crate::stored_tensor::StoredTensor;
 /// float32 scales per attention layer (scripts/vllm/compare_weights_hf.py,
 /// on checkpoints written from transformers' own class for each config,
 /// at TP 1, 2, 4 and 8 and at PP 2 and 3). Beside that rule: the Gemmas
-/// hold a `normalizer` scalar ([`GEMMA_NORMALIZER`]) and Gemma 3 a table per
-/// layer type; the classes of [`TRANSFORMERS_BACKEND`] `inv_freq` buffers in place of the
-/// cos/sin cache; the latent-attention classes are [`LATENT_ATTENTION`].
+/// hold a `normalizer` scalar (`GEMMA_NORMALIZER`) and Gemma 3 a table per
+/// layer type; the classes of `TRANSFORMERS_BACKEND` `inv_freq` buffers in place of the
+/// cos/sin cache; the latent-attention classes are `LATENT_ATTENTION`.
 /// Not here: HunYuan (transformers cannot build the shipped config to check
 /// it).
 pub const CHECKED_ARCHITECTURES: &[&str] =
@@ -59,6 +59,10 @@ const VLLM_ONLY_ARCHITECTURES: &[&str] = &[
     "SeedOssForCausalLM",
     "SmolLM3ForCausalLM",
     "StableLmForCausalLM",
+    "GraniteMoeHybridForCausalLM",
+    "JambaForCausalLM",
+    "Lfm2ForCausalLM",
+    "NemotronHForCausalLM",
 ];
 const CHECKED_COUNT: usize = SHARDED_ARCHITECTURES.len() + VLLM_ONLY_ARCHITECTURES.len();
 
@@ -159,6 +163,15 @@ impl StageShare<'_> {
                 stage.index, stage.stages
             ));
         }
+        if stage.stages > 1 && class == "GraniteMoeHybridForCausalLM" {
+            // Its class builds the embedding and the head on every stage,
+            // and a middle stage holds both, tied or not (vLLM's class on
+            // meta at PP 3): a placement kv does not model.
+            return Err(format!(
+                "kv has not checked where vLLM's `{class}` holds its embedding and head under \
+                 a pipeline"
+            ));
+        }
         let parts = kv_core::Parallel::new(1, stage.stages)
             .and_then(|p| p.stage_layers(layer_count))
             .map_err(|e| e.to_string())?;
@@ -231,25 +244,57 @@ fn layer_type_count(text: &Value) -> Result<u64, String> {
     Ok(seen.len() as u64)
 }
 
+/// The hybrid classes: only their attention layers keep the four float32
+/// scales (and build the rotary table); their linear-attention, Mamba and
+/// convolution layers keep none. Which layers attend is read from the
+/// layer pattern as kv-core reads it.
+const HYBRID: &[&str] = &[
+    "GraniteMoeHybridForCausalLM",
+    "JambaForCausalLM",
+    "Lfm2ForCausalLM",
+    "NemotronHForCausalLM",
+    "Qwen3NextForCausalLM",
+];
+
+/// The Mamba mixers' `A_log` (vLLM's parameter `A`) is float32 whatever the
+/// served dtype, as Gated DeltaNet's is.
+const MAMBA_A: &[&str] = &[".mamba.A_log", ".mixer.A_log", ".linear_attn.A_log"];
+
 /// The stage's layers with attention, each keeping four float32 scales:
-/// every layer, but Qwen3-Next's full-attention layers only (its linear
-/// ones have none), read from its layer pattern as kv-core reads it.
+/// every layer, but a [`HYBRID`] class's attention layers only.
 fn attention_layers_on_stage(
     config: &Value,
     class: &str,
     layers: &std::ops::Range<u64>,
 ) -> Result<u64, String> {
-    if class != "Qwen3NextForCausalLM" {
+    if !HYBRID.contains(&class) {
         return Ok(layers.end - layers.start);
     }
     let pattern = kv_core::HfConfig::from_value(config.clone())
         .layer_pattern()
         .map_err(|e| e.to_string())?;
-    Ok(pattern.count_in(
-        kv_core::pattern::LayerKind::FullAttention,
-        layers.start,
-        layers.end,
-    ))
+    use kv_core::pattern::LayerKind;
+    Ok([
+        LayerKind::FullAttention,
+        LayerKind::SlidingAttention,
+        LayerKind::ChunkedAttention,
+    ]
+    .iter()
+    .map(|&kind| pattern.count_in(kind, layers.start, layers.end))
+    .sum())
+}
+
+/// Whether the class builds no rotary embedding: Jamba's and Nemotron-H's
+/// attention has no positions; Granite 4.0-H's has none unless
+/// `position_embedding_type` is `rope` (granitemoehybrid.py).
+fn without_rotary(text: &Value, class: &str) -> bool {
+    match class {
+        "JambaForCausalLM" | "NemotronHForCausalLM" => true,
+        "GraniteMoeHybridForCausalLM" => {
+            text.get("position_embedding_type").and_then(Value::as_str) != Some("rope")
+        }
+        _ => false,
+    }
 }
 
 /// What vLLM holds once it has loaded a checkpoint, as `Model loading took`
@@ -411,7 +456,7 @@ pub fn loaded_weights_on_stage(
                  `topk_method` is `noaux_tc`, so it cannot load this checkpoint"
             ));
         }
-        if correction_bias || (gated_delta && name.ends_with(".linear_attn.A_log")) {
+        if correction_bias || MAMBA_A.iter().any(|suffix| name.ends_with(suffix)) {
             // A float32 parameter of its own, whatever the served dtype.
             let (allocation, elements) = layout.share(tensor, false)?;
             let bytes = elements
@@ -478,7 +523,7 @@ pub fn loaded_weights_on_stage(
         0
     };
     let attention_layers = attention_layers_on_stage(config, class, &share.layers)?;
-    if attention_layers == 0 {
+    if attention_layers == 0 || without_rotary(text, class) {
         // No attention layer on the stage builds a rotary embedding.
         rotary_bytes = 0;
     }
