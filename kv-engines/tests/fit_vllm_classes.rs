@@ -776,6 +776,11 @@ fn float32_parameters_take_their_own_width() {
     };
     assert_eq!(at(1), 1_024 + 512);
     assert_eq!(at(2), 512 + 512);
+    // The DeltaNet's norm (RMSNormGated over one head's values) is whole on
+    // every rank: 512 x 2 = 1,024 at TP 2 too.
+    let norm = [bf16("model.layers.0.linear_attn.norm.weight", &[512])];
+    let held = loaded_weights(&qwen3_next_config(), &norm, DType::BF16, 2).unwrap();
+    assert_eq!(held.tensor_bytes, 1_024);
     let why = loaded_weights(&qwen3_next_config(), &per_head[..1], DType::BF16, 3).unwrap_err();
     assert!(why.contains("not divisible by 3"), "{why}");
     // Without a layer pattern kv cannot say which layers hold scales.

@@ -209,9 +209,7 @@ impl TpLayout {
             divide(engine, rows, tp)?;
             return Ok((name.to_owned(), elements / tp));
         }
-        if !deltanet && matches!(layer, "conv1d" | "out_proj" | "in_proj")
-            || matches!(param, "A_log" | "dt_bias" | "D")
-        {
+        if !deltanet && matches!(layer, "conv1d" | "out_proj" | "in_proj") {
             return self.whole(name, elements);
         }
         Ok(match layer {
