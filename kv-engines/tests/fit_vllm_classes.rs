@@ -906,6 +906,17 @@ fn jamba_holds_a_float32_a_no_rotary_table_and_scales_for_attention_only() {
     assert_eq!(held.rotary_bytes, 0);
     assert_eq!(held.scale_bytes, 2_048);
     assert_eq!(held.total(), Some(171_008));
+    // PP 2 (vLLM's class on meta gave 118,272 B and 86,016 B): Jamba
+    // builds the embedding, the final norm and the head on every stage.
+    let stage = |index| {
+        let stage = PipelineStage { stages: 2, index };
+        loaded_weights_on_stage(&config, &tensors, DType::BF16, 1, stage)
+            .unwrap()
+            .total()
+    };
+    assert_eq!(stage(0), Some(84_992 + 2 * 16_384 + 512));
+    assert_eq!(stage(1), Some(50_688 + 2 * 16_384 + 512 + 2_048));
+    assert_eq!((stage(0), stage(1)), (Some(118_272), Some(86_016)));
     // A Mamba mixer's shards (its groups may be replicated) kv has not
     // checked: refused above TP 1, by name.
     let why = loaded_weights(&config, &tensors, DType::BF16, 2).unwrap_err();

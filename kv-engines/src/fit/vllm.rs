@@ -103,8 +103,7 @@ const TRANSFORMERS_BACKEND: &[&str] = &[
 /// embedding on the first stage (and on the last where it is tied: the head
 /// is then the embedding), the final norm and the head on the last. Read
 /// off vLLM 0.33's own models on the meta device, one shipped config of
-/// each class at pp 2, tied and untied, on 2026-12-06 (Qwen3-Next's final
-/// norm is on the last stage only).
+/// each class at pp 2, tied and untied, on 2026-12-06 and 2026-12-07.
 const WHOLE_ON_EVERY_STAGE: &[&str] = &[
     "CohereForCausalLM",
     "Cohere2ForCausalLM",
@@ -116,9 +115,15 @@ const WHOLE_ON_EVERY_STAGE: &[&str] = &[
     "OlmoeForCausalLM",
     "Qwen2MoeForCausalLM",
     "Qwen3MoeForCausalLM",
-    "Qwen3NextForCausalLM",
     "StableLmForCausalLM",
+    "JambaForCausalLM",
+    "NemotronHForCausalLM",
 ];
+
+/// The classes that build the embedding and the head on every stage but
+/// the final norm on the last only (read off vLLM's classes at PP 2 and 3,
+/// 2026-12-07).
+const EMBEDDING_AND_HEAD_ON_EVERY_STAGE: &[&str] = &["Lfm2ForCausalLM", "Qwen3NextForCausalLM"];
 
 /// The CUDA caching allocator's smallest block: every tensor takes a
 /// multiple of it.
@@ -195,19 +200,31 @@ impl StageShare<'_> {
         }
         let first = self.stage.index == 0;
         let last = self.stage.index + 1 == self.stage.stages;
-        let everywhere = WHOLE_ON_EVERY_STAGE.contains(&self.class);
-        // Qwen3-Next: the final norm on the last stage only.
-        let norm_everywhere = everywhere && self.class != "Qwen3NextForCausalLM";
-        if name.starts_with("model.embed_tokens.") {
+        let norm_everywhere = WHOLE_ON_EVERY_STAGE.contains(&self.class);
+        let everywhere = norm_everywhere || EMBEDDING_AND_HEAD_ON_EVERY_STAGE.contains(&self.class);
+        // The embedding and the final norm under each family's name
+        // (Nemotron-H's `embeddings` and `norm_f`, Jamba's and Phi's
+        // `final_layernorm`, LFM2's `embedding_norm`, which is its final
+        // norm).
+        let embedding = ["model.embed_tokens.", "model.embeddings."];
+        let final_norm = [
+            "model.norm.",
+            "model.norm_f.",
+            "model.final_layernorm.",
+            "model.embedding_norm.",
+        ];
+        if embedding.iter().any(|p| name.starts_with(p)) {
             Ok(everywhere || first || (self.tied && last))
         } else if name.starts_with("lm_head.") {
             Ok(everywhere || last)
-        } else if name.starts_with("model.norm.") {
+        } else if final_norm.iter().any(|p| name.starts_with(p)) {
             Ok(norm_everywhere || last)
         } else {
             Err(format!(
                 "`{name}`: kv does not know which pipeline stage vLLM loads it on (it knows \
-                 `model.layers.N.`, `model.embed_tokens.`, `model.norm.` and `lm_head.`)"
+                 `model.layers.N.`, {}, {} and `lm_head.`)",
+                embedding.map(|p| format!("`{p}`")).join(", "),
+                final_norm.map(|p| format!("`{p}`")).join(", ")
             ))
         }
     }
