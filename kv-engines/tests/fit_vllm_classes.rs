@@ -938,3 +938,106 @@ fn jamba_holds_a_float32_a_no_rotary_table_and_scales_for_attention_only() {
     let held = loaded_weights(&granite, &tensors, DType::BF16, 1).unwrap();
     assert_eq!(held.rotary_bytes, 2_048);
 }
+
+/// GLM-4.5, small (scripts/vllm/fit-configs/test-glm-4.5-small.json):
+/// vLLM's `Glm4MoeForCausalLM` keeps the router's weight and correction
+/// bias in float32, rotates half of each head when the config names no
+/// factor, and skips the MTP layer. vLLM's own class gave 134,144 B.
+#[test]
+fn glm_4_5_keeps_its_router_in_float32_and_rotates_half_a_head() {
+    let config = json!({
+        "architectures": ["Glm4MoeForCausalLM"], "hidden_size": 64,
+        "num_attention_heads": 4, "num_key_value_heads": 2, "head_dim": 16,
+        "num_hidden_layers": 2, "first_k_dense_replace": 1, "n_routed_experts": 4,
+        "n_shared_experts": 1, "moe_intermediate_size": 16, "intermediate_size": 32,
+        "num_nextn_predict_layers": 1, "vocab_size": 128, "max_position_embeddings": 40,
+        "tie_word_embeddings": false, "torch_dtype": "bfloat16",
+    });
+    let mut tensors = vec![
+        bf16("model.embed_tokens.weight", &[128, 64]),
+        bf16("model.norm.weight", &[64]),
+        bf16("lm_head.weight", &[128, 64]),
+        bf16("model.layers.2.eh_proj.weight", &[64, 128]),
+        bf16("model.layers.0.mlp.gate_proj.weight", &[32, 64]),
+        bf16("model.layers.0.mlp.up_proj.weight", &[32, 64]),
+        bf16("model.layers.0.mlp.down_proj.weight", &[64, 32]),
+        bf16("model.layers.1.mlp.gate.weight", &[4, 64]),
+        bf16("model.layers.1.mlp.gate.e_score_correction_bias", &[4]),
+        bf16(
+            "model.layers.1.mlp.shared_experts.gate_proj.weight",
+            &[16, 64],
+        ),
+        bf16(
+            "model.layers.1.mlp.shared_experts.up_proj.weight",
+            &[16, 64],
+        ),
+        bf16(
+            "model.layers.1.mlp.shared_experts.down_proj.weight",
+            &[64, 16],
+        ),
+    ];
+    for layer in 0..2 {
+        for (part, shape) in [
+            ("self_attn.q_proj.weight", [64, 64]),
+            ("self_attn.k_proj.weight", [32, 64]),
+            ("self_attn.v_proj.weight", [32, 64]),
+            ("self_attn.o_proj.weight", [64, 64]),
+        ] {
+            tensors.push(bf16(&format!("model.layers.{layer}.{part}"), &shape));
+        }
+        tensors.push(bf16(
+            &format!("model.layers.{layer}.input_layernorm.weight"),
+            &[64],
+        ));
+        tensors.push(bf16(
+            &format!("model.layers.{layer}.post_attention_layernorm.weight"),
+            &[64],
+        ));
+    }
+    for expert in 0..4 {
+        let e = |p: &str| format!("model.layers.1.mlp.experts.{expert}.{p}.weight");
+        tensors.push(bf16(&e("gate_proj"), &[16, 64]));
+        tensors.push(bf16(&e("up_proj"), &[16, 64]));
+        tensors.push(bf16(&e("down_proj"), &[64, 16]));
+    }
+    // Layer 0: qkv 16,384, o 8,192, gate_up 8,192, down 4,096, two norms
+    // 1,024 = 37,888. Layer 1: attention 24,576 and two norms 1,024; the
+    // router 4 x 64 in float32 = 1,024 (512 in bf16), its bias 16 B -> 512;
+    // w13 16,384, w2 8,192; the shared expert 4,096 + 2,048 = 57,856. The
+    // embedding and head 16,384 each, the norm 512. The table: half of 16
+    // rotated, 40 x 8 x 2 = 640 -> 1,024. Scales 2 x 2,048.
+    let held = loaded_weights(&config, &tensors, DType::BF16, 1).unwrap();
+    assert_eq!(held.tensor_bytes, 2 * 16_384 + 512 + 37_888 + 57_856);
+    assert_eq!(held.skipped_bytes, 64 * 128 * 2);
+    assert_eq!(held.rotary_bytes, 1_024);
+    assert_eq!(held.total(), Some(134_144));
+    // A factor the config names wins: the whole head rotated, 40 x 16 x 2
+    // = 1,280 -> 1,536.
+    let mut whole = config.clone();
+    whole["partial_rotary_factor"] = json!(1.0);
+    let held = loaded_weights(&whole, &tensors, DType::BF16, 1).unwrap();
+    assert_eq!(held.rotary_bytes, 1_536);
+}
+
+#[test]
+fn numbered_norms_are_whole_and_granite_moe_is_refused_under_a_pipeline() {
+    // HyperCLOVA X's `post_norm1`: a norm, whole on each of 2 ranks.
+    let config = json!({
+        "architectures": ["HyperCLOVAXForCausalLM"], "hidden_size": 512,
+        "num_attention_heads": 4, "num_hidden_layers": 1, "vocab_size": 128,
+        "max_position_embeddings": 40, "torch_dtype": "bfloat16",
+    });
+    let norm = [bf16("model.layers.0.post_norm1.weight", &[512])];
+    let held = loaded_weights(&config, &norm, DType::BF16, 2).unwrap();
+    assert_eq!(held.tensor_bytes, 1_024);
+    for class in ["GraniteMoeSharedForCausalLM", "GraniteMoeSWAForCausalLM"] {
+        let mut granite = config.clone();
+        granite["architectures"] = json!([class]);
+        let stage = PipelineStage {
+            stages: 2,
+            index: 1,
+        };
+        let why = loaded_weights_on_stage(&granite, &norm, DType::BF16, 1, stage).unwrap_err();
+        assert!(why.contains("under a pipeline"), "{why}");
+    }
+}

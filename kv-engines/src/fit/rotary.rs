@@ -53,6 +53,20 @@ pub(crate) fn inv_freq_elements(text: &Value) -> Result<u64, String> {
     Ok(rotary_dim(text)?.div_ceil(2))
 }
 
+/// Whether the config gives no partial rotary factor anywhere
+/// [`rotary_dim`] looks.
+pub(crate) fn rotary_dim_unset(text: &Value) -> bool {
+    partial_factor(text).is_none()
+}
+
+fn partial_factor(text: &Value) -> Option<&Value> {
+    ["partial_rotary_factor", "rotary_pct"]
+        .iter()
+        .find_map(|key| text.get(*key).filter(|v| !v.is_null()))
+        .or_else(|| rope_section(text).and_then(|s| s.get("partial_rotary_factor")))
+        .filter(|v| !v.is_null())
+}
+
 /// `rope_scaling`, else transformers 5's `rope_parameters`.
 fn rope_section(text: &Value) -> Option<&Value> {
     text.get("rope_scaling")
@@ -72,12 +86,7 @@ fn rope_type(scaling: Option<&Value>) -> &str {
 /// GPT-NeoX's `rotary_pct`); `head_dim`, else `hidden_size /
 /// num_attention_heads`.
 pub(crate) fn rotary_dim(text: &Value) -> Result<u64, String> {
-    let factor = ["partial_rotary_factor", "rotary_pct"]
-        .iter()
-        .find_map(|key| text.get(*key).filter(|v| !v.is_null()))
-        .or_else(|| rope_section(text).and_then(|s| s.get("partial_rotary_factor")))
-        .filter(|v| !v.is_null());
-    let factor = match factor {
+    let factor = match partial_factor(text) {
         None => 1.0,
         Some(v) => v
             .as_f64()

@@ -280,7 +280,13 @@ impl TpLayout {
             // every rank.
             "o_proj" | "dense" | "down_proj" | "fc2" | "c_proj" | "gate" | "router"
             | "shared_expert_gate" => (name.to_owned(), elements),
-            norm if norm.ends_with("norm") => (name.to_owned(), elements),
+            // Norms, numbered too (HyperCLOVA X's `post_norm1`).
+            norm if norm
+                .trim_end_matches(|c: char| c.is_ascii_digit())
+                .ends_with("norm") =>
+            {
+                (name.to_owned(), elements)
+            }
             _ => self.whole(name, elements)?,
         })
     }

@@ -21,7 +21,8 @@ use serde_json::Value;
 
 use super::config::{checked_class, joined, text_section};
 use super::rotary::{
-    gemma3_rotary_tables, inv_freq_elements, mla_rotary_table_shape, rotary_table_elements,
+    gemma3_rotary_tables, inv_freq_elements, mla_rotary_table_shape, rotary_dim_unset,
+    rotary_table_elements,
 };
 use super::shard::{ShardingEngine, TpLayout, SHARDED_ARCHITECTURES};
 use crate::estimate::format_gib;
@@ -63,6 +64,21 @@ const VLLM_ONLY_ARCHITECTURES: &[&str] = &[
     "JambaForCausalLM",
     "Lfm2ForCausalLM",
     "NemotronHForCausalLM",
+    "Glm4MoeForCausalLM",
+    "Cohere2MoeForCausalLM",
+    "ExaoneMoEForCausalLM",
+    "ExaoneMoeForCausalLM",
+    "FalconForCausalLM",
+    "GraniteMoeSharedForCausalLM",
+    "GraniteMoeSWAForCausalLM",
+    "GraniteSWAForCausalLM",
+    "HrmTextForCausalLM",
+    "HyperCLOVAXForCausalLM",
+    "IQuestCoderForCausalLM",
+    "InternLM3ForCausalLM",
+    "LLaMAForCausalLM",
+    "MiniCPM3ForCausalLM",
+    "TeleChat3ForCausalLM",
 ];
 const CHECKED_COUNT: usize = SHARDED_ARCHITECTURES.len() + VLLM_ONLY_ARCHITECTURES.len();
 
@@ -118,6 +134,8 @@ const WHOLE_ON_EVERY_STAGE: &[&str] = &[
     "StableLmForCausalLM",
     "JambaForCausalLM",
     "NemotronHForCausalLM",
+    "Cohere2MoeForCausalLM",
+    "MiniCPM3ForCausalLM",
 ];
 
 /// The classes that build the embedding and the head on every stage but
@@ -128,6 +146,14 @@ const EMBEDDING_AND_HEAD_ON_EVERY_STAGE: &[&str] = &["Lfm2ForCausalLM", "Qwen3Ne
 /// The CUDA caching allocator's smallest block: every tensor takes a
 /// multiple of it.
 const BLOCK: u64 = 512;
+
+/// The Granite MoE classes, whose embedding and head kv does not place
+/// under a pipeline (a middle stage holds both, tied or not).
+const GRANITE_MOE: &[&str] = &[
+    "GraniteMoeHybridForCausalLM",
+    "GraniteMoeSharedForCausalLM",
+    "GraniteMoeSWAForCausalLM",
+];
 
 /// One pipeline stage of vLLM's: `index` of `stages`.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -168,7 +194,7 @@ impl StageShare<'_> {
                 stage.index, stage.stages
             ));
         }
-        if stage.stages > 1 && class == "GraniteMoeHybridForCausalLM" {
+        if stage.stages > 1 && GRANITE_MOE.contains(&class) {
             // Its class builds the embedding and the head on every stage,
             // and a middle stage holds both, tied or not (vLLM's class on
             // meta at PP 3): a placement kv does not model.
@@ -420,7 +446,8 @@ pub fn loaded_weights_on_stage(
     let layer_count = count("num_hidden_layers")?;
     let share = StageShare::new(class, stage, layer_count, tied)?;
     let latent = LATENT_ATTENTION.contains(&class);
-    let mtp_layers = if latent {
+    let glm_moe = class == "Glm4MoeForCausalLM";
+    let mtp_layers = if latent || glm_moe {
         text.get("num_nextn_predict_layers")
             .and_then(Value::as_u64)
             .unwrap_or(0)
@@ -473,7 +500,11 @@ pub fn loaded_weights_on_stage(
                  `topk_method` is `noaux_tc`, so it cannot load this checkpoint"
             ));
         }
-        if correction_bias || MAMBA_A.iter().any(|suffix| name.ends_with(suffix)) {
+        // GLM-4.5's router: weight and correction bias both float32.
+        let glm_router = glm_moe
+            && (name.ends_with(".mlp.gate.weight")
+                || name.ends_with(".mlp.gate.e_score_correction_bias"));
+        if correction_bias || glm_router || MAMBA_A.iter().any(|suffix| name.ends_with(suffix)) {
             // A float32 parameter of its own, whatever the served dtype.
             let (allocation, elements) = layout.share(tensor, false)?;
             let bytes = elements
@@ -528,6 +559,15 @@ pub fn loaded_weights_on_stage(
             .and_then(round_to_block)
             .and_then(|one| one.checked_mul(2 * pairs))
             .ok_or("the rotary buffers' bytes overflow u64")?
+    } else if glm_moe && rotary_dim_unset(text) {
+        // GLM-4.5's attention sets a partial factor of 0.5 when the config
+        // gives none (`setdefault`).
+        let mut half = text.clone();
+        half["partial_rotary_factor"] = Value::from(0.5);
+        rotary_table_elements(&half)?
+            .checked_mul(element)
+            .and_then(round_to_block)
+            .ok_or("the rotary table's bytes overflow u64")?
     } else {
         rotary_table_elements(text)?
             .checked_mul(element)
