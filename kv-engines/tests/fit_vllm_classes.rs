@@ -1041,3 +1041,47 @@ fn numbered_norms_are_whole_and_granite_moe_is_refused_under_a_pipeline() {
         assert!(why.contains("under a pipeline"), "{why}");
     }
 }
+
+#[test]
+fn ernie_4_5_moe_keeps_its_router_in_float32_and_drops_its_mtp_weights() {
+    let config = json!({
+        "architectures": ["Ernie4_5_MoeForCausalLM"], "hidden_size": 64,
+        "num_attention_heads": 8, "num_key_value_heads": 8, "num_hidden_layers": 2,
+        "moe_num_experts": 4, "vocab_size": 128, "max_position_embeddings": 40,
+        "tie_word_embeddings": true, "torch_dtype": "bfloat16",
+    });
+    let tensors = [
+        // 4 x 64 in float32 = 1,024 (512 in bf16); the bias, stored [1, 4]
+        // under `moe_statics`, 16 B -> 512; both whole on every rank.
+        bf16("model.layers.1.mlp.gate.weight", &[4, 64]),
+        bf16(
+            "model.layers.1.mlp.moe_statics.e_score_correction_bias",
+            &[1, 4],
+        ),
+        // Its mapper drops every name with `mtp` in it.
+        bf16("mtp_block.0.mlp.gate.weight", &[4, 64]),
+        bf16("model.mtp_linear_proj.0.weight", &[64, 128]),
+    ];
+    for tp in [1, 2, 4] {
+        let held = loaded_weights(&config, &tensors, DType::BF16, tp).unwrap();
+        assert_eq!(held.tensor_bytes, 1_024 + 512, "tp {tp}");
+        assert_eq!(held.skipped_bytes, 4 * 64 * 2 + 64 * 128 * 2);
+    }
+    let why = loaded_weights(&config, &tensors, DType::BF16, 8).unwrap_err();
+    assert!(
+        why.contains("Tensor parallel size 8 is greater than the number of experts 4."),
+        "{why}"
+    );
+    let stage = PipelineStage {
+        stages: 2,
+        index: 0,
+    };
+    let why = loaded_weights_on_stage(&config, &tensors, DType::BF16, 1, stage).unwrap_err();
+    assert!(
+        why.contains("'PPMissingLayer' object has no attribute 'tie_weights'"),
+        "{why}"
+    );
+    let mut untied = config.clone();
+    untied["tie_word_embeddings"] = json!(false);
+    assert!(loaded_weights_on_stage(&untied, &tensors, DType::BF16, 1, stage).is_ok());
+}

@@ -279,7 +279,7 @@ impl TpLayout {
             // A row-parallel layer's bias, norms and routers: whole on
             // every rank.
             "o_proj" | "dense" | "down_proj" | "fc2" | "c_proj" | "gate" | "router"
-            | "shared_expert_gate" => (name.to_owned(), elements),
+            | "shared_expert_gate" | "moe_statics" => (name.to_owned(), elements),
             // Norms, numbered too (HyperCLOVA X's `post_norm1`).
             norm if norm
                 .trim_end_matches(|c: char| c.is_ascii_digit())

@@ -79,6 +79,7 @@ const VLLM_ONLY_ARCHITECTURES: &[&str] = &[
     "LLaMAForCausalLM",
     "MiniCPM3ForCausalLM",
     "TeleChat3ForCausalLM",
+    "Ernie4_5_MoeForCausalLM",
 ];
 const CHECKED_COUNT: usize = SHARDED_ARCHITECTURES.len() + VLLM_ONLY_ARCHITECTURES.len();
 
@@ -201,6 +202,14 @@ impl StageShare<'_> {
             return Err(format!(
                 "kv has not checked where vLLM's `{class}` holds its embedding and head under \
                  a pipeline"
+            ));
+        }
+        if stage.stages > 1 && tied && class == "Ernie4_5_MoeForCausalLM" {
+            // Its head ties itself to an embedding a later stage does not
+            // build (vLLM 0.33's class on meta at PP 2).
+            return Err(format!(
+                "vLLM fails: `{class}` with tied embeddings under a pipeline: 'PPMissingLayer' \
+                 object has no attribute 'tie_weights'"
             ));
         }
         let parts = kv_core::Parallel::new(1, stage.stages)
@@ -447,6 +456,20 @@ pub fn loaded_weights_on_stage(
     let share = StageShare::new(class, stage, layer_count, tied)?;
     let latent = LATENT_ATTENTION.contains(&class);
     let glm_moe = class == "Glm4MoeForCausalLM";
+    let ernie_moe = class == "Ernie4_5_MoeForCausalLM";
+    if ernie_moe {
+        let experts = text
+            .get("moe_num_experts")
+            .and_then(Value::as_u64)
+            .ok_or("the config has no `moe_num_experts`")?;
+        if tp > experts {
+            // ernie45_moe.py, Ernie4_5_MoeMoE.__init__.
+            return Err(format!(
+                "vLLM refuses: Tensor parallel size {tp} is greater than the number of experts \
+                 {experts}."
+            ));
+        }
+    }
     let mtp_layers = if latent || glm_moe {
         text.get("num_nextn_predict_layers")
             .and_then(Value::as_u64)
@@ -460,10 +483,12 @@ pub fn loaded_weights_on_stage(
     for tensor in tensors {
         let name = tensor.name.as_str();
         let is_head = name == "lm_head.weight";
-        // Qwen3-Next's MTP module: its loader maps `mtp.` to nothing.
+        // Qwen3-Next's MTP module (its mapper drops `mtp.`) and ERNIE 4.5
+        // MoE's (its mapper drops any name with `mtp` in it).
         let mut skipped = name.contains("rotary_emb.inv_freq")
             || (tied && is_head)
-            || (gated_delta && name.starts_with("mtp."));
+            || (gated_delta && name.starts_with("mtp."))
+            || (ernie_moe && name.contains("mtp"));
         if let Some(index) = layer_index(name)? {
             if index >= layer_count {
                 // An MTP layer: the loader skips it.
@@ -500,10 +525,11 @@ pub fn loaded_weights_on_stage(
                  `topk_method` is `noaux_tc`, so it cannot load this checkpoint"
             ));
         }
-        // GLM-4.5's router: weight and correction bias both float32.
-        let glm_router = glm_moe
+        // GLM-4.5's and ERNIE 4.5 MoE's router: weight and correction bias
+        // both float32 (ERNIE's bias stored as `moe_statics.…`, [1, E]).
+        let glm_router = (glm_moe || ernie_moe)
             && (name.ends_with(".mlp.gate.weight")
-                || name.ends_with(".mlp.gate.e_score_correction_bias"));
+                || (name.contains(".mlp.") && name.ends_with(".e_score_correction_bias")));
         if correction_bias || glm_router || MAMBA_A.iter().any(|suffix| name.ends_with(suffix)) {
             // A float32 parameter of its own, whatever the served dtype.
             let (allocation, elements) = layout.share(tensor, false)?;
