@@ -1085,3 +1085,31 @@ fn ernie_4_5_moe_keeps_its_router_in_float32_and_drops_its_mtp_weights() {
     untied["tie_word_embeddings"] = json!(false);
     assert!(loaded_weights_on_stage(&untied, &tensors, DType::BF16, 1, stage).is_ok());
 }
+
+/// YaRN on vLLM's own table (`YaRNScalingRotaryEmbedding`): `original x
+/// factor` rows. Qwen3-8B with the published 4 x 32,768 scaling gave
+/// vLLM's class a [131072, 128] table (scripts/vllm/compare_weights_hf.py),
+/// as did Ministral 3's 16 x 16,384 [262144, 128].
+#[test]
+fn a_yarn_table_holds_the_original_positions_times_the_factor() {
+    let mut config = json!({
+        "architectures": ["Qwen3ForCausalLM"], "hidden_size": 64,
+        "num_attention_heads": 4, "head_dim": 16, "num_hidden_layers": 1,
+        "vocab_size": 128, "max_position_embeddings": 100, "torch_dtype": "bfloat16",
+        "rope_scaling": {"rope_type": "yarn", "factor": 2.5,
+                         "original_max_position_embeddings": 10},
+    });
+    let rotary =
+        |config: &Value| loaded_weights(config, &[], DType::BF16, 1).map(|h| h.rotary_bytes);
+    // 25 rows x 16 x 2 = 800 -> 1,024.
+    assert_eq!(rotary(&config), Ok(1_024));
+    // No original count: transformers' reading, max_position_embeddings:
+    // 250 rows x 16 x 2 = 8,000 -> 8,192.
+    config["rope_scaling"]
+        .as_object_mut()
+        .unwrap()
+        .remove("original_max_position_embeddings");
+    assert_eq!(rotary(&config), Ok(8_192));
+    config["rope_scaling"]["factor"] = json!(-2.0);
+    assert!(rotary(&config).unwrap_err().contains("positive `factor`"));
+}

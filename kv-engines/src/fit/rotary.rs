@@ -34,6 +34,29 @@ pub(crate) fn rotary_table_shape(text: &Value) -> Result<(u64, u64), String> {
     Ok((positions, rotary_dim(text)?))
 }
 
+/// vLLM's one table: [`rotary_table_shape`]'s kinds, and `yarn`
+/// (`YaRNScalingRotaryEmbedding`: `original_max_position_embeddings x
+/// factor` rows, the original count read from the rope section, else
+/// `max_position_embeddings` as transformers reads it).
+pub(crate) fn vllm_rotary_table_shape(text: &Value) -> Result<(u64, u64), String> {
+    let scaling = rope_section(text);
+    if rope_type(scaling) != "yarn" {
+        return rotary_table_shape(text);
+    }
+    let scaling = scaling.ok_or("a yarn rope with no rope section")?;
+    let original = scaling
+        .get("original_max_position_embeddings")
+        .or_else(|| text.get("max_position_embeddings"))
+        .and_then(Value::as_u64)
+        .ok_or("the config has no `original_max_position_embeddings` for the yarn table")?;
+    let factor = scaling
+        .get("factor")
+        .and_then(Value::as_f64)
+        .filter(|f| f.is_finite() && *f > 0.0)
+        .ok_or("the rope scaling has no positive `factor`")?;
+    Ok((scaled_positions(original, factor)?, rotary_dim(text)?))
+}
+
 /// The elements of each `inv_freq` buffer transformers' rotary module
 /// keeps (vLLM's Transformers backend holds the Hugging Face model):
 /// `arange(0, dim, 2)` for every rope type transformers computes that way

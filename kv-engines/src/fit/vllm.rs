@@ -22,7 +22,7 @@ use serde_json::Value;
 use super::config::{checked_class, joined, text_section};
 use super::rotary::{
     gemma3_rotary_tables, inv_freq_elements, mla_rotary_table_shape, rotary_dim_unset,
-    rotary_table_elements,
+    rotary_table_elements, vllm_rotary_table_shape,
 };
 use super::shard::{ShardingEngine, TpLayout, SHARDED_ARCHITECTURES};
 use crate::estimate::format_gib;
@@ -80,6 +80,7 @@ const VLLM_ONLY_ARCHITECTURES: &[&str] = &[
     "MiniCPM3ForCausalLM",
     "TeleChat3ForCausalLM",
     "Ernie4_5_MoeForCausalLM",
+    "Ministral3ForCausalLM",
 ];
 const CHECKED_COUNT: usize = SHARDED_ARCHITECTURES.len() + VLLM_ONLY_ARCHITECTURES.len();
 
@@ -595,8 +596,9 @@ pub fn loaded_weights_on_stage(
             .and_then(round_to_block)
             .ok_or("the rotary table's bytes overflow u64")?
     } else {
-        rotary_table_elements(text)?
-            .checked_mul(element)
+        let (rows, dim) = vllm_rotary_table_shape(text)?;
+        rows.checked_mul(dim)
+            .and_then(|elements| elements.checked_mul(element))
             .and_then(round_to_block)
             .ok_or("the rotary table's bytes overflow u64")?
     };
@@ -1328,8 +1330,9 @@ mod tests {
             .unwrap()
             .remove("num_hidden_layers");
         assert!(refusal(no_layers, &[]).contains("`num_hidden_layers`"));
-        let yarn = small(serde_json::json!({"rope_scaling": {"rope_type": "yarn"}}));
-        assert!(refusal(yarn, &[]).contains("`yarn`"));
+        // A rope kind kv has not checked is refused by its name.
+        let dynamic = small(serde_json::json!({"rope_scaling": {"rope_type": "dynamic"}}));
+        assert!(refusal(dynamic, &[]).contains("`dynamic`"));
         let huge = [tensor("model.layers.0.w", "BF16", &[u64::MAX / 2, 1], 0)];
         assert!(refusal(small(serde_json::json!({})), &huge).contains("overflow"));
     }
