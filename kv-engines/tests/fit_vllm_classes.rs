@@ -1112,4 +1112,7 @@ fn a_yarn_table_holds_the_original_positions_times_the_factor() {
     assert_eq!(rotary(&config), Ok(8_192));
     config["rope_scaling"]["factor"] = json!(-2.0);
     assert!(rotary(&config).unwrap_err().contains("positive `factor`"));
+    config["rope_scaling"]["factor"] = json!(2.0);
+    config["rope_scaling"]["mrope_section"] = json!([8, 12, 12]);
+    assert!(rotary(&config).unwrap_err().contains("`mrope_section`"));
 }

@@ -44,6 +44,14 @@ pub(crate) fn vllm_rotary_table_shape(text: &Value) -> Result<(u64, u64), String
         return rotary_table_shape(text);
     }
     let scaling = scaling.ok_or("a yarn rope with no rope section")?;
+    if scaling.get("mrope_section").is_some() {
+        // MRotaryEmbedding's table instead.
+        return Err(
+            "kv has not checked the rotary table vLLM builds for a yarn rope with an \
+                    `mrope_section`"
+                .into(),
+        );
+    }
     let original = scaling
         .get("original_max_position_embeddings")
         .or_else(|| text.get("max_position_embeddings"))
