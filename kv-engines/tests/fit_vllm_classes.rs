@@ -1110,8 +1110,10 @@ fn a_yarn_table_holds_the_original_positions_times_the_factor() {
         .unwrap()
         .remove("original_max_position_embeddings");
     assert_eq!(rotary(&config), Ok(8_192));
-    config["rope_scaling"]["factor"] = json!(-2.0);
-    assert!(rotary(&config).unwrap_err().contains("positive `factor`"));
+    for factor in [json!(-2.0), json!(0.0)] {
+        config["rope_scaling"]["factor"] = factor;
+        assert!(rotary(&config).unwrap_err().contains("positive `factor`"));
+    }
     config["rope_scaling"]["factor"] = json!(2.0);
     config["rope_scaling"]["mrope_section"] = json!([8, 12, 12]);
     assert!(rotary(&config).unwrap_err().contains("`mrope_section`"));
