@@ -1118,3 +1118,24 @@ fn a_yarn_table_holds_the_original_positions_times_the_factor() {
     config["rope_scaling"]["mrope_section"] = json!([8, 12, 12]);
     assert!(rotary(&config).unwrap_err().contains("`mrope_section`"));
 }
+
+#[test]
+fn opt_learns_its_positions_and_holds_no_rotary_table() {
+    // vLLM's class on the registry's OPT config: 250,552,320 B, no table.
+    // Here: the vocabulary of 100 padded to 128 rows (16,384 B), the
+    // learned positions 42 x 64 x 2 = 5,376 -> 5,632, one scale set.
+    let config = json!({
+        "architectures": ["OPTForCausalLM"], "hidden_size": 64,
+        "num_attention_heads": 4, "num_hidden_layers": 1, "vocab_size": 100,
+        "max_position_embeddings": 40, "tie_word_embeddings": true,
+        "torch_dtype": "float16",
+    });
+    let tensors = [
+        f16("model.decoder.embed_tokens.weight", &[100, 64]),
+        f16("model.decoder.embed_positions.weight", &[42, 64]),
+    ];
+    let held = loaded_weights(&config, &tensors, DType::F16, 1).unwrap();
+    assert_eq!(held.tensor_bytes, 16_384 + 5_632);
+    assert_eq!(held.rotary_bytes, 0);
+    assert_eq!(held.total(), Some(16_384 + 5_632 + 2_048));
+}

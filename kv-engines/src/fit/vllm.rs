@@ -81,6 +81,7 @@ const VLLM_ONLY_ARCHITECTURES: &[&str] = &[
     "TeleChat3ForCausalLM",
     "Ernie4_5_MoeForCausalLM",
     "Ministral3ForCausalLM",
+    "OPTForCausalLM",
 ];
 const CHECKED_COUNT: usize = SHARDED_ARCHITECTURES.len() + VLLM_ONLY_ARCHITECTURES.len();
 
@@ -338,11 +339,13 @@ fn attention_layers_on_stage(
 }
 
 /// Whether the class builds no rotary embedding: Jamba's and Nemotron-H's
-/// attention has no positions; Granite 4.0-H's has none unless
+/// attention has no positions, OPT's are learned; Granite 4.0-H's has none unless
 /// `position_embedding_type` is `rope` (granitemoehybrid.py).
 fn without_rotary(text: &Value, class: &str) -> bool {
     match class {
-        "JambaForCausalLM" | "NemotronHForCausalLM" => true,
+        // OPT learns its positions (`embed_positions`, a tensor of the
+        // checkpoint).
+        "JambaForCausalLM" | "NemotronHForCausalLM" | "OPTForCausalLM" => true,
         "GraniteMoeHybridForCausalLM" => {
             text.get("position_embedding_type").and_then(Value::as_str) != Some("rope")
         }
