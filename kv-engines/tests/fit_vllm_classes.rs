@@ -39,6 +39,21 @@ fn config() -> Value {
     })
 }
 
+/// `count` experts of `inner` under `mlp` (hidden 64), as the published
+/// checkpoints store them: one gate, up and down each.
+fn experts(mlp: &str, count: u64, inner: u64) -> Vec<StoredTensor> {
+    (0..count)
+        .flat_map(|expert| {
+            let at = |p: &str| format!("{mlp}.experts.{expert}.{p}.weight");
+            [
+                bf16(&at("gate_proj"), &[inner, 64]),
+                bf16(&at("up_proj"), &[inner, 64]),
+                bf16(&at("down_proj"), &[64, inner]),
+            ]
+        })
+        .collect()
+}
+
 fn attention(layer: u64) -> Vec<StoredTensor> {
     let at = |part: &str| format!("model.layers.{layer}.{part}");
     vec![
@@ -74,12 +89,7 @@ fn checkpoint() -> Vec<StoredTensor> {
         vec![4],
         16,
     ));
-    for expert in 0..4 {
-        let at = |p: &str| format!("model.layers.1.mlp.experts.{expert}.{p}.weight");
-        tensors.push(bf16(&at("gate_proj"), &[16, 64]));
-        tensors.push(bf16(&at("up_proj"), &[16, 64]));
-        tensors.push(bf16(&at("down_proj"), &[64, 16]));
-    }
+    tensors.extend(experts("model.layers.1.mlp", 4, 16));
     tensors.extend([
         bf16(
             "model.layers.1.mlp.shared_experts.gate_proj.weight",
@@ -656,12 +666,7 @@ fn qwen3_next_checkpoint() -> Vec<StoredTensor> {
             bf16(&at("mlp.shared_expert.down_proj.weight"), &[64, 16]),
             bf16(&at("mlp.shared_expert_gate.weight"), &[1, 64]),
         ]);
-        for expert in 0..4 {
-            let e = |p: &str| at(&format!("mlp.experts.{expert}.{p}.weight"));
-            tensors.push(bf16(&e("gate_proj"), &[16, 64]));
-            tensors.push(bf16(&e("up_proj"), &[16, 64]));
-            tensors.push(bf16(&e("down_proj"), &[64, 16]));
-        }
+        tensors.extend(experts(&at("mlp"), 4, 16));
     }
     tensors
 }
@@ -887,12 +892,7 @@ fn jamba_holds_a_float32_a_no_rotary_table_and_scales_for_attention_only() {
     ] {
         tensors.push(bf16(&format!("model.layers.1.{part}"), shape));
     }
-    for expert in 0..2 {
-        let e = |p: &str| format!("model.layers.1.feed_forward.experts.{expert}.{p}.weight");
-        tensors.push(bf16(&e("gate_proj"), &[32, 64]));
-        tensors.push(bf16(&e("up_proj"), &[32, 64]));
-        tensors.push(bf16(&e("down_proj"), &[64, 32]));
-    }
+    tensors.extend(experts("model.layers.1.feed_forward", 2, 32));
     // Layer 0: in_proj 256 x 64 x 2 = 32,768; conv1d 1,024 and its bias
     // 512; x_proj 36 x 128 x 2 = 9,216; dt_proj 1,024 and its bias 512;
     // A_log 128 x 16 in float32 = 8,192 (4,096 in bf16); D 512; out_proj
@@ -994,12 +994,7 @@ fn glm_4_5_keeps_its_router_in_float32_and_rotates_half_a_head() {
             &[64],
         ));
     }
-    for expert in 0..4 {
-        let e = |p: &str| format!("model.layers.1.mlp.experts.{expert}.{p}.weight");
-        tensors.push(bf16(&e("gate_proj"), &[16, 64]));
-        tensors.push(bf16(&e("up_proj"), &[16, 64]));
-        tensors.push(bf16(&e("down_proj"), &[64, 16]));
-    }
+    tensors.extend(experts("model.layers.1.mlp", 4, 16));
     // Layer 0: qkv 16,384, o 8,192, gate_up 8,192, down 4,096, two norms
     // 1,024 = 37,888. Layer 1: attention 24,576 and two norms 1,024; the
     // router 4 x 64 in float32 = 1,024 (512 in bf16), its bias 16 B -> 512;
