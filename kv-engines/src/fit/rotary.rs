@@ -3,20 +3,20 @@
 
 use serde_json::Value;
 
-/// The elements of the one `[max_position_embeddings, head_dim]`
-/// `cos_sin_cache` both engines build (layers/rotary_embedding/base.py in
-/// each; shared by every layer, as `get_rope` caches it), for the rotary
-/// kinds kv has checked: `default` and `llama3`, the full head rotated.
-pub(crate) fn rotary_table_elements(text: &Value) -> Result<u64, String> {
-    let (positions, dim) = rotary_table_shape(text)?;
-    positions
-        .checked_mul(dim)
-        .ok_or_else(|| "the rotary table's elements overflow u64".to_owned())
+/// `[max_position_embeddings, rotary_dim]`: the one `cos_sin_cache` both
+/// engines build (layers/rotary_embedding/base.py in each; shared by every
+/// layer, as `get_rope` caches it), for the rotary kinds kv has checked:
+/// `default` and `llama3` ([`rotary_dim`]).
+pub(crate) fn rotary_table_shape(text: &Value) -> Result<(u64, u64), String> {
+    rotary_table_shape_or(text, 1.0)
 }
 
-/// `[max_position_embeddings, rotary_dim]`, for the rotary kinds kv has
-/// checked: `default` and `llama3` ([`rotary_dim`]).
-pub(crate) fn rotary_table_shape(text: &Value) -> Result<(u64, u64), String> {
+/// [`rotary_table_shape`], rotating `default_factor` of each head where the
+/// config names no partial factor (GLM-4.5's attention `setdefault`s 0.5).
+pub(crate) fn rotary_table_shape_or(
+    text: &Value,
+    default_factor: f64,
+) -> Result<(u64, u64), String> {
     let scaling = rope_section(text);
     let rope_type = rope_type(scaling);
     if !matches!(rope_type, "default" | "llama3") {
@@ -31,7 +31,7 @@ pub(crate) fn rotary_table_shape(text: &Value) -> Result<(u64, u64), String> {
             "the config has no `max_position_embeddings` (kv does not supply the config \
              class's defaults for the rotary table)",
         )?;
-    Ok((positions, rotary_dim(text)?))
+    Ok((positions, rotary_dim_or(text, default_factor)?))
 }
 
 /// vLLM's one table: [`rotary_table_shape`]'s kinds, and `yarn`
@@ -57,12 +57,8 @@ pub(crate) fn vllm_rotary_table_shape(text: &Value) -> Result<(u64, u64), String
         .or_else(|| text.get("max_position_embeddings"))
         .and_then(Value::as_u64)
         .ok_or("the config has no `original_max_position_embeddings` for the yarn table")?;
-    let factor = scaling
-        .get("factor")
-        .and_then(Value::as_f64)
-        .filter(|f| f.is_finite() && *f > 0.0)
-        .ok_or("the rope scaling has no positive `factor`")?;
-    Ok((scaled_positions(original, factor)?, rotary_dim(text)?))
+    let rows = scaled_positions(original, positive_factor(scaling)?)?;
+    Ok((rows, rotary_dim(text)?))
 }
 
 /// The elements of each `inv_freq` buffer transformers' rotary module
@@ -84,7 +80,7 @@ pub(crate) fn inv_freq_elements(text: &Value) -> Result<u64, String> {
     Ok(rotary_dim(text)?.div_ceil(2))
 }
 
-/// Whether the config gives no partial rotary factor anywhere
+/// Whether the config names no partial rotary factor anywhere
 /// [`rotary_dim`] looks.
 pub(crate) fn rotary_dim_unset(text: &Value) -> bool {
     partial_factor(text).is_none()
@@ -112,18 +108,40 @@ fn rope_type(scaling: Option<&Value>) -> &str {
         .unwrap_or("default")
 }
 
+/// A rope section's scaling `factor`: finite and positive, else refused.
+fn positive_factor(scaling: &Value) -> Result<f64, String> {
+    scaling
+        .get("factor")
+        .and_then(Value::as_f64)
+        .filter(|f| f.is_finite() && *f > 0.0)
+        .ok_or_else(|| "the rope scaling has no positive `factor`".to_owned())
+}
+
 /// The rotated part of a head: `int(head_dim x partial_rotary_factor)`, the
 /// factor read where configs put it (the top level, the rope section, or
-/// GPT-NeoX's `rotary_pct`); `head_dim`, else `hidden_size /
-/// num_attention_heads`.
-pub(crate) fn rotary_dim(text: &Value) -> Result<u64, String> {
+/// GPT-NeoX's `rotary_pct`); [`head_dim`].
+fn rotary_dim(text: &Value) -> Result<u64, String> {
+    rotary_dim_or(text, 1.0)
+}
+
+fn rotary_dim_or(text: &Value, default_factor: f64) -> Result<u64, String> {
     let factor = match partial_factor(text) {
-        None => 1.0,
+        None => default_factor,
         Some(v) => v
             .as_f64()
             .filter(|f| *f > 0.0 && *f <= 1.0)
             .ok_or("`partial_rotary_factor` is not a fraction in (0, 1]")?,
     };
+    let head_dim = head_dim(text)?;
+    if head_dim >= 1 << 53 {
+        return Err("`head_dim` is beyond what a double holds exactly".into());
+    }
+    // Python's int(): toward zero.
+    Ok((head_dim as f64 * factor) as u64)
+}
+
+/// A head's width: `head_dim`, else `hidden_size / num_attention_heads`.
+pub(crate) fn head_dim(text: &Value) -> Result<u64, String> {
     let count = |key: &str| {
         text.get(key).and_then(Value::as_u64).ok_or_else(|| {
             format!(
@@ -132,20 +150,15 @@ pub(crate) fn rotary_dim(text: &Value) -> Result<u64, String> {
             )
         })
     };
-    let head_dim = match text.get("head_dim").and_then(Value::as_u64) {
-        Some(d) => d,
+    match text.get("head_dim").and_then(Value::as_u64) {
+        Some(d) => Ok(d),
         None => {
             let heads = count("num_attention_heads")?;
             count("hidden_size")?
                 .checked_div(heads)
-                .ok_or("`num_attention_heads` is 0")?
+                .ok_or_else(|| "`num_attention_heads` is 0".to_owned())
         }
-    };
-    if head_dim >= 1 << 53 {
-        return Err("`head_dim` is beyond what a double holds exactly".into());
     }
-    // Python's int(): toward zero.
-    Ok((head_dim as f64 * factor) as u64)
 }
 
 /// `[positions, qk_rope_head_dim]`: the one table vLLM's multi-head latent
@@ -171,12 +184,7 @@ pub(crate) fn mla_rotary_table_shape(text: &Value) -> Result<(u64, u64), String>
             if scaling.get("attention_factor").and_then(Value::as_f64) != Some(1.0) =>
         {
             let original = count(scaling, "original_max_position_embeddings")?;
-            let factor = scaling
-                .get("factor")
-                .and_then(Value::as_f64)
-                .filter(|f| f.is_finite() && *f > 0.0)
-                .ok_or("the rope scaling has no positive `factor`")?;
-            scaled_positions(original, factor)?
+            scaled_positions(original, positive_factor(scaling)?)?
         }
         _ => {
             return Err(format!(
@@ -298,10 +306,7 @@ fn gemma3_rope(text: &Value, kind: &str) -> Result<LayerRope, String> {
             .as_f64()
             .ok_or_else(|| format!("the {kind} layers' rope theta is not a number"))?,
     };
-    let rope_type = scaling
-        .and_then(|s| s.get("rope_type").or_else(|| s.get("type")))
-        .and_then(Value::as_str)
-        .unwrap_or("default");
+    let rope_type = rope_type(scaling);
     let factor = match rope_type {
         "default" => 1.0,
         "linear" => scaling

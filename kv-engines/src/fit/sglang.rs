@@ -16,7 +16,7 @@ use serde::Serialize;
 use serde_json::Value;
 
 use super::config::{checked_class, joined, text_section};
-use super::rotary::{rotary_table_elements, rotary_table_shape};
+use super::rotary::{head_dim, rotary_table_shape};
 use super::shard::{ShardingEngine, TpLayout, SHARDED_ARCHITECTURES};
 use crate::stored_tensor::StoredTensor;
 
@@ -404,21 +404,15 @@ pub fn loaded_weights_with_dp_attention(
     // The one `[max_position_embeddings, head_dim]` float32 `cos_sin_cache`
     // (kept in float32 on CUDA, layers/rotary_embedding/base.py; shared by
     // every layer, as `get_rope` caches it).
-    let (_, dim) = rotary_table_shape(text)?;
-    if Some(dim)
-        != text.get("head_dim").and_then(Value::as_u64).or_else(|| {
-            let heads = text.get("num_attention_heads").and_then(Value::as_u64)?;
-            text.get("hidden_size")
-                .and_then(Value::as_u64)?
-                .checked_div(heads)
-        })
-    {
+    let (positions, dim) = rotary_table_shape(text)?;
+    if dim != head_dim(text)? {
         return Err(format!(
             "kv has not checked the rotary table SGLang builds for a partial rotary dim ({dim})"
         ));
     }
-    let rotary_bytes = rotary_table_elements(text)?
-        .checked_mul(4)
+    let rotary_bytes = positions
+        .checked_mul(dim)
+        .and_then(|elements| elements.checked_mul(4))
         .ok_or("the rotary table's bytes overflow u64")?;
     Ok(LoadedWeights {
         dtype,

@@ -22,7 +22,7 @@ use serde_json::Value;
 use super::config::{checked_class, joined, text_section};
 use super::rotary::{
     gemma3_rotary_tables, inv_freq_elements, mla_rotary_table_shape, rotary_dim_unset,
-    rotary_table_elements, vllm_rotary_table_shape,
+    rotary_table_shape_or, vllm_rotary_table_shape,
 };
 use super::shard::{ShardingEngine, TpLayout, SHARDED_ARCHITECTURES};
 use crate::estimate::format_gib;
@@ -563,22 +563,7 @@ pub fn loaded_weights_on_stage(
         .values()
         .try_fold(0u64, |sum, &bytes| sum.checked_add(round_to_block(bytes)?))
         .ok_or("the tensors' bytes overflow u64")?;
-    let mut rotary_bytes = if latent {
-        let (positions, dim) = mla_rotary_table_shape(text)?;
-        positions
-            .checked_mul(dim)
-            .and_then(|elements| elements.checked_mul(element))
-            .and_then(round_to_block)
-            .ok_or("the rotary table's bytes overflow u64")?
-    } else if class == "Gemma3ForCausalLM" {
-        gemma3_rotary_tables(text, share.layers.clone())?
-            .iter()
-            .try_fold(0u64, |sum, &(rows, dim)| {
-                let table = rows.checked_mul(dim)?.checked_mul(element)?;
-                sum.checked_add(round_to_block(table)?)
-            })
-            .ok_or("the rotary tables' bytes overflow u64")?
-    } else if TRANSFORMERS_BACKEND.contains(&class) {
+    let mut rotary_bytes = if TRANSFORMERS_BACKEND.contains(&class) {
         let pairs = if class == "Olmo3ForCausalLM" {
             layer_type_count(text)?
         } else {
@@ -589,21 +574,25 @@ pub fn loaded_weights_on_stage(
             .and_then(round_to_block)
             .and_then(|one| one.checked_mul(2 * pairs))
             .ok_or("the rotary buffers' bytes overflow u64")?
-    } else if glm_moe && rotary_dim_unset(text) {
-        // GLM-4.5's attention sets a partial factor of 0.5 when the config
-        // gives none (`setdefault`).
-        let mut half = text.clone();
-        half["partial_rotary_factor"] = Value::from(0.5);
-        rotary_table_elements(&half)?
-            .checked_mul(element)
-            .and_then(round_to_block)
-            .ok_or("the rotary table's bytes overflow u64")?
     } else {
-        let (rows, dim) = vllm_rotary_table_shape(text)?;
-        rows.checked_mul(dim)
-            .and_then(|elements| elements.checked_mul(element))
-            .and_then(round_to_block)
-            .ok_or("the rotary table's bytes overflow u64")?
+        // vLLM's cos/sin caches, `[rows, dim]` each in the served dtype.
+        let tables = if latent {
+            vec![mla_rotary_table_shape(text)?]
+        } else if class == "Gemma3ForCausalLM" {
+            gemma3_rotary_tables(text, share.layers.clone())?
+        } else if glm_moe && rotary_dim_unset(text) {
+            // GLM-4.5's attention `setdefault`s a partial factor of 0.5.
+            vec![rotary_table_shape_or(text, 0.5)?]
+        } else {
+            vec![vllm_rotary_table_shape(text)?]
+        };
+        tables
+            .iter()
+            .try_fold(0u64, |sum, &(rows, dim)| {
+                let table = rows.checked_mul(dim)?.checked_mul(element)?;
+                sum.checked_add(round_to_block(table)?)
+            })
+            .ok_or("the rotary tables' bytes overflow u64")?
     };
     let normalizer = if GEMMA_NORMALIZER.contains(&class) {
         BLOCK
