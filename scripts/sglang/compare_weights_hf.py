@@ -8,7 +8,10 @@ by CI.
     cargo build -p kv-cli
     /work/.venv-sglang/bin/python scripts/sglang/compare_weights_hf.py --kv $CARGO_TARGET_DIR/debug/kv [CONFIG.json...]
 
-Compared: SGLang's parameter bytes with `fit.loaded.tensor_bytes`.
+Compared: SGLang's parameter bytes with `fit.loaded.tensor_bytes`, and its
+buffers' bytes (one tensor once, however many modules share it) with
+`fit.loaded.rotary_bytes`. `--all-classes` runs every config whatever its
+class (kv refuses those it has not checked).
 """
 
 import argparse
@@ -43,7 +46,8 @@ def kv_bytes(kv, folder, tp, dp=1):
                        capture_output=True, text=True)
     if p.returncode != 0:
         return None, (p.stderr.strip().splitlines() or ["?"])[-1][-200:]
-    return json.loads(p.stdout)[0]["fit"]["loaded"]["tensor_bytes"], None
+    loaded = json.loads(p.stdout)[0]["fit"]["loaded"]
+    return (loaded["tensor_bytes"], loaded["rotary_bytes"]), None
 
 
 def main():
@@ -51,16 +55,22 @@ def main():
     ap.add_argument("--kv", required=True)
     ap.add_argument("--tp", type=int, nargs="*", default=[1])
     ap.add_argument("--dp", type=int, default=1, help="DP attention size (each TP a multiple)")
+    ap.add_argument("--all-classes", action="store_true",
+                    help="every config, not only the classes kv has checked")
     ap.add_argument("configs", nargs="*")
     a = ap.parse_args()
     sp._as_hopper()
+    # As loaded_buffers.main: the rotary tables stay float32, as on CUDA.
+    import sglang.srt.layers.rotary_embedding.base as rotary_base
+
+    rotary_base._is_cuda = True
     paths = a.configs or sorted(set(glob.glob(os.path.join(ROOT, "scripts/*/configs/*.json"))
                                     + glob.glob(os.path.join(ROOT, "examples/configs/*.json"))
                                     + glob.glob(os.path.join(ROOT, "examples/configs/*/config.json"))))
     counts = {"same": 0, "differ": 0, "one refuses": 0, "refused alike": 0, "no checkpoint": 0}
     for path in paths:
         c = json.load(open(path))
-        if (c.get("architectures") or [None])[0] not in CHECKED:
+        if not a.all_classes and (c.get("architectures") or [None])[0] not in CHECKED:
             continue
         folder = tempfile.mkdtemp()
         with open(os.path.join(folder, "config.json"), "w") as f:
@@ -75,7 +85,9 @@ def main():
         for tp in a.tp:
             k, k_err = kv_bytes(a.kv, folder, tp, a.dp)
             m = loaded_buffers.measure(os.path.join(folder, "config.json"), tp, a.dp)
-            s = sum(m["param_bytes"].values()) if "param_bytes" in m else None
+            s = None
+            if "param_bytes" in m:
+                s = (sum(m["param_bytes"].values()), sum(b[3] for b in m["buffers"]))
             s_err = m.get("error")
             if k_err and s_err:
                 verdict = "refused alike"

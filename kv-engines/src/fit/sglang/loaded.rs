@@ -1,0 +1,440 @@
+//! What SGLang 0.5.23 holds once it has loaded a checkpoint: its tensors
+//! in the served dtype, as each rank's share, and the rotary buffers its
+//! model builds beside them.
+
+use serde::Serialize;
+use serde_json::Value;
+
+use crate::fit::config::{checked_class, joined, text_section};
+use crate::fit::rotary::{head_dim, rotary_table_shape};
+use crate::fit::shard::{ShardingEngine, TpLayout, SHARDED_ARCHITECTURES};
+use crate::stored_tensor::StoredTensor;
+
+/// The architectures whose built model kv has checked holds the
+/// checkpoint's tensors in the served dtype and one `[max_position_embeddings,
+/// head_dim]` float32 rotary table beside them, and nothing else: SGLang
+/// 0.5.23's own classes built on the meta device
+/// (scripts/sglang/loaded_buffers.py: 23 shipped configs, 19 classes).
+pub const CHECKED_ARCHITECTURES: &[&str] =
+    &joined::<CHECKED_COUNT>(SHARDED_ARCHITECTURES, TP1_ONLY_ARCHITECTURES);
+
+/// Of [`CHECKED_ARCHITECTURES`], the classes whose SGLang 0.5.23 model splits
+/// its attention over `tp / dp` ranks under DP attention
+/// (`get_attention_tp_size`), checked on its own classes built on meta
+/// (scripts/sglang/compare_weights_tp.py and compare_weights_hf.py `--dp`);
+/// the others split it over all of `tp` whatever `--dp`, which kv refuses
+/// rather than guess their pools.
+const DP_ATTENTION_ARCHITECTURES: &[&str] = &[
+    "Qwen3ForCausalLM",
+    "Qwen3MoeForCausalLM",
+    "Qwen2MoeForCausalLM",
+    "Llama4ForCausalLM",
+];
+
+/// Of [`CHECKED_ARCHITECTURES`], those checked at TP 1 only: HunYuan's
+/// shards were never compared (transformers cannot build its shipped config).
+const TP1_ONLY_ARCHITECTURES: &[&str] = &["HunYuanDenseV1ForCausalLM"];
+const CHECKED_COUNT: usize = SHARDED_ARCHITECTURES.len() + TP1_ONLY_ARCHITECTURES.len();
+
+/// What SGLang holds once it has loaded a checkpoint: its tensors in the
+/// served dtype, less those its loader skips, and the rotary table.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+#[non_exhaustive]
+pub struct LoadedWeights {
+    /// The dtype SGLang serves in (`dtype=auto`), as torch names it.
+    pub dtype: &'static str,
+    /// The checkpoint's tensors as SGLang holds them.
+    pub tensor_bytes: u64,
+    /// Tensors the loader skips: stale `rotary_emb.inv_freq`, and a stored
+    /// `lm_head.weight` of a model that ties it to the embedding.
+    pub skipped_bytes: u64,
+    /// The float32 rotary table.
+    pub rotary_bytes: u64,
+}
+
+impl LoadedWeights {
+    /// Everything held, in bytes.
+    pub fn total(&self) -> Option<u64> {
+        self.tensor_bytes.checked_add(self.rotary_bytes)
+    }
+}
+
+/// SGLang's dtype for `dtype=auto` (`_get_and_verify_dtype`,
+/// configs/model_config.py): the config's `dtype` or `torch_dtype`;
+/// float32, or none, is served in float16, bfloat16 for Gemma.
+fn served_dtype(config: &Value) -> (&'static str, u64) {
+    let text = text_section(config);
+    let named = ["dtype", "torch_dtype"].iter().find_map(|k| {
+        text.get(*k)
+            .and_then(Value::as_str)
+            .or_else(|| config.get(*k).and_then(Value::as_str))
+    });
+    match named {
+        Some("bfloat16") => ("bfloat16", 2),
+        Some("float16" | "half") => ("float16", 2),
+        _ => {
+            let model_type = text
+                .get("model_type")
+                .or_else(|| config.get("model_type"))
+                .and_then(Value::as_str)
+                .unwrap_or("");
+            if model_type.starts_with("gemma") {
+                ("bfloat16", 2)
+            } else {
+                ("float16", 2)
+            }
+        }
+    }
+}
+
+/// What SGLang holds on one tensor-parallel rank of `tp` for `tensors` of a
+/// checkpoint with `config`; or why kv cannot say.
+pub fn loaded_weights(
+    config: &Value,
+    tensors: &[StoredTensor],
+    tp: u64,
+) -> Result<LoadedWeights, String> {
+    loaded_weights_with_dp_attention(config, tensors, tp, 1)
+}
+
+/// [`loaded_weights`] under `--enable-dp-attention` with `--dp-size dp`:
+/// each rank holds the attention of `tp / dp` ranks (q, k, v and o split
+/// over its DP group, KV heads replicated where it has more ranks than
+/// heads), the MLP, the experts and the vocabulary still split over `tp`
+/// (SGLang 0.5.23's model classes built on the meta device,
+/// scripts/sglang/compare_weights_tp.py and compare_weights_hf.py --dp).
+pub fn loaded_weights_with_dp_attention(
+    config: &Value,
+    tensors: &[StoredTensor],
+    tp: u64,
+    dp: u64,
+) -> Result<LoadedWeights, String> {
+    let text = text_section(config);
+    let class = checked_class(
+        config,
+        CHECKED_ARCHITECTURES,
+        "SGLang",
+        "scripts/sglang/loaded_buffers.py",
+    )?;
+    if tp > 1 && !SHARDED_ARCHITECTURES.contains(&class) {
+        return Err(format!(
+            "kv has not checked how SGLang shards `{class}` over TP ranks (checked: {})",
+            SHARDED_ARCHITECTURES.join(", ")
+        ));
+    }
+    let (dtype, element) = served_dtype(config);
+    let tied = text
+        .get("tie_word_embeddings")
+        .or_else(|| config.get("tie_word_embeddings"))
+        .and_then(Value::as_bool)
+        .unwrap_or(false);
+    if dp > 1 && !DP_ATTENTION_ARCHITECTURES.contains(&class) {
+        return Err(format!(
+            "SGLang's `{class}` splits its attention over all {tp} TP ranks whatever --dp \
+             (its model reads no attention TP), and kv has not checked how its pools follow \
+             that under DP attention (checked: {})",
+            DP_ATTENTION_ARCHITECTURES.join(", ")
+        ));
+    }
+    if dp == 0 || !tp.is_multiple_of(dp) {
+        return Err(format!(
+            "--dp-size {dp} with --enable-dp-attention must divide --tp-size {tp} (SGLang \
+             splits attention over tp / dp ranks)"
+        ));
+    }
+    let layout = TpLayout::new(text, tp, ShardingEngine::Sglang)?.with_attention_tp(tp / dp)?;
+    let (mut tensor_bytes, mut skipped_bytes) = (0u64, 0u64);
+    for tensor in tensors {
+        // llama.py's load_weights (and its kin): these are never loaded.
+        if tensor.name.contains("rotary_emb.inv_freq") || (tied && tensor.name == "lm_head.weight")
+        {
+            skipped_bytes = skipped_bytes
+                .checked_add(tensor.bytes)
+                .ok_or("the skipped tensors' bytes overflow u64")?;
+            continue;
+        }
+        if !matches!(tensor.dtype.as_str(), "F16" | "BF16" | "F32" | "F64") {
+            return Err(format!(
+                "`{}` is stored as {}: kv has not checked how SGLang loads weights that are not \
+                 floating point",
+                tensor.name, tensor.dtype
+            ));
+        }
+        let (_, elements) = layout.share(tensor, tensor.name == "lm_head.weight")?;
+        let elements = elements
+            .checked_mul(element)
+            .ok_or_else(|| format!("`{}`: its bytes overflow u64", tensor.name))?;
+        tensor_bytes = tensor_bytes
+            .checked_add(elements)
+            .ok_or("the tensors' bytes overflow u64")?;
+    }
+    // The one `[max_position_embeddings, head_dim]` float32 `cos_sin_cache`
+    // (kept in float32 on CUDA, layers/rotary_embedding/base.py; shared by
+    // every layer, as `get_rope` caches it).
+    let (positions, dim) = rotary_table_shape(text)?;
+    if dim != head_dim(text)? {
+        return Err(format!(
+            "kv has not checked the rotary table SGLang builds for a partial rotary dim ({dim})"
+        ));
+    }
+    let rotary_bytes = positions
+        .checked_mul(dim)
+        .and_then(|elements| elements.checked_mul(4))
+        .ok_or("the rotary table's bytes overflow u64")?;
+    Ok(LoadedWeights {
+        dtype,
+        tensor_bytes,
+        skipped_bytes,
+        rotary_bytes,
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn dp_attention_splits_the_attention_over_its_group_and_the_rest_over_tp() {
+        // A Qwen3: 8 heads of 64 (q 512 x 256), 4 KV heads (k, v 256 x 256),
+        // o 256 x 512, an MLP of 512, a vocabulary of 1,024 x 256, bf16.
+        let config = serde_json::json!({
+            "architectures": ["Qwen3ForCausalLM"], "hidden_size": 256,
+            "num_attention_heads": 8, "num_key_value_heads": 4, "head_dim": 64,
+            "num_hidden_layers": 1, "vocab_size": 1024, "intermediate_size": 512,
+            "max_position_embeddings": 128, "torch_dtype": "bfloat16",
+            "tie_word_embeddings": true,
+        });
+        let tensor = |name: &str, shape: &[u64]| {
+            StoredTensor::new(
+                name.into(),
+                "BF16".into(),
+                shape.to_vec(),
+                shape.iter().product::<u64>() * 2,
+            )
+        };
+        let tensors = [
+            tensor("model.embed_tokens.weight", &[1024, 256]),
+            tensor("model.layers.0.self_attn.q_proj.weight", &[512, 256]),
+            tensor("model.layers.0.self_attn.k_proj.weight", &[256, 256]),
+            tensor("model.layers.0.self_attn.v_proj.weight", &[256, 256]),
+            tensor("model.layers.0.self_attn.o_proj.weight", &[256, 512]),
+            // Row-parallel layers' biases: whole on every rank, 512 B each.
+            tensor("model.layers.0.self_attn.o_proj.bias", &[256]),
+            tensor("model.layers.0.mlp.down_proj.bias", &[256]),
+            tensor("model.layers.0.mlp.down_proj.weight", &[256, 512]),
+        ];
+        let bytes = |dp: u64| {
+            loaded_weights_with_dp_attention(&config, &tensors, 4, dp).map(|l| l.tensor_bytes)
+        };
+        // tp 4: the vocabulary (1,024 x 256 x 2 B = 524,288) and the MLP's
+        // down (262,144) split four ways: 131,072 + 65,536. Attention: q and
+        // o 262,144 each, k and v 131,072 each: 786,432, split four ways:
+        // 196,608 (one KV head a rank).
+        assert_eq!(bytes(1), Ok(131_072 + 65_536 + 196_608 + 1_024));
+        // dp 2: attention over 2 ranks (2 KV heads each): 393,216.
+        assert_eq!(bytes(2), Ok(131_072 + 65_536 + 393_216 + 1_024));
+        // dp 4: attention whole on every rank: 786,432.
+        assert_eq!(bytes(4), Ok(131_072 + 65_536 + 786_432 + 1_024));
+        assert!(bytes(3).unwrap_err().contains("must divide --tp-size 4"));
+        // A class whose model splits attention over all of tp is refused.
+        let mut llama = config.clone();
+        llama["architectures"] = serde_json::json!(["LlamaForCausalLM"]);
+        let refused = loaded_weights_with_dp_attention(&llama, &tensors, 4, 2).unwrap_err();
+        assert!(
+            refused.contains("`LlamaForCausalLM` splits its attention over all 4"),
+            "{refused}"
+        );
+        assert!(loaded_weights_with_dp_attention(&llama, &tensors, 4, 1).is_ok());
+    }
+
+    fn tensor(name: &str, dtype: &str, shape: &[u64], bytes: u64) -> StoredTensor {
+        StoredTensor::new(name.into(), dtype.into(), shape.to_vec(), bytes)
+    }
+
+    fn llama(extra: serde_json::Value) -> Value {
+        let mut config = serde_json::json!({
+            "architectures": ["LlamaForCausalLM"],
+            "model_type": "llama",
+            "hidden_size": 64,
+            "num_attention_heads": 4,
+            "max_position_embeddings": 128,
+            "torch_dtype": "float32",
+            "tie_word_embeddings": true,
+            "vocab_size": 100,
+        });
+        for (k, v) in extra.as_object().unwrap() {
+            config[k] = v.clone();
+        }
+        config
+    }
+
+    #[test]
+    fn loaded_weights_convert_to_the_served_dtype_and_skip_what_the_loader_skips() {
+        let tensors = [
+            // float32 on disk, float16 once served, the vocabulary padded to
+            // 64 (VocabParallelEmbedding): 128 x 64 x 2 = 16,384.
+            tensor("model.embed_tokens.weight", "F32", &[100, 64], 25_600),
+            // Tied to the embedding: never loaded.
+            tensor("lm_head.weight", "BF16", &[100, 64], 12_800),
+            tensor(
+                "model.layers.0.self_attn.rotary_emb.inv_freq",
+                "F32",
+                &[8],
+                32,
+            ),
+            // 64 x 64 x 2 = 8,192.
+            tensor(
+                "model.layers.0.self_attn.q_proj.weight",
+                "BF16",
+                &[64, 64],
+                8_192,
+            ),
+        ];
+        let loaded = loaded_weights(&llama(serde_json::json!({})), &tensors, 1).unwrap();
+        assert_eq!(loaded.dtype, "float16");
+        assert_eq!(loaded.tensor_bytes, 16_384 + 8_192);
+        assert_eq!(loaded.skipped_bytes, 12_800 + 32);
+        // 128 positions x 16 (64 / 4 heads) x 4 bytes.
+        assert_eq!(loaded.rotary_bytes, 8_192);
+        assert_eq!(loaded.total(), Some(32_768));
+
+        // Untied, the head is loaded, padded alike; bfloat16 is served as
+        // it is: 16,384 x 2 + 8,192.
+        let untied =
+            llama(serde_json::json!({"tie_word_embeddings": false, "torch_dtype": "bfloat16"}));
+        let loaded = loaded_weights(&untied, &tensors, 1).unwrap();
+        assert_eq!(loaded.dtype, "bfloat16");
+        assert_eq!((loaded.tensor_bytes, loaded.skipped_bytes), (40_960, 32));
+
+        // Gemma's float32 is served in bfloat16; head_dim given is used:
+        // 128 x 256 x 4 = 131,072.
+        let gemma = serde_json::json!({
+            "architectures": ["GemmaForCausalLM"], "model_type": "gemma",
+            "hidden_size": 64, "num_attention_heads": 4, "head_dim": 256,
+            "max_position_embeddings": 128, "torch_dtype": "float32", "vocab_size": 100,
+        });
+        let loaded = loaded_weights(&gemma, &tensors[..1], 1).unwrap();
+        assert_eq!((loaded.dtype, loaded.tensor_bytes), ("bfloat16", 16_384));
+        assert_eq!(loaded.rotary_bytes, 131_072);
+        // Gemma given float16 keeps it.
+        let mut gemma16 = gemma.clone();
+        gemma16["torch_dtype"] = serde_json::json!("float16");
+        assert_eq!(loaded_weights(&gemma16, &[], 1).unwrap().dtype, "float16");
+        // No dtype at all: float16.
+        let mut none = llama(serde_json::json!({}));
+        none.as_object_mut().unwrap().remove("torch_dtype");
+        assert_eq!(loaded_weights(&none, &[], 1).unwrap().dtype, "float16");
+        // llama3 scaling keeps the one table.
+        let llama3 =
+            llama(serde_json::json!({"rope_scaling": {"rope_type": "llama3", "factor": 8.0}}));
+        assert_eq!(loaded_weights(&llama3, &[], 1).unwrap().rotary_bytes, 8_192);
+    }
+
+    #[test]
+    fn loaded_weights_refuse_what_kv_has_not_checked() {
+        let refusal = |config: Value, tensors: &[StoredTensor]| {
+            loaded_weights(&config, tensors, 1).unwrap_err()
+        };
+        let mut other = llama(serde_json::json!({}));
+        other["architectures"] = serde_json::json!(["DbrxForCausalLM"]);
+        assert!(refusal(other, &[]).contains("`DbrxForCausalLM`"));
+        // Checked at tp 1 (its rotary table), not how SGLang shards it.
+        let mut hunyuan = llama(serde_json::json!({}));
+        hunyuan["architectures"] = serde_json::json!(["HunYuanDenseV1ForCausalLM"]);
+        assert!(loaded_weights(&hunyuan, &[], 1).is_ok());
+        let words = loaded_weights(&hunyuan, &[], 2).unwrap_err();
+        assert!(
+            words.contains("how SGLang shards `HunYuanDenseV1ForCausalLM`"),
+            "{words}"
+        );
+        let quantized = llama(serde_json::json!({"quantization_config": {"quant_method": "fp8"}}));
+        assert!(refusal(quantized, &[]).contains("quantized"));
+        // A null quantization_config is none.
+        assert!(loaded_weights(
+            &llama(serde_json::json!({"quantization_config": null})),
+            &[],
+            1
+        )
+        .is_ok());
+        let packed = [tensor(
+            "model.layers.0.mlp.gate_proj.weight",
+            "U8",
+            &[64, 32],
+            2_048,
+        )];
+        let words = refusal(llama(serde_json::json!({})), &packed);
+        assert!(
+            words.contains("`model.layers.0.mlp.gate_proj.weight` is stored as U8"),
+            "{words}"
+        );
+        let yarn = llama(serde_json::json!({"rope_scaling": {"type": "yarn", "factor": 4.0}}));
+        assert!(refusal(yarn, &[]).contains("rope_type `yarn`"));
+        let partial = llama(serde_json::json!({"partial_rotary_factor": 0.5}));
+        let words = refusal(partial, &[]);
+        assert!(words.contains("partial rotary dim"), "{words}");
+        let nested = llama(
+            serde_json::json!({"rope_parameters": {"rope_type": "default", "partial_rotary_factor": 0.25}}),
+        );
+        assert!(refusal(nested, &[]).contains("partial rotary dim"));
+        let mut no_positions = llama(serde_json::json!({}));
+        no_positions
+            .as_object_mut()
+            .unwrap()
+            .remove("max_position_embeddings");
+        assert!(refusal(no_positions, &[]).contains("`max_position_embeddings`"));
+        let no_heads = llama(serde_json::json!({"num_attention_heads": 0}));
+        assert!(refusal(no_heads, &[]).contains("`num_attention_heads` is 0"));
+        let huge = [tensor(
+            "model.embed_tokens.weight",
+            "F16",
+            &[u64::MAX, 2],
+            0,
+        )];
+        assert!(refusal(llama(serde_json::json!({})), &huge).contains("overflow"));
+    }
+
+    #[test]
+    fn sglang_pads_a_vocabulary_the_ranks_do_not_divide() {
+        // 32,000 rows (a multiple of 64) over 3 ranks: SGLang pads to 64 x 3
+        // = 192 instead: 32,064 / 3 = 10,688 rows x 8 x 2 B = 171,008 a rank.
+        let config = serde_json::json!({
+            "architectures": ["LlamaForCausalLM"], "hidden_size": 24,
+            "num_attention_heads": 3, "max_position_embeddings": 4,
+            "vocab_size": 32000, "torch_dtype": "bfloat16",
+        });
+        let embed = [tensor(
+            "model.embed_tokens.weight",
+            "BF16",
+            &[32000, 8],
+            512_000,
+        )];
+        let loaded = loaded_weights(&config, &embed, 3).unwrap();
+        assert_eq!(loaded.tensor_bytes, 171_008);
+        // 3 KV heads over 2 ranks: refused in SGLang's words.
+        assert_eq!(
+            loaded_weights(&config, &embed, 2).unwrap_err(),
+            "SGLang refuses: 3 is not divisible by 2"
+        );
+        // With 2 heads, 32,000 over 2 ranks needs no more padding: 16,000 x
+        // 8 x 2.
+        let mut two_heads = config.clone();
+        two_heads["num_attention_heads"] = serde_json::json!(2);
+        two_heads["hidden_size"] = serde_json::json!(16);
+        assert_eq!(
+            loaded_weights(&two_heads, &embed, 2).unwrap().tensor_bytes,
+            256_000
+        );
+    }
+
+    #[test]
+    fn the_checked_classes_are_the_sharded_ones_and_hunyuan() {
+        assert_eq!(CHECKED_ARCHITECTURES.len(), SHARDED_ARCHITECTURES.len() + 1);
+        assert!(SHARDED_ARCHITECTURES
+            .iter()
+            .all(|class| CHECKED_ARCHITECTURES.contains(class)));
+        assert_eq!(
+            CHECKED_ARCHITECTURES.last(),
+            Some(&"HunYuanDenseV1ForCausalLM")
+        );
+    }
+}
