@@ -47,6 +47,18 @@ pub(crate) fn checked_class<'c>(
     Ok(class)
 }
 
+/// The decoder layer a tensor named `model.layers.N.…` belongs to.
+pub(crate) fn layer_index(name: &str) -> Result<Option<u64>, String> {
+    let Some(rest) = name.strip_prefix("model.layers.") else {
+        return Ok(None);
+    };
+    rest.split('.')
+        .next()
+        .and_then(|i| i.parse::<u64>().ok())
+        .map(Some)
+        .ok_or_else(|| format!("`{name}`: no layer index after `model.layers.`"))
+}
+
 /// `first` then `second`, as one array of `N` names (`N` their lengths'
 /// sum, or the build fails on the index).
 pub(crate) const fn joined<const N: usize>(

@@ -24,21 +24,26 @@ pub(crate) fn rotary_table_shape_or(
             "kv has not checked the rotary table the engine builds for rope_type `{rope_type}`"
         ));
     }
-    let positions = text
-        .get("max_position_embeddings")
-        .and_then(Value::as_u64)
-        .ok_or(
-            "the config has no `max_position_embeddings` (kv does not supply the config \
-             class's defaults for the rotary table)",
-        )?;
-    Ok((positions, rotary_dim_or(text, default_factor)?))
+    Ok((max_positions(text)?, rotary_dim_or(text, default_factor)?))
 }
 
-/// vLLM's one table: [`rotary_table_shape`]'s kinds, and `yarn`
-/// (`YaRNScalingRotaryEmbedding`: `original_max_position_embeddings x
-/// factor` rows, the original count read from the rope section, else
-/// `max_position_embeddings` as transformers reads it).
-pub(crate) fn vllm_rotary_table_shape(text: &Value) -> Result<(u64, u64), String> {
+/// `max_position_embeddings`: the rows of an unscaled table.
+pub(crate) fn max_positions(text: &Value) -> Result<u64, String> {
+    text.get("max_position_embeddings")
+        .and_then(Value::as_u64)
+        .ok_or_else(|| {
+            "the config has no `max_position_embeddings` (kv does not supply the config \
+             class's defaults for the rotary table)"
+                .to_owned()
+        })
+}
+
+/// The one table of [`rotary_table_shape`]'s kinds, and of `yarn`, which
+/// both engines build alike (`YaRNScalingRotaryEmbedding`:
+/// `original_max_position_embeddings x factor` rows, the original count
+/// read from the rope section, else `max_position_embeddings` as
+/// transformers reads it).
+pub(crate) fn scaled_rotary_table_shape(text: &Value) -> Result<(u64, u64), String> {
     let scaling = rope_section(text);
     if rope_type(scaling) != "yarn" {
         return rotary_table_shape(text);
@@ -47,7 +52,7 @@ pub(crate) fn vllm_rotary_table_shape(text: &Value) -> Result<(u64, u64), String
     if scaling.get("mrope_section").is_some() {
         // MRotaryEmbedding's table instead.
         return Err(
-            "kv has not checked the rotary table vLLM builds for a yarn rope with an \
+            "kv has not checked the rotary table the engine builds for a yarn rope with an \
                     `mrope_section`"
                 .into(),
         );
@@ -120,12 +125,21 @@ fn positive_factor(scaling: &Value) -> Result<f64, String> {
 /// The rotated part of a head: `int(head_dim x partial_rotary_factor)`, the
 /// factor read where configs put it (the top level, the rope section, or
 /// GPT-NeoX's `rotary_pct`); [`head_dim`].
-fn rotary_dim(text: &Value) -> Result<u64, String> {
+pub(crate) fn rotary_dim(text: &Value) -> Result<u64, String> {
     rotary_dim_or(text, 1.0)
 }
 
 fn rotary_dim_or(text: &Value, default_factor: f64) -> Result<u64, String> {
-    let factor = match partial_factor(text) {
+    rotary_dim_of(text, partial_factor(text), default_factor)
+}
+
+/// `int(head_dim x factor)`, the factor given (`default_factor` when none).
+pub(crate) fn rotary_dim_of(
+    text: &Value,
+    factor: Option<&Value>,
+    default_factor: f64,
+) -> Result<u64, String> {
+    let factor = match factor {
         None => default_factor,
         Some(v) => v
             .as_f64()
@@ -254,6 +268,42 @@ pub(crate) fn gemma3_rotary_tables(
         .collect()
 }
 
+/// The distinct rope thetas among Gemma 3's layer types in `layers`
+/// ([`gemma3_rotary_tables`] reads them): SGLang's `Gemma3Attention` asks
+/// `get_rope` for a `default` table of each, whatever the config's scaling.
+pub(crate) fn gemma3_thetas(
+    text: &Value,
+    layers: std::ops::Range<u64>,
+) -> Result<Vec<f64>, String> {
+    let mut thetas: Vec<f64> = Vec::new();
+    for layer in layers {
+        let theta = gemma3_rope(text, gemma3_layer_type(text, layer)?)?.theta;
+        if !thetas.contains(&theta) {
+            thetas.push(theta);
+        }
+    }
+    Ok(thetas)
+}
+
+/// The distinct entries of `layer_types`, in order: transformers' OLMo 3
+/// rotary module keeps a pair of buffers for each, SGLang's a table.
+pub(crate) fn layer_types(text: &Value) -> Result<Vec<&str>, String> {
+    let types = text
+        .get("layer_types")
+        .and_then(Value::as_array)
+        .ok_or("the config has no `layer_types` list (the rotary buffers are one a type)")?;
+    let mut seen: Vec<&str> = Vec::new();
+    for kind in types {
+        let kind = kind
+            .as_str()
+            .ok_or("`layer_types` holds a value that is not a name")?;
+        if !seen.contains(&kind) {
+            seen.push(kind);
+        }
+    }
+    Ok(seen)
+}
+
 /// `config.layer_types[layer]`, or transformers' default: every
 /// `sliding_window_pattern`-th layer (6) full, the others sliding.
 fn gemma3_layer_type(text: &Value, layer: u64) -> Result<&'static str, String> {
@@ -316,8 +366,8 @@ fn gemma3_rope(text: &Value, kind: &str) -> Result<LayerRope, String> {
             .ok_or_else(|| format!("the {kind} layers' linear rope has no positive `factor`"))?,
         other => {
             return Err(format!(
-                "kv has not checked the rotary table vLLM's Gemma 3 builds for rope_type \
-                 `{other}` ({kind} layers)"
+                "kv has not checked the rotary tables Gemma 3 builds for rope_type `{other}` \
+                 ({kind} layers)"
             ))
         }
     };

@@ -241,6 +241,7 @@ pub fn kv_pool_budget(
 }
 
 mod loaded;
+mod rotary;
 
 pub use loaded::{
     loaded_weights, loaded_weights_with_dp_attention, LoadedWeights, CHECKED_ARCHITECTURES,

@@ -19,10 +19,10 @@ use kv_core::DType;
 use serde::Serialize;
 use serde_json::Value;
 
-use super::config::{checked_class, joined, text_section};
+use super::config::{checked_class, joined, layer_index, text_section};
 use super::rotary::{
-    gemma3_rotary_tables, inv_freq_elements, mla_rotary_table_shape, rotary_dim_unset,
-    rotary_table_shape_or, vllm_rotary_table_shape,
+    gemma3_rotary_tables, inv_freq_elements, layer_types, mla_rotary_table_shape, rotary_dim_unset,
+    rotary_table_shape_or, scaled_rotary_table_shape,
 };
 use super::shard::{ShardingEngine, TpLayout, SHARDED_ARCHITECTURES};
 use crate::estimate::format_gib;
@@ -265,37 +265,6 @@ impl StageShare<'_> {
             ))
         }
     }
-}
-
-/// The decoder layer a tensor named `model.layers.N.…` belongs to.
-fn layer_index(name: &str) -> Result<Option<u64>, String> {
-    let Some(rest) = name.strip_prefix("model.layers.") else {
-        return Ok(None);
-    };
-    rest.split('.')
-        .next()
-        .and_then(|i| i.parse::<u64>().ok())
-        .map(Some)
-        .ok_or_else(|| format!("`{name}`: no layer index after `model.layers.`"))
-}
-
-/// The distinct entries of `layer_types`: transformers' OLMo 3 rotary
-/// module keeps a pair of buffers for each.
-fn layer_type_count(text: &Value) -> Result<u64, String> {
-    let types = text
-        .get("layer_types")
-        .and_then(Value::as_array)
-        .ok_or("the config has no `layer_types` list (one pair of rotary buffers a type)")?;
-    let mut seen: Vec<&str> = Vec::new();
-    for kind in types {
-        let kind = kind
-            .as_str()
-            .ok_or("`layer_types` holds a value that is not a name")?;
-        if !seen.contains(&kind) {
-            seen.push(kind);
-        }
-    }
-    Ok(seen.len() as u64)
 }
 
 /// The hybrid classes: only their attention layers keep the four float32
@@ -565,7 +534,7 @@ pub fn loaded_weights_on_stage(
         .ok_or("the tensors' bytes overflow u64")?;
     let mut rotary_bytes = if TRANSFORMERS_BACKEND.contains(&class) {
         let pairs = if class == "Olmo3ForCausalLM" {
-            layer_type_count(text)?
+            layer_types(text)?.len() as u64
         } else {
             1
         };
@@ -584,7 +553,7 @@ pub fn loaded_weights_on_stage(
             // GLM-4.5's attention `setdefault`s a partial factor of 0.5.
             vec![rotary_table_shape_or(text, 0.5)?]
         } else {
-            vec![vllm_rotary_table_shape(text)?]
+            vec![scaled_rotary_table_shape(text)?]
         };
         tables
             .iter()

@@ -5,18 +5,38 @@
 use serde::Serialize;
 use serde_json::Value;
 
-use crate::fit::config::{checked_class, joined, text_section};
-use crate::fit::rotary::{head_dim, rotary_table_shape};
+use crate::fit::config::{checked_class, joined, layer_index, text_section};
 use crate::fit::shard::{ShardingEngine, TpLayout, SHARDED_ARCHITECTURES};
 use crate::stored_tensor::StoredTensor;
 
-/// The architectures whose built model kv has checked holds the
-/// checkpoint's tensors in the served dtype and one `[max_position_embeddings,
-/// head_dim]` float32 rotary table beside them, and nothing else: SGLang
-/// 0.5.23's own classes built on the meta device
-/// (scripts/sglang/loaded_buffers.py: 23 shipped configs, 19 classes).
-pub const CHECKED_ARCHITECTURES: &[&str] =
-    &joined::<CHECKED_COUNT>(SHARDED_ARCHITECTURES, TP1_ONLY_ARCHITECTURES);
+use super::rotary::{rotary_buffer_bytes, TRANSFORMERS_BACKEND};
+
+/// The architectures whose built model kv has checked: SGLang 0.5.23's
+/// own classes built on the meta device hold the checkpoint's tensors in
+/// the served dtype (each rank's share, [`TpLayout::share`]), its routers
+/// where the class keeps them in float32, and the rotary buffers of
+/// `fit::sglang::rotary`, and nothing else (scripts/sglang/loaded_buffers.py
+/// and compare_weights_hf.py, TP 1, 2, 4 and 8).
+pub const CHECKED_ARCHITECTURES: &[&str] = &joined::<CHECKED_COUNT>(
+    &joined::<SHARDED_COUNT>(SHARDED_ARCHITECTURES, SGLANG_ONLY_ARCHITECTURES),
+    TP1_ONLY_ARCHITECTURES,
+);
+
+/// Of [`CHECKED_ARCHITECTURES`], those checked for SGLang beyond the
+/// classes both engines share (on 2026-12-07), at TP 1, 2, 4 and 8.
+const SGLANG_ONLY_ARCHITECTURES: &[&str] = &[
+    "Ernie4_5ForCausalLM",
+    "Gemma3ForCausalLM",
+    "Glm4ForCausalLM",
+    "Glm4MoeForCausalLM",
+    "MiniCPM3ForCausalLM",
+    "Olmo3ForCausalLM",
+    "PhiForCausalLM",
+    "SeedOssForCausalLM",
+    "SmolLM3ForCausalLM",
+    "StableLmForCausalLM",
+];
+const SHARDED_COUNT: usize = SHARDED_ARCHITECTURES.len() + SGLANG_ONLY_ARCHITECTURES.len();
 
 /// Of [`CHECKED_ARCHITECTURES`], the classes whose SGLang 0.5.23 model splits
 /// its attention over `tp / dp` ranks under DP attention
@@ -32,9 +52,10 @@ const DP_ATTENTION_ARCHITECTURES: &[&str] = &[
 ];
 
 /// Of [`CHECKED_ARCHITECTURES`], those checked at TP 1 only: HunYuan's
-/// shards were never compared (transformers cannot build its shipped config).
-const TP1_ONLY_ARCHITECTURES: &[&str] = &["HunYuanDenseV1ForCausalLM"];
-const CHECKED_COUNT: usize = SHARDED_ARCHITECTURES.len() + TP1_ONLY_ARCHITECTURES.len();
+/// shards were never compared (transformers cannot build its shipped
+/// config); GPT-NeoX's tensors have names [`TpLayout::share`] does not know.
+const TP1_ONLY_ARCHITECTURES: &[&str] = &["HunYuanDenseV1ForCausalLM", "GPTNeoXForCausalLM"];
+const CHECKED_COUNT: usize = SHARDED_COUNT + TP1_ONLY_ARCHITECTURES.len();
 
 /// What SGLang holds once it has loaded a checkpoint: its tensors in the
 /// served dtype, less those its loader skips, and the rotary table.
@@ -48,7 +69,8 @@ pub struct LoadedWeights {
     /// Tensors the loader skips: stale `rotary_emb.inv_freq`, and a stored
     /// `lm_head.weight` of a model that ties it to the embedding.
     pub skipped_bytes: u64,
-    /// The float32 rotary table.
+    /// The rotary buffers its model builds: `cos_sin_cache` tables, or a
+    /// Hugging Face rotary module's frequencies (all float32).
     pub rotary_bytes: u64,
 }
 
@@ -116,10 +138,11 @@ pub fn loaded_weights_with_dp_attention(
         "SGLang",
         "scripts/sglang/loaded_buffers.py",
     )?;
-    if tp > 1 && !SHARDED_ARCHITECTURES.contains(&class) {
+    if tp > 1 && TP1_ONLY_ARCHITECTURES.contains(&class) {
         return Err(format!(
-            "kv has not checked how SGLang shards `{class}` over TP ranks (checked: {})",
-            SHARDED_ARCHITECTURES.join(", ")
+            "kv has not checked how SGLang shards `{class}` over TP ranks (checked at TP 1 \
+             only: {})",
+            TP1_ONLY_ARCHITECTURES.join(", ")
         ));
     }
     let (dtype, element) = served_dtype(config);
@@ -142,17 +165,49 @@ pub fn loaded_weights_with_dp_attention(
              splits attention over tp / dp ranks)"
         ));
     }
+    if TRANSFORMERS_BACKEND.contains(&class) {
+        // The backend's attention divides both head counts by the ranks
+        // (transformers.py, `divide(num_kv_heads, tp_size)`): KV heads
+        // are never replicated.
+        for key in ["num_attention_heads", "num_key_value_heads"] {
+            if let Some(heads) = text.get(key).and_then(Value::as_u64) {
+                if !heads.is_multiple_of(tp) {
+                    return Err(format!("SGLang refuses: {heads} is not divisible by {tp}"));
+                }
+            }
+        }
+    }
     let layout = TpLayout::new(text, tp, ShardingEngine::Sglang)?.with_attention_tp(tp / dp)?;
+    let layer_count = text.get("num_hidden_layers").and_then(Value::as_u64);
+    let glm_moe = class == "Glm4MoeForCausalLM";
+    let mtp = glm_moe
+        && text
+            .get("num_nextn_predict_layers")
+            .and_then(Value::as_u64)
+            .is_some_and(|n| n > 0);
     let (mut tensor_bytes, mut skipped_bytes) = (0u64, 0u64);
     for tensor in tensors {
+        let name = tensor.name.as_str();
+        // GLM-4.5's loader skips every layer past the config's when it has
+        // MTP layers (glm4_moe.py, `load_weights`).
+        let mtp_layer = mtp
+            && match (layer_index(name)?, layer_count) {
+                (Some(index), Some(count)) => index >= count,
+                _ => false,
+            };
         // llama.py's load_weights (and its kin): these are never loaded.
-        if tensor.name.contains("rotary_emb.inv_freq") || (tied && tensor.name == "lm_head.weight")
-        {
+        if name.contains("rotary_emb.inv_freq") || (tied && name == "lm_head.weight") || mtp_layer {
             skipped_bytes = skipped_bytes
                 .checked_add(tensor.bytes)
                 .ok_or("the skipped tensors' bytes overflow u64")?;
             continue;
         }
+        // GLM-4.5's router (`Glm4MoeGate`): weight and correction bias
+        // float32 whatever the served dtype, whole on every rank.
+        let float32_router = glm_moe
+            && (name.ends_with(".mlp.gate.weight")
+                || name.ends_with(".mlp.gate.e_score_correction_bias"));
+        let element = if float32_router { 4 } else { element };
         if !matches!(tensor.dtype.as_str(), "F16" | "BF16" | "F32" | "F64") {
             return Err(format!(
                 "`{}` is stored as {}: kv has not checked how SGLang loads weights that are not \
@@ -160,7 +215,19 @@ pub fn loaded_weights_with_dp_attention(
                 tensor.name, tensor.dtype
             ));
         }
-        let (_, elements) = layout.share(tensor, tensor.name == "lm_head.weight")?;
+        let elements = if class == "Gemma3ForCausalLM" && tensor.name == "model.embed_tokens.weight"
+        {
+            // Gemma 3's embedding is a plain `nn.Embedding`
+            // (`Gemma3TextScaledWordEmbedding`, gemma3_causal.py): the
+            // vocabulary whole and unpadded on every rank.
+            tensor
+                .shape
+                .iter()
+                .try_fold(1u64, |n, &d| n.checked_mul(d))
+                .ok_or_else(|| format!("`{}`: its elements overflow u64", tensor.name))?
+        } else {
+            layout.share(tensor, tensor.name == "lm_head.weight")?.1
+        };
         let elements = elements
             .checked_mul(element)
             .ok_or_else(|| format!("`{}`: its bytes overflow u64", tensor.name))?;
@@ -168,19 +235,7 @@ pub fn loaded_weights_with_dp_attention(
             .checked_add(elements)
             .ok_or("the tensors' bytes overflow u64")?;
     }
-    // The one `[max_position_embeddings, head_dim]` float32 `cos_sin_cache`
-    // (kept in float32 on CUDA, layers/rotary_embedding/base.py; shared by
-    // every layer, as `get_rope` caches it).
-    let (positions, dim) = rotary_table_shape(text)?;
-    if dim != head_dim(text)? {
-        return Err(format!(
-            "kv has not checked the rotary table SGLang builds for a partial rotary dim ({dim})"
-        ));
-    }
-    let rotary_bytes = positions
-        .checked_mul(dim)
-        .and_then(|elements| elements.checked_mul(4))
-        .ok_or("the rotary table's bytes overflow u64")?;
+    let rotary_bytes = rotary_buffer_bytes(text, class)?;
     Ok(LoadedWeights {
         dtype,
         tensor_bytes,
@@ -328,6 +383,20 @@ mod tests {
         let llama3 =
             llama(serde_json::json!({"rope_scaling": {"rope_type": "llama3", "factor": 8.0}}));
         assert_eq!(loaded_weights(&llama3, &[], 1).unwrap().rotary_bytes, 8_192);
+        // YaRN's table (YaRNScalingRotaryEmbedding) has `original x factor`
+        // rows, the original count `max_position_embeddings` when the rope
+        // section names none: 128 x 4 = 512 rows x 16 x 4 B; 32,768 x 2.5
+        // = 81,920 rows when it names 32,768.
+        let yarn = llama(serde_json::json!({"rope_scaling": {"type": "yarn", "factor": 4.0}}));
+        assert_eq!(loaded_weights(&yarn, &[], 1).unwrap().rotary_bytes, 32_768);
+        let yarn = llama(
+            serde_json::json!({"rope_scaling": {"rope_type": "yarn", "factor": 2.5,
+            "original_max_position_embeddings": 32_768}}),
+        );
+        assert_eq!(
+            loaded_weights(&yarn, &[], 1).unwrap().rotary_bytes,
+            81_920 * 16 * 4
+        );
     }
 
     #[test]
@@ -367,8 +436,9 @@ mod tests {
             words.contains("`model.layers.0.mlp.gate_proj.weight` is stored as U8"),
             "{words}"
         );
-        let yarn = llama(serde_json::json!({"rope_scaling": {"type": "yarn", "factor": 4.0}}));
-        assert!(refusal(yarn, &[]).contains("rope_type `yarn`"));
+        let dynamic =
+            llama(serde_json::json!({"rope_scaling": {"type": "dynamic", "factor": 4.0}}));
+        assert!(refusal(dynamic, &[]).contains("rope_type `dynamic`"));
         let partial = llama(serde_json::json!({"partial_rotary_factor": 0.5}));
         let words = refusal(partial, &[]);
         assert!(words.contains("partial rotary dim"), "{words}");
@@ -427,14 +497,20 @@ mod tests {
     }
 
     #[test]
-    fn the_checked_classes_are_the_sharded_ones_and_hunyuan() {
-        assert_eq!(CHECKED_ARCHITECTURES.len(), SHARDED_ARCHITECTURES.len() + 1);
-        assert!(SHARDED_ARCHITECTURES
-            .iter()
-            .all(|class| CHECKED_ARCHITECTURES.contains(class)));
+    fn the_checked_classes_are_the_sharded_ones_then_sglangs_then_tp1_only() {
+        let count = SHARDED_ARCHITECTURES.len() + SGLANG_ONLY_ARCHITECTURES.len() + 2;
+        assert_eq!(CHECKED_ARCHITECTURES.len(), count);
         assert_eq!(
-            CHECKED_ARCHITECTURES.last(),
-            Some(&"HunYuanDenseV1ForCausalLM")
+            CHECKED_ARCHITECTURES[..SHARDED_ARCHITECTURES.len()],
+            *SHARDED_ARCHITECTURES
+        );
+        assert_eq!(
+            CHECKED_ARCHITECTURES[SHARDED_ARCHITECTURES.len()..count - 2],
+            *SGLANG_ONLY_ARCHITECTURES
+        );
+        assert_eq!(
+            CHECKED_ARCHITECTURES[count - 2..],
+            ["HunYuanDenseV1ForCausalLM", "GPTNeoXForCausalLM"]
         );
     }
 }

@@ -1,0 +1,126 @@
+//! The rotary buffers SGLang 0.5.23's classes build beside the weights:
+//! `get_rope`'s float32 `cos_sin_cache` tables (float32 on CUDA,
+//! layers/rotary_embedding/base.py; one per distinct `get_rope` key, shared
+//! by every layer that asks for it), or, for the classes it serves through
+//! its Transformers backend, the Hugging Face rotary module's buffers. Each
+//! rule was read off SGLang's model and confirmed on the class built on the
+//! meta device (scripts/sglang/compare_weights_hf.py).
+
+use serde_json::Value;
+
+use crate::fit::rotary::{
+    gemma3_thetas, head_dim, inv_freq_elements, layer_types, max_positions, rotary_dim,
+    rotary_dim_of, rotary_dim_unset, rotary_table_shape, rotary_table_shape_or,
+    scaled_rotary_table_shape,
+};
+
+/// The classes SGLang 0.5.23 has no model of its own for and serves
+/// through its Transformers backend (`TransformersForCausalLM`, which holds
+/// the Hugging Face model): its rotary module keeps `inv_freq` and
+/// `original_inv_freq`, float32, [`inv_freq_elements`] each, and no table.
+pub(super) const TRANSFORMERS_BACKEND: &[&str] = &[
+    "Ernie4_5ForCausalLM",
+    "GPTNeoXForCausalLM",
+    "SeedOssForCausalLM",
+    "SmolLM3ForCausalLM",
+];
+
+/// The bytes of the rotary buffers `class` builds for a config's text
+/// section, or why kv cannot say.
+pub(super) fn rotary_buffer_bytes(text: &Value, class: &str) -> Result<u64, String> {
+    let overflow = || "the rotary buffers' bytes overflow u64".to_owned();
+    if TRANSFORMERS_BACKEND.contains(&class) {
+        return inv_freq_elements(text)?
+            .checked_mul(2 * 4)
+            .ok_or_else(overflow);
+    }
+    let tables = match class {
+        "Gemma3ForCausalLM" => return gemma3_bytes(text),
+        "Olmo3ForCausalLM" => olmo3_tables(text)?,
+        // Their attention rotates half of each head unless the config says
+        // otherwise (glm4.py, glm4_moe.py: `getattr(config,
+        // "partial_rotary_factor", 0.5)`).
+        "Glm4ForCausalLM" | "Glm4MoeForCausalLM" => vec![rotary_table_shape_or(text, 0.5)?],
+        // phi.py: `int(partial_rotary_factor x head_size)`.
+        "PhiForCausalLM" => vec![rotary_table_shape(text)?],
+        // stablelm.py reads `rope_pct` before `partial_rotary_factor`.
+        "StableLmForCausalLM" => {
+            let (rows, dim) = rotary_table_shape(text)?;
+            match text.get("rope_pct").filter(|v| !v.is_null()) {
+                Some(pct) => vec![(rows, rotary_dim_of(text, Some(pct), 1.0)?)],
+                None => vec![(rows, dim)],
+            }
+        }
+        // minicpm3.py rotates the rope part of each latent head only.
+        "MiniCPM3ForCausalLM" => {
+            let (rows, _) = scaled_rotary_table_shape(text)?;
+            let dim = text
+                .get("qk_rope_head_dim")
+                .and_then(Value::as_u64)
+                .ok_or("the config has no `qk_rope_head_dim` for the rotary table")?;
+            vec![(rows, dim)]
+        }
+        _ => {
+            let (rows, dim) = scaled_rotary_table_shape(text)?;
+            if dim != head_dim(text)? {
+                // The other classes read no partial factor.
+                return Err(format!(
+                    "kv has not checked the rotary table SGLang's `{class}` builds for a partial \
+                     rotary dim ({dim})"
+                ));
+            }
+            vec![(rows, dim)]
+        }
+    };
+    tables
+        .iter()
+        .try_fold(0u64, |sum, &(rows, dim)| {
+            sum.checked_add(rows.checked_mul(dim)?.checked_mul(4)?)
+        })
+        .ok_or_else(overflow)
+}
+
+/// Gemma 3 (gemma3_causal.py): each attention asks `get_rope` for a
+/// `default` table of `[max_position_embeddings, head_dim]` with its layer
+/// type's theta, whatever the config's scaling, so one table per distinct
+/// theta; and the model keeps two Hugging Face rotary modules (global and
+/// local), one `inv_freq` of `head_dim / 2` each.
+fn gemma3_bytes(text: &Value) -> Result<u64, String> {
+    if !rotary_dim_unset(text) {
+        return Err("kv has not checked SGLang's Gemma 3 with a partial rotary factor".into());
+    }
+    let layers = text
+        .get("num_hidden_layers")
+        .and_then(Value::as_u64)
+        .ok_or("the config has no `num_hidden_layers`")?;
+    let thetas = gemma3_thetas(text, 0..layers)?.len() as u64;
+    let dim = head_dim(text)?;
+    let table = max_positions(text)?
+        .checked_mul(dim)
+        .and_then(|elements| elements.checked_mul(4));
+    let inv_freqs = dim.div_ceil(2).checked_mul(2 * 4);
+    table
+        .and_then(|table| table.checked_mul(thetas))
+        .and_then(|tables| tables.checked_add(inv_freqs?))
+        .ok_or_else(|| "the rotary buffers' bytes overflow u64".to_owned())
+}
+
+/// OLMo 3 (served by olmo2.py's class): its sliding layers ask for a
+/// `default` table, its full layers for the config's rope, so one table per
+/// layer type present.
+fn olmo3_tables(text: &Value) -> Result<Vec<(u64, u64)>, String> {
+    if !rotary_dim_unset(text) {
+        return Err("kv has not checked SGLang's OLMo 3 with a partial rotary factor".into());
+    }
+    layer_types(text)?
+        .into_iter()
+        .map(|kind| match kind {
+            "sliding_attention" => Ok((max_positions(text)?, rotary_dim(text)?)),
+            "full_attention" => scaled_rotary_table_shape(text),
+            other => Err(format!(
+                "`layer_types` names `{other}`: kv knows OLMo 3's `sliding_attention` and \
+                 `full_attention`"
+            )),
+        })
+        .collect()
+}
