@@ -1134,3 +1134,26 @@ fn opt_learns_its_positions_and_holds_no_rotary_table() {
     assert_eq!(held.rotary_bytes, 0);
     assert_eq!(held.total(), Some(16_384 + 5_632 + 2_048));
 }
+
+#[test]
+fn minicpm3_rotates_the_rope_part_of_each_latent_head() {
+    // minicpm3.py: `get_rope(qk_rope_head_dim, ...)`. The published config
+    // names no `head_dim`, where `hidden_size / heads` would be 64: the
+    // table is [40, 32] in bfloat16, 2,560 B (five 512-byte blocks).
+    let config = json!({
+        "architectures": ["MiniCPM3ForCausalLM"], "model_type": "minicpm3",
+        "hidden_size": 2560, "num_attention_heads": 40, "num_key_value_heads": 40,
+        "qk_rope_head_dim": 32, "qk_nope_head_dim": 64, "kv_lora_rank": 256,
+        "q_lora_rank": 768, "v_head_dim": 64, "num_hidden_layers": 1, "vocab_size": 73_448,
+        "max_position_embeddings": 40, "torch_dtype": "bfloat16",
+    });
+    let held = loaded_weights(&config, &[], DType::BF16, 1).unwrap();
+    assert_eq!(held.rotary_bytes, 2_560);
+    let mut no_rope_dim = config;
+    no_rope_dim
+        .as_object_mut()
+        .unwrap()
+        .remove("qk_rope_head_dim");
+    let words = loaded_weights(&no_rope_dim, &[], DType::BF16, 1).unwrap_err();
+    assert!(words.contains("`qk_rope_head_dim`"), "{words}");
+}

@@ -31,11 +31,14 @@ import loaded_buffers  # noqa: E402
 import sglang_pools as sp  # noqa: E402
 
 CHECKED = {
-    "CohereForCausalLM", "Cohere2ForCausalLM", "GemmaForCausalLM", "GraniteForCausalLM",
-    "GraniteMoeForCausalLM", "HunYuanDenseV1ForCausalLM", "Llama4ForCausalLM",
-    "LlamaForCausalLM", "MistralForCausalLM", "MixtralForCausalLM", "OlmoForCausalLM",
-    "Olmo2ForCausalLM", "OlmoeForCausalLM", "Phi3ForCausalLM", "Qwen2ForCausalLM",
-    "Qwen2MoeForCausalLM", "Qwen3ForCausalLM", "Qwen3MoeForCausalLM", "Starcoder2ForCausalLM",
+    "CohereForCausalLM", "Cohere2ForCausalLM", "Ernie4_5ForCausalLM", "GemmaForCausalLM",
+    "Gemma3ForCausalLM", "Glm4ForCausalLM", "Glm4MoeForCausalLM", "GPTNeoXForCausalLM",
+    "GraniteForCausalLM", "GraniteMoeForCausalLM", "HunYuanDenseV1ForCausalLM",
+    "Llama4ForCausalLM", "LlamaForCausalLM", "MiniCPM3ForCausalLM", "MistralForCausalLM",
+    "MixtralForCausalLM", "OlmoForCausalLM", "Olmo2ForCausalLM", "Olmo3ForCausalLM",
+    "OlmoeForCausalLM", "PhiForCausalLM", "Phi3ForCausalLM", "Qwen2ForCausalLM",
+    "Qwen2MoeForCausalLM", "Qwen3ForCausalLM", "Qwen3MoeForCausalLM", "SeedOssForCausalLM",
+    "SmolLM3ForCausalLM", "StableLmForCausalLM", "Starcoder2ForCausalLM",
 }
 def kv_bytes(kv, folder, tp, dp=1):
     # A GPU no model here outgrows (16 TiB): only the weights are compared.

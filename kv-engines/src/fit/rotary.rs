@@ -66,6 +66,20 @@ pub(crate) fn scaled_rotary_table_shape(text: &Value) -> Result<(u64, u64), Stri
     Ok((rows, rotary_dim(text)?))
 }
 
+/// MiniCPM3's one table (minicpm3.py in both engines): it rotates only the
+/// rope part of each latent head, `[rows, qk_rope_head_dim]`, the rows as
+/// [`scaled_rotary_table_shape`] counts them. The published config names
+/// no `head_dim`, so `hidden_size / num_attention_heads` would be twice
+/// too wide.
+pub(crate) fn minicpm3_table_shape(text: &Value) -> Result<(u64, u64), String> {
+    let (rows, _) = scaled_rotary_table_shape(text)?;
+    let dim = text
+        .get("qk_rope_head_dim")
+        .and_then(Value::as_u64)
+        .ok_or("the config has no `qk_rope_head_dim` for the rotary table")?;
+    Ok((rows, dim))
+}
+
 /// The elements of each `inv_freq` buffer transformers' rotary module
 /// keeps (vLLM's Transformers backend holds the Hugging Face model):
 /// `arange(0, dim, 2)` for every rope type transformers computes that way

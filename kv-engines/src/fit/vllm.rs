@@ -21,8 +21,8 @@ use serde_json::Value;
 
 use super::config::{checked_class, joined, layer_index, text_section};
 use super::rotary::{
-    gemma3_rotary_tables, inv_freq_elements, layer_types, mla_rotary_table_shape, rotary_dim_unset,
-    rotary_table_shape_or, scaled_rotary_table_shape,
+    gemma3_rotary_tables, inv_freq_elements, layer_types, minicpm3_table_shape,
+    mla_rotary_table_shape, rotary_dim_unset, rotary_table_shape_or, scaled_rotary_table_shape,
 };
 use super::shard::{ShardingEngine, TpLayout, SHARDED_ARCHITECTURES};
 use crate::estimate::format_gib;
@@ -547,6 +547,8 @@ pub fn loaded_weights_on_stage(
         // vLLM's cos/sin caches, `[rows, dim]` each in the served dtype.
         let tables = if latent {
             vec![mla_rotary_table_shape(text)?]
+        } else if class == "MiniCPM3ForCausalLM" {
+            vec![minicpm3_table_shape(text)?]
         } else if class == "Gemma3ForCausalLM" {
             gemma3_rotary_tables(text, share.layers.clone())?
         } else if glm_moe && rotary_dim_unset(text) {

@@ -180,21 +180,25 @@ pub fn loaded_weights_with_dp_attention(
     let layout = TpLayout::new(text, tp, ShardingEngine::Sglang)?.with_attention_tp(tp / dp)?;
     let layer_count = text.get("num_hidden_layers").and_then(Value::as_u64);
     let glm_moe = class == "Glm4MoeForCausalLM";
-    let mtp = glm_moe
-        && text
-            .get("num_nextn_predict_layers")
-            .and_then(Value::as_u64)
-            .is_some_and(|n| n > 0);
     let (mut tensor_bytes, mut skipped_bytes) = (0u64, 0u64);
     for tensor in tensors {
         let name = tensor.name.as_str();
-        // GLM-4.5's loader skips every layer past the config's when it has
-        // MTP layers (glm4_moe.py, `load_weights`).
-        let mtp_layer = mtp
-            && match (layer_index(name)?, layer_count) {
-                (Some(index), Some(count)) => index >= count,
-                _ => false,
-            };
+        let past_the_layers = match (layer_index(name)?, layer_count) {
+            (Some(index), Some(count)) if index >= count => Some(index),
+            _ => None,
+        };
+        // GLM-4.5's loader skips every tensor its model has no parameter
+        // for, the MTP layer a published checkpoint ships among them
+        // (glm4_moe.py, `load_weights`: `if name not in params_dict:
+        // continue`).
+        let mtp_layer = glm_moe && past_the_layers.is_some();
+        if let (Some(index), false) = (past_the_layers, glm_moe) {
+            return Err(format!(
+                "`{name}`: layer {index}, but the config has {} layers; kv has not checked \
+                 what SGLang's `{class}` does with a layer it has no parameter for",
+                layer_count.unwrap_or(0)
+            ));
+        }
         // llama.py's load_weights (and its kin): these are never loaded.
         if name.contains("rotary_emb.inv_freq") || (tied && name == "lm_head.weight") || mtp_layer {
             skipped_bytes = skipped_bytes

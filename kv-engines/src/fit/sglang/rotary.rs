@@ -9,8 +9,8 @@
 use serde_json::Value;
 
 use crate::fit::rotary::{
-    gemma3_thetas, head_dim, inv_freq_elements, layer_types, max_positions, rotary_dim,
-    rotary_dim_of, rotary_dim_unset, rotary_table_shape, rotary_table_shape_or,
+    gemma3_thetas, head_dim, inv_freq_elements, layer_types, max_positions, minicpm3_table_shape,
+    rotary_dim, rotary_dim_of, rotary_dim_unset, rotary_table_shape, rotary_table_shape_or,
     scaled_rotary_table_shape,
 };
 
@@ -51,15 +51,7 @@ pub(super) fn rotary_buffer_bytes(text: &Value, class: &str) -> Result<u64, Stri
                 None => vec![(rows, dim)],
             }
         }
-        // minicpm3.py rotates the rope part of each latent head only.
-        "MiniCPM3ForCausalLM" => {
-            let (rows, _) = scaled_rotary_table_shape(text)?;
-            let dim = text
-                .get("qk_rope_head_dim")
-                .and_then(Value::as_u64)
-                .ok_or("the config has no `qk_rope_head_dim` for the rotary table")?;
-            vec![(rows, dim)]
-        }
+        "MiniCPM3ForCausalLM" => vec![minicpm3_table_shape(text)?],
         _ => {
             let (rows, dim) = scaled_rotary_table_shape(text)?;
             if dim != head_dim(text)? {

@@ -1,0 +1,375 @@
+//! What SGLang 0.5.23 holds once it has loaded a checkpoint of the classes
+//! whose layout differs from Llama's: Gemma 3 (a plain embedding, a table
+//! per theta), GLM-4.5 (a float32 router, an MTP layer, half a head
+//! rotated), OLMo 3 (a table per layer type), the classes it serves through
+//! its Transformers backend (frequencies instead of a table, heads never
+//! replicated), MiniCPM3, StableLM and Phi (partial rotary dims). Every
+//! figure is worked out by hand below from SGLang's classes
+//! (models/gemma3_causal.py, glm4_moe.py, olmo2.py, transformers.py,
+//! minicpm3.py, stablelm.py) and its rotary layer (float32 tables of
+//! `[rows, rotary_dim]`, one per distinct `get_rope` key). The same
+//! configs, built by transformers and by SGLang's own classes on the meta
+//! device, gave these totals (scripts/sglang/compare_weights_hf.py, the
+//! configs in scripts/vllm/fit-configs: Gemma 3 241,152 B and 5,184 B at
+//! TP 1, 130,560 B at TP 2, 87,552 B at TP 4; GLM-4.5 126,608 B and
+//! 1,280 B at TP 1, 64,144 B at TP 2; OLMo 3 6,400 B of tables).
+
+use kv_engines::fit::sglang::loaded_weights;
+use kv_engines::weights::StoredTensor;
+use serde_json::{json, Value};
+
+fn bf16(name: &str, shape: &[u64]) -> StoredTensor {
+    let bytes = shape.iter().product::<u64>() * 2;
+    StoredTensor::new(name.into(), "BF16".into(), shape.to_vec(), bytes)
+}
+
+fn f32(name: &str, shape: &[u64]) -> StoredTensor {
+    let bytes = shape.iter().product::<u64>() * 4;
+    StoredTensor::new(name.into(), "F32".into(), shape.to_vec(), bytes)
+}
+
+/// Hidden 64, 4 heads of 16, 2 KV heads, 6 layers (the sixth full, the
+/// others sliding), a vocabulary of 128, 40 positions; the full layers'
+/// rope linear x 2.5 at theta 1,000,000, the sliding ones' at 10,000.
+fn gemma3_config() -> Value {
+    json!({
+        "architectures": ["Gemma3ForCausalLM"], "model_type": "gemma3_text",
+        "hidden_size": 64, "num_attention_heads": 4, "num_key_value_heads": 2,
+        "head_dim": 16, "num_hidden_layers": 6, "vocab_size": 128,
+        "max_position_embeddings": 40, "intermediate_size": 32, "sliding_window": 8,
+        "sliding_window_pattern": 6, "rope_scaling": {"rope_type": "linear", "factor": 2.5},
+        "rope_theta": 1_000_000.0, "rope_local_base_freq": 10_000.0,
+        "tie_word_embeddings": true, "torch_dtype": "bfloat16",
+    })
+}
+
+fn gemma3_checkpoint() -> Vec<StoredTensor> {
+    let mut tensors = vec![
+        bf16("model.embed_tokens.weight", &[128, 64]),
+        bf16("model.norm.weight", &[64]),
+    ];
+    for layer in 0..6 {
+        let at = |part: &str| format!("model.layers.{layer}.{part}.weight");
+        tensors.extend([
+            bf16(&at("self_attn.q_proj"), &[64, 64]),
+            bf16(&at("self_attn.k_proj"), &[32, 64]),
+            bf16(&at("self_attn.v_proj"), &[32, 64]),
+            bf16(&at("self_attn.o_proj"), &[64, 64]),
+            bf16(&at("self_attn.q_norm"), &[16]),
+            bf16(&at("self_attn.k_norm"), &[16]),
+            bf16(&at("mlp.gate_proj"), &[32, 64]),
+            bf16(&at("mlp.up_proj"), &[32, 64]),
+            bf16(&at("mlp.down_proj"), &[64, 32]),
+            bf16(&at("input_layernorm"), &[64]),
+            bf16(&at("post_attention_layernorm"), &[64]),
+            bf16(&at("pre_feedforward_layernorm"), &[64]),
+            bf16(&at("post_feedforward_layernorm"), &[64]),
+        ]);
+    }
+    tensors
+}
+
+#[test]
+fn gemma_3_keeps_its_embedding_whole_on_every_rank() {
+    let held = |tp| loaded_weights(&gemma3_config(), &gemma3_checkpoint(), tp).unwrap();
+    // TP 1, one layer: q 8,192, k and v 4,096 each, o 8,192, q_norm and
+    // k_norm 32 each, gate and up 4,096 each, down 4,096, four norms 128
+    // each: 37,440. Six layers 224,640, the embedding 16,384 (no padding:
+    // a plain nn.Embedding), the final norm 128.
+    assert_eq!(held(1).tensor_bytes, 224_640 + 16_384 + 128);
+    // TP 2: the embedding still whole; a layer's q 4,096, k and v one head
+    // each (2,048), o 4,096, gate, up and down 2,048 each, the norms whole
+    // (64 + 512): 19,008.
+    assert_eq!(held(2).tensor_bytes, 6 * 19_008 + 16_384 + 128);
+    // TP 4: one q head (2,048); the 2 KV heads replicated, one a rank
+    // (2,048 each); o 2,048; gate, up and down 1,024 each: 11,840.
+    assert_eq!(held(4).tensor_bytes, 6 * 11_840 + 16_384 + 128);
+    // An untied head is SGLang's ParallelLMHead: split and padded (128 rows
+    // over 2 ranks: 64 x 64 x 2 = 8,192).
+    let mut untied = gemma3_config();
+    untied["tie_word_embeddings"] = json!(false);
+    let mut tensors = gemma3_checkpoint();
+    tensors.push(bf16("lm_head.weight", &[128, 64]));
+    let held = loaded_weights(&untied, &tensors, 2).unwrap();
+    assert_eq!(held.tensor_bytes, 6 * 19_008 + 16_384 + 128 + 8_192);
+    // A vocabulary of 100 is held as 100 rows, not padded to 128.
+    let mut small = gemma3_config();
+    small["vocab_size"] = json!(100);
+    let embedding = [bf16("model.embed_tokens.weight", &[100, 64])];
+    assert_eq!(
+        loaded_weights(&small, &embedding, 2).unwrap().tensor_bytes,
+        12_800
+    );
+}
+
+#[test]
+fn gemma_3_holds_an_unscaled_table_per_theta_and_two_frequency_buffers() {
+    // Each attention asks for a `default` table whatever the scaling:
+    // 40 x 16 x 4 = 2,560 B at theta 1,000,000 and again at 10,000; the
+    // model's two Hugging Face rotary modules keep 8 float32 each (64 B).
+    let held = loaded_weights(&gemma3_config(), &[], 1).unwrap();
+    assert_eq!(held.rotary_bytes, 2 * 2_560 + 64);
+    // One theta for both layer types: one table.
+    let mut one_theta = gemma3_config();
+    one_theta["rope_local_base_freq"] = json!(1_000_000.0);
+    assert_eq!(
+        loaded_weights(&one_theta, &[], 1).unwrap().rotary_bytes,
+        2_560 + 64
+    );
+    // Every layer sliding (a pattern of 7 over 6 layers): one table.
+    let mut sliding = gemma3_config();
+    sliding["sliding_window_pattern"] = json!(7);
+    assert_eq!(
+        loaded_weights(&sliding, &[], 1).unwrap().rotary_bytes,
+        2_560 + 64
+    );
+    // transformers 5's nested parameters, as the published 1B's config
+    // reads once saved: two thetas, two tables.
+    let mut nested = gemma3_config();
+    for key in ["rope_scaling", "rope_theta", "rope_local_base_freq"] {
+        nested.as_object_mut().unwrap().remove(key);
+    }
+    nested["rope_parameters"] = json!({
+        "full_attention": {"rope_type": "default", "rope_theta": 1_000_000.0},
+        "sliding_attention": {"rope_type": "default", "rope_theta": 10_000.0},
+    });
+    assert_eq!(
+        loaded_weights(&nested, &[], 1).unwrap().rotary_bytes,
+        2 * 2_560 + 64
+    );
+    // Refused: a partial factor, a rope kind kv has not checked.
+    let mut partial = gemma3_config();
+    partial["partial_rotary_factor"] = json!(0.5);
+    let words = loaded_weights(&partial, &[], 1).unwrap_err();
+    assert!(words.contains("partial rotary factor"), "{words}");
+    let mut yarn = gemma3_config();
+    yarn["rope_scaling"] = json!({"rope_type": "yarn", "factor": 4.0});
+    let words = loaded_weights(&yarn, &[], 1).unwrap_err();
+    assert!(words.contains("rope_type `yarn`"), "{words}");
+}
+
+/// Hidden 64, 4 heads of 16, 2 KV heads; layer 0 dense (32 wide), layer 1
+/// MoE (4 routed experts and 1 shared, 16 wide); one MTP layer; 128 words,
+/// 40 positions, untied.
+fn glm45_config() -> Value {
+    json!({
+        "architectures": ["Glm4MoeForCausalLM"], "model_type": "glm4_moe", "hidden_size": 64,
+        "num_attention_heads": 4, "num_key_value_heads": 2, "head_dim": 16,
+        "num_hidden_layers": 2, "first_k_dense_replace": 1, "n_routed_experts": 4,
+        "n_shared_experts": 1, "moe_intermediate_size": 16, "intermediate_size": 32,
+        "num_experts_per_tok": 2, "n_group": 1, "topk_group": 1,
+        "num_nextn_predict_layers": 1, "attention_bias": false, "vocab_size": 128,
+        "max_position_embeddings": 40, "rope_theta": 10_000.0,
+        "tie_word_embeddings": false, "torch_dtype": "bfloat16",
+    })
+}
+
+fn glm45_layer(layer: u64, moe: bool) -> Vec<StoredTensor> {
+    let at = |part: &str| format!("model.layers.{layer}.{part}");
+    let mut tensors = vec![
+        bf16(&at("self_attn.q_proj.weight"), &[64, 64]),
+        bf16(&at("self_attn.k_proj.weight"), &[32, 64]),
+        bf16(&at("self_attn.v_proj.weight"), &[32, 64]),
+        bf16(&at("self_attn.o_proj.weight"), &[64, 64]),
+        bf16(&at("input_layernorm.weight"), &[64]),
+        bf16(&at("post_attention_layernorm.weight"), &[64]),
+    ];
+    if !moe {
+        tensors.extend([
+            bf16(&at("mlp.gate_proj.weight"), &[32, 64]),
+            bf16(&at("mlp.up_proj.weight"), &[32, 64]),
+            bf16(&at("mlp.down_proj.weight"), &[64, 32]),
+        ]);
+        return tensors;
+    }
+    tensors.extend([
+        bf16(&at("mlp.gate.weight"), &[4, 64]),
+        f32(&at("mlp.gate.e_score_correction_bias"), &[4]),
+        bf16(&at("mlp.shared_experts.gate_proj.weight"), &[16, 64]),
+        bf16(&at("mlp.shared_experts.up_proj.weight"), &[16, 64]),
+        bf16(&at("mlp.shared_experts.down_proj.weight"), &[64, 16]),
+    ]);
+    for expert in 0..4 {
+        let at = |p: &str| format!("model.layers.{layer}.mlp.experts.{expert}.{p}.weight");
+        tensors.extend([
+            bf16(&at("gate_proj"), &[16, 64]),
+            bf16(&at("up_proj"), &[16, 64]),
+            bf16(&at("down_proj"), &[64, 16]),
+        ]);
+    }
+    tensors
+}
+
+fn glm45_checkpoint() -> Vec<StoredTensor> {
+    let mut tensors = vec![
+        bf16("model.embed_tokens.weight", &[128, 64]),
+        bf16("model.norm.weight", &[64]),
+        bf16("lm_head.weight", &[128, 64]),
+    ];
+    tensors.extend(glm45_layer(0, false));
+    tensors.extend(glm45_layer(1, true));
+    tensors
+}
+
+#[test]
+fn glm_4_5_keeps_its_router_in_float32_and_skips_the_mtp_layer() {
+    // TP 1. Layer 0: q, k, v 16,384; o 8,192; gate and up 8,192; down
+    // 4,096; two norms 256: 37,120. Layer 1: attention and norms 24,832;
+    // the router's weight in float32, 4 x 64 x 4 = 1,024, and its bias
+    // 16; the experts' gate and up 4 x 32 x 64 x 2 = 16,384, their down
+    // 8,192; the shared expert 4,096 + 2,048: 51,584 + 1,040 = 56,592.
+    // Embedding and head 16,384 each, the norm 128.
+    let mut tensors = glm45_checkpoint();
+    let held = loaded_weights(&glm45_config(), &tensors, 1).unwrap();
+    assert_eq!(held.tensor_bytes, 37_120 + 56_592 + 2 * 16_384 + 128);
+    assert_eq!(held.tensor_bytes, 126_608);
+    // Half of each head rotated (the class's default 0.5): 40 x 8 x 4.
+    assert_eq!(held.rotary_bytes, 1_280);
+    // TP 2: everything split but the router and the norms (1,040 + 128 +
+    // 4 x 128): the other 124,928 halve.
+    let held = loaded_weights(&glm45_config(), &tensors, 2).unwrap();
+    assert_eq!(held.tensor_bytes, (126_608 - 1_680) / 2 + 1_680);
+    // The published MTP layer (model.layers.2, past the config's two)
+    // is skipped, whatever it holds.
+    let mtp = glm45_layer(2, true);
+    let mtp_bytes: u64 = mtp.iter().map(|t| t.bytes).sum();
+    tensors.extend(mtp);
+    tensors.push(bf16("model.layers.2.eh_proj.weight", &[64, 128]));
+    let held = loaded_weights(&glm45_config(), &tensors, 1).unwrap();
+    assert_eq!(held.tensor_bytes, 126_608);
+    assert_eq!(held.skipped_bytes, mtp_bytes + 16_384);
+    // The loader skips any name its model lacks, MTP layers or not.
+    let mut no_mtp = glm45_config();
+    no_mtp["num_nextn_predict_layers"] = json!(0);
+    assert_eq!(
+        loaded_weights(&no_mtp, &tensors, 1).unwrap().tensor_bytes,
+        126_608
+    );
+    // Other classes' loaders are not read for it: refused, not guessed.
+    let mut qwen3 = no_mtp.clone();
+    qwen3["architectures"] = json!(["Qwen3ForCausalLM"]);
+    let words = loaded_weights(&qwen3, &glm45_layer(2, false), 1).unwrap_err();
+    assert!(
+        words.contains("`model.layers.2.self_attn.q_proj.weight`: layer 2, but the config has 2"),
+        "{words}"
+    );
+    // A partial factor the config names is read: a quarter of 16.
+    let mut quarter = glm45_config();
+    quarter["partial_rotary_factor"] = json!(0.25);
+    assert_eq!(loaded_weights(&quarter, &[], 1).unwrap().rotary_bytes, 640);
+}
+
+#[test]
+fn olmo_3_holds_a_table_per_layer_type() {
+    // Served by SGLang's OLMo 2 class: the sliding layers ask for a
+    // `default` table, the full ones for the config's rope; the keys differ,
+    // so two tables of 50 x 16 x 4 = 3,200 B.
+    let config = json!({
+        "architectures": ["Olmo3ForCausalLM"], "model_type": "olmo3", "hidden_size": 64,
+        "num_attention_heads": 4, "num_key_value_heads": 2, "num_hidden_layers": 2,
+        "intermediate_size": 32, "vocab_size": 100, "max_position_embeddings": 50,
+        "sliding_window": 16, "layer_types": ["sliding_attention", "full_attention"],
+        "rope_theta": 500_000.0, "tie_word_embeddings": false, "torch_dtype": "bfloat16",
+    });
+    assert_eq!(loaded_weights(&config, &[], 1).unwrap().rotary_bytes, 6_400);
+    // YaRN x 4 over 16 original positions on the full layers: 64 rows
+    // there (4,096 B), the sliding table unscaled.
+    let mut yarn = config.clone();
+    yarn["rope_scaling"] = json!({"rope_type": "yarn", "factor": 4.0,
+                                  "original_max_position_embeddings": 16});
+    assert_eq!(
+        loaded_weights(&yarn, &[], 1).unwrap().rotary_bytes,
+        3_200 + 4_096
+    );
+    // Full layers only: one table.
+    let mut full = config.clone();
+    full["layer_types"] = json!(["full_attention", "full_attention"]);
+    assert_eq!(loaded_weights(&full, &[], 1).unwrap().rotary_bytes, 3_200);
+    let mut other = config.clone();
+    other["layer_types"] = json!(["sliding_attention", "linear_attention"]);
+    let words = loaded_weights(&other, &[], 1).unwrap_err();
+    assert!(words.contains("`linear_attention`"), "{words}");
+    let mut none = config;
+    none.as_object_mut().unwrap().remove("layer_types");
+    assert!(loaded_weights(&none, &[], 1)
+        .unwrap_err()
+        .contains("`layer_types`"));
+}
+
+#[test]
+fn the_transformers_backend_keeps_frequencies_and_never_replicates_kv_heads() {
+    // SmolLM3's shape: 16 heads of 128, 4 KV heads. transformers' rotary
+    // module keeps inv_freq and original_inv_freq, 64 float32 each.
+    let config = json!({
+        "architectures": ["SmolLM3ForCausalLM"], "model_type": "smollm3",
+        "hidden_size": 2048, "num_attention_heads": 16, "num_key_value_heads": 4,
+        "vocab_size": 128, "max_position_embeddings": 32_768,
+        "rope_parameters": {"rope_type": "default", "rope_theta": 2_000_000.0},
+        "tie_word_embeddings": true, "torch_dtype": "bfloat16",
+    });
+    assert_eq!(loaded_weights(&config, &[], 1).unwrap().rotary_bytes, 512);
+    // 4 KV heads over 4 ranks divide; over 8 SGLang's backend asserts.
+    assert!(loaded_weights(&config, &[], 4).is_ok());
+    assert_eq!(
+        loaded_weights(&config, &[], 8).unwrap_err(),
+        "SGLang refuses: 4 is not divisible by 8"
+    );
+    // Its own classes replicate them instead (Qwen3 at TP 8 is answered).
+    let mut qwen3 = config.clone();
+    qwen3["architectures"] = json!(["Qwen3ForCausalLM"]);
+    assert!(loaded_weights(&qwen3, &[], 8).is_ok());
+    // GPT-NeoX rotates a quarter of each head (rotary_pct): 24 of 96, 12
+    // float32 each; checked at TP 1 only.
+    let neox = json!({
+        "architectures": ["GPTNeoXForCausalLM"], "model_type": "gpt_neox",
+        "hidden_size": 6144, "num_attention_heads": 64, "rotary_pct": 0.25,
+        "vocab_size": 50_432, "max_position_embeddings": 2048, "torch_dtype": "float16",
+    });
+    assert_eq!(loaded_weights(&neox, &[], 1).unwrap().rotary_bytes, 96);
+    let words = loaded_weights(&neox, &[], 2).unwrap_err();
+    assert!(words.contains("checked at TP 1 only"), "{words}");
+}
+
+#[test]
+fn partial_rotary_dims_where_each_class_reads_them() {
+    let config = |class: &str, extra: Value| {
+        let mut config = json!({
+            "architectures": [class], "hidden_size": 64, "num_attention_heads": 4,
+            "vocab_size": 128, "max_position_embeddings": 40, "torch_dtype": "float16",
+        });
+        for (key, value) in extra.as_object().unwrap() {
+            config[key] = value.clone();
+        }
+        config
+    };
+    let rotary = |config: &Value| loaded_weights(config, &[], 1).map(|l| l.rotary_bytes);
+    // Phi: int(0.5 x 16) = 8 dims, 40 x 8 x 4 = 1,280.
+    let phi = config("PhiForCausalLM", json!({"partial_rotary_factor": 0.5}));
+    assert_eq!(rotary(&phi), Ok(1_280));
+    // StableLM reads `rope_pct` before `partial_rotary_factor`: a quarter,
+    // 4 dims, 640.
+    let stablelm = config(
+        "StableLmForCausalLM",
+        json!({"rope_pct": 0.25, "partial_rotary_factor": 0.5}),
+    );
+    assert_eq!(rotary(&stablelm), Ok(640));
+    let stablelm = config("StableLmForCausalLM", json!({"partial_rotary_factor": 0.5}));
+    assert_eq!(rotary(&stablelm), Ok(1_280));
+    // GLM-4 rotates half a head unless told: 1,280.
+    assert_eq!(rotary(&config("Glm4ForCausalLM", json!({}))), Ok(1_280));
+    // A Llama with a partial factor: its class reads none, so kv refuses.
+    let llama = config("LlamaForCausalLM", json!({"partial_rotary_factor": 0.5}));
+    assert!(rotary(&llama)
+        .unwrap_err()
+        .contains("partial rotary dim (8)"));
+    // MiniCPM3 rotates the rope part of each latent head: 32 of a
+    // `hidden_size / heads` of 64, as its published config gives no
+    // `head_dim`: 40 x 32 x 4 = 5,120.
+    let minicpm3 = json!({
+        "architectures": ["MiniCPM3ForCausalLM"], "hidden_size": 2560,
+        "num_attention_heads": 40, "qk_rope_head_dim": 32, "qk_nope_head_dim": 64,
+        "kv_lora_rank": 256, "q_lora_rank": 768, "vocab_size": 73_448,
+        "max_position_embeddings": 40, "torch_dtype": "bfloat16",
+    });
+    assert_eq!(rotary(&minicpm3), Ok(5_120));
+}
