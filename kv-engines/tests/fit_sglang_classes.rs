@@ -357,9 +357,12 @@ fn partial_rotary_dims_where_each_class_reads_them() {
     assert_eq!(rotary(&stablelm), Ok(1_280));
     // GLM-4 rotates half a head unless told: 1,280.
     assert_eq!(rotary(&config("Glm4ForCausalLM", json!({}))), Ok(1_280));
-    // A Llama with a partial factor: its class reads none, so kv refuses.
+    // Llama's attention (llama.py) reads the factor: 1,280.
     let llama = config("LlamaForCausalLM", json!({"partial_rotary_factor": 0.5}));
-    assert!(rotary(&llama)
+    assert_eq!(rotary(&llama), Ok(1_280));
+    // Qwen3's reads none: kv refuses rather than guess which it builds.
+    let qwen3 = config("Qwen3ForCausalLM", json!({"partial_rotary_factor": 0.5}));
+    assert!(rotary(&qwen3)
         .unwrap_err()
         .contains("partial rotary dim (8)"));
     // MiniCPM3 rotates the rope part of each latent head: 32 of a
@@ -372,4 +375,37 @@ fn partial_rotary_dims_where_each_class_reads_them() {
         "max_position_embeddings": 40, "torch_dtype": "bfloat16",
     });
     assert_eq!(rotary(&minicpm3), Ok(5_120));
+}
+
+#[test]
+fn longrope_keeps_three_caches_in_the_served_dtype() {
+    // rope_variant.py's Phi3LongRoPEScaledRotaryEmbedding: the short cache
+    // (8 rows), the long one (40) and both end to end (48), each x 16 in
+    // bfloat16: 2 x 48 x 16 x 2 = 3,072 B.
+    let config = json!({
+        "architectures": ["Phi3ForCausalLM"], "model_type": "phi3", "hidden_size": 64,
+        "num_attention_heads": 4, "num_key_value_heads": 4, "num_hidden_layers": 2,
+        "vocab_size": 128, "max_position_embeddings": 40,
+        "original_max_position_embeddings": 8, "torch_dtype": "bfloat16",
+        "rope_scaling": {"type": "longrope", "short_factor": [1.0, 1.0], "long_factor": [1.0, 1.0]},
+    });
+    let rotary = |config: &Value| loaded_weights(config, &[], 1).map(|held| held.rotary_bytes);
+    assert_eq!(rotary(&config), Ok(3_072));
+    // Served in float16 (a float32 config): the same width.
+    let mut float32 = config.clone();
+    float32["torch_dtype"] = json!("float32");
+    assert_eq!(rotary(&float32), Ok(3_072));
+    // Phi-4-mini's three quarters of a head (llama.py reads the factor):
+    // 12 dims, 2 x 48 x 12 x 2 = 2,304.
+    let mut partial = config.clone();
+    partial["partial_rotary_factor"] = json!(0.75);
+    assert_eq!(rotary(&partial), Ok(2_304));
+    // PhiMoE's head has a bias whatever the config says: without
+    // `lm_head_bias` the config is refused.
+    let mut moe = config;
+    moe["architectures"] = json!(["PhiMoEForCausalLM"]);
+    let words = rotary(&moe).unwrap_err();
+    assert!(words.contains("`lm_head_bias` is not true"), "{words}");
+    moe["lm_head_bias"] = json!(true);
+    assert_eq!(rotary(&moe), Ok(3_072));
 }

@@ -1157,3 +1157,79 @@ fn minicpm3_rotates_the_rope_part_of_each_latent_head() {
     let words = loaded_weights(&no_rope_dim, &[], DType::BF16, 1).unwrap_err();
     assert!(words.contains("`qk_rope_head_dim`"), "{words}");
 }
+
+/// Phi-3.5-mini's layout at a small size: hidden 64, 4 heads of 16,
+/// LongRoPE over 8 original and 40 positions.
+fn longrope_config(class: &str) -> Value {
+    json!({
+        "architectures": [class], "model_type": "phi3", "hidden_size": 64,
+        "num_attention_heads": 4, "num_key_value_heads": 4, "num_hidden_layers": 2,
+        "vocab_size": 128, "max_position_embeddings": 40,
+        "original_max_position_embeddings": 8, "torch_dtype": "bfloat16",
+        "rope_scaling": {"type": "longrope", "short_factor": [1.0, 1.0], "long_factor": [1.0, 1.0]},
+    })
+}
+
+#[test]
+fn longrope_keeps_its_short_and_long_caches_end_to_end() {
+    // Phi3LongRoPEScaledRotaryEmbedding: one `long_short_cos_sin_cache` of
+    // 8 + 40 = 48 rows x 16 in bfloat16, 1,536 B (three blocks).
+    let rotary =
+        |config: &Value| loaded_weights(config, &[], DType::BF16, 1).map(|held| held.rotary_bytes);
+    let config = longrope_config("Phi3ForCausalLM");
+    assert_eq!(rotary(&config), Ok(1_536));
+    // Phi-4-mini rotates three quarters of each head: 12 dims, 1,152 B, one
+    // more block than 1,024: 1,536 still; half a head, 8 dims: 768 -> 1,024.
+    let mut half = config.clone();
+    half["partial_rotary_factor"] = json!(0.5);
+    assert_eq!(rotary(&half), Ok(1_024));
+    // The original count inside the rope section (transformers 5 moves it
+    // there) is read first: 24 + 40 = 64 rows, 2,048 B.
+    let mut inside = config.clone();
+    inside["rope_scaling"]["original_max_position_embeddings"] = json!(24);
+    assert_eq!(rotary(&inside), Ok(2_048));
+    // Without one, vLLM's get_rope fails: refused, naming the key.
+    let mut none = config;
+    none.as_object_mut()
+        .unwrap()
+        .remove("original_max_position_embeddings");
+    let words = rotary(&none).unwrap_err();
+    assert!(
+        words.contains("`original_max_position_embeddings`"),
+        "{words}"
+    );
+}
+
+#[test]
+fn phimoe_holds_its_embedding_norm_and_head_on_every_stage() {
+    let mut config = longrope_config("PhiMoEForCausalLM");
+    config["attention_bias"] = json!(true);
+    config["lm_head_bias"] = json!(true);
+    config["tie_word_embeddings"] = json!(false);
+    let tensors = [
+        bf16("model.embed_tokens.weight", &[128, 64]),
+        bf16("model.norm.weight", &[64]),
+        bf16("model.norm.bias", &[64]),
+        bf16("lm_head.weight", &[128, 64]),
+        bf16("lm_head.bias", &[128]),
+        bf16("model.layers.0.input_layernorm.weight", &[64]),
+        bf16("model.layers.1.input_layernorm.weight", &[64]),
+    ];
+    // On each of 2 stages: the embedding and the head 16,384 each, the
+    // norm's weight and bias and the head's bias 512 each (a block), one
+    // layer's norm 512, its 4 scales 2,048, the table 1,536.
+    for index in 0..2 {
+        let stage = PipelineStage { stages: 2, index };
+        let held = loaded_weights_on_stage(&config, &tensors, DType::BF16, 1, stage).unwrap();
+        assert_eq!(held.tensor_bytes, 2 * 16_384 + 3 * 512 + 512);
+        assert_eq!(held.total(), Some(2 * 16_384 + 4 * 512 + 2_048 + 1_536));
+    }
+    // phimoe.py builds these biases whatever the config says: a config
+    // without them is refused, not answered as if they were absent.
+    for key in ["attention_bias", "lm_head_bias"] {
+        let mut unbiased = config.clone();
+        unbiased[key] = json!(false);
+        let words = loaded_weights(&unbiased, &tensors, DType::BF16, 1).unwrap_err();
+        assert!(words.contains(&format!("`{key}` is not true")), "{words}");
+    }
+}

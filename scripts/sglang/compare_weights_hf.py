@@ -36,7 +36,7 @@ CHECKED = {
     "GraniteForCausalLM", "GraniteMoeForCausalLM", "HunYuanDenseV1ForCausalLM",
     "Llama4ForCausalLM", "LlamaForCausalLM", "MiniCPM3ForCausalLM", "MistralForCausalLM",
     "MixtralForCausalLM", "OlmoForCausalLM", "Olmo2ForCausalLM", "Olmo3ForCausalLM",
-    "OlmoeForCausalLM", "PhiForCausalLM", "Phi3ForCausalLM", "Qwen2ForCausalLM",
+    "OlmoeForCausalLM", "PhiForCausalLM", "PhiMoEForCausalLM", "Phi3ForCausalLM", "Qwen2ForCausalLM",
     "Qwen2MoeForCausalLM", "Qwen3ForCausalLM", "Qwen3MoeForCausalLM", "SeedOssForCausalLM",
     "SmolLM3ForCausalLM", "StableLmForCausalLM", "Starcoder2ForCausalLM",
 }

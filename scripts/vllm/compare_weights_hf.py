@@ -36,7 +36,7 @@ CLASSES = {
     "GraniteMoeSharedForCausalLM", "GraniteMoeSWAForCausalLM", "GraniteSWAForCausalLM",
     "HrmTextForCausalLM", "HyperCLOVAXForCausalLM", "IQuestCoderForCausalLM",
     "InternLM3ForCausalLM", "LLaMAForCausalLM", "MiniCPM3ForCausalLM", "TeleChat3ForCausalLM",
-    "Ernie4_5_MoeForCausalLM", "Ministral3ForCausalLM", "OPTForCausalLM",
+    "Ernie4_5_MoeForCausalLM", "Ministral3ForCausalLM", "OPTForCausalLM", "PhiMoEForCausalLM",
     "GraniteMoeForCausalLM", "HunYuanDenseV1ForCausalLM", "Llama4ForCausalLM",
     "LlamaForCausalLM", "MistralForCausalLM", "MixtralForCausalLM", "OlmoForCausalLM",
     "Olmo2ForCausalLM", "OlmoeForCausalLM", "Phi3ForCausalLM", "Qwen2ForCausalLM",

@@ -59,6 +59,15 @@ pub(crate) fn layer_index(name: &str) -> Result<Option<u64>, String> {
         .ok_or_else(|| format!("`{name}`: no layer index after `model.layers.`"))
 }
 
+/// Why kv does not answer a class that builds a bias whatever the config's
+/// `key` says, when the config says there is none.
+pub(crate) fn bias_refusal(engine: &str, class: &str, key: &str) -> String {
+    format!(
+        "{engine}'s `{class}` builds its biases whatever `{key}` says, and this config's \
+         `{key}` is not true: kv has not checked what it holds for biases the checkpoint lacks"
+    )
+}
+
 /// `first` then `second`, as one array of `N` names (`N` their lengths'
 /// sum, or the build fails on the index).
 pub(crate) const fn joined<const N: usize>(

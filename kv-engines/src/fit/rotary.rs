@@ -38,15 +38,19 @@ pub(crate) fn max_positions(text: &Value) -> Result<u64, String> {
         })
 }
 
-/// The one table of [`rotary_table_shape`]'s kinds, and of `yarn`, which
-/// both engines build alike (`YaRNScalingRotaryEmbedding`:
+/// The one table of [`rotary_table_shape`]'s kinds, of `yarn`, which both
+/// engines build alike (`YaRNScalingRotaryEmbedding`:
 /// `original_max_position_embeddings x factor` rows, the original count
 /// read from the rope section, else `max_position_embeddings` as
-/// transformers reads it).
+/// transformers reads it), and of `longrope`
+/// (`Phi3LongRoPEScaledRotaryEmbedding`: its short and long caches end to
+/// end, [`longrope_positions`] rows).
 pub(crate) fn scaled_rotary_table_shape(text: &Value) -> Result<(u64, u64), String> {
     let scaling = rope_section(text);
-    if rope_type(scaling) != "yarn" {
-        return rotary_table_shape(text);
+    match rope_type(scaling) {
+        "yarn" => {}
+        "longrope" => return Ok((longrope_positions(text)?, rotary_dim(text)?)),
+        _ => return rotary_table_shape(text),
     }
     let scaling = scaling.ok_or("a yarn rope with no rope section")?;
     if scaling.get("mrope_section").is_some() {
@@ -64,6 +68,27 @@ pub(crate) fn scaled_rotary_table_shape(text: &Value) -> Result<(u64, u64), Stri
         .ok_or("the config has no `original_max_position_embeddings` for the yarn table")?;
     let rows = scaled_positions(original, positive_factor(scaling)?)?;
     Ok((rows, rotary_dim(text)?))
+}
+
+/// Whether the config's rope is `longrope` (Phi-3.5, Phi-4-mini): both
+/// engines keep its caches in the served dtype, SGLang three of them.
+pub(crate) fn is_longrope(text: &Value) -> bool {
+    rope_type(rope_section(text)) == "longrope"
+}
+
+/// The rows of LongRoPE's short and long caches together:
+/// `original_max_position_embeddings` (read from the rope section, else
+/// the top level, where published configs put it) plus
+/// `max_position_embeddings`.
+pub(crate) fn longrope_positions(text: &Value) -> Result<u64, String> {
+    let original = rope_section(text)
+        .and_then(|s| s.get("original_max_position_embeddings"))
+        .or_else(|| text.get("original_max_position_embeddings"))
+        .and_then(Value::as_u64)
+        .ok_or("the config has no `original_max_position_embeddings` for the longrope caches")?;
+    original
+        .checked_add(max_positions(text)?)
+        .ok_or_else(|| "the longrope caches' rows overflow u64".to_owned())
 }
 
 /// MiniCPM3's one table (minicpm3.py in both engines): it rotates only the

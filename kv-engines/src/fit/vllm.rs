@@ -19,7 +19,7 @@ use kv_core::DType;
 use serde::Serialize;
 use serde_json::Value;
 
-use super::config::{checked_class, joined, layer_index, text_section};
+use super::config::{bias_refusal, checked_class, joined, layer_index, text_section};
 use super::rotary::{
     gemma3_rotary_tables, inv_freq_elements, layer_types, minicpm3_table_shape,
     mla_rotary_table_shape, rotary_dim_unset, rotary_table_shape_or, scaled_rotary_table_shape,
@@ -82,6 +82,7 @@ const VLLM_ONLY_ARCHITECTURES: &[&str] = &[
     "Ernie4_5_MoeForCausalLM",
     "Ministral3ForCausalLM",
     "OPTForCausalLM",
+    "PhiMoEForCausalLM",
 ];
 const CHECKED_COUNT: usize = SHARDED_ARCHITECTURES.len() + VLLM_ONLY_ARCHITECTURES.len();
 
@@ -139,6 +140,7 @@ const WHOLE_ON_EVERY_STAGE: &[&str] = &[
     "NemotronHForCausalLM",
     "Cohere2MoeForCausalLM",
     "MiniCPM3ForCausalLM",
+    "PhiMoEForCausalLM",
 ];
 
 /// The classes that build the embedding and the head on every stage but
@@ -430,6 +432,16 @@ pub fn loaded_weights_on_stage(
     let latent = LATENT_ATTENTION.contains(&class);
     let glm_moe = class == "Glm4MoeForCausalLM";
     let ernie_moe = class == "Ernie4_5_MoeForCausalLM";
+    if class == "PhiMoEForCausalLM" {
+        // phimoe.py builds q, k, v, o and the head with `bias=True`
+        // whatever the config says: biases a checkpoint without them
+        // leaves unloaded.
+        for key in ["attention_bias", "lm_head_bias"] {
+            if text.get(key).and_then(Value::as_bool) != Some(true) {
+                return Err(bias_refusal("vLLM", class, key));
+            }
+        }
+    }
     if ernie_moe {
         let experts = text
             .get("moe_num_experts")

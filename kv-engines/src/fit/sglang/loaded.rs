@@ -5,7 +5,7 @@
 use serde::Serialize;
 use serde_json::Value;
 
-use crate::fit::config::{checked_class, joined, layer_index, text_section};
+use crate::fit::config::{bias_refusal, checked_class, joined, layer_index, text_section};
 use crate::fit::shard::{ShardingEngine, TpLayout, SHARDED_ARCHITECTURES};
 use crate::stored_tensor::StoredTensor;
 
@@ -32,6 +32,7 @@ const SGLANG_ONLY_ARCHITECTURES: &[&str] = &[
     "MiniCPM3ForCausalLM",
     "Olmo3ForCausalLM",
     "PhiForCausalLM",
+    "PhiMoEForCausalLM",
     "SeedOssForCausalLM",
     "SmolLM3ForCausalLM",
     "StableLmForCausalLM",
@@ -165,6 +166,12 @@ pub fn loaded_weights_with_dp_attention(
              splits attention over tp / dp ranks)"
         ));
     }
+    if class == "PhiMoEForCausalLM"
+        && text.get("lm_head_bias").and_then(Value::as_bool) != Some(true)
+    {
+        // phimoe.py's head has a bias whatever the config says.
+        return Err(bias_refusal("SGLang", class, "lm_head_bias"));
+    }
     if TRANSFORMERS_BACKEND.contains(&class) {
         // The backend's attention divides both head counts by the ranks
         // (transformers.py, `divide(num_kv_heads, tp_size)`): KV heads
@@ -239,7 +246,7 @@ pub fn loaded_weights_with_dp_attention(
             .checked_add(elements)
             .ok_or("the tensors' bytes overflow u64")?;
     }
-    let rotary_bytes = rotary_buffer_bytes(text, class)?;
+    let rotary_bytes = rotary_buffer_bytes(text, class, element)?;
     Ok(LoadedWeights {
         dtype,
         tensor_bytes,
@@ -443,12 +450,16 @@ mod tests {
         let dynamic =
             llama(serde_json::json!({"rope_scaling": {"type": "dynamic", "factor": 4.0}}));
         assert!(refusal(dynamic, &[]).contains("rope_type `dynamic`"));
-        let partial = llama(serde_json::json!({"partial_rotary_factor": 0.5}));
+        // Qwen2's attention reads no partial factor (Llama's does).
+        let qwen2 = serde_json::json!(["Qwen2ForCausalLM"]);
+        let mut partial = llama(serde_json::json!({"partial_rotary_factor": 0.5}));
+        partial["architectures"] = qwen2.clone();
         let words = refusal(partial, &[]);
         assert!(words.contains("partial rotary dim"), "{words}");
-        let nested = llama(
+        let mut nested = llama(
             serde_json::json!({"rope_parameters": {"rope_type": "default", "partial_rotary_factor": 0.25}}),
         );
+        nested["architectures"] = qwen2;
         assert!(refusal(nested, &[]).contains("partial rotary dim"));
         let mut no_positions = llama(serde_json::json!({}));
         no_positions

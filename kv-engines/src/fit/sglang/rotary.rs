@@ -9,9 +9,9 @@
 use serde_json::Value;
 
 use crate::fit::rotary::{
-    gemma3_thetas, head_dim, inv_freq_elements, layer_types, max_positions, minicpm3_table_shape,
-    rotary_dim, rotary_dim_of, rotary_dim_unset, rotary_table_shape, rotary_table_shape_or,
-    scaled_rotary_table_shape,
+    gemma3_thetas, head_dim, inv_freq_elements, is_longrope, layer_types, max_positions,
+    minicpm3_table_shape, rotary_dim, rotary_dim_of, rotary_dim_unset, rotary_table_shape,
+    rotary_table_shape_or, scaled_rotary_table_shape,
 };
 
 /// The classes SGLang 0.5.23 has no model of its own for and serves
@@ -25,9 +25,54 @@ pub(super) const TRANSFORMERS_BACKEND: &[&str] = &[
     "SmolLM3ForCausalLM",
 ];
 
+/// One kind of rotary buffer: `copies` tensors of `[rows, dim]`, `width`
+/// bytes an element.
+struct Table {
+    rows: u64,
+    dim: u64,
+    width: u64,
+    copies: u64,
+}
+
+impl Table {
+    /// A float32 `cos_sin_cache`.
+    fn float32((rows, dim): (u64, u64)) -> Table {
+        Table {
+            rows,
+            dim,
+            width: 4,
+            copies: 1,
+        }
+    }
+
+    fn bytes(&self) -> Option<u64> {
+        self.rows
+            .checked_mul(self.dim)?
+            .checked_mul(self.width)?
+            .checked_mul(self.copies)
+    }
+}
+
+/// The table `get_rope` builds for the config's own rope: float32, but for
+/// `longrope`, whose `Phi3LongRoPEScaledRotaryEmbedding` (rope_variant.py)
+/// keeps its short and long caches and both end to end again, in the
+/// served dtype (`element` bytes).
+fn scaled_table(text: &Value, element: u64) -> Result<Table, String> {
+    let shape = scaled_rotary_table_shape(text)?;
+    if !is_longrope(text) {
+        return Ok(Table::float32(shape));
+    }
+    Ok(Table {
+        rows: shape.0,
+        dim: shape.1,
+        width: element,
+        copies: 2,
+    })
+}
+
 /// The bytes of the rotary buffers `class` builds for a config's text
-/// section, or why kv cannot say.
-pub(super) fn rotary_buffer_bytes(text: &Value, class: &str) -> Result<u64, String> {
+/// section, served in `element`-byte floats; or why kv cannot say.
+pub(super) fn rotary_buffer_bytes(text: &Value, class: &str, element: u64) -> Result<u64, String> {
     let overflow = || "the rotary buffers' bytes overflow u64".to_owned();
     if TRANSFORMERS_BACKEND.contains(&class) {
         return inv_freq_elements(text)?
@@ -36,39 +81,46 @@ pub(super) fn rotary_buffer_bytes(text: &Value, class: &str) -> Result<u64, Stri
     }
     let tables = match class {
         "Gemma3ForCausalLM" => return gemma3_bytes(text),
-        "Olmo3ForCausalLM" => olmo3_tables(text)?,
+        "Olmo3ForCausalLM" => olmo3_tables(text, element)?,
         // Their attention rotates half of each head unless the config says
         // otherwise (glm4.py, glm4_moe.py: `getattr(config,
         // "partial_rotary_factor", 0.5)`).
-        "Glm4ForCausalLM" | "Glm4MoeForCausalLM" => vec![rotary_table_shape_or(text, 0.5)?],
+        "Glm4ForCausalLM" | "Glm4MoeForCausalLM" => {
+            vec![Table::float32(rotary_table_shape_or(text, 0.5)?)]
+        }
         // phi.py: `int(partial_rotary_factor x head_size)`.
-        "PhiForCausalLM" => vec![rotary_table_shape(text)?],
+        "PhiForCausalLM" => vec![Table::float32(rotary_table_shape(text)?)],
         // stablelm.py reads `rope_pct` before `partial_rotary_factor`.
         "StableLmForCausalLM" => {
             let (rows, dim) = rotary_table_shape(text)?;
             match text.get("rope_pct").filter(|v| !v.is_null()) {
-                Some(pct) => vec![(rows, rotary_dim_of(text, Some(pct), 1.0)?)],
-                None => vec![(rows, dim)],
+                Some(pct) => vec![Table::float32((rows, rotary_dim_of(text, Some(pct), 1.0)?))],
+                None => vec![Table::float32((rows, dim))],
             }
         }
-        "MiniCPM3ForCausalLM" => vec![minicpm3_table_shape(text)?],
+        "MiniCPM3ForCausalLM" => {
+            let mut table = scaled_table(text, element)?;
+            table.dim = minicpm3_table_shape(text)?.1;
+            vec![table]
+        }
         _ => {
-            let (rows, dim) = scaled_rotary_table_shape(text)?;
-            if dim != head_dim(text)? {
-                // The other classes read no partial factor.
+            let table = scaled_table(text, element)?;
+            // Llama's attention (llama.py, which Phi-3 serves through)
+            // reads `partial_rotary_factor`; the other classes read none.
+            let reads_partial = matches!(class, "LlamaForCausalLM" | "Phi3ForCausalLM");
+            if table.dim != head_dim(text)? && !reads_partial {
                 return Err(format!(
                     "kv has not checked the rotary table SGLang's `{class}` builds for a partial \
-                     rotary dim ({dim})"
+                     rotary dim ({})",
+                    table.dim
                 ));
             }
-            vec![(rows, dim)]
+            vec![table]
         }
     };
     tables
         .iter()
-        .try_fold(0u64, |sum, &(rows, dim)| {
-            sum.checked_add(rows.checked_mul(dim)?.checked_mul(4)?)
-        })
+        .try_fold(0u64, |sum, table| sum.checked_add(table.bytes()?))
         .ok_or_else(overflow)
 }
 
@@ -100,15 +152,15 @@ fn gemma3_bytes(text: &Value) -> Result<u64, String> {
 /// OLMo 3 (served by olmo2.py's class): its sliding layers ask for a
 /// `default` table, its full layers for the config's rope, so one table per
 /// layer type present.
-fn olmo3_tables(text: &Value) -> Result<Vec<(u64, u64)>, String> {
+fn olmo3_tables(text: &Value, element: u64) -> Result<Vec<Table>, String> {
     if !rotary_dim_unset(text) {
         return Err("kv has not checked SGLang's OLMo 3 with a partial rotary factor".into());
     }
     layer_types(text)?
         .into_iter()
         .map(|kind| match kind {
-            "sliding_attention" => Ok((max_positions(text)?, rotary_dim(text)?)),
-            "full_attention" => scaled_rotary_table_shape(text),
+            "sliding_attention" => Ok(Table::float32((max_positions(text)?, rotary_dim(text)?))),
+            "full_attention" => scaled_table(text, element),
             other => Err(format!(
                 "`layer_types` names `{other}`: kv knows OLMo 3's `sliding_attention` and \
                  `full_attention`"
