@@ -360,6 +360,21 @@ fn partial_rotary_dims_where_each_class_reads_them() {
     // Llama's attention (llama.py) reads the factor: 1,280.
     let llama = config("LlamaForCausalLM", json!({"partial_rotary_factor": 0.5}));
     assert_eq!(rotary(&llama), Ok(1_280));
+    // It reads the top level only: a factor the rope section alone names
+    // leaves the whole head rotated, 40 x 16 x 4 = 2,560.
+    let nested = config(
+        "LlamaForCausalLM",
+        json!({"rope_parameters": {"rope_type": "default", "partial_rotary_factor": 0.5}}),
+    );
+    assert_eq!(rotary(&nested), Ok(2_560));
+    // GLM-4 reads the rope section first: a quarter there over a half at
+    // the top level, 4 dims, 640.
+    let glm = config(
+        "Glm4ForCausalLM",
+        json!({"partial_rotary_factor": 0.5,
+               "rope_parameters": {"rope_type": "default", "partial_rotary_factor": 0.25}}),
+    );
+    assert_eq!(rotary(&glm), Ok(640));
     // Qwen3's reads none: kv refuses rather than guess which it builds.
     let qwen3 = config("Qwen3ForCausalLM", json!({"partial_rotary_factor": 0.5}));
     assert!(rotary(&qwen3)

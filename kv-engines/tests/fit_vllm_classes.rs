@@ -1233,3 +1233,23 @@ fn phimoe_holds_its_embedding_norm_and_head_on_every_stage() {
         assert!(words.contains(&format!("`{key}` is not true")), "{words}");
     }
 }
+
+#[test]
+fn the_rope_sections_partial_factor_comes_first() {
+    // A Llama of 4 heads of 16 over 64 positions, bfloat16. vLLM's get_rope
+    // reads the rope section's factor, which transformers 5 keeps over a
+    // top-level one: a half, 8 dims, 64 x 8 x 2 = 1,024 B.
+    let mut config = json!({
+        "architectures": ["LlamaForCausalLM"], "model_type": "llama", "hidden_size": 64,
+        "num_attention_heads": 4, "num_key_value_heads": 4, "num_hidden_layers": 1,
+        "vocab_size": 128, "max_position_embeddings": 64, "torch_dtype": "bfloat16",
+        "partial_rotary_factor": 0.75,
+        "rope_parameters": {"rope_type": "default", "partial_rotary_factor": 0.5},
+    });
+    let rotary =
+        |config: &Value| loaded_weights(config, &[], DType::BF16, 1).map(|held| held.rotary_bytes);
+    assert_eq!(rotary(&config), Ok(1_024));
+    // The top level alone: three quarters, 12 dims, 1,536 B.
+    config["rope_parameters"] = json!({"rope_type": "default"});
+    assert_eq!(rotary(&config), Ok(1_536));
+}

@@ -130,12 +130,28 @@ pub(crate) fn rotary_dim_unset(text: &Value) -> bool {
     partial_factor(text).is_none()
 }
 
+/// The partial factor vLLM's `get_rope` reads: the rope section's first
+/// (transformers 5 keeps a top-level one there unless the section names
+/// its own: checked on vLLM's Llama and GLM-4 with both given), then the
+/// top level's, then GPT-NeoX's `rotary_pct`.
 fn partial_factor(text: &Value) -> Option<&Value> {
-    ["partial_rotary_factor", "rotary_pct"]
-        .iter()
-        .find_map(|key| text.get(*key).filter(|v| !v.is_null()))
-        .or_else(|| rope_section(text).and_then(|s| s.get("partial_rotary_factor")))
+    rope_first_partial_factor(text).or_else(|| text.get("rotary_pct").filter(|v| !v.is_null()))
+}
+
+/// `partial_rotary_factor` at the top level only, where SGLang's Llama,
+/// Phi and StableLM attentions read it (`getattr(config, ...)`): a factor
+/// only the rope section names is not read there.
+pub(crate) fn top_level_partial_factor(text: &Value) -> Option<&Value> {
+    text.get("partial_rotary_factor").filter(|v| !v.is_null())
+}
+
+/// `partial_rotary_factor` in the rope section first, then at the top
+/// level, as SGLang's GLM-4 and GLM-4.5 read it.
+pub(crate) fn rope_first_partial_factor(text: &Value) -> Option<&Value> {
+    rope_section(text)
+        .and_then(|s| s.get("partial_rotary_factor"))
         .filter(|v| !v.is_null())
+        .or_else(|| top_level_partial_factor(text))
 }
 
 /// `rope_scaling`, else transformers 5's `rope_parameters`.

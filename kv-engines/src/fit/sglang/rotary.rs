@@ -10,8 +10,8 @@ use serde_json::Value;
 
 use crate::fit::rotary::{
     gemma3_thetas, head_dim, inv_freq_elements, is_longrope, layer_types, max_positions,
-    minicpm3_table_shape, rotary_dim, rotary_dim_of, rotary_dim_unset, rotary_table_shape,
-    rotary_table_shape_or, scaled_rotary_table_shape,
+    minicpm3_table_shape, rope_first_partial_factor, rotary_dim, rotary_dim_of, rotary_dim_unset,
+    rotary_table_shape, scaled_rotary_table_shape, top_level_partial_factor,
 };
 
 /// The classes SGLang 0.5.23 has no model of its own for and serves
@@ -86,17 +86,24 @@ pub(super) fn rotary_buffer_bytes(text: &Value, class: &str, element: u64) -> Re
         // otherwise (glm4.py, glm4_moe.py: `getattr(config,
         // "partial_rotary_factor", 0.5)`).
         "Glm4ForCausalLM" | "Glm4MoeForCausalLM" => {
-            vec![Table::float32(rotary_table_shape_or(text, 0.5)?)]
+            let (rows, _) = rotary_table_shape(text)?;
+            let factor = rope_first_partial_factor(text);
+            vec![Table::float32((rows, rotary_dim_of(text, factor, 0.5)?))]
         }
-        // phi.py: `int(partial_rotary_factor x head_size)`.
-        "PhiForCausalLM" => vec![Table::float32(rotary_table_shape(text)?)],
+        // phi.py: `int(config.partial_rotary_factor x head_size)`.
+        "PhiForCausalLM" => {
+            let (rows, _) = rotary_table_shape(text)?;
+            let factor = top_level_partial_factor(text);
+            vec![Table::float32((rows, rotary_dim_of(text, factor, 1.0)?))]
+        }
         // stablelm.py reads `rope_pct` before `partial_rotary_factor`.
         "StableLmForCausalLM" => {
-            let (rows, dim) = rotary_table_shape(text)?;
-            match text.get("rope_pct").filter(|v| !v.is_null()) {
-                Some(pct) => vec![Table::float32((rows, rotary_dim_of(text, Some(pct), 1.0)?))],
-                None => vec![Table::float32((rows, dim))],
-            }
+            let (rows, _) = rotary_table_shape(text)?;
+            let factor = text
+                .get("rope_pct")
+                .filter(|v| !v.is_null())
+                .or_else(|| top_level_partial_factor(text));
+            vec![Table::float32((rows, rotary_dim_of(text, factor, 1.0)?))]
         }
         "MiniCPM3ForCausalLM" => {
             let mut table = scaled_table(text, element)?;
@@ -104,11 +111,13 @@ pub(super) fn rotary_buffer_bytes(text: &Value, class: &str, element: u64) -> Re
             vec![table]
         }
         _ => {
-            let table = scaled_table(text, element)?;
-            // Llama's attention (llama.py, which Phi-3 serves through)
-            // reads `partial_rotary_factor`; the other classes read none.
-            let reads_partial = matches!(class, "LlamaForCausalLM" | "Phi3ForCausalLM");
-            if table.dim != head_dim(text)? && !reads_partial {
+            let mut table = scaled_table(text, element)?;
+            if matches!(class, "LlamaForCausalLM" | "Phi3ForCausalLM") {
+                // Llama's attention (llama.py, which Phi-3 is) reads
+                // `partial_rotary_factor` at the top level only.
+                table.dim = rotary_dim_of(text, top_level_partial_factor(text), 1.0)?;
+            } else if table.dim != head_dim(text)? {
+                // The other classes read no partial factor.
                 return Err(format!(
                     "kv has not checked the rotary table SGLang's `{class}` builds for a partial \
                      rotary dim ({})",
