@@ -1253,3 +1253,79 @@ fn the_rope_sections_partial_factor_comes_first() {
     config["rope_parameters"] = json!({"rope_type": "default"});
     assert_eq!(rotary(&config), Ok(1_536));
 }
+
+/// scripts/vllm/fit-configs/test-mamba-small.json: hidden 64, the mixer
+/// 128 wide with a state of 16, a kernel of 4 and a rank of 4; 2 layers;
+/// 128 words, tied.
+fn mamba_config() -> Value {
+    json!({
+        "architectures": ["MambaForCausalLM"], "model_type": "mamba", "hidden_size": 64,
+        "intermediate_size": 128, "expand": 2, "state_size": 16, "conv_kernel": 4,
+        "time_step_rank": 4, "num_hidden_layers": 2, "vocab_size": 128, "use_bias": false,
+        "use_conv_bias": true, "tie_word_embeddings": true, "torch_dtype": "bfloat16",
+    })
+}
+
+fn mamba_checkpoint() -> Vec<StoredTensor> {
+    let mut tensors = vec![
+        bf16("backbone.embeddings.weight", &[128, 64]),
+        bf16("backbone.norm_f.weight", &[64]),
+    ];
+    for layer in 0..2 {
+        let at = |part: &str| format!("backbone.layers.{layer}.{part}");
+        tensors.extend([
+            bf16(&at("norm.weight"), &[64]),
+            f32(&at("mixer.A_log"), &[128, 16]),
+            bf16(&at("mixer.D"), &[128]),
+            bf16(&at("mixer.conv1d.weight"), &[128, 1, 4]),
+            bf16(&at("mixer.conv1d.bias"), &[128]),
+            bf16(&at("mixer.in_proj.weight"), &[256, 64]),
+            bf16(&at("mixer.x_proj.weight"), &[4 + 2 * 16, 128]),
+            bf16(&at("mixer.dt_proj.weight"), &[128, 4]),
+            bf16(&at("mixer.dt_proj.bias"), &[128]),
+            bf16(&at("mixer.out_proj.weight"), &[64, 128]),
+        ]);
+    }
+    tensors
+}
+
+#[test]
+fn mamba_holds_no_scales_no_table_and_its_a_in_float32() {
+    // TP 1, a layer: its norm 128 B -> 512; A 128 x 16 float32 8,192; D
+    // 256 -> 512; conv1d 1,024 and its bias 512; in_proj 256 x 64 x 2 =
+    // 32,768; x_proj 36 x 128 x 2 = 9,216; dt_proj 1,024 and its bias 512;
+    // out_proj 16,384: 70,656. The embedding 16,384 (the head is tied),
+    // norm_f 512. No attention: no scales, no rotary table.
+    let held = loaded_weights(&mamba_config(), &mamba_checkpoint(), DType::BF16, 1).unwrap();
+    assert_eq!(held.tensor_bytes, 16_384 + 512 + 2 * 70_656);
+    assert_eq!((held.rotary_bytes, held.scale_bytes), (0, 0));
+    // TP 2: every mixer tensor split by its 128 intermediate rows, x_proj
+    // and out_proj by their columns: norm 512, A 4,096, D 512, conv1d 512
+    // and 512, in_proj 16,384, x_proj 4,608, dt_proj 512 and 512, out_proj
+    // 8,192: 36,352. The vocabulary halves: 8,192.
+    let held = loaded_weights(&mamba_config(), &mamba_checkpoint(), DType::BF16, 2).unwrap();
+    assert_eq!(held.tensor_bytes, 8_192 + 512 + 2 * 36_352);
+    // Two stages: each holds the embedding and norm_f beside its layer.
+    for index in 0..2 {
+        let stage = PipelineStage { stages: 2, index };
+        let held =
+            loaded_weights_on_stage(&mamba_config(), &mamba_checkpoint(), DType::BF16, 1, stage)
+                .unwrap();
+        assert_eq!(held.total(), Some(16_384 + 512 + 70_656));
+    }
+    // Mamba2's mixers may replicate their groups: refused above TP 1.
+    let mut mamba2 = mamba_config();
+    mamba2["architectures"] = json!(["Mamba2ForCausalLM"]);
+    let words = loaded_weights(&mamba2, &mamba_checkpoint(), DType::BF16, 2).unwrap_err();
+    assert!(words.contains("over 2 TP ranks"), "{words}");
+    // An attention tensor in a config without heads is refused by name.
+    let mut tensors = mamba_checkpoint();
+    tensors.push(bf16("backbone.layers.0.self_attn.k_proj.weight", &[64, 64]));
+    let words = loaded_weights(&mamba_config(), &tensors, DType::BF16, 1).unwrap_err();
+    assert!(words.contains("no `num_attention_heads`"), "{words}");
+}
+
+fn f32(name: &str, shape: &[u64]) -> StoredTensor {
+    let bytes = shape.iter().product::<u64>() * 4;
+    StoredTensor::new(name.into(), "F32".into(), shape.to_vec(), bytes)
+}

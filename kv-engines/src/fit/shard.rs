@@ -62,10 +62,19 @@ pub(crate) struct TpLayout {
     /// DP attention (each DP group holds the attention whole among its own).
     attn_tp: u64,
     vocab_rows_per_rank: u64,
+    /// None for a config that names no attention heads (Mamba's): a tensor
+    /// that needs them is then refused.
+    heads: Option<Heads>,
+    hidden: u64,
+    /// Whether the mixers are Mamba's without groups ([`Self::with_plain_mamba`]).
+    plain_mamba: bool,
+}
+
+/// The attention's head counts and a rank's share of KV heads.
+struct Heads {
     heads: u64,
     kv_heads: u64,
     kv_heads_per_rank: u64,
-    hidden: u64,
 }
 
 impl TpLayout {
@@ -91,26 +100,51 @@ impl TpLayout {
             padded = pad(VOCAB_PADDING.checked_mul(tp).ok_or("tp overflows")?)?;
         }
         let vocab_rows_per_rank = divide(engine, padded, tp)?;
-        let heads = count("num_attention_heads")?;
-        let kv_heads = match text.get("num_key_value_heads") {
-            Some(v) if !v.is_null() => v.as_u64().ok_or("`num_key_value_heads` is not a count")?,
-            _ => heads,
+        let heads = match text.get("num_attention_heads") {
+            None | Some(Value::Null) => None,
+            Some(_) => {
+                let heads = count("num_attention_heads")?;
+                let kv_heads = match text.get("num_key_value_heads") {
+                    Some(v) if !v.is_null() => {
+                        v.as_u64().ok_or("`num_key_value_heads` is not a count")?
+                    }
+                    _ => heads,
+                };
+                if heads == 0 {
+                    return Err("`num_attention_heads` is 0".into());
+                }
+                if kv_heads == 0 {
+                    return Err("`num_key_value_heads` is 0".into());
+                }
+                Some(Heads {
+                    heads,
+                    kv_heads,
+                    kv_heads_per_rank: kv_heads_per_rank(engine, kv_heads, tp)?,
+                })
+            }
         };
-        if heads == 0 {
-            return Err("`num_attention_heads` is 0".into());
-        }
-        if kv_heads == 0 {
-            return Err("`num_key_value_heads` is 0".into());
-        }
         Ok(TpLayout {
             engine,
             tp,
             attn_tp: tp,
             vocab_rows_per_rank,
             heads,
-            kv_heads,
-            kv_heads_per_rank: kv_heads_per_rank(engine, kv_heads, tp)?,
             hidden: count("hidden_size")?,
+            plain_mamba: false,
+        })
+    }
+
+    /// The layout for a class whose mixers are Mamba's without groups
+    /// (vLLM's `MambaMixer`), whose tensors split as plain linear layers.
+    pub(crate) fn with_plain_mamba(mut self, plain: bool) -> TpLayout {
+        self.plain_mamba = plain;
+        self
+    }
+
+    /// The attention's heads, or the refusal of a tensor that needs them.
+    fn heads(&self, name: &str) -> Result<&Heads, String> {
+        self.heads.as_ref().ok_or_else(|| {
+            format!("`{name}` is an attention tensor, but the config has no `num_attention_heads`")
         })
     }
 
@@ -120,7 +154,9 @@ impl TpLayout {
     /// `tp`.
     pub(crate) fn with_attention_tp(mut self, attn_tp: u64) -> Result<TpLayout, String> {
         self.attn_tp = attn_tp;
-        self.kv_heads_per_rank = kv_heads_per_rank(self.engine, self.kv_heads, attn_tp)?;
+        if let Some(heads) = self.heads.as_mut() {
+            heads.kv_heads_per_rank = kv_heads_per_rank(self.engine, heads.kv_heads, attn_tp)?;
+        }
         Ok(self)
     }
 
@@ -209,6 +245,24 @@ impl TpLayout {
             divide(engine, rows, tp)?;
             return Ok((name.to_owned(), elements / tp));
         }
+        // A plain Mamba mixer (Mamba, Falcon-Mamba: mamba_mixer.py) has no
+        // groups: every tensor split by its intermediate rows, the
+        // row-parallel `x_proj` and `out_proj` by their columns.
+        if self.plain_mamba && (layer == "mixer" || parent.ends_with(".mixer")) {
+            let split_columns = matches!(layer, "x_proj" | "out_proj") && param == "weight";
+            if split_columns {
+                divide(engine, tensor.shape.get(1).copied().unwrap_or(1), tp)?;
+            } else if layer == "out_proj" {
+                // Its bias: whole on every rank.
+                return Ok((name.to_owned(), elements));
+            } else if layer == "in_proj" {
+                // Two halves (x and the gate), each split.
+                divide(engine, rows, tp.checked_mul(2).ok_or("tp overflows")?)?;
+            } else {
+                divide(engine, rows, tp)?;
+            }
+            return Ok((name.to_owned(), elements / tp));
+        }
         if !deltanet && matches!(layer, "conv1d" | "out_proj" | "in_proj") {
             return self.whole(name, elements);
         }
@@ -218,9 +272,10 @@ impl TpLayout {
                 (merged("qkv_proj"), elements / attn_tp)
             }
             "k_proj" | "v_proj" => {
-                divide(engine, rows, self.kv_heads)?;
-                let per_head = elements / self.kv_heads;
-                (merged("qkv_proj"), per_head * self.kv_heads_per_rank)
+                let heads = self.heads(name)?;
+                divide(engine, rows, heads.kv_heads)?;
+                let per_head = elements / heads.kv_heads;
+                (merged("qkv_proj"), per_head * heads.kv_heads_per_rank)
             }
             // Latent attention (DeepSeek-V2/V3): the down-projections of q
             // and of the latent are replicated on every rank, one
@@ -238,20 +293,27 @@ impl TpLayout {
             // Fused in the checkpoint (Phi-3): q's heads split, K's and V's
             // as `k_proj` and `v_proj` are, in one allocation.
             "qkv_proj" => {
-                let head_rows = self
-                    .heads
-                    .checked_add(2 * self.kv_heads)
+                let heads = self.heads(name)?;
+                let head_rows = heads
+                    .kv_heads
+                    .checked_mul(2)
+                    .and_then(|kv| kv.checked_add(heads.heads))
                     .ok_or("the head counts overflow")?;
                 let head_dim = divide(engine, rows, head_rows)?;
-                divide(engine, self.heads, attn_tp)?;
-                let per_rank_rows = (self.heads / attn_tp + 2 * self.kv_heads_per_rank) * head_dim;
+                divide(engine, heads.heads, attn_tp)?;
+                let per_rank_rows = heads
+                    .kv_heads_per_rank
+                    .checked_mul(2)
+                    .and_then(|kv| kv.checked_add(heads.heads / attn_tp))
+                    .and_then(|rows| rows.checked_mul(head_dim))
+                    .ok_or("the head counts overflow")?;
                 let columns = elements / rows.max(1);
                 (name.to_owned(), per_rank_rows * columns)
             }
             // Fused in the checkpoint (GLM, Phi-3): each half split, as
             // MergedColumnParallelLinear loads it.
             "gate_up_proj" => {
-                divide(engine, rows, 2 * tp)?;
+                divide(engine, rows, tp.checked_mul(2).ok_or("tp overflows")?)?;
                 (name.to_owned(), elements / tp)
             }
             // Phi's and Starcoder2's MLP, and Gated DeltaNet's projections
@@ -280,10 +342,12 @@ impl TpLayout {
             // every rank.
             "o_proj" | "dense" | "down_proj" | "fc2" | "c_proj" | "gate" | "router"
             | "shared_expert_gate" | "moe_statics" => (name.to_owned(), elements),
-            // Norms, numbered too (HyperCLOVA X's `post_norm1`).
-            norm if norm
-                .trim_end_matches(|c: char| c.is_ascii_digit())
-                .ends_with("norm") =>
+            // Norms, numbered too (HyperCLOVA X's `post_norm1`), and
+            // Mamba's final `norm_f`.
+            norm if norm == "norm_f"
+                || norm
+                    .trim_end_matches(|c: char| c.is_ascii_digit())
+                    .ends_with("norm") =>
             {
                 (name.to_owned(), elements)
             }

@@ -83,6 +83,9 @@ const VLLM_ONLY_ARCHITECTURES: &[&str] = &[
     "Ministral3ForCausalLM",
     "OPTForCausalLM",
     "PhiMoEForCausalLM",
+    "FalconMambaForCausalLM",
+    "MambaForCausalLM",
+    "Mamba2ForCausalLM",
 ];
 const CHECKED_COUNT: usize = SHARDED_ARCHITECTURES.len() + VLLM_ONLY_ARCHITECTURES.len();
 
@@ -141,6 +144,8 @@ const WHOLE_ON_EVERY_STAGE: &[&str] = &[
     "Cohere2MoeForCausalLM",
     "MiniCPM3ForCausalLM",
     "PhiMoEForCausalLM",
+    "FalconMambaForCausalLM",
+    "MambaForCausalLM",
 ];
 
 /// The classes that build the embedding and the head on every stage but
@@ -281,6 +286,14 @@ const HYBRID: &[&str] = &[
     "Qwen3NextForCausalLM",
 ];
 
+/// The classes without attention (Mamba's mixers only): no scales, no
+/// rotary table.
+const ATTENTION_FREE: &[&str] = &[
+    "FalconMambaForCausalLM",
+    "MambaForCausalLM",
+    "Mamba2ForCausalLM",
+];
+
 /// The Mamba mixers' `A_log` (vLLM's parameter `A`) is float32 whatever the
 /// served dtype, as Gated DeltaNet's is.
 const MAMBA_A: &[&str] = &[".mamba.A_log", ".mixer.A_log", ".linear_attn.A_log"];
@@ -292,6 +305,9 @@ fn attention_layers_on_stage(
     class: &str,
     layers: &std::ops::Range<u64>,
 ) -> Result<u64, String> {
+    if ATTENTION_FREE.contains(&class) {
+        return Ok(0);
+    }
     if !HYBRID.contains(&class) {
         return Ok(layers.end - layers.start);
     }
@@ -426,7 +442,8 @@ pub fn loaded_weights_on_stage(
         .or_else(|| config.get("tie_word_embeddings"))
         .and_then(Value::as_bool)
         .unwrap_or(false);
-    let layout = TpLayout::new(text, tp, ShardingEngine::Vllm)?;
+    let plain_mamba = matches!(class, "MambaForCausalLM" | "FalconMambaForCausalLM");
+    let layout = TpLayout::new(text, tp, ShardingEngine::Vllm)?.with_plain_mamba(plain_mamba);
     let layer_count = count("num_hidden_layers")?;
     let share = StageShare::new(class, stage, layer_count, tied)?;
     let latent = LATENT_ATTENTION.contains(&class);
@@ -500,7 +517,13 @@ pub fn loaded_weights_on_stage(
                  the embedding), so it cannot load an untied checkpoint"
             ));
         }
-        if !share.holds(name)? {
+        // The Mamba classes' mapper renames `backbone.` to `model.`
+        // (mamba.py, mamba2.py), where the stage's placement reads it.
+        let mapped = match name.strip_prefix("backbone.") {
+            Some(rest) if ATTENTION_FREE.contains(&class) => format!("model.{rest}"),
+            _ => name.to_owned(),
+        };
+        if !share.holds(&mapped)? {
             continue;
         }
         let correction_bias = latent && name.ends_with(".gate.e_score_correction_bias");
@@ -544,7 +567,11 @@ pub fn loaded_weights_on_stage(
         .values()
         .try_fold(0u64, |sum, &bytes| sum.checked_add(round_to_block(bytes)?))
         .ok_or("the tensors' bytes overflow u64")?;
-    let mut rotary_bytes = if TRANSFORMERS_BACKEND.contains(&class) {
+    let attention_layers = attention_layers_on_stage(config, class, &share.layers)?;
+    let rotary_bytes = if attention_layers == 0 || without_rotary(text, class) {
+        // No attention layer on the stage builds a rotary embedding.
+        0
+    } else if TRANSFORMERS_BACKEND.contains(&class) {
         let pairs = if class == "Olmo3ForCausalLM" {
             layer_types(text)?.len() as u64
         } else {
@@ -582,11 +609,6 @@ pub fn loaded_weights_on_stage(
     } else {
         0
     };
-    let attention_layers = attention_layers_on_stage(config, class, &share.layers)?;
-    if attention_layers == 0 || without_rotary(text, class) {
-        // No attention layer on the stage builds a rotary embedding.
-        rotary_bytes = 0;
-    }
     let scale_bytes = attention_layers
         .checked_mul(4 * BLOCK)
         .and_then(|scales| scales.checked_add(normalizer))
