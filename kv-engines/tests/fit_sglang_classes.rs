@@ -355,6 +355,12 @@ fn partial_rotary_dims_where_each_class_reads_them() {
     assert_eq!(rotary(&stablelm), Ok(640));
     let stablelm = config("StableLmForCausalLM", json!({"partial_rotary_factor": 0.5}));
     assert_eq!(rotary(&stablelm), Ok(1_280));
+    // Unset, transformers' config classes give their own defaults: Phi
+    // half a head (1,280), StableLM a quarter (640), even where the rope
+    // section names another factor (their attribute is read, not it).
+    let nested = json!({"rope_parameters": {"rope_type": "default", "partial_rotary_factor": 0.4}});
+    assert_eq!(rotary(&config("PhiForCausalLM", nested.clone())), Ok(1_280));
+    assert_eq!(rotary(&config("StableLmForCausalLM", nested)), Ok(640));
     // GLM-4 rotates half a head unless told: 1,280.
     assert_eq!(rotary(&config("Glm4ForCausalLM", json!({}))), Ok(1_280));
     // Llama's attention (llama.py) reads the factor: 1,280.

@@ -1329,3 +1329,38 @@ fn f32(name: &str, shape: &[u64]) -> StoredTensor {
     let bytes = shape.iter().product::<u64>() * 4;
     StoredTensor::new(name.into(), "F32".into(), shape.to_vec(), bytes)
 }
+
+#[test]
+fn glm_4_5_needs_a_moe_layer_on_every_stage() {
+    // Two layers, the first dense: at PP 2 stage 0 holds the dense layer
+    // alone, and vLLM's class fails to build there.
+    let config = json!({
+        "architectures": ["Glm4MoeForCausalLM"], "hidden_size": 64,
+        "num_attention_heads": 4, "num_key_value_heads": 2, "head_dim": 16,
+        "num_hidden_layers": 2, "first_k_dense_replace": 1, "n_routed_experts": 4,
+        "n_shared_experts": 1, "moe_intermediate_size": 16, "intermediate_size": 32,
+        "vocab_size": 128, "max_position_embeddings": 40, "torch_dtype": "bfloat16",
+    });
+    let stage = |stages, index| {
+        loaded_weights_on_stage(
+            &config,
+            &[],
+            DType::BF16,
+            1,
+            PipelineStage { stages, index },
+        )
+    };
+    let words = stage(2, 0).unwrap_err();
+    assert!(
+        words.starts_with("vLLM refuses: RuntimeError: No Glm4MoE layer found in model.layers."),
+        "{words}"
+    );
+    assert!(words.contains("layers 0 to 0"), "{words}");
+    assert!(stage(2, 1).is_ok());
+    assert!(stage(1, 0).is_ok());
+    // Every layer dense: no stage builds.
+    let mut dense = config.clone();
+    dense["first_k_dense_replace"] = json!(2);
+    let words = loaded_weights(&dense, &[], DType::BF16, 1).unwrap_err();
+    assert!(words.contains("the first 2 are dense"), "{words}");
+}

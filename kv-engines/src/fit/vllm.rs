@@ -479,6 +479,22 @@ pub fn loaded_weights_on_stage(
     } else {
         0
     };
+    if glm_moe {
+        // glm4_moe.py's `extract_moe_parameters` needs a MoE layer on the
+        // stage: one of dense layers only fails to build.
+        let first_moe = text
+            .get("first_k_dense_replace")
+            .and_then(Value::as_u64)
+            .unwrap_or(0);
+        if share.layers.end <= first_moe.max(share.layers.start) {
+            return Err(format!(
+                "vLLM refuses: RuntimeError: No Glm4MoE layer found in model.layers. (this stage \
+                 holds layers {} to {}, and the first {first_moe} are dense)",
+                share.layers.start,
+                share.layers.end.saturating_sub(1)
+            ));
+        }
+    }
     let gated_delta = class == "Qwen3NextForCausalLM";
     let mut allocations: std::collections::BTreeMap<String, u64> = Default::default();
     let mut skipped_bytes = 0u64;

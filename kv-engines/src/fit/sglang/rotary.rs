@@ -90,20 +90,24 @@ pub(super) fn rotary_buffer_bytes(text: &Value, class: &str, element: u64) -> Re
             let factor = rope_first_partial_factor(text);
             vec![Table::float32((rows, rotary_dim_of(text, factor, 0.5)?))]
         }
-        // phi.py: `int(config.partial_rotary_factor x head_size)`.
+        // phi.py: `int(config.partial_rotary_factor x head_size)`, the
+        // attribute transformers' PhiConfig sets from the top level only,
+        // else its default of 0.5 (a factor in the rope section alone is
+        // not read: transformers 5.19, as SGLang 0.5.23 installs it).
         "PhiForCausalLM" => {
             let (rows, _) = rotary_table_shape(text)?;
             let factor = top_level_partial_factor(text);
-            vec![Table::float32((rows, rotary_dim_of(text, factor, 1.0)?))]
+            vec![Table::float32((rows, rotary_dim_of(text, factor, 0.5)?))]
         }
-        // stablelm.py reads `rope_pct` before `partial_rotary_factor`.
+        // stablelm.py reads `rope_pct` before `partial_rotary_factor`,
+        // which StableLmConfig sets as PhiConfig does, its default 0.25.
         "StableLmForCausalLM" => {
             let (rows, _) = rotary_table_shape(text)?;
             let factor = text
                 .get("rope_pct")
                 .filter(|v| !v.is_null())
                 .or_else(|| top_level_partial_factor(text));
-            vec![Table::float32((rows, rotary_dim_of(text, factor, 1.0)?))]
+            vec![Table::float32((rows, rotary_dim_of(text, factor, 0.25)?))]
         }
         "MiniCPM3ForCausalLM" => {
             let mut table = scaled_table(text, element)?;
