@@ -1364,3 +1364,92 @@ fn glm_4_5_needs_a_moe_layer_on_every_stage() {
     let words = loaded_weights(&dense, &[], DType::BF16, 1).unwrap_err();
     assert!(words.contains("the first 2 are dense"), "{words}");
 }
+
+/// scripts/vllm/fit-configs/test-gpt-oss-small.json: hidden 64, 4 heads
+/// of 16 and 2 KV heads, every projection biased, attention sinks; 4
+/// experts 16 wide with biases, a biased router; YaRN x 4 over 8
+/// positions; 128 words, untied.
+fn gpt_oss_config() -> Value {
+    json!({
+        "architectures": ["GptOssForCausalLM"], "model_type": "gpt_oss", "hidden_size": 64,
+        "num_attention_heads": 4, "num_key_value_heads": 2, "head_dim": 16,
+        "num_hidden_layers": 2, "num_local_experts": 4, "num_experts_per_tok": 2,
+        "intermediate_size": 16, "vocab_size": 128, "max_position_embeddings": 32,
+        "sliding_window": 8, "layer_types": ["sliding_attention", "full_attention"],
+        "rope_parameters": {"rope_type": "yarn", "factor": 4.0,
+                            "original_max_position_embeddings": 8, "rope_theta": 150_000.0},
+        "tie_word_embeddings": false, "torch_dtype": "bfloat16",
+    })
+}
+
+fn gpt_oss_checkpoint() -> Vec<StoredTensor> {
+    let mut tensors = vec![
+        bf16("model.embed_tokens.weight", &[128, 64]),
+        bf16("model.norm.weight", &[64]),
+        bf16("lm_head.weight", &[128, 64]),
+    ];
+    for layer in 0..2 {
+        let at = |part: &str| format!("model.layers.{layer}.{part}");
+        tensors.extend([
+            bf16(&at("self_attn.q_proj.weight"), &[64, 64]),
+            bf16(&at("self_attn.q_proj.bias"), &[64]),
+            bf16(&at("self_attn.k_proj.weight"), &[32, 64]),
+            bf16(&at("self_attn.k_proj.bias"), &[32]),
+            bf16(&at("self_attn.v_proj.weight"), &[32, 64]),
+            bf16(&at("self_attn.v_proj.bias"), &[32]),
+            bf16(&at("self_attn.o_proj.weight"), &[64, 64]),
+            bf16(&at("self_attn.o_proj.bias"), &[64]),
+            bf16(&at("self_attn.sinks"), &[4]),
+            bf16(&at("mlp.router.weight"), &[4, 64]),
+            bf16(&at("mlp.router.bias"), &[4]),
+            // transformers 5's fused experts, gate and up [E, H, 2I].
+            bf16(&at("mlp.experts.gate_up_proj"), &[4, 64, 32]),
+            bf16(&at("mlp.experts.gate_up_proj_bias"), &[4, 32]),
+            bf16(&at("mlp.experts.down_proj"), &[4, 16, 64]),
+            bf16(&at("mlp.experts.down_proj_bias"), &[4, 64]),
+            bf16(&at("input_layernorm.weight"), &[64]),
+            bf16(&at("post_attention_layernorm.weight"), &[64]),
+        ]);
+    }
+    tensors
+}
+
+#[test]
+fn gpt_oss_splits_its_sinks_and_expert_biases_and_keeps_a_float32_table() {
+    // TP 1, a layer: qkv 128 x 64 x 2 = 16,384 and its bias -> 512; o
+    // 8,192 and its bias 512; the sinks 8 B -> 512; the router 512 and its
+    // bias 512; w13 4 x 32 x 64 x 2 = 16,384 and its bias 256 -> 512; w2
+    // 8,192 and its bias 512; two norms 1,024: 53,760. The embedding and
+    // the head 16,384 each, the norm 512.
+    let held = loaded_weights(&gpt_oss_config(), &gpt_oss_checkpoint(), DType::BF16, 1).unwrap();
+    assert_eq!(held.tensor_bytes, 2 * 53_760 + 2 * 16_384 + 512);
+    // gpt_oss.py asks for a float32 YaRN table: 8 x 4 = 32 rows x 16 x 4.
+    assert_eq!(held.rotary_bytes, 2_048);
+    assert_eq!(held.total(), Some(146_944));
+    // TP 2: qkv one KV head and two q heads, 8,192, its bias 512; o 4,096
+    // and its whole bias 512; the sinks 2 heads, 512; the router whole,
+    // 1,024; w13 split with I, 8,192 and its bias 512; w2 4,096 and its
+    // whole bias 512; norms 1,024: 29,184. The vocabulary halves: 8,192
+    // each for the embedding and the head.
+    let held = loaded_weights(&gpt_oss_config(), &gpt_oss_checkpoint(), DType::BF16, 2).unwrap();
+    assert_eq!(held.tensor_bytes, 2 * 29_184 + 2 * 8_192 + 512);
+    assert_eq!(held.total(), Some(81_408));
+    // 4 heads over 8 ranks: the sinks do not divide, refused in vLLM's
+    // words.
+    let words =
+        loaded_weights(&gpt_oss_config(), &gpt_oss_checkpoint(), DType::BF16, 8).unwrap_err();
+    assert!(words.contains("is not divisible by 8"), "{words}");
+    // Two stages: each holds the embedding, the norm and the head.
+    for index in 0..2 {
+        let stage = PipelineStage { stages: 2, index };
+        let held = loaded_weights_on_stage(
+            &gpt_oss_config(),
+            &gpt_oss_checkpoint(),
+            DType::BF16,
+            1,
+            stage,
+        )
+        .unwrap();
+        assert_eq!(held.tensor_bytes, 53_760 + 2 * 16_384 + 512);
+    }
+}

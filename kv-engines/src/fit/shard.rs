@@ -218,6 +218,16 @@ impl TpLayout {
             let to = if param == "gate_up_proj" { "w13" } else { "w2" };
             return Ok((format!("{module}.{to}_weight"), elements / tp));
         }
+        // Their biases (GPT-OSS): gate and up's [E, 2I] split with I,
+        // down's [E, H] whole on every rank.
+        if layer == "experts" && matches!(param, "gate_up_proj_bias" | "down_proj_bias") {
+            if param == "down_proj_bias" {
+                return Ok((format!("{module}.w2_bias"), elements));
+            }
+            let columns = tensor.shape.get(1).copied().unwrap_or(1);
+            divide(engine, columns, tp.checked_mul(2).ok_or("tp overflows")?)?;
+            return Ok((format!("{module}.w13_bias"), elements / tp));
+        }
         // FusedMoE: every expert's gate and up in one `w13_weight`, every
         // down in one `w2_weight`, each expert split as its dense kin.
         if let Some((before, expert)) = module.split_once(".experts.") {
@@ -240,6 +250,13 @@ impl TpLayout {
         // heads; its convolution and projections as below. A Mamba mixer's
         // tensors of the same names are split otherwise (its groups may be
         // replicated), which kv has not checked: refused above TP 1.
+        // Attention sinks: a value per head, split with the heads.
+        if param == "sinks" {
+            let heads = self.heads(name)?.heads;
+            divide(engine, heads, attn_tp)?;
+            divide(engine, elements, attn_tp)?;
+            return Ok((name.to_owned(), elements / attn_tp));
+        }
         let deltanet = parent.ends_with("linear_attn") || layer == "linear_attn";
         if deltanet && matches!(param, "A_log" | "dt_bias") {
             divide(engine, rows, tp)?;

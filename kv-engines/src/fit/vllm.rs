@@ -86,6 +86,7 @@ const VLLM_ONLY_ARCHITECTURES: &[&str] = &[
     "FalconMambaForCausalLM",
     "MambaForCausalLM",
     "Mamba2ForCausalLM",
+    "GptOssForCausalLM",
 ];
 const CHECKED_COUNT: usize = SHARDED_ARCHITECTURES.len() + VLLM_ONLY_ARCHITECTURES.len();
 
@@ -146,6 +147,7 @@ const WHOLE_ON_EVERY_STAGE: &[&str] = &[
     "PhiMoEForCausalLM",
     "FalconMambaForCausalLM",
     "MambaForCausalLM",
+    "GptOssForCausalLM",
 ];
 
 /// The classes that build the embedding and the head on every stage but
@@ -612,10 +614,16 @@ pub fn loaded_weights_on_stage(
         } else {
             vec![scaled_rotary_table_shape(text)?]
         };
+        // gpt_oss.py asks get_rope for a float32 table.
+        let width = if class == "GptOssForCausalLM" {
+            4
+        } else {
+            element
+        };
         tables
             .iter()
             .try_fold(0u64, |sum, &(rows, dim)| {
-                let table = rows.checked_mul(dim)?.checked_mul(element)?;
+                let table = rows.checked_mul(dim)?.checked_mul(width)?;
                 sum.checked_add(round_to_block(table)?)
             })
             .ok_or("the rotary tables' bytes overflow u64")?
