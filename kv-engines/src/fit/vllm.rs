@@ -1286,7 +1286,7 @@ mod tests {
             loaded_weights(&config, tensors, DType::BF16, 1).unwrap_err()
         };
         let mut other = small(serde_json::json!({}));
-        other["architectures"] = serde_json::json!(["GptOssForCausalLM"]);
+        other["architectures"] = serde_json::json!(["KimiLinearForCausalLM"]);
         assert!(refusal(other, &[]).contains("`GptOssForCausalLM`"));
         // Phi-3's fused qkv_proj: 4 query heads and 2 KV heads of 16 rows
         // ((4 + 2 x 2) x 16 = 128). Over 4 ranks: one query head a rank,
