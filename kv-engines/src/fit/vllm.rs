@@ -1287,7 +1287,7 @@ mod tests {
         };
         let mut other = small(serde_json::json!({}));
         other["architectures"] = serde_json::json!(["KimiLinearForCausalLM"]);
-        assert!(refusal(other, &[]).contains("`GptOssForCausalLM`"));
+        assert!(refusal(other, &[]).contains("`KimiLinearForCausalLM`"));
         // Phi-3's fused qkv_proj: 4 query heads and 2 KV heads of 16 rows
         // ((4 + 2 x 2) x 16 = 128). Over 4 ranks: one query head a rank,
         // each KV head on two, (1 + 2 x 1) x 16 x 64 x 2 = 6,144 B; a row
