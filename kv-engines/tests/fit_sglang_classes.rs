@@ -430,3 +430,62 @@ fn longrope_keeps_three_caches_in_the_served_dtype() {
     moe["lm_head_bias"] = json!(true);
     assert_eq!(rotary(&moe), Ok(3_072));
 }
+
+/// GPT-OSS at a small size (scripts/vllm/fit-configs/test-gpt-oss-small.json):
+/// hidden 64, 4 heads of 16 and 2 KV heads, biased, with sinks; 4 experts
+/// 16 wide with biases; 2 layers; 128 words, untied.
+fn gpt_oss() -> (Value, Vec<StoredTensor>) {
+    let config = json!({
+        "architectures": ["GptOssForCausalLM"], "model_type": "gpt_oss", "hidden_size": 64,
+        "num_attention_heads": 4, "num_key_value_heads": 2, "head_dim": 16,
+        "num_hidden_layers": 2, "num_local_experts": 4, "intermediate_size": 16,
+        "vocab_size": 128, "max_position_embeddings": 32,
+        "rope_parameters": {"rope_type": "yarn", "factor": 4.0,
+                            "original_max_position_embeddings": 8, "rope_theta": 150_000.0},
+        "tie_word_embeddings": false, "torch_dtype": "bfloat16",
+    });
+    let mut tensors = vec![
+        bf16("model.embed_tokens.weight", &[128, 64]),
+        bf16("model.norm.weight", &[64]),
+        bf16("lm_head.weight", &[128, 64]),
+    ];
+    for layer in 0..2 {
+        let at = |part: &str| format!("model.layers.{layer}.{part}");
+        for (part, rows) in [("q_proj", 64), ("k_proj", 32), ("v_proj", 32)] {
+            tensors.push(bf16(&at(&format!("self_attn.{part}.weight")), &[rows, 64]));
+            tensors.push(bf16(&at(&format!("self_attn.{part}.bias")), &[rows]));
+        }
+        tensors.extend([
+            bf16(&at("self_attn.o_proj.weight"), &[64, 64]),
+            bf16(&at("self_attn.o_proj.bias"), &[64]),
+            bf16(&at("self_attn.sinks"), &[4]),
+            bf16(&at("mlp.router.weight"), &[4, 64]),
+            bf16(&at("mlp.router.bias"), &[4]),
+            bf16(&at("mlp.experts.gate_up_proj"), &[4, 64, 32]),
+            bf16(&at("mlp.experts.gate_up_proj_bias"), &[4, 32]),
+            bf16(&at("mlp.experts.down_proj"), &[4, 16, 64]),
+            bf16(&at("mlp.experts.down_proj_bias"), &[4, 64]),
+            bf16(&at("input_layernorm.weight"), &[64]),
+            bf16(&at("post_attention_layernorm.weight"), &[64]),
+        ]);
+    }
+    (config, tensors)
+}
+
+#[test]
+fn gpt_oss_keeps_its_expert_biases_in_float32() {
+    let (config, tensors) = gpt_oss();
+    // TP 1, a layer: qkv 16,384 and its bias 256; o 8,192 and its bias
+    // 128; the sinks 8; the router 512 and its bias 8; w13 16,384 and its
+    // bias in float32, 4 x 32 x 4 = 512; w2 8,192 and its bias 4 x 64 x 4
+    // = 1,024; two norms 256: 51,856. The embedding and the head 16,384
+    // each, the norm 128. The YaRN table 32 x 16 x 4 = 2,048.
+    let held = loaded_weights(&config, &tensors, 1).unwrap();
+    assert_eq!(held.tensor_bytes, 2 * 51_856 + 2 * 16_384 + 128);
+    assert_eq!(held.rotary_bytes, 2_048);
+    // TP 2: qkv 8,192 and 128; o 4,096 and its whole bias 128; the sinks
+    // of 2 heads 4; the router whole 520; w13 8,192 and its bias split,
+    // 256; w2 4,096 and its bias whole, 1,024; norms 256: 26,892.
+    let held = loaded_weights(&config, &tensors, 2).unwrap();
+    assert_eq!(held.tensor_bytes, 2 * 26_892 + 2 * 8_192 + 128);
+}

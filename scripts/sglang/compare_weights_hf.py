@@ -32,7 +32,8 @@ import sglang_pools as sp  # noqa: E402
 
 CHECKED = {
     "CohereForCausalLM", "Cohere2ForCausalLM", "Ernie4_5ForCausalLM", "GemmaForCausalLM",
-    "Gemma3ForCausalLM", "Glm4ForCausalLM", "Glm4MoeForCausalLM", "GPTNeoXForCausalLM",
+    "Gemma3ForCausalLM", "Glm4ForCausalLM", "Glm4MoeForCausalLM", "GptOssForCausalLM",
+    "GPTNeoXForCausalLM",
     "GraniteForCausalLM", "GraniteMoeForCausalLM", "HunYuanDenseV1ForCausalLM",
     "Llama4ForCausalLM", "LlamaForCausalLM", "MiniCPM3ForCausalLM", "MistralForCausalLM",
     "MixtralForCausalLM", "OlmoForCausalLM", "Olmo2ForCausalLM", "Olmo3ForCausalLM",

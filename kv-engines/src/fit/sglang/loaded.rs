@@ -29,6 +29,7 @@ const SGLANG_ONLY_ARCHITECTURES: &[&str] = &[
     "Gemma3ForCausalLM",
     "Glm4ForCausalLM",
     "Glm4MoeForCausalLM",
+    "GptOssForCausalLM",
     "MiniCPM3ForCausalLM",
     "Olmo3ForCausalLM",
     "PhiForCausalLM",
@@ -218,7 +219,16 @@ pub fn loaded_weights_with_dp_attention(
         let float32_router = glm_moe
             && (name.ends_with(".mlp.gate.weight")
                 || name.ends_with(".mlp.gate.e_score_correction_bias"));
-        let element = if float32_router { 4 } else { element };
+        // GPT-OSS's expert biases (gpt_oss.py's FusedMoE: `w13_weight_bias`,
+        // `w2_weight_bias`) are float32 too.
+        let float32_expert_bias = class == "GptOssForCausalLM"
+            && (name.ends_with(".experts.gate_up_proj_bias")
+                || name.ends_with(".experts.down_proj_bias"));
+        let element = if float32_router || float32_expert_bias {
+            4
+        } else {
+            element
+        };
         if !matches!(tensor.dtype.as_str(), "F16" | "BF16" | "F32" | "F64") {
             return Err(format!(
                 "`{}` is stored as {}: kv has not checked how SGLang loads weights that are not \
