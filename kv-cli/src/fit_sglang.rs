@@ -268,13 +268,21 @@ fn render_budget(b: &Budget) -> String {
     } else {
         String::new()
     };
+    let post_load = if b.loaded.post_load_bytes > 0 {
+        format!(
+            " + w_kc and w_vc {} B (made after loading)",
+            b.loaded.post_load_bytes
+        )
+    } else {
+        String::new()
+    };
     let _ = writeln!(
         out,
-        "  loaded: {} B in {}{skipped} + rotary table {} B (float32) = {:.2} GiB",
+        "  loaded: {} B in {}{skipped} + rotary buffers {} B{post_load} = {:.2} GiB",
         b.loaded.tensor_bytes,
         b.loaded.dtype,
         b.loaded.rotary_bytes,
-        (b.loaded.tensor_bytes as f64 + b.loaded.rotary_bytes as f64) / GIB
+        b.loaded.total().unwrap_or(u64::MAX) as f64 / GIB
     );
     match &b.defaults {
         Some(d) => {

@@ -144,7 +144,7 @@ fn llama_31_8b_on_an_h100_as_sglang_logs_it() {
     );
     assert!(
         stdout.contains(
-            "  loaded: 16060522496 B in bfloat16 + rotary table 67108864 B (float32) = 15.02 GiB\n"
+            "  loaded: 16060522496 B in bfloat16 + rotary buffers 67108864 B = 15.02 GiB\n"
         ),
         "{stdout}"
     );
@@ -477,7 +477,7 @@ fn what_kv_fit_refuses() {
 
     // A RoPE kv has not checked: no figure, and why.
     let mut config = llama_31_8b_config();
-    config["rope_scaling"] = json!({"rope_type": "yarn", "factor": 4.0});
+    config["rope_scaling"] = json!({"rope_type": "dynamic", "factor": 4.0});
     fs::write(dir.join("config.json"), config.to_string()).unwrap();
     let out = kv(&[
         "fit",
@@ -825,7 +825,7 @@ fn llama_31_8b_over_two_h100s_as_sglang_shards_it() {
     // rotary table 67,108,864: 8,097,636,352 = 7.5415 GiB.
     assert!(
         text.contains(
-            "  loaded: 8030527488 B in bfloat16 + rotary table 67108864 B (float32) = 7.54 GiB\n"
+            "  loaded: 8030527488 B in bfloat16 + rotary buffers 67108864 B = 7.54 GiB\n"
         ),
         "{text}"
     );
@@ -1176,7 +1176,7 @@ fn what_the_loader_skips_is_said() {
     ]);
     assert!(out.status.success(), "{}", stderr(&out));
     assert!(
-        stdout(&out).contains(", 1050673152 B the loader skips + rotary table"),
+        stdout(&out).contains(", 1050673152 B the loader skips + rotary buffers"),
         "{}",
         stdout(&out)
     );

@@ -14,19 +14,12 @@
 //! TP 1, 130,560 B at TP 2, 87,552 B at TP 4; GLM-4.5 126,608 B and
 //! 1,280 B at TP 1, 64,144 B at TP 2; OLMo 3 6,400 B of tables).
 
+mod common;
+
+use common::*;
 use kv_engines::fit::sglang::loaded_weights;
 use kv_engines::weights::StoredTensor;
 use serde_json::{json, Value};
-
-fn bf16(name: &str, shape: &[u64]) -> StoredTensor {
-    let bytes = shape.iter().product::<u64>() * 2;
-    StoredTensor::new(name.into(), "BF16".into(), shape.to_vec(), bytes)
-}
-
-fn f32(name: &str, shape: &[u64]) -> StoredTensor {
-    let bytes = shape.iter().product::<u64>() * 4;
-    StoredTensor::new(name.into(), "F32".into(), shape.to_vec(), bytes)
-}
 
 /// Hidden 64, 4 heads of 16, 2 KV heads, 6 layers (the sixth full, the
 /// others sliding), a vocabulary of 128, 40 positions; the full layers'
@@ -431,50 +424,9 @@ fn longrope_keeps_three_caches_in_the_served_dtype() {
     assert_eq!(rotary(&moe), Ok(3_072));
 }
 
-/// GPT-OSS at a small size (scripts/vllm/fit-configs/test-gpt-oss-small.json):
-/// hidden 64, 4 heads of 16 and 2 KV heads, biased, with sinks; 4 experts
-/// 16 wide with biases; 2 layers; 128 words, untied.
-fn gpt_oss() -> (Value, Vec<StoredTensor>) {
-    let config = json!({
-        "architectures": ["GptOssForCausalLM"], "model_type": "gpt_oss", "hidden_size": 64,
-        "num_attention_heads": 4, "num_key_value_heads": 2, "head_dim": 16,
-        "num_hidden_layers": 2, "num_local_experts": 4, "intermediate_size": 16,
-        "vocab_size": 128, "max_position_embeddings": 32,
-        "rope_parameters": {"rope_type": "yarn", "factor": 4.0,
-                            "original_max_position_embeddings": 8, "rope_theta": 150_000.0},
-        "tie_word_embeddings": false, "torch_dtype": "bfloat16",
-    });
-    let mut tensors = vec![
-        bf16("model.embed_tokens.weight", &[128, 64]),
-        bf16("model.norm.weight", &[64]),
-        bf16("lm_head.weight", &[128, 64]),
-    ];
-    for layer in 0..2 {
-        let at = |part: &str| format!("model.layers.{layer}.{part}");
-        for (part, rows) in [("q_proj", 64), ("k_proj", 32), ("v_proj", 32)] {
-            tensors.push(bf16(&at(&format!("self_attn.{part}.weight")), &[rows, 64]));
-            tensors.push(bf16(&at(&format!("self_attn.{part}.bias")), &[rows]));
-        }
-        tensors.extend([
-            bf16(&at("self_attn.o_proj.weight"), &[64, 64]),
-            bf16(&at("self_attn.o_proj.bias"), &[64]),
-            bf16(&at("self_attn.sinks"), &[4]),
-            bf16(&at("mlp.router.weight"), &[4, 64]),
-            bf16(&at("mlp.router.bias"), &[4]),
-            bf16(&at("mlp.experts.gate_up_proj"), &[4, 64, 32]),
-            bf16(&at("mlp.experts.gate_up_proj_bias"), &[4, 32]),
-            bf16(&at("mlp.experts.down_proj"), &[4, 16, 64]),
-            bf16(&at("mlp.experts.down_proj_bias"), &[4, 64]),
-            bf16(&at("input_layernorm.weight"), &[64]),
-            bf16(&at("post_attention_layernorm.weight"), &[64]),
-        ]);
-    }
-    (config, tensors)
-}
-
 #[test]
 fn gpt_oss_keeps_its_expert_biases_in_float32() {
-    let (config, tensors) = gpt_oss();
+    let (config, tensors) = (gpt_oss_config(), gpt_oss_checkpoint());
     // TP 1, a layer: qkv 16,384 and its bias 256; o 8,192 and its bias
     // 128; the sinks 8; the router 512 and its bias 8; w13 16,384 and its
     // bias in float32, 4 x 32 x 4 = 512; w2 8,192 and its bias 4 x 64 x 4
@@ -488,4 +440,80 @@ fn gpt_oss_keeps_its_expert_biases_in_float32() {
     // 256; w2 4,096 and its bias whole, 1,024; norms 256: 26,892.
     let held = loaded_weights(&config, &tensors, 2).unwrap();
     assert_eq!(held.tensor_bytes, 2 * 26_892 + 2 * 8_192 + 128);
+}
+
+#[test]
+fn deepseek_keeps_w_kc_and_w_vc_beside_its_latent_projection() {
+    // TP 1, a layer's attention: q_a 4,096, its norm 64, q_b 384 x 32 x 2 =
+    // 24,576, kv_a (the latent and the rope key) 576 x 64 x 2 = 73,728, its
+    // norm 1,024, kv_b 512 x 512 x 2 = 524,288, o 64 x 256 x 2 = 32,768,
+    // two layer norms 256: 660,800. Layer 0's MLP: gate and up 8,192, down
+    // 4,096. Layer 1's MoE: the router 512 (bf16), its correction bias in
+    // float32, 16; the experts 4 x 3 x 1,024 x 2 = 24,576; the shared
+    // expert 6,144: 31,248. The embedding and the head 16,384 each, the
+    // norm 128. No 512-byte blocks: SGLang's harness counts elements.
+    let held = loaded_weights(&deepseek_v3_config(), &deepseek_v3_checkpoint(), 1).unwrap();
+    assert_eq!(
+        held.tensor_bytes,
+        2 * 660_800 + 12_288 + 31_248 + 2 * 16_384 + 128
+    );
+    assert_eq!(held.tensor_bytes, 1_398_032);
+    // post_load_weights splits kv_b into w_kc and w_vc, contiguous copies:
+    // 524,288 again a layer.
+    assert_eq!(held.post_load_bytes, 2 * 524_288);
+    // The latent rope's YaRN table, float32: ceil(10 x 2.5) x 64 x 4.
+    assert_eq!(held.rotary_bytes, 25 * 64 * 4);
+    assert_eq!(held.total(), Some(1_398_032 + 1_048_576 + 6_400));
+    // TP 2: q_a, kv_a and their norms whole (79,168 with the layer norms),
+    // q_b 12,288, kv_b 262,144, o 16,384; the MLP 6,144; the router
+    // whole, the experts and the shared expert halved, 15,888; the
+    // vocabulary halved, 8,192 twice.
+    let held = loaded_weights(&deepseek_v3_config(), &deepseek_v3_checkpoint(), 2).unwrap();
+    assert_eq!(
+        held.tensor_bytes,
+        2 * (79_168 + 12_288 + 262_144 + 16_384) + 6_144 + 15_888 + 2 * 8_192 + 128
+    );
+    assert_eq!(held.post_load_bytes, 2 * 262_144);
+    // The MTP layer a published checkpoint ships is skipped.
+    let mut tensors = deepseek_v3_checkpoint();
+    let mtp = deepseek_mtp_layer();
+    let mtp_bytes: u64 = mtp.iter().map(|t| t.bytes).sum();
+    tensors.extend(mtp);
+    let held = loaded_weights(&deepseek_v3_config(), &tensors, 1).unwrap();
+    assert_eq!(
+        (held.tensor_bytes, held.skipped_bytes),
+        (1_398_032, mtp_bytes)
+    );
+    assert_eq!(held.post_load_bytes, 2 * 524_288);
+}
+
+#[test]
+fn deepseek_rules_refuse_what_sglang_cannot_build_or_kv_has_not_checked() {
+    let refusal =
+        |config: &Value| loaded_weights(config, &deepseek_v3_checkpoint(), 1).unwrap_err();
+    // transformers 5's config classes set no `moe_layer_freq`, which
+    // SGLang's model reads.
+    let mut no_freq = deepseek_v3_config();
+    no_freq.as_object_mut().unwrap().remove("moe_layer_freq");
+    let words = refusal(&no_freq);
+    assert!(
+        words.contains("'DeepseekV3Config' object has no attribute 'moe_layer_freq'"),
+        "{words}"
+    );
+    // A correction bias without `noaux_tc`: the class builds none.
+    let mut greedy = deepseek_v3_config();
+    greedy["topk_method"] = json!("greedy");
+    assert!(refusal(&greedy).contains("`e_score_correction_bias`"));
+    // `router_fp32`: the router's weight in float32, 4 x 64 x 2 more.
+    let mut fp32 = deepseek_v3_config();
+    fp32["router_fp32"] = json!(true);
+    let held = loaded_weights(&fp32, &deepseek_v3_checkpoint(), 1).unwrap();
+    assert_eq!(held.tensor_bytes, 1_398_032 + 512);
+    // Without MTP layers, a layer past the config's is refused.
+    let mut no_mtp = deepseek_v3_config();
+    no_mtp["num_nextn_predict_layers"] = json!(0);
+    let mut tensors = deepseek_v3_checkpoint();
+    tensors.extend(deepseek_mtp_layer());
+    let words = loaded_weights(&no_mtp, &tensors, 1).unwrap_err();
+    assert!(words.contains("layer 2, but the config has 2"), "{words}");
 }

@@ -10,115 +10,13 @@
 //! TP 1, 789,504 B at TP 2, 696,320 B and 716,288 B at PP 2; Gemma 3
 //! 274,432 B at TP 1, 102,912 B, 102,912 B and 106,496 B at PP 3).
 
+mod common;
+
+use common::*;
 use kv_core::DType;
 use kv_engines::fit::vllm::{loaded_weights, loaded_weights_on_stage, PipelineStage};
 use kv_engines::weights::StoredTensor;
 use serde_json::{json, Value};
-
-fn bf16(name: &str, shape: &[u64]) -> StoredTensor {
-    let bytes = shape.iter().product::<u64>() * 2;
-    StoredTensor::new(name.into(), "BF16".into(), shape.to_vec(), bytes)
-}
-
-/// Hidden 64, 2 heads of 128 + 64 (nope + rope) for q and k and 128 for v,
-/// q's LoRA rank 32, the latent 512; layer 0 dense (intermediate 32),
-/// layer 1 MoE (4 routed experts and 1 shared, 16 wide); vocabulary 128;
-/// YaRN x 2.5 over 10 positions.
-fn config() -> Value {
-    json!({
-        "architectures": ["DeepseekV3ForCausalLM"], "model_type": "deepseek_v3",
-        "hidden_size": 64, "num_attention_heads": 2, "num_key_value_heads": 2,
-        "q_lora_rank": 32, "kv_lora_rank": 512, "qk_nope_head_dim": 128,
-        "qk_rope_head_dim": 64, "v_head_dim": 128, "vocab_size": 128,
-        "num_hidden_layers": 2, "first_k_dense_replace": 1, "n_routed_experts": 4,
-        "n_shared_experts": 1, "moe_intermediate_size": 16, "intermediate_size": 32,
-        "num_experts_per_tok": 2, "num_nextn_predict_layers": 1, "topk_method": "noaux_tc",
-        "max_position_embeddings": 25, "tie_word_embeddings": false, "torch_dtype": "bfloat16",
-        "rope_scaling": {"type": "yarn", "factor": 2.5, "original_max_position_embeddings": 10,
-                         "mscale": 1.0, "mscale_all_dim": 1.0},
-    })
-}
-
-/// `count` experts of `inner` under `mlp` (hidden 64), as the published
-/// checkpoints store them: one gate, up and down each.
-fn experts(mlp: &str, count: u64, inner: u64) -> Vec<StoredTensor> {
-    (0..count)
-        .flat_map(|expert| {
-            let at = |p: &str| format!("{mlp}.experts.{expert}.{p}.weight");
-            [
-                bf16(&at("gate_proj"), &[inner, 64]),
-                bf16(&at("up_proj"), &[inner, 64]),
-                bf16(&at("down_proj"), &[64, inner]),
-            ]
-        })
-        .collect()
-}
-
-fn attention(layer: u64) -> Vec<StoredTensor> {
-    let at = |part: &str| format!("model.layers.{layer}.{part}");
-    vec![
-        bf16(&at("self_attn.q_a_proj.weight"), &[32, 64]),
-        bf16(&at("self_attn.q_a_layernorm.weight"), &[32]),
-        bf16(&at("self_attn.q_b_proj.weight"), &[2 * 192, 32]),
-        bf16(&at("self_attn.kv_a_proj_with_mqa.weight"), &[512 + 64, 64]),
-        bf16(&at("self_attn.kv_a_layernorm.weight"), &[512]),
-        bf16(&at("self_attn.kv_b_proj.weight"), &[2 * (128 + 128), 512]),
-        bf16(&at("self_attn.o_proj.weight"), &[64, 2 * 128]),
-        bf16(&at("input_layernorm.weight"), &[64]),
-        bf16(&at("post_attention_layernorm.weight"), &[64]),
-    ]
-}
-
-fn checkpoint() -> Vec<StoredTensor> {
-    let mut tensors = vec![
-        bf16("model.embed_tokens.weight", &[128, 64]),
-        bf16("model.norm.weight", &[64]),
-        bf16("lm_head.weight", &[128, 64]),
-    ];
-    tensors.extend(attention(0));
-    tensors.extend([
-        bf16("model.layers.0.mlp.gate_proj.weight", &[32, 64]),
-        bf16("model.layers.0.mlp.up_proj.weight", &[32, 64]),
-        bf16("model.layers.0.mlp.down_proj.weight", &[64, 32]),
-    ]);
-    tensors.extend(attention(1));
-    tensors.push(bf16("model.layers.1.mlp.gate.weight", &[4, 64]));
-    tensors.push(StoredTensor::new(
-        "model.layers.1.mlp.gate.e_score_correction_bias".into(),
-        "F32".into(),
-        vec![4],
-        16,
-    ));
-    tensors.extend(experts("model.layers.1.mlp", 4, 16));
-    tensors.extend([
-        bf16(
-            "model.layers.1.mlp.shared_experts.gate_proj.weight",
-            &[16, 64],
-        ),
-        bf16(
-            "model.layers.1.mlp.shared_experts.up_proj.weight",
-            &[16, 64],
-        ),
-        bf16(
-            "model.layers.1.mlp.shared_experts.down_proj.weight",
-            &[64, 16],
-        ),
-    ]);
-    tensors
-}
-
-/// The MTP layer DeepSeek-V3's checkpoint ships as `model.layers.2`.
-fn mtp_layer() -> Vec<StoredTensor> {
-    let mut tensors = attention(2);
-    tensors.extend([
-        bf16("model.layers.2.eh_proj.weight", &[64, 128]),
-        bf16("model.layers.2.enorm.weight", &[64]),
-        bf16("model.layers.2.hnorm.weight", &[64]),
-        bf16("model.layers.2.shared_head.head.weight", &[128, 64]),
-        bf16("model.layers.2.embed_tokens.weight", &[128, 64]),
-    ]);
-    tensors
-}
 
 fn tensor_bytes(tensors: &[StoredTensor]) -> u64 {
     tensors.iter().map(|t| t.bytes).sum()
@@ -142,14 +40,14 @@ fn tensor_bytes(tensors: &[StoredTensor]) -> u64 {
 
 #[test]
 fn deepseek_v3_at_tp_1_skips_the_mtp_layer() {
-    let mut tensors = checkpoint();
-    tensors.extend(mtp_layer());
-    let held = loaded_weights(&config(), &tensors, DType::BF16, 1).unwrap();
+    let mut tensors = deepseek_v3_checkpoint();
+    tensors.extend(deepseek_mtp_layer());
+    let held = loaded_weights(&deepseek_v3_config(), &tensors, DType::BF16, 1).unwrap();
     assert_eq!(
         held.tensor_bytes,
         16_384 + 16_384 + 512 + 2 * 662_016 + 12_288 + 31_744
     );
-    assert_eq!(held.skipped_bytes, tensor_bytes(&mtp_layer()));
+    assert_eq!(held.skipped_bytes, tensor_bytes(&deepseek_mtp_layer()));
     assert_eq!(held.rotary_bytes, 3_584);
     assert_eq!(held.scale_bytes, 4_096);
     assert_eq!(held.total(), Some(1_409_024));
@@ -163,7 +61,13 @@ fn deepseek_v3_at_tp_2_splits_the_up_projections_and_replicates_the_down_ones() 
     // 262,144, o_proj 16,384, the layer norms 1,024 = 371,200. Layer 0's
     // MLP 4,096 + 2,048; layer 1: gate 512 and bias 512 whole, w13 8,192,
     // w2 4,096, the shared expert 2,048 + 1,024 = 16,384.
-    let held = loaded_weights(&config(), &checkpoint(), DType::BF16, 2).unwrap();
+    let held = loaded_weights(
+        &deepseek_v3_config(),
+        &deepseek_v3_checkpoint(),
+        DType::BF16,
+        2,
+    )
+    .unwrap();
     assert_eq!(
         held.tensor_bytes,
         8_192 + 8_192 + 512 + 2 * 371_200 + 6_144 + 16_384
@@ -173,11 +77,11 @@ fn deepseek_v3_at_tp_2_splits_the_up_projections_and_replicates_the_down_ones() 
 
 #[test]
 fn deepseek_v3_on_two_pipeline_stages() {
-    let mut tensors = checkpoint();
-    tensors.extend(mtp_layer());
+    let mut tensors = deepseek_v3_checkpoint();
+    tensors.extend(deepseek_mtp_layer());
     let stage = |index| {
         loaded_weights_on_stage(
-            &config(),
+            &deepseek_v3_config(),
             &tensors,
             DType::BF16,
             1,
@@ -201,14 +105,14 @@ fn deepseek_v3_on_two_pipeline_stages() {
 fn the_yarn_table_rounds_its_rows_up() {
     // 10 x 2.42 = 24.2 positions: torch.arange gives 25 rows, 25 x 64 x 2 =
     // 3,200 -> 3,584; 24 rows would be 3,072.
-    let mut config = config();
+    let mut config = deepseek_v3_config();
     config["rope_scaling"]["factor"] = json!(2.42);
-    let held = loaded_weights(&config, &checkpoint(), DType::BF16, 1).unwrap();
+    let held = loaded_weights(&config, &deepseek_v3_checkpoint(), DType::BF16, 1).unwrap();
     assert_eq!(held.rotary_bytes, 3_584);
     // Without scaling: max_position_embeddings rows, 25 x 64 x 2.
     config["rope_scaling"] = Value::Null;
     config["max_position_embeddings"] = json!(24);
-    let held = loaded_weights(&config, &checkpoint(), DType::BF16, 1).unwrap();
+    let held = loaded_weights(&config, &deepseek_v3_checkpoint(), DType::BF16, 1).unwrap();
     assert_eq!(held.rotary_bytes, 3_072);
 }
 
@@ -218,43 +122,49 @@ fn what_vllm_cannot_load_or_kv_has_not_checked_is_refused() {
         loaded_weights(&config, &tensors, DType::BF16, 1).unwrap_err()
     };
     // vLLM builds no correction bias unless topk_method is noaux_tc.
-    let mut greedy = config();
+    let mut greedy = deepseek_v3_config();
     greedy["topk_method"] = json!("greedy");
-    let why = refused(greedy, checkpoint());
+    let why = refused(greedy, deepseek_v3_checkpoint());
     assert!(
         why.contains("`model.layers.1.mlp.gate.e_score_correction_bias`"),
         "{why}"
     );
     assert!(why.contains("`noaux_tc`"), "{why}");
     // A layer past the MTP layers, and an MTP layer the config does not have.
-    let mut tensors = checkpoint();
+    let mut tensors = deepseek_v3_checkpoint();
     tensors.push(bf16("model.layers.3.enorm.weight", &[64]));
-    let why = refused(config(), tensors);
+    let why = refused(deepseek_v3_config(), tensors);
     assert!(
         why.contains("layer 3, but the config has 2 layers and 1 MTP layers"),
         "{why}"
     );
-    let mut no_mtp = config();
+    let mut no_mtp = deepseek_v3_config();
     no_mtp["num_nextn_predict_layers"] = json!(0);
-    let mut tensors = checkpoint();
-    tensors.extend(mtp_layer());
+    let mut tensors = deepseek_v3_checkpoint();
+    tensors.extend(deepseek_mtp_layer());
     assert!(refused(no_mtp, tensors).contains("layer 2, but the config has 2 layers"));
     // Rotary tables kv has not checked: DeepSeek's llama-style scaling
     // (`attention_factor` 1) and any other kind.
-    let mut llama_scaling = config();
+    let mut llama_scaling = deepseek_v3_config();
     llama_scaling["rope_scaling"]["attention_factor"] = json!(1.0);
-    assert!(refused(llama_scaling, checkpoint()).contains("rope_type `yarn`"));
-    let mut linear = config();
+    assert!(refused(llama_scaling, deepseek_v3_checkpoint()).contains("rope_type `yarn`"));
+    let mut linear = deepseek_v3_config();
     linear["rope_scaling"]["type"] = json!("linear");
-    assert!(refused(linear, checkpoint()).contains("rope_type `linear`"));
-    let mut no_factor = config();
+    assert!(refused(linear, deepseek_v3_checkpoint()).contains("rope_type `linear`"));
+    let mut no_factor = deepseek_v3_config();
     no_factor["rope_scaling"]["factor"] = json!(0);
-    assert!(refused(no_factor, checkpoint()).contains("positive `factor`"));
-    let mut huge = config();
+    assert!(refused(no_factor, deepseek_v3_checkpoint()).contains("positive `factor`"));
+    let mut huge = deepseek_v3_config();
     huge["rope_scaling"]["original_max_position_embeddings"] = json!(1u64 << 53);
-    assert!(refused(huge, checkpoint()).contains("beyond what a double holds"));
+    assert!(refused(huge, deepseek_v3_checkpoint()).contains("beyond what a double holds"));
     // The MoE's width must divide over the ranks.
-    let why = loaded_weights(&config(), &checkpoint(), DType::BF16, 3).unwrap_err();
+    let why = loaded_weights(
+        &deepseek_v3_config(),
+        &deepseek_v3_checkpoint(),
+        DType::BF16,
+        3,
+    )
+    .unwrap_err();
     assert!(why.contains("not divisible by 3"), "{why}");
 }
 
@@ -758,7 +668,7 @@ fn qwen3_next_at_tp_2_and_on_three_stages() {
 fn float32_parameters_take_their_own_width() {
     // 256 routed experts' correction bias: 1,024 B in float32, two blocks
     // (in bf16 it would fit one).
-    let mut config = config();
+    let mut config = deepseek_v3_config();
     config["n_routed_experts"] = json!(256);
     let bias = [StoredTensor::new(
         "model.layers.1.mlp.gate.e_score_correction_bias".into(),
@@ -834,7 +744,7 @@ fn rotary_refusals_at_their_bounds() {
     assert!(why.contains("(0, 1]"), "{why}");
     // YaRN rows past 2^53: refused when the product is, even if the
     // original count is below it.
-    let mut huge = config();
+    let mut huge = deepseek_v3_config();
     huge["rope_scaling"]["original_max_position_embeddings"] = json!(1u64 << 52);
     huge["rope_scaling"]["factor"] = json!(4.0);
     let why = loaded_weights(&huge, &[], DType::BF16, 1).unwrap_err();
@@ -1325,11 +1235,6 @@ fn mamba_holds_no_scales_no_table_and_its_a_in_float32() {
     assert!(words.contains("no `num_attention_heads`"), "{words}");
 }
 
-fn f32(name: &str, shape: &[u64]) -> StoredTensor {
-    let bytes = shape.iter().product::<u64>() * 4;
-    StoredTensor::new(name.into(), "F32".into(), shape.to_vec(), bytes)
-}
-
 #[test]
 fn glm_4_5_needs_a_moe_layer_on_every_stage() {
     // Two layers, the first dense: at PP 2 stage 0 holds the dense layer
@@ -1363,55 +1268,6 @@ fn glm_4_5_needs_a_moe_layer_on_every_stage() {
     dense["first_k_dense_replace"] = json!(2);
     let words = loaded_weights(&dense, &[], DType::BF16, 1).unwrap_err();
     assert!(words.contains("the first 2 are dense"), "{words}");
-}
-
-/// scripts/vllm/fit-configs/test-gpt-oss-small.json: hidden 64, 4 heads
-/// of 16 and 2 KV heads, every projection biased, attention sinks; 4
-/// experts 16 wide with biases, a biased router; YaRN x 4 over 8
-/// positions; 128 words, untied.
-fn gpt_oss_config() -> Value {
-    json!({
-        "architectures": ["GptOssForCausalLM"], "model_type": "gpt_oss", "hidden_size": 64,
-        "num_attention_heads": 4, "num_key_value_heads": 2, "head_dim": 16,
-        "num_hidden_layers": 2, "num_local_experts": 4, "num_experts_per_tok": 2,
-        "intermediate_size": 16, "vocab_size": 128, "max_position_embeddings": 32,
-        "sliding_window": 8, "layer_types": ["sliding_attention", "full_attention"],
-        "rope_parameters": {"rope_type": "yarn", "factor": 4.0,
-                            "original_max_position_embeddings": 8, "rope_theta": 150_000.0},
-        "tie_word_embeddings": false, "torch_dtype": "bfloat16",
-    })
-}
-
-fn gpt_oss_checkpoint() -> Vec<StoredTensor> {
-    let mut tensors = vec![
-        bf16("model.embed_tokens.weight", &[128, 64]),
-        bf16("model.norm.weight", &[64]),
-        bf16("lm_head.weight", &[128, 64]),
-    ];
-    for layer in 0..2 {
-        let at = |part: &str| format!("model.layers.{layer}.{part}");
-        tensors.extend([
-            bf16(&at("self_attn.q_proj.weight"), &[64, 64]),
-            bf16(&at("self_attn.q_proj.bias"), &[64]),
-            bf16(&at("self_attn.k_proj.weight"), &[32, 64]),
-            bf16(&at("self_attn.k_proj.bias"), &[32]),
-            bf16(&at("self_attn.v_proj.weight"), &[32, 64]),
-            bf16(&at("self_attn.v_proj.bias"), &[32]),
-            bf16(&at("self_attn.o_proj.weight"), &[64, 64]),
-            bf16(&at("self_attn.o_proj.bias"), &[64]),
-            bf16(&at("self_attn.sinks"), &[4]),
-            bf16(&at("mlp.router.weight"), &[4, 64]),
-            bf16(&at("mlp.router.bias"), &[4]),
-            // transformers 5's fused experts, gate and up [E, H, 2I].
-            bf16(&at("mlp.experts.gate_up_proj"), &[4, 64, 32]),
-            bf16(&at("mlp.experts.gate_up_proj_bias"), &[4, 32]),
-            bf16(&at("mlp.experts.down_proj"), &[4, 16, 64]),
-            bf16(&at("mlp.experts.down_proj_bias"), &[4, 64]),
-            bf16(&at("input_layernorm.weight"), &[64]),
-            bf16(&at("post_attention_layernorm.weight"), &[64]),
-        ]);
-    }
-    tensors
 }
 
 #[test]

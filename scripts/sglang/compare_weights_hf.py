@@ -8,9 +8,11 @@ by CI.
     cargo build -p kv-cli
     /work/.venv-sglang/bin/python scripts/sglang/compare_weights_hf.py --kv $CARGO_TARGET_DIR/debug/kv [CONFIG.json...]
 
-Compared: SGLang's parameter bytes with `fit.loaded.tensor_bytes`, and its
+Compared: SGLang's parameter bytes with `fit.loaded.tensor_bytes`, its
 buffers' bytes (one tensor once, however many modules share it) with
-`fit.loaded.rotary_bytes`. `--all-classes` runs every config whatever its
+`fit.loaded.rotary_bytes`, and the tensors its modules hold beside both
+once `post_load_weights` has run on the meta model (DeepSeek's `w_kc` and
+`w_vc`) with `fit.loaded.post_load_bytes`. `--all-classes` runs every config whatever its
 class (kv refuses those it has not checked).
 """
 
@@ -31,7 +33,8 @@ import loaded_buffers  # noqa: E402
 import sglang_pools as sp  # noqa: E402
 
 CHECKED = {
-    "CohereForCausalLM", "Cohere2ForCausalLM", "Ernie4_5ForCausalLM", "GemmaForCausalLM",
+    "CohereForCausalLM", "Cohere2ForCausalLM", "DeepseekV2ForCausalLM", "DeepseekV3ForCausalLM",
+    "Ernie4_5ForCausalLM", "GemmaForCausalLM",
     "Gemma3ForCausalLM", "Glm4ForCausalLM", "Glm4MoeForCausalLM", "GptOssForCausalLM",
     "GPTNeoXForCausalLM",
     "GraniteForCausalLM", "GraniteMoeForCausalLM", "HunYuanDenseV1ForCausalLM",
@@ -51,7 +54,7 @@ def kv_bytes(kv, folder, tp, dp=1):
     if p.returncode != 0:
         return None, (p.stderr.strip().splitlines() or ["?"])[-1][-200:]
     loaded = json.loads(p.stdout)[0]["fit"]["loaded"]
-    return (loaded["tensor_bytes"], loaded["rotary_bytes"]), None
+    return (loaded["tensor_bytes"], loaded["rotary_bytes"], loaded["post_load_bytes"]), None
 
 
 def main():
@@ -91,7 +94,8 @@ def main():
             m = loaded_buffers.measure(os.path.join(folder, "config.json"), tp, a.dp)
             s = None
             if "param_bytes" in m:
-                s = (sum(m["param_bytes"].values()), sum(b[3] for b in m["buffers"]))
+                s = (sum(m["param_bytes"].values()), sum(b[3] for b in m["buffers"]),
+                     m["post_load_bytes"])
             s_err = m.get("error")
             if k_err and s_err:
                 verdict = "refused alike"

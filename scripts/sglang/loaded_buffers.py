@@ -57,8 +57,25 @@ def measure(config, tp=1, dp=1):
                 torch.set_default_dtype(mc.dtype)
                 with torch.device("meta"), sp._CudaToMeta():
                     model = _initialize_model(mc, LoadConfig())
+                    # What the loader does once the weights are in
+                    # (DeepSeek's `w_kc` and `w_vc`), on the meta tensors.
+                    post_load_error = None
+                    if hasattr(model, "post_load_weights"):
+                        try:
+                            model.post_load_weights()
+                        except Exception as error:  # noqa: BLE001  (reported)
+                            post_load_error = f"{type(error).__name__}: {error}"[:200]
         finally:
             torch.set_default_dtype(saved)
+        # Tensors a module holds that are neither parameters nor buffers.
+        registered = {id(t) for t in model.parameters()} | {id(t) for t in model.buffers()}
+        post_load, seen_extra = 0, set()
+        for module in model.modules():
+            for value in vars(module).values():
+                if (isinstance(value, torch.Tensor) and id(value) not in registered
+                        and id(value) not in seen_extra and value.numel() > 0):
+                    seen_extra.add(id(value))
+                    post_load += value.numel() * value.element_size()
         params = {}
         for p in model.parameters():
             key = str(p.dtype).replace("torch.", "")
@@ -73,7 +90,8 @@ def measure(config, tp=1, dp=1):
             buffers.append([name, list(b.shape), str(b.dtype).replace("torch.", ""),
                             b.numel() * b.element_size()])
         return {"class": type(model).__name__, "tp": tp, "dtype": str(mc.dtype),
-                "param_bytes": params, "buffers": buffers}
+                "param_bytes": params, "buffers": buffers, "post_load_bytes": post_load,
+                "post_load_error": post_load_error}
     except Exception as error:
         return {"error": f"{type(error).__name__}: {error}"[:300]}
     finally:

@@ -257,7 +257,7 @@ pub(crate) fn mla_rotary_table_shape(text: &Value) -> Result<(u64, u64), String>
         }
         _ => {
             return Err(format!(
-                "kv has not checked the rotary table vLLM's latent attention builds for \
+                "kv has not checked the rotary table latent attention builds for \
                  rope_type `{rope_type}`"
             ))
         }

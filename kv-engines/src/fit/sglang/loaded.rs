@@ -25,6 +25,8 @@ pub const CHECKED_ARCHITECTURES: &[&str] = &joined::<CHECKED_COUNT>(
 /// Of [`CHECKED_ARCHITECTURES`], those checked for SGLang beyond the
 /// classes both engines share (on 2026-12-07), at TP 1, 2, 4 and 8.
 const SGLANG_ONLY_ARCHITECTURES: &[&str] = &[
+    "DeepseekV2ForCausalLM",
+    "DeepseekV3ForCausalLM",
     "Ernie4_5ForCausalLM",
     "Gemma3ForCausalLM",
     "Glm4ForCausalLM",
@@ -71,15 +73,22 @@ pub struct LoadedWeights {
     /// Tensors the loader skips: stale `rotary_emb.inv_freq`, and a stored
     /// `lm_head.weight` of a model that ties it to the embedding.
     pub skipped_bytes: u64,
-    /// The rotary buffers its model builds: `cos_sin_cache` tables, or a
-    /// Hugging Face rotary module's frequencies (all float32).
+    /// The rotary buffers its model builds: `cos_sin_cache` tables (float32,
+    /// LongRoPE's in the served dtype), or a Hugging Face rotary module's
+    /// frequencies.
     pub rotary_bytes: u64,
+    /// Copies the model makes once loaded: DeepSeek's `w_kc` and `w_vc`,
+    /// the latent attention's `kv_b_proj` split and made contiguous
+    /// (`post_load_weights`), as many bytes again as that projection.
+    pub post_load_bytes: u64,
 }
 
 impl LoadedWeights {
     /// Everything held, in bytes.
     pub fn total(&self) -> Option<u64> {
-        self.tensor_bytes.checked_add(self.rotary_bytes)
+        self.tensor_bytes
+            .checked_add(self.rotary_bytes)?
+            .checked_add(self.post_load_bytes)
     }
 }
 
@@ -185,10 +194,34 @@ pub fn loaded_weights_with_dp_attention(
             }
         }
     }
+    let latent = matches!(class, "DeepseekV2ForCausalLM" | "DeepseekV3ForCausalLM");
+    if latent && text.get("moe_layer_freq").is_none_or(Value::is_null) {
+        // deepseek_v2.py reads it; transformers 5's DeepSeek config classes
+        // do not set it, so only a config that names it builds.
+        return Err(format!(
+            "SGLang would not start: AttributeError: '{}' object has no attribute \
+             'moe_layer_freq' (SGLang's DeepSeek model reads it; give it as the published \
+             configs do)",
+            if class == "DeepseekV2ForCausalLM" {
+                "DeepseekV2Config"
+            } else {
+                "DeepseekV3Config"
+            }
+        ));
+    }
     let layout = TpLayout::new(text, tp, ShardingEngine::Sglang)?.with_attention_tp(tp / dp)?;
     let layer_count = text.get("num_hidden_layers").and_then(Value::as_u64);
     let glm_moe = class == "Glm4MoeForCausalLM";
-    let (mut tensor_bytes, mut skipped_bytes) = (0u64, 0u64);
+    // DeepSeek's loader skips layers past the config's when it has MTP
+    // layers (deepseek_weight_loader.py, `NextNDisabledConfig`).
+    let deepseek_mtp = latent
+        && text
+            .get("num_nextn_predict_layers")
+            .and_then(Value::as_u64)
+            .is_some_and(|n| n > 0);
+    let noaux = text.get("topk_method").and_then(Value::as_str) == Some("noaux_tc");
+    let router_fp32 = text.get("router_fp32").and_then(Value::as_bool) == Some(true);
+    let (mut tensor_bytes, mut skipped_bytes, mut post_load_bytes) = (0u64, 0u64, 0u64);
     for tensor in tensors {
         let name = tensor.name.as_str();
         let past_the_layers = match (layer_index(name)?, layer_count) {
@@ -199,8 +232,8 @@ pub fn loaded_weights_with_dp_attention(
         // for, the MTP layer a published checkpoint ships among them
         // (glm4_moe.py, `load_weights`: `if name not in params_dict:
         // continue`).
-        let mtp_layer = glm_moe && past_the_layers.is_some();
-        if let (Some(index), false) = (past_the_layers, glm_moe) {
+        let mtp_layer = (glm_moe || deepseek_mtp) && past_the_layers.is_some();
+        if let (Some(index), false) = (past_the_layers, mtp_layer) {
             return Err(format!(
                 "`{name}`: layer {index}, but the config has {} layers; kv has not checked \
                  what SGLang's `{class}` does with a layer it has no parameter for",
@@ -224,6 +257,19 @@ pub fn loaded_weights_with_dp_attention(
         let float32_expert_bias = class == "GptOssForCausalLM"
             && (name.ends_with(".experts.gate_up_proj_bias")
                 || name.ends_with(".experts.down_proj_bias"));
+        // DeepSeek's router (`MoEGate`): its weight float32 under
+        // `router_fp32`, its correction bias float32, and built only for
+        // `noaux_tc`.
+        let correction_bias = latent && name.ends_with(".mlp.gate.e_score_correction_bias");
+        if correction_bias && !noaux {
+            return Err(format!(
+                "`{name}`: SGLang's `{class}` builds no `e_score_correction_bias` unless \
+                 `topk_method` is `noaux_tc`; kv has not checked what its loader does with one"
+            ));
+        }
+        let float32_router = float32_router
+            || correction_bias
+            || (latent && router_fp32 && name.ends_with(".mlp.gate.weight"));
         let element = if float32_router || float32_expert_bias {
             4
         } else {
@@ -249,12 +295,18 @@ pub fn loaded_weights_with_dp_attention(
         } else {
             layout.share(tensor, tensor.name == "lm_head.weight")?.1
         };
-        let elements = elements
+        let bytes = elements
             .checked_mul(element)
             .ok_or_else(|| format!("`{}`: its bytes overflow u64", tensor.name))?;
         tensor_bytes = tensor_bytes
-            .checked_add(elements)
+            .checked_add(bytes)
             .ok_or("the tensors' bytes overflow u64")?;
+        if latent && name.ends_with(".self_attn.kv_b_proj.weight") {
+            // `w_kc` and `w_vc`: the rank's share again, contiguous.
+            post_load_bytes = post_load_bytes
+                .checked_add(bytes)
+                .ok_or("the post-load copies' bytes overflow u64")?;
+        }
     }
     let rotary_bytes = rotary_buffer_bytes(text, class, element)?;
     Ok(LoadedWeights {
@@ -262,6 +314,7 @@ pub fn loaded_weights_with_dp_attention(
         tensor_bytes,
         skipped_bytes,
         rotary_bytes,
+        post_load_bytes,
     })
 }
 

@@ -10,8 +10,9 @@ use serde_json::Value;
 
 use crate::fit::rotary::{
     gemma3_thetas, head_dim, inv_freq_elements, is_longrope, layer_types, max_positions,
-    minicpm3_table_shape, rope_first_partial_factor, rotary_dim, rotary_dim_of, rotary_dim_unset,
-    rotary_table_shape, scaled_rotary_table_shape, top_level_partial_factor,
+    minicpm3_table_shape, mla_rotary_table_shape, rope_first_partial_factor, rotary_dim,
+    rotary_dim_of, rotary_dim_unset, rotary_table_shape, scaled_rotary_table_shape,
+    top_level_partial_factor,
 };
 
 /// The classes SGLang 0.5.23 has no model of its own for and serves
@@ -81,6 +82,10 @@ pub(super) fn rotary_buffer_bytes(text: &Value, class: &str, element: u64) -> Re
     }
     let tables = match class {
         "Gemma3ForCausalLM" => return gemma3_bytes(text),
+        // deepseek_v2.py: the rope part of each latent head, float32.
+        "DeepseekV2ForCausalLM" | "DeepseekV3ForCausalLM" => {
+            vec![Table::float32(mla_rotary_table_shape(text)?)]
+        }
         "Olmo3ForCausalLM" => olmo3_tables(text, element)?,
         // Their attention rotates half of each head unless the config says
         // otherwise (glm4.py, glm4_moe.py: `getattr(config,

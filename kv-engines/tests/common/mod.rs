@@ -1,0 +1,168 @@
+//! Checkpoints both engines' tests build by hand: DeepSeek-V3's layout
+//! (multi-head latent attention, routed and shared experts, an MTP layer)
+//! and GPT-OSS's at small sizes, and the tensors they are made of.
+// Each test crate uses some of these.
+#![allow(dead_code)]
+
+use kv_engines::weights::StoredTensor;
+use serde_json::{json, Value};
+
+pub fn bf16(name: &str, shape: &[u64]) -> StoredTensor {
+    let bytes = shape.iter().product::<u64>() * 2;
+    StoredTensor::new(name.into(), "BF16".into(), shape.to_vec(), bytes)
+}
+
+/// Hidden 64, 2 heads of 128 + 64 (nope + rope) for q and k and 128 for v,
+/// q's LoRA rank 32, the latent 512; layer 0 dense (intermediate 32),
+/// layer 1 MoE (4 routed experts and 1 shared, 16 wide); vocabulary 128;
+/// YaRN x 2.5 over 10 positions.
+pub fn deepseek_v3_config() -> Value {
+    json!({
+        "architectures": ["DeepseekV3ForCausalLM"], "model_type": "deepseek_v3",
+        "hidden_size": 64, "num_attention_heads": 2, "num_key_value_heads": 2,
+        "q_lora_rank": 32, "kv_lora_rank": 512, "qk_nope_head_dim": 128,
+        "qk_rope_head_dim": 64, "v_head_dim": 128, "vocab_size": 128,
+        "num_hidden_layers": 2, "first_k_dense_replace": 1, "moe_layer_freq": 1,
+        "n_routed_experts": 4,
+        "n_shared_experts": 1, "moe_intermediate_size": 16, "intermediate_size": 32,
+        "num_experts_per_tok": 2, "num_nextn_predict_layers": 1, "topk_method": "noaux_tc",
+        "max_position_embeddings": 25, "tie_word_embeddings": false, "torch_dtype": "bfloat16",
+        "rope_scaling": {"type": "yarn", "factor": 2.5, "original_max_position_embeddings": 10,
+                         "mscale": 1.0, "mscale_all_dim": 1.0},
+    })
+}
+
+/// `count` experts of `inner` under `mlp` (hidden 64), as the published
+/// checkpoints store them: one gate, up and down each.
+pub fn experts(mlp: &str, count: u64, inner: u64) -> Vec<StoredTensor> {
+    (0..count)
+        .flat_map(|expert| {
+            let at = |p: &str| format!("{mlp}.experts.{expert}.{p}.weight");
+            [
+                bf16(&at("gate_proj"), &[inner, 64]),
+                bf16(&at("up_proj"), &[inner, 64]),
+                bf16(&at("down_proj"), &[64, inner]),
+            ]
+        })
+        .collect()
+}
+
+pub fn deepseek_attention(layer: u64) -> Vec<StoredTensor> {
+    let at = |part: &str| format!("model.layers.{layer}.{part}");
+    vec![
+        bf16(&at("self_attn.q_a_proj.weight"), &[32, 64]),
+        bf16(&at("self_attn.q_a_layernorm.weight"), &[32]),
+        bf16(&at("self_attn.q_b_proj.weight"), &[2 * 192, 32]),
+        bf16(&at("self_attn.kv_a_proj_with_mqa.weight"), &[512 + 64, 64]),
+        bf16(&at("self_attn.kv_a_layernorm.weight"), &[512]),
+        bf16(&at("self_attn.kv_b_proj.weight"), &[2 * (128 + 128), 512]),
+        bf16(&at("self_attn.o_proj.weight"), &[64, 2 * 128]),
+        bf16(&at("input_layernorm.weight"), &[64]),
+        bf16(&at("post_attention_layernorm.weight"), &[64]),
+    ]
+}
+
+pub fn deepseek_v3_checkpoint() -> Vec<StoredTensor> {
+    let mut tensors = vec![
+        bf16("model.embed_tokens.weight", &[128, 64]),
+        bf16("model.norm.weight", &[64]),
+        bf16("lm_head.weight", &[128, 64]),
+    ];
+    tensors.extend(deepseek_attention(0));
+    tensors.extend([
+        bf16("model.layers.0.mlp.gate_proj.weight", &[32, 64]),
+        bf16("model.layers.0.mlp.up_proj.weight", &[32, 64]),
+        bf16("model.layers.0.mlp.down_proj.weight", &[64, 32]),
+    ]);
+    tensors.extend(deepseek_attention(1));
+    tensors.push(bf16("model.layers.1.mlp.gate.weight", &[4, 64]));
+    tensors.push(StoredTensor::new(
+        "model.layers.1.mlp.gate.e_score_correction_bias".into(),
+        "F32".into(),
+        vec![4],
+        16,
+    ));
+    tensors.extend(experts("model.layers.1.mlp", 4, 16));
+    tensors.extend([
+        bf16(
+            "model.layers.1.mlp.shared_experts.gate_proj.weight",
+            &[16, 64],
+        ),
+        bf16(
+            "model.layers.1.mlp.shared_experts.up_proj.weight",
+            &[16, 64],
+        ),
+        bf16(
+            "model.layers.1.mlp.shared_experts.down_proj.weight",
+            &[64, 16],
+        ),
+    ]);
+    tensors
+}
+
+/// The MTP layer DeepSeek-V3's checkpoint ships as `model.layers.2`.
+pub fn deepseek_mtp_layer() -> Vec<StoredTensor> {
+    let mut tensors = deepseek_attention(2);
+    tensors.extend([
+        bf16("model.layers.2.eh_proj.weight", &[64, 128]),
+        bf16("model.layers.2.enorm.weight", &[64]),
+        bf16("model.layers.2.hnorm.weight", &[64]),
+        bf16("model.layers.2.shared_head.head.weight", &[128, 64]),
+        bf16("model.layers.2.embed_tokens.weight", &[128, 64]),
+    ]);
+    tensors
+}
+
+pub fn f32(name: &str, shape: &[u64]) -> StoredTensor {
+    let bytes = shape.iter().product::<u64>() * 4;
+    StoredTensor::new(name.into(), "F32".into(), shape.to_vec(), bytes)
+}
+
+/// scripts/vllm/fit-configs/test-gpt-oss-small.json: hidden 64, 4 heads
+/// of 16 and 2 KV heads, every projection biased, attention sinks; 4
+/// experts 16 wide with biases, a biased router; YaRN x 4 over 8
+/// positions; 128 words, untied.
+pub fn gpt_oss_config() -> Value {
+    json!({
+        "architectures": ["GptOssForCausalLM"], "model_type": "gpt_oss", "hidden_size": 64,
+        "num_attention_heads": 4, "num_key_value_heads": 2, "head_dim": 16,
+        "num_hidden_layers": 2, "num_local_experts": 4, "num_experts_per_tok": 2,
+        "intermediate_size": 16, "vocab_size": 128, "max_position_embeddings": 32,
+        "sliding_window": 8, "layer_types": ["sliding_attention", "full_attention"],
+        "rope_parameters": {"rope_type": "yarn", "factor": 4.0,
+                            "original_max_position_embeddings": 8, "rope_theta": 150_000.0},
+        "tie_word_embeddings": false, "torch_dtype": "bfloat16",
+    })
+}
+
+pub fn gpt_oss_checkpoint() -> Vec<StoredTensor> {
+    let mut tensors = vec![
+        bf16("model.embed_tokens.weight", &[128, 64]),
+        bf16("model.norm.weight", &[64]),
+        bf16("lm_head.weight", &[128, 64]),
+    ];
+    for layer in 0..2 {
+        let at = |part: &str| format!("model.layers.{layer}.{part}");
+        tensors.extend([
+            bf16(&at("self_attn.q_proj.weight"), &[64, 64]),
+            bf16(&at("self_attn.q_proj.bias"), &[64]),
+            bf16(&at("self_attn.k_proj.weight"), &[32, 64]),
+            bf16(&at("self_attn.k_proj.bias"), &[32]),
+            bf16(&at("self_attn.v_proj.weight"), &[32, 64]),
+            bf16(&at("self_attn.v_proj.bias"), &[32]),
+            bf16(&at("self_attn.o_proj.weight"), &[64, 64]),
+            bf16(&at("self_attn.o_proj.bias"), &[64]),
+            bf16(&at("self_attn.sinks"), &[4]),
+            bf16(&at("mlp.router.weight"), &[4, 64]),
+            bf16(&at("mlp.router.bias"), &[4]),
+            // transformers 5's fused experts, gate and up [E, H, 2I].
+            bf16(&at("mlp.experts.gate_up_proj"), &[4, 64, 32]),
+            bf16(&at("mlp.experts.gate_up_proj_bias"), &[4, 32]),
+            bf16(&at("mlp.experts.down_proj"), &[4, 16, 64]),
+            bf16(&at("mlp.experts.down_proj_bias"), &[4, 64]),
+            bf16(&at("input_layernorm.weight"), &[64]),
+            bf16(&at("post_attention_layernorm.weight"), &[64]),
+        ]);
+    }
+    tensors
+}
