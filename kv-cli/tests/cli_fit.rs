@@ -1248,3 +1248,84 @@ fn sglang_under_dp_attention_reserves_for_each_dp_ranks_decode_graph() {
     );
     fs::remove_dir_all(&dir).unwrap();
 }
+
+#[test]
+fn sglang_counts_what_deepseek_makes_after_loading() {
+    let dir = scratch("fit-deepseek");
+    // One DeepSeek-V2 layer, latent attention and a dense MLP: hidden 64,
+    // 2 heads of 128 + 64 for q and k and 128 for v, q's rank 32, the
+    // latent 512; 128 words, 25 positions.
+    let config = json!({
+        "architectures": ["DeepseekV2ForCausalLM"], "model_type": "deepseek_v2",
+        "hidden_size": 64, "num_attention_heads": 2, "num_key_value_heads": 2,
+        "q_lora_rank": 32, "kv_lora_rank": 512, "qk_nope_head_dim": 128,
+        "qk_rope_head_dim": 64, "v_head_dim": 128, "vocab_size": 128,
+        "num_hidden_layers": 1, "first_k_dense_replace": 1, "moe_layer_freq": 1,
+        "n_routed_experts": 4, "intermediate_size": 32, "moe_intermediate_size": 16,
+        "max_position_embeddings": 25, "torch_dtype": "bfloat16",
+        "tie_word_embeddings": false,
+    });
+    fs::write(dir.join("config.json"), config.to_string()).unwrap();
+    let layer = |part: &str| format!("model.layers.0.{part}");
+    let tensors: Vec<(String, Vec<u64>)> = vec![
+        ("model.embed_tokens.weight".into(), vec![128, 64]),
+        ("model.norm.weight".into(), vec![64]),
+        ("lm_head.weight".into(), vec![128, 64]),
+        (layer("self_attn.q_a_proj.weight"), vec![32, 64]),
+        (layer("self_attn.q_a_layernorm.weight"), vec![32]),
+        (layer("self_attn.q_b_proj.weight"), vec![384, 32]),
+        (layer("self_attn.kv_a_proj_with_mqa.weight"), vec![576, 64]),
+        (layer("self_attn.kv_a_layernorm.weight"), vec![512]),
+        (layer("self_attn.kv_b_proj.weight"), vec![512, 512]),
+        (layer("self_attn.o_proj.weight"), vec![64, 256]),
+        (layer("input_layernorm.weight"), vec![64]),
+        (layer("post_attention_layernorm.weight"), vec![64]),
+        (layer("mlp.gate_proj.weight"), vec![32, 64]),
+        (layer("mlp.up_proj.weight"), vec![32, 64]),
+        (layer("mlp.down_proj.weight"), vec![64, 32]),
+    ];
+    write_bf16_safetensors(&dir.join("model.safetensors"), &tensors);
+    let path = dir.to_str().unwrap();
+    let out = kv(&[
+        "fit",
+        path,
+        "--engine",
+        "sglang",
+        "--gpu",
+        "H100",
+        "--avail-mem-gb",
+        "78",
+        "--mem-fraction-static",
+        "0.8",
+    ]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    // The tensors: 4,096 + 64 + 24,576 + 73,728 + 1,024 + 524,288 + 32,768
+    // + 256 + 12,288 for the layer, 32,896 for the embedding, head and norm:
+    // 705,984 B. The latent rope's table 25 x 64 x 4 = 6,400. w_kc and w_vc:
+    // kv_b's 524,288 again. 1,236,672 B in all.
+    assert!(
+        stdout(&out).contains(
+            "  loaded: 705984 B in bfloat16 + rotary buffers 6400 B + w_kc and w_vc 524288 B \
+             (made after loading) = 0.00 GiB\n"
+        ),
+        "{}",
+        stdout(&out)
+    );
+    let out = kv(&[
+        "fit",
+        path,
+        "--engine",
+        "sglang",
+        "--gpu",
+        "H100",
+        "--avail-mem-gb",
+        "78",
+        "--mem-fraction-static",
+        "0.8",
+        "--format",
+        "json",
+    ]);
+    let json: Value = serde_json::from_str(&stdout(&out)).unwrap();
+    assert_eq!(json[0]["fit"]["loaded"]["post_load_bytes"], 524_288);
+    fs::remove_dir_all(&dir).unwrap();
+}
