@@ -373,9 +373,14 @@ fn render_budget(b: &Budget) -> String {
     } else {
         String::new()
     };
+    let other = if b.loaded.other_buffer_bytes > 0 {
+        format!(" + other buffers {} B", b.loaded.other_buffer_bytes)
+    } else {
+        String::new()
+    };
     let _ = writeln!(
         out,
-        "  loaded: {} B in {}{skipped} + rotary table {} B + attention scales {} B = {} B",
+        "  loaded: {} B in {}{skipped} + rotary table {} B + attention scales {} B{other} = {} B",
         b.loaded.tensor_bytes,
         b.loaded.dtype,
         b.loaded.rotary_bytes,

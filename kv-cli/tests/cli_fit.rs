@@ -1329,3 +1329,39 @@ fn sglang_counts_what_deepseek_makes_after_loading() {
     assert_eq!(json[0]["fit"]["loaded"]["post_load_bytes"], 524_288);
     fs::remove_dir_all(&dir).unwrap();
 }
+
+#[test]
+fn vllm_names_the_buffers_beside_the_scales() {
+    // Falcon-H1's mixers each keep a `mup_vector` buffer
+    // (scripts/vllm/fit-configs/test-falcon-h1-small.json, one layer).
+    let dir = scratch("fit-falcon-h1");
+    let mut config: Value = serde_json::from_str(include_str!(
+        "../../scripts/vllm/fit-configs/test-falcon-h1-small.json"
+    ))
+    .unwrap();
+    config["num_hidden_layers"] = json!(1);
+    fs::write(dir.join("config.json"), config.to_string()).unwrap();
+    let at = |part: &str| format!("model.layers.0.{part}");
+    let tensors: Vec<(String, Vec<u64>)> = vec![
+        ("model.embed_tokens.weight".into(), vec![128, 64]),
+        ("model.final_layernorm.weight".into(), vec![64]),
+        ("lm_head.weight".into(), vec![128, 64]),
+        (at("self_attn.q_proj.weight"), vec![64, 64]),
+        (at("mamba.in_proj.weight"), vec![296, 64]),
+    ];
+    write_bf16_safetensors(&dir.join("model.safetensors"), &tensors);
+    let out = kv(&["fit", dir.to_str().unwrap(), "--gpu", "H100"]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    // q 8,192 and in_proj 37,888 (both already whole blocks), the embedding
+    // and the head 16,384 each, the norm 512: 79,360. The table [40, 16] in
+    // bf16, 1,536; one layer's scales 2,048; the vector 296 x 2 -> 1,024.
+    assert!(
+        stdout(&out).contains(
+            "  loaded: 79360 B in bf16 + rotary table 1536 B + attention scales 2048 B + other \
+             buffers 1024 B = 83968 B\n"
+        ),
+        "{}",
+        stdout(&out)
+    );
+    fs::remove_dir_all(&dir).unwrap();
+}

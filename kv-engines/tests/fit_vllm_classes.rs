@@ -1309,3 +1309,59 @@ fn gpt_oss_splits_its_sinks_and_expert_biases_and_keeps_a_float32_table() {
         assert_eq!(held.tensor_bytes, 53_760 + 2 * 16_384 + 512);
     }
 }
+
+#[test]
+fn falcon_h1_keeps_a_mup_vector_beside_each_mixer() {
+    // scripts/vllm/fit-configs/test-falcon-h1-small.json: every layer has
+    // attention (4 heads of 16, 2 KV heads) and a Mamba2 mixer (8 heads of
+    // 16, one group, a state of 16) side by side, and an MLP of 32.
+    let config: Value = serde_json::from_str(include_str!(
+        "../../scripts/vllm/fit-configs/test-falcon-h1-small.json"
+    ))
+    .unwrap();
+    let mut tensors = vec![
+        bf16("model.embed_tokens.weight", &[128, 64]),
+        bf16("model.final_layernorm.weight", &[64]),
+        bf16("lm_head.weight", &[128, 64]),
+    ];
+    for layer in 0..2 {
+        let at = |part: &str| format!("model.layers.{layer}.{part}");
+        tensors.extend([
+            bf16(&at("self_attn.q_proj.weight"), &[64, 64]),
+            bf16(&at("self_attn.k_proj.weight"), &[32, 64]),
+            bf16(&at("self_attn.v_proj.weight"), &[32, 64]),
+            bf16(&at("self_attn.o_proj.weight"), &[64, 64]),
+            bf16(&at("mamba.A_log"), &[8]),
+            bf16(&at("mamba.D"), &[8]),
+            bf16(&at("mamba.dt_bias"), &[8]),
+            bf16(&at("mamba.conv1d.weight"), &[160, 1, 4]),
+            bf16(&at("mamba.conv1d.bias"), &[160]),
+            // z and x (128 each), B and C (16 each), dt (8): 296 rows.
+            bf16(&at("mamba.in_proj.weight"), &[296, 64]),
+            bf16(&at("mamba.out_proj.weight"), &[64, 128]),
+            bf16(&at("feed_forward.gate_proj.weight"), &[32, 64]),
+            bf16(&at("feed_forward.up_proj.weight"), &[32, 64]),
+            bf16(&at("feed_forward.down_proj.weight"), &[64, 32]),
+            bf16(&at("input_layernorm.weight"), &[64]),
+            bf16(&at("pre_ff_layernorm.weight"), &[64]),
+        ]);
+    }
+    // A layer: qkv 16,384, o 8,192; A in float32, D and dt_bias: 512 each;
+    // conv1d 1,280 -> 1,536 and its bias 512; in_proj 37,888; out_proj
+    // 16,384; gate_up 8,192, down 4,096; two norms 1,024: 95,744. The
+    // embedding and the head 16,384 each, the final norm 512.
+    let held = loaded_weights(&config, &tensors, DType::BF16, 1).unwrap();
+    assert_eq!(held.tensor_bytes, 2 * 95_744 + 2 * 16_384 + 512);
+    // falcon_h1.py's `mup_vector`: 296 bf16 a layer, 592 -> 1,024.
+    assert_eq!(held.other_buffer_bytes, 2 * 1_024);
+    // Every layer attends: scales on both, and a [40, 16] table, 1,536.
+    assert_eq!((held.scale_bytes, held.rotary_bytes), (2 * 2_048, 1_536));
+    assert_eq!(held.total(), Some(232_448));
+    // A stage of one layer holds one vector.
+    let stage = PipelineStage {
+        stages: 2,
+        index: 1,
+    };
+    let held = loaded_weights_on_stage(&config, &tensors, DType::BF16, 1, stage).unwrap();
+    assert_eq!(held.other_buffer_bytes, 1_024);
+}

@@ -87,6 +87,7 @@ const VLLM_ONLY_ARCHITECTURES: &[&str] = &[
     "MambaForCausalLM",
     "Mamba2ForCausalLM",
     "GptOssForCausalLM",
+    "FalconH1ForCausalLM",
 ];
 const CHECKED_COUNT: usize = SHARDED_ARCHITECTURES.len() + VLLM_ONLY_ARCHITECTURES.len();
 
@@ -362,6 +363,9 @@ pub struct VllmLoadedWeights {
     /// scalars per attention layer, a 512-byte block each (and Gemma's one
     /// `normalizer`).
     pub scale_bytes: u64,
+    /// The model's other buffers: Falcon-H1's `mup_vector`, one a Mamba
+    /// mixer as wide as the rank's `in_proj` rows, in the served dtype.
+    pub other_buffer_bytes: u64,
 }
 
 impl VllmLoadedWeights {
@@ -369,7 +373,8 @@ impl VllmLoadedWeights {
     pub fn total(&self) -> Option<u64> {
         self.tensor_bytes
             .checked_add(self.rotary_bytes)?
-            .checked_add(self.scale_bytes)
+            .checked_add(self.scale_bytes)?
+            .checked_add(self.other_buffer_bytes)
     }
 }
 
@@ -500,6 +505,7 @@ pub fn loaded_weights_on_stage(
     let gated_delta = class == "Qwen3NextForCausalLM";
     let mut allocations: std::collections::BTreeMap<String, u64> = Default::default();
     let mut skipped_bytes = 0u64;
+    let mut other_buffer_bytes = 0u64;
     for tensor in tensors {
         let name = tensor.name.as_str();
         let is_head = name == "lm_head.weight";
@@ -576,6 +582,17 @@ pub fn loaded_weights_on_stage(
         let bytes = elements
             .checked_mul(element)
             .ok_or_else(|| format!("`{name}`: its bytes overflow u64"))?;
+        if class == "FalconH1ForCausalLM" && name.ends_with(".mamba.in_proj.weight") {
+            // falcon_h1.py's `mup_vector`: `torch.ones(1, in_proj rows / tp)`.
+            let columns = tensor.shape.get(1).copied().unwrap_or(1).max(1);
+            let vector = (elements / columns)
+                .checked_mul(element)
+                .and_then(round_to_block)
+                .ok_or_else(|| format!("`{name}`: its mup_vector's bytes overflow u64"))?;
+            other_buffer_bytes = other_buffer_bytes
+                .checked_add(vector)
+                .ok_or("the buffers' bytes overflow u64")?;
+        }
         let slot = allocations.entry(allocation).or_default();
         *slot = slot
             .checked_add(bytes)
@@ -643,6 +660,7 @@ pub fn loaded_weights_on_stage(
         skipped_bytes,
         rotary_bytes,
         scale_bytes,
+        other_buffer_bytes,
     })
 }
 
