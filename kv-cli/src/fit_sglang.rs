@@ -268,11 +268,8 @@ fn render_budget(b: &Budget) -> String {
     } else {
         String::new()
     };
-    let post_load = if b.loaded.post_load_bytes > 0 {
-        format!(
-            " + w_kc and w_vc {} B (made after loading)",
-            b.loaded.post_load_bytes
-        )
+    let post_load = if b.loaded.other_tensor_bytes > 0 {
+        format!(" + other tensors {} B", b.loaded.other_tensor_bytes)
     } else {
         String::new()
     };

@@ -1305,8 +1305,8 @@ fn sglang_counts_what_deepseek_makes_after_loading() {
     // kv_b's 524,288 again. 1,236,672 B in all.
     assert!(
         stdout(&out).contains(
-            "  loaded: 705984 B in bfloat16 + rotary buffers 6400 B + w_kc and w_vc 524288 B \
-             (made after loading) = 0.00 GiB\n"
+            "  loaded: 705984 B in bfloat16 + rotary buffers 6400 B + other tensors 524288 B = \
+             0.00 GiB\n"
         ),
         "{}",
         stdout(&out)
@@ -1326,7 +1326,7 @@ fn sglang_counts_what_deepseek_makes_after_loading() {
         "json",
     ]);
     let json: Value = serde_json::from_str(&stdout(&out)).unwrap();
-    assert_eq!(json[0]["fit"]["loaded"]["post_load_bytes"], 524_288);
+    assert_eq!(json[0]["fit"]["loaded"]["other_tensor_bytes"], 524_288);
     fs::remove_dir_all(&dir).unwrap();
 }
 

@@ -460,7 +460,7 @@ fn deepseek_keeps_w_kc_and_w_vc_beside_its_latent_projection() {
     assert_eq!(held.tensor_bytes, 1_398_032);
     // post_load_weights splits kv_b into w_kc and w_vc, contiguous copies:
     // 524,288 again a layer.
-    assert_eq!(held.post_load_bytes, 2 * 524_288);
+    assert_eq!(held.other_tensor_bytes, 2 * 524_288);
     // The latent rope's YaRN table, float32: ceil(10 x 2.5) x 64 x 4.
     assert_eq!(held.rotary_bytes, 25 * 64 * 4);
     assert_eq!(held.total(), Some(1_398_032 + 1_048_576 + 6_400));
@@ -473,7 +473,7 @@ fn deepseek_keeps_w_kc_and_w_vc_beside_its_latent_projection() {
         held.tensor_bytes,
         2 * (79_168 + 12_288 + 262_144 + 16_384) + 6_144 + 15_888 + 2 * 8_192 + 128
     );
-    assert_eq!(held.post_load_bytes, 2 * 262_144);
+    assert_eq!(held.other_tensor_bytes, 2 * 262_144);
     // The MTP layer a published checkpoint ships is skipped.
     let mut tensors = deepseek_v3_checkpoint();
     let mtp = deepseek_mtp_layer();
@@ -484,7 +484,7 @@ fn deepseek_keeps_w_kc_and_w_vc_beside_its_latent_projection() {
         (held.tensor_bytes, held.skipped_bytes),
         (1_398_032, mtp_bytes)
     );
-    assert_eq!(held.post_load_bytes, 2 * 524_288);
+    assert_eq!(held.other_tensor_bytes, 2 * 524_288);
 }
 
 #[test]
@@ -516,4 +516,30 @@ fn deepseek_rules_refuse_what_sglang_cannot_build_or_kv_has_not_checked() {
     tensors.extend(deepseek_mtp_layer());
     let words = loaded_weights(&no_mtp, &tensors, 1).unwrap_err();
     assert!(words.contains("layer 2, but the config has 2"), "{words}");
+}
+
+#[test]
+fn llama_4_keeps_its_unlearned_qk_norms_as_plain_tensors() {
+    // llama4.py: each layer but every fourth uses rope, and there a qk norm
+    // with no learned weight, `torch.ones(head_dim)` held as a plain
+    // tensor: 8 layers, 6 of them with rope, 16 wide in bfloat16: 192 B.
+    let config = json!({
+        "architectures": ["Llama4ForCausalLM"], "model_type": "llama4_text",
+        "hidden_size": 64, "num_attention_heads": 4, "num_key_value_heads": 2,
+        "head_dim": 16, "num_hidden_layers": 8, "vocab_size": 128,
+        "max_position_embeddings": 40, "use_qk_norm": true, "torch_dtype": "bfloat16",
+    });
+    let held = loaded_weights(&config, &[], 1).unwrap();
+    assert_eq!(held.other_tensor_bytes, 6 * 16 * 2);
+    // Not at every TP: the same norms on each rank.
+    assert_eq!(
+        loaded_weights(&config, &[], 2).unwrap().other_tensor_bytes,
+        192
+    );
+    let mut without = config;
+    without["use_qk_norm"] = json!(false);
+    assert_eq!(
+        loaded_weights(&without, &[], 1).unwrap().other_tensor_bytes,
+        0
+    );
 }

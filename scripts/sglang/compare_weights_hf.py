@@ -12,7 +12,7 @@ Compared: SGLang's parameter bytes with `fit.loaded.tensor_bytes`, its
 buffers' bytes (one tensor once, however many modules share it) with
 `fit.loaded.rotary_bytes`, and the tensors its modules hold beside both
 once `post_load_weights` has run on the meta model (DeepSeek's `w_kc` and
-`w_vc`) with `fit.loaded.post_load_bytes`. `--all-classes` runs every config whatever its
+`w_vc`) with `fit.loaded.other_tensor_bytes`. `--all-classes` runs every config whatever its
 class (kv refuses those it has not checked).
 """
 
@@ -54,7 +54,7 @@ def kv_bytes(kv, folder, tp, dp=1):
     if p.returncode != 0:
         return None, (p.stderr.strip().splitlines() or ["?"])[-1][-200:]
     loaded = json.loads(p.stdout)[0]["fit"]["loaded"]
-    return (loaded["tensor_bytes"], loaded["rotary_bytes"], loaded["post_load_bytes"]), None
+    return (loaded["tensor_bytes"], loaded["rotary_bytes"], loaded["other_tensor_bytes"]), None
 
 
 def main():
@@ -95,7 +95,7 @@ def main():
             s = None
             if "param_bytes" in m:
                 s = (sum(m["param_bytes"].values()), sum(b[3] for b in m["buffers"]),
-                     m["post_load_bytes"])
+                     m["other_tensor_bytes"])
             s_err = m.get("error")
             if k_err and s_err:
                 verdict = "refused alike"

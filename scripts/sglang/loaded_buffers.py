@@ -90,7 +90,7 @@ def measure(config, tp=1, dp=1):
             buffers.append([name, list(b.shape), str(b.dtype).replace("torch.", ""),
                             b.numel() * b.element_size()])
         return {"class": type(model).__name__, "tp": tp, "dtype": str(mc.dtype),
-                "param_bytes": params, "buffers": buffers, "post_load_bytes": post_load,
+                "param_bytes": params, "buffers": buffers, "other_tensor_bytes": post_load,
                 "post_load_error": post_load_error}
     except Exception as error:
         return {"error": f"{type(error).__name__}: {error}"[:300]}

@@ -456,6 +456,20 @@ pub fn loaded_weights_on_stage(
     let latent = LATENT_ATTENTION.contains(&class);
     let glm_moe = class == "Glm4MoeForCausalLM";
     let ernie_moe = class == "Ernie4_5_MoeForCausalLM";
+    if class == "GptOssForCausalLM" {
+        // gpt_oss.py gives each rank `num_key_value_heads // tp` KV heads,
+        // never replicating them: none at all past one a rank.
+        let kv_heads = text
+            .get("num_key_value_heads")
+            .and_then(Value::as_u64)
+            .ok_or("the config has no `num_key_value_heads`")?;
+        if tp > kv_heads {
+            return Err(format!(
+                "vLLM refuses: ZeroDivisionError: integer modulo by zero (GPT-OSS gives each of \
+                 {tp} ranks {kv_heads} // {tp} = 0 KV heads)"
+            ));
+        }
+    }
     if class == "PhiMoEForCausalLM" {
         // phimoe.py builds q, k, v, o and the head with `bias=True`
         // whatever the config says: biases a checkpoint without them

@@ -6,6 +6,7 @@ use serde::Serialize;
 use serde_json::Value;
 
 use crate::fit::config::{bias_refusal, checked_class, joined, layer_index, text_section};
+use crate::fit::rotary::head_dim;
 use crate::fit::shard::{ShardingEngine, TpLayout, SHARDED_ARCHITECTURES};
 use crate::stored_tensor::StoredTensor;
 
@@ -77,10 +78,11 @@ pub struct LoadedWeights {
     /// LongRoPE's in the served dtype), or a Hugging Face rotary module's
     /// frequencies.
     pub rotary_bytes: u64,
-    /// Copies the model makes once loaded: DeepSeek's `w_kc` and `w_vc`,
-    /// the latent attention's `kv_b_proj` split and made contiguous
-    /// (`post_load_weights`), as many bytes again as that projection.
-    pub post_load_bytes: u64,
+    /// Tensors its modules hold that are neither parameters nor buffers:
+    /// DeepSeek's `w_kc` and `w_vc`, the latent attention's `kv_b_proj`
+    /// split and made contiguous once loaded (`post_load_weights`), as many
+    /// bytes again as that projection; Llama 4's unlearned qk norms' weights.
+    pub other_tensor_bytes: u64,
 }
 
 impl LoadedWeights {
@@ -88,7 +90,7 @@ impl LoadedWeights {
     pub fn total(&self) -> Option<u64> {
         self.tensor_bytes
             .checked_add(self.rotary_bytes)?
-            .checked_add(self.post_load_bytes)
+            .checked_add(self.other_tensor_bytes)
     }
 }
 
@@ -221,7 +223,7 @@ pub fn loaded_weights_with_dp_attention(
             .is_some_and(|n| n > 0);
     let noaux = text.get("topk_method").and_then(Value::as_str) == Some("noaux_tc");
     let router_fp32 = text.get("router_fp32").and_then(Value::as_bool) == Some(true);
-    let (mut tensor_bytes, mut skipped_bytes, mut post_load_bytes) = (0u64, 0u64, 0u64);
+    let (mut tensor_bytes, mut skipped_bytes, mut other_tensor_bytes) = (0u64, 0u64, 0u64);
     for tensor in tensors {
         let name = tensor.name.as_str();
         let past_the_layers = match (layer_index(name)?, layer_count) {
@@ -303,10 +305,26 @@ pub fn loaded_weights_with_dp_attention(
             .ok_or("the tensors' bytes overflow u64")?;
         if latent && name.ends_with(".self_attn.kv_b_proj.weight") {
             // `w_kc` and `w_vc`: the rank's share again, contiguous.
-            post_load_bytes = post_load_bytes
+            other_tensor_bytes = other_tensor_bytes
                 .checked_add(bytes)
-                .ok_or("the post-load copies' bytes overflow u64")?;
+                .ok_or("the other tensors' bytes overflow u64")?;
         }
+    }
+    if class == "Llama4ForCausalLM"
+        && text.get("use_qk_norm").and_then(Value::as_bool) == Some(true)
+    {
+        // llama4.py: every layer but each fourth uses rope, and there a qk
+        // norm without a learned weight, `torch.ones(head_dim)`, a plain
+        // tensor in the served dtype.
+        let layers = layer_count.ok_or("the config has no `num_hidden_layers`")?;
+        let rope_layers = layers - layers / 4;
+        let norms = rope_layers
+            .checked_mul(head_dim(text)?)
+            .and_then(|elements| elements.checked_mul(element))
+            .ok_or("the qk norms' bytes overflow u64")?;
+        other_tensor_bytes = other_tensor_bytes
+            .checked_add(norms)
+            .ok_or("the other tensors' bytes overflow u64")?;
     }
     let rotary_bytes = rotary_buffer_bytes(text, class, element)?;
     Ok(LoadedWeights {
@@ -314,7 +332,7 @@ pub fn loaded_weights_with_dp_attention(
         tensor_bytes,
         skipped_bytes,
         rotary_bytes,
-        post_load_bytes,
+        other_tensor_bytes,
     })
 }
 
