@@ -70,12 +70,6 @@ pub(crate) fn scaled_rotary_table_shape(text: &Value) -> Result<(u64, u64), Stri
     Ok((rows, rotary_dim(text)?))
 }
 
-/// Whether the config's rope is `longrope` (Phi-3.5, Phi-4-mini): both
-/// engines keep its caches in the served dtype, SGLang three of them.
-pub(crate) fn is_longrope(text: &Value) -> bool {
-    rope_type(rope_section(text)) == "longrope"
-}
-
 /// The rows of LongRoPE's short and long caches together:
 /// `original_max_position_embeddings` (read from the rope section, else
 /// the top level, where published configs put it) plus

@@ -326,7 +326,7 @@ pub fn loaded_weights_with_dp_attention(
             .checked_add(norms)
             .ok_or("the other tensors' bytes overflow u64")?;
     }
-    let rotary_bytes = rotary_buffer_bytes(text, class, element)?;
+    let rotary_bytes = rotary_buffer_bytes(text, class)?;
     Ok(LoadedWeights {
         dtype,
         tensor_bytes,

@@ -9,10 +9,9 @@
 use serde_json::Value;
 
 use crate::fit::rotary::{
-    gemma3_thetas, head_dim, inv_freq_elements, is_longrope, layer_types, max_positions,
-    minicpm3_table_shape, mla_rotary_table_shape, rope_first_partial_factor, rotary_dim,
-    rotary_dim_of, rotary_dim_unset, rotary_table_shape, scaled_rotary_table_shape,
-    top_level_partial_factor,
+    gemma3_thetas, head_dim, inv_freq_elements, layer_types, max_positions, minicpm3_table_shape,
+    mla_rotary_table_shape, rope_first_partial_factor, rotary_dim, rotary_dim_of, rotary_dim_unset,
+    rotary_table_shape, scaled_rotary_table_shape, top_level_partial_factor,
 };
 
 /// The classes SGLang 0.5.23 has no model of its own for and serves
@@ -26,54 +25,21 @@ pub(super) const TRANSFORMERS_BACKEND: &[&str] = &[
     "SmolLM3ForCausalLM",
 ];
 
-/// One kind of rotary buffer: `copies` tensors of `[rows, dim]`, `width`
-/// bytes an element.
-struct Table {
-    rows: u64,
-    dim: u64,
-    width: u64,
-    copies: u64,
-}
+/// A float32 `cos_sin_cache` of `[rows, dim]`, as `get_rope` keeps it on
+/// CUDA. LongRoPE's `Phi3LongRoPEScaledRotaryEmbedding` (rope_variant.py)
+/// keeps its short and long caches and both end to end again in the served
+/// dtype instead; SGLang serves only 16-bit floats here, so those two
+/// copies of `[original + max_position_embeddings, dim]` in 2 bytes hold
+/// what one such table in float32 would.
+type Table = (u64, u64);
 
-impl Table {
-    /// A float32 `cos_sin_cache`.
-    fn float32((rows, dim): (u64, u64)) -> Table {
-        Table {
-            rows,
-            dim,
-            width: 4,
-            copies: 1,
-        }
-    }
-
-    fn bytes(&self) -> Option<u64> {
-        self.rows
-            .checked_mul(self.dim)?
-            .checked_mul(self.width)?
-            .checked_mul(self.copies)
-    }
-}
-
-/// The table `get_rope` builds for the config's own rope: float32, but for
-/// `longrope`, whose `Phi3LongRoPEScaledRotaryEmbedding` (rope_variant.py)
-/// keeps its short and long caches and both end to end again, in the
-/// served dtype (`element` bytes).
-fn scaled_table(text: &Value, element: u64) -> Result<Table, String> {
-    let shape = scaled_rotary_table_shape(text)?;
-    if !is_longrope(text) {
-        return Ok(Table::float32(shape));
-    }
-    Ok(Table {
-        rows: shape.0,
-        dim: shape.1,
-        width: element,
-        copies: 2,
-    })
+fn table_bytes(&(rows, dim): &Table) -> Option<u64> {
+    rows.checked_mul(dim)?.checked_mul(4)
 }
 
 /// The bytes of the rotary buffers `class` builds for a config's text
-/// section, served in `element`-byte floats; or why kv cannot say.
-pub(super) fn rotary_buffer_bytes(text: &Value, class: &str, element: u64) -> Result<u64, String> {
+/// section, or why kv cannot say.
+pub(super) fn rotary_buffer_bytes(text: &Value, class: &str) -> Result<u64, String> {
     let overflow = || "the rotary buffers' bytes overflow u64".to_owned();
     if TRANSFORMERS_BACKEND.contains(&class) {
         return inv_freq_elements(text)?
@@ -84,16 +50,16 @@ pub(super) fn rotary_buffer_bytes(text: &Value, class: &str, element: u64) -> Re
         "Gemma3ForCausalLM" => return gemma3_bytes(text),
         // deepseek_v2.py: the rope part of each latent head, float32.
         "DeepseekV2ForCausalLM" | "DeepseekV3ForCausalLM" => {
-            vec![Table::float32(mla_rotary_table_shape(text)?)]
+            vec![(mla_rotary_table_shape(text)?)]
         }
-        "Olmo3ForCausalLM" => olmo3_tables(text, element)?,
+        "Olmo3ForCausalLM" => olmo3_tables(text)?,
         // Their attention rotates half of each head unless the config says
         // otherwise (glm4.py, glm4_moe.py: `getattr(config,
         // "partial_rotary_factor", 0.5)`).
         "Glm4ForCausalLM" | "Glm4MoeForCausalLM" => {
             let (rows, _) = rotary_table_shape(text)?;
             let factor = rope_first_partial_factor(text);
-            vec![Table::float32((rows, rotary_dim_of(text, factor, 0.5)?))]
+            vec![(rows, rotary_dim_of(text, factor, 0.5)?)]
         }
         // phi.py: `int(config.partial_rotary_factor x head_size)`, the
         // attribute transformers' PhiConfig sets from the top level only,
@@ -102,7 +68,7 @@ pub(super) fn rotary_buffer_bytes(text: &Value, class: &str, element: u64) -> Re
         "PhiForCausalLM" => {
             let (rows, _) = rotary_table_shape(text)?;
             let factor = top_level_partial_factor(text);
-            vec![Table::float32((rows, rotary_dim_of(text, factor, 0.5)?))]
+            vec![(rows, rotary_dim_of(text, factor, 0.5)?)]
         }
         // stablelm.py reads `rope_pct` before `partial_rotary_factor`,
         // which StableLmConfig sets as PhiConfig does, its default 0.25.
@@ -112,33 +78,28 @@ pub(super) fn rotary_buffer_bytes(text: &Value, class: &str, element: u64) -> Re
                 .get("rope_pct")
                 .filter(|v| !v.is_null())
                 .or_else(|| top_level_partial_factor(text));
-            vec![Table::float32((rows, rotary_dim_of(text, factor, 0.25)?))]
+            vec![(rows, rotary_dim_of(text, factor, 0.25)?)]
         }
-        "MiniCPM3ForCausalLM" => {
-            let mut table = scaled_table(text, element)?;
-            table.dim = minicpm3_table_shape(text)?.1;
-            vec![table]
-        }
+        "MiniCPM3ForCausalLM" => vec![minicpm3_table_shape(text)?],
         _ => {
-            let mut table = scaled_table(text, element)?;
+            let (rows, mut dim) = scaled_rotary_table_shape(text)?;
             if matches!(class, "LlamaForCausalLM" | "Phi3ForCausalLM") {
                 // Llama's attention (llama.py, which Phi-3 is) reads
                 // `partial_rotary_factor` at the top level only.
-                table.dim = rotary_dim_of(text, top_level_partial_factor(text), 1.0)?;
-            } else if table.dim != head_dim(text)? {
+                dim = rotary_dim_of(text, top_level_partial_factor(text), 1.0)?;
+            } else if dim != head_dim(text)? {
                 // The other classes read no partial factor.
                 return Err(format!(
                     "kv has not checked the rotary table SGLang's `{class}` builds for a partial \
-                     rotary dim ({})",
-                    table.dim
+                     rotary dim ({dim})"
                 ));
             }
-            vec![table]
+            vec![(rows, dim)]
         }
     };
     tables
         .iter()
-        .try_fold(0u64, |sum, table| sum.checked_add(table.bytes()?))
+        .try_fold(0u64, |sum, table| sum.checked_add(table_bytes(table)?))
         .ok_or_else(overflow)
 }
 
@@ -170,15 +131,15 @@ fn gemma3_bytes(text: &Value) -> Result<u64, String> {
 /// OLMo 3 (served by olmo2.py's class): its sliding layers ask for a
 /// `default` table, its full layers for the config's rope, so one table per
 /// layer type present.
-fn olmo3_tables(text: &Value, element: u64) -> Result<Vec<Table>, String> {
+fn olmo3_tables(text: &Value) -> Result<Vec<Table>, String> {
     if !rotary_dim_unset(text) {
         return Err("kv has not checked SGLang's OLMo 3 with a partial rotary factor".into());
     }
     layer_types(text)?
         .into_iter()
         .map(|kind| match kind {
-            "sliding_attention" => Ok(Table::float32((max_positions(text)?, rotary_dim(text)?))),
-            "full_attention" => scaled_table(text, element),
+            "sliding_attention" => Ok((max_positions(text)?, rotary_dim(text)?)),
+            "full_attention" => scaled_rotary_table_shape(text),
             other => Err(format!(
                 "`layer_types` names `{other}`: kv knows OLMo 3's `sliding_attention` and \
                  `full_attention`"
