@@ -268,11 +268,13 @@ fn render_budget(b: &Budget) -> String {
     } else {
         String::new()
     };
-    let post_load = if b.loaded.other_tensor_bytes > 0 {
-        format!(" + other tensors {} B", b.loaded.other_tensor_bytes)
-    } else {
-        String::new()
-    };
+    let mut post_load = String::new();
+    if b.loaded.other_buffer_bytes > 0 {
+        post_load += &format!(" + other buffers {} B", b.loaded.other_buffer_bytes);
+    }
+    if b.loaded.other_tensor_bytes > 0 {
+        post_load += &format!(" + other tensors {} B", b.loaded.other_tensor_bytes);
+    }
     let _ = writeln!(
         out,
         "  loaded: {} B in {}{skipped} + rotary buffers {} B{post_load} = {:.2} GiB",

@@ -1365,3 +1365,43 @@ fn vllm_names_the_buffers_beside_the_scales() {
     );
     fs::remove_dir_all(&dir).unwrap();
 }
+
+#[test]
+fn sglang_names_the_buffers_beside_the_rotary_ones() {
+    // Qwen3-Next's norms each keep a `gemma_weight` buffer as large
+    // (scripts/vllm/fit-configs/test-qwen3-next-small.json).
+    let dir = scratch("fit-qwen3-next");
+    fs::write(
+        dir.join("config.json"),
+        include_str!("../../scripts/vllm/fit-configs/test-qwen3-next-small.json"),
+    )
+    .unwrap();
+    let tensors: Vec<(String, Vec<u64>)> = vec![
+        ("model.embed_tokens.weight".into(), vec![128, 64]),
+        ("model.norm.weight".into(), vec![64]),
+        ("model.layers.0.input_layernorm.weight".into(), vec![64]),
+    ];
+    write_bf16_safetensors(&dir.join("model.safetensors"), &tensors);
+    let out = kv(&[
+        "fit",
+        dir.to_str().unwrap(),
+        "--engine",
+        "sglang",
+        "--gpu",
+        "H100",
+        "--avail-mem-gb",
+        "78",
+    ]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    // The embedding 16,384 and two norms 256: 16,640 B; the table 50 x 4 x
+    // 4 = 800; the norms' buffers 256.
+    assert!(
+        stdout(&out).contains(
+            "  loaded: 16640 B in bfloat16 + rotary buffers 800 B + other buffers 256 B = \
+             0.00 GiB\n"
+        ),
+        "{}",
+        stdout(&out)
+    );
+    fs::remove_dir_all(&dir).unwrap();
+}

@@ -473,7 +473,10 @@ fn deepseek_keeps_w_kc_and_w_vc_beside_its_latent_projection() {
         held.tensor_bytes,
         2 * (79_168 + 12_288 + 262_144 + 16_384) + 6_144 + 15_888 + 2 * 8_192 + 128
     );
-    assert_eq!(held.other_tensor_bytes, 2 * 262_144);
+    // One head a rank: w_vc's slice of kv_b is contiguous already, so
+    // `contiguous()` returns it as it is; only w_kc is a copy, half of
+    // the rank's kv_b (131,072) a layer.
+    assert_eq!(held.other_tensor_bytes, 2 * 131_072);
     // The MTP layer a published checkpoint ships is skipped.
     let mut tensors = deepseek_v3_checkpoint();
     let mtp = deepseek_mtp_layer();
@@ -542,4 +545,48 @@ fn llama_4_keeps_its_unlearned_qk_norms_as_plain_tensors() {
         loaded_weights(&without, &[], 1).unwrap().other_tensor_bytes,
         0
     );
+}
+
+#[test]
+fn qwen3_next_keeps_a_gemma_weight_beside_each_norm() {
+    // scripts/vllm/fit-configs/test-qwen3-next-small.json: 4 layers, every
+    // second one full attention (4 heads of 16, 2 KV heads, q and k norms),
+    // the others Gated DeltaNet; a quarter of each head rotated.
+    let config: Value = serde_json::from_str(include_str!(
+        "../../scripts/vllm/fit-configs/test-qwen3-next-small.json"
+    ))
+    .unwrap();
+    let mut tensors = vec![bf16("model.norm.weight", &[64])];
+    for layer in 0..4 {
+        let at = |part: &str| format!("model.layers.{layer}.{part}");
+        tensors.push(bf16(&at("input_layernorm.weight"), &[64]));
+        tensors.push(bf16(&at("post_attention_layernorm.weight"), &[64]));
+        if layer % 2 == 1 {
+            tensors.push(bf16(&at("self_attn.q_norm.weight"), &[16]));
+            tensors.push(bf16(&at("self_attn.k_norm.weight"), &[16]));
+        } else {
+            // The decay's log, float32 once loaded whatever it is stored
+            // as: 4 heads x 4 B.
+            tensors.push(bf16(&at("linear_attn.A_log"), &[4]));
+        }
+    }
+    let held = loaded_weights(&config, &tensors, 1).unwrap();
+    // Norms: 128 + 4 x 256 + 2 x 64 = 1,280 B; two decays 32 B.
+    assert_eq!(held.tensor_bytes, 1_280 + 32);
+    // Each norm is a GemmaRMSNorm with a `gemma_weight` buffer as large.
+    assert_eq!(held.other_buffer_bytes, 1_280);
+    // One table of 50 x int(16 x 0.25) = 4, float32: 800 B.
+    assert_eq!(held.rotary_bytes, 800);
+    // The factor at the top level is read; unset, the config class's 0.25;
+    // only in the rope section, not read.
+    let mut half = config.clone();
+    half["partial_rotary_factor"] = json!(0.5);
+    assert_eq!(loaded_weights(&half, &[], 1).unwrap().rotary_bytes, 1_600);
+    let mut nested = config;
+    nested
+        .as_object_mut()
+        .unwrap()
+        .remove("partial_rotary_factor");
+    nested["rope_parameters"] = json!({"rope_type": "default", "partial_rotary_factor": 0.5});
+    assert_eq!(loaded_weights(&nested, &[], 1).unwrap().rotary_bytes, 800);
 }

@@ -10,7 +10,7 @@ by CI.
 
 Compared: SGLang's parameter bytes with `fit.loaded.tensor_bytes`, its
 buffers' bytes (one tensor once, however many modules share it) with
-`fit.loaded.rotary_bytes`, and the tensors its modules hold beside both
+`fit.loaded.rotary_bytes` and `other_buffer_bytes`, and the tensors its modules hold beside both
 once `post_load_weights` has run on the meta model (DeepSeek's `w_kc` and
 `w_vc`) with `fit.loaded.other_tensor_bytes`. `--all-classes` runs every config whatever its
 class (kv refuses those it has not checked).
@@ -41,7 +41,8 @@ CHECKED = {
     "Llama4ForCausalLM", "LlamaForCausalLM", "MiniCPM3ForCausalLM", "MistralForCausalLM",
     "MixtralForCausalLM", "OlmoForCausalLM", "Olmo2ForCausalLM", "Olmo3ForCausalLM",
     "OlmoeForCausalLM", "PhiForCausalLM", "PhiMoEForCausalLM", "Phi3ForCausalLM", "Qwen2ForCausalLM",
-    "Qwen2MoeForCausalLM", "Qwen3ForCausalLM", "Qwen3MoeForCausalLM", "SeedOssForCausalLM",
+    "Qwen2MoeForCausalLM", "Qwen3ForCausalLM", "Qwen3MoeForCausalLM", "Qwen3NextForCausalLM",
+    "SeedOssForCausalLM",
     "SmolLM3ForCausalLM", "StableLmForCausalLM", "Starcoder2ForCausalLM",
 }
 def kv_bytes(kv, folder, tp, dp=1):
@@ -54,7 +55,8 @@ def kv_bytes(kv, folder, tp, dp=1):
     if p.returncode != 0:
         return None, (p.stderr.strip().splitlines() or ["?"])[-1][-200:]
     loaded = json.loads(p.stdout)[0]["fit"]["loaded"]
-    return (loaded["tensor_bytes"], loaded["rotary_bytes"], loaded["other_tensor_bytes"]), None
+    return (loaded["tensor_bytes"], loaded["rotary_bytes"] + loaded["other_buffer_bytes"],
+            loaded["other_tensor_bytes"]), None
 
 
 def main():

@@ -67,15 +67,24 @@ def measure(config, tp=1, dp=1):
                             post_load_error = f"{type(error).__name__}: {error}"[:200]
         finally:
             torch.set_default_dtype(saved)
-        # Tensors a module holds that are neither parameters nor buffers.
-        registered = {id(t) for t in model.parameters()} | {id(t) for t in model.buffers()}
+        # Tensors a module holds that are neither parameters nor buffers,
+        # one allocation per storage: a view of a parameter (the conv
+        # layers' `conv_weights`) takes none.
+        def storage(t):
+            return t.untyped_storage()._cdata
+
+        registered = {storage(t) for t in model.parameters()}
+        registered |= {storage(t) for t in model.buffers()}
         post_load, seen_extra = 0, set()
         for module in model.modules():
             for value in vars(module).values():
-                if (isinstance(value, torch.Tensor) and id(value) not in registered
-                        and id(value) not in seen_extra and value.numel() > 0):
-                    seen_extra.add(id(value))
-                    post_load += value.numel() * value.element_size()
+                if not isinstance(value, torch.Tensor) or value.numel() == 0:
+                    continue
+                key = storage(value)
+                if key in registered or key in seen_extra:
+                    continue
+                seen_extra.add(key)
+                post_load += value.untyped_storage().nbytes()
         params = {}
         for p in model.parameters():
             key = str(p.dtype).replace("torch.", "")

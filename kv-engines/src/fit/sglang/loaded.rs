@@ -37,6 +37,7 @@ const SGLANG_ONLY_ARCHITECTURES: &[&str] = &[
     "Olmo3ForCausalLM",
     "PhiForCausalLM",
     "PhiMoEForCausalLM",
+    "Qwen3NextForCausalLM",
     "SeedOssForCausalLM",
     "SmolLM3ForCausalLM",
     "StableLmForCausalLM",
@@ -83,6 +84,9 @@ pub struct LoadedWeights {
     /// split and made contiguous once loaded (`post_load_weights`), as many
     /// bytes again as that projection; Llama 4's unlearned qk norms' weights.
     pub other_tensor_bytes: u64,
+    /// Buffers beside the rotary ones: Qwen3-Next's `gemma_weight`, a copy
+    /// of each `GemmaRMSNorm`'s weight plus one (layers/layernorm.py).
+    pub other_buffer_bytes: u64,
 }
 
 impl LoadedWeights {
@@ -90,7 +94,8 @@ impl LoadedWeights {
     pub fn total(&self) -> Option<u64> {
         self.tensor_bytes
             .checked_add(self.rotary_bytes)?
-            .checked_add(self.other_tensor_bytes)
+            .checked_add(self.other_tensor_bytes)?
+            .checked_add(self.other_buffer_bytes)
     }
 }
 
@@ -224,6 +229,8 @@ pub fn loaded_weights_with_dp_attention(
     let noaux = text.get("topk_method").and_then(Value::as_str) == Some("noaux_tc");
     let router_fp32 = text.get("router_fp32").and_then(Value::as_bool) == Some(true);
     let (mut tensor_bytes, mut skipped_bytes, mut other_tensor_bytes) = (0u64, 0u64, 0u64);
+    let mut other_buffer_bytes = 0u64;
+    let gemma_norms = class == "Qwen3NextForCausalLM";
     for tensor in tensors {
         let name = tensor.name.as_str();
         let past_the_layers = match (layer_index(name)?, layer_count) {
@@ -272,7 +279,9 @@ pub fn loaded_weights_with_dp_attention(
         let float32_router = float32_router
             || correction_bias
             || (latent && router_fp32 && name.ends_with(".mlp.gate.weight"));
-        let element = if float32_router || float32_expert_bias {
+        // Qwen3-Next's Gated DeltaNet keeps `A_log` in float32.
+        let float32_decay = class == "Qwen3NextForCausalLM" && name.ends_with(".linear_attn.A_log");
+        let element = if float32_router || float32_expert_bias || float32_decay {
             4
         } else {
             element
@@ -303,10 +312,26 @@ pub fn loaded_weights_with_dp_attention(
         tensor_bytes = tensor_bytes
             .checked_add(bytes)
             .ok_or("the tensors' bytes overflow u64")?;
-        if latent && name.ends_with(".self_attn.kv_b_proj.weight") {
-            // `w_kc` and `w_vc`: the rank's share again, contiguous.
-            other_tensor_bytes = other_tensor_bytes
+        let gemma_norm = gemma_norms
+            && (name == "model.norm.weight"
+                || [
+                    ".input_layernorm.weight",
+                    ".post_attention_layernorm.weight",
+                    ".self_attn.q_norm.weight",
+                    ".self_attn.k_norm.weight",
+                ]
+                .iter()
+                .any(|suffix| name.ends_with(suffix)));
+        if gemma_norm {
+            // Its `gemma_weight` buffer: the weight again, plus one.
+            other_buffer_bytes = other_buffer_bytes
                 .checked_add(bytes)
+                .ok_or("the buffers' bytes overflow u64")?;
+        }
+        if latent && name.ends_with(".self_attn.kv_b_proj.weight") {
+            let copies = latent_copies(text, tensor, bytes, tp / dp)?;
+            other_tensor_bytes = other_tensor_bytes
+                .checked_add(copies)
                 .ok_or("the other tensors' bytes overflow u64")?;
         }
     }
@@ -333,7 +358,44 @@ pub fn loaded_weights_with_dp_attention(
         skipped_bytes,
         rotary_bytes,
         other_tensor_bytes,
+        other_buffer_bytes,
     })
+}
+
+/// The bytes of `w_kc` and `w_vc` beside one rank's `kv_b_proj` of `bytes`
+/// (deepseek_weight_loader.py, `post_load_weights`): the projection split
+/// per head into its nope part (`w_kc`, transposed and made contiguous: a
+/// copy always) and its value part (`w_vc`, made contiguous: a copy unless
+/// the rank holds one head, where that slice is contiguous already and
+/// `contiguous()` returns it as it is).
+fn latent_copies(
+    text: &Value,
+    kv_b: &StoredTensor,
+    bytes: u64,
+    attn_tp: u64,
+) -> Result<u64, String> {
+    let count = |key: &str| {
+        text.get(key)
+            .and_then(Value::as_u64)
+            .filter(|&n| n > 0)
+            .ok_or_else(|| format!("the config has no `{key}` for w_kc and w_vc"))
+    };
+    let (nope, value) = (count("qk_nope_head_dim")?, count("v_head_dim")?);
+    let per_head = nope
+        .checked_add(value)
+        .ok_or("the head widths overflow u64")?;
+    let rows = kv_b.shape.first().copied().unwrap_or(0);
+    let heads_per_rank = (rows / per_head) / attn_tp.max(1);
+    // bytes x nope / (nope + value), exact: the rank's rows are whole heads.
+    let split = |part: u64| {
+        (bytes as u128 * part as u128 / per_head as u128)
+            .try_into()
+            .map_err(|_| "w_kc's bytes overflow u64".to_owned())
+    };
+    let w_kc: u64 = split(nope)?;
+    let w_vc: u64 = if heads_per_rank > 1 { split(value)? } else { 0 };
+    w_kc.checked_add(w_vc)
+        .ok_or_else(|| "w_kc and w_vc's bytes overflow u64".to_owned())
 }
 
 #[cfg(test)]

@@ -70,6 +70,13 @@ pub(super) fn rotary_buffer_bytes(text: &Value, class: &str) -> Result<u64, Stri
             let factor = top_level_partial_factor(text);
             vec![(rows, rotary_dim_of(text, factor, 0.5)?)]
         }
+        // qwen3_next.py: `config.partial_rotary_factor`, which
+        // Qwen3NextConfig sets from the top level, else 0.25.
+        "Qwen3NextForCausalLM" => {
+            let (rows, _) = rotary_table_shape(text)?;
+            let factor = top_level_partial_factor(text);
+            vec![(rows, rotary_dim_of(text, factor, 0.25)?)]
+        }
         // stablelm.py reads `rope_pct` before `partial_rotary_factor`,
         // which StableLmConfig sets as PhiConfig does, its default 0.25.
         "StableLmForCausalLM" => {
