@@ -1223,6 +1223,32 @@ fn mamba_holds_no_scales_no_table_and_its_a_in_float32() {
                 .unwrap();
         assert_eq!(held.total(), Some(16_384 + 512 + 70_656));
     }
+    // A mixer 6 wide at TP 2: in_proj's two halves of 6 rows split 3 and
+    // 3 (6 x 64 x 2 -> 1,024), A's 6 rows 3 a rank (192 -> 512); 5 wide
+    // does not split, and is refused in vLLM's words.
+    let narrow = |width: u64| {
+        let mut config = mamba_config();
+        config["intermediate_size"] = json!(width);
+        let tensors = [
+            f32("backbone.layers.0.mixer.A_log", &[width, 16]),
+            bf16("backbone.layers.0.mixer.in_proj.weight", &[2 * width, 64]),
+        ];
+        loaded_weights(&config, &tensors, DType::BF16, 2).map(|held| held.tensor_bytes)
+    };
+    assert_eq!(narrow(6), Ok(1_024 + 512));
+    assert!(narrow(5).unwrap_err().contains("is not divisible by"));
+    // Only the Mamba classes' mapper renames `backbone.`: another class's
+    // tensor of that name has no stage kv can place.
+    let mut llama = mamba_config();
+    llama["architectures"] = json!(["LlamaForCausalLM"]);
+    llama["num_attention_heads"] = json!(4);
+    let stage = PipelineStage {
+        stages: 2,
+        index: 0,
+    };
+    let words =
+        loaded_weights_on_stage(&llama, &mamba_checkpoint(), DType::BF16, 1, stage).unwrap_err();
+    assert!(words.contains("`backbone."), "{words}");
     // Mamba2's mixers may replicate their groups: refused above TP 1.
     let mut mamba2 = mamba_config();
     mamba2["architectures"] = json!(["Mamba2ForCausalLM"]);
