@@ -590,3 +590,43 @@ fn qwen3_next_keeps_a_gemma_weight_beside_each_norm() {
     nested["rope_parameters"] = json!({"rope_type": "default", "partial_rotary_factor": 0.5});
     assert_eq!(loaded_weights(&nested, &[], 1).unwrap().rotary_bytes, 800);
 }
+
+#[test]
+fn nemotron_h_keeps_its_decay_in_float32_and_no_table() {
+    // A Mamba layer and an attention layer; the attention has no positions.
+    let config = json!({
+        "architectures": ["NemotronHForCausalLM"], "model_type": "nemotron_h",
+        "hidden_size": 64, "num_attention_heads": 4, "num_key_value_heads": 2,
+        "head_dim": 16, "num_hidden_layers": 2, "hybrid_override_pattern": "M*",
+        "vocab_size": 128, "max_position_embeddings": 40, "torch_dtype": "bfloat16",
+    });
+    let tensors = [
+        bf16("model.layers.0.mixer.A_log", &[8]),
+        bf16("model.layers.0.mixer.D", &[8]),
+        bf16("model.layers.1.mixer.q_proj.weight", &[64, 64]),
+    ];
+    // A_log in float32, 32 B; D 16 B; q 8,192 B.
+    let held = loaded_weights(&config, &tensors, 1).unwrap();
+    assert_eq!((held.tensor_bytes, held.rotary_bytes), (32 + 16 + 8_192, 0));
+    // Its mixers above TP 1: refused by name.
+    let words = loaded_weights(&config, &tensors, 2).unwrap_err();
+    assert!(words.contains("checked at TP 1 only"), "{words}");
+    // Its mixture-of-experts layers are not checked.
+    let mut moe = config.clone();
+    moe["hybrid_override_pattern"] = json!("M*E");
+    let words = loaded_weights(&moe, &tensors, 1).unwrap_err();
+    assert!(
+        words.contains("`E` in `hybrid_override_pattern`"),
+        "{words}"
+    );
+    // Granite 4.0-H builds a table only with rope positions.
+    let mut granite = config;
+    granite["architectures"] = json!(["GraniteMoeHybridForCausalLM"]);
+    granite["layer_types"] = json!(["mamba", "attention"]);
+    assert_eq!(loaded_weights(&granite, &[], 1).unwrap().rotary_bytes, 0);
+    granite["position_embedding_type"] = json!("rope");
+    assert_eq!(
+        loaded_weights(&granite, &[], 1).unwrap().rotary_bytes,
+        40 * 16 * 4
+    );
+}

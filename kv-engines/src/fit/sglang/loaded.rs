@@ -59,9 +59,19 @@ const DP_ATTENTION_ARCHITECTURES: &[&str] = &[
 
 /// Of [`CHECKED_ARCHITECTURES`], those checked at TP 1 only: HunYuan's
 /// shards were never compared (transformers cannot build its shipped
-/// config); GPT-NeoX's tensors have names [`TpLayout::share`] does not know.
-const TP1_ONLY_ARCHITECTURES: &[&str] = &["HunYuanDenseV1ForCausalLM", "GPTNeoXForCausalLM"];
+/// config); GPT-NeoX's tensors have names [`TpLayout::share`] does not know;
+/// the Mamba hybrids' mixers may replicate their groups.
+const TP1_ONLY_ARCHITECTURES: &[&str] = &[
+    "HunYuanDenseV1ForCausalLM",
+    "GPTNeoXForCausalLM",
+    "GraniteMoeHybridForCausalLM",
+    "NemotronHForCausalLM",
+];
 const CHECKED_COUNT: usize = SHARDED_COUNT + TP1_ONLY_ARCHITECTURES.len();
+
+/// The hybrids whose Mamba mixers kv has checked at TP 1 (their mixers
+/// above it are refused by name): Granite 4.0-H and Nemotron-H (dense).
+const MAMBA_HYBRIDS: &[&str] = &["GraniteMoeHybridForCausalLM", "NemotronHForCausalLM"];
 
 /// What SGLang holds once it has loaded a checkpoint: its tensors in the
 /// served dtype, less those its loader skips, and the rotary table.
@@ -201,6 +211,17 @@ pub fn loaded_weights_with_dp_attention(
             }
         }
     }
+    let moe_layers = text
+        .get("hybrid_override_pattern")
+        .and_then(Value::as_str)
+        .is_some_and(|pattern| pattern.contains('E'));
+    if class == "NemotronHForCausalLM" && moe_layers {
+        return Err(
+            "kv has checked SGLang's dense Nemotron-H only, not its mixture-of-experts layers \
+             (`E` in `hybrid_override_pattern`)"
+                .into(),
+        );
+    }
     let latent = matches!(class, "DeepseekV2ForCausalLM" | "DeepseekV3ForCausalLM");
     if latent && text.get("moe_layer_freq").is_none_or(Value::is_null) {
         // deepseek_v2.py reads it; transformers 5's DeepSeek config classes
@@ -279,8 +300,12 @@ pub fn loaded_weights_with_dp_attention(
         let float32_router = float32_router
             || correction_bias
             || (latent && router_fp32 && name.ends_with(".mlp.gate.weight"));
-        // Qwen3-Next's Gated DeltaNet keeps `A_log` in float32.
-        let float32_decay = class == "Qwen3NextForCausalLM" && name.ends_with(".linear_attn.A_log");
+        // Qwen3-Next's Gated DeltaNet and the Mamba mixers keep `A_log`
+        // (their `A`) in float32.
+        let float32_decay = (class == "Qwen3NextForCausalLM"
+            && name.ends_with(".linear_attn.A_log"))
+            || (MAMBA_HYBRIDS.contains(&class)
+                && (name.ends_with(".mixer.A_log") || name.ends_with(".mamba.A_log")));
         let element = if float32_router || float32_expert_bias || float32_decay {
             4
         } else {
@@ -656,19 +681,17 @@ mod tests {
 
     #[test]
     fn the_checked_classes_are_the_sharded_ones_then_sglangs_then_tp1_only() {
-        let count = SHARDED_ARCHITECTURES.len() + SGLANG_ONLY_ARCHITECTURES.len() + 2;
+        let count = SHARDED_ARCHITECTURES.len() + SGLANG_ONLY_ARCHITECTURES.len() + 4;
         assert_eq!(CHECKED_ARCHITECTURES.len(), count);
         assert_eq!(
             CHECKED_ARCHITECTURES[..SHARDED_ARCHITECTURES.len()],
             *SHARDED_ARCHITECTURES
         );
         assert_eq!(
-            CHECKED_ARCHITECTURES[SHARDED_ARCHITECTURES.len()..count - 2],
+            CHECKED_ARCHITECTURES[SHARDED_ARCHITECTURES.len()..count - 4],
             *SGLANG_ONLY_ARCHITECTURES
         );
-        assert_eq!(
-            CHECKED_ARCHITECTURES[count - 2..],
-            ["HunYuanDenseV1ForCausalLM", "GPTNeoXForCausalLM"]
-        );
+        assert_eq!(CHECKED_ARCHITECTURES[count - 4..], *TP1_ONLY_ARCHITECTURES);
+        assert_eq!(TP1_ONLY_ARCHITECTURES[0], "HunYuanDenseV1ForCausalLM");
     }
 }

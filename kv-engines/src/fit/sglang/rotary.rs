@@ -48,6 +48,14 @@ pub(super) fn rotary_buffer_bytes(text: &Value, class: &str) -> Result<u64, Stri
     }
     let tables = match class {
         "Gemma3ForCausalLM" => return gemma3_bytes(text),
+        // nemotron_h.py's attention has no positions; granitemoehybrid.py's
+        // builds a table only for `position_embedding_type: rope`.
+        "NemotronHForCausalLM" => return Ok(0),
+        "GraniteMoeHybridForCausalLM"
+            if text.get("position_embedding_type").and_then(Value::as_str) != Some("rope") =>
+        {
+            return Ok(0)
+        }
         // deepseek_v2.py: the rope part of each latent head, float32.
         "DeepseekV2ForCausalLM" | "DeepseekV3ForCausalLM" => {
             vec![(mla_rotary_table_shape(text)?)]
