@@ -512,6 +512,10 @@ fn deepseek_rules_refuse_what_sglang_cannot_build_or_kv_has_not_checked() {
     fp32["router_fp32"] = json!(true);
     let held = loaded_weights(&fp32, &deepseek_v3_checkpoint(), 1).unwrap();
     assert_eq!(held.tensor_bytes, 1_398_032 + 512);
+    // Heads without a nope part: w_kc has no width kv can split by.
+    let mut no_nope = deepseek_v3_config();
+    no_nope["qk_nope_head_dim"] = json!(0);
+    assert!(refusal(&no_nope).contains("`qk_nope_head_dim`"));
     // Without MTP layers, a layer past the config's is refused.
     let mut no_mtp = deepseek_v3_config();
     no_mtp["num_nextn_predict_layers"] = json!(0);

@@ -354,7 +354,9 @@ pub fn loaded_weights_with_dp_attention(
                 .ok_or("the buffers' bytes overflow u64")?;
         }
         if latent && name.ends_with(".self_attn.kv_b_proj.weight") {
-            let copies = latent_copies(text, tensor, bytes, tp / dp)?;
+            // DeepSeek is refused under DP attention above: its attention
+            // splits over all of tp.
+            let copies = latent_copies(text, tensor, bytes, tp)?;
             other_tensor_bytes = other_tensor_bytes
                 .checked_add(copies)
                 .ok_or("the other tensors' bytes overflow u64")?;
