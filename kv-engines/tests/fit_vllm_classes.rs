@@ -1394,3 +1394,34 @@ fn falcon_h1_keeps_a_mup_vector_beside_each_mixer() {
     let held = loaded_weights_on_stage(&config, &tensors, DType::BF16, 1, stage).unwrap();
     assert_eq!(held.other_buffer_bytes, 1_024);
 }
+
+#[test]
+fn axk1_builds_a_post_mlp_norm_in_every_layer() {
+    // AXK1 is DeepSeek-V3's layout with a `post_mlp_layernorm` in each
+    // layer, the dense one too; its `topk_method` defaults to `noaux_tc`,
+    // so the correction bias is built without the config naming it.
+    let mut config = deepseek_v3_config();
+    config["architectures"] = json!(["AXK1ForCausalLM"]);
+    config.as_object_mut().unwrap().remove("topk_method");
+    let mut tensors = deepseek_v3_checkpoint();
+    // transformers' checkpoints keep it in the MoE layer's MLP only.
+    tensors.push(bf16("model.layers.1.mlp.post_mlp_layernorm.weight", &[64]));
+    let held = loaded_weights(&config, &tensors, DType::BF16, 1).unwrap();
+    // DeepSeek-V3's 1,401,344 B, and two norms of 64 x 2 -> 512 each.
+    assert_eq!(
+        held.tensor_bytes,
+        16_384 + 16_384 + 512 + 2 * 662_016 + 12_288 + 31_744 + 2 * 512
+    );
+    // One stage of two holds its own layer's norm.
+    let stage = PipelineStage {
+        stages: 2,
+        index: 0,
+    };
+    let first = loaded_weights_on_stage(&config, &tensors, DType::BF16, 1, stage).unwrap();
+    // Stage 0: the embedding, layer 0 (attention, dense MLP), its norm.
+    assert_eq!(first.tensor_bytes, 16_384 + 662_016 + 12_288 + 512);
+    // DeepSeek-V3 itself without `topk_method` cannot load the bias.
+    let mut deepseek = deepseek_v3_config();
+    deepseek.as_object_mut().unwrap().remove("topk_method");
+    assert!(loaded_weights(&deepseek, &tensors, DType::BF16, 1).is_err());
+}

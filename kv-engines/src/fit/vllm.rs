@@ -88,6 +88,7 @@ const VLLM_ONLY_ARCHITECTURES: &[&str] = &[
     "Mamba2ForCausalLM",
     "GptOssForCausalLM",
     "FalconH1ForCausalLM",
+    "AXK1ForCausalLM",
 ];
 const CHECKED_COUNT: usize = SHARDED_ARCHITECTURES.len() + VLLM_ONLY_ARCHITECTURES.len();
 
@@ -103,7 +104,11 @@ const GEMMA_NORMALIZER: &[&str] = &["GemmaForCausalLM", "Gemma2ForCausalLM", "Ge
 /// `num_hidden_layers`, `num_nextn_predict_layers` of them) are skipped by
 /// the loader (`get_spec_layer_idx_from_weight_name`) unless speculative
 /// decoding loads them, which kv does not model.
-const LATENT_ATTENTION: &[&str] = &["DeepseekV2ForCausalLM", "DeepseekV3ForCausalLM"];
+const LATENT_ATTENTION: &[&str] = &[
+    "AXK1ForCausalLM",
+    "DeepseekV2ForCausalLM",
+    "DeepseekV3ForCausalLM",
+];
 
 /// The classes vLLM 0.33 serves through its Transformers backend
 /// (`_TRANSFORMERS_SUPPORTED_MODELS`, models/registry.py): the Hugging Face
@@ -564,8 +569,22 @@ pub fn loaded_weights_on_stage(
         if !share.holds(&mapped)? {
             continue;
         }
+        if class == "AXK1ForCausalLM" && name.ends_with(".post_mlp_layernorm.weight") {
+            // Counted below, one a layer, whatever the checkpoint holds.
+            continue;
+        }
         let correction_bias = latent && name.ends_with(".gate.e_score_correction_bias");
-        if correction_bias && text.get("topk_method").and_then(Value::as_str) != Some("noaux_tc") {
+        // AXK1.py reads `topk_method` with `noaux_tc` as its default.
+        let topk_default = if class == "AXK1ForCausalLM" {
+            "noaux_tc"
+        } else {
+            ""
+        };
+        let topk = text
+            .get("topk_method")
+            .and_then(Value::as_str)
+            .unwrap_or(topk_default);
+        if correction_bias && topk != "noaux_tc" {
             return Err(format!(
                 "`{name}`: vLLM's `{class}` builds no `e_score_correction_bias` unless \
                  `topk_method` is `noaux_tc`, so it cannot load this checkpoint"
@@ -611,6 +630,18 @@ pub fn loaded_weights_on_stage(
         *slot = slot
             .checked_add(bytes)
             .ok_or_else(|| format!("`{name}`: its bytes overflow u64"))?;
+    }
+    if class == "AXK1ForCausalLM" {
+        // AXK1.py builds a `post_mlp_layernorm` in every layer, the dense
+        // ones too, where transformers' checkpoints keep one in each MoE
+        // layer's MLP only.
+        let hidden = count("hidden_size")?;
+        for layer in share.layers.clone() {
+            let norm = hidden
+                .checked_mul(element)
+                .ok_or("the norms' bytes overflow u64")?;
+            allocations.insert(format!("model.layers.{layer}.post_mlp_layernorm"), norm);
+        }
     }
     let tensor_bytes = allocations
         .values()
