@@ -14,7 +14,7 @@ use super::rotary::{rotary_buffer_bytes, TRANSFORMERS_BACKEND};
 
 /// The architectures whose built model kv has checked: SGLang 0.5.23's
 /// own classes built on the meta device hold the checkpoint's tensors in
-/// the served dtype (each rank's share, [`TpLayout::share`]), its routers
+/// the served dtype (each rank's share, as `TpLayout::share` cuts it), its routers
 /// where the class keeps them in float32, and the rotary buffers of
 /// `fit::sglang::rotary`, and nothing else (scripts/sglang/loaded_buffers.py
 /// and compare_weights_hf.py, TP 1, 2, 4 and 8).
