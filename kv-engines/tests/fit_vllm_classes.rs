@@ -1425,3 +1425,314 @@ fn axk1_builds_a_post_mlp_norm_in_every_layer() {
     deepseek.as_object_mut().unwrap().remove("topk_method");
     assert!(loaded_weights(&deepseek, &tensors, DType::BF16, 1).is_err());
 }
+
+fn gemma4_config() -> Value {
+    serde_json::from_str(include_str!(
+        "../../scripts/vllm/fit-configs/test-gemma-4-small.json"
+    ))
+    .unwrap()
+}
+
+/// scripts/vllm/fit-configs/test-gemma-4-small.json as transformers writes
+/// it (tied, so no head): layer 0 sliding with heads of 16, layer 1 full
+/// with heads of 32 (`per_layer_config`), 4 heads and 2 KV heads each, and
+/// per-layer inputs of 8 over a vocabulary of 128.
+fn gemma4_checkpoint() -> Vec<StoredTensor> {
+    let mut tensors = vec![
+        bf16("model.embed_tokens.weight", &[128, 64]),
+        bf16("model.norm.weight", &[64]),
+        bf16("model.embed_tokens_per_layer.weight", &[128, 16]),
+        bf16("model.per_layer_model_projection.weight", &[16, 64]),
+        bf16("model.per_layer_projection_norm.weight", &[8]),
+    ];
+    for (layer, head) in [(0, 16), (1, 32)] {
+        let at = |part: &str| format!("model.layers.{layer}.{part}");
+        tensors.extend([
+            bf16(&at("layer_scalar"), &[1]),
+            bf16(&at("self_attn.q_proj.weight"), &[4 * head, 64]),
+            bf16(&at("self_attn.k_proj.weight"), &[2 * head, 64]),
+            bf16(&at("self_attn.v_proj.weight"), &[2 * head, 64]),
+            bf16(&at("self_attn.o_proj.weight"), &[64, 4 * head]),
+            bf16(&at("self_attn.q_norm.weight"), &[head]),
+            bf16(&at("self_attn.k_norm.weight"), &[head]),
+            bf16(&at("mlp.gate_proj.weight"), &[32, 64]),
+            bf16(&at("mlp.up_proj.weight"), &[32, 64]),
+            bf16(&at("mlp.down_proj.weight"), &[64, 32]),
+            bf16(&at("input_layernorm.weight"), &[64]),
+            bf16(&at("post_attention_layernorm.weight"), &[64]),
+            bf16(&at("pre_feedforward_layernorm.weight"), &[64]),
+            bf16(&at("post_feedforward_layernorm.weight"), &[64]),
+            bf16(&at("per_layer_input_gate.weight"), &[8, 64]),
+            bf16(&at("per_layer_projection.weight"), &[64, 8]),
+            bf16(&at("post_per_layer_input_norm.weight"), &[64]),
+        ]);
+    }
+    tensors
+}
+
+// Gemma 4 at TP 1, in 512-byte blocks:
+//   layer 0: qkv (64 + 32 + 32) x 64 x 2 = 16,384; o 8,192; q_norm, k_norm
+//     and layer_scalar 512 each; gate_up 8,192; down 4,096; five norms
+//     2,560; the per-layer gate 8 x 64 x 2 = 1,024 and projection 1,024
+//     = 43,008
+//   layer 1: qkv (128 + 64 + 64) x 64 x 2 = 32,768; o 16,384; then as
+//     layer 0: 1,536 + 8,192 + 4,096 + 2,560 + 2,048 = 67,584
+//   the embedding 16,384, the final norm 512, the per-layer embedding
+//   128 x 16 x 2 = 4,096, its projection 16 x 64 x 2 = 2,048, its norm 512.
+// Tables: the sliding layers' default rope over 16 dims, 40 x 16 x 2 =
+// 1,280 -> 1,536; the full layers' proportional rope keeps its whole head
+// of 32, 40 x 32 x 2 = 2,560. Scales 2,048 a layer and the normalizer 512;
+// the three per-layer-input scalars 512 each.
+// At TP 2 the vocabularies split (64 rows each), the column-parallel
+// per-layer projection too (8 rows, 1,024), the per-layer gate and
+// projection out stay whole: layer 0 8,192 + 4,096 + 1,536 + 4,096 +
+// 2,048 + 2,560 + 2,048 = 24,576, layer 1 16,384 + 8,192 + the same
+// 12,288 = 36,864, and 8,192 + 512 + 2,048 + 1,024 + 512 beside them.
+
+#[test]
+fn gemma_4_holds_a_table_per_kind_and_head_and_its_per_layer_inputs() {
+    let held = loaded_weights(&gemma4_config(), &gemma4_checkpoint(), DType::BF16, 1).unwrap();
+    assert_eq!(
+        held.tensor_bytes,
+        43_008 + 67_584 + 16_384 + 512 + 4_096 + 2_048 + 512
+    );
+    assert_eq!(held.rotary_bytes, 1_536 + 2_560);
+    assert_eq!(held.scale_bytes, 2 * 2_048 + 512);
+    assert_eq!(held.other_buffer_bytes, 3 * 512);
+    // compare_weights_hf.py's total for this config at TP 1.
+    assert_eq!(held.total(), Some(144_384));
+    let held = loaded_weights(&gemma4_config(), &gemma4_checkpoint(), DType::BF16, 2).unwrap();
+    assert_eq!(
+        held.tensor_bytes,
+        24_576 + 36_864 + 8_192 + 512 + 2_048 + 1_024 + 512
+    );
+    assert_eq!(held.total(), Some(83_968));
+    // Without per-layer inputs there are no scalars beside them.
+    let mut plain = gemma4_config();
+    plain["hidden_size_per_layer_input"] = json!(0);
+    let plain_tensors: Vec<StoredTensor> = gemma4_checkpoint()
+        .into_iter()
+        .filter(|t| !t.name.contains("per_layer"))
+        .collect();
+    let held = loaded_weights(&plain, &plain_tensors, DType::BF16, 1).unwrap();
+    assert_eq!(held.other_buffer_bytes, 0);
+    // A default rope on the full layers with a quarter of their head: 8
+    // dims, 40 x 8 x 2 = 640 -> 1,024.
+    let mut quarter = gemma4_config();
+    quarter["rope_parameters"]["full_attention"]["rope_type"] = json!("default");
+    let held = loaded_weights(&quarter, &gemma4_checkpoint(), DType::BF16, 1).unwrap();
+    assert_eq!(held.rotary_bytes, 1_536 + 1_024);
+    // Both kinds asking for the same rope and head share one table.
+    let mut shared = gemma4_config();
+    shared["per_layer_config"] = json!({});
+    shared["rope_parameters"]["full_attention"] =
+        shared["rope_parameters"]["sliding_attention"].clone();
+    let tensors: Vec<StoredTensor> = gemma4_checkpoint()
+        .into_iter()
+        .map(|t| {
+            if t.name.starts_with("model.layers.1.self_attn") {
+                let shape: Vec<u64> = t
+                    .shape
+                    .iter()
+                    .map(|&d| match d {
+                        128 => 64,
+                        32 => 16,
+                        d => d,
+                    })
+                    .collect();
+                bf16(&t.name, &shape)
+            } else {
+                t
+            }
+        })
+        .collect();
+    let held = loaded_weights(&shared, &tensors, DType::BF16, 1).unwrap();
+    assert_eq!(held.rotary_bytes, 1_536);
+}
+
+#[test]
+fn gemma_4_refuses_a_rope_it_has_not_checked_or_a_kind_without_one() {
+    let refused = |config: Value| {
+        loaded_weights(&config, &gemma4_checkpoint(), DType::BF16, 1)
+            .unwrap_err()
+            .to_string()
+    };
+    let mut yarn = gemma4_config();
+    yarn["rope_parameters"]["full_attention"]["rope_type"] = json!("yarn");
+    assert!(refused(yarn).contains("rope_type `yarn` (full_attention layers)"));
+    let mut missing = gemma4_config();
+    missing["rope_parameters"]
+        .as_object_mut()
+        .unwrap()
+        .remove("sliding_attention");
+    assert!(refused(missing).contains("`rope_parameters.sliding_attention`"));
+    let mut factor = gemma4_config();
+    factor["rope_parameters"]["sliding_attention"]["partial_rotary_factor"] = json!(1.5);
+    assert!(refused(factor).contains("`partial_rotary_factor` is not a fraction"));
+}
+#[test]
+fn gemma_4_builds_all_but_its_layers_on_every_stage() {
+    // On each of two stages: the embedding 16,384, the final norm 512 and
+    // the per-layer inputs' 4,096 + 2,048 + 512, the normalizer 512 and the
+    // three scalars 1,536 = 25,600; then its own layer with its scales and
+    // its kind's table: layer 0 43,008 + 2,048 + 1,536, layer 1 67,584 +
+    // 2,048 + 2,560 (vLLM's classes on the meta device: 72,192 and 97,792).
+    let stage = |index| {
+        let stage = PipelineStage { stages: 2, index };
+        loaded_weights_on_stage(
+            &gemma4_config(),
+            &gemma4_checkpoint(),
+            DType::BF16,
+            1,
+            stage,
+        )
+        .unwrap()
+        .total()
+    };
+    assert_eq!(stage(0), Some(25_600 + 43_008 + 2_048 + 1_536));
+    assert_eq!(stage(1), Some(25_600 + 67_584 + 2_048 + 2_560));
+    // The names are Gemma 4's: another class does not place them.
+    let mut gemma3 = gemma4_config();
+    gemma3["architectures"] = json!(["Gemma3ForCausalLM"]);
+    let stage = PipelineStage {
+        stages: 2,
+        index: 0,
+    };
+    let refused = loaded_weights_on_stage(&gemma3, &gemma4_checkpoint(), DType::BF16, 1, stage)
+        .unwrap_err()
+        .to_string();
+    assert!(
+        refused.contains("`model.embed_tokens_per_layer.weight`: kv does not know"),
+        "{refused}"
+    );
+}
+
+/// Gemma 4 with the layouts of its larger checkpoints, in a config no
+/// script ships: 4 layers (sliding, full, sliding, full), the last two
+/// KV-shared, full layers whose K is their V, and a MoE block of 4 experts
+/// of 16 beside each MLP.
+fn gemma4_shared_moe_config() -> Value {
+    let mut config = gemma4_config();
+    config["num_hidden_layers"] = json!(4);
+    config["layer_types"] = json!([
+        "sliding_attention",
+        "full_attention",
+        "sliding_attention",
+        "full_attention"
+    ]);
+    config["per_layer_config"] = json!({"01": {"head_dim": 32}, "03": {"head_dim": 32}});
+    config["num_kv_shared_layers"] = json!(2);
+    config["attention_k_eq_v"] = json!(true);
+    config["num_experts"] = json!(4);
+    config["top_k_experts"] = json!(2);
+    config["moe_intermediate_size"] = json!(16);
+    config["enable_moe_block"] = json!(true);
+    config
+}
+
+/// Its checkpoint as the original ones ship it: the shared layers still
+/// carry a K and V projection and a K norm (vLLM drops them); layer 1
+/// has no V (K is its V).
+fn gemma4_shared_moe_checkpoint() -> Vec<StoredTensor> {
+    let mut tensors = vec![
+        bf16("model.embed_tokens.weight", &[128, 64]),
+        bf16("model.norm.weight", &[64]),
+        bf16("model.embed_tokens_per_layer.weight", &[128, 32]),
+        bf16("model.per_layer_model_projection.weight", &[32, 64]),
+        bf16("model.per_layer_projection_norm.weight", &[8]),
+    ];
+    for (layer, head) in [(0, 16), (1, 32), (2, 16), (3, 32)] {
+        let at = |part: &str| format!("model.layers.{layer}.{part}");
+        tensors.extend([
+            bf16(&at("layer_scalar"), &[1]),
+            bf16(&at("self_attn.q_proj.weight"), &[4 * head, 64]),
+            bf16(&at("self_attn.k_proj.weight"), &[2 * head, 64]),
+            bf16(&at("self_attn.k_norm.weight"), &[head]),
+            bf16(&at("self_attn.o_proj.weight"), &[64, 4 * head]),
+            bf16(&at("self_attn.q_norm.weight"), &[head]),
+            bf16(&at("mlp.gate_proj.weight"), &[32, 64]),
+            bf16(&at("mlp.up_proj.weight"), &[32, 64]),
+            bf16(&at("mlp.down_proj.weight"), &[64, 32]),
+            bf16(&at("input_layernorm.weight"), &[64]),
+            bf16(&at("post_attention_layernorm.weight"), &[64]),
+            bf16(&at("pre_feedforward_layernorm.weight"), &[64]),
+            bf16(&at("post_feedforward_layernorm.weight"), &[64]),
+            bf16(&at("per_layer_input_gate.weight"), &[8, 64]),
+            bf16(&at("per_layer_projection.weight"), &[64, 8]),
+            bf16(&at("post_per_layer_input_norm.weight"), &[64]),
+            bf16(&at("router.scale"), &[64]),
+            bf16(&at("router.per_expert_scale"), &[4]),
+            bf16(&at("router.proj.weight"), &[4, 64]),
+            bf16(&at("experts.gate_up_proj"), &[4, 32, 64]),
+            bf16(&at("experts.down_proj"), &[4, 64, 16]),
+            bf16(&at("post_feedforward_layernorm_1.weight"), &[64]),
+            bf16(&at("post_feedforward_layernorm_2.weight"), &[64]),
+            bf16(&at("pre_feedforward_layernorm_2.weight"), &[64]),
+        ]);
+        if layer != 1 {
+            tensors.push(bf16(&at("self_attn.v_proj.weight"), &[2 * head, 64]));
+        }
+    }
+    tensors
+}
+
+// At TP 1, in every layer: layer_scalar and q_norm 512 each, gate_up
+// 8,192, down 4,096, eight norms 4,096, the per-layer gate and projection
+// 2,048; the MoE block: router scale, per-expert scale and projection 512
+// each, w13 4 x 32 x 64 x 2 = 16,384, w2 4 x 64 x 16 x 2 = 8,192: 45,568.
+// Then the attention: layer 0 qkv (64 + 32 + 32) x 64 x 2 = 16,384, o
+// 8,192, k_norm 512; layer 1 qkv (128 + 64 + 64) x 64 x 2 = 32,768 (V's
+// slot filled from K), o 16,384, k_norm 512; the shared layers q and o
+// only: layer 2 8,192 + 8,192, layer 3 16,384 + 16,384. Beside them the
+// embedding 16,384, the final norm 512, the per-layer embedding 128 x 32 x
+// 2 = 8,192, its projection 32 x 64 x 2 = 4,096, its norm 512. The shared
+// layers' K and V and K norms are skipped, their bytes as stored: layer
+// 2's 32 x 64 x 2 = 4,096 twice and 32, layer 3's 8,192 twice and 64. Buffers: three per-layer-input scalars and a
+// router's root_size a layer, 7 x 512.
+// At TP 2 each layer's common part is 512 + 512 + 4,096 + 2,048 + 4,096 +
+// 2,048 + 1,536 + 8,192 + 4,096 = 27,136, the attention 8,192 + 4,096 +
+// 512, 16,384 + 8,192 + 512, 4,096 + 4,096, 8,192 + 8,192; beside them
+// 8,192 + 512 + 4,096 + 2,048 + 512.
+
+#[test]
+fn gemma_4_fills_v_from_k_drops_shared_layers_kv_and_keeps_a_router_buffer() {
+    let config = gemma4_shared_moe_config();
+    let tensors = gemma4_shared_moe_checkpoint();
+    let held = loaded_weights(&config, &tensors, DType::BF16, 1).unwrap();
+    let layers = 4 * 45_568 + (16_384 + 8_192 + 512) + (32_768 + 16_384 + 512) + 16_384 + 32_768;
+    assert_eq!(
+        held.tensor_bytes,
+        layers + 16_384 + 512 + 8_192 + 4_096 + 512
+    );
+    assert_eq!(
+        held.skipped_bytes,
+        (4_096 + 4_096 + 32) + (8_192 + 8_192 + 64)
+    );
+    assert_eq!(held.other_buffer_bytes, 7 * 512);
+    // Every layer attends (the shared ones read another's cache) and
+    // builds its kind's rope.
+    assert_eq!(
+        (held.scale_bytes, held.rotary_bytes),
+        (4 * 2_048 + 512, 1_536 + 2_560)
+    );
+    // vLLM's class on the meta device: 352,256 B and 202,752 B.
+    assert_eq!(held.total(), Some(352_256));
+    let held = loaded_weights(&config, &tensors, DType::BF16, 2).unwrap();
+    let layers = 4 * 27_136 + (8_192 + 4_096 + 512) + (16_384 + 8_192 + 512) + 8_192 + 16_384;
+    assert_eq!(
+        held.tensor_bytes,
+        layers + 8_192 + 512 + 4_096 + 2_048 + 512
+    );
+    assert_eq!(held.total(), Some(202_752));
+    // An expert block with no width is vLLM's ValueError.
+    let mut no_width = config.clone();
+    no_width
+        .as_object_mut()
+        .unwrap()
+        .remove("moe_intermediate_size");
+    let refused = loaded_weights(&no_width, &tensors, DType::BF16, 1).unwrap_err();
+    assert!(
+        refused.contains("Gemma4 MoE requires an expert intermediate size"),
+        "{refused}"
+    );
+}

@@ -426,3 +426,58 @@ fn gemma3_rope(text: &Value, kind: &str) -> Result<LayerRope, String> {
         theta,
     })
 }
+
+/// Gemma 4's tables (gemma4.py, `Gemma4Attention`): each layer asks
+/// `get_rope` with its kind's rope parameters (`rope_parameters[kind]`) and
+/// its kind's head (`kind_head_dim`: transformers' `per_layer_config`, a
+/// full layer's `global_head_dim`), one table per distinct pair. `default`
+/// rotates `int(head_dim x partial_rotary_factor)` of it; `proportional`
+/// (`Gemma4RotaryEmbedding`) keeps the whole head in its table. Each is
+/// `[max_position_embeddings, dim]`.
+pub(crate) fn gemma4_rotary_tables(
+    text: &Value,
+    kinds: &[(&'static str, u64)],
+) -> Result<Vec<(u64, u64)>, String> {
+    let positions = max_positions(text)?;
+    let mut seen: Vec<(u64, String)> = Vec::new();
+    let mut tables = Vec::new();
+    for &(kind, head_dim) in kinds {
+        let params = text
+            .get("rope_parameters")
+            .and_then(|p| p.get(kind))
+            .filter(|v| !v.is_null())
+            .ok_or_else(|| {
+                format!("the config has no `rope_parameters.{kind}` (Gemma 4 reads one per kind)")
+            })?;
+        let key = (head_dim, params.to_string());
+        if seen.contains(&key) {
+            continue;
+        }
+        seen.push(key);
+        let dim = match rope_type(Some(params)) {
+            "proportional" => head_dim,
+            "default" => {
+                let factor = match params.get("partial_rotary_factor") {
+                    None | Some(Value::Null) => 1.0,
+                    Some(v) => v
+                        .as_f64()
+                        .filter(|f| *f > 0.0 && *f <= 1.0)
+                        .ok_or("`partial_rotary_factor` is not a fraction in (0, 1]")?,
+                };
+                if head_dim >= 1 << 53 {
+                    return Err("`head_dim` is beyond what a double holds exactly".into());
+                }
+                // Python's int(): toward zero.
+                (head_dim as f64 * factor) as u64
+            }
+            other => {
+                return Err(format!(
+                    "kv has not checked the rotary table Gemma 4 builds for rope_type `{other}` \
+                     ({kind} layers)"
+                ))
+            }
+        };
+        tables.push((positions, dim));
+    }
+    Ok(tables)
+}

@@ -88,18 +88,7 @@ impl TpLayout {
                 .and_then(Value::as_u64)
                 .ok_or_else(|| format!("the config has no `{key}`"))
         };
-        let vocab = count("vocab_size")?;
-        let pad = |to: u64| {
-            vocab
-                .checked_next_multiple_of(to)
-                .ok_or("`vocab_size` overflows once padded")
-        };
-        let mut padded = pad(VOCAB_PADDING)?;
-        if engine == ShardingEngine::Sglang && !padded.is_multiple_of(tp) {
-            // VocabParallelEmbedding: `padding_size *= self.tp_size`.
-            padded = pad(VOCAB_PADDING.checked_mul(tp).ok_or("tp overflows")?)?;
-        }
-        let vocab_rows_per_rank = divide(engine, padded, tp)?;
+        let vocab_rows_per_rank = vocab_rows_per_rank(engine, count("vocab_size")?, tp)?;
         let heads = match text.get("num_attention_heads") {
             None | Some(Value::Null) => None,
             Some(_) => {
@@ -185,6 +174,32 @@ impl TpLayout {
             // vLLM's Transformers backend registers it at load, one entry
             // per padded vocabulary row of the rank (`_register_bias`).
             return Ok((name.to_owned(), self.vocab_rows_per_rank));
+        }
+        // Gemma 4's per-layer inputs: their embedding vocabulary-parallel
+        // over its own vocabulary, their projection into it column-parallel,
+        // each layer's gate and projection out replicated, its scalar whole.
+        if name.ends_with("embed_tokens_per_layer.weight") {
+            let [vocab, width] = tensor.shape.as_slice() else {
+                return Err(format!(
+                    "`{name}` has shape {:?}; {} builds it as [vocab, width]",
+                    tensor.shape,
+                    engine.name()
+                ));
+            };
+            let rows = vocab_rows_per_rank(engine, *vocab, tp)?;
+            let elements = rows
+                .checked_mul(*width)
+                .ok_or_else(|| format!("`{name}`: its elements overflow u64"))?;
+            return Ok((name.to_owned(), elements));
+        }
+        if layer == "per_layer_model_projection" {
+            divide(engine, rows, tp)?;
+            return Ok((name.to_owned(), elements / tp));
+        }
+        if matches!(layer, "per_layer_input_gate" | "per_layer_projection")
+            || param == "layer_scalar"
+        {
+            return Ok((name.to_owned(), elements));
         }
         // Nemotron-H's and Mamba's embedding is `embeddings`.
         if is_head || name.ends_with("embed_tokens.weight") || name.ends_with(".embeddings.weight")
@@ -359,11 +374,16 @@ impl TpLayout {
             // every rank.
             "o_proj" | "dense" | "down_proj" | "fc2" | "c_proj" | "gate" | "router"
             | "shared_expert_gate" | "moe_statics" => (name.to_owned(), elements),
-            // Norms, numbered too (HyperCLOVA X's `post_norm1`), and
+            // Gemma 4's router projection (`router.proj`, a GateLinear):
+            // replicated.
+            "proj" if parent.ends_with(".router") => (name.to_owned(), elements),
+            // Norms, numbered too (HyperCLOVA X's `post_norm1`, Gemma 4's
+            // `post_feedforward_layernorm_1`), and
             // Mamba's final `norm_f`.
             norm if norm == "norm_f"
                 || norm
                     .trim_end_matches(|c: char| c.is_ascii_digit())
+                    .trim_end_matches('_')
                     .ends_with("norm") =>
             {
                 (name.to_owned(), elements)
@@ -384,6 +404,23 @@ impl TpLayout {
         }
         Ok((name.to_owned(), elements))
     }
+}
+
+/// VocabParallelEmbedding's rows on one rank of `tp` for a vocabulary of
+/// `vocab`: padded to 64 (SGLang to 64 x tp where the ranks do not divide
+/// that), then divided.
+fn vocab_rows_per_rank(engine: ShardingEngine, vocab: u64, tp: u64) -> Result<u64, String> {
+    let pad = |to: u64| {
+        vocab
+            .checked_next_multiple_of(to)
+            .ok_or("`vocab_size` overflows once padded")
+    };
+    let mut padded = pad(VOCAB_PADDING)?;
+    if engine == ShardingEngine::Sglang && !padded.is_multiple_of(tp) {
+        // VocabParallelEmbedding: `padding_size *= self.tp_size`.
+        padded = pad(VOCAB_PADDING.checked_mul(tp).ok_or("tp overflows")?)?;
+    }
+    divide(engine, padded, tp)
 }
 
 /// QKVParallelLinear: KV heads divided over the ranks, or, with fewer

@@ -21,12 +21,15 @@ use serde_json::Value;
 
 use super::config::{bias_refusal, checked_class, joined, layer_index, text_section};
 use super::rotary::{
-    gemma3_rotary_tables, inv_freq_elements, layer_types, minicpm3_table_shape,
-    mla_rotary_table_shape, rotary_dim_unset, rotary_table_shape_or, scaled_rotary_table_shape,
+    gemma3_rotary_tables, gemma4_rotary_tables, inv_freq_elements, layer_types,
+    minicpm3_table_shape, mla_rotary_table_shape, rotary_dim_unset, rotary_table_shape_or,
+    scaled_rotary_table_shape,
 };
 use super::shard::{ShardingEngine, TpLayout, SHARDED_ARCHITECTURES};
 use crate::estimate::format_gib;
 use crate::stored_tensor::StoredTensor;
+
+mod gemma4;
 
 /// The architectures whose model, built by vLLM 0.33's own class on the
 /// meta device, kv has checked holds exactly the checkpoint's tensors in the
@@ -89,12 +92,18 @@ const VLLM_ONLY_ARCHITECTURES: &[&str] = &[
     "GptOssForCausalLM",
     "FalconH1ForCausalLM",
     "AXK1ForCausalLM",
+    "Gemma4ForCausalLM",
 ];
 const CHECKED_COUNT: usize = SHARDED_ARCHITECTURES.len() + VLLM_ONLY_ARCHITECTURES.len();
 
 /// The classes that keep `normalizer` (`hidden_size ** 0.5`, one scalar in
 /// the served dtype) as a buffer.
-const GEMMA_NORMALIZER: &[&str] = &["GemmaForCausalLM", "Gemma2ForCausalLM", "Gemma3ForCausalLM"];
+const GEMMA_NORMALIZER: &[&str] = &[
+    "GemmaForCausalLM",
+    "Gemma2ForCausalLM",
+    "Gemma3ForCausalLM",
+    "Gemma4ForCausalLM",
+];
 
 /// The classes with multi-head latent attention (`DeepseekV2MLAAttention`):
 /// the rotary table is `qk_rope_head_dim` wide
@@ -154,6 +163,7 @@ const WHOLE_ON_EVERY_STAGE: &[&str] = &[
     "FalconMambaForCausalLM",
     "MambaForCausalLM",
     "GptOssForCausalLM",
+    "Gemma4ForCausalLM",
 ];
 
 /// The classes that build the embedding and the head on every stage but
@@ -271,6 +281,10 @@ impl StageShare<'_> {
             Ok(everywhere || last)
         } else if final_norm.iter().any(|p| name.starts_with(p)) {
             Ok(norm_everywhere || last)
+        } else if self.class == gemma4::CLASS
+            && gemma4::PER_LAYER_INPUTS.iter().any(|p| name.starts_with(p))
+        {
+            Ok(true)
         } else {
             Err(format!(
                 "`{name}`: kv does not know which pipeline stage vLLM loads it on (it knows \
@@ -522,10 +536,16 @@ pub fn loaded_weights_on_stage(
         }
     }
     let gated_delta = class == "Qwen3NextForCausalLM";
+    let is_gemma4 = class == gemma4::CLASS;
+    let v_slots = if is_gemma4 {
+        gemma4::v_slots(text, tensors)?
+    } else {
+        Vec::new()
+    };
     let mut allocations: std::collections::BTreeMap<String, u64> = Default::default();
     let mut skipped_bytes = 0u64;
     let mut other_buffer_bytes = 0u64;
-    for tensor in tensors {
+    for tensor in tensors.iter().chain(&v_slots) {
         let name = tensor.name.as_str();
         let is_head = name == "lm_head.weight";
         // Qwen3-Next's MTP module (its mapper drops `mtp.`) and ERNIE 4.5
@@ -533,7 +553,8 @@ pub fn loaded_weights_on_stage(
         let mut skipped = name.contains("rotary_emb.inv_freq")
             || (tied && is_head)
             || (gated_delta && name.starts_with("mtp."))
-            || (ernie_moe && name.contains("mtp"));
+            || (ernie_moe && name.contains("mtp"))
+            || (is_gemma4 && gemma4::dropped(text, name)?);
         if let Some(index) = layer_index(name)? {
             if index >= layer_count {
                 // An MTP layer: the loader skips it.
@@ -670,6 +691,8 @@ pub fn loaded_weights_on_stage(
             vec![minicpm3_table_shape(text)?]
         } else if class == "Gemma3ForCausalLM" {
             gemma3_rotary_tables(text, share.layers.clone())?
+        } else if class == gemma4::CLASS {
+            gemma4_rotary_tables(text, &gemma4::kinds(config, text, &share.layers)?)?
         } else if glm_moe && rotary_dim_unset(text) {
             // GLM-4.5's attention `setdefault`s a partial factor of 0.5.
             vec![rotary_table_shape_or(text, 0.5)?]
@@ -695,6 +718,14 @@ pub fn loaded_weights_on_stage(
     } else {
         0
     };
+    if is_gemma4 {
+        other_buffer_bytes = other_buffer_bytes
+            .checked_add(gemma4::buffer_bytes(
+                text,
+                share.layers.end - share.layers.start,
+            )?)
+            .ok_or("the buffers' bytes overflow u64")?;
+    }
     let scale_bytes = attention_layers
         .checked_mul(4 * BLOCK)
         .and_then(|scales| scales.checked_add(normalizer))
