@@ -658,3 +658,40 @@ fn bailing_moe_v3_is_refused_not_read_as_mla_in_every_layer() {
         "{text}"
     );
 }
+
+#[test]
+fn a_moe_class_refuses_a_pipeline_stage_with_no_moe_layer() {
+    // transformers' NemotronHConfig defaults (vLLM's registry run): layers
+    // Mamba, MoE, attention, MLP. At pp 2 stage 1 holds layers 2 and 3;
+    // vLLM 0.33 fails building it (the registry run, 2026-12-06).
+    let puzzle = json!({
+        "architectures": ["NemotronHPuzzleForCausalLM"], "model_type": "nemotron_h",
+        "layers_block_type": ["linear_attention", "moe", "full_attention", "mlp"],
+        "hidden_size": 4096, "num_attention_heads": 32, "num_key_value_heads": 8,
+        "head_dim": 128, "max_position_embeddings": 4096, "ssm_state_size": 128,
+        "mamba_num_heads": 128, "mamba_head_dim": 64, "n_groups": 8, "conv_kernel": 4,
+        "expand": 2, "n_routed_experts": 8, "vocab_size": 131072,
+        "mamba_ssm_cache_dtype": "float32", "torch_dtype": "bfloat16",
+    });
+    assert_eq!(
+        refusal(&puzzle, &at(1, 2, 1).positions(4096)),
+        "vLLM 0.33 would not start: pp 2: stage 1 holds layers 2 to 3, none of them MoE, and \
+         vLLM's NemotronHPuzzleForCausalLM reads its expert counts off one of the stage's MoE \
+         layers (vLLM: \"AssertionError: assert example_moe is not None (nemotron_h.py:869)\")"
+    );
+    assert!(estimate(&puzzle, &at(1, 1, 1).positions(4096)).is_ok());
+    // Qwen3-Next-80B-A3B (48 layers) with its first 24 dense: at pp 2 the
+    // first stage has none.
+    let dense_half = fixtures::with_keys(
+        shipped("qwen3-next-80b-a3b"),
+        json!({"mlp_only_layers": (0..24).collect::<Vec<u64>>()}),
+    );
+    let qwen = refusal(&dense_half, &at(1, 2, 1));
+    assert!(
+        qwen.contains("stage 0 holds layers 0 to 23")
+            && qwen.contains("No Qwen3Next layer found in the model.layers."),
+        "{qwen}"
+    );
+    assert!(estimate(&dense_half, &at(1, 1, 1)).is_ok());
+    assert!(estimate(&shipped("qwen3-next-80b-a3b"), &at(1, 2, 1)).is_ok());
+}

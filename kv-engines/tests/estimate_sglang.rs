@@ -816,3 +816,42 @@ fn longcat_flash_without_a_dtype_is_bfloat16_as_sglangs_own_config_class_says() 
     longcat["torch_dtype"] = json!("float16");
     assert_eq!(pools_of(&longcat).dtype, "torch.float16");
 }
+
+#[test]
+fn chatglm_takes_its_group_count_without_the_multi_query_flag() {
+    // ChatGLMConfig's defaults: 28 layers, 32 heads of kv_channels 128,
+    // `multi_query_attention` false, `multi_query_group_num` 1. vLLM (and
+    // kv's detection) cache 32 KV heads then; SGLang's
+    // `get_total_num_kv_heads` reads the group count, 1: 28 x 1 x (128 +
+    // 128) x 2 B = 14,336 B per token; 42,949,672,960 // 14,336 =
+    // 2,995,931. K: (2,995,931 + 1) x 28 x 128 x 2 = 21,474,840,576 B.
+    // (SGLang's own configurator, the registry run: 2,995,931 tokens.)
+    let mut chatglm = json!({
+        "architectures": ["ChatGLMModel"], "model_type": "chatglm",
+        "num_layers": 28, "hidden_size": 4096, "num_attention_heads": 32,
+        "kv_channels": 128, "multi_query_attention": false,
+        "multi_query_group_num": 1, "seq_length": 2048, "padded_vocab_size": 65024,
+        "torch_dtype": "float16",
+    });
+    let pools_of = |config: &Value| pools(config, &SglangSettings::default(), GIB_40).unwrap();
+    let default = pools_of(&chatglm);
+    assert_eq!(default.full.tokens, 2_995_931);
+    assert_eq!(default.full.k_bytes, 21_474_840_576);
+    // With the flag both engines read 2 groups: 28,672 B per token,
+    // 1,497,965 tokens (42,949,672,960 / 28,672 = 1,497,965.7).
+    chatglm["multi_query_attention"] = json!(true);
+    chatglm["multi_query_group_num"] = json!(2);
+    assert_eq!(pools_of(&chatglm).full.tokens, 1_497_965);
+    // A key SGLang reads first: 4 heads, 57,344 B per token, 748,982
+    // tokens; `multi_query` makes it 1 whatever the keys.
+    chatglm["multi_query_attention"] = json!(false);
+    chatglm["num_key_value_heads"] = json!(4);
+    assert_eq!(pools_of(&chatglm).full.tokens, 748_982);
+    chatglm["multi_query"] = json!(true);
+    assert_eq!(pools_of(&chatglm).full.tokens, 2_995_931);
+    // Another model type keeps kv's reading (4 heads, as both engines').
+    chatglm["multi_query"] = json!(false);
+    chatglm["multi_query_group_num"] = json!(8);
+    chatglm["model_type"] = json!("glm");
+    assert_eq!(pools_of(&chatglm).full.tokens, 748_982);
+}

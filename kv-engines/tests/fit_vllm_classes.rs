@@ -1283,17 +1283,17 @@ fn glm_4_5_needs_a_moe_layer_on_every_stage() {
     };
     let words = stage(2, 0).unwrap_err();
     assert!(
-        words.starts_with("vLLM refuses: RuntimeError: No Glm4MoE layer found in model.layers."),
+        words.starts_with("vLLM refuses: pp 2: stage 0 holds layers 0 to 0, none of them MoE")
+            && words.contains("\"RuntimeError: No Glm4MoE layer found in model.layers."),
         "{words}"
     );
-    assert!(words.contains("layers 0 to 0"), "{words}");
     assert!(stage(2, 1).is_ok());
     assert!(stage(1, 0).is_ok());
     // Every layer dense: no stage builds.
     let mut dense = config.clone();
     dense["first_k_dense_replace"] = json!(2);
     let words = loaded_weights(&dense, &[], DType::BF16, 1).unwrap_err();
-    assert!(words.contains("the first 2 are dense"), "{words}");
+    assert!(words.contains("stage 0 holds layers 0 to 1"), "{words}");
 }
 
 #[test]
@@ -1724,6 +1724,14 @@ fn gemma_4_fills_v_from_k_drops_shared_layers_kv_and_keeps_a_router_buffer() {
         layers + 8_192 + 512 + 4_096 + 2_048 + 512
     );
     assert_eq!(held.total(), Some(202_752));
+    // The second of two stages: layers 2 and 3, so two routers' buffers
+    // beside the three per-layer-input scalars.
+    let stage = PipelineStage {
+        stages: 2,
+        index: 1,
+    };
+    let held = loaded_weights_on_stage(&config, &tensors, DType::BF16, 1, stage).unwrap();
+    assert_eq!(held.other_buffer_bytes, 5 * 512);
     // An expert block with no width is vLLM's ValueError.
     let mut no_width = config.clone();
     no_width

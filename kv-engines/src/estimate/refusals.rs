@@ -165,7 +165,8 @@ pub(super) fn check_layout(hf: &HfConfig, settings: &EstimateSettings) -> Result
             ));
         }
     }
-    Ok(())
+    // The model class itself, once built on each stage.
+    super::moe_stages::check(hf, pp).or_else(refused)
 }
 
 /// The architectures of vLLM 0.33's text and multimodal registry whose model

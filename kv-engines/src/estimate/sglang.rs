@@ -425,6 +425,12 @@ pub fn sglang_pools(
         }
     }
 
+    if let Some(groups) = chatglm_kv_heads(config) {
+        for group in &mut full {
+            group.kv_heads = groups;
+        }
+    }
+
     // Gemma-3n's KV-shared layers read earlier layers' caches, so kv's
     // detection (vLLM's) gives them none; SGLang's pool still has a slot per
     // layer of `num_hidden_layers` (model_runner_components/layer_setup.py:154,
@@ -1155,6 +1161,32 @@ fn is_hybrid_swa(config: &Value, architectures: &[&str]) -> bool {
     text("is_hybrid_swa")
         .and_then(Value::as_bool)
         .unwrap_or(false)
+}
+
+/// ChatGLM's KV heads as SGLang's `get_total_num_kv_heads` reads them
+/// (configs/model_config.py:1626): 1 with `multi_query`, else the first of
+/// `n_head_kv`, `num_kv_heads`, `num_key_value_heads`,
+/// `multi_query_group_num` and `num_attention_groups` that is set, whether
+/// or not `multi_query_attention` is; vLLM's rule, which kv's detection
+/// follows, counts the group number only with that flag (else every query
+/// head). `None` for another model, or where no key is set (every query
+/// head in both).
+fn chatglm_kv_heads(config: &Value) -> Option<u64> {
+    if config.get("model_type").and_then(Value::as_str) != Some("chatglm") {
+        return None;
+    }
+    if config.get("multi_query").and_then(Value::as_bool) == Some(true) {
+        return Some(1);
+    }
+    [
+        "n_head_kv",
+        "num_kv_heads",
+        "num_key_value_heads",
+        "multi_query_group_num",
+        "num_attention_groups",
+    ]
+    .iter()
+    .find_map(|key| config.get(key).and_then(Value::as_u64))
 }
 
 /// `num_kv_shared_layers`, in `text_config` or at the top, as kv's

@@ -519,22 +519,10 @@ pub fn loaded_weights_on_stage(
     } else {
         0
     };
-    if glm_moe {
-        // glm4_moe.py's `extract_moe_parameters` needs a MoE layer on the
-        // stage: one of dense layers only fails to build.
-        let first_moe = text
-            .get("first_k_dense_replace")
-            .and_then(Value::as_u64)
-            .unwrap_or(0);
-        if share.layers.end <= first_moe.max(share.layers.start) {
-            return Err(format!(
-                "vLLM refuses: RuntimeError: No Glm4MoE layer found in model.layers. (this stage \
-                 holds layers {} to {}, and the first {first_moe} are dense)",
-                share.layers.start,
-                share.layers.end.saturating_sub(1)
-            ));
-        }
-    }
+    // A stage with no MoE layer fails to build in these classes.
+    let hf = kv_core::HfConfig::from_value(config.clone());
+    crate::estimate::moe_stages::check_stage(&hf, stage.stages, stage.index)
+        .map_err(|words| format!("vLLM refuses: {words}"))?;
     let gated_delta = class == "Qwen3NextForCausalLM";
     let is_gemma4 = class == gemma4::CLASS;
     let v_slots = if is_gemma4 {
@@ -1272,6 +1260,15 @@ mod tests {
             e,
             "kv does not know how vLLM shards `model.layers.0.mlp.w_in.weight` over 2 TP ranks"
         );
+        // Only a router's `proj` is known whole (Gemma 4's).
+        let proj = [tensor(
+            "model.layers.0.mlp.proj.weight",
+            "BF16",
+            &[2048, 512],
+            2_097_152,
+        )];
+        let e = loaded_weights(&config, &proj, DType::BF16, 2).unwrap_err();
+        assert!(e.contains("shards `model.layers.0.mlp.proj.weight`"), "{e}");
         let odd_expert = [tensor(
             "model.layers.0.mlp.experts.0.w4.weight",
             "BF16",
