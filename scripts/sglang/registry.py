@@ -279,7 +279,7 @@ def judge(case, sg, kv_sized, kv_error):
 def main():
     parser = argparse.ArgumentParser()
     parser.add_argument("--kv", default=os.environ.get("KV", os.path.join(ROOT, "target/debug/kv")))
-    parser.add_argument("--only", help="comma-separated architectures (a partial run; the TSV is not written)")
+    parser.add_argument("--only", help="comma-separated architectures (a partial run: the other rows are kept)")
     args = parser.parse_args()
     universe = registry()
     if args.only:
@@ -321,18 +321,23 @@ def main():
                             "sglang": sg, "kv": kv_sized, "kv_error": kv_error})
         rows.append((arch, *status(verdicts, builds, today, entry["configs"])))
         print(f"{rows[-1][1]:14} {arch}: {rows[-1][3][:200]}", file=sys.stderr, flush=True)
-    with open(os.path.join(HERE, "registry-results.jsonl"), "w") as f:
+    results_path = os.path.join(HERE, "registry-results.jsonl")
+    tsv_path = os.path.join(ROOT, "docs/coverage/sglang.tsv")
+    if args.only:
+        # A partial run keeps the committed rows and results of the
+        # architectures it did not run.
+        for row in rows:
+            print("\t".join(row))
+        rows = sorted(kept_rows(tsv_path, set(universe)) + rows)
+        results = kept_results(results_path, set(universe)) + results
+    with open(results_path, "w") as f:
         for row in results:
             f.write(json.dumps(row) + "\n")
     counts = {}
     for row in rows:
         counts[row[1]] = counts.get(row[1], 0) + 1
     print(json.dumps(counts), file=sys.stderr)
-    if args.only:
-        for row in rows:
-            print("\t".join(row))
-        return
-    with open(os.path.join(ROOT, "docs/coverage/sglang.tsv"), "w") as f:
+    with open(tsv_path, "w") as f:
         f.write(f"# sglang 0.5.23: its model registry (every EntryClass of sglang/srt/models/*.py), "
                 f"{len(rows)} architectures; written by scripts/sglang/registry.py on {today}\n")
         f.write("# cases per config: TP 1 at 40 GiB and 7,777,777,777 B, TP 2 at 40 GiB (emulated H100, "
@@ -341,6 +346,23 @@ def main():
         f.write("architecture\tstatus\tchecked\tdetail\n")
         for row in rows:
             f.write("\t".join(x.replace("\t", " ").replace("\n", " ") for x in row) + "\n")
+
+
+def kept_rows(path, ran):
+    """The TSV's rows of the architectures not in `ran`."""
+    with open(path) as f:
+        lines = [line.rstrip("\n") for line in f if not line.startswith("#")]
+    rows = [tuple(line.split("\t", 3)) for line in lines[1:] if line]
+    return [row for row in rows if row[0] not in ran]
+
+
+def kept_results(path, ran):
+    """registry-results.jsonl's entries of the architectures not in `ran`."""
+    if not os.path.exists(path):
+        return []
+    with open(path) as f:
+        entries = [json.loads(line) for line in f if line.strip()]
+    return [entry for entry in entries if entry["arch"] not in ran]
 
 
 def status(verdicts, builds, today, configs):
