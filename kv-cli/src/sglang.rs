@@ -127,17 +127,17 @@ pub(crate) fn size_file(
         other => Problem::new(file, other),
     })?;
     let mut estimate = estimate;
-    if let Some(cap) = kv_engines::estimate::sglang::context_len_cap(&config)
-        .filter(|cap| args.positions.is_none() && estimate.max_model_len > *cap)
-    {
+    let sglang_length = kv_engines::estimate::sglang::context_len(&config, estimate.max_model_len)
+        .filter(|_| args.positions.is_none());
+    if let Some((length, why)) = sglang_length {
         let derived = estimate.max_model_len;
-        estimate = kv_engines::estimate::estimate(&config, &estimate_settings.positions(cap))
+        // SGLang's own length, above vLLM's where SGLang reads fewer keys.
+        let sglang_settings = estimate_settings
+            .positions(length)
+            .allow_long_max_model_len(true);
+        estimate = kv_engines::estimate::estimate(&config, &sglang_settings)
             .map_err(|e| Problem::new(file, e))?;
-        estimate.detected = format!(
-            "{}; SGLang caps this model's context_len at {cap} (configs/model_config.py), \
-             from the {derived} the config gives",
-            estimate.detected
-        );
+        estimate.detected = format!("{}; {why}, where kv derives {derived}", estimate.detected);
     }
     if args.strict {
         crate::strict::refuse_unverified(file, &estimate)?;

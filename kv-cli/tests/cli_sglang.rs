@@ -217,3 +217,55 @@ fn the_settings_line_says_the_page_sglang_runs() {
     let line = settings_line(&llama);
     assert!(line.contains("page size 1,"), "{line}");
 }
+
+#[test]
+fn whisper_pools_every_layer_sglang_counts_at_sglangs_context_length() {
+    // whisper-large-v3: SGLang's pool has encoder_layers + 2 x
+    // decoder_layers = 32 + 64 = 96 layers of 20 heads of 64 (f16): 96 x
+    // 20 x 128 x 2 = 491,520 B a token. 7,777,777,777 B less the
+    // multimodal 104,857,600 = 7,672,920,177 B: 15,610 tokens (15,610.6).
+    // Its config sets none of the keys SGLang's get_context_length reads,
+    // so context_len is 2,048 (vLLM's, and kv's, 448 is
+    // `max_target_positions`): int(15,610 / 2,048 x 512) = 3,902 requests.
+    // SGLang's own configurator (the registry run): 15,610 and 3,902.
+    let config = concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/../examples/configs/whisper-large-v3"
+    );
+    let out = kv(&[
+        "estimate",
+        "--engine",
+        "sglang",
+        config,
+        "--kv-cache-memory-bytes",
+        "7777777777",
+    ]);
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    let stdout = text(&out.stdout);
+    assert!(
+        stdout.contains("#tokens: 15610, K size: 3.57 GB"),
+        "{stdout}"
+    );
+    assert!(
+        stdout.contains("max_running_requests 3902 per worker"),
+        "{stdout}"
+    );
+    assert!(
+        stdout.contains("SGLang's get_context_length reads none of")
+            && stdout.contains("where kv derives 448"),
+        "{stdout}"
+    );
+    // A length given is SGLang's --context-length: 15,610 / 448 x 512 =
+    // 17,840, held to 4,096.
+    let out = kv(&[
+        "estimate",
+        "--engine",
+        "sglang",
+        config,
+        "--kv-cache-memory-bytes",
+        "7777777777",
+        "--positions",
+        "448",
+    ]);
+    assert!(text(&out.stdout).contains("max_running_requests 4096 per worker"));
+}

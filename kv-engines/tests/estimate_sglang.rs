@@ -855,3 +855,32 @@ fn chatglm_takes_its_group_count_without_the_multi_query_flag() {
     chatglm["model_type"] = json!("glm");
     assert_eq!(pools_of(&chatglm).full.tokens, 748_982);
 }
+
+#[test]
+fn whisper_pools_its_encoder_and_cross_attention_layers_too() {
+    // configs/model_config.py:1591: encoder_layers + 2 x decoder_layers.
+    // 2 encoder and 3 decoder layers of 4 heads of 16 in f16: 8 layers x 4 x
+    // (16 + 16) x 2 B = 2,048 B a token; 40 GiB less 100 MiB (multimodal)
+    // = 42,844,815,360 B: 20,920,320 tokens exactly.
+    let mut whisper = json!({
+        "architectures": ["WhisperForConditionalGeneration"], "model_type": "whisper",
+        "d_model": 64, "encoder_layers": 2, "decoder_layers": 3,
+        "encoder_attention_heads": 4, "decoder_attention_heads": 4,
+        "max_source_positions": 1500, "max_target_positions": 448, "torch_dtype": "float16",
+    });
+    let tokens = |config: &Value| {
+        pools(config, &SglangSettings::default(), GIB_40)
+            .unwrap()
+            .full
+            .tokens
+    };
+    assert_eq!(tokens(&whisper), 20_920_320);
+    // Without `decoder_layers`, num_hidden_layers (3): the same.
+    whisper.as_object_mut().unwrap().remove("decoder_layers");
+    whisper["num_hidden_layers"] = json!(3);
+    assert_eq!(tokens(&whisper), 20_920_320);
+    // No encoder: 6 layers, 1,536 B: 27,893,759 tokens (27,893,760 less
+    // a fraction: 42,844,815,360 / 1,536 = 27,893,760 exactly).
+    whisper["encoder_layers"] = json!(0);
+    assert_eq!(tokens(&whisper), 27_893_760);
+}

@@ -490,6 +490,10 @@ pub fn sglang_pools(
         latent = Some((layers, width));
     }
 
+    if architectures.contains(&"WhisperForConditionalGeneration") {
+        whisper_layers(config, &mut full)?;
+    }
+
     let repeat = attention_layer_repeats(&architectures)?;
     if repeat > 1 {
         if !sliding.is_empty() || !state.is_empty() {
@@ -1043,6 +1047,50 @@ fn check_dsa(settings: &SglangSettings) -> Result<(), KvError> {
 /// (The same code repeats Nanbeige's layers by `num_loops` and IQuest's
 /// loop coder's by `loop_num`, and Nanbeige's classifier keeps a cache per
 /// loop too; kv has not matched SGLang's pools on those and refuses them.)
+/// Whisper's full pool as SGLang sizes it: a layer for each encoder layer,
+/// each decoder self-attention and each cross-attention
+/// (configs/model_config.py:1591, `encoder_layers + 2 * decoder_layers`,
+/// `decoder_layers` defaulting to `num_hidden_layers`), all of the decoder's
+/// attention shape, though only the decoder's self-attention writes there.
+fn whisper_layers(config: &Value, full: &mut Vec<AttentionGroup>) -> Result<(), KvError> {
+    let shape = |g: &AttentionGroup| (g.kv_heads, g.k_dim, g.v_dim);
+    let Some(first) = full.first().map(shape) else {
+        return Ok(());
+    };
+    if full.iter().any(|g| shape(g) != first) {
+        return Err(KvError::Config {
+            what: POOLS,
+            problem: "Whisper with attention layers of different shapes is not in kv's SGLang \
+                      profile"
+                .to_owned(),
+        });
+    }
+    let count = |key: &str| match config.get(key) {
+        None | Some(Value::Null) => Ok(None),
+        Some(v) => v.as_u64().map(Some).ok_or_else(|| KvError::Config {
+            what: POOLS,
+            problem: format!("`{key}` is not a layer count"),
+        }),
+    };
+    let encoder = count("encoder_layers")?.unwrap_or(0);
+    let decoder = match count("decoder_layers")? {
+        Some(layers) => layers,
+        None => count("num_hidden_layers")?.ok_or_else(|| KvError::Config {
+            what: POOLS,
+            problem: "Whisper's config sets neither `decoder_layers` nor `num_hidden_layers`"
+                .to_owned(),
+        })?,
+    };
+    let layers = add(encoder, mul(&[2, decoder], "Whisper's attention layers")?)?;
+    *full = vec![AttentionGroup {
+        layers,
+        kv_heads: first.0,
+        k_dim: first.1,
+        v_dim: first.2,
+    }];
+    Ok(())
+}
+
 fn attention_layer_repeats(architectures: &[&str]) -> Result<u64, KvError> {
     if let Some(arch) = architectures.iter().find(|a| {
         matches!(
@@ -1067,19 +1115,57 @@ fn attention_layer_repeats(architectures: &[&str]) -> Result<u64, KvError> {
     })
 }
 
-/// SGLang's own caps of a model's derived `context_len`
-/// (configs/model_config.py): EmbeddingGemma2Model at 8,192. `None` where
-/// SGLang takes the derived length as it is. A length given is not capped.
+/// SGLang's `context_len` where it differs from the length kv derives
+/// (vLLM's), with the reason, or `None` where SGLang takes kv's:
+/// - `get_context_length` (utils/hf_transformers/common.py:668) reads only
+///   `max_sequence_length`, `seq_length`, `max_seq_len`, `model_max_length`
+///   and `max_position_embeddings`, else 2,048; Whisper's config (no alias
+///   among those in transformers' `WhisperConfig.attribute_map`) sets none,
+///   where kv, as vLLM, reads `max_target_positions`;
+/// - `_derive_context_length` (configs/model_config.py:1322) caps
+///   EmbeddingGemma2Model at 8,192.
+///
+/// A length given on the command line replaces both.
 ///
 /// ```
-/// use kv_engines::estimate::sglang::context_len_cap;
+/// use kv_engines::estimate::sglang::context_len;
 ///
 /// let embedding = serde_json::json!({"architectures": ["EmbeddingGemma2Model"]});
-/// assert_eq!(context_len_cap(&embedding), Some(8192));
-/// assert_eq!(context_len_cap(&serde_json::json!({"architectures": ["LlamaForCausalLM"]})), None);
+/// assert_eq!(context_len(&embedding, 2048), None);
+/// assert_eq!(context_len(&embedding, 10_000).map(|c| c.0), Some(8192));
+/// let whisper = serde_json::json!({"model_type": "whisper", "max_target_positions": 448});
+/// assert_eq!(context_len(&whisper, 448).map(|c| c.0), Some(2048));
+/// assert_eq!(context_len(&serde_json::json!({"architectures": ["LlamaForCausalLM"]}), 4096), None);
 /// ```
-pub fn context_len_cap(config: &Value) -> Option<u64> {
-    (architectures(config).first() == Some(&"EmbeddingGemma2Model")).then_some(8192)
+pub fn context_len(config: &Value, derived: u64) -> Option<(u64, String)> {
+    const KEYS: [&str; 5] = [
+        "max_sequence_length",
+        "seq_length",
+        "max_seq_len",
+        "model_max_length",
+        "max_position_embeddings",
+    ];
+    let whisper = config.get("model_type").and_then(Value::as_str) == Some("whisper");
+    let length = if whisper
+        && !KEYS
+            .iter()
+            .any(|key| config.get(key).is_some_and(|v| !v.is_null()))
+    {
+        (
+            2048,
+            "SGLang's get_context_length reads none of `max_sequence_length`, `seq_length`, \
+             `max_seq_len`, `model_max_length`, `max_position_embeddings` here and takes 2048"
+                .to_owned(),
+        )
+    } else if architectures(config).first() == Some(&"EmbeddingGemma2Model") && derived > 8192 {
+        (
+            8192,
+            "SGLang caps this model's context_len at 8192 (configs/model_config.py)".to_owned(),
+        )
+    } else {
+        return None;
+    };
+    (length.0 != derived).then_some(length)
 }
 
 /// `ModelConfig.is_multimodal` (configs/model_config.py:690-826) with SGLang's
