@@ -1568,7 +1568,13 @@ fn gemma_4_refuses_a_rope_it_has_not_checked_or_a_kind_without_one() {
     assert!(refused(missing).contains("`rope_parameters.sliding_attention`"));
     let mut factor = gemma4_config();
     factor["rope_parameters"]["sliding_attention"]["partial_rotary_factor"] = json!(1.5);
-    assert!(refused(factor).contains("`partial_rotary_factor` is not a fraction"));
+    assert!(refused(factor.clone()).contains("`partial_rotary_factor` is not a fraction"));
+    factor["rope_parameters"]["sliding_attention"]["partial_rotary_factor"] = json!(0.0);
+    assert!(refused(factor.clone()).contains("`partial_rotary_factor` is not a fraction"));
+    // The bound itself: the whole head.
+    factor["rope_parameters"]["sliding_attention"]["partial_rotary_factor"] = json!(1.0);
+    let held = loaded_weights(&factor, &gemma4_checkpoint(), DType::BF16, 1).unwrap();
+    assert_eq!(held.rotary_bytes, 1_536 + 2_560);
 }
 #[test]
 fn gemma_4_builds_all_but_its_layers_on_every_stage() {
