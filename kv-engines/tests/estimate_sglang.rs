@@ -741,9 +741,13 @@ fn longcat_flash_keeps_two_latents_a_layer() {
     });
     let one = settings(1, 1, SglangKvDtype::Auto);
     assert_eq!(pools(&longcat, &one, GIB_40).unwrap().full.tokens, 665_762);
-    // The same layers under another architecture keep one latent each.
+    // The same layers under another architecture and model type keep one
+    // latent each (a `longcat_flash` model type alone would make it
+    // LongcatFlashForCausalLM again: SGLang's config parser).
     let mut v3 = longcat.clone();
     v3["architectures"] = json!(["DeepseekV3ForCausalLM"]);
+    assert_eq!(pools(&v3, &one, GIB_40).unwrap().full.tokens, 665_762);
+    v3["model_type"] = json!("deepseek_v3");
     assert_eq!(pools(&v3, &one, GIB_40).unwrap().full.tokens, 1_331_525);
 }
 
@@ -777,11 +781,11 @@ fn models_that_loop_their_layers_are_refused() {
 #[test]
 fn two_attentions_a_layer_beside_sliding_layers_are_refused() {
     // Not a layout LongCat-Flash ships (its name beside one on SGLang's
-    // hybrid-SWA list); kv does not guess how SGLang would repeat a sliding
-    // pool.
+    // hybrid-SWA list, under a model type SGLang's parser leaves as listed);
+    // kv does not guess how SGLang would repeat a sliding pool.
     let config = json!({
         "architectures": ["LongcatFlashForCausalLM", "GptOssForCausalLM"],
-        "model_type": "longcat_flash",
+        "model_type": "gpt_oss",
         "num_hidden_layers": 4, "num_attention_heads": 8, "num_key_value_heads": 2,
         "head_dim": 64, "sliding_window": 128, "max_position_embeddings": 4096,
         "layer_types": ["sliding_attention", "full_attention", "sliding_attention",
@@ -883,4 +887,35 @@ fn whisper_pools_its_encoder_and_cross_attention_layers_too() {
     // a fraction: 42,844,815,360 / 1,536 = 27,893,760 exactly).
     whisper["encoder_layers"] = json!(0);
     assert_eq!(tokens(&whisper), 27_893_760);
+}
+
+#[test]
+fn sglangs_parser_makes_every_longcat_flash_config_its_main_class() {
+    // utils/hf_transformers/config.py:315: a `longcat_flash` model is
+    // LongcatFlashForCausalLM whatever it lists, and that class's attention
+    // layers count twice (configs/model_config.py:1583). LongcatFlashConfig's
+    // defaults: 28 layers of an MLA latent 512 + 128 in bf16: 56 x 640 x 2 =
+    // 71,680 B a token; 42,949,672,960 // 71,680 = 599,186; requests
+    // int(599,186 / 131,072 x 512) = 2,340. SGLang's own configurator on the
+    // NextN config: 599,186 tokens and 2,340 requests.
+    let longcat = |arch: &str| {
+        json!({
+            "architectures": [arch], "model_type": "longcat_flash",
+            "num_hidden_layers": 28, "hidden_size": 6144, "num_attention_heads": 64,
+            "kv_lora_rank": 512, "q_lora_rank": 1536, "qk_rope_head_dim": 128,
+            "qk_nope_head_dim": 128, "v_head_dim": 128, "max_position_embeddings": 131072,
+            "vocab_size": 131072, "torch_dtype": "bfloat16",
+        })
+    };
+    for arch in ["LongcatFlashForCausalLM", "LongcatFlashForCausalLMNextN"] {
+        let pools = pools(&longcat(arch), &SglangSettings::default(), GIB_40).unwrap();
+        assert_eq!(pools.full.tokens, 599_186, "{arch}");
+        assert_eq!(pools.max_running_requests, 2_340, "{arch}");
+    }
+    // Another model type listing the NextN class is read as listed: 28
+    // layers, 35,840 B a token, 1,198,372 tokens.
+    let mut other = longcat("LongcatFlashForCausalLMNextN");
+    other["model_type"] = json!("deepseek_v3");
+    let pools = pools(&other, &SglangSettings::default(), GIB_40).unwrap();
+    assert_eq!(pools.full.tokens, 1_198_372);
 }

@@ -1286,12 +1286,28 @@ fn kv_shared_layers(config: &Value) -> u64 {
         .unwrap_or(0)
 }
 
+/// `architectures` as SGLang's config parser leaves them
+/// (utils/hf_transformers/config.py:251-315, `_set_architectures`): a
+/// `longcat_flash` model (or one listing `LongcatCausalLM`,
+/// `LongcatFlashForCausalLM` or `LongcatFlashNgramForCausalLM` alone) is
+/// `LongcatFlashForCausalLM`, a `multi_modality` one
+/// `MultiModalityCausalLM`, whatever else the config lists.
 fn architectures(config: &Value) -> Vec<&str> {
-    config
+    let listed: Vec<&str> = config
         .get("architectures")
         .and_then(Value::as_array)
         .map(|a| a.iter().filter_map(Value::as_str).collect())
-        .unwrap_or_default()
+        .unwrap_or_default();
+    let longcat = matches!(
+        listed.as_slice(),
+        ["LongcatCausalLM" | "LongcatFlashForCausalLM" | "LongcatFlashNgramForCausalLM"]
+    );
+    match config.get("model_type").and_then(Value::as_str) {
+        _ if longcat => vec!["LongcatFlashForCausalLM"],
+        Some("longcat_flash") => vec!["LongcatFlashForCausalLM"],
+        Some("multi_modality") => vec!["MultiModalityCausalLM"],
+        _ => listed,
+    }
 }
 
 fn sliding_window(config: &Value) -> Option<u64> {
