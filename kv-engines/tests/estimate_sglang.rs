@@ -912,10 +912,44 @@ fn sglangs_parser_makes_every_longcat_flash_config_its_main_class() {
         assert_eq!(pools.full.tokens, 599_186, "{arch}");
         assert_eq!(pools.max_running_requests, 2_340, "{arch}");
     }
+    // The names SGLang's parser maps to LongCat-Flash whatever the model
+    // type says.
+    let mut ngram = longcat("LongcatFlashNgramForCausalLM");
+    ngram["model_type"] = json!("deepseek_v3");
+    let pools_of = |config: &Value| pools(config, &SglangSettings::default(), GIB_40).unwrap();
+    assert_eq!(pools_of(&ngram).full.tokens, 599_186);
     // Another model type listing the NextN class is read as listed: 28
     // layers, 35,840 B a token, 1,198,372 tokens.
     let mut other = longcat("LongcatFlashForCausalLMNextN");
     other["model_type"] = json!("deepseek_v3");
     let pools = pools(&other, &SglangSettings::default(), GIB_40).unwrap();
     assert_eq!(pools.full.tokens, 1_198_372);
+}
+
+#[test]
+fn a_multi_modality_model_is_sglangs_multimodal_class() {
+    // utils/hf_transformers/config.py:309: `multi_modality` is
+    // MultiModalityCausalLM, on SGLang's multimodal list: the 100 MiB
+    // reservation (Qwen3-8B's geometry under that model type).
+    let mut janus = qwen3_8b();
+    janus["model_type"] = json!("multi_modality");
+    let pools = pools(&janus, &SglangSettings::default(), GIB_40).unwrap();
+    assert_eq!(pools.mm_reservation_bytes, 104_857_600);
+    assert_eq!(pools.full.tokens, 290_560);
+}
+
+#[test]
+fn sglangs_context_len_reads_its_own_keys() {
+    use kv_engines::estimate::sglang::context_len;
+    // Whisper with one of get_context_length's keys: SGLang reads it, as kv.
+    let mut whisper = json!({"model_type": "whisper", "max_target_positions": 448});
+    assert_eq!(context_len(&whisper, 448).map(|c| c.0), Some(2048));
+    whisper["max_position_embeddings"] = json!(null);
+    assert_eq!(context_len(&whisper, 448).map(|c| c.0), Some(2048));
+    whisper["max_position_embeddings"] = json!(448);
+    assert_eq!(context_len(&whisper, 448), None);
+    // EmbeddingGemma2Model: min(derived, 8192), said only where it cuts.
+    let embedding = json!({"architectures": ["EmbeddingGemma2Model"]});
+    assert_eq!(context_len(&embedding, 8192), None);
+    assert_eq!(context_len(&embedding, 8193).map(|c| c.0), Some(8192));
 }

@@ -1157,9 +1157,9 @@ pub fn context_len(config: &Value, derived: u64) -> Option<(u64, String)> {
              `max_seq_len`, `model_max_length`, `max_position_embeddings` here and takes 2048"
                 .to_owned(),
         )
-    } else if architectures(config).first() == Some(&"EmbeddingGemma2Model") && derived > 8192 {
+    } else if architectures(config).first() == Some(&"EmbeddingGemma2Model") {
         (
-            8192,
+            derived.min(8192),
             "SGLang caps this model's context_len at 8192 (configs/model_config.py)".to_owned(),
         )
     } else {
