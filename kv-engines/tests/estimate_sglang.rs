@@ -953,3 +953,64 @@ fn sglangs_context_len_reads_its_own_keys() {
     assert_eq!(context_len(&embedding, 8192), None);
     assert_eq!(context_len(&embedding, 8193).map(|c| c.0), Some(8192));
 }
+
+/// Mamba-1 as `scripts/vllm/configs/mamba-2.8b.json` writes it: 32 layers,
+/// `intermediate_size` 1,536, `state_size` 16, `conv_kernel` 4.
+fn mamba1(architecture: &str) -> Value {
+    json!({
+        "architectures": [architecture], "model_type": "mamba",
+        "hidden_size": 768, "intermediate_size": 1536, "num_hidden_layers": 32,
+        "state_size": 16, "conv_kernel": 4, "expand": 2, "vocab_size": 50280,
+        "torch_dtype": "bfloat16",
+    })
+}
+
+#[test]
+fn mamba_1_alone_takes_the_state_pool_and_an_empty_token_pool() {
+    // configs/mamba.py: Mamba-1's state a layer is conv (1,536, 3) in bf16
+    // and SSM (1,536, 1, 16) in float32 whatever the config writes: 9,216 +
+    // 98,304 B, 3,440,640 B a slot over 32 layers. The state pool takes
+    // 0.9 / 1.9 of the budget (`mamba_full_memory_ratio` 0.9): 40 GiB x
+    // 0.9 / 1.9 = 20,344,951,665.3 B, 5,913.02 slots, less the padding one:
+    // 5,912. Its tensors hold 5,913 slots: conv 5,913 x 32 x 9,216 =
+    // 1,743,814,656 B (1.62 GB), SSM 18,600,689,664 B (17.32 GB). The token
+    // pool has no layer, so it is the context length (SGLang's 2,048: the
+    // config sets none of get_context_length's keys) at 0 bytes. Requests:
+    // int(2,048 / 2,048 x 512) raised to 2,048, halved by the pool: 1,024;
+    // the state's cap 5,912 // 3 = 1,970 does not bind. At 7,777,777,777 B:
+    // 1,070.79 slots, 1,069, capped to 1,069 // 3 = 356.
+    // (SGLang's own configurator: 5,912, 1,024; 1,069, 356; the same for
+    // Falcon-Mamba.)
+    let settings = SglangSettings::default();
+    let at = |config: &Value, bytes: u64| {
+        let estimate = estimate(config, &EstimateSettings::new().positions(2048)).unwrap();
+        sglang_pools(config, &estimate, &settings, bytes).unwrap()
+    };
+    for architecture in ["MambaForCausalLM", "FalconMambaForCausalLM"] {
+        let mut config = mamba1(architecture);
+        let pools = at(&config, GIB_40);
+        let state = pools.mamba.clone().unwrap();
+        assert_eq!((state.slots, state.bytes_per_slot), (5_912, 3_440_640));
+        assert_eq!(
+            (state.conv_bytes, state.ssm_bytes),
+            (1_743_814_656, 18_600_689_664)
+        );
+        assert_eq!((pools.full.tokens, pools.full.k_bytes), (2_048, 0));
+        assert_eq!(pools.max_running_requests, 1_024);
+        assert_eq!(
+            pools.lines(),
+            [
+                "Mamba Cache is allocated. max_mamba_cache_size: 5912, conv_state size: \
+                 1.62GB, ssm_state size: 17.32GB ",
+                "KV Cache is allocated. dtype: torch.bfloat16, #tokens: 2048, K size: 0.00 GB, \
+                 V size: 0.00 GB",
+            ]
+        );
+        let pools = at(&config, 7_777_777_777);
+        assert_eq!(pools.max_running_requests, 356);
+        assert!(pools.lines()[0].contains("(max_mamba_cache_size=1069, 3 state slots per request)"));
+        // A bf16 SSM written in the config is not Mamba-1's: the same.
+        config["mamba_ssm_dtype"] = json!("bfloat16");
+        assert_eq!(at(&config, GIB_40).mamba.unwrap().slots, 5_912);
+    }
+}

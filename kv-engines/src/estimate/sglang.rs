@@ -163,9 +163,48 @@ const UNSUPPORTED_ARCHITECTURES: [&str; 3] =
 /// (`configs/model_config.py`).
 const MLA_ARCHITECTURES_READ_AS_HEADS: [&str; 1] = ["MiniCPM3ForCausalLM"];
 
-/// Mamba state slots per running request: `MAMBA_CACHE_SIZE_MAX_RUNNING_REQUESTS_RATIO`
-/// (3) plus the 2 tracking slots of the default extra buffer with overlap scheduling.
-const MAMBA_SLOTS_PER_REQUEST: u64 = 5;
+/// The architectures whose Mamba radix cache takes the extra buffer by
+/// default (arg_groups/overrides.py: in `_MAMBA_RADIX_CACHE_ARCHS` and
+/// `_MAMBA_EXTRA_BUFFER_ARCHS`, the linear-attention backend Triton, overlap
+/// scheduling on).
+const MAMBA_EXTRA_BUFFER_ARCHITECTURES: &[&str] = &[
+    "KimiLinearForCausalLM",
+    "KimiK3ForConditionalGeneration",
+    "BailingMoeV2_5ForCausalLM",
+    "BailingMoeV3ForCausalLM",
+    "BailingMoeV3VLForConditionalGeneration",
+    "Qwen3NextForCausalLM",
+    "Qwen3_5ForConditionalGeneration",
+    "Qwen3_5MoeForConditionalGeneration",
+    "Qwen3_5ForCausalLM",
+    "Qwen3_5MoeForCausalLM",
+    "Qwen4ExpForConditionalGeneration",
+    "InternS2PreviewForConditionalGeneration",
+    "MiniCPMV4_6ForConditionalGeneration",
+    "MiniCPMV4_7ForConditionalGeneration",
+    "NemotronHForCausalLM",
+    "NemotronHPuzzleForCausalLM",
+    "NemotronH_Omni_Reasoning_V3",
+    "FalconH1ForCausalLM",
+    "Glm5NextForConditionalGeneration",
+    "GraniteMoeHybridForCausalLM",
+];
+
+/// Mamba state slots per running request (`_calculate_mamba_ratio`,
+/// mem_cache/kv_cache_configurator.py:3062): 3
+/// (`MAMBA_CACHE_SIZE_MAX_RUNNING_REQUESTS_RATIO`), and the 2 tracking slots
+/// of the extra buffer with overlap scheduling where the architecture takes
+/// it (Jamba, LFM2, Mamba and the others: 3).
+fn mamba_slots_per_request(config: &Value) -> u64 {
+    // Granite 4.0-H takes it only with a Mamba layer, and without one it
+    // has no state pool to ask about.
+    let first = architectures(config).first().copied().unwrap_or_default();
+    if MAMBA_EXTRA_BUFFER_ARCHITECTURES.contains(&first) {
+        5
+    } else {
+        3
+    }
+}
 
 /// What an error names (`kv: cannot read SGLang 0.5.23's pools from the config: ...`).
 const POOLS: &str = "SGLang 0.5.23's pools";
@@ -260,6 +299,9 @@ pub struct SglangMambaPool {
     pub conv_bytes: u64,
     /// The SSM state's bytes, padding slot included.
     pub ssm_bytes: u64,
+    /// The slots each running request takes (`mamba_ratio`: 3, or 5 with
+    /// the extra buffer).
+    pub slots_per_request: u64,
 }
 
 /// What SGLang 0.5.23 allocates from `kv_cache_memory_bytes`.
@@ -634,6 +676,7 @@ pub fn sglang_pools(
             .checked_add(1)
             .ok_or_else(|| overflow("state slots"))?;
         mamba = Some(SglangMambaPool {
+            slots_per_request: mamba_slots_per_request(config),
             slots,
             bytes_per_slot: per_slot,
             conv_bytes: mul(&[conv, padded], "conv state bytes")?,
@@ -641,9 +684,22 @@ pub fn sglang_pools(
         });
         available = left;
     }
-    if full_cell == 0 && swa_cell == 0 {
+    // A model of Mamba layers alone: SGLang's KV pool has no layer, a cell
+    // of 0 bytes, and `max_total_tokens` or the context length for its
+    // tokens (model_executor/pool_configurator.py:246-250, 637-647); what
+    // the state pool leaves goes unused.
+    // Checked for Mamba-1 (configs/mamba.py) against SGLang's own
+    // configurator; another state-only model (Mamba2's own config class) is
+    // not sized here.
+    let mamba1 = architectures
+        .iter()
+        .any(|a| matches!(*a, "MambaForCausalLM" | "FalconMambaForCausalLM"));
+    let state_only = full_cell == 0 && swa_cell == 0 && mamba.is_some() && mamba1;
+    if full_cell == 0 && swa_cell == 0 && !state_only {
         return Err(refused(
-            "the model holds no attention KV; kv sizes SGLang's KV pool only beside one".to_owned(),
+            "the model holds no attention KV; kv sizes SGLang's pools for such a model only for \
+             Mamba-1 (MambaForCausalLM, FalconMambaForCausalLM)"
+                .to_owned(),
         ));
     }
 
@@ -653,7 +709,10 @@ pub fn sglang_pools(
         trtllm_mha_page(&architectures, settings.page_size)
     };
     let mut swa_before_cap = None;
-    let (cell_bytes, full_tokens, swa_tokens) = if sliding.is_empty() {
+    let (cell_bytes, full_tokens, swa_tokens) = if state_only {
+        let tokens = settings.max_total_tokens.unwrap_or(estimate.max_model_len);
+        (0.0, tokens / page * page, None)
+    } else if sliding.is_empty() {
         let mut tokens = available / full_cell;
         if let Some(cap) = settings.max_total_tokens {
             tokens = tokens.min(cap);
@@ -723,7 +782,8 @@ pub fn sglang_pools(
     };
     let mut capped_by_mamba = None;
     if let Some(pool) = &mamba {
-        let cap = pool.slots / MAMBA_SLOTS_PER_REQUEST;
+        let ratio = pool.slots_per_request;
+        let cap = pool.slots / ratio;
         if cap < requests {
             capped_by_mamba = Some(cap);
             requests = cap;
@@ -731,7 +791,7 @@ pub fn sglang_pools(
         if requests == 0 {
             return Err(refused(format!(
                 "Hybrid (mamba/linear-attention) state cache is too small to serve any \
-                 requests. max_mamba_cache_size={}, mamba_ratio={MAMBA_SLOTS_PER_REQUEST}, \
+                 requests. max_mamba_cache_size={}, mamba_ratio={ratio}, \
                  resulting max_num_reqs=0",
                 pool.slots
             )));
@@ -792,10 +852,10 @@ impl SglangPools {
         if let (Some(pool), Some(cap)) = (&self.mamba, self.capped_by_mamba) {
             lines.push(format!(
                 "max_running_requests is capped to {cap} by the mamba state cache \
-                 (max_mamba_cache_size={}, {MAMBA_SLOTS_PER_REQUEST} state slots per request). \
+                 (max_mamba_cache_size={}, {} state slots per request). \
                  To raise it: increase --mamba-full-memory-ratio or --max-mamba-cache-size, \
                  or halve the state size with --mamba-ssm-dtype bfloat16.",
-                pool.slots
+                pool.slots, pool.slots_per_request
             ));
         }
         if let Some(pool) = &self.mamba {
@@ -977,6 +1037,15 @@ fn kv_dtype(config: &Value, asked: SglangKvDtype) -> (&'static str, u64) {
 /// The SSM state's bytes per element: `mamba_ssm_dtype` where the config
 /// (or its `text_config`) sets one SGLang knows, else float32.
 fn mamba_ssm_bytes(config: &Value) -> u64 {
+    // Mamba-1's cache params are built with no config (configs/mamba.py:27,
+    // `Mamba2CacheParams` without `dtype=`): float32 whatever it writes.
+    let architectures = architectures(config);
+    if architectures
+        .iter()
+        .any(|a| matches!(*a, "MambaForCausalLM" | "FalconMambaForCausalLM"))
+    {
+        return 4;
+    }
     let written = config
         .get("text_config")
         .and_then(|t| t.get("mamba_ssm_dtype"))
