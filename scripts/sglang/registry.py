@@ -210,8 +210,15 @@ def build_verdict(sg):
     where = sg.get("build_where") or "?"
     kind = error.split(":")[0]
     # The registry names no class where the model's module failed to import
-    # here (a CUDA-only kernel import): not SGLang refusing the config.
-    if where.startswith("srt/models/registry.py") or "are not supported for now" in error:
+    # here (a CUDA-only kernel import): not SGLang refusing the config. Every
+    # architecture run is an EntryClass, so the loader's "has no SGlang
+    # implementation" for one says the same (Mamba's module needs
+    # causal_conv1d_fn, which this machine's build lacks).
+    if (
+        where.startswith("srt/models/registry.py")
+        or "are not supported for now" in error
+        or "has no SGlang implementation" in error
+    ):
         return "not built", f"its module does not import on this machine ({where}: {error[:100]})"
     if kind in ("AssertionError", "ValueError") and not HARNESS_LIMIT.search(error):
         return "refused", f"{where}: {error[:160]}"
