@@ -1012,5 +1012,12 @@ fn mamba_1_alone_takes_the_state_pool_and_an_empty_token_pool() {
         // A bf16 SSM written in the config is not Mamba-1's: the same.
         config["mamba_ssm_dtype"] = json!("bfloat16");
         assert_eq!(at(&config, GIB_40).mamba.unwrap().slots, 5_912);
+        // --max-total-tokens 1000 in pages of 64: 960 tokens.
+        let mut paged = SglangSettings::default();
+        paged.page_size = 64;
+        paged.max_total_tokens = Some(1000);
+        let estimate = estimate(&config, &EstimateSettings::new().positions(2048)).unwrap();
+        let pools = sglang_pools(&config, &estimate, &paged, GIB_40).unwrap();
+        assert_eq!(pools.full.tokens, 960);
     }
 }
