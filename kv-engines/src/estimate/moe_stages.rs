@@ -64,96 +64,169 @@ const CLASSES: &[(&str, MoeLayers, &str)] = &[
 /// vLLM's refusal where one of `pp` stages of this config's class holds no
 /// MoE layer, naming the first such stage.
 pub(crate) fn check(hf: &HfConfig, pp: u64) -> Result<(), String> {
-    (0..pp).try_for_each(|stage| check_stage(hf, pp, stage))
+    check_stages(hf, pp, None)
 }
 
 /// vLLM's refusal where stage `stage` (0-based) of `pp` holds no MoE layer
-/// of this config's class, with the stage's layers in the message. A
-/// config of another class, or whose MoE layers kv cannot read, is not
-/// judged here (its figures are refused or given elsewhere).
+/// of this config's class.
 pub(crate) fn check_stage(hf: &HfConfig, pp: u64, stage: u64) -> Result<(), String> {
+    check_stages(hf, pp, Some(stage))
+}
+
+/// The stages of `pp` (or the one given) checked in order, the message
+/// naming the stage and its layers. A config of another class, or whose
+/// MoE layers kv cannot read, is not judged here (its figures are refused
+/// or given elsewhere). Nothing is allocated per layer: a config's layer
+/// count is untrusted.
+fn check_stages(hf: &HfConfig, pp: u64, only: Option<u64>) -> Result<(), String> {
     let Some(&(class, rule, error)) = CLASSES
         .iter()
         .find(|(class, ..)| hf.architectures().contains(class))
     else {
         return Ok(());
     };
-    let Some(moe) = moe_layers(hf, rule).filter(|moe| !moe.is_empty()) else {
+    let Some(layout) = MoeLayout::read(hf, rule).filter(|l| l.layers() > 0) else {
         return Ok(());
     };
-    if rule == MoeLayers::NemotronPattern && !moe.contains(&true) {
+    if rule == MoeLayers::NemotronPattern && !layout.any_in(0, layout.layers()) {
         return Ok(());
     }
-    let layers = u64::try_from(moe.len()).map_err(|_| "the layer count overflows u64")?;
     let parts = Parallel::new(1, pp)
-        .and_then(|p| p.stage_layers(layers))
+        .and_then(|p| p.stage_layers(layout.layers()))
         .map_err(|e: KvError| e.to_string())?;
-    let index = usize::try_from(stage).map_err(|_| "the stage overflows usize")?;
-    let Some(&part) = parts.get(index) else {
-        return Err(format!("stage {stage} of {pp} does not exist"));
-    };
-    let start: u64 = parts[..index].iter().sum();
-    let end = start + part;
-    // Both within `moe.len()`: the partition sums to it.
-    if !moe[start as usize..end as usize].contains(&true) {
+    if only.is_some_and(|stage| stage >= pp) {
         return Err(format!(
-            "pp {pp}: stage {stage} holds layers {start} to {}, none of them MoE, and vLLM's \
-             {class} reads its expert counts off one of the stage's MoE layers (vLLM: \
-             \"{error}\")",
-            end.saturating_sub(1)
+            "stage {} of {pp} does not exist",
+            only.unwrap_or(pp)
         ));
+    }
+    let mut start = 0u64;
+    for (stage, part) in (0u64..).zip(parts) {
+        // The partition sums to the layer count: no overflow.
+        let end = start + part;
+        if only.is_none_or(|asked| asked == stage) && !layout.any_in(start, end) {
+            return Err(format!(
+                "pp {pp}: stage {stage} holds layers {start} to {}, none of them MoE, and \
+                 vLLM's {class} reads its expert counts off one of the stage's MoE layers \
+                 (vLLM: \"{error}\")",
+                end.saturating_sub(1)
+            ));
+        }
+        start = end;
     }
     Ok(())
 }
 
-/// Whether each layer builds a MoE block, `None` where the config does not
-/// say in the keys the class reads. A key the config leaves out takes
-/// transformers 5's default for the class (`first_k_dense_replace` 1,
-/// `num_dense_layers` 2, `decoder_sparse_step` 1, `num_experts` 128 or
-/// 512).
-fn moe_layers(hf: &HfConfig, rule: MoeLayers) -> Option<Vec<bool>> {
-    let count = |key: &str| hf.value(key).map(|(_, v)| v.as_u64());
-    let layers = usize::try_from(count("num_hidden_layers").flatten().unwrap_or(0)).ok()?;
-    let from = |first: u64| Some((0..layers).map(|i| i as u64 >= first).collect());
-    match rule {
-        MoeLayers::PastFirstKDense => {
-            // `n_routed_experts is not None`; kv reads a null one as
-            // unset, and the two differ (no MoE, or transformers' 128):
-            // neither is judged.
-            hf.value("n_routed_experts")?;
-            from(count("first_k_dense_replace").unwrap_or(Some(1))?)
-        }
-        MoeLayers::PastNumDense => from(count("num_dense_layers").unwrap_or(Some(2))?),
-        MoeLayers::SparseStep => {
-            let experts = count("num_experts").unwrap_or(Some(1))?;
-            let step = count("decoder_sparse_step").unwrap_or(Some(1))?;
-            let dense: Vec<u64> = match hf.value("mlp_only_layers") {
-                None => Vec::new(),
-                Some((_, Value::Array(list))) => {
-                    list.iter().map(Value::as_u64).collect::<Option<_>>()?
+/// Which of a config's layers build a MoE block, as its class reads them.
+enum MoeLayout {
+    /// Layers `first..layers`.
+    From { layers: u64, first: u64 },
+    /// Layers whose `(i + 1)` is a multiple of `step`, not in `dense`,
+    /// where there are experts at all.
+    Sparse {
+        layers: u64,
+        step: u64,
+        dense: Vec<u64>,
+        experts: bool,
+    },
+    /// One entry a layer, from a list or pattern the config spells out.
+    Listed(Vec<bool>),
+}
+
+impl MoeLayout {
+    /// `None` where the config does not say in the keys the class reads. A
+    /// key the config leaves out takes transformers 5's default for the
+    /// class (`first_k_dense_replace` 1, `num_dense_layers` 2,
+    /// `decoder_sparse_step` 1, `num_experts` 128 or 512).
+    fn read(hf: &HfConfig, rule: MoeLayers) -> Option<MoeLayout> {
+        let count = |key: &str| hf.value(key).map(|(_, v)| v.as_u64());
+        let layers = || count("num_hidden_layers").flatten();
+        match rule {
+            MoeLayers::PastFirstKDense => {
+                // `n_routed_experts is not None`; kv reads a null one as
+                // unset, and the two differ (no MoE, or transformers' 128):
+                // neither is judged.
+                hf.value("n_routed_experts")?;
+                Some(MoeLayout::From {
+                    layers: layers()?,
+                    first: count("first_k_dense_replace").unwrap_or(Some(1))?,
+                })
+            }
+            MoeLayers::PastNumDense => Some(MoeLayout::From {
+                layers: layers()?,
+                first: count("num_dense_layers").unwrap_or(Some(2))?,
+            }),
+            MoeLayers::SparseStep => {
+                let experts = count("num_experts").unwrap_or(Some(1))? > 0;
+                let step = count("decoder_sparse_step").unwrap_or(Some(1))?;
+                let dense = match hf.value("mlp_only_layers") {
+                    None => Vec::new(),
+                    Some((_, Value::Array(list))) => {
+                        list.iter().map(Value::as_u64).collect::<Option<_>>()?
+                    }
+                    Some(_) => return None,
+                };
+                (step > 0).then_some(MoeLayout::Sparse {
+                    layers: layers()?,
+                    step,
+                    dense,
+                    experts,
+                })
+            }
+            MoeLayers::NemotronPattern => {
+                // As long as the config's own text: bounded by its size.
+                if let Some((_, Value::String(pattern))) = hf.value("hybrid_override_pattern") {
+                    return Some(MoeLayout::Listed(
+                        pattern.chars().map(|c| c == 'E').collect(),
+                    ));
                 }
-                Some(_) => return None,
-            };
-            if step == 0 {
-                return None;
+                let (_, Value::Array(kinds)) = hf
+                    .value("layers_block_type")
+                    .or_else(|| hf.value("layer_types"))?
+                else {
+                    return None;
+                };
+                Some(MoeLayout::Listed(
+                    kinds.iter().map(|k| k.as_str() == Some("moe")).collect(),
+                ))
             }
-            Some(
-                (0..layers as u64)
-                    .map(|i| !dense.contains(&i) && experts > 0 && (i + 1) % step == 0)
-                    .collect(),
-            )
         }
-        MoeLayers::NemotronPattern => {
-            if let Some((_, Value::String(pattern))) = hf.value("hybrid_override_pattern") {
-                return Some(pattern.chars().map(|c| c == 'E').collect());
+    }
+
+    fn layers(&self) -> u64 {
+        match self {
+            MoeLayout::From { layers, .. } | MoeLayout::Sparse { layers, .. } => *layers,
+            MoeLayout::Listed(listed) => listed.len() as u64,
+        }
+    }
+
+    /// Whether a layer of `start..end` builds a MoE block.
+    fn any_in(&self, start: u64, end: u64) -> bool {
+        match self {
+            MoeLayout::From { first, .. } => start.max(*first) < end,
+            MoeLayout::Sparse {
+                step,
+                dense,
+                experts,
+                ..
+            } => {
+                // The candidates are `k x step - 1`; each one passed over is
+                // in `dense`, so this runs at most `dense.len() + 1` times.
+                let mut layer = (start + 1).div_ceil(*step).saturating_mul(*step) - 1;
+                while *experts && layer < end {
+                    if !dense.contains(&layer) {
+                        return true;
+                    }
+                    let Some(next) = layer.checked_add(*step) else {
+                        return false;
+                    };
+                    layer = next;
+                }
+                false
             }
-            let (_, Value::Array(kinds)) = hf
-                .value("layers_block_type")
-                .or_else(|| hf.value("layer_types"))?
-            else {
-                return None;
-            };
-            Some(kinds.iter().map(|k| k.as_str() == Some("moe")).collect())
+            MoeLayout::Listed(listed) => listed
+                .get(start as usize..end as usize)
+                .is_some_and(|range| range.contains(&true)),
         }
     }
 }
@@ -248,6 +321,45 @@ mod tests {
             .unwrap_err()
             .contains("stage 1 holds layers 2 to 3"));
         assert!(check(&listed, 1).is_ok());
+    }
+
+    #[test]
+    fn a_huge_layer_count_is_arithmetic_not_a_list() {
+        // 2^60 layers: nothing is allocated or walked a layer at a time.
+        let glm = config(json!({"architectures": ["Glm4MoeForCausalLM"],
+            "num_hidden_layers": 1u64 << 60, "first_k_dense_replace": 1u64 << 59,
+            "n_routed_experts": 8}));
+        assert!(check(&glm, 2)
+            .unwrap_err()
+            .contains("stage 0 holds layers 0 to"));
+        assert!(check_stage(&glm, 2, 1).is_ok());
+        assert!(check_stage(&glm, 2, 2)
+            .unwrap_err()
+            .contains("does not exist"));
+        let qwen = config(json!({"architectures": ["Qwen3MoeForCausalLM"],
+            "num_hidden_layers": 1u64 << 60, "num_experts": 8,
+            "decoder_sparse_step": 1u64 << 58, "mlp_only_layers": [(1u64 << 58) - 1]}));
+        // Stage 0 of 4 (layers 0 to 2^58 - 1) has one candidate, dense.
+        let refused = check(&qwen, 4).unwrap_err();
+        assert!(refused.contains("stage 0 holds layers 0 to"), "{refused}");
+        assert!(check_stage(&qwen, 4, 1).is_ok());
+    }
+
+    #[test]
+    fn the_sparse_step_skips_dense_candidates_in_a_stage() {
+        // Step 2 over 8 layers: candidates 1, 3, 5, 7; 1 and 3 dense.
+        let qwen = config(json!({"architectures": ["Qwen3MoeForCausalLM"],
+            "num_hidden_layers": 8, "num_experts": 8, "decoder_sparse_step": 2,
+            "mlp_only_layers": [1, 3]}));
+        assert!(check_stage(&qwen, 2, 0).is_err());
+        assert!(check_stage(&qwen, 2, 1).is_ok());
+        // Layers 2 to 5 hold 3 (dense) and 5.
+        assert!(check_stage(&qwen, 4, 1).is_err());
+        assert!(check_stage(&qwen, 4, 2).is_ok());
+        let all_dense = config(json!({"architectures": ["Qwen3MoeForCausalLM"],
+            "num_hidden_layers": 4, "num_experts": 8, "decoder_sparse_step": 2,
+            "mlp_only_layers": [1, 3]}));
+        assert!(check(&all_dense, 1).is_err());
     }
 
     #[test]
