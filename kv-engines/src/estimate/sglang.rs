@@ -691,10 +691,7 @@ pub fn sglang_pools(
     // Checked for Mamba-1 (configs/mamba.py) against SGLang's own
     // configurator; another state-only model (Mamba2's own config class) is
     // not sized here.
-    let mamba1 = architectures
-        .iter()
-        .any(|a| matches!(*a, "MambaForCausalLM" | "FalconMambaForCausalLM"));
-    let state_only = full_cell == 0 && swa_cell == 0 && mamba.is_some() && mamba1;
+    let state_only = full_cell == 0 && swa_cell == 0 && mamba.is_some() && is_mamba1(config);
     if full_cell == 0 && swa_cell == 0 && !state_only {
         return Err(refused(
             "the model holds no attention KV; kv sizes SGLang's pools for such a model only for \
@@ -1034,16 +1031,20 @@ fn kv_dtype(config: &Value, asked: SglangKvDtype) -> (&'static str, u64) {
     }
 }
 
+/// Whether SGLang serves the model as Mamba-1 (configs/mamba.py:
+/// `MambaConfig`, `FalconMambaConfig`).
+fn is_mamba1(config: &Value) -> bool {
+    architectures(config)
+        .iter()
+        .any(|a| matches!(*a, "MambaForCausalLM" | "FalconMambaForCausalLM"))
+}
+
 /// The SSM state's bytes per element: `mamba_ssm_dtype` where the config
 /// (or its `text_config`) sets one SGLang knows, else float32.
 fn mamba_ssm_bytes(config: &Value) -> u64 {
     // Mamba-1's cache params are built with no config (configs/mamba.py:27,
     // `Mamba2CacheParams` without `dtype=`): float32 whatever it writes.
-    let architectures = architectures(config);
-    if architectures
-        .iter()
-        .any(|a| matches!(*a, "MambaForCausalLM" | "FalconMambaForCausalLM"))
-    {
+    if is_mamba1(config) {
         return 4;
     }
     let written = config
@@ -1110,12 +1111,6 @@ fn check_dsa(settings: &SglangSettings) -> Result<(), KvError> {
     Ok(())
 }
 
-/// How many caches SGLang keeps per decoder layer
-/// (`ModelConfig.num_attention_layers`, configs/model_config.py:1583): two
-/// for LongCat-Flash, whose every layer holds two attentions, else one.
-/// (The same code repeats Nanbeige's layers by `num_loops` and IQuest's
-/// loop coder's by `loop_num`, and Nanbeige's classifier keeps a cache per
-/// loop too; kv has not matched SGLang's pools on those and refuses them.)
 /// Whisper's full pool as SGLang sizes it: a layer for each encoder layer,
 /// each decoder self-attention and each cross-attention
 /// (configs/model_config.py:1591, `encoder_layers + 2 * decoder_layers`,
@@ -1160,6 +1155,12 @@ fn whisper_layers(config: &Value, full: &mut Vec<AttentionGroup>) -> Result<(), 
     Ok(())
 }
 
+/// How many caches SGLang keeps per decoder layer
+/// (`ModelConfig.num_attention_layers`, configs/model_config.py:1583): two
+/// for LongCat-Flash, whose every layer holds two attentions, else one.
+/// (The same code repeats Nanbeige's layers by `num_loops` and IQuest's
+/// loop coder's by `loop_num`, and Nanbeige's classifier keeps a cache per
+/// loop too; kv has not matched SGLang's pools on those and refuses them.)
 fn attention_layer_repeats(architectures: &[&str]) -> Result<u64, KvError> {
     if let Some(arch) = architectures.iter().find(|a| {
         matches!(
