@@ -4,6 +4,7 @@
 
 use serde_json::Value;
 
+use super::BLOCK;
 use crate::fit::config::layer_index;
 use crate::stored_tensor::StoredTensor;
 
@@ -17,9 +18,6 @@ pub(super) const PER_LAYER_INPUTS: [&str; 3] = [
     "model.per_layer_model_projection.",
     "model.per_layer_projection_norm.",
 ];
-
-/// The CUDA caching allocator's block, which each scalar buffer takes.
-const BLOCK: u64 = 512;
 
 /// The kind (`full_attention` or `sliding_attention`, `layer_types[i]`)
 /// and the head width of each layer in `layers`: a full layer's is
