@@ -346,6 +346,14 @@ mod tests {
     }
 
     #[test]
+    fn no_layers_is_not_judged_here() {
+        // kv's detection refuses a model of no layers with its own words.
+        let empty = config(json!({"architectures": ["Lfm2MoeForCausalLM"],
+            "num_hidden_layers": 0}));
+        assert!(check(&empty, 1).is_ok());
+    }
+
+    #[test]
     fn the_sparse_step_skips_dense_candidates_in_a_stage() {
         // Step 2 over 8 layers: candidates 1, 3, 5, 7; 1 and 3 dense.
         let qwen = config(json!({"architectures": ["Qwen3MoeForCausalLM"],
