@@ -188,18 +188,26 @@ pub(crate) fn rotary_dim_of(
     factor: Option<&Value>,
     default_factor: f64,
 ) -> Result<u64, String> {
-    let factor = match factor {
-        None => default_factor,
+    let factor = fraction(factor, default_factor)?;
+    part_of(head_dim(text)?, factor)
+}
+
+/// A `partial_rotary_factor`: in (0, 1], `default_factor` when none.
+fn fraction(factor: Option<&Value>, default_factor: f64) -> Result<f64, String> {
+    match factor {
+        None => Ok(default_factor),
         Some(v) => v
             .as_f64()
             .filter(|f| *f > 0.0 && *f <= 1.0)
-            .ok_or("`partial_rotary_factor` is not a fraction in (0, 1]")?,
-    };
-    let head_dim = head_dim(text)?;
+            .ok_or_else(|| "`partial_rotary_factor` is not a fraction in (0, 1]".to_owned()),
+    }
+}
+
+/// `int(head_dim x factor)`, as Python rounds it (toward zero).
+fn part_of(head_dim: u64, factor: f64) -> Result<u64, String> {
     if head_dim >= 1 << 53 {
         return Err("`head_dim` is beyond what a double holds exactly".into());
     }
-    // Python's int(): toward zero.
     Ok((head_dim as f64 * factor) as u64)
 }
 
@@ -457,18 +465,8 @@ pub(crate) fn gemma4_rotary_tables(
         let dim = match rope_type(Some(params)) {
             "proportional" => head_dim,
             "default" => {
-                let factor = match params.get("partial_rotary_factor") {
-                    None | Some(Value::Null) => 1.0,
-                    Some(v) => v
-                        .as_f64()
-                        .filter(|f| *f > 0.0 && *f <= 1.0)
-                        .ok_or("`partial_rotary_factor` is not a fraction in (0, 1]")?,
-                };
-                if head_dim >= 1 << 53 {
-                    return Err("`head_dim` is beyond what a double holds exactly".into());
-                }
-                // Python's int(): toward zero.
-                (head_dim as f64 * factor) as u64
+                let factor = params.get("partial_rotary_factor").filter(|v| !v.is_null());
+                part_of(head_dim, fraction(factor, 1.0)?)?
             }
             other => {
                 return Err(format!(

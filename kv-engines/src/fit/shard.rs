@@ -176,8 +176,9 @@ impl TpLayout {
             return Ok((name.to_owned(), self.vocab_rows_per_rank));
         }
         // Gemma 4's per-layer inputs: their embedding vocabulary-parallel
-        // over its own vocabulary, their projection into it column-parallel,
-        // each layer's gate and projection out replicated, its scalar whole.
+        // over its own vocabulary (their projection in and each layer's gate
+        // and projection out are in the match below), each layer's scalar
+        // whole.
         if name.ends_with("embed_tokens_per_layer.weight") {
             let [vocab, width] = tensor.shape.as_slice() else {
                 return Err(format!(
@@ -192,13 +193,7 @@ impl TpLayout {
                 .ok_or_else(|| format!("`{name}`: its elements overflow u64"))?;
             return Ok((name.to_owned(), elements));
         }
-        if layer == "per_layer_model_projection" {
-            divide(engine, rows, tp)?;
-            return Ok((name.to_owned(), elements / tp));
-        }
-        if matches!(layer, "per_layer_input_gate" | "per_layer_projection")
-            || param == "layer_scalar"
-        {
+        if param == "layer_scalar" {
             return Ok((name.to_owned(), elements));
         }
         // Nemotron-H's and Mamba's embedding is `embeddings`.
@@ -348,10 +343,16 @@ impl TpLayout {
                 divide(engine, rows, tp.checked_mul(2).ok_or("tp overflows")?)?;
                 (name.to_owned(), elements / tp)
             }
-            // Phi's and Starcoder2's MLP, and Gated DeltaNet's projections
-            // into its heads and its convolution: column-parallel in,
+            // Phi's and Starcoder2's MLP, Gated DeltaNet's projections
+            // into its heads and its convolution, and vLLM's Gemma 4
+            // projection into its per-layer inputs: column-parallel in,
             // row-parallel out.
-            "fc1" | "c_fc" | "in_proj_qkvz" | "in_proj_ba" | "conv1d" => {
+            "fc1"
+            | "c_fc"
+            | "in_proj_qkvz"
+            | "in_proj_ba"
+            | "conv1d"
+            | "per_layer_model_projection" => {
                 divide(engine, rows, tp)?;
                 (name.to_owned(), elements / tp)
             }
@@ -374,9 +375,11 @@ impl TpLayout {
             // every rank.
             "o_proj" | "dense" | "down_proj" | "fc2" | "c_proj" | "gate" | "router"
             | "shared_expert_gate" | "moe_statics" => (name.to_owned(), elements),
-            // Gemma 4's router projection (`router.proj`, a GateLinear):
+            // Gemma 4's router projection (`router.proj`, a GateLinear) and
+            // each layer's per-layer-input gate and projection out:
             // replicated.
             "proj" if parent.ends_with(".router") => (name.to_owned(), elements),
+            "per_layer_input_gate" | "per_layer_projection" => (name.to_owned(), elements),
             // Norms, numbered too (HyperCLOVA X's `post_norm1`, Gemma 4's
             // `post_feedforward_layernorm_1`), and
             // Mamba's final `norm_f`.

@@ -680,7 +680,7 @@ pub fn loaded_weights_on_stage(
         } else if class == "Gemma3ForCausalLM" {
             gemma3_rotary_tables(text, share.layers.clone())?
         } else if class == gemma4::CLASS {
-            gemma4_rotary_tables(text, &gemma4::kinds(config, text, &share.layers)?)?
+            gemma4_rotary_tables(text, &gemma4::kinds(&hf, text, &share.layers)?)?
         } else if glm_moe && rotary_dim_unset(text) {
             // GLM-4.5's attention `setdefault`s a partial factor of 0.5.
             vec![rotary_table_shape_or(text, 0.5)?]

@@ -25,12 +25,11 @@ pub(super) const PER_LAYER_INPUTS: [&str; 3] = [
 /// KV-shared layers keep their kind's rope (`Gemma4Attention` builds it
 /// for every layer).
 pub(super) fn kinds(
-    config: &Value,
+    hf: &kv_core::HfConfig,
     text: &Value,
     layers: &std::ops::Range<u64>,
 ) -> Result<Vec<(&'static str, u64)>, String> {
     use kv_core::pattern::LayerKind;
-    let hf = kv_core::HfConfig::from_value(config.clone());
     layers
         .clone()
         .map(|layer| {
@@ -102,17 +101,16 @@ pub(super) fn v_slots(text: &Value, tensors: &[StoredTensor]) -> Result<Vec<Stor
     }
     let first_shared = first_kv_shared(text)?;
     let mut slots = Vec::new();
-    for tensor in tensors {
+    for tensor in tensors
+        .iter()
+        .filter(|t| t.name.contains(".self_attn.k_proj."))
+    {
         let Some(layer) = layer_index(&tensor.name)? else {
             continue;
         };
-        let Some(v_name) = tensor.name.contains(".self_attn.k_proj.").then(|| {
-            tensor
-                .name
-                .replace(".self_attn.k_proj.", ".self_attn.v_proj.")
-        }) else {
-            continue;
-        };
+        let v_name = tensor
+            .name
+            .replace(".self_attn.k_proj.", ".self_attn.v_proj.");
         if layer >= first_shared
             || layer_type(text, layer)? != "full_attention"
             || tensors.iter().any(|t| t.name == v_name)
