@@ -181,10 +181,10 @@ fn problem(file: &Path, error: KvError, args: &Args) -> Problem {
             what: "max_model_len",
             ..
         } => Problem::new(file, format!("{error}; give it with --positions N")),
-        // No key given on the command line makes layers alike, or makes
-        // vLLM serve an architecture it retired.
+        // No key given on the command line makes layers alike, makes vLLM
+        // serve an architecture it retired, or builds a class that fails.
         KvError::Config {
-            what: "per-layer values" | "sparse-attention indexer" | "architectures",
+            what: "per-layer values" | "sparse-attention indexer" | "architectures" | "model class",
             ..
         } => Problem::new(file, error),
         KvError::Config { .. } => Problem::new(

@@ -24,6 +24,7 @@ mod indexer;
 mod lines;
 pub mod llamacpp;
 mod max_len;
+mod model_class;
 pub(crate) mod moe_stages;
 mod pool;
 mod refusals;

@@ -695,3 +695,47 @@ fn a_moe_class_refuses_a_pipeline_stage_with_no_moe_layer() {
     assert!(estimate(&dense_half, &at(1, 1, 1)).is_ok());
     assert!(estimate(&shipped("qwen3-next-80b-a3b"), &at(1, 2, 1)).is_ok());
 }
+
+#[test]
+fn a_model_class_that_fails_on_its_config_is_refused_in_vllms_words() {
+    // Cohere's North vision model: vLLM's CohereCompassForCausalLM asserts
+    // `tie_word_embeddings`, which it takes from the top level, where
+    // transformers' CohereCompassConfig defaults it to false.
+    let text = json!({
+        "model_type": "cohere_compass_text", "hidden_size": 8192,
+        "num_hidden_layers": 40, "num_attention_heads": 64, "num_key_value_heads": 64,
+        "head_dim": 128, "max_position_embeddings": 8192, "tie_word_embeddings": true,
+    });
+    let untied = json!({
+        "architectures": ["CohereCompassForConditionalGeneration"],
+        "model_type": "cohere_compass", "torch_dtype": "bfloat16", "text_config": text,
+    });
+    let settings = EstimateSettings::new().positions(8192);
+    match estimate(&untied, &settings) {
+        Err(KvError::Config {
+            what: "model class",
+            problem,
+        }) => assert_eq!(
+            problem,
+            "vLLM 0.33 would not start: `tie_word_embeddings` is not set at the top level \
+             (transformers' CohereCompassConfig defaults it to false), and \
+             CohereCompassForCausalLM asserts it (AssertionError: assert \
+             config.tie_word_embeddings, model_executor/models/cohere_compass.py:2326); kv's \
+             figures follow vLLM's rules, so it gives none"
+        ),
+        other => panic!("{other:?}"),
+    }
+    // Tied at the top level it starts: 40 layers x 64 KV heads x 128 x 2
+    // (K, V) x 2 B = 1,310,720 B a position.
+    let mut tied = untied.clone();
+    tied["tie_word_embeddings"] = json!(true);
+    let e = estimate(&tied, &settings).unwrap();
+    let per_position: u64 = e
+        .specs
+        .iter()
+        .map(|s| s.layout.bytes_per_position().unwrap().unwrap())
+        .sum();
+    assert_eq!(per_position, 1_310_720);
+    // Read for SGLang the class is not vLLM's: nothing is judged.
+    assert!(estimate(&untied, &settings.for_another_engine()).is_ok());
+}

@@ -10,7 +10,7 @@ use super::families::{self, Holds};
 use super::pool::Grouping;
 use super::settings::{config_error, EstimateSettings};
 use super::vllm::{self, Builder, Paging};
-use super::{indexer, max_len, refusals};
+use super::{indexer, max_len, model_class, refusals};
 
 /// What [`estimate`] found in a config and the declarations it makes.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -154,6 +154,7 @@ pub fn estimate(config: &Value, settings: &EstimateSettings) -> Result<Estimate,
     }
     if settings.vllm_serves {
         refusals::check_served(&hf)?;
+        model_class::check(config, &settings.values)?;
     }
     let (max_model_len, source) = max_len::max_model_len(&hf, settings)?;
     refusals::check_layout(&hf, settings)?;

@@ -1,0 +1,154 @@
+//! What a vLLM 0.33 model class asserts when vLLM builds it on Hopper, of
+//! its config or of the attention backend vLLM picks for it: a config the
+//! class fails on never starts, so it is refused in vLLM's words (file and
+//! line) before any cache is sized. Only an architecture named in the
+//! config's `architectures` is judged.
+
+use kv_core::KvError;
+use serde_json::{Map, Value};
+
+use super::settings::VLLM_VERSION;
+
+/// One class's assertion: the architectures it is built for, and the words
+/// of its failure where the config (or the platform) fails it.
+struct ClassCheck {
+    architectures: &'static [&'static str],
+    fails: fn(&Top) -> Option<String>,
+}
+
+/// The config's top level, values given on the command line first.
+struct Top<'a> {
+    config: &'a Value,
+    given: &'a Map<String, Value>,
+}
+
+impl Top<'_> {
+    fn get(&self, key: &str) -> Option<&Value> {
+        self.given.get(key).or_else(|| self.config.get(key))
+    }
+}
+
+const CHECKS: &[ClassCheck] = &[
+    ClassCheck {
+        // cohere_compass.py:2326 `CohereCompassForCausalLM.__init__`:
+        // `assert config.tie_word_embeddings`. The language model's config
+        // takes the top level's value (`VllmConfig.with_hf_config` copies it
+        // for a multimodal model, config/vllm.py:1011), and transformers'
+        // `CohereCompassConfig` defaults it to false.
+        architectures: &["CohereCompassForConditionalGeneration"],
+        fails: |top| {
+            let tied = top.get("tie_word_embeddings").and_then(Value::as_bool);
+            (tied != Some(true)).then(|| {
+                let given = match top.get("tie_word_embeddings") {
+                    Some(value) => format!("`tie_word_embeddings` is {value}"),
+                    None => "`tie_word_embeddings` is not set at the top level (transformers' \
+                             CohereCompassConfig defaults it to false)"
+                        .to_owned(),
+                };
+                format!(
+                    "{given}, and CohereCompassForCausalLM asserts it \
+                     (AssertionError: assert config.tie_word_embeddings, \
+                     model_executor/models/cohere_compass.py:2326)"
+                )
+            })
+        },
+    },
+    ClassCheck {
+        // models/flint/model.py:318: the fused kernel writes the cache in
+        // FlashInfer's layout, and the class asserts that FlashInfer runs its
+        // attention. On Hopper vLLM 0.33 picks FLASH_ATTN for its layers (a
+        // bf16 cache with sinks, which FlashAttention 3 takes), so the class
+        // fails unless FlashInfer is asked for.
+        architectures: &["FlintForCausalLM"],
+        fails: |_| {
+            Some(
+                "on Hopper vLLM picks FLASH_ATTN for Flint's attention, and FlintForCausalLM \
+                 asserts FlashInfer (AssertionError: Flint requires FlashInfer attention, \
+                 models/flint/model.py:318); with `--attention-backend FLASHINFER` vLLM builds \
+                 it, a backend whose figures kv has not checked for Flint"
+                    .to_owned(),
+            )
+        },
+    },
+];
+
+/// vLLM's refusal where the model class the config names fails on it.
+pub(super) fn check(config: &Value, given: &Map<String, Value>) -> Result<(), KvError> {
+    let top = Top { config, given };
+    let named: Vec<&str> = top
+        .get("architectures")
+        .and_then(Value::as_array)
+        .map(|names| names.iter().filter_map(Value::as_str).collect())
+        .unwrap_or_default();
+    // vLLM builds the first architecture it serves.
+    let Some(check) = named.first().and_then(|first| {
+        CHECKS
+            .iter()
+            .find(|check| check.architectures.contains(first))
+    }) else {
+        return Ok(());
+    };
+    match (check.fails)(&top) {
+        Some(words) => Err(KvError::Config {
+            what: "model class",
+            problem: format!(
+                "vLLM {VLLM_VERSION} would not start: {words}; kv's figures follow vLLM's \
+                 rules, so it gives none"
+            ),
+        }),
+        None => Ok(()),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn refused(config: Value, given: Map<String, Value>) -> Option<String> {
+        check(&config, &given).err().map(|error| error.to_string())
+    }
+
+    #[test]
+    fn cohere_compass_needs_tied_embeddings_at_the_top_level() {
+        let none = Map::new();
+        let untied = serde_json::json!({
+            "architectures": ["CohereCompassForConditionalGeneration"],
+            "tie_word_embeddings": false,
+            "text_config": {"tie_word_embeddings": true},
+        });
+        let words = refused(untied.clone(), none.clone()).expect("refused");
+        assert!(words.contains("`tie_word_embeddings` is false"), "{words}");
+        assert!(words.contains("cohere_compass.py:2326"), "{words}");
+        // The text config's own value does not count: the top level's does.
+        let unset = serde_json::json!({
+            "architectures": ["CohereCompassForConditionalGeneration"],
+            "text_config": {"tie_word_embeddings": true},
+        });
+        let words = refused(unset, none.clone()).expect("refused");
+        assert!(words.contains("defaults it to false"), "{words}");
+        let tied = serde_json::json!({
+            "architectures": ["CohereCompassForConditionalGeneration"],
+            "tie_word_embeddings": true,
+        });
+        assert_eq!(refused(tied, none.clone()), None);
+        // A value given on the command line counts as the config's.
+        let mut given = Map::new();
+        given.insert("tie_word_embeddings".into(), Value::Bool(true));
+        assert_eq!(refused(untied, given), None);
+    }
+
+    #[test]
+    fn flint_is_refused_on_hoppers_backend_and_others_are_not_judged() {
+        let none = Map::new();
+        let flint = serde_json::json!({"architectures": ["FlintForCausalLM"]});
+        let words = refused(flint, none.clone()).expect("refused");
+        assert!(words.contains("model.py:318"), "{words}");
+        assert!(words.contains("--attention-backend FLASHINFER"), "{words}");
+        // Only the first architecture is the one vLLM builds.
+        let second = serde_json::json!({
+            "architectures": ["LlamaForCausalLM", "FlintForCausalLM"],
+        });
+        assert_eq!(refused(second, none.clone()), None);
+        assert_eq!(refused(serde_json::json!({}), none), None);
+    }
+}
