@@ -94,8 +94,8 @@ fn gemma_3_27b_has_52_sliding_and_10_global_layers() {
              `sliding_window_pattern`, `full_attention_interval`, `attn_layer_period`, \
              `attn_layer_offset` is set; \
              looked at the explicit values, then the top level, then `text_config`, then \
-             `llm_config` (absent), then `thinker_config.text_config` (absent) of \
-             `{}/../examples/configs/gemma-3-27b/config.json`; give one",
+             `llm_config` (absent), then `thinker_config.text_config` (absent), then \
+             `language_config` (absent) of `{}/../examples/configs/gemma-3-27b/config.json`; give one",
             env!("CARGO_MANIFEST_DIR")
         )
     );
@@ -300,7 +300,7 @@ fn missing_modern_keys_name_every_key_and_section() {
         problem.starts_with(
             "none of `kv_lora_rank` is set; looked at the top level, then `text_config` \
              (absent), then `llm_config` (absent), then `thinker_config.text_config` \
-             (absent) of `"
+             (absent), then `language_config` (absent) of `"
         ),
         "{problem}"
     );

@@ -629,7 +629,7 @@ fn bloom_is_vllms_2048_positions_and_refuses_an_fp8_cache() {
         .unwrap_err()
         .to_string();
     assert!(
-        text.contains("`thinker_config.text_config`); give the length"),
+        text.contains("`thinker_config.text_config`, `language_config`); give the length"),
         "{text}"
     );
 }

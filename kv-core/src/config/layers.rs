@@ -80,7 +80,7 @@ impl HfConfig {
     /// The layer count is read as for [`HfConfig::geometry`] (or
     /// [`HfConfig::with_layers`]); a list must have exactly that many
     /// entries. Each key is looked for as for [`HfConfig`] (explicit values,
-    /// top level, `text_config`, `llm_config`; `null` is absent).
+    /// top level, the nested sections; `null` is absent).
     ///
     /// When a list and a rule are both set, they must agree on every layer
     /// (transformers would use the list); the list is returned. Two rules

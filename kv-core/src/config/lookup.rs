@@ -25,9 +25,15 @@ pub(super) const HIDDEN: &[&str] = &["hidden_size", "d_model", "n_embd"];
 
 /// Nested sections searched after the top level, in order, by their dotted
 /// path: `thinker_config.text_config` is the text model of Qwen2.5-Omni and
-/// Qwen3-Omni, what their `get_text_config` returns and vLLM serves.
-pub(super) const NESTED_SECTIONS: [&str; 3] =
-    ["text_config", "llm_config", "thinker_config.text_config"];
+/// Qwen3-Omni, what their `get_text_config` returns and vLLM serves;
+/// `language_config` that of DeepSeek-VL2, DeepSeek-OCR and Janus, which
+/// SGLang's `get_hf_text_config` serves.
+pub(super) const NESTED_SECTIONS: [&str; 4] = [
+    "text_config",
+    "llm_config",
+    "thinker_config.text_config",
+    "language_config",
+];
 
 /// The value at a dotted `path` below `top`, `None` where a step is absent
 /// or not an object.
@@ -61,7 +67,7 @@ pub(super) enum Section {
     Explicit,
     /// The config's top level.
     Top,
-    /// `text_config` or `llm_config`.
+    /// One of the nested sections (`text_config`, `llm_config`, ...).
     Nested(&'static str),
     /// The model family's loader default (see `models.rs`).
     Default(&'static str),
@@ -90,8 +96,8 @@ pub(super) enum Section {
 /// shared attention runs over twice the hidden width). More KV heads than
 /// attention heads is an error.
 ///
-/// Keys are looked for at the top level first, then in `text_config`, then in
-/// `llm_config`: the first section that holds any of a value's keys decides
+/// Keys are looked for at the top level first, then in `text_config`,
+/// `llm_config`, `thinker_config.text_config` and `language_config`: the first section that holds any of a value's keys decides
 /// that value, and within a section the keys are tried in the order above. So
 /// a multimodal config that keeps its language model in `text_config` and its
 /// `torch_dtype` at the top level reads both. A key set to `null` counts as

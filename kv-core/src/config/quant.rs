@@ -56,7 +56,7 @@ impl HfConfig {
     /// | NVIDIA ModelOpt | `quantization_config.kv_cache_quant_algo`: only `"FP8"` is recognised (8-bit float, strategy not stated) |
     ///
     /// `quantization_config` is looked for as any key of [`HfConfig`]
-    /// (explicit values, top level, `text_config`, `llm_config`).
+    /// (explicit values, top level, the nested sections).
     ///
     /// `Ok(None)` when the config declares no KV quantization: no
     /// `quantization_config`, or one with neither key (or both `null`, as

@@ -46,7 +46,8 @@ fn missing_layers_names_every_key_and_section() {
         "kv: cannot read layers from the config: none of `num_hidden_layers`, \
          `encoder_layers`, `num_layers`, `n_layer`, `n_layers` is set; looked at the top \
          level, then `text_config` (absent), then `llm_config` (absent), then \
-         `thinker_config.text_config` (absent); give `num_hidden_layers`"
+         `thinker_config.text_config` (absent), then `language_config` (absent); give \
+         `num_hidden_layers`"
     );
 }
 

@@ -100,7 +100,7 @@ pub(super) fn max_model_len(
             format!(
                 "no max_model_len was given and the config sets none of {} (looked at the \
                  given values, the top level, `text_config`, `llm_config`, \
-                 `thinker_config.text_config`); give the length",
+                 `thinker_config.text_config`, `language_config`); give the length",
                 MAX_LEN_KEYS
                     .iter()
                     .map(|k| format!("`{k}`"))
