@@ -112,14 +112,21 @@ fn the_start_up_line_counts_blocks_of_the_group() {
 
 #[test]
 fn what_kv_has_not_checked_is_refused_by_name() {
-    let fp8 = EstimateSettings::new().kv_format(Storage::from_name("fp8").unwrap());
-    let text = refusal(estimate(&small_dsa(), &fp8));
+    let e5m2 = EstimateSettings::new().kv_format(Storage::from_name("fp8_e5m2").unwrap());
+    let text = refusal(estimate(&small_dsa(), &e5m2));
     assert!(
         text.contains(
-            "f8e4m3 on a sparse-attention (DSA) model: vLLM 0.33 stores it in its own layout"
+            "f8e5m2 on a sparse-attention (DSA) model: kv has checked vLLM 0.33's sparse \
+             latents in 16 bits and in f8e4m3"
         ),
         "{text}"
     );
+    // `fp8_ds_mla`'s 656 B token is a 512 + 64 latent's alone.
+    let mut narrow = small_dsa();
+    narrow["kv_lora_rank"] = json!(256);
+    let fp8 = EstimateSettings::new().kv_format(Storage::from_name("fp8").unwrap());
+    let text = refusal(estimate(&narrow, &fp8));
+    assert!(text.contains("this one is 256 + 64"), "{text}");
     let text = refusal(estimate(
         &small_dsa(),
         &EstimateSettings::new().block_size(16),
@@ -190,8 +197,121 @@ fn sglang_keeps_the_indexer_keys_beside_the_latent_on_pages_of_64() {
 }
 
 #[test]
+fn an_fp8_latent_takes_vllms_fp8_ds_mla_layout() {
+    // FLASHMLA_SPARSE's `fp8_ds_mla`: 512 fp8 + 4 float32 scales (16 B) +
+    // 64 bf16 RoPE (128 B) = 656 B a token a layer; the keys stay 132 B.
+    // A block: 8 x 64 x 656 + 8 x 64 x 132 = 335,872 + 67,584 = 403,456 B.
+    let fp8 = EstimateSettings::new().kv_format(Storage::from_name("fp8").unwrap());
+    let e = estimate(&small_dsa(), &fp8).unwrap();
+    assert_eq!(e.block_size, 64);
+    assert!(
+        e.convention.contains("FLASHMLA_SPARSE for the fp8 latent"),
+        "{}",
+        e.convention
+    );
+    assert_eq!(e.specs[0].bytes_per_row(), Ok(8 * 656 * 65_536));
+    assert_eq!(e.specs[1].bytes_per_row(), Ok(8 * 132 * 65_536));
+    let ranks = e.ranks(Parallel::new(1, 1).unwrap(), 1).unwrap();
+    assert_eq!(ranks[0].pool.page_bytes, 41_984);
+    assert_eq!(ranks[0].pool.bytes_per_block, 403_456);
+}
+
+/// An HY-V4-like layout no script ships: 8 sparse layers, three of them
+/// with an indexer of their own.
+fn small_hy_v4() -> Value {
+    let mut config = small_dsa();
+    config["architectures"] = json!(["HYV4ForCausalLM"]);
+    config["model_type"] = json!("hy_v4");
+    config["layer_types"] = json!(vec!["indexed_attention"; 8]);
+    config["indexer_types"] =
+        json!(["full", "full", "shared", "shared", "shared", "full", "shared", "shared"]);
+    config
+}
+
+#[test]
+fn hy_v4s_shared_layers_keep_no_indexer_keys() {
+    // Latents on all 8 layers, keys on the 3 "full" ones: 8 x 1,152 + 3 x
+    // 132 = 9,612 B a token; a block 8 x 73,728 + 3 x 8,448 = 615,168 B.
+    let e = estimate(&small_hy_v4(), &EstimateSettings::new()).unwrap();
+    assert!(
+        e.detected.contains("on the 3 layers `indexer_types` gives"),
+        "{}",
+        e.detected
+    );
+    assert_eq!(e.specs[1].bytes_per_row(), Ok(3 * 132 * 65_536));
+    let ranks = e.ranks(Parallel::new(1, 1).unwrap(), 1).unwrap();
+    assert_eq!(ranks[0].pool.bytes_per_block, 615_168);
+    // fp8: 8 x 64 x 656 + 3 x 8,448 = 335,872 + 25,344 = 361,216 B.
+    let fp8 = EstimateSettings::new().kv_format(Storage::from_name("fp8").unwrap());
+    let e = estimate(&small_hy_v4(), &fp8).unwrap();
+    let ranks = e.ranks(Parallel::new(1, 1).unwrap(), 1).unwrap();
+    assert_eq!(ranks[0].pool.bytes_per_block, 361_216);
+    // Two stages of 4 layers: "full" at 0 and 1 on the first, 5 on the
+    // second: 4 x 73,728 + 2 x 8,448 = 311,808 and + 1 x 8,448 = 303,360.
+    let e = estimate(&small_hy_v4(), &EstimateSettings::new().pipeline_stages(2)).unwrap();
+    let ranks = e.ranks(Parallel::new(1, 2).unwrap(), 1).unwrap();
+    let blocks: Vec<u64> = ranks.iter().map(|r| r.pool.bytes_per_block).collect();
+    assert_eq!(blocks, [311_808, 303_360]);
+}
+
+#[test]
+fn hy_v4_without_indexer_types_follows_its_frequency_or_pattern() {
+    let bytes_per_block = |config: &Value| {
+        let e = estimate(config, &EstimateSettings::new()).unwrap();
+        e.ranks(Parallel::new(1, 1).unwrap(), 1).unwrap()[0]
+            .pool
+            .bytes_per_block
+    };
+    let mut by_freq = small_hy_v4();
+    by_freq.as_object_mut().unwrap().remove("indexer_types");
+    // Neither key: every layer keeps keys, 8 x 73,728 + 8 x 8,448.
+    assert_eq!(bytes_per_block(&by_freq), 657_408);
+    // Frequency 3 from offset 2: max(i - 1, 0) % 3 == 0 keeps layers 0, 1,
+    // 4 and 7: 589,824 + 4 x 8,448 = 623,616.
+    by_freq["index_topk_freq"] = json!(3);
+    assert_eq!(bytes_per_block(&by_freq), 623_616);
+    // Offset 0: max(i + 1, 0) % 3 == 0 keeps 2 and 5: 589,824 + 16,896.
+    by_freq["index_skip_topk_offset"] = json!(0);
+    assert_eq!(bytes_per_block(&by_freq), 606_720);
+    // A pattern's "S" shares: "FSFSSSSS" keeps 0 and 2 (and the pattern
+    // wins over the frequency).
+    by_freq["index_topk_pattern"] = json!("FSFSSSSS");
+    assert_eq!(bytes_per_block(&by_freq), 606_720);
+    by_freq["index_topk_pattern"] = json!("FSSSSSSS");
+    assert_eq!(bytes_per_block(&by_freq), 589_824 + 8_448);
+}
+
+#[test]
+fn hy_v4s_indexers_vllm_refuses_or_kv_has_not_checked_are_refused_by_name() {
+    let mut short = small_hy_v4();
+    short["indexer_types"] = json!(["full", "shared"]);
+    let text = refusal(estimate(&short, &EstimateSettings::new()));
+    assert!(
+        text.contains("`indexer_types` has 2 entries for 8 layers (vLLM: \"indexer_types must"),
+        "{text}"
+    );
+    let mut other = small_hy_v4();
+    other["indexer_types"][3] = json!("half");
+    let text = refusal(estimate(&other, &EstimateSettings::new()));
+    assert!(text.contains("`indexer_types` has \"half\""), "{text}");
+    // A dense MLA layer among sparse ones kv has not checked.
+    let mut dense = small_hy_v4();
+    dense["layer_types"][7] = json!("full_attention");
+    let text = refusal(estimate(&dense, &EstimateSettings::new()));
+    assert!(
+        text.contains("`layer_types` has \"full_attention\": HY-V4 runs dense MLA"),
+        "{text}"
+    );
+    let mut untyped = small_hy_v4();
+    untyped.as_object_mut().unwrap().remove("layer_types");
+    let text = refusal(estimate(&untyped, &EstimateSettings::new()));
+    assert!(text.contains("`layer_types` is not set"), "{text}");
+}
+
+#[test]
 fn shared_or_pooled_indexers_are_refused_by_name() {
-    // HY-V4 gives some layers no indexer of their own; GLM-5-Next pools keys.
+    // Outside HY-V4's class a "shared" layer kv has not checked; GLM-5-Next
+    // pools keys.
     let mut shared = small_dsa();
     shared["indexer_types"] =
         json!(["full", "shared", "full", "full", "full", "full", "full", "full"]);
@@ -200,6 +320,7 @@ fn shared_or_pooled_indexers_are_refused_by_name() {
         text.contains("`indexer_types` has \"shared\": layers without an indexer"),
         "{text}"
     );
+    assert!(text.contains("checked only for HY-V4"), "{text}");
     let mut all_full = small_dsa();
     all_full["indexer_types"] = json!(vec!["full"; 8]);
     assert!(estimate(&all_full, &EstimateSettings::new()).is_ok());

@@ -289,7 +289,14 @@ def stage_specs(vc, layout, stage):
     from vllm.utils.torch_utils import set_default_torch_dtype
     from vllm.v1.worker.gpu_model_runner import GPUModelRunner
 
+    from vllm.v1.worker import workspace
+
     fake_parallel_state(layout["tp"], layout["pp"], layout["dcp"], stage)
+    # The GPU worker sets up the workspace before loading the model
+    # (v1/worker/gpu_worker.py:558); sparse-MLA impls (HY-V4's, FlashMLA
+    # sparse) reserve theirs when built.
+    workspace.reset_workspace_manager()
+    workspace.init_workspace_manager(torch.device("meta"))
     v = copy.deepcopy(vc)
     # The Transformers backend places its parameters on device_config.device.
     v.device_config.device = torch.device("meta")

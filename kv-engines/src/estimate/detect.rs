@@ -295,17 +295,27 @@ fn detect(
             "MLA: `kv_lora_rank` {} + `qk_rope_head_dim` {} per token per layer, {} layers",
             mla.kv_lora_rank, mla.qk_rope_head_dim, mla.layers
         );
-        if let Some(keys) = indexer::indexer_keys(hf)? {
+        if let Some(keys) = indexer::indexer_keys(hf, mla.layers)? {
+            let layers = match &keys.shared {
+                Some(shared) => format!(
+                    "on the {} layers {} gives an indexer of their own (the other {} reuse an \
+                     earlier layer's top-k and keep none)",
+                    shared.full,
+                    shared.source,
+                    mla.layers - shared.full
+                ),
+                None => "per layer".to_owned(),
+            };
             let detected = format!(
                 "{detected}, and a sparse-attention indexer's keys beside it (`index_head_dim` \
-                 {} fp8 + a float32 scale per 128: {} B per token per layer)",
+                 {} fp8 + a float32 scale per 128: {} B per token {layers})",
                 keys.head_dim, keys.width
             );
             let paging = Paging::sparse_mla(settings, hf, &mla)?;
             let builder = builder(paging, &detected);
             let layers = mla.layers;
             let latent = builder.latent(mla, hf)?;
-            let keys = builder.indexer_keys(layers, &keys)?;
+            let keys = builder.indexer_keys(layers, keys)?;
             return Ok((detected, paging, vec![latent, keys]));
         }
         let paging = Paging::mla(settings, hf, &mla)?;

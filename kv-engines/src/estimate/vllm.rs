@@ -34,6 +34,9 @@ pub(super) struct Paging {
     hybrid: Option<Hybrid>,
     /// Why the attention backend chose the block, where it did.
     backend: Option<&'static str>,
+    /// The latent is stored in vLLM's `fp8_ds_mla` layout (FLASHMLA_SPARSE
+    /// with an fp8 cache).
+    fp8_ds_mla: bool,
 }
 
 /// FlashMLA's only kernel block (`mla/flashmla.py`
@@ -49,6 +52,12 @@ const FA4_FP8_HEAD: u64 = 512;
 /// (and FLASHMLA_SPARSE) run multiples of 64, its indexer's backend
 /// (DEEPSEEK_V32_INDEXER) 64 alone.
 const SPARSE_MLA_BLOCK: u64 = 64;
+/// vLLM's `fp8_ds_mla` token (`MLAAttention.get_kv_cache_spec`,
+/// mla_attention.py:1386, `state_content_bytes` 656): 512 fp8 latent
+/// elements, a float32 scale per 128 of them, 64 bf16 RoPE elements.
+const DS_MLA_LATENT: u64 = 512;
+const DS_MLA_ROPE: u64 = 64;
+const DS_MLA_SCALE_BYTES: u64 = DS_MLA_LATENT / 128 * 4;
 
 /// One rank's figures: vLLM sizes the hybrid block in each worker, from its
 /// own shard.
@@ -69,6 +78,7 @@ impl Paging {
             align: false,
             hybrid: None,
             backend: None,
+            fp8_ds_mla: false,
         }
     }
 
@@ -117,13 +127,15 @@ impl Paging {
         Ok(Paging::plain(block_size))
     }
 
-    /// A sparse-attention (DSA) model's paging (DeepSeek-V3.2, GLM-5): on
-    /// Hopper vLLM 0.33 runs its latent on FLASH_ATTN_MLA_SPARSE and its
-    /// indexer keys on DEEPSEEK_V32_INDEXER, whose only common block is 64
-    /// (`_preferred_block_size_for_backends`; checked on the meta device
-    /// on 2026-12-06). What kv has not checked is refused: a latent stored
-    /// in other than 16 bits (vLLM's `fp8_ds_mla` layout), decode context
-    /// parallelism, a block given other than 64.
+    /// A sparse-attention (DSA) model's paging (DeepSeek-V3.2, GLM-5,
+    /// HY-V4): on Hopper vLLM 0.33 runs a 16-bit latent on
+    /// FLASH_ATTN_MLA_SPARSE, an fp8 (e4m3) one on FLASHMLA_SPARSE in its
+    /// `fp8_ds_mla` layout (`_canonicalize_sparse_mla_kv_cache_dtype`,
+    /// mla_attention.py:359), and the indexer keys on DEEPSEEK_V32_INDEXER,
+    /// whose only common block is 64 (`_preferred_block_size_for_backends`;
+    /// checked on the meta device on 2026-12-06 and 2026-12-07). What kv has
+    /// not checked is refused: other formats, an `fp8_ds_mla` latent not
+    /// 512 + 64 wide, decode context parallelism, a block given other than 64.
     pub fn sparse_mla(
         settings: &EstimateSettings,
         hf: &HfConfig,
@@ -132,13 +144,27 @@ impl Paging {
         let (storage, _) = attention_storage(settings, hf, mla.dtype)?;
         let sixteen_bits = matches!(storage.dtype(), Some(DType::BF16 | DType::F16))
             && storage.per_token_head_name().is_none();
-        if !sixteen_bits {
+        let fp8_ds_mla = storage == Storage::Dense(DType::F8E4M3);
+        if !sixteen_bits && !fp8_ds_mla {
             return Err(config_error(
                 "kv format",
                 format!(
-                    "{storage} on a sparse-attention (DSA) model: vLLM {VLLM_VERSION} stores \
-                     it in its own layout (`fp8_ds_mla` on FLASHMLA_SPARSE), which kv has \
-                     not checked; give auto or bfloat16"
+                    "{storage} on a sparse-attention (DSA) model: kv has checked vLLM \
+                     {VLLM_VERSION}'s sparse latents in 16 bits and in f8e4m3 (its \
+                     `fp8_ds_mla` layout on FLASHMLA_SPARSE) only; give auto, bfloat16 or \
+                     f8e4m3"
+                ),
+            ));
+        }
+        if fp8_ds_mla && (mla.kv_lora_rank, mla.qk_rope_head_dim) != (DS_MLA_LATENT, DS_MLA_ROPE) {
+            return Err(config_error(
+                "kv format",
+                format!(
+                    "f8e4m3 on a sparse-attention (DSA) model: vLLM {VLLM_VERSION} stores it \
+                     as `fp8_ds_mla`, whose 656 B token is a latent of {DS_MLA_LATENT} and \
+                     RoPE of {DS_MLA_ROPE}; this one is {} + {}, which kv has not checked; \
+                     give auto or bfloat16",
+                    mla.kv_lora_rank, mla.qk_rope_head_dim
                 ),
             ));
         }
@@ -164,13 +190,20 @@ impl Paging {
                 ),
             });
         }
+        let backend = if fp8_ds_mla {
+            "FLASHMLA_SPARSE for the fp8 latent, in its `fp8_ds_mla` layout (512 fp8, 4 \
+             float32 scales and 64 bf16 RoPE elements: 656 B a token), and \
+             DEEPSEEK_V32_INDEXER for the indexer keys, vLLM's sparse-attention backends on \
+             Hopper: 64 is the only block both run"
+        } else {
+            "FLASH_ATTN_MLA_SPARSE for the latent and DEEPSEEK_V32_INDEXER for the \
+             indexer keys, vLLM's sparse-attention backends on Hopper: 64 is the only \
+             block both run"
+        };
         Ok(Paging {
             block_size: SPARSE_MLA_BLOCK,
-            backend: Some(
-                "FLASH_ATTN_MLA_SPARSE for the latent and DEEPSEEK_V32_INDEXER for the \
-                 indexer keys, vLLM's sparse-attention backends on Hopper: 64 is the only \
-                 block both run",
-            ),
+            backend: Some(backend),
+            fp8_ds_mla,
             ..Paging::plain(settings.block_size)
         })
     }
@@ -273,6 +306,7 @@ impl Paging {
                 tensor_parallel: tp,
             }),
             backend: None,
+            fp8_ds_mla: false,
         })
     }
 
@@ -924,7 +958,16 @@ impl Builder<'_> {
                 ),
             ));
         }
-        let latent = latent.with_storage(storage);
+        let latent = if self.paging.fp8_ds_mla {
+            latent
+                .with_storage(Storage::Scaled {
+                    dtype: DType::F8E4M3,
+                    scale_bytes: DS_MLA_SCALE_BYTES,
+                })
+                .with_rope_storage(Storage::Dense(DType::BF16))
+        } else {
+            latent.with_storage(storage)
+        };
         let positions = self.full_positions("mla_latent")?;
         latent
             .bytes_per_row(positions.count)
@@ -944,7 +987,11 @@ impl Builder<'_> {
     /// vLLM 0.33 declares them (`DeepseekV32IndexerCache`): an
     /// `MLAAttentionSpec` of one vector of `width` bytes a token a layer,
     /// over the latent's positions and layers.
-    pub fn indexer_keys(&self, layers: u64, keys: &IndexerKeys) -> Result<KvSpec, KvError> {
+    /// Where only some layers keep keys (HY-V4's "shared" indexers), the
+    /// declaration is theirs alone, placed on the model's layers so that a
+    /// pipeline stage holds its own.
+    pub fn indexer_keys(&self, layers: u64, keys: IndexerKeys) -> Result<KvSpec, KvError> {
+        let layers = keys.shared.as_ref().map_or(layers, |shared| shared.full);
         // The fp8 keys as the latent part, their float32 scales as the rope part.
         let latent = Latent::new(layers, keys.head_dim, keys.scales, DType::F8E4M3)
             .with_rope_storage(Storage::Dense(DType::F32));
@@ -964,6 +1011,10 @@ impl Builder<'_> {
             Scope::Request,
             Rows::MaxNumSeqs,
         );
+        let spec = match keys.shared {
+            Some(shared) => spec.in_layers(shared.pattern, LayerKind::FullAttention),
+            None => spec,
+        };
         Ok(spec.note(self.note()))
     }
 
