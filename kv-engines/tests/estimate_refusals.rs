@@ -739,3 +739,68 @@ fn a_model_class_that_fails_on_its_config_is_refused_in_vllms_words() {
     // Read for SGLang the class is not vLLM's: nothing is judged.
     assert!(estimate(&untied, &settings.for_another_engine()).is_ok());
 }
+
+/// A Qwen4-Exp-like text model no script ships: three Gated DeltaNet layers
+/// and one `indexed_attention` layer, no QSA, no PLE.
+fn small_qwen4_exp() -> Value {
+    json!({
+        "architectures": ["Qwen4ExpForCausalLM"], "model_type": "qwen4_exp_text",
+        "num_hidden_layers": 4, "hidden_size": 512, "num_attention_heads": 4,
+        "num_key_value_heads": 2, "head_dim": 128, "max_position_embeddings": 4096,
+        "layer_types": ["linear_attention", "linear_attention", "linear_attention",
+                        "indexed_attention"],
+        "linear_num_key_heads": 2, "linear_num_value_heads": 4, "linear_key_head_dim": 64,
+        "linear_value_head_dim": 64, "linear_conv_kernel_dim": 4,
+        "output_gate_type": "sigmoid", "torch_dtype": "bfloat16",
+    })
+}
+
+#[test]
+fn qwen4_exps_indexed_attention_is_full_attention_beside_its_deltanet() {
+    let settings = EstimateSettings::new().positions(4096);
+    let e = estimate(&small_qwen4_exp(), &settings).unwrap();
+    let bytes = |name: &str| {
+        e.specs
+            .iter()
+            .find(|s| s.name.contains(name))
+            .map(|s| s.bytes_per_row().unwrap())
+            .unwrap_or_else(|| panic!("no {name} in {:?}", e.specs))
+    };
+    // The attention layer: 2 KV heads x 128 x 2 (K, V) x 2 B = 1,024 B a
+    // position, 4,096 positions.
+    assert_eq!(bytes("full_attention"), 1024 * 4096);
+    // Each DeltaNet layer: conv 3 x (2 x 2 x 64 + 4 x 64) = 1,536 and
+    // recurrent 4 x 64 x 64 = 16,384 elements, bf16: 35,840 B. The block
+    // grows from 16 to 64 tokens so that one attention page (64 x 1,024 =
+    // 65,536 B) holds it; a row keeps 3 such pages a layer (prefix caching's
+    // align mode: 2, and a prefill checkpoint), 3 layers.
+    assert_eq!(e.block_size, 64);
+    assert_eq!(bytes("linear_attention"), 3 * 3 * 65_536);
+    // Its own spellings are the family's alone.
+    let mut other = small_qwen4_exp();
+    other["model_type"] = json!("qwen3_next");
+    let text = estimate(&other, &settings).unwrap_err().to_string();
+    assert!(
+        text.contains("`layer_types[3]` is \"indexed_attention\""),
+        "{text}"
+    );
+    // QSA's caches and PLE's state kv does not size: refused by name.
+    let mut qsa = small_qwen4_exp();
+    qsa["indexer_n_heads"] = json!(32);
+    let text = estimate(&qsa, &settings).unwrap_err().to_string();
+    assert!(
+        text.contains("`indexer_n_heads` 32: Qwen4-Exp's QSA"),
+        "{text}"
+    );
+    let mut ple = small_qwen4_exp();
+    ple["ple_layer_ids"] = json!([0, 2]);
+    let text = estimate(&ple, &settings).unwrap_err().to_string();
+    assert!(text.contains("`ple_layer_ids` lists 2 layer(s)"), "{text}");
+    ple["ple_layer_ids"] = json!([]);
+    assert!(estimate(&ple, &settings).is_ok());
+    // Without a gate vLLM knows, its class fails.
+    let mut ungated = small_qwen4_exp();
+    ungated.as_object_mut().unwrap().remove("output_gate_type");
+    let text = estimate(&ungated, &settings).unwrap_err().to_string();
+    assert!(text.contains("qwen_gdn_linear_attn.py:662"), "{text}");
+}

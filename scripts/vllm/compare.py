@@ -328,11 +328,13 @@ def _all_on_meta_mode():
             if kwargs.get("device") is not None:
                 kwargs["device"] = "meta"
             # A value read out of a tensor built on meta (Bloom's ALiBi slopes,
-            # Apertus' xIELU scalars) has no data: ones stand in. None sizes a
-            # cache; were one to, vLLM's figure would differ from kv's and the
-            # row would say so, never agree by chance.
+            # Apertus' xIELU scalars, torchaudio's mel filterbank check in
+            # MiDashengLM) has no data: ones stand in. None sizes a cache; were
+            # one to, vLLM's figure would differ from kv's and the row would
+            # say so, never agree by chance.
             reads = (torch.Tensor.item, torch.Tensor.tolist, torch.Tensor.cpu,
-                     torch.Tensor.__int__, torch.Tensor.__float__, torch.Tensor.__index__)
+                     torch.Tensor.__int__, torch.Tensor.__float__, torch.Tensor.__index__,
+                     torch.Tensor.__bool__)
             if func in reads and args and getattr(args[0], "is_meta", False):
                 one = args[0].new_ones(args[0].shape, device="cpu")
                 return func(one, *args[1:], **kwargs)

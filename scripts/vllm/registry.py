@@ -92,6 +92,27 @@ def transformers_model_types():
     return out
 
 
+def step3_text_as_published(config):
+    """Step-3's published config names its text model's class and writes its
+    MoE layers as a comma string (`Step3TextConfig` keeps the string; vLLM's
+    step3_text.py splits it); vLLM's Step3VLConfig defaults leave the class
+    None (vLLM: "No model architectures are specified") and the list a list."""
+    text = config.get("text_config") or {}
+    text["architectures"] = ["Step3TextForCausalLM"]
+    layers = text.get("moe_layers_enum")
+    if isinstance(layers, list):
+        text["moe_layers_enum"] = ",".join(str(i) for i in layers)
+    text.setdefault("torch_dtype", config.get("torch_dtype"))
+    return "; `text_config` as the published step3 writes it (its class, MoE layers as a string)"
+
+
+# Where a config class's defaults miss what every published checkpoint of the
+# family writes, the key as published: architecture -> patch (returns what it says).
+AS_PUBLISHED = {
+    "Step3VLForConditionalGeneration": step3_text_as_published,
+}
+
+
 def default_config(arch, module, model_types):
     """(source, config dict) from a config class's defaults, or (reason, None)."""
     from transformers import CONFIG_MAPPING
@@ -133,6 +154,8 @@ def default_config(arch, module, model_types):
         config["architectures"] = [arch]
         if not config.get("torch_dtype") and not config.get("dtype"):
             config["torch_dtype"] = "bfloat16"
+        if arch in AS_PUBLISHED:
+            said += AS_PUBLISHED[arch](config)
         return f"{origin}'s {cls.__name__} defaults{said}", config
     return (
         "no config class for it in transformers 5.20 or vLLM 0.33 (its config is remote "

@@ -268,7 +268,10 @@ impl HfConfig {
                 } else {
                     LAYERS_BLOCK_TYPE
                 };
-                let pattern = list_pattern(&name, key, value, layers)?;
+                let spellings = self
+                    .family_row()
+                    .map_or(&[][..], |row| row.layer_kind_names);
+                let pattern = list_pattern(&name, key, value, layers, spellings)?;
                 if self
                     .family_row()
                     .and_then(|row| row.mamba)
@@ -500,20 +503,33 @@ fn override_pattern(name: &str, value: &Value, layers: u64) -> Result<LayerPatte
     LayerPattern::from_kinds(kinds, HYBRID_OVERRIDE_PATTERN).map_err(|e| pattern_error(name, e))
 }
 
-/// A `layer_types`-style list, checked against the layer count.
+/// A `layer_types`-style list, checked against the layer count; a name of
+/// the family's own (`spellings`) is read as its kind.
 fn list_pattern(
     name: &str,
     key: &'static str,
     value: &Value,
     layers: u64,
+    spellings: &[(&str, LayerKind)],
 ) -> Result<LayerPattern, KvError> {
-    let unknown = format!(", not a layer kind kv knows ({})", LayerKind::names_list());
+    let own: String = spellings.iter().map(|(n, _)| format!(", {n}")).collect();
+    let unknown = format!(
+        ", not a layer kind kv knows ({}{own})",
+        LayerKind::names_list()
+    );
     kinds_list(
         (name, key),
         value,
         layers,
         ("a list of layer kinds", &unknown),
-        |entry| entry.as_str().and_then(LayerKind::from_name),
+        |entry| {
+            let entry = entry.as_str()?;
+            spellings
+                .iter()
+                .find(|(spelled, _)| *spelled == entry)
+                .map(|(_, kind)| *kind)
+                .or_else(|| LayerKind::from_name(entry))
+        },
     )
 }
 

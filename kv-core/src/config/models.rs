@@ -7,6 +7,8 @@
 //! holds, its KV format, pipeline support) is the engine's: kv-engines keeps
 //! those rules, by [`HfConfig::family`](super::HfConfig::family).
 
+use crate::pattern::LayerKind;
+
 /// How a family's KV heads are spelled, beyond the generic keys.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(crate) enum KvHeads {
@@ -92,6 +94,9 @@ pub(crate) struct ModelType {
     /// `Lfm2ForCausalLM` and `Lfm2MoeForCausalLM`
     /// `get_mamba_state_shape_from_config`).
     pub short_conv_width: Option<&'static str>,
+    /// `layer_types` names of the family's own, and the kind each is to
+    /// the loader.
+    pub layer_kind_names: &'static [(&'static str, LayerKind)],
 }
 
 const fn generic(names: &'static [&'static str]) -> ModelType {
@@ -102,6 +107,7 @@ const fn generic(names: &'static [&'static str]) -> ModelType {
         kv_heads: KvHeads::Generic,
         mamba: None,
         short_conv_width: None,
+        layer_kind_names: &[],
     }
 }
 
@@ -304,6 +310,16 @@ pub(crate) const MODEL_TYPES: &[ModelType] = &[
         defaults: &[("max_position_embeddings", "32768")],
         source: "transformers Qwen3NextConfig default",
         ..generic(&["qwen3_next"])
+    },
+    ModelType {
+        // vLLM 0.33 models/qwen4_exp/nvidia/model.py:94 `_QSA_LAYER_TYPES`:
+        // these layers run Qwen3-Next's gated full attention (with QSA's
+        // caches beside it where `indexer_n_heads` is set).
+        layer_kind_names: &[
+            ("indexed_attention", LayerKind::FullAttention),
+            ("qwen_sparse_attention", LayerKind::FullAttention),
+        ],
+        ..generic(&["qwen4_exp_text", "qwen4_exp"])
     },
     // Families read by the generic keys alone: known, so not reported as
     // unknown (an engine may still have rules of its own for them).

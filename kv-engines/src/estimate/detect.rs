@@ -140,6 +140,12 @@ pub fn estimate(config: &Value, settings: &EstimateSettings) -> Result<Estimate,
         ));
     }
     let hf = given_values(config, &settings.values)?.with_dtype_rule(DTypeRule::VllmAuto);
+    let unsized_parts = families::rules(&hf)
+        .and_then(|row| row.unsized_when)
+        .and_then(|parts| parts(&hf));
+    if let Some(words) = unsized_parts {
+        return Err(config_error("model", words));
+    }
     if let Some(Holds::Unsized(words)) = families::rules(&hf).map(|row| row.holds) {
         let model_type = hf
             .model_types()

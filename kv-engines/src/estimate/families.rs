@@ -57,6 +57,9 @@ pub(super) struct FamilyRules {
     pub no_pipeline: Option<&'static str>,
     /// The SSM state's dtype when the config sets no `mamba_ssm_cache_dtype`.
     pub ssm_dtype: SsmDtype,
+    /// Caches the family keeps where some keys are set, which kv does not
+    /// size: the words say what they are.
+    pub unsized_when: Option<fn(&HfConfig) -> Option<String>>,
 }
 
 impl FamilyRules {
@@ -67,6 +70,7 @@ impl FamilyRules {
         kv_cache_dtype: KvCacheDtype::Asked,
         no_pipeline: None,
         ssm_dtype: SsmDtype::Model,
+        unsized_when: None,
     };
 }
 
@@ -145,12 +149,39 @@ const FAMILIES: &[FamilyRules] = &[
         ..FamilyRules::DEFAULT
     },
     FamilyRules {
+        names: &["qwen4_exp_text", "qwen4_exp"],
+        unsized_when: Some(qwen4_exp_unsized),
+        ..FamilyRules::DEFAULT
+    },
+    FamilyRules {
         // vLLM's `is_deepseek_mla` list, of the families kv knows.
         names: &["deepseek_v2", "deepseek_v3", "kimi_k2"],
         holds: Holds::Mla,
         ..FamilyRules::DEFAULT
     },
 ];
+
+/// Qwen4-Exp's caches beside its Gated DeltaNet state and gated attention
+/// (vLLM 0.33 models/qwen4_exp/nvidia): QSA's, where `indexer_n_heads` is
+/// set (`common/qsa_cache.py`: a one-block ring of raw keys and a
+/// compressed-key cache a layer), and PLE's short-conv state on the
+/// `ple_layer_ids` layers (`ple_layer.py`).
+fn qwen4_exp_unsized(hf: &HfConfig) -> Option<String> {
+    if let Some((name, heads)) = hf.value("indexer_n_heads").filter(|(_, v)| !v.is_null()) {
+        return Some(format!(
+            "`{name}` {heads}: Qwen4-Exp's QSA keeps a one-block ring of raw keys and a \
+             compressed-key cache beside each attention layer, which kv does not size yet"
+        ));
+    }
+    match hf.value("ple_layer_ids") {
+        Some((name, serde_json::Value::Array(ids))) if !ids.is_empty() => Some(format!(
+            "`{name}` lists {} layer(s): Qwen4-Exp's PLE keeps a short-conv state on them, \
+             which kv does not size yet",
+            ids.len()
+        )),
+        _ => None,
+    }
+}
 
 /// vLLM's rules for the config's family; `None` where kv-core reads it by
 /// the generic keys alone (no family).

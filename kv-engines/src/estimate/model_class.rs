@@ -26,7 +26,18 @@ impl Top<'_> {
     fn get(&self, key: &str) -> Option<&Value> {
         self.given.get(key).or_else(|| self.config.get(key))
     }
+
+    /// `key` of the text model: `text_config`'s, else the top level's.
+    fn text(&self, key: &str) -> Option<&Value> {
+        self.given
+            .get(key)
+            .or_else(|| self.config.get("text_config")?.get(key))
+            .or_else(|| self.config.get(key))
+    }
 }
+
+/// Qwen4-Exp's output gates (qwen_gdn_linear_attn.py:659).
+const QWEN4_EXP_GATES: [&str; 3] = ["silu", "swish", "sigmoid"];
 
 const CHECKS: &[ClassCheck] = &[
     ClassCheck {
@@ -68,6 +79,33 @@ const CHECKS: &[ClassCheck] = &[
                  it, a backend whose figures kv has not checked for Flint"
                     .to_owned(),
             )
+        },
+    },
+    ClassCheck {
+        // qwen_gdn_linear_attn.py:659-664: `getattr(config,
+        // "output_gate_type", "silu")` then an assert; transformers'
+        // Qwen4ExpTextConfig defaults the key to None (its own model reads
+        // `output_gate_type or hidden_act`), so a config without it fails.
+        architectures: &["Qwen4ExpForCausalLM", "Qwen4ExpForConditionalGeneration"],
+        fails: |top| {
+            let gate = top.text("output_gate_type");
+            let named = gate
+                .and_then(Value::as_str)
+                .is_some_and(|g| QWEN4_EXP_GATES.contains(&g));
+            (!named).then(|| {
+                let given = match gate {
+                    Some(value) => format!("`output_gate_type` is {value}"),
+                    None => "`output_gate_type` is not set (transformers' Qwen4ExpTextConfig \
+                             defaults it to None)"
+                        .to_owned(),
+                };
+                format!(
+                    "{given}, and Qwen4-Exp's Gated DeltaNet asserts one of {} (AssertionError: \
+                     unsupported output_gate_type, \
+                     model_executor/layers/mamba/gdn/qwen_gdn_linear_attn.py:662)",
+                    QWEN4_EXP_GATES.join(", ")
+                )
+            })
         },
     },
 ];
@@ -135,6 +173,33 @@ mod tests {
         let mut given = Map::new();
         given.insert("tie_word_embeddings".into(), Value::Bool(true));
         assert_eq!(refused(untied, given), None);
+    }
+
+    #[test]
+    fn qwen4_exp_needs_a_gate_vllm_knows() {
+        let none = Map::new();
+        let config = |gate: Value| {
+            serde_json::json!({
+                "architectures": ["Qwen4ExpForCausalLM"],
+                "text_config": {"output_gate_type": gate},
+            })
+        };
+        let words = refused(config(Value::Null), none.clone()).expect("refused");
+        assert!(words.contains("`output_gate_type` is null"), "{words}");
+        assert!(words.contains("qwen_gdn_linear_attn.py:662"), "{words}");
+        let words = refused(config("gelu".into()), none.clone()).expect("refused");
+        assert!(words.contains("`output_gate_type` is \"gelu\""), "{words}");
+        let unset = serde_json::json!({"architectures": ["Qwen4ExpForConditionalGeneration"]});
+        let words = refused(unset, none.clone()).expect("refused");
+        assert!(words.contains("defaults it to None"), "{words}");
+        for gate in QWEN4_EXP_GATES {
+            assert_eq!(refused(config(gate.into()), none.clone()), None);
+        }
+        // At the top level of a text-only config.
+        let flat = serde_json::json!({
+            "architectures": ["Qwen4ExpForCausalLM"], "output_gate_type": "sigmoid",
+        });
+        assert_eq!(refused(flat, none), None);
     }
 
     #[test]
