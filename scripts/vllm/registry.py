@@ -188,6 +188,11 @@ def classify(rows):
             return "not-covered", f"harness: {error}"
         return "cannot-build", f"vLLM's model class fails on this config: {error}"
     started = [lay for lay, q in ran.items() if str(q.get("refused", ("", ""))[0]) == "False"]
+    # The model class failing as a program on every layout vLLM's checks
+    # let through (the others refused for the layout alone: a pipeline the
+    # class lacks): the config does not build vLLM's class at all.
+    if errors and not started and all(fails_as_a_program(str(e)) for _, e in errors):
+        return "cannot-build", f"vLLM's model class fails on this config: {clean(errors[0][1])[:200]}"
     # vLLM failing where only this machine or a config alone is at fault (a
     # package it lacks, a tokenizer the class asks for) builds nothing.
     base = next(iter(ran.values()))
