@@ -182,9 +182,15 @@ fn problem(file: &Path, error: KvError, args: &Args) -> Problem {
             ..
         } => Problem::new(file, format!("{error}; give it with --positions N")),
         // No key given on the command line makes layers alike, makes vLLM
-        // serve an architecture it retired, or builds a class that fails.
+        // serve an architecture it retired, builds a class that fails, or
+        // sizes caches kv does not.
         KvError::Config {
-            what: "per-layer values" | "sparse-attention indexer" | "architectures" | "model class",
+            what:
+                "per-layer values"
+                | "sparse-attention indexer"
+                | "architectures"
+                | "model class"
+                | "model",
             ..
         } => Problem::new(file, error),
         KvError::Config { .. } => Problem::new(

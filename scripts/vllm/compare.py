@@ -164,6 +164,14 @@ def install_hopper():
             sparse_init(self, *args, **kwargs)
 
     activation.GeluAndMulSparse.__init__ = init_on_cpu
+    # Step-5's DSA attention asks for the current device index at build, and
+    # its kernels' module reads `tl.extra`, which vLLM's Triton placeholder
+    # lacks.
+    torch.accelerator.current_device_index = lambda: 0
+    import vllm.triton_utils as triton_utils
+
+    if not hasattr(triton_utils.tl, "extra"):
+        triton_utils.tl.extra = SimpleNamespace(cuda=SimpleNamespace(libdevice=SimpleNamespace()))
     # FlashInfer's attention allocates a counter buffer on the GPU at build.
     from vllm.v1.attention.backends import flashinfer
 

@@ -106,10 +106,33 @@ def step3_text_as_published(config):
     return "; `text_config` as the published step3 writes it (its class, MoE layers as a string)"
 
 
+def step5_sparse_as_published(config):
+    """Step-5-Preview's `sparse_config` section (vLLM's Step5 refuses a config
+    without one; `Step5Config` has no such field, so its defaults lack it) and
+    the attention geometry it needs, as the published config writes them."""
+    config["sparse_config"] = {
+        "enabled": True, "proxy_dim": 256, "sparse_indexer_rope_dim": 32,
+        "sparse_indexer_use_rope": True, "sparse_indexer_num_heads": 16,
+        "sparse_indexer_num_k_heads": 1, "sparse_indexer_q_norm_type": "rmsnorm",
+        "sparse_indexer_k_norm_type": "layernorm", "sparse_indexer_csa_z_norm_type": "none",
+        "sparse_indexer_softmax_variant": "ssmax", "sparse_indexer_ssmax_s_granularity": "q_head",
+        "num_provider_groups": 4, "topk": 512, "region_block_size": 8,
+        "compression_method": "csa_block_compress", "attention_impl": "sparse_gqa",
+        "apply_to_layer_types": ["full_attention"],
+    }
+    # The attention geometry Step5's DSA checks (`_validate_step5_dsa_parallel_geometry`)
+    # and the MoE keys its class requires, as Step-5-Preview writes them.
+    config.update(num_attention_groups=4, num_attention_heads=64, head_dim=192,
+                  use_head_wise_attn_gate=True, use_moe=True, use_moe_router_bias=True,
+                  need_fp32_gate=True)
+    return "; Step-5-Preview's `sparse_config` section, attention geometry and MoE keys"
+
+
 # Where a config class's defaults miss what every published checkpoint of the
 # family writes, the key as published: architecture -> patch (returns what it says).
 AS_PUBLISHED = {
     "Step3VLForConditionalGeneration": step3_text_as_published,
+    "Step5ForCausalLM": step5_sparse_as_published,
 }
 
 

@@ -374,6 +374,12 @@ pub(crate) const MODEL_TYPES: &[ModelType] = &[
         "glm4_moe",
         // BailingMoeV3's text model: kv-engines refuses it by name (KDA).
         "bailing_hybrid",
+        // Kimi-Linear and Kimi K3's text model: kv-engines refuses them by
+        // name (KDA).
+        "kimi_linear",
+        "kimi_k3",
+        // Step-5: kv-engines refuses its sparse (DSA) layers by name.
+        "step5",
     ]),
 ];
 

@@ -140,6 +140,24 @@ const FAMILIES: &[FamilyRules] = &[
         ..FamilyRules::DEFAULT
     },
     FamilyRules {
+        // vLLM 0.33 models/kimi_linear.py, models/kimi_k3: the layers of
+        // `linear_attn_config.kda_layers` run KDA, the `full_attn_layers`
+        // MLA.
+        names: &["kimi_linear", "kimi_k3"],
+        holds: Holds::Unsized(
+            "Kimi-Linear (and Kimi K3's text model) keeps Kimi Delta Attention (KDA) \
+             linear-attention state in its `linear_attn_config.kda_layers` and an MLA latent \
+             in its `full_attn_layers`, and kv's estimator does not size KDA state yet (read \
+             as MLA in every layer, it would be sized wrong)",
+        ),
+        ..FamilyRules::DEFAULT
+    },
+    FamilyRules {
+        names: &["step5"],
+        unsized_when: Some(step5_unsized),
+        ..FamilyRules::DEFAULT
+    },
+    FamilyRules {
         names: &["rwkv", "rwkv5", "rwkv6", "rwkv7"],
         holds: Holds::Unsized(
             "RWKV has no attention: each layer keeps a fixed time-mix and channel-mix \
@@ -181,6 +199,19 @@ fn qwen4_exp_unsized(hf: &HfConfig) -> Option<String> {
         )),
         _ => None,
     }
+}
+
+/// Step-5's sparse (DSA) full-attention layers (vLLM 0.33
+/// models/step5/nvidia: `sparse_summary_cache.py`, `csa_tail_ring.py`):
+/// beside its K/V each keeps a summary cache and a one-page tail ring,
+/// whenever the config has a `sparse_config` section ("Section presence
+/// determines the shared KV layout, even when sparse execution is disabled").
+fn step5_unsized(hf: &HfConfig) -> Option<String> {
+    let (name, _) = hf.value("sparse_config")?;
+    Some(format!(
+        "`{name}` is set: Step-5's sparse (DSA) full-attention layers keep a summary cache \
+         (32 B a token) and a one-page tail ring beside their K/V, which kv does not size yet"
+    ))
 }
 
 /// vLLM's rules for the config's family; `None` where kv-core reads it by

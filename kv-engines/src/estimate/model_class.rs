@@ -108,6 +108,21 @@ const CHECKS: &[ClassCheck] = &[
             })
         },
     },
+    ClassCheck {
+        // models/step5/nvidia/model.py:1854-1858: the layout is the
+        // `sparse_config` section's, and a checkpoint without one is refused.
+        architectures: &["Step5ForCausalLM", "Step5ForConditionalGeneration"],
+        fails: |top| {
+            top.text("sparse_config")
+                .is_none_or(Value::is_null)
+                .then(|| {
+                    "the config has no `sparse_config` section (NotImplementedError: Step5 \
+                 requires a checkpoint with a sparse_config section; dense-only checkpoints \
+                 are not supported, models/step5/nvidia/model.py:1855)"
+                        .to_owned()
+                })
+        },
+    },
 ];
 
 /// vLLM's refusal where the model class the config names fails on it.
@@ -200,6 +215,23 @@ mod tests {
             "architectures": ["Qwen4ExpForCausalLM"], "output_gate_type": "sigmoid",
         });
         assert_eq!(refused(flat, none), None);
+    }
+
+    #[test]
+    fn step5_needs_a_sparse_config_section() {
+        let none = Map::new();
+        let dense = serde_json::json!({"architectures": ["Step5ForCausalLM"]});
+        let words = refused(dense, none.clone()).expect("refused");
+        assert!(words.contains("no `sparse_config` section"), "{words}");
+        let null = serde_json::json!({
+            "architectures": ["Step5ForConditionalGeneration"],
+            "text_config": {"sparse_config": null},
+        });
+        assert!(refused(null, none.clone()).is_some());
+        let sparse = serde_json::json!({
+            "architectures": ["Step5ForCausalLM"], "sparse_config": {"enabled": false},
+        });
+        assert_eq!(refused(sparse, none), None);
     }
 
     #[test]
