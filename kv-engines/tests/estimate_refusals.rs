@@ -808,27 +808,6 @@ fn qwen4_exps_indexed_attention_is_full_attention_beside_its_deltanet() {
 #[test]
 fn families_whose_caches_kv_does_not_size_are_refused_by_name() {
     let settings = EstimateSettings::new().positions(4096);
-    // Kimi-Linear: KDA state in most layers, an MLA latent in the others;
-    // read by its keys alone it would be MLA in every layer.
-    let kimi = json!({
-        "architectures": ["KimiLinearForCausalLM"], "model_type": "kimi_linear",
-        "num_hidden_layers": 4, "kv_lora_rank": 512, "qk_rope_head_dim": 64,
-        "hidden_size": 2048, "num_attention_heads": 16, "torch_dtype": "bfloat16",
-        "linear_attn_config": {"kda_layers": [1, 2, 3], "full_attn_layers": [4]},
-    });
-    let text = estimate(&kimi, &settings).unwrap_err().to_string();
-    assert!(
-        text.contains("`model_type` kimi_linear: Kimi-Linear"),
-        "{text}"
-    );
-    assert!(text.contains("does not size KDA state yet"), "{text}");
-    // Kimi K3 keeps its text model as kimi_linear: the same.
-    let k3 = json!({
-        "architectures": ["KimiK3ForConditionalGeneration"], "model_type": "kimi_k3",
-        "text_config": kimi,
-    });
-    let text = estimate(&k3, &settings).unwrap_err().to_string();
-    assert!(text.contains("Kimi Delta Attention"), "{text}");
     // Step-5: vLLM refuses a config without `sparse_config`; with one, its
     // sparse layers keep caches kv does not size.
     let step5 = json!({

@@ -128,9 +128,36 @@ def step5_sparse_as_published(config):
     return "; Step-5-Preview's `sparse_config` section, attention geometry and MoE keys"
 
 
+def kimi_k3_text_as_published(config):
+    """Kimi K3's text model as moonshotai/Kimi-K3's config.json writes it (from
+    public copies of it): 93 layers, KDA in all but the 24 `full_attn_layers`
+    (MLA, NoPE-only); vLLM's KimiK3Config defaults leave `linear_attn_config`
+    and every MLA width None (its class asserts them). The published
+    `max_position_embeddings` was not found: the default is kept."""
+    full = [4 * i for i in range(1, 24)] + [93]
+    config["text_config"].update(
+        hidden_size=7168, intermediate_size=33792, num_hidden_layers=93,
+        num_attention_heads=96, num_key_value_heads=96, hidden_act="situ", rms_norm_eps=1e-05,
+        q_lora_rank=1536, kv_lora_rank=512, qk_nope_head_dim=128, qk_rope_head_dim=64,
+        v_head_dim=128, mla_use_nope=True, mla_use_output_gate=True, num_experts=896,
+        num_experts_per_token=16, num_shared_experts=2, moe_intermediate_size=3072,
+        first_k_dense_replace=1, num_expert_group=8, attn_res_block_size=12,
+        latent_moe_use_norm=True, activation_situ_beta=4.0, activation_situ_linear_beta=25.0,
+        routed_expert_hidden_size=3584, dtype="bfloat16",
+        linear_attn_config={
+            "full_attn_layers": full,
+            "kda_layers": [i for i in range(1, 94) if i not in full],
+            "head_dim": 128, "num_heads": 96, "short_conv_kernel_size": 4,
+            "gate_lower_bound": -5.0, "use_full_rank_gate": True,
+        },
+    )
+    return "; `text_config` as Kimi K3's published config writes it (KDA and MLA layers)"
+
+
 # Where a config class's defaults miss what every published checkpoint of the
 # family writes, the key as published: architecture -> patch (returns what it says).
 AS_PUBLISHED = {
+    "KimiK3ForConditionalGeneration": kimi_k3_text_as_published,
     "Step3VLForConditionalGeneration": step3_text_as_published,
     "Step5ForCausalLM": step5_sparse_as_published,
 }

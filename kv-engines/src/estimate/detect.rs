@@ -1,7 +1,7 @@
 //! [`estimate`]: the detection order, from a config to one declaration per
 //! kind of cache, with vLLM's refusals checked on the way.
 
-use kv_core::config::DTypeRule;
+use kv_core::config::{DTypeRule, MlaConfig};
 use kv_core::pattern::{LayerKind, LayerPattern};
 use kv_core::{HfConfig, KvError, KvSpec};
 use serde_json::{Map, Value};
@@ -10,7 +10,7 @@ use super::families::{self, Holds};
 use super::pool::Grouping;
 use super::settings::{config_error, EstimateSettings};
 use super::vllm::{self, Builder, Paging};
-use super::{indexer, max_len, model_class, refusals};
+use super::{indexer, kda, max_len, model_class, refusals};
 
 /// What [`estimate`] found in a config and the declarations it makes.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -291,10 +291,14 @@ fn detect(
     // MLA is a family's: vLLM reads `kv_lora_rank` as MLA only for the
     // families of its `is_deepseek_mla` list (MiniCPM3 has the key and
     // caches plain heads); a family kv does not know is read by its keys.
-    let mla_family = match families::rules(hf).map(|row| row.holds) {
-        Some(Holds::Mla) | None => true,
-        Some(_) => false,
-    };
+    let holds = families::rules(hf).map(|row| row.holds);
+    let mla_family = matches!(holds, Some(Holds::Mla | Holds::KdaBesideMla) | None);
+    if holds == Some(Holds::KdaBesideMla) {
+        let mla = hf.mla()?;
+        if let Some(kda) = kda::read(hf, mla.layers, hf.dtype()?)? {
+            return kda_beside_mla(hf, settings, mla, kda, builder);
+        }
+    }
     if mla_family && hf.value("kv_lora_rank").is_some() {
         let mla = hf.mla()?;
         let detected = format!(
@@ -410,6 +414,43 @@ fn detect(
             Ok((detected, paging, vec![spec]))
         }
     }
+}
+
+/// Kimi K3: KDA state in the layers `kda` marks, an MLA latent in the
+/// others, each declaration placed on the model's layers.
+fn kda_beside_mla<'a>(
+    hf: &HfConfig,
+    settings: &'a EstimateSettings,
+    mut mla: MlaConfig,
+    kda: kda::Kda,
+    builder: impl Fn(Paging, &str) -> Builder<'a>,
+) -> Result<(String, Paging, Vec<KvSpec>), KvError> {
+    let kda_layers = kda.pattern.count(LayerKind::LinearAttention);
+    let mla_layers = kda.pattern.count(LayerKind::FullAttention);
+    let detected = format!(
+        "Kimi Delta Attention (KDA) in the {kda_layers} layers `linear_attn_config.kda_layers` \
+         lists ({} heads of {}, conv kernel {}; FlashKDA {} the prefill), an MLA latent \
+         (`kv_lora_rank` {} + `qk_rope_head_dim` {}) in the other {mla_layers}",
+        kda.heads,
+        kda.head_dim,
+        kda.conv_kernel,
+        if kda.flashkda { "runs" } else { "does not run" },
+        mla.kv_lora_rank,
+        mla.qk_rope_head_dim
+    );
+    let paging = Paging::kda_beside_mla(hf, settings, &mla, &kda)?;
+    let builder = builder(paging, &detected);
+    let mut specs = Vec::new();
+    if mla_layers > 0 {
+        mla.layers = mla_layers;
+        let latent = builder.latent(mla, hf)?;
+        specs.push(latent.in_layers(kda.pattern.clone(), LayerKind::FullAttention));
+    }
+    if kda_layers > 0 {
+        let state = builder.kda(hf, &kda, kda_layers)?;
+        specs.push(state.in_layers(kda.pattern.clone(), LayerKind::LinearAttention));
+    }
+    Ok((detected, paging, specs))
 }
 
 /// The key of the pattern of a model whose every layer is hybrid.

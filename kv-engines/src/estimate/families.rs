@@ -31,6 +31,10 @@ pub(super) enum Holds {
     /// Attention and Mamba2 side by side in every layer, each with its cache
     /// (vLLM's `FalconH1ParallelHybrid`), whatever pattern keys say.
     MambaAndAttentionInEveryLayer,
+    /// Kimi Delta Attention state in the layers `linear_attn_config.kda_layers`
+    /// lists, an MLA latent in the others (vLLM's Kimi K3 model,
+    /// [`super::kda`]).
+    KdaBesideMla,
     /// No attention and no state kv sizes: the words say what it keeps.
     Unsized(&'static str),
 }
@@ -140,16 +144,10 @@ const FAMILIES: &[FamilyRules] = &[
         ..FamilyRules::DEFAULT
     },
     FamilyRules {
-        // vLLM 0.33 models/kimi_linear.py, models/kimi_k3: the layers of
-        // `linear_attn_config.kda_layers` run KDA, the `full_attn_layers`
-        // MLA.
+        // vLLM 0.33 models/kimi_k3 (which serves Kimi-Linear too): the
+        // layers of `linear_attn_config.kda_layers` run KDA, the others MLA.
         names: &["kimi_linear", "kimi_k3"],
-        holds: Holds::Unsized(
-            "Kimi-Linear (and Kimi K3's text model) keeps Kimi Delta Attention (KDA) \
-             linear-attention state in its `linear_attn_config.kda_layers` and an MLA latent \
-             in its `full_attn_layers`, and kv's estimator does not size KDA state yet (read \
-             as MLA in every layer, it would be sized wrong)",
-        ),
+        holds: Holds::KdaBesideMla,
         ..FamilyRules::DEFAULT
     },
     FamilyRules {

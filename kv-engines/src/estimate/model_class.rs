@@ -123,7 +123,46 @@ const CHECKS: &[ClassCheck] = &[
                 })
         },
     },
+    ClassCheck {
+        // models/kimi_k3/nvidia/model.py:744: an MLA layer asserts
+        // `mla_use_nope` ("Kimi-K3 MLA (MultiHeadLatentAttention) is
+        // NoPE-only"); every layer is MLA where `linear_attn_config` is
+        // unset, and the layers `kda_layers` leaves out where it is.
+        architectures: &["KimiK3ForConditionalGeneration"],
+        fails: |top| {
+            let nope = top.text("mla_use_nope").and_then(Value::as_bool) == Some(true);
+            (!nope && kimi_has_mla_layers(top)).then(|| {
+                "`mla_use_nope` is not true and the model has MLA layers, which Kimi K3's \
+                 class asserts (AssertionError: Kimi-K3 MLA (MultiHeadLatentAttention) is \
+                 NoPE-only, models/kimi_k3/nvidia/model.py:744)"
+                    .to_owned()
+            })
+        },
+    },
 ];
+
+/// Whether a Kimi config has a layer `linear_attn_config.kda_layers` does
+/// not list (1-based, within `num_hidden_layers`).
+fn kimi_has_mla_layers(top: &Top) -> bool {
+    let layers = top.text("num_hidden_layers").and_then(Value::as_u64);
+    let listed = top
+        .text("linear_attn_config")
+        .and_then(|linear| linear.get("kda_layers"))
+        .and_then(Value::as_array);
+    match (layers, listed) {
+        (Some(layers), Some(listed)) => {
+            let mut kda: Vec<u64> = listed
+                .iter()
+                .filter_map(Value::as_u64)
+                .filter(|n| (1..=layers).contains(n))
+                .collect();
+            kda.sort_unstable();
+            kda.dedup();
+            (kda.len() as u64) < layers
+        }
+        _ => true,
+    }
+}
 
 /// vLLM's refusal where the model class the config names fails on it.
 pub(super) fn check(config: &Value, given: &Map<String, Value>) -> Result<(), KvError> {
@@ -232,6 +271,32 @@ mod tests {
             "architectures": ["Step5ForCausalLM"], "sparse_config": {"enabled": false},
         });
         assert_eq!(refused(sparse, none), None);
+    }
+
+    #[test]
+    fn kimi_k3s_mla_layers_must_be_nope() {
+        let none = Map::new();
+        let config = |nope: bool, kda: Value| {
+            serde_json::json!({
+                "architectures": ["KimiK3ForConditionalGeneration"],
+                "text_config": {
+                    "num_hidden_layers": 3, "mla_use_nope": nope,
+                    "linear_attn_config": {"kda_layers": kda},
+                },
+            })
+        };
+        let words = refused(config(false, serde_json::json!([1, 2])), none.clone());
+        assert!(words.expect("refused").contains("model.py:744"));
+        assert_eq!(
+            refused(config(true, serde_json::json!([1, 2])), none.clone()),
+            None
+        );
+        // Every layer KDA (numbers past the model count for none): no MLA.
+        let all = serde_json::json!([3, 1, 2, 2, 9]);
+        assert_eq!(refused(config(false, all), none.clone()), None);
+        // No `linear_attn_config`: every layer MLA.
+        let bare = serde_json::json!({"architectures": ["KimiK3ForConditionalGeneration"]});
+        assert!(refused(bare, none).is_some());
     }
 
     #[test]

@@ -12,6 +12,7 @@ use serde_json::Value;
 
 use super::families::{self, KvCacheDtype, SsmDtype};
 use super::indexer::{IndexerKeys, INDEXER_KEYS};
+use super::kda::Kda;
 use super::settings::{config_error, overflow, EstimateSettings, VLLM_VERSION};
 
 /// The smallest kernel block of vLLM's attention backends (FlashAttention):
@@ -52,6 +53,9 @@ const FA4_FP8_HEAD: u64 = 512;
 /// (and FLASHMLA_SPARSE) run multiples of 64, its indexer's backend
 /// (DEEPSEEK_V32_INDEXER) 64 alone.
 const SPARSE_MLA_BLOCK: u64 = 64;
+/// A hybrid MLA model's block is a multiple of 128 tokens (TRTLLM/FlashInfer
+/// MLA decode kernels, platforms/interface.py:1088).
+const MLA_HYBRID_ALIGNMENT: u64 = 128;
 /// vLLM's `fp8_ds_mla` token (`MLAAttention.get_kv_cache_spec`,
 /// mla_attention.py:1386, `state_content_bytes` 656): 512 fp8 latent
 /// elements, a float32 scale per 128 of them, 64 bf16 RoPE elements.
@@ -205,6 +209,57 @@ impl Paging {
             backend: Some(backend),
             fp8_ds_mla,
             ..Paging::plain(settings.block_size)
+        })
+    }
+
+    /// The paging of KDA beside MLA (Kimi K3): as [`Paging::for_groups`],
+    /// the latent's block grows until one latent page holds one KDA state
+    /// page, on an alignment of at least 128 tokens (platforms/interface.py:
+    /// 1088: "make the manager block size a multiple of 128" for a hybrid MLA
+    /// model); KDA adds no checkpoint alignment of its own. Without MLA
+    /// layers there is no attention, so no prefix caching: mode `none`.
+    pub fn kda_beside_mla(
+        hf: &HfConfig,
+        settings: &EstimateSettings,
+        mla: &MlaConfig,
+        kda: &Kda,
+    ) -> Result<Paging, KvError> {
+        if kda.pattern.count(LayerKind::FullAttention) == 0 {
+            return Ok(Paging::plain(settings.block_size));
+        }
+        let tp = settings.engine.tensor_parallel;
+        let (parts, _) = kda_parts(hf, kda, settings.engine.speculative_tokens)?;
+        let state_page = rank_bytes(&parts, tp, LayerKind::LinearAttention)?;
+        let (storage, _) = attention_storage(settings, hf, mla.dtype)?;
+        let attention_per_token = Latent::new(1, mla.kv_lora_rank, mla.qk_rope_head_dim, mla.dtype)
+            .with_storage(storage)
+            .bytes_per_position()
+            .map_err(overflow("one latent's bytes per token".to_owned()))?;
+        let alignment = KERNEL_BLOCK
+            .max(settings.block_size)
+            .max(MLA_HYBRID_ALIGNMENT);
+        let too_big = || overflow("the hybrid block size".to_owned());
+        let block = alignment
+            .checked_mul(attention_per_token)
+            .map(|per_aligned| state_page.div_ceil(per_aligned))
+            .and_then(|blocks| alignment.checked_mul(blocks))
+            .ok_or_else(|| {
+                too_big()(kv_core::Overflow {
+                    step: "alignment x latent page",
+                })
+            })?;
+        Ok(Paging {
+            block_size: block.max(settings.block_size),
+            align: settings.engine.prefix_caching,
+            hybrid: Some(Hybrid {
+                state_page,
+                attention_per_token,
+                alignment,
+                requested: settings.block_size,
+                tensor_parallel: tp,
+            }),
+            backend: None,
+            fp8_ds_mla: false,
         })
     }
 
@@ -428,6 +483,58 @@ impl Paging {
 }
 
 /// The kinds whose cache is a state page (vLLM's `MambaSpec`).
+/// A KDA layer's state (`kda_state_shape`, `kda_state_dtype`): conv over
+/// `K - 1 + spec` positions of `3 x H x D` channels in the model dtype,
+/// recurrent `(H, D, D)` in float32, both split across ranks by heads.
+fn kda_parts(
+    hf: &HfConfig,
+    kda: &Kda,
+    speculative: u64,
+) -> Result<(Vec<StatePart>, String), KvError> {
+    let dtype = model_dtype(hf)?;
+    let positions = kda
+        .conv_kernel
+        .checked_add(speculative)
+        .ok_or_else(|| {
+            config_error(
+                "estimate settings",
+                format!("{speculative} speculative tokens overflow u64"),
+            )
+        })?
+        .saturating_sub(1);
+    refuse_empty_conv(
+        hf,
+        &["linear_attn_config.short_conv_kernel_size"],
+        kda.conv_kernel,
+        positions,
+    )?;
+    let conv = StatePart::gated_delta_conv(
+        kda.heads,
+        kda.head_dim,
+        kda.heads,
+        kda.head_dim,
+        positions,
+        dtype,
+    )
+    .map_err(overflow("the KDA state of one layer".to_owned()))?;
+    let recurrent = StatePart::gated_delta_ssm(kda.heads, kda.head_dim, kda.head_dim)
+        .with_storage(Storage::Dense(kda.recurrent_dtype));
+    Ok((
+        vec![conv, recurrent],
+        format!(
+            "KDA: conv over short_conv_kernel_size - 1{} = {positions} positions of 3 x {} \
+             heads x {} in {dtype}, recurrent (heads, head_dim, head_dim) in {}",
+            match speculative {
+                0 => String::new(),
+                n => format!(" + {n} speculative"),
+            },
+            kda.heads,
+            kda.head_dim,
+            kda.recurrent_dtype
+        ),
+    ))
+}
+
 fn is_recurrent(kind: LayerKind) -> bool {
     matches!(
         kind,
@@ -1059,8 +1166,45 @@ impl Builder<'_> {
     /// parts are all ranks' together; pages are one rank's.
     fn recurrent(&self, hf: &HfConfig, kind: LayerKind, layers: u64) -> Result<KvSpec, KvError> {
         let tp = self.settings.engine.tensor_parallel;
-        let (mut parts, words) =
-            state_parts(hf, kind, tp, self.settings.engine.speculative_tokens)?;
+        let (parts, words) = state_parts(hf, kind, tp, self.settings.engine.speculative_tokens)?;
+        // Mamba2 and Gated DeltaNet layers export a prefill checkpoint
+        // (`num_prefill_checkpoint_blocks` 1); short convs and Mamba1 do not.
+        let checkpoints = kind == LayerKind::LinearAttention
+            || (kind == LayerKind::Mamba
+                && hf.mamba().is_ok_and(|m| m.version == MambaVersion::Mamba2));
+        let name = match kind {
+            LayerKind::Mamba => "mamba",
+            LayerKind::ShortConv => "short_conv",
+            _ => "linear_attention",
+        };
+        self.state(kind, name, layers, (parts, words), checkpoints)
+    }
+
+    /// Kimi K3's KDA state over `layers`: a checkpoint page where FlashKDA
+    /// runs the prefill (kda.py:901 `num_prefill_checkpoint_blocks`).
+    pub fn kda(&self, hf: &HfConfig, kda: &Kda, layers: u64) -> Result<KvSpec, KvError> {
+        let parts = kda_parts(hf, kda, self.settings.engine.speculative_tokens)?;
+        self.state(
+            LayerKind::LinearAttention,
+            "kda",
+            layers,
+            parts,
+            kda.flashkda,
+        )
+    }
+
+    /// Pages of a state whose parts (all ranks' together) and words are
+    /// given: padded to the attention page in a hybrid, 2 (3 with
+    /// `checkpoints`) in `align` mode, plus one per speculative token.
+    fn state(
+        &self,
+        kind: LayerKind,
+        name: &'static str,
+        layers: u64,
+        (mut parts, words): (Vec<StatePart>, String),
+        checkpoints: bool,
+    ) -> Result<KvSpec, KvError> {
+        let tp = self.settings.engine.tensor_parallel;
         let content = rank_bytes(&parts, tp, kind)?;
         let padded = self.paging.padded_page();
         if let Some(page) = padded {
@@ -1076,11 +1220,6 @@ impl Builder<'_> {
                 })?;
             parts.push(StatePart::new("page_padding", [padding, 1, 1], DType::U8).split_on(0));
         }
-        // Mamba2 and Gated DeltaNet layers export a prefill checkpoint
-        // (`num_prefill_checkpoint_blocks` 1); short convs and Mamba1 do not.
-        let checkpoints = kind == LayerKind::LinearAttention
-            || (kind == LayerKind::Mamba
-                && hf.mamba().is_ok_and(|m| m.version == MambaVersion::Mamba2));
         let (mode, pages) = if self.paging.align {
             ("align", 2 + u64::from(checkpoints))
         } else {
@@ -1098,11 +1237,6 @@ impl Builder<'_> {
             .bytes_per_row()
             .map_err(overflow(format!("{layers} {kind} layers")))?;
         let page = padded.unwrap_or(content);
-        let name = match kind {
-            LayerKind::Mamba => "mamba",
-            LayerKind::ShortConv => "short_conv",
-            _ => "linear_attention",
-        };
         let mut spec = KvSpec::recurrent(
             name,
             format!(
