@@ -1,10 +1,11 @@
-//! Kimi K3 on vLLM 0.33: Kimi Delta Attention (KDA) state in the layers
-//! `linear_attn_config.kda_layers` lists, an MLA latent in the others.
+//! Kimi K3 and BailingMoeV3 on vLLM 0.33: Kimi Delta Attention (KDA) state
+//! in some layers (`linear_attn_config.kda_layers`; all but each
+//! `layer_group_size`-th), an MLA latent in the others.
 //! Figures worked out by hand from vLLM's rules (`kda_state_shape`,
 //! `kda_state_dtype`, the hybrid block of platforms/interface.py with its
 //! 128-token floor for MLA, FlashKDA's checkpoint page), each in a comment;
-//! the published Kimi K3 layout was run through vLLM's own objects
-//! (scripts/vllm/registry.py, compare.py: 919 of 919 quantities).
+//! the published Kimi K3 and Ling-3.0 layouts were run through vLLM's own
+//! objects (scripts/vllm/registry.py, compare.py: 919 of 919 quantities each).
 
 use kv_core::Storage;
 use kv_engines::estimate::{estimate, Estimate, EstimateSettings};
@@ -106,4 +107,51 @@ fn kimi_linears_own_kda_is_refused_by_name() {
         text.contains("`text_config.linear_attn_config.use_full_rank_gate` is not true"),
         "{text}"
     );
+}
+
+/// A BailingMoeV3-like text model no script ships: 7 layers in groups of 3.
+fn small_bailing() -> Value {
+    json!({
+        "architectures": ["BailingMoeV3VLForConditionalGeneration"],
+        "model_type": "bailing_moe_v3_vl", "torch_dtype": "bfloat16",
+        "text_config": {
+            "model_type": "bailing_hybrid", "num_hidden_layers": 7, "layer_group_size": 3,
+            "hidden_size": 1024, "num_attention_heads": 4, "num_key_value_heads": 4,
+            "head_dim": 128, "short_conv_kernel_size": 4, "kv_lora_rank": 512,
+            "qk_rope_head_dim": 64, "max_position_embeddings": 8192, "no_kda_lora": true,
+        },
+    })
+}
+
+#[test]
+fn bailing_keeps_kda_in_all_but_each_groups_last_layer_and_the_tail() {
+    let e = estimate(&small_bailing(), &EstimateSettings::new()).unwrap();
+    // MLA at 2 and 5 (each group's last) and 6 (past the last whole group);
+    // KDA at 0, 1, 3, 4. The state is the small Kimi's (4 heads of 128,
+    // kernel 4): 271,360 B, on blocks of 256 tokens, padded to 294,912 B.
+    // BailingMoeV3's KDA never runs FlashKDA: 2 pages a layer.
+    assert_eq!(e.block_size, 256);
+    assert_eq!(row(&e, "kda"), 4 * 2 * 294_912);
+    assert_eq!(row(&e, "mla_latent"), 3 * 8192 * 1152);
+    // Without `no_kda_lora` vLLM's class raises.
+    let mut lora = small_bailing();
+    lora["text_config"]["no_kda_lora"] = json!(false);
+    let text = estimate(&lora, &EstimateSettings::new())
+        .unwrap_err()
+        .to_string();
+    assert!(
+        text.contains("BailingMoeV3 KDA currently expects no_kda_lora=True"),
+        "{text}"
+    );
+}
+
+#[test]
+fn sglangs_pools_for_kda_are_refused_until_checked() {
+    use kv_engines::estimate::sglang::{sglang_pools, SglangSettings};
+    let config = small_bailing();
+    let e = estimate(&config, &EstimateSettings::new().for_another_engine()).unwrap();
+    let text = sglang_pools(&config, &e, &SglangSettings::default(), 40 << 30)
+        .unwrap_err()
+        .to_string();
+    assert!(text.contains("Kimi Delta Attention (KDA) state"), "{text}");
 }

@@ -154,9 +154,22 @@ def kimi_k3_text_as_published(config):
     return "; `text_config` as Kimi K3's published config writes it (KDA and MLA layers)"
 
 
+def bailing_kda_as_published(config):
+    """Ling-3.0's KDA keys (inclusionAI/Ling-3.0-flash writes `no_kda_lora`
+    true, which vLLM's BailingMoeV3 requires and llama.cpp's converter
+    checks, with a safe gate at -5.0, head-wise gated attention);
+    transformers' defaults leave `no_kda_lora` false."""
+    config["text_config"].update(
+        no_kda_lora=True, kda_safe_gate=True, kda_lower_bound=-5.0,
+        gated_attention_proj_granularity_type="head_wise",
+    )
+    return "; `text_config`'s KDA keys as Ling-3.0 writes them (`no_kda_lora` true)"
+
+
 # Where a config class's defaults miss what every published checkpoint of the
 # family writes, the key as published: architecture -> patch (returns what it says).
 AS_PUBLISHED = {
+    "BailingMoeV3VLForConditionalGeneration": bailing_kda_as_published,
     "KimiK3ForConditionalGeneration": kimi_k3_text_as_published,
     "Step3VLForConditionalGeneration": step3_text_as_published,
     "Step5ForCausalLM": step5_sparse_as_published,

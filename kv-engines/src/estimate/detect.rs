@@ -416,8 +416,8 @@ fn detect(
     }
 }
 
-/// Kimi K3: KDA state in the layers `kda` marks, an MLA latent in the
-/// others, each declaration placed on the model's layers.
+/// Kimi K3 and BailingMoeV3: KDA state in the layers `kda` marks, an MLA
+/// latent in the others, each declaration placed on the model's layers.
 fn kda_beside_mla<'a>(
     hf: &HfConfig,
     settings: &'a EstimateSettings,
@@ -428,9 +428,10 @@ fn kda_beside_mla<'a>(
     let kda_layers = kda.pattern.count(LayerKind::LinearAttention);
     let mla_layers = kda.pattern.count(LayerKind::FullAttention);
     let detected = format!(
-        "Kimi Delta Attention (KDA) in the {kda_layers} layers `linear_attn_config.kda_layers` \
-         lists ({} heads of {}, conv kernel {}; FlashKDA {} the prefill), an MLA latent \
-         (`kv_lora_rank` {} + `qk_rope_head_dim` {}) in the other {mla_layers}",
+        "Kimi Delta Attention (KDA) in the {kda_layers} layers `{}` marks ({} heads of {}, \
+         conv kernel {}; FlashKDA {} the prefill), an MLA latent (`kv_lora_rank` {} + \
+         `qk_rope_head_dim` {}) in the other {mla_layers}",
+        kda.pattern.source(),
         kda.heads,
         kda.head_dim,
         kda.conv_kernel,

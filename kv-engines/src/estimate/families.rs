@@ -31,9 +31,8 @@ pub(super) enum Holds {
     /// Attention and Mamba2 side by side in every layer, each with its cache
     /// (vLLM's `FalconH1ParallelHybrid`), whatever pattern keys say.
     MambaAndAttentionInEveryLayer,
-    /// Kimi Delta Attention state in the layers `linear_attn_config.kda_layers`
-    /// lists, an MLA latent in the others (vLLM's Kimi K3 model,
-    /// [`super::kda`]).
+    /// Kimi Delta Attention state in some layers, an MLA latent in the others
+    /// (vLLM's Kimi K3 and BailingMoeV3 models, [`super::kda`]).
     KdaBesideMla,
     /// No attention and no state kv sizes: the words say what it keeps.
     Unsized(&'static str),
@@ -136,11 +135,7 @@ const FAMILIES: &[FamilyRules] = &[
         // vLLM 0.33 models/bailing_moe_v3.py `_is_kda_layer`: every
         // `layer_group_size`-th layer (and the tail) is MLA, the rest KDA.
         names: &["bailing_hybrid"],
-        holds: Holds::Unsized(
-            "BailingMoeV3 keeps Kimi Delta Attention (KDA) linear-attention state in most \
-             layers and an MLA latent in every `layer_group_size`-th, and kv's estimator does \
-             not size KDA state yet (read as MLA in every layer, it would be sized wrong)",
-        ),
+        holds: Holds::KdaBesideMla,
         ..FamilyRules::DEFAULT
     },
     FamilyRules {

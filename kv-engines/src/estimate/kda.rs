@@ -40,11 +40,60 @@ pub(super) struct Kda {
     pub flashkda: bool,
 }
 
-/// The KDA layers of a Kimi config over its `layers`, `None` where
-/// `linear_attn_config` is absent or null (every layer MLA). The model dtype
-/// decides FlashKDA. What vLLM refuses, or kv has not checked, is an error
-/// naming the key.
+/// The KDA layers of a Kimi or BailingMoeV3 config over its `layers`,
+/// `None` where a Kimi config's `linear_attn_config` is absent or null
+/// (every layer MLA). The model dtype decides FlashKDA. What vLLM refuses,
+/// or kv has not checked, is an error naming the key.
 pub(super) fn read(hf: &HfConfig, layers: u64, model_dtype: DType) -> Result<Option<Kda>, KvError> {
+    if layers > LAID_OUT_LAYERS_MAX {
+        return Err(config_error(
+            WHAT,
+            format!("{layers} layers: kv lays out at most {LAID_OUT_LAYERS_MAX} one by one"),
+        ));
+    }
+    if hf.model_types().contains(&"bailing_hybrid") {
+        return bailing(hf, layers).map(Some);
+    }
+    kimi(hf, layers, model_dtype)
+}
+
+/// BailingMoeV3 (vLLM 0.33 model_executor/models/bailing_moe_v3.py:131,
+/// `_is_kda_layer`): MLA in every `layer_group_size`-th layer and in the
+/// tail past the last whole group, KDA elsewhere, with the attention's own
+/// heads (`num_attention_heads` of `head_dim`) and `short_conv_kernel_size`;
+/// its KDA never runs FlashKDA, so exports no checkpoint.
+fn bailing(hf: &HfConfig, layers: u64) -> Result<Kda, KvError> {
+    let count = |key: &str| -> Result<u64, KvError> {
+        hf.count_if_set(WHAT, key)?
+            .map(|(_, n)| n)
+            .ok_or_else(|| config_error(WHAT, format!("`{key}` is not set; give it")))
+    };
+    let group = count("layer_group_size")?;
+    let whole = layers / group * group;
+    let kinds = (0..layers)
+        .map(|i| {
+            if (i + 1).is_multiple_of(group) || i >= whole {
+                LayerKind::FullAttention
+            } else {
+                LayerKind::LinearAttention
+            }
+        })
+        .collect();
+    let pattern = LayerPattern::from_kinds(kinds, "layer_group_size")
+        .map_err(|e| config_error(WHAT, format!("`layer_group_size`: {e}")))?;
+    Ok(Kda {
+        pattern,
+        heads: count("num_attention_heads")?,
+        head_dim: count("head_dim")?,
+        conv_kernel: count("short_conv_kernel_size")?,
+        recurrent_dtype: DType::F32,
+        flashkda: false,
+    })
+}
+
+/// Kimi K3 (and the Kimi-Linear configs its class serves): the layers
+/// `linear_attn_config.kda_layers` lists, 1-based.
+fn kimi(hf: &HfConfig, layers: u64, model_dtype: DType) -> Result<Option<Kda>, KvError> {
     let Some((section, config)) = hf.value("linear_attn_config") else {
         return Ok(None);
     };
@@ -80,12 +129,6 @@ pub(super) fn read(hf: &HfConfig, layers: u64, model_dtype: DType) -> Result<Opt
                  Kimi K3's full-rank-gate KDA)",
                 key("use_full_rank_gate")
             ),
-        ));
-    }
-    if layers > LAID_OUT_LAYERS_MAX {
-        return Err(config_error(
-            WHAT,
-            format!("{layers} layers: kv lays out at most {LAID_OUT_LAYERS_MAX} one by one"),
         ));
     }
     let Some(Value::Array(numbers)) = config.get("kda_layers") else {
@@ -184,6 +227,26 @@ mod tests {
                 .unwrap()
                 .is_none()
         );
+    }
+
+    #[test]
+    fn bailing_keeps_mla_every_group_and_in_the_tail() {
+        // 12 layers in groups of 5: MLA at 4 and 9 (each group's last) and
+        // at 10 and 11 (past the last whole group); KDA in the other 8.
+        let config = HfConfig::from_value(serde_json::json!({
+            "model_type": "bailing_hybrid", "layer_group_size": 5, "num_attention_heads": 16,
+            "head_dim": 128, "short_conv_kernel_size": 4,
+        }));
+        let kda = read(&config, 12, DType::BF16).unwrap().unwrap();
+        let mla: Vec<u64> = kda.pattern.indices(LayerKind::FullAttention).collect();
+        assert_eq!(mla, [4, 9, 10, 11]);
+        assert_eq!((kda.heads, kda.head_dim, kda.conv_kernel), (16, 128, 4));
+        assert!(!kda.flashkda);
+        let zero = HfConfig::from_value(serde_json::json!({
+            "model_type": "bailing_hybrid", "layer_group_size": 0,
+        }));
+        let text = read(&zero, 12, DType::BF16).unwrap_err().to_string();
+        assert!(text.contains("layer_group_size"), "{text}");
     }
 
     #[test]

@@ -139,7 +139,34 @@ const CHECKS: &[ClassCheck] = &[
             })
         },
     },
+    ClassCheck {
+        // model_executor/models/bailing_moe_v3.py:686: every KDA layer
+        // raises unless `no_kda_lora` (read with a default of false).
+        architectures: &[
+            "BailingMoeV3ForCausalLM",
+            "BailingMoeV3VLForConditionalGeneration",
+        ],
+        fails: |top| {
+            let no_lora = top.text("no_kda_lora").and_then(Value::as_bool) == Some(true);
+            (!no_lora && bailing_has_kda_layers(top)).then(|| {
+                "`no_kda_lora` is not true, and BailingMoeV3 builds its KDA layers only with \
+                 it (ValueError: BailingMoeV3 KDA currently expects no_kda_lora=True, \
+                 model_executor/models/bailing_moe_v3.py:687)"
+                    .to_owned()
+            })
+        },
+    },
 ];
+
+/// Whether BailingMoeV3 has a KDA layer: one not the last of a whole group
+/// of `layer_group_size` (unreadable counts leave it to the estimate).
+fn bailing_has_kda_layers(top: &Top) -> bool {
+    let count = |key| top.text(key).and_then(Value::as_u64);
+    match (count("num_hidden_layers"), count("layer_group_size")) {
+        (Some(layers), Some(group)) => group > 1 && layers >= group,
+        _ => true,
+    }
+}
 
 /// Whether a Kimi config has a layer `linear_attn_config.kda_layers` does
 /// not list (1-based, within `num_hidden_layers`).
@@ -297,6 +324,28 @@ mod tests {
         // No `linear_attn_config`: every layer MLA.
         let bare = serde_json::json!({"architectures": ["KimiK3ForConditionalGeneration"]});
         assert!(refused(bare, none).is_some());
+    }
+
+    #[test]
+    fn bailing_needs_no_kda_lora_where_it_has_kda_layers() {
+        let none = Map::new();
+        let config = |no_lora: bool, layers: u64, group: u64| {
+            serde_json::json!({
+                "architectures": ["BailingMoeV3VLForConditionalGeneration"],
+                "text_config": {
+                    "num_hidden_layers": layers, "layer_group_size": group,
+                    "no_kda_lora": no_lora,
+                },
+            })
+        };
+        let words = refused(config(false, 20, 5), none.clone()).expect("refused");
+        assert!(words.contains("bailing_moe_v3.py:687"), "{words}");
+        assert_eq!(refused(config(true, 20, 5), none.clone()), None);
+        // Groups of one, or fewer layers than a group: every layer MLA.
+        assert_eq!(refused(config(false, 20, 1), none.clone()), None);
+        assert_eq!(refused(config(false, 4, 5), none.clone()), None);
+        let unread = serde_json::json!({"architectures": ["BailingMoeV3ForCausalLM"]});
+        assert!(refused(unread, none).is_some());
     }
 
     #[test]

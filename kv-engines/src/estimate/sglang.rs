@@ -455,6 +455,15 @@ pub fn sglang_pools(
                     .ok_or_else(|| overflow("MLA latent width"))?;
                 latent = Some((l.layers, width));
             }
+            // Checked against vLLM's objects only: SGLang's classes could not
+            // be built from these configs here.
+            Layout::Recurrent(_) if spec.name == "kda" => {
+                return Err(refused(
+                    "Kimi Delta Attention (KDA) state (Kimi K3, BailingMoeV3): kv has not \
+                     matched SGLang's pools for it"
+                        .to_owned(),
+                ))
+            }
             Layout::Recurrent(s) => state.push(s.clone()),
             // A config's estimate declares no tensors; SGLang's pools hold none.
             Layout::Tensors(_) => {}
