@@ -635,10 +635,11 @@ fn bloom_is_vllms_2048_positions_and_refuses_an_fp8_cache() {
 }
 
 #[test]
-fn bailing_moe_v3_is_refused_not_read_as_mla_in_every_layer() {
+fn bailing_moe_v3_is_never_read_as_mla_in_every_layer() {
     // Its text model keeps KDA state in 4 of every 5 layers, an MLA latent in
-    // the fifth (vLLM 0.33 bailing_moe_v3.py `_is_kda_layer`).
-    let bailing = json!({
+    // the fifth (vLLM 0.33 bailing_moe_v3.py `_is_kda_layer`; sized in
+    // tests/estimate_kda.rs). Without `no_kda_lora` vLLM's class raises.
+    let mut bailing = json!({
         "architectures": ["BailingMoeV3VLForConditionalGeneration"],
         "model_type": "bailing_moe_v3_vl",
         "text_config": {
@@ -651,10 +652,16 @@ fn bailing_moe_v3_is_refused_not_read_as_mla_in_every_layer() {
         .unwrap_err()
         .to_string();
     assert!(
-        text.contains(
-            "`model_type` bailing_hybrid: BailingMoeV3 keeps Kimi Delta Attention (KDA) \
-             linear-attention state in most layers"
-        ),
+        text.contains("vLLM 0.33 would not start: `no_kda_lora` is not true"),
+        "{text}"
+    );
+    // With it, a KDA key missing is named, not defaulted.
+    bailing["text_config"]["no_kda_lora"] = json!(true);
+    let text = estimate(&bailing, &EstimateSettings::new())
+        .unwrap_err()
+        .to_string();
+    assert!(
+        text.contains("`short_conv_kernel_size` is not set; give it"),
         "{text}"
     );
 }
