@@ -272,12 +272,21 @@ fn minicpm3_is_an_mla_latent_in_sglang() {
 }
 
 #[test]
-fn pools_kv_does_not_follow_are_refused_not_guessed() {
-    // Every layer sliding on an allow-listed architecture: SGLang's all-SWA pool.
+fn every_layer_sliding_is_sglangs_all_swa_pool_without_the_ratio() {
+    // 24 sliding layers x 8 x (64 + 64) x 2 B = 49,152 B a token, the ratio
+    // not applied: 42,949,672,960 // 49,152 = 873,813 tokens.
     let mut all_sliding = gpt_oss_20b();
     all_sliding["layer_types"] = json!(vec!["sliding_attention"; 24]);
-    let error = pools(&all_sliding, &SglangSettings::default(), GIB_40).unwrap_err();
-    assert!(error.to_string().contains("all-SWA pool"), "{error}");
+    let p = pools(&all_sliding, &SglangSettings::default(), GIB_40).unwrap();
+    assert_eq!(p.full.tokens, 0);
+    assert_eq!(p.swa.as_ref().unwrap().tokens, 873_813);
+    // SGLang's `max_total_num_tokens` is the SWA pool's: requests
+    // 873,813 / 131,072 x 512 = 3,413, within 2,048..4,096.
+    assert_eq!(p.max_running_requests, 3413);
+    assert_eq!(
+        p.lines()[0],
+        "Use sliding window memory pool (all SWA). swa_layer_tokens=873813"
+    );
 }
 
 #[test]
@@ -1020,4 +1029,56 @@ fn mamba_1_alone_takes_the_state_pool_and_an_empty_token_pool() {
         let pools = sglang_pools(&config, &estimate, &paged, GIB_40).unwrap();
         assert_eq!(pools.full.tokens, 960);
     }
+}
+
+/// An UnlimitedOCR-like config no script ships: a `kv_lora_rank` (vLLM's
+/// latent), an architecture off SGLang's MLA list, every layer SGLang's SWA.
+fn small_unlimited_ocr() -> Value {
+    json!({
+        "architectures": ["UnlimitedOCRForCausalLM"], "model_type": "unlimited-ocr",
+        "torch_dtype": "bfloat16",
+        "text_config": {
+            "model_type": "unlimited_language", "num_hidden_layers": 2,
+            "num_attention_heads": 4, "num_key_value_heads": 2, "hidden_size": 512,
+            "v_head_dim": 64, "kv_lora_rank": 256, "qk_rope_head_dim": 64,
+            "max_position_embeddings": 4096,
+        },
+    })
+}
+
+#[test]
+fn off_sglangs_mla_list_a_latent_is_k_and_v_heads_in_an_all_swa_pool() {
+    // SGLang keeps 2 KV heads, K 512 / 4 = 128 wide, V `v_head_dim` 64:
+    // (2 x 128 + 2 x 64) x 2 B = 768 B a layer, 1,536 B for both layers, all
+    // in the SWA pool with no ratio. 40 GiB less the multimodal reservation
+    // of 104,857,600 B = 42,844,815,360 B // 1,536 = 27,893,760 tokens.
+    // K: 1,024 B x 27,893,761 rows = 28,563,211,264 B = 26.60 GiB; V half.
+    let p = pools(&small_unlimited_ocr(), &SglangSettings::default(), 40 << 30).unwrap();
+    assert_eq!(p.full.tokens, 0);
+    assert_eq!(p.swa.as_ref().unwrap().tokens, 27_893_760);
+    assert_eq!(p.max_running_requests, 4096);
+    assert_eq!(
+        p.lines()[1..],
+        [
+            "Use sliding window memory pool (all SWA). swa_layer_tokens=27893760",
+            "Full KV Cache is allocated. dtype: torch.bfloat16, #tokens: 0, K size: 0.00 GB, \
+             V size: 0.00 GB",
+            "SWA KV Cache is allocated. dtype: torch.bfloat16, #tokens: 27893760, K size: \
+             26.60 GB, V size: 13.30 GB",
+            "SWAKVPool mem usage: 39.90 GB, swa size: 27893760, full size: 0",
+        ]
+    );
+    // --max-total-tokens below it: solved again, both lines logged.
+    let mut capped = SglangSettings::default();
+    capped.max_total_tokens = Some(1000);
+    let p = pools(&small_unlimited_ocr(), &capped, 40 << 30).unwrap();
+    assert_eq!(p.swa.as_ref().unwrap().tokens, 1000);
+    assert_eq!(
+        p.lines()[1..3],
+        [
+            "Use sliding window memory pool (all SWA). swa_layer_tokens=27893760",
+            "Use sliding window memory pool (all SWA). swa_layer_tokens=1000",
+        ]
+    );
+    assert_eq!(p.max_running_requests, 500);
 }

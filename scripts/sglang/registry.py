@@ -261,7 +261,10 @@ def judge(case, sg, kv_sized, kv_error):
     diffs = []
     swa = pools.get("swa")
     full_tokens = pools["full"]["tokens"]
-    theirs_full = sg.get("full_max_total_num_tokens") or sg.get("max_total_num_tokens")
+    # An all-SWA pool's full pool has 0 tokens, not "unset".
+    theirs_full = sg.get("full_max_total_num_tokens")
+    if theirs_full is None:
+        theirs_full = sg.get("max_total_num_tokens")
     if full_tokens != theirs_full:
         diffs.append(f"full tokens kv {full_tokens} SGLang {theirs_full}")
     if (swa or {}).get("tokens") != sg.get("swa_max_total_num_tokens"):

@@ -436,10 +436,13 @@ pub fn sglang_pools(
                 // Llama 4's chunked layers are its SWA pool's where the
                 // architecture is allow-listed (configs/model_config.py:2705,
                 // `get_hybrid_layer_ids`: layers with (i + 1) % 4 != 0).
+                // UnlimitedOCR's every layer is SGLang's SWA layer
+                // (configs/model_config.py:2798, `get_hybrid_layer_ids`).
                 let is_sliding = matches!(
                     kind,
                     Some(LayerKind::SlidingAttention | LayerKind::ChunkedAttention)
-                ) || (kind.is_none() && spec.name.starts_with("sliding"));
+                ) || (kind.is_none() && spec.name.starts_with("sliding"))
+                    || architectures.contains(&"UnlimitedOCRForCausalLM");
                 if is_sliding && hybrid_swa {
                     sliding.push(group);
                 } else {
@@ -448,6 +451,16 @@ pub fn sglang_pools(
             }
             // Counted below, once the latent's cell is known.
             Layout::Latent { .. } if spec.name == super::indexer::INDEXER_KEYS => {}
+            // SGLang caches an MLA latent only for the architectures of its
+            // list; any other keeps K and V heads.
+            Layout::Latent { latent: l, .. } if !sglang_mla(&architectures, config) => {
+                let group = latent_as_heads(config, l.layers)?;
+                if hybrid_swa && architectures.contains(&"UnlimitedOCRForCausalLM") {
+                    sliding.push(group);
+                } else {
+                    full.push(group);
+                }
+            }
             Layout::Latent { latent: l, .. } => {
                 let width = l
                     .kv_lora_rank
@@ -575,9 +588,7 @@ pub fn sglang_pools(
 
     // SGLang sizes these with other configurators than the ones kv follows.
     if !sliding.is_empty() {
-        let other = if full.is_empty() {
-            Some("every attention layer sliding (SGLang's all-SWA pool)")
-        } else if latent.is_some() {
+        let other = if latent.is_some() {
             Some("an MLA latent beside sliding layers")
         } else if !state.is_empty() {
             Some("a Mamba state beside sliding layers")
@@ -715,9 +726,20 @@ pub fn sglang_pools(
         trtllm_mha_page(&architectures, settings.page_size)
     };
     let mut swa_before_cap = None;
+    // Every attention layer sliding: SGLang's all-SWA pool, no full pool and
+    // no ratio, its tokens `max_total_num_tokens` (pool_configurator.py:786,
+    // 864-878).
+    let all_swa = !sliding.is_empty() && full_cell == 0;
     let (cell_bytes, full_tokens, swa_tokens) = if state_only {
         let tokens = settings.max_total_tokens.unwrap_or(estimate.max_model_len);
         (0.0, tokens / page * page, None)
+    } else if all_swa {
+        let mut swa = available / swa_cell / page * page;
+        if let Some(cap) = settings.max_total_tokens.filter(|cap| *cap < swa) {
+            swa_before_cap = Some((0, swa));
+            swa = cap / page * page;
+        }
+        (swa_cell as f64, 0, Some(swa))
     } else if sliding.is_empty() {
         let mut tokens = available / full_cell;
         if let Some(cap) = settings.max_total_tokens {
@@ -750,7 +772,13 @@ pub fn sglang_pools(
         }
         (cell, full_tokens, Some(swa))
     };
-    if full_tokens == 0 {
+    // What SGLang calls `max_total_num_tokens`: the full pool's, or the SWA
+    // pool's where there is no full pool.
+    let max_total = match swa_tokens {
+        Some(swa) if all_swa => swa,
+        _ => full_tokens,
+    };
+    if max_total == 0 {
         return Err(refused(format!(
             "{kv_cache_memory_bytes} B leave no whole token of {cell_bytes} B for the KV pool"
         )));
@@ -778,13 +806,13 @@ pub fn sglang_pools(
     // `resolve_max_num_reqs`.
     let context_len = estimate.max_model_len.max(1);
     let estimated = float_to_u64(
-        full_tokens as f64 / context_len as f64 * 512.0,
+        max_total as f64 / context_len as f64 * 512.0,
         "estimated requests",
     )?
     .clamp(2048, 4096);
     let mut requests = match settings.max_running_requests {
-        Some(asked) => (asked / settings.dp).max(1).min(full_tokens / 2),
-        None => estimated.min(full_tokens / 2),
+        Some(asked) => (asked / settings.dp).max(1).min(max_total / 2),
+        None => estimated.min(max_total / 2),
     };
     let mut capped_by_mamba = None;
     if let Some(pool) = &mamba {
@@ -810,16 +838,16 @@ pub fn sglang_pools(
     // smaller pool starts, with a warning, and refuses long requests.)
     if requests == 0 {
         return Err(refused(format!(
-            "AssertionError: max_running_request is zero (the full pool of {full_tokens} \
+            "AssertionError: max_running_request is zero (the pool of {max_total} \
              token(s) per worker leaves max_total_num_tokens // 2 = 0 requests); give \
              --max-total-tokens of at least 2"
         )));
     }
-    let max_req_len = context_len.min(full_tokens).saturating_sub(1);
+    let max_req_len = context_len.min(max_total).saturating_sub(1);
     if max_req_len == 0 {
         return Err(refused(format!(
             "AssertionError: Memory pool size is too small (max_req_len = min(context_len {} \
-             - 1, max_total_num_tokens {full_tokens} - 1) = 0)",
+             - 1, max_total_num_tokens {max_total} - 1) = 0)",
             estimate.max_model_len
         )));
     }
@@ -895,16 +923,21 @@ impl SglangPools {
         match &self.swa {
             None => lines.push(kv_line("", &self.full)),
             Some(swa) => {
+                let all_swa = self.full.tokens == 0;
+                let solved = |full: u64, swa: u64| {
+                    if all_swa {
+                        format!("Use sliding window memory pool (all SWA). swa_layer_tokens={swa}")
+                    } else {
+                        format!(
+                            "Use sliding window memory pool. full_layer_tokens={full}, \
+                             swa_layer_tokens={swa}"
+                        )
+                    }
+                };
                 if let Some((full, swa)) = self.swa_before_cap {
-                    lines.push(format!(
-                        "Use sliding window memory pool. full_layer_tokens={full}, \
-                         swa_layer_tokens={swa}"
-                    ));
+                    lines.push(solved(full, swa));
                 }
-                lines.push(format!(
-                    "Use sliding window memory pool. full_layer_tokens={}, swa_layer_tokens={}",
-                    self.full.tokens, swa.tokens
-                ));
+                lines.push(solved(self.full.tokens, swa.tokens));
                 lines.push(kv_line("Full ", &self.full));
                 lines.push(kv_line("SWA ", swa));
                 let all = [
@@ -1352,6 +1385,108 @@ fn chatglm_kv_heads(config: &Value) -> Option<u64> {
     ]
     .iter()
     .find_map(|key| config.get(key).and_then(Value::as_u64))
+}
+
+/// The architectures SGLang 0.5.23 caches an MLA latent for
+/// (configs/model_config.py:1366-1515, `ModelConfig._derive_model_shapes`);
+/// Pixtral, DeepSeek-VL2 and the Bailing draft only on a condition, in
+/// [`sglang_mla`].
+const SGLANG_MLA_ARCHITECTURES: &[&str] = &[
+    "DeepseekV2ForCausalLM",
+    "DeepseekV32ForCausalLM",
+    "DeepseekV3ForCausalLM",
+    "DeepseekV3ForCausalLMNextN",
+    "Glm4MoeLiteForCausalLM",
+    "Glm4MoeLiteForCausalLMNextN",
+    "GlmMoeDsaForCausalLM",
+    "GlmMoeDsaForCausalLMNextN",
+    "Glm5NextForConditionalGeneration",
+    "Glm5NextForConditionalGenerationNextN",
+    "LongcatFlashForCausalLM",
+    "LongcatFlashForCausalLMNextN",
+    "HYV4ForCausalLM",
+    "HYV4ForCausalLMNextN",
+    "DotsVLMForCausalLM",
+    "Dots3NoteForCausalLM",
+    "Dots3NoteForCausalLMNextN",
+    "MistralLarge3ForCausalLM",
+    "MistralLarge3ForCausalLMEagle",
+    "KimiK25ForConditionalGeneration",
+    "Eagle3DeepseekV2ForCausalLM",
+    "GigaChat35ForCausalLM",
+    "GigaChat35ForCausalLMNextN",
+    "MiniCPM3ForCausalLM",
+    "KimiVLForConditionalGeneration",
+    "KimiLinearForCausalLM",
+    "KimiK3LinearForCausalLM",
+    "KimiK3ForConditionalGeneration",
+    "BailingMoeV2_5ForCausalLM",
+    "BailingMoeV3ForCausalLM",
+    "BailingMoeV3VLForConditionalGeneration",
+    "SarvamMLAForCausalLM",
+];
+
+/// Whether SGLang caches an MLA latent for this config: an architecture of
+/// [`SGLANG_MLA_ARCHITECTURES`], Pixtral and the Bailing draft with a
+/// `kv_lora_rank`, DeepSeek-VL2 unless its text model says `use_mla` false.
+fn sglang_mla(architectures: &[&str], config: &Value) -> bool {
+    let text = sglang_text_config(config);
+    let key = |name: &str| text.get(name).filter(|v| !v.is_null());
+    architectures.iter().any(|a| match *a {
+        "PixtralForConditionalGeneration" | "BailingMoeForCausalLMNextN" => {
+            key("kv_lora_rank").is_some()
+        }
+        "DeepseekVL2ForCausalLM" => key("use_mla").and_then(Value::as_bool) != Some(false),
+        other => SGLANG_MLA_ARCHITECTURES.contains(&other),
+    })
+}
+
+/// The text model's section as SGLang's `get_hf_text_config` picks it
+/// (utils/hf_transformers/common.py:582): `thinker_config` (its
+/// `text_config`), `llm_config`, `language_config`, `text_config`, else the
+/// top level.
+fn sglang_text_config(config: &Value) -> &Value {
+    let section = |key: &str| config.get(key).filter(|v| v.is_object());
+    if let Some(thinker) = section("thinker_config") {
+        return thinker
+            .get("text_config")
+            .filter(|v| v.is_object())
+            .unwrap_or(thinker);
+    }
+    ["llm_config", "language_config", "text_config"]
+        .iter()
+        .find_map(|key| section(key))
+        .unwrap_or(config)
+}
+
+/// A latent kv's detection read, as the K and V heads SGLang keeps for an
+/// architecture off its MLA list (`ModelConfig`: `head_dim`, else
+/// `hidden_size // num_attention_heads`; `v_head_dim` where set and not 0,
+/// else the head dim; `get_total_num_kv_heads`: `num_key_value_heads`, else
+/// the attention heads).
+fn latent_as_heads(config: &Value, layers: u64) -> Result<AttentionGroup, KvError> {
+    let text = sglang_text_config(config);
+    let count = |key: &str| text.get(key).and_then(Value::as_u64).filter(|n| *n > 0);
+    let missing = |key: &str| {
+        refused(format!(
+            "SGLang caches K and V heads for this architecture (it is not on SGLang's MLA \
+             list) and `{key}` is not a positive count"
+        ))
+    };
+    let heads = count("num_attention_heads").ok_or_else(|| missing("num_attention_heads"))?;
+    let k_dim = match count("head_dim") {
+        Some(dim) => dim,
+        None => count("hidden_size").ok_or_else(|| missing("hidden_size"))? / heads,
+    };
+    if k_dim == 0 {
+        return Err(missing("head_dim"));
+    }
+    Ok(AttentionGroup {
+        layers,
+        kv_heads: count("num_key_value_heads").unwrap_or(heads),
+        k_dim,
+        v_dim: count("v_head_dim").unwrap_or(k_dim),
+    })
 }
 
 /// `num_kv_shared_layers`, in `text_config` or at the top, as kv's
