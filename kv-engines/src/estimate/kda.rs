@@ -260,6 +260,9 @@ mod tests {
         gate["use_full_rank_gate"] = serde_json::json!(false);
         assert!(error(gate, 4).contains("`linear_attn_config.use_full_rank_gate` is not true"));
         assert!(error(linear(), LAID_OUT_LAYERS_MAX + 1).contains("at most 65536"));
+        // The most laid out is laid out.
+        let most = read(&kimi(linear()), LAID_OUT_LAYERS_MAX, DType::BF16).unwrap();
+        assert_eq!(most.unwrap().pattern.layers(), LAID_OUT_LAYERS_MAX);
         let mut bad = linear();
         bad["kda_layers"] = serde_json::json!([1, "two"]);
         assert!(error(bad, 4).contains("`linear_attn_config.kda_layers[1]` is \"two\""));
