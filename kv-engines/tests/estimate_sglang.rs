@@ -1082,3 +1082,24 @@ fn off_sglangs_mla_list_a_latent_is_k_and_v_heads_in_an_all_swa_pool() {
     );
     assert_eq!(p.max_running_requests, 500);
 }
+
+#[test]
+fn minimax_m3_sparse_is_refused_with_or_without_its_sparse_config() {
+    let mut m3 = qwen3_8b();
+    m3["architectures"] = json!(["MiniMaxM3SparseForConditionalGeneration"]);
+    let text = pools(&m3, &SglangSettings::default(), GIB_40)
+        .unwrap_err()
+        .to_string();
+    assert!(
+        text.contains("SGLang would not start: ValueError: Could not find sparse config"),
+        "{text}"
+    );
+    m3["text_config"] = json!({"sparse_attention_config": {"sparse_layer_ids": [1]}});
+    let text = pools(&m3, &SglangSettings::default(), GIB_40)
+        .unwrap_err()
+        .to_string();
+    assert!(text.contains("sparse-attention pools"), "{text}");
+    // Only as the first architecture.
+    m3["architectures"] = json!(["Qwen3ForCausalLM", "MiniMaxM3SparseForCausalLM"]);
+    assert!(pools(&m3, &SglangSettings::default(), GIB_40).is_ok());
+}

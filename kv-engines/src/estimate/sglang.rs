@@ -410,6 +410,7 @@ pub fn sglang_pools(
              compatible with SGLang."
         )));
     }
+    minimax_sparse(config, &architectures)?;
     let hybrid_swa = is_hybrid_swa(config, &architectures);
     // A DSA model's `auto` cache is bfloat16 on Hopper whatever the model's
     // dtype (arg_groups/overrides.py `_dsa_kv_cache_dtype_default`).
@@ -1385,6 +1386,41 @@ fn chatglm_kv_heads(config: &Value) -> Option<u64> {
     ]
     .iter()
     .find_map(|key| config.get(key).and_then(Value::as_u64))
+}
+
+/// MiniMax M3 Sparse (configs/model_config.py:426, `is_minimax_sparse`, by
+/// the first architecture): SGLang reads its `sparse_attention_config`
+/// (`text_config`'s, else the top level's; none is its ValueError) and sizes
+/// pools of its own for the sparse layers, which kv has not matched.
+fn minimax_sparse(config: &Value, architectures: &[&str]) -> Result<(), KvError> {
+    if !matches!(
+        architectures.first(),
+        Some(&("MiniMaxM3SparseForCausalLM" | "MiniMaxM3SparseForConditionalGeneration"))
+    ) {
+        return Ok(());
+    }
+    let section = config
+        .get("text_config")
+        .and_then(|text| text.get("sparse_attention_config"))
+        .filter(|v| !v.is_null())
+        .or_else(|| {
+            config
+                .get("sparse_attention_config")
+                .filter(|v| !v.is_null())
+        });
+    match section {
+        None => Err(refused(
+            "ValueError: Could not find sparse config. Is it MiniMax M3 Sparse model? (no \
+             `sparse_attention_config`, configs/model_config.py:456)"
+                .to_owned(),
+        )),
+        Some(_) => Err(KvError::Config {
+            what: POOLS,
+            problem: "MiniMax M3 Sparse's sparse-attention pools (`sparse_attention_config`) \
+                      are not in kv's SGLang profile"
+                .to_owned(),
+        }),
+    }
 }
 
 /// The architectures SGLang 0.5.23 caches an MLA latent for
