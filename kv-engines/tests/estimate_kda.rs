@@ -93,6 +93,12 @@ fn every_layer_kda_holds_no_latent_and_no_prefix_caching() {
     assert_eq!(names, ["kda"]);
     // No attention: mode none, one unpadded page of 271,360 B a layer.
     assert_eq!(row(&e, "kda"), 4 * 271_360);
+    // No KDA layer listed: every layer MLA, no state declared.
+    config["text_config"]["linear_attn_config"]["kda_layers"] = json!([]);
+    let e = estimate(&config, &EstimateSettings::new()).unwrap();
+    let names: Vec<&str> = e.specs.iter().map(|s| s.name.as_ref()).collect();
+    assert_eq!(names, ["mla_latent"]);
+    assert_eq!(row(&e, "mla_latent"), 4 * 8192 * 1152);
 }
 
 #[test]
