@@ -1103,3 +1103,73 @@ fn minimax_m3_sparse_is_refused_with_or_without_its_sparse_config() {
     m3["architectures"] = json!(["Qwen3ForCausalLM", "MiniMaxM3SparseForCausalLM"]);
     assert!(pools(&m3, &SglangSettings::default(), GIB_40).is_ok());
 }
+
+#[test]
+fn an_all_swa_pool_keeps_whole_pages_and_a_cap_at_its_size_solves_once() {
+    // 7,777,777,777 B less the 104,857,600 B reservation: 7,672,920,177 //
+    // 1,536 = 4,995,390 tokens, 312,211 whole pages of 16: 4,995,376.
+    let mut paged = SglangSettings::default();
+    paged.page_size = 16;
+    let p = pools(&small_unlimited_ocr(), &paged, 7_777_777_777).unwrap();
+    assert_eq!(p.swa.as_ref().unwrap().tokens, 4_995_376);
+    // A cap of exactly that many tokens changes nothing: one line.
+    paged.max_total_tokens = Some(4_995_376);
+    let p = pools(&small_unlimited_ocr(), &paged, 7_777_777_777).unwrap();
+    let solved: Vec<String> = p
+        .lines()
+        .into_iter()
+        .filter(|l| l.starts_with("Use sliding"))
+        .collect();
+    assert_eq!(
+        solved,
+        ["Use sliding window memory pool (all SWA). swa_layer_tokens=4995376"]
+    );
+    // A cap of 1,000 keeps 62 whole pages: 992.
+    paged.max_total_tokens = Some(1000);
+    let p = pools(&small_unlimited_ocr(), &paged, 7_777_777_777).unwrap();
+    assert_eq!(p.swa.as_ref().unwrap().tokens, 992);
+}
+
+#[test]
+fn unlimited_ocrs_plain_heads_are_all_swa_too() {
+    // Without `kv_lora_rank` its K/V heads are vLLM's too: still every
+    // layer SGLang's SWA layer. 2 layers x 2 heads x (128 + 128) x 2 B =
+    // 2,048 B; 42,844,815,360 // 2,048 = 20,920,320 tokens.
+    let mut plain = small_unlimited_ocr();
+    let text = plain["text_config"].as_object_mut().unwrap();
+    for key in ["kv_lora_rank", "qk_rope_head_dim", "v_head_dim"] {
+        text.remove(key);
+    }
+    let p = pools(&plain, &SglangSettings::default(), 40 << 30).unwrap();
+    assert_eq!(p.full.tokens, 0);
+    assert_eq!(p.swa.as_ref().unwrap().tokens, 20_920_320);
+}
+
+#[test]
+fn a_hybrid_swa_architecture_with_no_sliding_layer_is_refused_as_sglang_refuses() {
+    // gpt-oss with neither a layer pattern nor a window: every layer full,
+    // and SGLang's SWA configurator asserts at least one SWA layer.
+    let mut no_window = gpt_oss_20b();
+    let config = no_window.as_object_mut().unwrap();
+    config.remove("layer_types");
+    config.remove("sliding_window");
+    let text = pools(&no_window, &SglangSettings::default(), GIB_40)
+        .unwrap_err()
+        .to_string();
+    assert!(
+        text.contains("Hybrid SWA model must have at least one SWA layer"),
+        "{text}"
+    );
+    // A latent (a family kv reads by its keys) off SGLang's MLA list on such
+    // an architecture is full attention too, not SWA.
+    no_window["model_type"] = json!("not_a_family");
+    no_window["kv_lora_rank"] = json!(512);
+    no_window["qk_rope_head_dim"] = json!(64);
+    let text = pools(&no_window, &SglangSettings::default(), GIB_40)
+        .unwrap_err()
+        .to_string();
+    assert!(
+        text.contains("Hybrid SWA model must have at least one SWA layer"),
+        "{text}"
+    );
+}
