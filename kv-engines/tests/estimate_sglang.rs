@@ -152,6 +152,9 @@ fn allow_listed_sliding_window_gets_its_own_pool_at_the_ratio() {
             "SWAKVPool mem usage: 40.00 GB, swa size: 776722, full size: 970903",
         ]
     );
+    // Requests from the full pool's tokens, SGLang's `max_total_num_tokens`:
+    // 970,903 / 131,072 x 512 = 3,792.6.
+    assert_eq!(pools.max_running_requests, 3792);
 }
 
 #[test]
