@@ -1176,3 +1176,32 @@ fn a_hybrid_swa_architecture_with_no_sliding_layer_is_refused_as_sglang_refuses(
         "{text}"
     );
 }
+
+#[test]
+fn deepseek_vl2_is_mla_unless_its_text_model_says_otherwise() {
+    // DeepSeek-VL2's text model under `language_config`: 4 layers, a 512 +
+    // 64 latent; SGLang caches it as MLA unless `use_mla` is false, then
+    // K and V heads: 4 heads of 2,048 / 16 = 128, V `v_head_dim` 128.
+    let mut vl2 = json!({
+        "architectures": ["DeepseekVL2ForCausalLM"], "model_type": "deepseek_vl_v2",
+        "torch_dtype": "bfloat16",
+        "language_config": {
+            "model_type": "deepseek_v2", "num_hidden_layers": 4, "hidden_size": 2048,
+            "num_attention_heads": 16, "num_key_value_heads": 4, "kv_lora_rank": 512,
+            "qk_rope_head_dim": 64, "qk_nope_head_dim": 128, "v_head_dim": 128,
+            "max_position_embeddings": 4096,
+        },
+    });
+    let p = pools(&vl2, &SglangSettings::default(), GIB_40).unwrap();
+    assert!(p.mla);
+    vl2["language_config"]["use_mla"] = json!(false);
+    let p = pools(&vl2, &SglangSettings::default(), GIB_40).unwrap();
+    assert!(!p.mla);
+    // 4 layers x 4 heads x (128 + 128) x 2 B = 8,192 B a token;
+    // (42,949,672,960 - 104,857,600) // 8,192 = 5,230,080.
+    assert_eq!(p.full.tokens, 5_230_080);
+    // A `v_head_dim` of 0 is SGLang's "unset": V as wide as K.
+    vl2["language_config"]["v_head_dim"] = json!(0);
+    let p = pools(&vl2, &SglangSettings::default(), GIB_40).unwrap();
+    assert_eq!(p.full.tokens, 5_230_080);
+}
