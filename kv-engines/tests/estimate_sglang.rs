@@ -1102,6 +1102,13 @@ fn minimax_m3_sparse_is_refused_with_or_without_its_sparse_config() {
         .unwrap_err()
         .to_string();
     assert!(text.contains("sparse-attention pools"), "{text}");
+    // At the top level, where `text_config` has none, it is found too.
+    m3["text_config"] = json!({"sparse_attention_config": null});
+    m3["sparse_attention_config"] = json!({"sparse_layer_ids": [1]});
+    let text = pools(&m3, &SglangSettings::default(), GIB_40)
+        .unwrap_err()
+        .to_string();
+    assert!(text.contains("sparse-attention pools"), "{text}");
     // Only as the first architecture.
     m3["architectures"] = json!(["Qwen3ForCausalLM", "MiniMaxM3SparseForCausalLM"]);
     assert!(pools(&m3, &SglangSettings::default(), GIB_40).is_ok());

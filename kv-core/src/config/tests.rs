@@ -7,6 +7,7 @@ use serde_json::Value;
 use super::lookup::{DTypeRule, HfConfig};
 use super::models::MambaVersion;
 use crate::error::KvError;
+use crate::pattern::LayerKind;
 use crate::spec::dtype::DType;
 use crate::spec::layout::Geometry;
 
@@ -540,4 +541,27 @@ fn kv_shared_layers_without_a_pattern_share_from_full_attention() {
     let pattern = config.layer_pattern().unwrap();
     assert_eq!(pattern.count(crate::pattern::LayerKind::FullAttention), 2);
     assert_eq!(pattern.count(crate::pattern::LayerKind::KvShared), 2);
+}
+
+#[test]
+fn a_family_reads_its_own_layer_kind_names() {
+    // Qwen4-Exp's `indexed_attention` is its full attention; to any other
+    // family it is no layer kind kv knows.
+    let qwen4 = json!({
+        "model_type": "qwen4_exp_text", "num_hidden_layers": 3,
+        "layer_types": ["linear_attention", "indexed_attention", "qwen_sparse_attention"],
+    });
+    let pattern = HfConfig::from_value(qwen4.clone()).layer_pattern().unwrap();
+    assert_eq!(pattern.count(LayerKind::FullAttention), 2);
+    assert_eq!(pattern.count(LayerKind::LinearAttention), 1);
+    let mut other = qwen4;
+    other["model_type"] = json!("qwen3_next");
+    let text = HfConfig::from_value(other)
+        .layer_pattern()
+        .unwrap_err()
+        .to_string();
+    assert!(
+        text.contains("`layer_types[1]` is \"indexed_attention\""),
+        "{text}"
+    );
 }
