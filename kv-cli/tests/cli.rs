@@ -1341,3 +1341,42 @@ fn an_architecture_vllm_retired_is_refused_on_vllm_and_sized_on_sglang() {
         "{text}"
     );
 }
+
+#[test]
+fn a_class_that_fails_or_caches_kv_does_not_size_suggests_no_key() {
+    // Flint's class asserts FlashInfer, which vLLM does not pick on Hopper;
+    // Step-5's sparse section keeps caches kv does not size. No key given
+    // on the command line changes either, so none is suggested.
+    let dir = scratch("no-key-helps");
+    let flint = write(
+        &dir,
+        "flint.json",
+        r#"{"architectures": ["FlintForCausalLM"], "num_hidden_layers": 4,
+            "num_attention_heads": 8, "num_key_value_heads": 8, "hidden_size": 1024,
+            "max_position_embeddings": 8192, "torch_dtype": "bfloat16"}"#,
+    );
+    let step5 = write(
+        &dir,
+        "step5.json",
+        r#"{"architectures": ["Step5ForCausalLM"], "model_type": "step5",
+            "num_hidden_layers": 4, "num_attention_heads": 8, "num_attention_groups": 2,
+            "hidden_size": 1024, "head_dim": 128, "max_seq_len": 8192,
+            "sparse_config": {"enabled": true}, "torch_dtype": "bfloat16"}"#,
+    );
+    for (file, words) in [
+        (
+            &flint,
+            "vLLM 0.33 would not start: on Hopper vLLM picks FLASH_ATTN",
+        ),
+        (
+            &step5,
+            "`sparse_config` is set: Step-5's sparse (DSA) full-attention layers",
+        ),
+    ] {
+        let out = kv(&["estimate", file]);
+        let said = stderr(&out);
+        assert_eq!(out.status.code(), Some(1), "{said}");
+        assert!(said.contains(words), "{said}");
+        assert!(!said.contains("--set"), "{said}");
+    }
+}
