@@ -836,3 +836,34 @@ fn families_whose_caches_kv_does_not_size_are_refused_by_name() {
         "{text}"
     );
 }
+
+#[test]
+fn sglang_only_families_whose_state_kv_does_not_size_are_refused_by_name() {
+    let settings = EstimateSettings::new().positions(4096).for_another_engine();
+    let gigachat = json!({
+        "architectures": ["GigaChat35ForCausalLM"], "model_type": "gigachat3_5",
+        "num_hidden_layers": 4, "hidden_size": 1024, "num_attention_heads": 8,
+        "kv_lora_rank": 512, "qk_rope_head_dim": 64, "torch_dtype": "bfloat16",
+    });
+    let text = estimate(&gigachat, &settings).unwrap_err().to_string();
+    assert!(
+        text.contains("GigaChat3.5 keeps Gated DeltaNet state"),
+        "{text}"
+    );
+    let mut zaya = json!({
+        "architectures": ["ZayaForCausalLM"], "model_type": "zaya",
+        "num_hidden_layers": 4, "hidden_size": 1024, "num_attention_heads": 8,
+        "num_key_value_heads": 2, "head_dim": 128, "torch_dtype": "bfloat16",
+    });
+    let text = estimate(&zaya, &settings).unwrap_err().to_string();
+    assert!(
+        text.contains("`cca` is not set (transformers' ZayaConfig"),
+        "{text}"
+    );
+    zaya["cca"] = json!(true);
+    let text = estimate(&zaya, &settings).unwrap_err().to_string();
+    assert!(text.contains("`cca` is set: Zaya's compressed"), "{text}");
+    // Plain attention without CCA is read by its keys.
+    zaya["cca"] = json!(false);
+    assert!(estimate(&zaya, &settings).is_ok());
+}

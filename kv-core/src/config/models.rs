@@ -380,6 +380,10 @@ pub(crate) const MODEL_TYPES: &[ModelType] = &[
         "kimi_k3",
         // Step-5: kv-engines refuses its sparse (DSA) layers by name.
         "step5",
+        // GigaChat3.5 (MLA beside Gated DeltaNet) and Zaya (CCA's
+        // convolution state): kv-engines refuses them by name.
+        "gigachat3_5",
+        "zaya",
     ]),
 ];
 

@@ -146,6 +146,24 @@ const FAMILIES: &[FamilyRules] = &[
         ..FamilyRules::DEFAULT
     },
     FamilyRules {
+        // SGLang 0.5.23 configs/gigachat35.py `_resolve_layer_types`: the
+        // layers of `layer_types` or `full_attention_layers` run MLA, every
+        // other layer (all of them by default) Gated DeltaNet.
+        names: &["gigachat3_5"],
+        holds: Holds::Unsized(
+            "GigaChat3.5 keeps Gated DeltaNet state in its linear layers (every layer but \
+             `full_attention_layers`, all of them by default) beside an MLA latent in the \
+             others, which kv's estimator does not size yet (read as MLA in every layer, it \
+             would be sized wrong)",
+        ),
+        ..FamilyRules::DEFAULT
+    },
+    FamilyRules {
+        names: &["zaya"],
+        unsized_when: Some(zaya_unsized),
+        ..FamilyRules::DEFAULT
+    },
+    FamilyRules {
         names: &["step5"],
         unsized_when: Some(step5_unsized),
         ..FamilyRules::DEFAULT
@@ -191,6 +209,26 @@ fn qwen4_exp_unsized(hf: &HfConfig) -> Option<String> {
             ids.len()
         )),
         _ => None,
+    }
+}
+
+/// Zaya's compressed convolutional attention (SGLang 0.5.23 models/zaya.py,
+/// `cca` true by default in transformers' ZayaConfig): a convolution state
+/// beside each attention layer's K/V, in SGLang's state pool.
+fn zaya_unsized(hf: &HfConfig) -> Option<String> {
+    let cca = hf.value("cca").map(|(name, value)| (name, value.as_bool()));
+    match cca {
+        Some((_, Some(false))) => None,
+        Some((name, _)) => Some(format!(
+            "`{name}` is set: Zaya's compressed convolutional attention keeps a convolution \
+             state beside each layer's K/V, which kv does not size yet"
+        )),
+        None => Some(
+            "`cca` is not set (transformers' ZayaConfig defaults it to true): Zaya's \
+             compressed convolutional attention keeps a convolution state beside each \
+             layer's K/V, which kv does not size yet"
+                .to_owned(),
+        ),
     }
 }
 
