@@ -248,19 +248,37 @@ impl Paging {
                     step: "alignment x latent page",
                 })
             })?;
-        Ok(Paging {
+        let sizes = (state_page, attention_per_token, alignment);
+        Ok(Paging::hybrid(
+            settings,
+            block,
+            settings.engine.prefix_caching,
+            sizes,
+        ))
+    }
+
+    /// A hybrid's paging: `block`, raised but never lowered below the one
+    /// asked for, and the (state page, attention bytes a token, alignment)
+    /// that set it, one tensor-parallel rank's.
+    fn hybrid(
+        settings: &EstimateSettings,
+        block: u64,
+        align: bool,
+        (state_page, attention_per_token, alignment): (u64, u64, u64),
+    ) -> Paging {
+        Paging {
             block_size: block.max(settings.block_size),
-            align: settings.engine.prefix_caching,
+            align,
             hybrid: Some(Hybrid {
                 state_page,
                 attention_per_token,
                 alignment,
                 requested: settings.block_size,
-                tensor_parallel: tp,
+                tensor_parallel: settings.engine.tensor_parallel,
             }),
             backend: None,
             fp8_ds_mla: false,
-        })
+        }
     }
 
     /// The paging for a model of these layer groups: a hybrid's attention
@@ -349,20 +367,8 @@ impl Paging {
                     step: "the block size",
                 })
             })?;
-        // vLLM raises the block, never lowers it below the one asked for.
-        Ok(Paging {
-            block_size: block.max(settings.block_size),
-            align,
-            hybrid: Some(Hybrid {
-                state_page,
-                attention_per_token,
-                alignment,
-                requested: settings.block_size,
-                tensor_parallel: tp,
-            }),
-            backend: None,
-            fp8_ds_mla: false,
-        })
+        let sizes = (state_page, attention_per_token, alignment);
+        Ok(Paging::hybrid(settings, block, align, sizes))
     }
 
     /// Attention alone, of these kinds: the requested block, except where
