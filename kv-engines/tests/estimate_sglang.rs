@@ -764,30 +764,26 @@ fn longcat_flash_keeps_two_latents_a_layer() {
 }
 
 #[test]
-fn models_that_loop_their_layers_are_refused() {
+fn nanbeiges_published_loops_and_iquests_loop_coder_repeat_alike() {
+    // NanbeigeConfig's defaults (SGLang's registry run agrees, 2026-12-07):
+    // 22 layers x 2 loops x 2 again = 88 cached layers x 48 heads x (64 +
+    // 64) x 2 B = 1,081,344 B a token; 42,949,672,960 // 1,081,344 = 39,718.
     let nanbeige = json!({
         "architectures": ["NanbeigeForCausalLM"], "model_type": "nanbeige",
         "num_hidden_layers": 22, "num_attention_heads": 48, "num_key_value_heads": 48,
         "hidden_size": 3072, "num_loops": 2, "max_position_embeddings": 4096,
         "torch_dtype": "float16",
     });
-    for arch in [
-        "NanbeigeForCausalLM",
-        "NanbeigeForSequenceClassification",
-        "IQuestLoopCoderForCausalLM",
-    ] {
-        let mut config = nanbeige.clone();
-        config["architectures"] = json!([arch]);
-        let text = pools(&config, &settings(1, 1, SglangKvDtype::Auto), GIB_40)
-            .unwrap_err()
-            .to_string();
-        assert!(
-            text.contains(&format!(
-                "{arch}: SGLang runs its layers in loops, each with its own cache"
-            )),
-            "{text}"
-        );
-    }
+    let p = pools(&nanbeige, &settings(1, 1, SglangKvDtype::Auto), GIB_40).unwrap();
+    assert_eq!(p.full.tokens, 39_718);
+    // IQuest's loop coder spells it `loop_num`, read by both counts alike.
+    let mut coder = nanbeige;
+    coder["architectures"] = json!(["IQuestLoopCoderForCausalLM"]);
+    let config = coder.as_object_mut().unwrap();
+    config.remove("num_loops");
+    config.insert("loop_num".to_owned(), json!(2));
+    let p = pools(&coder, &settings(1, 1, SglangKvDtype::Auto), GIB_40).unwrap();
+    assert_eq!(p.full.tokens, 39_718);
 }
 
 #[test]
@@ -1211,4 +1207,39 @@ fn deepseek_vl2_is_mla_unless_its_text_model_says_otherwise() {
     vl2["language_config"]["v_head_dim"] = json!(0);
     let p = pools(&vl2, &SglangSettings::default(), GIB_40).unwrap();
     assert_eq!(p.full.tokens, 5_230_080);
+}
+
+#[test]
+fn a_looped_models_pool_repeats_its_layers_loops_times_loops() {
+    // SGLang's ModelConfig counts Nanbeige's layers `num_loops` times, and
+    // its model runner multiplies that by `num_loops` again: 2 layers x 2 x 2
+    // = 8 cached layers x 2 heads x (64 + 64) x 2 B = 4,096 B a token;
+    // 42,949,672,960 / 4,096 = 10,485,760 tokens.
+    let mut nanbeige = json!({
+        "architectures": ["NanbeigeForCausalLM"], "model_type": "nanbeige",
+        "num_hidden_layers": 2, "num_attention_heads": 4, "num_key_value_heads": 2,
+        "head_dim": 64, "hidden_size": 256, "num_loops": 2,
+        "max_position_embeddings": 4096, "torch_dtype": "bfloat16",
+    });
+    let p = pools(&nanbeige, &SglangSettings::default(), GIB_40).unwrap();
+    assert_eq!(p.full.tokens, 10_485_760);
+    // The classifier's ModelConfig does not repeat; the runner still does:
+    // 4 layers, 2,048 B a token.
+    nanbeige["architectures"] = json!(["NanbeigeForSequenceClassification"]);
+    let p = pools(&nanbeige, &SglangSettings::default(), GIB_40).unwrap();
+    assert_eq!(p.full.tokens, 20_971_520);
+    // A `loop_num` of null at the top level is 1 to the runner, whatever
+    // `num_loops` says: the causal model's 4 layers.
+    nanbeige["architectures"] = json!(["NanbeigeForCausalLM"]);
+    nanbeige["loop_num"] = Value::Null;
+    let p = pools(&nanbeige, &SglangSettings::default(), GIB_40).unwrap();
+    assert_eq!(p.full.tokens, 20_971_520);
+    nanbeige["num_loops"] = json!(0);
+    let text = pools(&nanbeige, &SglangSettings::default(), GIB_40)
+        .unwrap_err()
+        .to_string();
+    assert!(
+        text.contains("`num_loops` is 0, not a positive count"),
+        "{text}"
+    );
 }

@@ -559,7 +559,7 @@ pub fn sglang_pools(
         whisper_layers(config, &mut full)?;
     }
 
-    let repeat = attention_layer_repeats(&architectures)?;
+    let repeat = attention_layer_repeats(&architectures, config)?;
     if repeat > 1 {
         if !sliding.is_empty() || !state.is_empty() {
             return Err(KvError::Config {
@@ -1198,34 +1198,56 @@ fn whisper_layers(config: &Value, full: &mut Vec<AttentionGroup>) -> Result<(), 
     Ok(())
 }
 
-/// How many caches SGLang keeps per decoder layer
-/// (`ModelConfig.num_attention_layers`, configs/model_config.py:1583): two
-/// for LongCat-Flash, whose every layer holds two attentions, else one.
-/// (The same code repeats Nanbeige's layers by `num_loops` and IQuest's
-/// loop coder's by `loop_num`, and Nanbeige's classifier keeps a cache per
-/// loop too; kv has not matched SGLang's pools on those and refuses them.)
-fn attention_layer_repeats(architectures: &[&str]) -> Result<u64, KvError> {
-    if let Some(arch) = architectures.iter().find(|a| {
-        matches!(
-            **a,
-            "NanbeigeForCausalLM"
-                | "NanbeigeForSequenceClassification"
-                | "IQuestLoopCoderForCausalLM"
-        )
-    }) {
-        return Err(KvError::Config {
-            what: POOLS,
-            problem: format!(
-                "{arch}: SGLang runs its layers in loops, each with its own cache, and kv has \
-                 not matched SGLang's pools for it"
-            ),
-        });
+/// How many times SGLang's pool repeats each attention layer. Its
+/// `ModelConfig.num_attention_layers` (configs/model_config.py:1581-1590) is
+/// two a layer for LongCat-Flash (two attentions a layer), `loop_num` a layer
+/// for IQuest's loop coder and `num_loops` for Nanbeige (read off the text
+/// config, 1 where unset); the model runner then takes `max(layers,
+/// num_attention_layers)` and multiplies it again by the top level's
+/// `loop_num`, else `num_loops`, for any architecture
+/// (model_runner_components/layer_setup.py:20, :157), so a looped model's
+/// pool holds its layers `loops x loops` times, as SGLang's own configurator
+/// sizes it.
+fn attention_layer_repeats(architectures: &[&str], config: &Value) -> Result<u64, KvError> {
+    let text = sglang_text_config(config);
+    let count = |section: &Value, key: &str| -> Result<Option<u64>, KvError> {
+        match section.get(key) {
+            None => Ok(None),
+            Some(value) => {
+                value
+                    .as_u64()
+                    .filter(|n| *n > 0)
+                    .map(Some)
+                    .ok_or_else(|| KvError::Config {
+                        what: POOLS,
+                        problem: format!("`{key}` is {value}, not a positive count"),
+                    })
+            }
+        }
+    };
+    let mut per_layer = 1;
+    if architectures.contains(&"LongcatFlashForCausalLM") {
+        per_layer = 2;
     }
-    Ok(if architectures.contains(&"LongcatFlashForCausalLM") {
-        2
-    } else {
-        1
-    })
+    if architectures.contains(&"IQuestLoopCoderForCausalLM") {
+        per_layer = count(text, "loop_num")?.unwrap_or(1);
+    }
+    if architectures.contains(&"NanbeigeForCausalLM") {
+        per_layer = count(text, "num_loops")?.unwrap_or(1);
+    }
+    // `int(getattr(hf_config, "loop_num", getattr(hf_config, "num_loops", 1)) or 1)`:
+    // a `loop_num` set to null counts as 1, whatever `num_loops` says.
+    let loops = match config.get("loop_num") {
+        Some(Value::Null) => 1,
+        Some(_) => count(config, "loop_num")?.unwrap_or(1),
+        None => match config.get("num_loops") {
+            Some(Value::Null) | None => 1,
+            Some(_) => count(config, "num_loops")?.unwrap_or(1),
+        },
+    };
+    per_layer
+        .checked_mul(loops)
+        .ok_or_else(|| overflow("looped attention layers"))
 }
 
 /// SGLang's `context_len` where it differs from the length kv derives
