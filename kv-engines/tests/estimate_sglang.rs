@@ -24,6 +24,18 @@ fn pools(config: &Value, settings: &SglangSettings, bytes: u64) -> Result<Sglang
     sglang_pools(config, &estimate, settings, bytes)
 }
 
+/// SGLang's default pools at 40 GiB.
+fn sized(config: &Value) -> SglangPools {
+    pools(config, &SglangSettings::default(), GIB_40).unwrap()
+}
+
+/// Why kv refuses SGLang's default pools at 40 GiB.
+fn refused(config: &Value) -> String {
+    pools(config, &SglangSettings::default(), GIB_40)
+        .unwrap_err()
+        .to_string()
+}
+
 fn settings(tp: u64, dp: u64, dtype: SglangKvDtype) -> SglangSettings {
     let mut settings = SglangSettings::default();
     settings.tp = tp;
@@ -171,7 +183,7 @@ fn the_ratio_applies_to_the_sliding_layers_only() {
             "sliding_attention"
         })
         .collect::<Vec<_>>());
-    let pools = pools(&three_to_one, &SglangSettings::default(), GIB_40).unwrap();
+    let pools = sized(&three_to_one);
     assert_eq!(pools.full.tokens, 1_028_015);
     assert_eq!(pools.swa.map(|p| p.tokens), Some(822_412));
 }
@@ -183,9 +195,7 @@ fn an_allow_listed_architecture_without_sliding_layers_is_refused_or_plain() {
     // (model_executor/pool_configurator.py:668).
     let mut all_full = gpt_oss_20b();
     all_full["layer_types"] = json!(vec!["full_attention"; 24]);
-    let error = pools(&all_full, &SglangSettings::default(), GIB_40)
-        .unwrap_err()
-        .to_string();
+    let error = refused(&all_full);
     assert!(
         error.contains("AssertionError: Hybrid SWA model must have at least one SWA layer"),
         "{error}"
@@ -196,7 +206,7 @@ fn an_allow_listed_architecture_without_sliding_layers_is_refused_or_plain() {
     let mut laguna = all_full.clone();
     laguna["architectures"] = json!(["LagunaForCausalLM"]);
     laguna["sliding_window"] = Value::Null;
-    let pools = pools(&laguna, &SglangSettings::default(), GIB_40).unwrap();
+    let pools = sized(&laguna);
     assert_eq!((pools.swa.is_none(), pools.full.tokens), (true, 873_813));
 }
 
@@ -269,7 +279,7 @@ fn minicpm3_is_an_mla_latent_in_sglang() {
         "qk_nope_head_dim": 64, "v_head_dim": 64, "q_lora_rank": 768,
         "max_position_embeddings": 32768, "torch_dtype": "bfloat16",
     });
-    let pools = pools(&minicpm3, &SglangSettings::default(), GIB_40).unwrap();
+    let pools = sized(&minicpm3);
     assert!(pools.mla);
     assert_eq!(pools.full.tokens, 1_202_667);
 }
@@ -280,7 +290,7 @@ fn every_layer_sliding_is_sglangs_all_swa_pool_without_the_ratio() {
     // not applied: 42,949,672,960 // 49,152 = 873,813 tokens.
     let mut all_sliding = gpt_oss_20b();
     all_sliding["layer_types"] = json!(vec!["sliding_attention"; 24]);
-    let p = pools(&all_sliding, &SglangSettings::default(), GIB_40).unwrap();
+    let p = sized(&all_sliding);
     assert_eq!(p.full.tokens, 0);
     assert_eq!(p.swa.as_ref().unwrap().tokens, 873_813);
     // SGLang's `max_total_num_tokens` is the SWA pool's: requests
@@ -320,7 +330,7 @@ fn qwen3_next() -> Value {
 #[test]
 fn gated_deltanet_state_takes_whole_slots_first() {
     let qwen3_next = qwen3_next();
-    let pools = pools(&qwen3_next, &SglangSettings::default(), GIB_40).unwrap();
+    let pools = sized(&qwen3_next);
     // 36 GDN layers: conv (32 x 128 + 2 x 16 x 128) x 3 x bf16 = 49,152 B,
     // SSM 32 x 128 x 128 x f32 = 2,097,152 B: 77,266,944 B a slot.
     // Budget 40 x 0.9 / 1.9 GiB = 20,344,055,087.2 B; (budget - slot) // slot = 262.
@@ -357,7 +367,7 @@ fn mamba2_state_splits_over_tp_and_the_ssm_is_f32() {
     // KV: 42,949,672,960 - 217 x 93,626,368 = 22,632,751,104 B over the 4
     // attention layers' 4 x 8 x 256 x 2 = 16,384 B: 1,381,393 tokens.
     // Requests: 216 // 5 = 43.
-    let tp1 = pools(&nemotron_h, &SglangSettings::default(), GIB_40).unwrap();
+    let tp1 = sized(&nemotron_h);
     assert_eq!(
         tp1.mamba.as_ref().map(|m| m.bytes_per_slot),
         Some(93_626_368)
@@ -564,7 +574,7 @@ fn mamba_ssm_dtype_in_the_config_halves_the_ssm_state() {
     // 42,949,672,960 - 514 x 39,518,208 = 22,637,314,048 B: 921,114 tokens.
     let mut config = qwen3_next();
     config["mamba_ssm_dtype"] = json!("bfloat16");
-    let pools = pools(&config, &SglangSettings::default(), GIB_40).unwrap();
+    let pools = sized(&config);
     let mamba = pools.mamba.clone().unwrap();
     assert_eq!((mamba.bytes_per_slot, mamba.slots), (39_518_208, 513));
     assert_eq!(
@@ -582,7 +592,7 @@ fn a_multimodal_model_reserves_100_mib_before_its_pools_are_sized() {
     // Qwen3VLForConditionalGeneration is on configs/model_config.py:2391's list.
     let mut vl = qwen3_8b();
     vl["architectures"] = json!(["Qwen3VLForConditionalGeneration"]);
-    let pools = pools(&vl, &SglangSettings::default(), GIB_40).unwrap();
+    let pools = sized(&vl);
     // Left: 42,949,672,960 - 104,857,600 = 42,844,815,360 B; cell 36 x 8 x 256 x 2
     // = 147,456 B; 147,456 x 290,560 = 42,762,240,000 + 82,575,360 = 42,844,815,360:
     // exactly 290,560 tokens. K: 290,561 x 36 x 8 x 128 x 2 = 290,561 x 73,728
@@ -615,7 +625,7 @@ fn a_text_sub_config_is_multimodal_unless_sglang_turns_it_off() {
         "torch_dtype": "bfloat16", "text_config": text, "vision_config": {"depth": 2},
     });
     // Reserved: 290,560 tokens, as above.
-    let reserved = pools(&with_sub, &SglangSettings::default(), GIB_40).unwrap();
+    let reserved = sized(&with_sub);
     assert_eq!(reserved.full.tokens, 290_560);
     let mut gemma3 = with_sub.clone();
     gemma3["architectures"] = json!(["Gemma3ForConditionalGeneration"]);
@@ -623,7 +633,7 @@ fn a_text_sub_config_is_multimodal_unless_sglang_turns_it_off() {
     lm_only["language_model_only"] = json!(true);
     for config in [gemma3, lm_only] {
         // Not reserved: 42,949,672,960 // 147,456 = 291,271, as a text model.
-        let pools = pools(&config, &SglangSettings::default(), GIB_40).unwrap();
+        let pools = sized(&config);
         assert_eq!(
             (pools.mm_reservation_bytes, pools.full.tokens),
             (0, 291_271)
@@ -676,7 +686,7 @@ fn gemma_3n_kv_shared_layers_keep_a_slot_in_sglangs_pool() {
         "sliding_window": 512, "layer_types": layer_types,
         "max_position_embeddings": 32768, "torch_dtype": "bfloat16",
     });
-    let pools = pools(&gemma3n, &SglangSettings::default(), GIB_40).unwrap();
+    let pools = sized(&gemma3n);
     // Cell: 35 layers x 2 heads x (256 + 256) x 2 B = 71,680 B (not the 20
     // owning layers' 40,960 B). 71,680 x 599,186 = 42,949,652,480, 20,480 B
     // short of 42,949,672,960: 599,186 tokens. K: 599,187 x 35 x 2 x 256 x 2
@@ -821,12 +831,11 @@ fn longcat_flash_without_a_dtype_is_bfloat16_as_sglangs_own_config_class_says() 
         "qk_nope_head_dim": 128, "qk_rope_head_dim": 64, "v_head_dim": 128,
         "max_position_embeddings": 131072,
     });
-    let pools_of = |config: &Value| pools(config, &SglangSettings::default(), GIB_40).unwrap();
-    let bf16 = pools_of(&longcat);
+    let bf16 = sized(&longcat);
     assert_eq!((bf16.dtype, bf16.full.tokens), ("torch.bfloat16", 665_762));
     // A dtype the file writes wins.
     longcat["torch_dtype"] = json!("float16");
-    assert_eq!(pools_of(&longcat).dtype, "torch.float16");
+    assert_eq!(sized(&longcat).dtype, "torch.float16");
 }
 
 #[test]
@@ -845,27 +854,26 @@ fn chatglm_takes_its_group_count_without_the_multi_query_flag() {
         "multi_query_group_num": 1, "seq_length": 2048, "padded_vocab_size": 65024,
         "torch_dtype": "float16",
     });
-    let pools_of = |config: &Value| pools(config, &SglangSettings::default(), GIB_40).unwrap();
-    let default = pools_of(&chatglm);
+    let default = sized(&chatglm);
     assert_eq!(default.full.tokens, 2_995_931);
     assert_eq!(default.full.k_bytes, 21_474_840_576);
     // With the flag both engines read 2 groups: 28,672 B per token,
     // 1,497,965 tokens (42,949,672,960 / 28,672 = 1,497,965.7).
     chatglm["multi_query_attention"] = json!(true);
     chatglm["multi_query_group_num"] = json!(2);
-    assert_eq!(pools_of(&chatglm).full.tokens, 1_497_965);
+    assert_eq!(sized(&chatglm).full.tokens, 1_497_965);
     // A key SGLang reads first: 4 heads, 57,344 B per token, 748,982
     // tokens; `multi_query` makes it 1 whatever the keys.
     chatglm["multi_query_attention"] = json!(false);
     chatglm["num_key_value_heads"] = json!(4);
-    assert_eq!(pools_of(&chatglm).full.tokens, 748_982);
+    assert_eq!(sized(&chatglm).full.tokens, 748_982);
     chatglm["multi_query"] = json!(true);
-    assert_eq!(pools_of(&chatglm).full.tokens, 2_995_931);
+    assert_eq!(sized(&chatglm).full.tokens, 2_995_931);
     // Another model type keeps kv's reading (4 heads, as both engines').
     chatglm["multi_query"] = json!(false);
     chatglm["multi_query_group_num"] = json!(8);
     chatglm["model_type"] = json!("glm");
-    assert_eq!(pools_of(&chatglm).full.tokens, 748_982);
+    assert_eq!(sized(&chatglm).full.tokens, 748_982);
 }
 
 #[test]
@@ -924,13 +932,12 @@ fn sglangs_parser_makes_every_longcat_flash_config_its_main_class() {
     // type says.
     let mut ngram = longcat("LongcatFlashNgramForCausalLM");
     ngram["model_type"] = json!("deepseek_v3");
-    let pools_of = |config: &Value| pools(config, &SglangSettings::default(), GIB_40).unwrap();
-    assert_eq!(pools_of(&ngram).full.tokens, 599_186);
+    assert_eq!(sized(&ngram).full.tokens, 599_186);
     // Another model type listing the NextN class is read as listed: 28
     // layers, 35,840 B a token, 1,198,372 tokens.
     let mut other = longcat("LongcatFlashForCausalLMNextN");
     other["model_type"] = json!("deepseek_v3");
-    let pools = pools(&other, &SglangSettings::default(), GIB_40).unwrap();
+    let pools = sized(&other);
     assert_eq!(pools.full.tokens, 1_198_372);
 }
 
@@ -941,7 +948,7 @@ fn a_multi_modality_model_is_sglangs_multimodal_class() {
     // reservation (Qwen3-8B's geometry under that model type).
     let mut janus = qwen3_8b();
     janus["model_type"] = json!("multi_modality");
-    let pools = pools(&janus, &SglangSettings::default(), GIB_40).unwrap();
+    let pools = sized(&janus);
     assert_eq!(pools.mm_reservation_bytes, 104_857_600);
     assert_eq!(pools.full.tokens, 290_560);
 }
@@ -1086,24 +1093,18 @@ fn off_sglangs_mla_list_a_latent_is_k_and_v_heads_in_an_all_swa_pool() {
 fn minimax_m3_sparse_is_refused_with_or_without_its_sparse_config() {
     let mut m3 = qwen3_8b();
     m3["architectures"] = json!(["MiniMaxM3SparseForConditionalGeneration"]);
-    let text = pools(&m3, &SglangSettings::default(), GIB_40)
-        .unwrap_err()
-        .to_string();
+    let text = refused(&m3);
     assert!(
         text.contains("SGLang would not start: ValueError: Could not find sparse config"),
         "{text}"
     );
     m3["text_config"] = json!({"sparse_attention_config": {"sparse_layer_ids": [1]}});
-    let text = pools(&m3, &SglangSettings::default(), GIB_40)
-        .unwrap_err()
-        .to_string();
+    let text = refused(&m3);
     assert!(text.contains("sparse-attention pools"), "{text}");
     // At the top level, where `text_config` has none, it is found too.
     m3["text_config"] = json!({"sparse_attention_config": null});
     m3["sparse_attention_config"] = json!({"sparse_layer_ids": [1]});
-    let text = pools(&m3, &SglangSettings::default(), GIB_40)
-        .unwrap_err()
-        .to_string();
+    let text = refused(&m3);
     assert!(text.contains("sparse-attention pools"), "{text}");
     // Only as the first architecture.
     m3["architectures"] = json!(["Qwen3ForCausalLM", "MiniMaxM3SparseForCausalLM"]);
@@ -1159,9 +1160,7 @@ fn a_hybrid_swa_architecture_with_no_sliding_layer_is_refused_as_sglang_refuses(
     let config = no_window.as_object_mut().unwrap();
     config.remove("layer_types");
     config.remove("sliding_window");
-    let text = pools(&no_window, &SglangSettings::default(), GIB_40)
-        .unwrap_err()
-        .to_string();
+    let text = refused(&no_window);
     assert!(
         text.contains("Hybrid SWA model must have at least one SWA layer"),
         "{text}"
@@ -1171,9 +1170,7 @@ fn a_hybrid_swa_architecture_with_no_sliding_layer_is_refused_as_sglang_refuses(
     no_window["model_type"] = json!("not_a_family");
     no_window["kv_lora_rank"] = json!(512);
     no_window["qk_rope_head_dim"] = json!(64);
-    let text = pools(&no_window, &SglangSettings::default(), GIB_40)
-        .unwrap_err()
-        .to_string();
+    let text = refused(&no_window);
     assert!(
         text.contains("Hybrid SWA model must have at least one SWA layer"),
         "{text}"
@@ -1195,17 +1192,17 @@ fn deepseek_vl2_is_mla_unless_its_text_model_says_otherwise() {
             "max_position_embeddings": 4096,
         },
     });
-    let p = pools(&vl2, &SglangSettings::default(), GIB_40).unwrap();
+    let p = sized(&vl2);
     assert!(p.mla);
     vl2["language_config"]["use_mla"] = json!(false);
-    let p = pools(&vl2, &SglangSettings::default(), GIB_40).unwrap();
+    let p = sized(&vl2);
     assert!(!p.mla);
     // 4 layers x 4 heads x (128 + 128) x 2 B = 8,192 B a token;
     // (42,949,672,960 - 104,857,600) // 8,192 = 5,230,080.
     assert_eq!(p.full.tokens, 5_230_080);
     // A `v_head_dim` of 0 is SGLang's "unset": V as wide as K.
     vl2["language_config"]["v_head_dim"] = json!(0);
-    let p = pools(&vl2, &SglangSettings::default(), GIB_40).unwrap();
+    let p = sized(&vl2);
     assert_eq!(p.full.tokens, 5_230_080);
 }
 
@@ -1221,23 +1218,21 @@ fn a_looped_models_pool_repeats_its_layers_loops_times_loops() {
         "head_dim": 64, "hidden_size": 256, "num_loops": 2,
         "max_position_embeddings": 4096, "torch_dtype": "bfloat16",
     });
-    let p = pools(&nanbeige, &SglangSettings::default(), GIB_40).unwrap();
+    let p = sized(&nanbeige);
     assert_eq!(p.full.tokens, 10_485_760);
     // The classifier's ModelConfig does not repeat; the runner still does:
     // 4 layers, 2,048 B a token.
     nanbeige["architectures"] = json!(["NanbeigeForSequenceClassification"]);
-    let p = pools(&nanbeige, &SglangSettings::default(), GIB_40).unwrap();
+    let p = sized(&nanbeige);
     assert_eq!(p.full.tokens, 20_971_520);
     // A `loop_num` of null at the top level is 1 to the runner, whatever
     // `num_loops` says: the causal model's 4 layers.
     nanbeige["architectures"] = json!(["NanbeigeForCausalLM"]);
     nanbeige["loop_num"] = Value::Null;
-    let p = pools(&nanbeige, &SglangSettings::default(), GIB_40).unwrap();
+    let p = sized(&nanbeige);
     assert_eq!(p.full.tokens, 20_971_520);
     nanbeige["num_loops"] = json!(0);
-    let text = pools(&nanbeige, &SglangSettings::default(), GIB_40)
-        .unwrap_err()
-        .to_string();
+    let text = refused(&nanbeige);
     assert!(
         text.contains("`num_loops` is 0, not a positive count"),
         "{text}"

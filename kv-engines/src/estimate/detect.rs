@@ -140,13 +140,11 @@ pub fn estimate(config: &Value, settings: &EstimateSettings) -> Result<Estimate,
         ));
     }
     let hf = given_values(config, &settings.values)?.with_dtype_rule(DTypeRule::VllmAuto);
-    let unsized_parts = families::rules(&hf)
-        .and_then(|row| row.unsized_when)
-        .and_then(|parts| parts(&hf));
-    if let Some(words) = unsized_parts {
+    let rules = families::rules(&hf);
+    if let Some(words) = rules.and_then(|row| row.unsized_when?(&hf)) {
         return Err(config_error("model", words));
     }
-    if let Some(Holds::Unsized(words)) = families::rules(&hf).map(|row| row.holds) {
+    if let Some(Holds::Unsized(words)) = rules.map(|row| row.holds) {
         let model_type = hf
             .model_types()
             .first()

@@ -1237,13 +1237,14 @@ fn attention_layer_repeats(architectures: &[&str], config: &Value) -> Result<u64
     }
     // `int(getattr(hf_config, "loop_num", getattr(hf_config, "num_loops", 1)) or 1)`:
     // a `loop_num` set to null counts as 1, whatever `num_loops` says.
-    let loops = match config.get("loop_num") {
-        Some(Value::Null) => 1,
-        Some(_) => count(config, "loop_num")?.unwrap_or(1),
-        None => match config.get("num_loops") {
-            Some(Value::Null) | None => 1,
-            Some(_) => count(config, "num_loops")?.unwrap_or(1),
-        },
+    let key = if config.get("loop_num").is_some() {
+        "loop_num"
+    } else {
+        "num_loops"
+    };
+    let loops = match config.get(key) {
+        None | Some(Value::Null) => 1,
+        Some(_) => count(config, key)?.unwrap_or(1),
     };
     per_layer
         .checked_mul(loops)

@@ -238,16 +238,7 @@ impl Paging {
         let alignment = KERNEL_BLOCK
             .max(settings.block_size)
             .max(MLA_HYBRID_ALIGNMENT);
-        let too_big = || overflow("the hybrid block size".to_owned());
-        let block = alignment
-            .checked_mul(attention_per_token)
-            .map(|per_aligned| state_page.div_ceil(per_aligned))
-            .and_then(|blocks| alignment.checked_mul(blocks))
-            .ok_or_else(|| {
-                too_big()(kv_core::Overflow {
-                    step: "alignment x latent page",
-                })
-            })?;
+        let block = covering_block(alignment, attention_per_token, state_page)?;
         let sizes = (state_page, attention_per_token, alignment);
         Ok(Paging::hybrid(
             settings,
@@ -353,17 +344,11 @@ impl Paging {
                     ),
                 })?;
         }
-        let too_big = || overflow("the hybrid block size".to_owned());
-        let per_aligned = alignment.checked_mul(attention_per_token).ok_or_else(|| {
-            too_big()(kv_core::Overflow {
-                step: "alignment x attention page",
-            })
-        })?;
-        let block = alignment
-            .checked_mul(state_page.div_ceil(per_aligned))
-            .and_then(|b| b.div_ceil(KERNEL_BLOCK).checked_mul(KERNEL_BLOCK))
+        let block = covering_block(alignment, attention_per_token, state_page)?
+            .div_ceil(KERNEL_BLOCK)
+            .checked_mul(KERNEL_BLOCK)
             .ok_or_else(|| {
-                too_big()(kv_core::Overflow {
+                overflow("the hybrid block size".to_owned())(kv_core::Overflow {
                     step: "the block size",
                 })
             })?;
@@ -489,6 +474,36 @@ impl Paging {
 }
 
 /// The kinds whose cache is a state page (vLLM's `MambaSpec`).
+/// The fewest `alignment`-token blocks whose attention page (of
+/// `attention_per_token` bytes a token) holds one state page
+/// (`update_block_size_for_backend`: `alignment x cdiv(state page,
+/// alignment x page of one token)`).
+fn covering_block(
+    alignment: u64,
+    attention_per_token: u64,
+    state_page: u64,
+) -> Result<u64, KvError> {
+    let too_big = |step| overflow("the hybrid block size".to_owned())(kv_core::Overflow { step });
+    let per_aligned = alignment
+        .checked_mul(attention_per_token)
+        .filter(|bytes| *bytes > 0)
+        .ok_or_else(|| too_big("alignment x attention page (0 or past u64)"))?;
+    alignment
+        .checked_mul(state_page.div_ceil(per_aligned))
+        .ok_or_else(|| too_big("the block size"))
+}
+
+/// `count` (a conv kernel's inputs, a state's pages) plus one for each
+/// speculative token.
+fn with_speculative(count: u64, speculative: u64) -> Result<u64, KvError> {
+    count.checked_add(speculative).ok_or_else(|| {
+        config_error(
+            "estimate settings",
+            format!("{speculative} speculative tokens overflow u64"),
+        )
+    })
+}
+
 /// A KDA layer's state (`kda_state_shape`, `kda_state_dtype`): conv over
 /// `K - 1 + spec` positions of `3 x H x D` channels in the model dtype,
 /// recurrent `(H, D, D)` in float32, both split across ranks by heads.
@@ -498,16 +513,7 @@ fn kda_parts(
     speculative: u64,
 ) -> Result<(Vec<StatePart>, String), KvError> {
     let dtype = model_dtype(hf)?;
-    let positions = kda
-        .conv_kernel
-        .checked_add(speculative)
-        .ok_or_else(|| {
-            config_error(
-                "estimate settings",
-                format!("{speculative} speculative tokens overflow u64"),
-            )
-        })?
-        .saturating_sub(1);
+    let positions = with_speculative(kda.conv_kernel, speculative)?.saturating_sub(1);
     refuse_empty_conv(
         hf,
         &["linear_attn_config.short_conv_kernel_size"],
@@ -657,14 +663,7 @@ fn state_parts(
     let too_big = |what: &str| overflow(format!("the {what} state of one layer"));
     // `kernel - 1 + num_spec` inputs, as `kernel + num_spec` for the
     // constructors that keep one input less than they are given.
-    let lengthened = |kernel: u64| {
-        kernel.checked_add(speculative).ok_or_else(|| {
-            config_error(
-                "estimate settings",
-                format!("{speculative} speculative tokens overflow u64"),
-            )
-        })
-    };
+    let lengthened = |kernel: u64| with_speculative(kernel, speculative);
     let spec_words = match speculative {
         0 => String::new(),
         n => format!(" + {n} speculative"),
@@ -1232,12 +1231,7 @@ impl Builder<'_> {
             ("none", 1)
         };
         let speculative = self.settings.engine.speculative_tokens;
-        let slots = pages.checked_add(speculative).ok_or_else(|| {
-            config_error(
-                "estimate settings",
-                format!("{speculative} speculative tokens overflow u64"),
-            )
-        })?;
+        let slots = with_speculative(pages, speculative)?;
         let state = RecurrentState::from_parts(layers, parts).with_slots(slots);
         state
             .bytes_per_row()
