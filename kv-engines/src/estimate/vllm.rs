@@ -1349,3 +1349,19 @@ pub(super) fn encoder_decoder<'a>(
     )?;
     Ok((detected, vec![self_attention, cross_attention]))
 }
+
+#[cfg(test)]
+mod tests {
+    use super::covering_block;
+
+    #[test]
+    fn the_covering_block_holds_a_state_page_and_refuses_an_empty_page() {
+        // 128 x cdiv(271,360, 128 x 1,152 = 147,456) = 128 x 2 = 256.
+        assert_eq!(covering_block(128, 1152, 271_360), Ok(256));
+        // Exactly one aligned page's worth stays at one.
+        assert_eq!(covering_block(16, 1024, 16 * 1024), Ok(16));
+        // An attention page of 0 bytes covers nothing: an error, not a panic.
+        assert!(covering_block(16, 0, 100).is_err());
+        assert!(covering_block(u64::MAX, 2, 100).is_err());
+    }
+}
