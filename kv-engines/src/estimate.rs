@@ -21,6 +21,7 @@ mod families;
 #[cfg(test)]
 mod fixtures;
 mod indexer;
+mod inkling;
 mod kda;
 mod lines;
 pub mod llamacpp;

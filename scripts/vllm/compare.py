@@ -419,6 +419,9 @@ def kv_kind(name, kind):
         return "state"
     if "mla" in kind or "mla" in name:
         return "mla"
+    # Inkling's conv state is a SlidingWindowSpec in vLLM.
+    if name.endswith("conv_state"):
+        return "sliding"
     for word in ("sliding", "chunked", "cross"):
         if word in name:
             return word
@@ -561,7 +564,12 @@ def kv_figures(kv, config, layout, budgets):
     }
     first = ranks[(0, 0)]
     out["groups"] = sum(k["groups"] for k in first["vllm_pool"]["kinds"])
-    kinds = {x["name"]: kv_kind(x["name"], x["kind"]) for x in first["report"]["declarations"]}
+    # Every stage's declarations: the first may hold no layer of a kind.
+    kinds = {
+        x["name"]: kv_kind(x["name"], x["kind"])
+        for r in ranks.values()
+        for x in r["report"]["declarations"]
+    }
     for k in first["vllm_pool"]["kinds"]:
         label = kinds.get(k["name"], k["name"])
         out[f"groups.{label}"] = out.get(f"groups.{label}", 0) + k["groups"]

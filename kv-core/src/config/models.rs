@@ -384,6 +384,12 @@ pub(crate) const MODEL_TYPES: &[ModelType] = &[
         // convolution state): kv-engines refuses them by name.
         "gigachat3_5",
         "zaya",
+        // Inkling (vLLM's own InklingModelConfig and its multimodal
+        // wrapper): kv-engines reads its `local_layer_ids` and conv state.
+        "inkling_text",
+        "inkling_model",
+        "inkling_mm_model",
+        "inkling",
     ]),
 ];
 

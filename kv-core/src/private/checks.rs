@@ -141,11 +141,18 @@ mod tests {
             G.with_layers(0),
             Geometry::new(2, 0, 8, DType::F16),
             Geometry::new(2, 4, 0, DType::F16).with_v_head_dim(8),
-            G.with_v_head_dim(0),
         ] {
             assert!(!geometry_has_no_zero(zero), "{zero:?}");
             assert!(!spec_has_no_zero(&attention(zero, four())), "{zero:?}");
         }
+        // A `v_head_dim` of 0 is a cache of keys alone (vLLM's `head_size_v`
+        // 0), not an empty one.
+        let keys_only = G.with_v_head_dim(0);
+        assert!(geometry_has_no_zero(keys_only));
+        assert!(spec_has_no_zero(&attention(keys_only, four())));
+        // 2 layers x 4 heads x 8 keys x 2 B, no values.
+        assert_eq!(keys_only.bytes_per_position(), Ok(128));
+        assert_eq!(G.bytes_per_position(), Ok(256));
     }
 
     #[test]

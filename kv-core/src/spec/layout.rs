@@ -20,7 +20,9 @@ pub struct Geometry {
     pub kv_heads: u64,
     /// Dimension of one key head.
     pub head_dim: u64,
-    /// Dimension of one value head, where it differs from `head_dim`.
+    /// Dimension of one value head, where it differs from `head_dim`; 0 for
+    /// a cache of keys alone (vLLM's `head_size_v` 0: Inkling's conv state
+    /// packs every stream into its keys).
     pub v_head_dim: Option<u64>,
     /// How keys are stored.
     pub storage: Storage,
@@ -571,14 +573,13 @@ const fn first_zero_of(counts: &[(&'static str, u64)]) -> Option<&'static str> {
 }
 
 impl Geometry {
-    /// The key of the first zero dimension (`layers`, `kv_heads`, `head_dim`,
-    /// `v_head_dim`), if any.
+    /// The key of the first zero dimension (`layers`, `kv_heads`,
+    /// `head_dim`), if any: a `v_head_dim` of 0 is a cache of keys alone.
     pub(crate) const fn first_zero(&self) -> Option<&'static str> {
         first_zero_of(&[
             ("layers", self.layers),
             ("kv_heads", self.kv_heads),
             ("head_dim", self.head_dim),
-            ("v_head_dim", self.value_head_dim()),
         ])
     }
 }

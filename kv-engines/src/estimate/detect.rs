@@ -10,7 +10,7 @@ use super::families::{self, Holds};
 use super::pool::Grouping;
 use super::settings::{config_error, EstimateSettings};
 use super::vllm::{self, Builder, Paging};
-use super::{indexer, kda, max_len, model_class, refusals};
+use super::{indexer, inkling, kda, max_len, model_class, refusals};
 
 /// What [`estimate`] found in a config and the declarations it makes.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -296,6 +296,23 @@ fn detect(
         if let Some(kda) = kda::read(hf, mla.layers, hf.dtype()?)? {
             return kda_beside_mla(hf, settings, mla, kda, builder);
         }
+    }
+    if holds == Some(Holds::Inkling) {
+        let inkling = inkling::read(hf, hf.geometry()?.layers)?;
+        let dtype = hf.dtype()?;
+        inkling.check(settings, dtype)?;
+        let local = inkling.pattern.count(LayerKind::SlidingAttention);
+        let detected = format!(
+            "Inkling: {local} local (sliding, `local_layer_ids`) and {} global layers, each \
+             with a short-convolution state paged beside its attention (window and block \
+             {}); {}",
+            inkling.pattern.layers() - local,
+            inkling.kernel,
+            inkling.said
+        );
+        let paging = Paging::plain(settings.block_size);
+        let specs = inkling.specs(hf, &builder(paging, &detected), dtype)?;
+        return Ok((detected, paging, specs));
     }
     if mla_family && hf.value("kv_lora_rank").is_some() {
         let mla = hf.mla()?;

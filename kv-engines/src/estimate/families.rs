@@ -34,6 +34,9 @@ pub(super) enum Holds {
     /// Kimi Delta Attention state in some layers, an MLA latent in the others
     /// (vLLM's Kimi K3 and BailingMoeV3 models, [`super::kda`]).
     KdaBesideMla,
+    /// Inkling's local and global attention, each layer with a conv state
+    /// paged beside it ([`super::inkling`]).
+    Inkling,
     /// No attention and no state kv sizes: the words say what it keeps.
     Unsized(&'static str),
 }
@@ -129,6 +132,18 @@ const FAMILIES: &[FamilyRules] = &[
         // vLLM 0.33 models/whisper.py: WhisperForConditionalGeneration
         // lacks SupportsPP.
         no_pipeline: Some("WhisperForConditionalGeneration"),
+        ..FamilyRules::DEFAULT
+    },
+    FamilyRules {
+        // vLLM 0.33 models/inkling: `local_layer_ids`, and a conv state in
+        // every layer.
+        names: &[
+            "inkling_text",
+            "inkling_model",
+            "inkling_mm_model",
+            "inkling",
+        ],
+        holds: Holds::Inkling,
         ..FamilyRules::DEFAULT
     },
     FamilyRules {

@@ -73,11 +73,12 @@ impl Grouping {
                     format!("`{}` has 0 layers; vLLM groups none", spec.name),
                 ));
             }
+            let own = own_block(spec, block_size);
             kinds.push(Kind {
                 name: spec.name.to_string(),
                 layers,
-                blocks: blocks(spec, block_size)?,
-                block_size,
+                blocks: blocks(spec, own)?,
+                block_size: own,
             });
         }
         let latents = specs
@@ -136,12 +137,12 @@ impl Grouping {
             let Some(entry) = rank.entries().iter().find(|e| e.spec.name == kind.name) else {
                 continue;
             };
-            let kind_page = page(&entry.spec, self.block_size)
+            let kind_page = page(&entry.spec, kind.block_size)
                 .map_err(overflow(format!("one page of `{}`", kind.name)))?;
-            pages.push((kind.name.clone(), kind_page, &entry.spec));
+            pages.push((kind.name.clone(), kind_page, &entry.spec, kind.block_size));
         }
-        let largest = pages.iter().map(|(_, p, _)| *p).max().unwrap_or(0);
-        for (name, kind_page, spec) in pages {
+        let largest = pages.iter().map(|(_, p, _, _)| *p).max().unwrap_or(0);
+        for (name, kind_page, spec, own) in pages {
             if kind_page == largest {
                 continue;
             }
@@ -161,13 +162,11 @@ impl Grouping {
                 _ if !largest.is_multiple_of(kind_page) => continue,
                 _ => {}
             }
-            let block_size = (largest / kind_page)
-                .checked_mul(self.block_size)
-                .ok_or_else(|| {
-                    overflow("vLLM's pool".to_owned())(Overflow {
-                        step: "a block made as large as the largest page",
-                    })
-                })?;
+            let block_size = (largest / kind_page).checked_mul(own).ok_or_else(|| {
+                overflow("vLLM's pool".to_owned())(Overflow {
+                    step: "a block made as large as the largest page",
+                })
+            })?;
             if let Some(kind) = self.kinds.iter_mut().find(|k| k.name == name) {
                 kind.block_size = block_size;
                 kind.blocks = blocks(spec, block_size)?;
@@ -365,6 +364,18 @@ fn no_cache_on(rank: &Collection) -> KvError {
             rank.parallel()
         ),
     )
+}
+
+/// The block `spec` is paged in: its own where its sliding window is counted
+/// in a block of its own (Inkling's conv state: block = window = kernel),
+/// else the estimate's `block_size`.
+fn own_block(spec: &KvSpec, block_size: u64) -> u64 {
+    match spec.layout.positions().map(|p| &p.bound) {
+        Some(Bound::Policy(PositionPolicy::VllmSlidingWindow {
+            block_size: own, ..
+        })) if *own > 0 => *own,
+        _ => block_size,
+    }
 }
 
 /// Blocks one request at `max_model_len` takes in one layer of `spec`: its

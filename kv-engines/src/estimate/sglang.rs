@@ -424,8 +424,15 @@ pub fn sglang_pools(
     let mut sliding = Vec::new();
     let mut latent = None;
     let mut state = Vec::new();
+    let mut conv_state = false;
     for spec in &estimate.specs {
         let kind = spec.layer_group.as_ref().map(|g| g.kind);
+        // Inkling's conv state: refused below, once SGLang's own refusal of
+        // a config with no local layer has had its turn.
+        if spec.name.ends_with("conv_state") {
+            conv_state = true;
+            continue;
+        }
         match &spec.layout {
             Layout::Attention { geometry, .. } => {
                 let group = AttentionGroup {
@@ -583,6 +590,15 @@ pub fn sglang_pools(
         return Err(refused(
             "AssertionError: Hybrid SWA model must have at least one SWA layer (the \
              architecture is on SGLang's hybrid-SWA list and no layer of the config slides)"
+                .to_owned(),
+        ));
+    }
+
+    if conv_state {
+        return Err(refused(
+            "Inkling's short-convolution state, which SGLang 0.5.23 keeps in a Mamba pool \
+             beside its SWA pools (layers/attention/linear/inkling_sconv_backend.py), is not in \
+             kv's SGLang profile"
                 .to_owned(),
         ));
     }

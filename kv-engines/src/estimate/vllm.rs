@@ -1010,6 +1010,44 @@ impl Builder<'_> {
         )
     }
 
+    /// Inkling's short-convolution state (`InklingConvState.get_kv_cache_spec`,
+    /// models/inkling/nvidia/sconv_swa_attn.py:185): a SlidingWindowSpec
+    /// whose window and block are both the kernel, `geometry`'s heads
+    /// holding every stream with no V (`head_size_v` 0), in the model dtype
+    /// whatever the KV format.
+    pub fn conv_state(
+        &self,
+        name: &'static str,
+        geometry: Geometry,
+        kernel: u64,
+    ) -> Result<KvSpec, KvError> {
+        let policy = PositionPolicy::VllmSlidingWindow {
+            window: kernel,
+            max_num_batched_tokens: self.in_flight_tokens()?,
+            max_model_len: self.max_model_len,
+            block_size: kernel,
+        };
+        let positions = Positions::from_policy(policy).map_err(self.over_length(name))?;
+        geometry
+            .bytes_per_row(positions.count)
+            .map_err(self.over_bytes(name))?;
+        let cache = format!(
+            "vLLM {VLLM_VERSION} SlidingWindowSpec (paged conv state: the K, V, attention-output \
+             and MLP-output streams packed in one {}-wide head, {}, block {kernel} = window = \
+             the kernel; the KV format does not apply)",
+            geometry.head_dim, geometry.storage
+        );
+        let spec = KvSpec::attention(
+            name,
+            cache,
+            geometry,
+            positions,
+            Scope::Request,
+            Rows::MaxNumSeqs,
+        );
+        Ok(spec.note(self.note()))
+    }
+
     /// Attention whose positions follow one of vLLM's policies.
     fn by_policy(
         &self,
