@@ -166,10 +166,25 @@ def bailing_kda_as_published(config):
     return "; `text_config`'s KDA keys as Ling-3.0 writes them (`no_kda_lora` true)"
 
 
+def inkling_local_layers_as_published(config):
+    """Inkling's local layers as its published (OG-format) config writes them:
+    `text_config.local_layer_ids` (thinkingmachines/Inkling; the card of its
+    4-layer slice says the slice changed only `num_hidden_layers` and
+    `local_layer_ids`). vLLM's InklingModelConfig reads no `layer_types`, so
+    the transformers defaults (`local_layer_ids` null) make every layer
+    global; the ids are those the defaults' `layer_types` mark sliding."""
+    text = config["text_config"]
+    text["local_layer_ids"] = [
+        i for i, kind in enumerate(text.get("layer_types") or []) if kind == "hybrid_sliding"
+    ]
+    return "; `text_config.local_layer_ids` as Inkling's published config writes them"
+
+
 # Where a config class's defaults miss what every published checkpoint of the
 # family writes, the key as published: architecture -> patch (returns what it says).
 AS_PUBLISHED = {
     "BailingMoeV3VLForConditionalGeneration": bailing_kda_as_published,
+    "InklingForConditionalGeneration": inkling_local_layers_as_published,
     "KimiK3ForConditionalGeneration": kimi_k3_text_as_published,
     "Step3VLForConditionalGeneration": step3_text_as_published,
     "Step5ForCausalLM": step5_sparse_as_published,
