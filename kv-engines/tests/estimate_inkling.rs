@@ -261,3 +261,58 @@ fn sglang_refuses_the_conv_state_and_a_model_with_no_local_layer() {
         "{text}"
     );
 }
+
+#[test]
+fn what_kv_has_not_checked_is_refused_and_the_edges_are_answered() {
+    let refused = |config: &Value, settings: EstimateSettings| {
+        estimate(config, &settings).unwrap_err().to_string()
+    };
+    // A block vLLM builds (Inkling pins its backends) but kv has not checked.
+    let text = refused(&small_inkling(), EstimateSettings::new().block_size(8));
+    assert!(text.contains("a block of 8 on Inkling"), "{text}");
+    // A multiple of 16 given is answered: the attention pages fill the conv
+    // page at 32 (local: 32 x 4 x 64 x 4 = 32,768 B) and 32 x 2 = 64.
+    let e = estimate(&small_inkling(), &EstimateSettings::new().block_size(32)).unwrap();
+    assert_eq!(e.block_size, 32);
+    assert_eq!(pool(&e, 1).bytes_per_block, 65_536);
+    let text = refused(
+        &small_inkling(),
+        EstimateSettings::new()
+            .tensor_parallel(8)
+            .decode_context_parallel(2),
+    );
+    assert!(
+        text.contains("decode context parallelism 2 on Inkling"),
+        "{text}"
+    );
+    // A 512-wide head is refused; 256 is the widest answered.
+    let mut wide = small_inkling();
+    wide["text_config"]["head_dim"] = json!(512);
+    let text = refused(&wide, EstimateSettings::new());
+    assert!(text.contains("a head of 512"), "{text}");
+    wide["text_config"]["head_dim"] = json!(256);
+    assert!(estimate(&wide, &EstimateSettings::new()).is_ok());
+}
+
+#[test]
+fn each_of_inkling_moes_assertions_is_refused() {
+    let refused = |key: &str, value: Value| {
+        let mut config = small_inkling();
+        config["text_config"][key] = value;
+        estimate(&config, &EstimateSettings::new())
+            .unwrap_err()
+            .to_string()
+    };
+    let gate = "assert config.gate_activation == \"sigmoid\" and config.norm_after_topk";
+    assert!(refused("gate_activation", json!("softmax")).contains(gate));
+    assert!(refused("norm_after_topk", json!(false)).contains(gate));
+    let shared = "assert config.n_shared_experts > 0 and config.shared_expert_sink";
+    assert!(refused("n_shared_experts", json!(0)).contains(shared));
+    let interleaved = "assert config.inference_moe_w13_interleaved";
+    assert!(refused("inference_moe_w13_interleaved", json!(false)).contains(interleaved));
+    // The served kind, spelled out, passes.
+    let mut served = small_inkling();
+    served["text_config"]["gate_activation"] = json!("sigmoid");
+    served["text_config"]["norm_after_topk"] = json!(true);
+    assert!(estimate(&served, &EstimateSettings::new()).is_ok());
+}

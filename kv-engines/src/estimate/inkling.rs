@@ -401,6 +401,16 @@ mod tests {
         assert_eq!(inkling.local.conv_head, 1024);
         assert_eq!((inkling.window, inkling.kernel), (512, 4));
         assert_eq!(inkling.local.heads, 64);
+        // No `head_dim`: hidden // heads, 6,144 // 48 = 128.
+        let derived = HfConfig::from_value(serde_json::json!({
+            "model_type": "inkling_text", "hidden_size": 6144, "num_attention_heads": 48,
+            "num_key_value_heads": 8,
+        }));
+        let derived = read(&derived, 6).unwrap();
+        assert_eq!(
+            (derived.global.head_dim, derived.local.head_dim),
+            (128, 128)
+        );
         let none = read(&config(serde_json::json!({"local_layer_ids": null})), 6).unwrap();
         assert_eq!(none.pattern.count(LayerKind::FullAttention), 6);
         let kernel = read(&config(serde_json::json!({"conv_kernel_size": 3})), 6).unwrap();
@@ -426,6 +436,9 @@ mod tests {
         assert!(error(serde_json::json!("0,1")).contains("not a list of layer ids"));
         let wide = read(&config(serde_json::json!({})), LAID_OUT_LAYERS_MAX + 1).unwrap_err();
         assert!(wide.to_string().contains("at most 65536"));
+        // The most laid out is laid out.
+        let most = read(&config(serde_json::json!({})), LAID_OUT_LAYERS_MAX).unwrap();
+        assert_eq!(most.pattern.layers(), LAID_OUT_LAYERS_MAX);
         let zero = read(&config(serde_json::json!({"sliding_window_size": 0})), 6).unwrap_err();
         assert!(zero.to_string().contains("sliding_window_size"), "{zero}");
     }

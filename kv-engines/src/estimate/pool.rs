@@ -582,6 +582,37 @@ mod tests {
     }
 
     #[test]
+    fn a_window_paged_in_a_block_of_its_own_keeps_it_and_a_block_of_0_is_not_one() {
+        // A conv-state-like window of 4 in blocks of 4, at max_model_len 64
+        // with 2,048 in flight: min(3 + 2,048, 64) = 64 tokens, 16 + 1
+        // blocks of 4; its page 4 x 2 x 64 x 2 x 2 = 2,048 B, the full
+        // kind's 16 x 1 x 64 x 4 = 4,096: the window's block doubles to 8
+        // (cdiv(64, 8) + 1 = 9 blocks).
+        // Built field by field: `from_policy` refuses a block of 0, but a
+        // spec's fields are public.
+        let window = |block_size| Positions {
+            count: 68,
+            bound: Bound::Policy(PositionPolicy::VllmSlidingWindow {
+                window: 4,
+                max_num_batched_tokens: 2048,
+                max_model_len: 64,
+                block_size,
+            }),
+        };
+        let full = || attention("full", 1, Positions::bounded(64, "max_model_len"));
+        let pool = pool_of(vec![full(), attention("conv", 2, window(4))], 16).unwrap();
+        assert_eq!(pool.kinds[1].block_size, 8);
+        assert_eq!(pool.kinds[1].blocks_per_layer, 9);
+        assert_eq!(pool.kinds[0].blocks_per_layer, 4);
+        // A policy's block of 0 is no block of its own: the estimate's 16
+        // (min(3 + 2,048, 64) = 64 tokens, 4 whole blocks + 1), not a
+        // division by zero.
+        let grouping = Grouping::of(&[full(), attention("conv", 1, window(0))], 16).unwrap();
+        assert_eq!(grouping.kinds[1].block_size, 16);
+        assert_eq!(grouping.kinds[1].blocks, 5);
+    }
+
+    #[test]
     fn a_sliding_window_at_a_larger_block_keeps_one_block_more_than_it_needs() {
         // A window of 100 with 2,048 tokens in flight at max_model_len 8,192:
         // min(99 + 2,048, 8,192) = 2,147 tokens. At 16 tokens a block, 135
