@@ -595,12 +595,13 @@ pub fn sglang_pools(
     }
 
     if conv_state {
-        return Err(refused(
-            "Inkling's short-convolution state, which SGLang 0.5.23 keeps in a Mamba pool \
-             beside its SWA pools (layers/attention/linear/inkling_sconv_backend.py), is not in \
-             kv's SGLang profile"
+        return Err(KvError::Config {
+            what: POOLS,
+            problem: "Inkling's short-convolution state, which SGLang 0.5.23 keeps in a Mamba \
+                      pool beside its SWA pools (layers/attention/linear/\
+                      inkling_sconv_backend.py), is not in kv's SGLang profile"
                 .to_owned(),
-        ));
+        });
     }
 
     // SGLang sizes these with other configurators than the ones kv follows.
