@@ -35,6 +35,7 @@ mod served;
 mod settings;
 pub mod sglang;
 mod startup;
+mod step5;
 mod vllm;
 
 pub use detect::{estimate, Estimate};

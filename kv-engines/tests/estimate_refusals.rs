@@ -816,7 +816,8 @@ fn qwen4_exps_indexed_attention_is_full_attention_beside_its_deltanet() {
 fn families_whose_caches_kv_does_not_size_are_refused_by_name() {
     let settings = EstimateSettings::new().positions(4096);
     // Step-5: vLLM refuses a config without `sparse_config`; with one, its
-    // sparse layers keep caches kv does not size.
+    // DSA kernels refuse a head of 128 (tests/estimate_step5.rs sizes one
+    // of 192).
     let step5 = json!({
         "architectures": ["Step5ForCausalLM"], "model_type": "step5",
         "num_hidden_layers": 4, "hidden_size": 1024, "num_attention_heads": 8,
@@ -832,7 +833,7 @@ fn families_whose_caches_kv_does_not_size_are_refused_by_name() {
     sparse["sparse_config"] = json!({"enabled": false, "proxy_dim": 256});
     let text = estimate(&sparse, &settings).unwrap_err().to_string();
     assert!(
-        text.contains("`sparse_config` is set: Step-5's sparse (DSA) full-attention layers"),
+        text.contains("Step5 DSA kernels require head_size 192, got 128"),
         "{text}"
     );
 }

@@ -419,9 +419,12 @@ def kv_kind(name, kind):
         return "state"
     if "mla" in kind or "mla" in name:
         return "mla"
-    # Inkling's conv state is a SlidingWindowSpec in vLLM.
+    # Inkling's conv state is a SlidingWindowSpec in vLLM; Step-5's tail
+    # ring a CircularBufferSpec.
     if name.endswith("conv_state"):
         return "sliding"
+    if name == "tail_ring":
+        return "CircularBufferSpec"
     for word in ("sliding", "chunked", "cross"):
         if word in name:
             return word

@@ -7,10 +7,10 @@ use kv_core::{HfConfig, KvError, KvSpec};
 use serde_json::{Map, Value};
 
 use super::families::{self, Holds};
-use super::pool::Grouping;
+use super::pool::{Grouping, Packing};
 use super::settings::{config_error, EstimateSettings};
 use super::vllm::{self, Builder, Paging};
-use super::{indexer, inkling, kda, max_len, model_class, refusals};
+use super::{indexer, inkling, kda, max_len, model_class, refusals, step5};
 
 /// What [`estimate`] found in a config and the declarations it makes.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -43,6 +43,9 @@ pub struct Estimate {
     /// are unverified (`kv estimate --strict` refuses them); `None` for a
     /// known family.
     pub unverified_family: Option<String>,
+    /// How vLLM packs the cache, where its backend lays it out
+    /// block-outermost (Step-5).
+    pub(super) packing: Option<Packing>,
 }
 
 /// Estimates what vLLM holds for a model from its HF `config.json`.
@@ -162,12 +165,19 @@ pub fn estimate(config: &Value, settings: &EstimateSettings) -> Result<Estimate,
     }
     let (max_model_len, source) = max_len::max_model_len(&hf, settings)?;
     refusals::check_layout(&hf, settings)?;
-    let (detected, paging, mut specs) = detect(&hf, settings, max_model_len, &source)?;
+    let (detected, paging, mut specs, packing) =
+        match detect_step5(&hf, settings, max_model_len, &source)? {
+            Some((detected, paging, specs, packing)) => (detected, paging, specs, Some(packing)),
+            None => {
+                let (detected, paging, specs) = detect(&hf, settings, max_model_len, &source)?;
+                (detected, paging, specs, None)
+            }
+        };
     refusals::check_dcp(&hf, settings, paging.block_size, &specs)?;
     refusals::check_format(&hf, &specs)?;
     refusals::check_block_size(settings, &specs)?;
     // Where vLLM's pool charges a kind more layers than it has, its cache says so.
-    let grouping = Grouping::of(&specs, paging.block_size)?;
+    let grouping = Grouping::of(&specs, paging.block_size)?.with_packing(packing.as_ref());
     for spec in &mut specs {
         if let Some(padding) = grouping.padding(&spec.name) {
             spec.cache = format!("{}; {padding}", spec.cache).into();
@@ -229,6 +239,7 @@ pub fn estimate(config: &Value, settings: &EstimateSettings) -> Result<Estimate,
         specs,
         decode_context_parallel: settings.engine.decode_context_parallel,
         unverified_family,
+        packing,
     })
 }
 
@@ -273,6 +284,66 @@ fn given_values(config: &Value, values: &Map<String, Value>) -> Result<HfConfig,
 
 /// The detection order; returns what was detected, the paging used and the
 /// declarations.
+/// Step-5's declarations and packing, where the family is Step-5
+/// ([`step5`]); `None` for any other.
+fn detect_step5(
+    hf: &HfConfig,
+    settings: &EstimateSettings,
+    max_model_len: u64,
+    source: &str,
+) -> Result<Option<(String, Paging, Vec<KvSpec>, Packing)>, KvError> {
+    if families::rules(hf).map(|row| row.holds) != Some(Holds::Step5) {
+        return Ok(None);
+    }
+    {
+        let plain = Paging::plain(settings.block_size);
+        let builder = Builder {
+            settings,
+            max_model_len,
+            paging: plain,
+            note: String::new(),
+        };
+        let step5 = step5::read(hf, hf.geometry()?.layers)?;
+        let detected = format!(
+            "Step-5: {} sliding and {} sparse (DSA) layers, each DSA layer with a summary \
+             cache (256 B per 8 tokens) and a one-page tail ring beside its K/V, packed \
+             block-outermost as vLLM's DSA backend lays them out; {}",
+            step5.pattern.count(LayerKind::SlidingAttention),
+            step5.pattern.count(LayerKind::FullAttention),
+            step5.said
+        );
+        let builder = Builder {
+            note: format!("estimated from config.json: {detected}; {source}"),
+            ..builder
+        };
+        let (specs, packing) = step5.specs(hf, &builder)?;
+        if settings.vllm_serves {
+            let tp = settings.engine.tensor_parallel;
+            let main = specs.iter().find(|s| s.name == "full_attention");
+            // One DSA layer's K/V page on one rank: max(1, kv_heads / tp)
+            // heads (vLLM's `get_num_kv_heads`).
+            // (Without DSA layers, the sliding layers' storage and no page.)
+            let Some(mut geometry) = main.or(specs.first()).and_then(|s| s.geometry()).copied()
+            else {
+                return Err(config_error("figures", "Step-5 with no layer".to_owned()));
+            };
+            if main.is_none() {
+                geometry.kv_heads = 0;
+            }
+            let storage = geometry.storage;
+            geometry.kv_heads = (geometry.kv_heads / tp).max(1);
+            let page = geometry
+                .with_layers(1)
+                .bytes_per_position()
+                .ok()
+                .and_then(|b| b.checked_mul(plain.block_size))
+                .unwrap_or(0);
+            step5.check(hf, settings, storage, page)?;
+        }
+        Ok(Some((detected, plain, specs, packing)))
+    }
+}
+
 fn detect(
     hf: &HfConfig,
     settings: &EstimateSettings,

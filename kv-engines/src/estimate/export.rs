@@ -150,7 +150,9 @@ impl Estimate {
     /// rank of every layer holds made equal as vLLM makes them.
     fn grouping(&self, whole: &Collection) -> Result<Grouping, KvError> {
         let one_rank = whole.for_rank(Parallel::new(self.tensor_parallel, 1)?.at(0, 0)?)?;
-        Grouping::of(&self.specs, self.block_size)?.with_rank_pages(&one_rank)
+        Grouping::of(&self.specs, self.block_size)?
+            .with_packing(self.packing.as_ref())
+            .with_rank_pages(&one_rank)
     }
 
     /// The estimate of the config at `source`, per rank, as JSON reads back.
@@ -417,6 +419,7 @@ mod tests {
             page_bytes: bytes_per_block,
             unequal_pages: false,
             one_group: false,
+            packed: false,
             bytes_per_block,
             blocks_per_request,
             per_row_bytes: bytes_per_block * blocks_per_request,

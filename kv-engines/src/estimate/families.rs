@@ -34,6 +34,9 @@ pub(super) enum Holds {
     /// Kimi Delta Attention state in some layers, an MLA latent in the others
     /// (vLLM's Kimi K3 and BailingMoeV3 models, [`super::kda`]).
     KdaBesideMla,
+    /// Step-5's sliding and sparse (DSA) layers, packed block-outermost
+    /// ([`super::step5`]).
+    Step5,
     /// Inkling's local and global attention, each layer with a conv state
     /// paged beside it ([`super::inkling`]).
     Inkling,
@@ -180,7 +183,7 @@ const FAMILIES: &[FamilyRules] = &[
     },
     FamilyRules {
         names: &["step5"],
-        unsized_when: Some(step5_unsized),
+        holds: Holds::Step5,
         ..FamilyRules::DEFAULT
     },
     FamilyRules {
@@ -245,19 +248,6 @@ fn zaya_unsized(hf: &HfConfig) -> Option<String> {
                 .to_owned(),
         ),
     }
-}
-
-/// Step-5's sparse (DSA) full-attention layers (vLLM 0.33
-/// models/step5/nvidia: `sparse_summary_cache.py`, `csa_tail_ring.py`):
-/// beside its K/V each keeps a summary cache and a one-page tail ring,
-/// whenever the config has a `sparse_config` section ("Section presence
-/// determines the shared KV layout, even when sparse execution is disabled").
-fn step5_unsized(hf: &HfConfig) -> Option<String> {
-    let (name, _) = hf.value("sparse_config")?;
-    Some(format!(
-        "`{name}` is set: Step-5's sparse (DSA) full-attention layers keep a summary cache \
-         (32 B a token) and a one-page tail ring beside their K/V, which kv does not size yet"
-    ))
 }
 
 /// vLLM's rules for the config's family; `None` where kv-core reads it by

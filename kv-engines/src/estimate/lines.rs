@@ -172,6 +172,17 @@ pub fn pool_line(pool: &VllmPool, totals: &Totals, max_num_seqs: u64) -> String 
                 pages.join(" + ")
             ),
         )
+    } else if pool.packed {
+        (
+            format!(
+                "packed block-outermost, {} pattern repeats a group): {}",
+                pool.group_size,
+                charged_kinds(pool)
+            ),
+            "a block holds its widest group's pages side by side, rounded up to the layers' \
+             block-stride alignment"
+                .to_owned(),
+        )
     } else {
         (
             format!(
@@ -190,7 +201,7 @@ pub fn pool_line(pool: &VllmPool, totals: &Totals, max_num_seqs: u64) -> String 
         "vLLM's pool ({groups}; {block} = {} B{}, a request takes {} blocks: {} B per row \
          ({}), {} B at peak ({}) at max_num_seqs {max_num_seqs}; {against}",
         thousands(pool.bytes_per_block),
-        if pool.unequal_pages {
+        if pool.unequal_pages && !pool.packed {
             " (the kinds' pages differ here; each is charged as the largest, as vLLM pads them)"
         } else {
             ""
@@ -264,6 +275,7 @@ mod tests {
             page_bytes: 8_192,
             unequal_pages: false,
             one_group: false,
+            packed: false,
             bytes_per_block: 16_384,
             blocks_per_request: 8,
             per_row_bytes: 131_072,

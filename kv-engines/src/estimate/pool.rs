@@ -25,6 +25,10 @@ use serde::{Deserialize, Serialize};
 
 use super::settings::{config_error, overflow, VLLM_VERSION};
 
+mod packed;
+
+pub(super) use packed::{Alignment, PackedBucket, PackedKind, Packing};
+
 /// One kind of layer as vLLM's pool groups it (one estimate declaration).
 #[derive(Clone, Debug, PartialEq, Eq)]
 struct Kind {
@@ -52,6 +56,11 @@ pub(super) struct Grouping {
     /// latent and indexer keys): vLLM's `UniformTypeKVCacheSpecs`, one group
     /// of every layer whose block holds each layer's page side by side.
     one_group: bool,
+    /// The packing, where the cache is laid out block-outermost.
+    packing: Option<Packing>,
+    /// Its groups per bucket and the repeats per group, once the pages of
+    /// one rank are known ([`Grouping::with_rank_pages`]).
+    packed: Option<(Vec<(PackedBucket, u64)>, u64)>,
 }
 
 impl Grouping {
@@ -109,6 +118,8 @@ impl Grouping {
                       (vLLM's UniformTypeKVCacheSpecs)",
                 block_size,
                 one_group,
+                packing: None,
+                packed: None,
             });
         }
         Ok(Grouping {
@@ -117,7 +128,15 @@ impl Grouping {
             why,
             block_size,
             one_group,
+            packing: None,
+            packed: None,
         })
+    }
+
+    /// The grouping packed block-outermost, where `packing` is given.
+    pub(super) fn with_packing(mut self, packing: Option<&Packing>) -> Grouping {
+        self.packing = packing.cloned();
+        self
     }
 
     /// vLLM's pages made equal (`unify_kv_cache_spec_page_size`, over every
@@ -130,6 +149,28 @@ impl Grouping {
     /// layer (pp 1): vLLM unifies the pages each worker holds.
     pub(super) fn with_rank_pages(mut self, rank: &Collection) -> Result<Grouping, KvError> {
         if self.one_group {
+            return Ok(self);
+        }
+        if let Some(packing) = &self.packing {
+            let mut members = Vec::with_capacity(self.kinds.len());
+            for kind in &self.kinds {
+                let (Some(entry), Some(packed)) = (
+                    rank.entries().iter().find(|e| e.spec.name == kind.name),
+                    packing.kind(&kind.name),
+                ) else {
+                    return Err(config_error(
+                        "figures",
+                        format!("`{}` is not in the packing of one rank", kind.name),
+                    ));
+                };
+                members.push(packed::Member {
+                    bucket: packed.bucket,
+                    layers: kind.layers,
+                    page: page(&entry.spec, kind.block_size)
+                        .map_err(overflow(format!("one page of `{}`", kind.name)))?,
+                });
+            }
+            self.packed = Some(packed::groups(&members)?);
             return Ok(self);
         }
         let mut pages = Vec::with_capacity(self.kinds.len());
@@ -186,7 +227,7 @@ impl Grouping {
     /// groups its 22 layers as 6 groups (4 x 4, 2 x 3 layers), each charged
     /// as 4: 24 layers (group size 4, the fewest layers of a kind)`.
     pub(super) fn padding(&self, name: &str) -> Option<String> {
-        if self.one_group {
+        if self.one_group || self.packing.is_some() {
             return None;
         }
         let kind = self.kinds.iter().find(|k| k.name == name)?;
@@ -214,6 +255,9 @@ impl Grouping {
     pub(super) fn pool(&self, rank: &Collection, max_num_seqs: u64) -> Result<VllmPool, KvError> {
         if self.one_group {
             return self.one_group_pool(rank, max_num_seqs);
+        }
+        if let (Some(packing), Some(packed)) = (&self.packing, &self.packed) {
+            return self.packed_pool(packing, packed, rank, max_num_seqs);
         }
         let too_big = |step: &'static str| overflow("vLLM's pool".to_owned())(Overflow { step });
         let mut kinds = Vec::with_capacity(self.kinds.len());
@@ -274,6 +318,7 @@ impl Grouping {
             page_bytes,
             unequal_pages,
             one_group: false,
+            packed: false,
             bytes_per_block,
             blocks_per_request,
             per_row_bytes: 0,
@@ -330,6 +375,7 @@ impl Grouping {
             page_bytes,
             unequal_pages: false,
             one_group: true,
+            packed: false,
             bytes_per_block,
             blocks_per_request,
             per_row_bytes: 0,
@@ -337,6 +383,135 @@ impl Grouping {
         }
         .with_request_bytes(max_num_seqs)
     }
+}
+
+impl Grouping {
+    /// The pool packed block-outermost: a bucket's fullest group on this
+    /// rank holds `cdiv(layers on the rank, groups)` of each of its kinds'
+    /// layers (vLLM deals them out `[i::groups]`), side by side; a block is
+    /// the fullest group's bytes, rounded up to the least common multiple
+    /// of the rank's layers' block-stride alignments. A request takes, from
+    /// each group, the most blocks any of its layers needs.
+    fn packed_pool(
+        &self,
+        packing: &Packing,
+        (buckets, repeats): &(Vec<(PackedBucket, u64)>, u64),
+        rank: &Collection,
+        max_num_seqs: u64,
+    ) -> Result<VllmPool, KvError> {
+        let too_big = |step: &'static str| overflow("vLLM's pool".to_owned())(Overflow { step });
+        let mut kinds = Vec::with_capacity(self.kinds.len());
+        let mut alignment = 1u64;
+        let mut largest_page = 0;
+        // Per bucket: (its groups, bytes of its fullest group here, layers
+        // in it, the most blocks a request takes of any of its kinds).
+        let mut filled: Vec<(PackedBucket, u64, u64, u64, u64)> = buckets
+            .iter()
+            .map(|(bucket, groups)| (*bucket, *groups, 0, 0, 0))
+            .collect();
+        let mut counted = Vec::new();
+        for kind in &self.kinds {
+            let packed = packing
+                .kind(&kind.name)
+                .ok_or_else(|| config_error("figures", format!("`{}` is not packed", kind.name)))?;
+            let Some(slot) = filled.iter_mut().find(|f| f.0 == packed.bucket) else {
+                return Err(config_error(
+                    "figures",
+                    format!("`{}`'s bucket has no groups", kind.name),
+                ));
+            };
+            let groups = slot.1;
+            let held = rank.entries().iter().find(|e| e.spec.name == kind.name);
+            let on_rank = held.map_or(0, |e| e.spec.layout.layers());
+            let fullest = on_rank.div_ceil(groups.max(1));
+            let mut kind_page = 0;
+            if let Some(entry) = held {
+                kind_page = page(&entry.spec, kind.block_size)
+                    .map_err(overflow(format!("one page of `{}`", kind.name)))?;
+                largest_page = largest_page.max(kind_page);
+                let own = match packed.alignment {
+                    None => 1,
+                    Some(Alignment::Bytes(bytes)) => bytes,
+                    Some(Alignment::KernelBlock(base)) => {
+                        let kernel = gcd(base, kind.block_size);
+                        if kernel == kind.block_size {
+                            1
+                        } else {
+                            page(&entry.spec, kernel)
+                                .map_err(overflow(format!("a kernel page of `{}`", kind.name)))?
+                        }
+                    }
+                };
+                alignment = lcm(alignment, own).ok_or_else(|| too_big("the block alignment"))?;
+            }
+            slot.2 = fullest
+                .checked_mul(kind_page)
+                .and_then(|bytes| slot.2.checked_add(bytes))
+                .ok_or_else(|| too_big("a packed group's bytes"))?;
+            slot.3 = slot
+                .3
+                .checked_add(fullest)
+                .ok_or_else(|| too_big("a packed group's layers"))?;
+            slot.4 = slot.4.max(kind.blocks);
+            // A bucket's groups are counted once, on its first kind.
+            let first = !counted.contains(&packed.bucket);
+            counted.push(packed.bucket);
+            kinds.push(VllmPoolKind {
+                name: kind.name.clone(),
+                layers: kind.layers,
+                groups: if first { groups } else { 0 },
+                layers_on_rank: on_rank,
+                charged_layers: fullest
+                    .checked_mul(groups)
+                    .ok_or_else(|| too_big("vLLM's charged layers"))?,
+                blocks_per_layer: kind.blocks,
+                page_bytes: kind_page,
+                block_size: kind.block_size,
+            });
+        }
+        let widest_bytes = filled.iter().map(|f| f.2).max().unwrap_or(0);
+        if widest_bytes == 0 {
+            return Err(no_cache_on(rank));
+        }
+        let bytes_per_block = widest_bytes
+            .div_ceil(alignment)
+            .checked_mul(alignment)
+            .ok_or_else(|| too_big("vLLM's bytes per block"))?;
+        let blocks_per_request = filled.iter().try_fold(0u64, |sum, f| {
+            f.1.checked_mul(f.4)
+                .and_then(|blocks| sum.checked_add(blocks))
+                .ok_or_else(|| too_big("vLLM's blocks per request"))
+        })?;
+        VllmPool {
+            group_size: *repeats,
+            kinds,
+            widest_group_layers: filled.iter().map(|f| f.3).max().unwrap_or(0),
+            page_bytes: largest_page,
+            unequal_pages: true,
+            one_group: false,
+            packed: true,
+            bytes_per_block,
+            blocks_per_request,
+            per_row_bytes: 0,
+            peak_bytes: 0,
+        }
+        .with_request_bytes(max_num_seqs)
+    }
+}
+
+fn gcd(a: u64, b: u64) -> u64 {
+    if b == 0 {
+        a
+    } else {
+        gcd(b, a % b)
+    }
+}
+
+fn lcm(a: u64, b: u64) -> Option<u64> {
+    if a == 0 || b == 0 {
+        return Some(0);
+    }
+    (a / gcd(a, b)).checked_mul(b)
 }
 
 impl VllmPool {
@@ -456,7 +631,8 @@ pub struct VllmPool {
     pub group_size: u64,
     /// Each kind of layer, in the estimate's order.
     pub kinds: Vec<VllmPoolKind>,
-    /// Layers of this rank in its widest group: one block spans them.
+    /// Layers of this rank in its widest group: one block spans them (packed,
+    /// the most layers any one group holds here).
     pub widest_group_layers: u64,
     /// Bytes of one layer's page on this rank (the largest, where kinds differ).
     pub page_bytes: u64,
@@ -469,6 +645,12 @@ pub struct VllmPool {
     /// on the first kind.
     #[serde(default)]
     pub one_group: bool,
+    /// Whether vLLM packs the cache block-outermost (Step-5): a block then
+    /// holds the widest group's pages side by side, rounded up to the
+    /// layers' block-stride alignment, and `group_size` is the pattern
+    /// repeats per group.
+    #[serde(default)]
+    pub packed: bool,
     /// Bytes of one block of the pool: `widest_group_layers x page_bytes`.
     pub bytes_per_block: u64,
     /// Blocks one request at `max_model_len` takes, every group's added.

@@ -1028,15 +1028,26 @@ impl Builder<'_> {
             block_size: kernel,
         };
         let positions = Positions::from_policy(policy).map_err(self.over_length(name))?;
-        geometry
-            .bytes_per_row(positions.count)
-            .map_err(self.over_bytes(name))?;
         let cache = format!(
             "vLLM {VLLM_VERSION} SlidingWindowSpec (paged conv state: the K, V, attention-output \
              and MLP-output streams packed in one {}-wide head, {}, block {kernel} = window = \
              the kernel; the KV format does not apply)",
             geometry.head_dim, geometry.storage
         );
+        self.as_is(name, cache, geometry, positions)
+    }
+
+    /// A paged cache stored as `geometry` says, whatever the KV format.
+    pub fn as_is(
+        &self,
+        name: &'static str,
+        cache: String,
+        geometry: Geometry,
+        positions: Positions,
+    ) -> Result<KvSpec, KvError> {
+        geometry
+            .bytes_per_row(positions.count)
+            .map_err(self.over_bytes(name))?;
         let spec = KvSpec::attention(
             name,
             cache,
