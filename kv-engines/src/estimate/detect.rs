@@ -284,6 +284,9 @@ fn given_values(config: &Value, values: &Map<String, Value>) -> Result<HfConfig,
 
 /// The detection order; returns what was detected, the paging used and the
 /// declarations.
+/// What Step-5's detection finds: its words, paging, declarations and packing.
+type Step5Detection = (String, Paging, Vec<KvSpec>, Packing);
+
 /// Step-5's declarations and packing, where the family is Step-5
 /// ([`step5`]); `None` for any other.
 fn detect_step5(
@@ -291,7 +294,7 @@ fn detect_step5(
     settings: &EstimateSettings,
     max_model_len: u64,
     source: &str,
-) -> Result<Option<(String, Paging, Vec<KvSpec>, Packing)>, KvError> {
+) -> Result<Option<Step5Detection>, KvError> {
     if families::rules(hf).map(|row| row.holds) != Some(Holds::Step5) {
         return Ok(None);
     }

@@ -54,10 +54,12 @@ pub(super) fn read(hf: &HfConfig, layers: u64) -> Result<Step5, KvError> {
         ));
     }
     let window = hf.sliding_window_if_set()?;
-    let nextn = hf
-        .count_if_set(WHAT, "num_nextn_predict_layers")
-        .or_else(|_| Ok::<_, KvError>(None))?
-        .map_or(0, |(_, n)| n);
+    let nextn = match hf.value("num_nextn_predict_layers") {
+        None => 0,
+        Some((name, value)) => value.as_u64().ok_or_else(|| {
+            config_error(WHAT, format!("`{name}` is {value}, not a count of layers"))
+        })?,
+    };
     let listed = hf
         .value("layer_types_with_mtp")
         .or_else(|| hf.value("layer_types"));
