@@ -94,6 +94,40 @@ fn vllm_packs_the_groups_block_outermost() {
 }
 
 #[test]
+fn groups_that_do_not_divide_are_packed_not_padded() {
+    // 7 layers: S S F S S F S (and the MTP entry): 5 sliding, 2 DSA. Repeats:
+    // the d in [2, 5] padding [5, 2, 2] least: 2 (1 of padding). Sliding
+    // cdiv(5, 2) = 3 groups, DSA 1, rings 1 (the DSA group's 50,176 B hold
+    // 2). No layer is charged as padding: the words say packed, not padded.
+    let mut config = small_step5();
+    config["num_hidden_layers"] = json!(7);
+    config["layer_types"] = json!([
+        "sliding_attention",
+        "sliding_attention",
+        "full_attention",
+        "sliding_attention",
+        "sliding_attention",
+        "full_attention",
+        "sliding_attention",
+        "full_attention"
+    ]);
+    let e = estimate(&config, &EstimateSettings::new()).unwrap();
+    for spec in &e.specs {
+        assert!(!spec.cache.contains("pool groups"), "{}", spec.cache);
+        assert!(spec
+            .note
+            .as_deref()
+            .unwrap_or("")
+            .contains("Step-5: 5 sliding and 2 sparse"));
+    }
+    let pool = &pool(&e, 1, 1)[0];
+    assert_eq!(pool.kinds[0].groups, 3);
+    assert_eq!(pool.bytes_per_block, 61_440);
+    // 3 x 265 + 512 + 1.
+    assert_eq!(pool.blocks_per_request, 1308);
+}
+
+#[test]
 fn a_larger_block_is_packed_again() {
     let e = estimate(&small_step5(), &EstimateSettings::new().block_size(32)).unwrap();
     let pool = &pool(&e, 1, 1)[0];

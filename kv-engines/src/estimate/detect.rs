@@ -300,12 +300,6 @@ fn detect_step5(
     }
     {
         let plain = Paging::plain(settings.block_size);
-        let builder = Builder {
-            settings,
-            max_model_len,
-            paging: plain,
-            note: String::new(),
-        };
         let step5 = step5::read(hf, hf.geometry()?.layers)?;
         let detected = format!(
             "Step-5: {} sliding and {} sparse (DSA) layers, each DSA layer with a summary \
@@ -316,8 +310,10 @@ fn detect_step5(
             step5.said
         );
         let builder = Builder {
+            settings,
+            max_model_len,
+            paging: plain,
             note: format!("estimated from config.json: {detected}; {source}"),
-            ..builder
         };
         let (specs, packing) = step5.specs(hf, &builder)?;
         if settings.vllm_serves {

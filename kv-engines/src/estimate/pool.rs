@@ -24,6 +24,7 @@ use kv_core::{Collection, KvError, KvSpec, Overflow, PositionPolicy, Positions};
 use serde::{Deserialize, Serialize};
 
 use super::settings::{config_error, overflow, VLLM_VERSION};
+use super::vllm::{gcd, lcm};
 
 mod packed;
 
@@ -442,7 +443,9 @@ impl Grouping {
                         }
                     }
                 };
-                alignment = lcm(alignment, own).ok_or_else(|| too_big("the block alignment"))?;
+                // Both at least 1: a page of a kernel block holds bytes.
+                alignment =
+                    lcm(alignment, own.max(1)).ok_or_else(|| too_big("the block alignment"))?;
             }
             slot.2 = fullest
                 .checked_mul(kind_page)
@@ -497,21 +500,6 @@ impl Grouping {
         }
         .with_request_bytes(max_num_seqs)
     }
-}
-
-fn gcd(a: u64, b: u64) -> u64 {
-    if b == 0 {
-        a
-    } else {
-        gcd(b, a % b)
-    }
-}
-
-fn lcm(a: u64, b: u64) -> Option<u64> {
-    if a == 0 || b == 0 {
-        return Some(0);
-    }
-    (a / gcd(a, b)).checked_mul(b)
 }
 
 impl VllmPool {

@@ -588,12 +588,19 @@ fn rank_bytes(parts: &[StatePart], tp: u64, kind: LayerKind) -> Result<u64, KvEr
 
 /// The least common multiple, `None` where it overflows (a block size from
 /// a flag may be anything); `a` and `b` are above 0.
-fn lcm(a: u64, b: u64) -> Option<u64> {
+/// The greatest common divisor.
+pub(super) fn gcd(a: u64, b: u64) -> u64 {
     let (mut x, mut y) = (a, b);
     while y != 0 {
         (x, y) = (y, x % y);
     }
-    (a / x).checked_mul(b)
+    x
+}
+
+/// The least common multiple of two positive numbers; `None` where it
+/// overflows.
+pub(super) fn lcm(a: u64, b: u64) -> Option<u64> {
+    (a / gcd(a, b)).checked_mul(b)
 }
 
 /// K/V storage: `kv_format` (unless the family's attention ignores it),
