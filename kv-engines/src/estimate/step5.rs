@@ -469,3 +469,65 @@ impl Step5 {
         Ok((specs, Packing::new(kinds)))
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn config(extra: Value) -> HfConfig {
+        let mut config = serde_json::json!({
+            "model_type": "step5", "num_hidden_layers": 4, "sliding_window": 64,
+        });
+        if let (Value::Object(base), Value::Object(extra)) = (&mut config, extra) {
+            base.extend(extra);
+        }
+        HfConfig::from_value(config)
+    }
+
+    #[test]
+    fn without_a_list_even_layers_slide_and_without_a_window_none() {
+        let step5 = read(&config(serde_json::json!({})), 4).unwrap();
+        let sliding: Vec<u64> = step5.pattern.indices(LayerKind::SlidingAttention).collect();
+        assert_eq!(sliding, [0, 2]);
+        let dense = read(&config(serde_json::json!({"sliding_window": null})), 4).unwrap();
+        assert_eq!(dense.pattern.count(LayerKind::FullAttention), 4);
+        // The most laid out is laid out; one more is refused.
+        let most = read(&config(serde_json::json!({})), LAID_OUT_LAYERS_MAX).unwrap();
+        assert_eq!(most.pattern.layers(), LAID_OUT_LAYERS_MAX);
+        let text = read(&config(serde_json::json!({})), LAID_OUT_LAYERS_MAX + 1)
+            .unwrap_err()
+            .to_string();
+        assert!(text.contains("at most 65536"), "{text}");
+    }
+
+    #[test]
+    fn a_bad_list_or_mtp_count_names_the_key() {
+        let error = |extra: Value| read(&config(extra), 4).unwrap_err().to_string();
+        let text = error(serde_json::json!({"num_nextn_predict_layers": "one"}));
+        assert!(
+            text.contains("`num_nextn_predict_layers` is \"one\""),
+            "{text}"
+        );
+        let text = error(
+            serde_json::json!({"layer_types": ["sliding_attention", "mamba",
+            "full_attention", "full_attention"]}),
+        );
+        assert!(text.contains("`layer_types[1]` is \"mamba\""), "{text}");
+        let text = error(serde_json::json!({"layer_types": "SSFF"}));
+        assert!(text.contains("not a list of layer kinds"), "{text}");
+        // `layer_types_with_mtp` is read before `layer_types`.
+        let with_mtp = read(
+            &config(serde_json::json!({
+                "num_nextn_predict_layers": 1,
+                "layer_types_with_mtp": ["full_attention", "sliding_attention",
+                    "full_attention", "full_attention", "full_attention"],
+            })),
+            4,
+        )
+        .unwrap();
+        assert_eq!(
+            with_mtp.pattern.kind_of(1),
+            Some(LayerKind::SlidingAttention)
+        );
+    }
+}
