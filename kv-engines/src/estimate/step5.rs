@@ -501,6 +501,21 @@ mod tests {
     }
 
     #[test]
+    fn the_router_bias_is_required_where_a_dense_layer_is_moe() {
+        let moe = |extra: Value, layers| check_moe(&config(extra), layers).is_err();
+        // No list: every layer but the first is MoE, so one layer has none.
+        assert!(moe(serde_json::json!({}), 2));
+        assert!(!moe(serde_json::json!({}), 1));
+        // A list, as a string or as numbers; an MTP layer's index is not a
+        // dense one.
+        assert!(moe(serde_json::json!({"moe_layer_list": [1, 3]}), 4));
+        assert!(!moe(serde_json::json!({"moe_layer_list": [4]}), 4));
+        assert!(!moe(serde_json::json!({"moe_layers_enum": "4,5"}), 4));
+        assert!(moe(serde_json::json!({"moe_layers_enum": "3,4"}), 4));
+        assert!(!moe(serde_json::json!({"use_moe_router_bias": true}), 4));
+    }
+
+    #[test]
     fn a_bad_list_or_mtp_count_names_the_key() {
         let error = |extra: Value| read(&config(extra), 4).unwrap_err().to_string();
         let text = error(serde_json::json!({"num_nextn_predict_layers": "one"}));
