@@ -287,3 +287,41 @@ fn what_vllm_refuses_is_refused_in_its_words() {
         "{text}"
     );
 }
+
+#[test]
+fn the_edges_of_vllms_checks() {
+    // DCP where vLLM's config checks let it through (TP 4 > 2 KV heads):
+    // Step-5's attention refuses it.
+    let text = refused(
+        &small_step5(),
+        EstimateSettings::new()
+            .tensor_parallel(4)
+            .decode_context_parallel(2),
+    );
+    assert!(
+        text.contains("Step5 does not support decode context parallelism"),
+        "{text}"
+    );
+    // TP 2: one KV group a rank, 8 query heads in it: sized.
+    assert!(estimate(&small_step5(), &EstimateSettings::new().tensor_parallel(2)).is_ok());
+    // The indexer's heads must divide into the provider groups.
+    for (heads, providers) in [(7, 2), (8, 0)] {
+        let mut config = small_step5();
+        config["sparse_config"]["sparse_indexer_num_heads"] = json!(heads);
+        config["sparse_config"]["num_provider_groups"] = json!(providers);
+        let text = refused(&config, EstimateSettings::new());
+        assert!(
+            text.contains("must be positive and divisible by index_tp_size"),
+            "{text}"
+        );
+    }
+    // Every layer sliding: no DSA layer, no ring to check, even at fp8 on
+    // TP 2 or on two pipeline stages.
+    let mut sliding = small_step5();
+    sliding["layer_types"] = json!(vec!["sliding_attention"; 7]);
+    let fp8 = EstimateSettings::new().kv_format(Storage::from_name("fp8").unwrap());
+    let e = estimate(&sliding, &fp8.tensor_parallel(2)).unwrap();
+    let names: Vec<&str> = e.specs.iter().map(|s| &*s.name).collect();
+    assert_eq!(names, ["sliding_attention"]);
+    assert!(estimate(&sliding, &EstimateSettings::new().pipeline_stages(2)).is_ok());
+}
