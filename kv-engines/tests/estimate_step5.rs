@@ -324,4 +324,10 @@ fn the_edges_of_vllms_checks() {
     let names: Vec<&str> = e.specs.iter().map(|s| &*s.name).collect();
     assert_eq!(names, ["sliding_attention"]);
     assert!(estimate(&sliding, &EstimateSettings::new().pipeline_stages(2)).is_ok());
+    // A window and no sliding layer: DSA declarations alone.
+    let mut dense = small_step5();
+    dense["layer_types"] = json!(vec!["full_attention"; 7]);
+    let e = estimate(&dense, &EstimateSettings::new()).unwrap();
+    let names: Vec<&str> = e.specs.iter().map(|s| &*s.name).collect();
+    assert_eq!(names, ["full_attention", "summary_cache", "tail_ring"]);
 }
