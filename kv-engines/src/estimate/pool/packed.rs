@@ -131,7 +131,7 @@ pub(super) fn groups(members: &[Member]) -> Result<(Vec<(PackedBucket, u64)>, u6
     // the largest such bucket's count, and an unbalanced one stays whole.
     for ((bucket, n), (_, pages)) in groups.iter_mut().zip(&buckets) {
         if anchor > 0 && is_state(*bucket) {
-            let per_block = (anchor / pages[0].0).max(1);
+            let per_block = anchor.checked_div(pages[0].0).unwrap_or(0).max(1);
             *n = (*n).max(total(pages)?.div_ceil(per_block));
         }
     }
@@ -230,6 +230,42 @@ mod tests {
         ]);
         assert_eq!(repeats, 10);
         assert_eq!(groups, [(PackedBucket::Full, 1), (PackedBucket::State, 4)]);
+    }
+
+    #[test]
+    fn without_a_mixed_bucket_a_sliding_bucket_is_cut_like_a_state_and_the_unbalanced_stay_whole() {
+        // No bucket of several page sizes: no repeats, and the sliding
+        // bucket is cut only to fit the block: the DSA bucket's 2 x 100 B
+        // hold 2 of its 100 B pages, cdiv(6, 2) = 3 groups.
+        let (groups, repeats) = groups_of(&[
+            member(PackedBucket::Full, 2, 100),
+            member(PackedBucket::Sliding, 6, 100),
+        ]);
+        assert_eq!(repeats, 0);
+        assert_eq!(
+            groups,
+            [(PackedBucket::Full, 1), (PackedBucket::Sliding, 3)]
+        );
+        // A balanced mixed sliding bucket sets repeats 2; the unbalanced DSA
+        // bucket (4 and 3 layers of two pages) stays one group.
+        let (groups, repeats) = groups_of(&[
+            member(PackedBucket::Sliding, 2, 100),
+            member(PackedBucket::Sliding, 2, 60),
+            member(PackedBucket::Full, 4, 100),
+            member(PackedBucket::Full, 3, 50),
+        ]);
+        assert_eq!(repeats, 2);
+        assert_eq!(
+            groups,
+            [(PackedBucket::Sliding, 1), (PackedBucket::Full, 1)]
+        );
+        // Pages of 0 B make no block to fit: a state bucket stays whole, and
+        // nothing divides by zero.
+        let (groups, _) = groups_of(&[
+            member(PackedBucket::Full, 1, 0),
+            member(PackedBucket::State, 3, 0),
+        ]);
+        assert_eq!(groups, [(PackedBucket::Full, 1), (PackedBucket::State, 1)]);
     }
 
     fn groups_of(members: &[Member]) -> (Vec<(PackedBucket, u64)>, u64) {
