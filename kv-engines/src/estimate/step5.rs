@@ -331,7 +331,8 @@ impl Step5 {
             )));
         }
         let indexer_heads = count("sparse_indexer_num_heads", 16);
-        if providers == 0 || indexer_heads == 0 || !indexer_heads.is_multiple_of(providers) {
+        // `is_multiple_of(0)` holds for 0 alone: 0 providers are refused too.
+        if indexer_heads == 0 || !indexer_heads.is_multiple_of(providers) {
             return Err(config_refused(format!(
                 "Step5 sparse_indexer_num_heads must be positive and divisible by \
                  index_tp_size, got sparse_indexer_num_heads={indexer_heads}, \
