@@ -12,9 +12,11 @@
 
 use kv_core::{KvError, Overflow};
 
+use crate::estimate::settings::overflow;
+
 /// The kind of spec a bucket holds (`UniformTypeKVCacheSpecs.is_uniform_type`).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub(in crate::estimate) enum PackedBucket {
+pub(crate) enum PackedBucket {
     /// FullAttentionSpec and its kin, at the estimate's block.
     Full,
     /// SlidingWindowSpec of one window.
@@ -25,7 +27,7 @@ pub(in crate::estimate) enum PackedBucket {
 
 /// A layer's block-stride alignment (`get_block_stride_alignment`).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub(in crate::estimate) enum Alignment {
+pub(crate) enum Alignment {
     /// `MultipleOf(n)`: whole kernel blocks of `gcd(n, block)` tokens, one
     /// page of them (1 where that is the block).
     KernelBlock(u64),
@@ -35,7 +37,7 @@ pub(in crate::estimate) enum Alignment {
 
 /// One declaration as vLLM's packing sees it.
 #[derive(Clone, Debug, PartialEq, Eq)]
-pub(in crate::estimate) struct PackedKind {
+pub(crate) struct PackedKind {
     pub name: String,
     pub bucket: PackedBucket,
     pub alignment: Option<Alignment>,
@@ -53,7 +55,7 @@ impl PackedKind {
 
 /// An estimate packed block-outermost: its declarations' buckets.
 #[derive(Clone, Debug, PartialEq, Eq)]
-pub(in crate::estimate) struct Packing {
+pub(crate) struct Packing {
     pub kinds: Vec<PackedKind>,
 }
 
@@ -169,7 +171,7 @@ fn add(a: u64, b: u64) -> Result<u64, KvError> {
 }
 
 fn too_big(step: &'static str) -> KvError {
-    super::overflow("vLLM's packed pool".to_owned())(Overflow { step })
+    overflow("vLLM's packed pool".to_owned())(Overflow { step })
 }
 
 #[cfg(test)]
