@@ -1345,8 +1345,8 @@ fn an_architecture_vllm_retired_is_refused_on_vllm_and_sized_on_sglang() {
 #[test]
 fn a_class_that_fails_or_caches_kv_does_not_size_suggests_no_key() {
     // Flint's class asserts FlashInfer, which vLLM does not pick on Hopper;
-    // Step-5's sparse section keeps caches kv does not size. No key given
-    // on the command line changes either, so none is suggested.
+    // Step-5's DSA kernels run 192-wide heads only. Neither is a key to give
+    // on the command line, so none is suggested.
     let dir = scratch("no-key-helps");
     let flint = write(
         &dir,
@@ -1370,7 +1370,7 @@ fn a_class_that_fails_or_caches_kv_does_not_size_suggests_no_key() {
         ),
         (
             &step5,
-            "`sparse_config` is set: Step-5's sparse (DSA) full-attention layers",
+            "NotImplementedError: Step5 DSA kernels require head_size 192, got 128",
         ),
     ] {
         let out = kv(&["estimate", file]);
