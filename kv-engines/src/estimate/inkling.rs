@@ -12,6 +12,7 @@ use kv_core::{DType, Geometry, HfConfig, KvError, KvSpec};
 use serde_json::Value;
 
 use super::kda::LAID_OUT_LAYERS_MAX;
+use super::model_class::would_not_start;
 use super::settings::{config_error, EstimateSettings, VLLM_VERSION};
 use super::vllm::Builder;
 
@@ -268,10 +269,7 @@ impl Inkling {
         if !settings.vllm_serves {
             return Ok(());
         }
-        let refused = |problem: String| KvError::Config {
-            what: "model class",
-            problem: format!("vLLM {VLLM_VERSION} would not start: {problem}"),
-        };
+        let refused = would_not_start;
         if model_dtype != DType::BF16 {
             return Err(refused(format!(
                 "AssertionError: sconv SWA cache supports bfloat16 only, got {} \

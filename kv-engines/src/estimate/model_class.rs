@@ -208,14 +208,19 @@ pub(super) fn check(config: &Value, given: &Map<String, Value>) -> Result<(), Kv
         return Ok(());
     };
     match (check.fails)(&top) {
-        Some(words) => Err(KvError::Config {
-            what: "model class",
-            problem: format!(
-                "vLLM {VLLM_VERSION} would not start: {words}; kv's figures follow vLLM's \
-                 rules, so it gives none"
-            ),
-        }),
+        Some(words) => Err(would_not_start(format!(
+            "{words}; kv's figures follow vLLM's rules, so it gives none"
+        ))),
         None => Ok(()),
+    }
+}
+
+/// vLLM's refusal while building the model class, in its words: `vLLM 0.33
+/// would not start: PROBLEM`.
+pub(super) fn would_not_start(problem: impl std::fmt::Display) -> KvError {
+    KvError::Config {
+        what: "model class",
+        problem: format!("vLLM {VLLM_VERSION} would not start: {problem}"),
     }
 }
 

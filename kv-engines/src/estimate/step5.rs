@@ -14,6 +14,7 @@ use kv_core::{DType, Geometry, HfConfig, KvError, KvSpec, PositionPolicy, Positi
 use serde_json::Value;
 
 use super::kda::LAID_OUT_LAYERS_MAX;
+use super::model_class::would_not_start;
 use super::pool::{Alignment, PackedBucket, PackedKind, Packing};
 use super::settings::{config_error, EstimateSettings, VLLM_VERSION};
 use super::vllm::Builder;
@@ -68,15 +69,12 @@ pub(super) fn read(hf: &HfConfig, layers: u64) -> Result<Step5, KvError> {
         Some((name, Value::Array(list))) => {
             let total = layers.saturating_add(nextn);
             if (list.len() as u64) < total {
-                return Err(KvError::Config {
-                    what: "model class",
-                    problem: format!(
-                        "vLLM {VLLM_VERSION} would not start: ValueError: Step5 layer_types \
+                return Err(would_not_start(format!(
+                    "ValueError: Step5 layer_types \
                          must include the dense stack and every MTP layer: expected at least \
                          {total} entries, got {} (`{name}`)",
-                        list.len()
-                    ),
-                });
+                    list.len()
+                )));
             }
             said.push(format!("the first {layers} entries of `{name}`"));
             list.iter()
@@ -146,13 +144,10 @@ fn check_moe(hf: &HfConfig, layers: u64) -> Result<(), KvError> {
         .value("use_moe_router_bias")
         .is_some_and(|(_, v)| v.as_bool() == Some(true));
     if moe && !bias {
-        return Err(KvError::Config {
-            what: "model class",
-            problem: format!(
-                "vLLM {VLLM_VERSION} would not start: ValueError: Step5 MoE currently requires \
-                 use_moe_router_bias=true. (models/step5/nvidia/model.py:1717)"
-            ),
-        });
+        return Err(would_not_start(
+            "ValueError: Step5 MoE currently requires use_moe_router_bias=true. \
+             (models/step5/nvidia/model.py:1717)",
+        ));
     }
     Ok(())
 }
@@ -169,10 +164,7 @@ impl Step5 {
         page: u64,
     ) -> Result<(), KvError> {
         let engine = &settings.engine;
-        let refused = |problem: String| KvError::Config {
-            what: "model class",
-            problem: format!("vLLM {VLLM_VERSION} would not start: {problem}"),
-        };
+        let refused = would_not_start;
         if settings.block_size_given && !settings.block_size.is_multiple_of(KERNEL_BLOCK) {
             if !settings.block_size.is_multiple_of(SUMMARY_REGION) {
                 return Err(refused(
@@ -264,27 +256,21 @@ impl Step5 {
         }
         let geometry = hf.geometry()?;
         if geometry.head_dim != 128 && geometry.head_dim != 192 {
-            return Err(KvError::Config {
-                what: "model class",
-                problem: format!(
-                    "vLLM {VLLM_VERSION} would not start: ValueError: Step5 DSA supports \
+            return Err(would_not_start(format!(
+                "ValueError: Step5 DSA supports \
                      attention head dimensions 128 or 192, got {}. \
                      (models/step5/nvidia/model.py:1033)",
-                    geometry.head_dim
-                ),
-            });
+                geometry.head_dim
+            )));
         }
         // The DSA kernels run only 192-wide heads (sparse_attention.py:160).
         if geometry.head_dim != 192 {
-            return Err(KvError::Config {
-                what: "model class",
-                problem: format!(
-                    "vLLM {VLLM_VERSION} would not start: NotImplementedError: Step5 DSA \
+            return Err(would_not_start(format!(
+                "NotImplementedError: Step5 DSA \
                      kernels require head_size 192, got {}. \
                      (models/step5/nvidia/sparse_attention.py:160)",
-                    geometry.head_dim
-                ),
-            });
+                geometry.head_dim
+            )));
         }
         let heads = hf
             .attention_heads()?
@@ -300,12 +286,11 @@ impl Step5 {
             })
             .and_then(Value::as_u64)
             .unwrap_or(4);
-        let refused = |problem: String| KvError::Config {
-            what: "model class",
-            problem: format!(
-                "vLLM {VLLM_VERSION} would not start: ValueError: {problem} \
+        let refused = |problem: String| {
+            would_not_start(format!(
+                "ValueError: {problem} \
                  (models/step5/nvidia/model.py:372, _validate_step5_dsa_parallel_geometry)"
-            ),
+            ))
         };
         let count = |key: &str, default: u64| {
             section
@@ -316,12 +301,11 @@ impl Step5 {
         };
         // `Step5SparseConfig`'s checks that move the DSA layers' geometry
         // (models/step5/nvidia/config.py:151-176).
-        let config_refused = |problem: String| KvError::Config {
-            what: "model class",
-            problem: format!(
-                "vLLM {VLLM_VERSION} would not start: ValueError: {problem} \
+        let config_refused = |problem: String| {
+            would_not_start(format!(
+                "ValueError: {problem} \
                  (models/step5/nvidia/config.py)"
-            ),
+            ))
         };
         let k_heads = count("sparse_indexer_num_k_heads", 1);
         if k_heads != 1 {
@@ -387,13 +371,10 @@ impl Step5 {
             .value("use_head_wise_attn_gate")
             .is_some_and(|(_, v)| v.as_bool() == Some(true));
         if !gated {
-            return Err(KvError::Config {
-                what: "model class",
-                problem: format!(
-                    "vLLM {VLLM_VERSION} would not start: NotImplementedError: Step5 DSA layers \
-                     require use_head_wise_attn_gate=true. (models/step5/nvidia/model.py:1052)"
-                ),
-            });
+            return Err(would_not_start(
+                "NotImplementedError: Step5 DSA layers require use_head_wise_attn_gate=true. \
+                 (models/step5/nvidia/model.py:1052)",
+            ));
         }
         Ok(())
     }
