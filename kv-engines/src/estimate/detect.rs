@@ -298,49 +298,27 @@ fn detect_step5(
     if families::rules(hf).map(|row| row.holds) != Some(Holds::Step5) {
         return Ok(None);
     }
-    {
-        let plain = Paging::plain(settings.block_size);
-        let step5 = step5::read(hf, hf.geometry()?.layers)?;
-        let detected = format!(
-            "Step-5: {} sliding and {} sparse (DSA) layers, each DSA layer with a summary \
+    let plain = Paging::plain(settings.block_size);
+    let step5 = step5::read(hf, hf.geometry()?.layers)?;
+    let detected = format!(
+        "Step-5: {} sliding and {} sparse (DSA) layers, each DSA layer with a summary \
              cache (256 B per 8 tokens) and a one-page tail ring beside its K/V, packed \
              block-outermost as vLLM's DSA backend lays them out; {}",
-            step5.pattern.count(LayerKind::SlidingAttention),
-            step5.pattern.count(LayerKind::FullAttention),
-            step5.said
-        );
-        let builder = Builder {
-            settings,
-            max_model_len,
-            paging: plain,
-            note: format!("estimated from config.json: {detected}; {source}"),
-        };
-        let (specs, packing) = step5.specs(hf, &builder)?;
-        if settings.vllm_serves {
-            let tp = settings.engine.tensor_parallel;
-            let main = specs.iter().find(|s| s.name == "full_attention");
-            // One DSA layer's K/V page on one rank: max(1, kv_heads / tp)
-            // heads (vLLM's `get_num_kv_heads`).
-            // (Without DSA layers, the sliding layers' storage and no page.)
-            let Some(mut geometry) = main.or(specs.first()).and_then(|s| s.geometry()).copied()
-            else {
-                return Err(config_error("figures", "Step-5 with no layer".to_owned()));
-            };
-            if main.is_none() {
-                geometry.kv_heads = 0;
-            }
-            let storage = geometry.storage;
-            geometry.kv_heads = (geometry.kv_heads / tp).max(1);
-            let page = geometry
-                .with_layers(1)
-                .bytes_per_position()
-                .ok()
-                .and_then(|b| b.checked_mul(plain.block_size))
-                .unwrap_or(0);
-            step5.check(hf, settings, storage, page)?;
-        }
-        Ok(Some((detected, plain, specs, packing)))
+        step5.pattern.count(LayerKind::SlidingAttention),
+        step5.pattern.count(LayerKind::FullAttention),
+        step5.said
+    );
+    let builder = Builder {
+        settings,
+        max_model_len,
+        paging: plain,
+        note: format!("estimated from config.json: {detected}; {source}"),
+    };
+    let (specs, packing) = step5.specs(hf, &builder)?;
+    if settings.vllm_serves {
+        step5.check(hf, settings, &specs)?;
     }
+    Ok(Some((detected, plain, specs, packing)))
 }
 
 fn detect(

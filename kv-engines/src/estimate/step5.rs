@@ -10,7 +10,7 @@
 //! layout"); one without is refused by [`super::model_class`].
 
 use kv_core::pattern::{LayerKind, LayerPattern};
-use kv_core::{DType, Geometry, HfConfig, KvError, KvSpec, PositionPolicy, Positions, Storage};
+use kv_core::{DType, Geometry, HfConfig, KvError, KvSpec, PositionPolicy, Positions};
 use serde_json::Value;
 
 use super::kda::LAID_OUT_LAYERS_MAX;
@@ -29,6 +29,8 @@ const RING_ROW_BYTES: u64 = 1024;
 const RING_ROWS: u64 = 7;
 /// FlashAttention's kernel blocks are multiples of 16.
 const KERNEL_BLOCK: u64 = 16;
+/// The DSA layers' K/V declaration.
+const MAIN: &str = "full_attention";
 
 /// A Step-5 config, as vLLM reads it.
 #[derive(Clone, Debug)]
@@ -120,6 +122,18 @@ pub(super) fn read(hf: &HfConfig, layers: u64) -> Result<Step5, KvError> {
     })
 }
 
+/// One DSA layer's K/V page on one rank, which the tail ring must hold:
+/// `max(1, kv_heads / tp)` heads (vLLM's `get_num_kv_heads`), a block of
+/// the estimate's tokens.
+fn rank_page(mut main: Geometry, tp: u64, settings: &EstimateSettings) -> Result<u64, KvError> {
+    main.kv_heads = (main.kv_heads / tp).max(1);
+    main.with_layers(1)
+        .bytes_per_position()
+        .ok()
+        .and_then(|bytes| bytes.checked_mul(settings.block_size))
+        .ok_or_else(|| config_error(WHAT, "one K/V page overflows u64".to_owned()))
+}
+
 /// Step5MoE's router (model.py:1717), where a dense layer is MoE: layers
 /// `moe_layers_enum` ("3,4,...") or `moe_layer_list` names, else every layer
 /// but the first; `use_moe_router_bias` is false unless set.
@@ -160,10 +174,12 @@ impl Step5 {
         &self,
         hf: &HfConfig,
         settings: &EstimateSettings,
-        storage: Storage,
-        page: u64,
+        specs: &[KvSpec],
     ) -> Result<(), KvError> {
         let engine = &settings.engine;
+        let Some(storage) = specs.first().and_then(KvSpec::geometry).map(|g| g.storage) else {
+            return Err(config_error(WHAT, "no layer keeps a cache".to_owned()));
+        };
         let refused = would_not_start;
         if settings.block_size_given && !settings.block_size.is_multiple_of(KERNEL_BLOCK) {
             if !settings.block_size.is_multiple_of(SUMMARY_REGION) {
@@ -205,8 +221,14 @@ impl Step5 {
             }));
         }
         let rows = RING_ROWS.saturating_add(engine.speculative_tokens);
-        if self.pattern.count(LayerKind::FullAttention) > 0
-            && (!page.is_multiple_of(RING_ROW_BYTES) || page / RING_ROW_BYTES < rows)
+        let main = specs
+            .iter()
+            .find(|s| s.name == MAIN)
+            .and_then(KvSpec::geometry);
+        if let Some(page) = main
+            .map(|g| rank_page(*g, engine.tensor_parallel, settings))
+            .transpose()?
+            .filter(|page| !page.is_multiple_of(RING_ROW_BYTES) || page / RING_ROW_BYTES < rows)
         {
             return Err(refused(format!(
                 "ValueError: Step5 CSA tail ring needs {rows} rows of {RING_ROW_BYTES} bytes \
@@ -399,7 +421,7 @@ impl Step5 {
         let dsa = self.pattern.count(LayerKind::FullAttention);
         if dsa > 0 {
             let block = builder.paging.block_size;
-            let main = builder.full(geometry.with_layers(dsa), "full_attention", hf)?;
+            let main = builder.full(geometry.with_layers(dsa), MAIN, hf)?;
             let summary_geometry =
                 Geometry::new(dsa, 1, SUMMARY_BYTES / SUMMARY_REGION, DType::U8).with_v_head_dim(0);
             let summary = builder.as_is(
