@@ -15,6 +15,7 @@
 //! [`sglang`] (SGLang 0.5.23, on kv's detection of a `config.json`) and
 //! [`llamacpp`] (llama.cpp 0c1e57098, on a GGUF header).
 
+mod deepseek_v4;
 mod detect;
 mod export;
 mod families;

@@ -413,6 +413,15 @@ def first_spec(spec):
     return next(iter(inner.values())) if inner else spec
 
 
+def per_position(spec):
+    """Bytes a layer keeps per position: its real page over its block, or,
+    where the page is padded to an alignment (DeepSeek-V4's), the padded
+    page over the states it holds (one per `tokens_per_state` tokens)."""
+    if getattr(spec, "alignment", None) is not None:
+        return spec.page_size_bytes // spec.num_states
+    return spec.real_page_size_bytes // spec.block_size
+
+
 def kv_kind(name, kind):
     """kv's declaration name and kind, as vllm_kind names it."""
     if kind == "recurrent":
@@ -422,6 +431,12 @@ def kv_kind(name, kind):
     # Inkling's conv state is a SlidingWindowSpec in vLLM; Step-5's tail
     # ring a CircularBufferSpec.
     if name.endswith("conv_state"):
+        return "sliding"
+    # DeepSeek-V4's compressed latents and indexer keys are MLAAttentionSpecs,
+    # its sliding latent and compressor states SlidingWindowMLASpecs.
+    if name.startswith(("compressed_latent", "indexer_keys_c")):
+        return "mla"
+    if name == "sliding_window_latent" or name.endswith("compressor_state"):
         return "sliding"
     if name == "tail_ring":
         return "CircularBufferSpec"
@@ -472,9 +487,7 @@ def plan(out, stages, layout, budgets_for):
             live = [g for g in projected if g.layer_names]
             out[s + "layers_cached"] = len(specs)
             out[s + "per_position_bytes"] = sum(
-                sp.real_page_size_bytes // sp.block_size
-                for sp in specs.values()
-                if isinstance(sp, AttentionSpec)
+                per_position(sp) for sp in specs.values() if isinstance(sp, AttentionSpec)
             )
             out[s + "per_row_bytes_sum"] = sum(
                 sp.max_memory_usage_bytes(v0) for sp in specs.values()

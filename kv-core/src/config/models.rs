@@ -378,8 +378,11 @@ pub(crate) const MODEL_TYPES: &[ModelType] = &[
         // name (KDA).
         "kimi_linear",
         "kimi_k3",
-        // Step-5: kv-engines refuses its sparse (DSA) layers by name.
+        // Step-5: kv-engines reads its sliding and sparse (DSA) layers.
         "step5",
+        // DeepSeek-V4: kv-engines reads its sliding, compressed and indexer
+        // caches.
+        "deepseek_v4",
         // GigaChat3.5 (MLA beside Gated DeltaNet) and Zaya (CCA's
         // convolution state): kv-engines refuses them by name.
         "gigachat3_5",

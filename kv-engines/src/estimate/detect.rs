@@ -10,7 +10,7 @@ use super::families::{self, Holds};
 use super::pool::{Grouping, Packing};
 use super::settings::{config_error, EstimateSettings};
 use super::vllm::{self, Builder, Paging};
-use super::{indexer, inkling, kda, max_len, model_class, refusals, step5};
+use super::{deepseek_v4, indexer, inkling, kda, max_len, model_class, refusals, step5};
 
 /// What [`estimate`] found in a config and the declarations it makes.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -166,7 +166,7 @@ pub fn estimate(config: &Value, settings: &EstimateSettings) -> Result<Estimate,
     let (max_model_len, source) = max_len::max_model_len(&hf, settings)?;
     refusals::check_layout(&hf, settings)?;
     let (detected, paging, mut specs, packing) =
-        match detect_step5(&hf, settings, max_model_len, &source)? {
+        match detect_packed(&hf, settings, max_model_len, &source)? {
             Some((detected, paging, specs, packing)) => (detected, paging, specs, Some(packing)),
             None => {
                 let (detected, paging, specs) = detect(&hf, settings, max_model_len, &source)?;
@@ -177,7 +177,7 @@ pub fn estimate(config: &Value, settings: &EstimateSettings) -> Result<Estimate,
     refusals::check_format(&hf, &specs)?;
     refusals::check_block_size(settings, &specs)?;
     // Where vLLM's pool charges a kind more layers than it has, its cache says so.
-    let grouping = Grouping::of(&specs, paging.block_size)?.with_packing(packing.as_ref());
+    let grouping = Grouping::of(&specs, paging.block_size, packing.as_ref())?;
     for spec in &mut specs {
         if let Some(padding) = grouping.padding(&spec.name) {
             spec.cache = format!("{}; {padding}", spec.cache).into();
@@ -282,43 +282,67 @@ fn given_values(config: &Value, values: &Map<String, Value>) -> Result<HfConfig,
     Ok(hf)
 }
 
-/// The detection order; returns what was detected, the paging used and the
-/// declarations.
-/// What Step-5's detection finds: its words, paging, declarations and packing.
-type Step5Detection = (String, Paging, Vec<KvSpec>, Packing);
+/// What a packed family's detection finds: its words, paging, declarations
+/// and packing.
+type PackedDetection = (String, Paging, Vec<KvSpec>, Packing);
 
-/// Step-5's declarations and packing, where the family is Step-5
-/// ([`step5`]); `None` for any other.
-fn detect_step5(
+/// The declarations and packing of a family vLLM packs block-outermost
+/// (Step-5, [`step5`]; DeepSeek-V4, [`deepseek_v4`]); `None` for any other.
+fn detect_packed(
     hf: &HfConfig,
     settings: &EstimateSettings,
     max_model_len: u64,
     source: &str,
-) -> Result<Option<Step5Detection>, KvError> {
-    if families::rules(hf).map(|row| row.holds) != Some(Holds::Step5) {
-        return Ok(None);
-    }
-    let plain = Paging::plain(settings.block_size);
-    let step5 = step5::read(hf, hf.geometry()?.layers)?;
-    let detected = format!(
-        "Step-5: {} sliding and {} sparse (DSA) layers, each DSA layer with a summary \
-             cache (256 B per 8 tokens) and a one-page tail ring beside its K/V, packed \
-             block-outermost as vLLM's DSA backend lays them out; {}",
-        step5.pattern.count(LayerKind::SlidingAttention),
-        step5.pattern.count(LayerKind::FullAttention),
-        step5.said
-    );
-    let builder = Builder {
+) -> Result<Option<PackedDetection>, KvError> {
+    let builder = |paging: Paging, detected: &str| Builder {
         settings,
         max_model_len,
-        paging: plain,
+        paging,
         note: format!("estimated from config.json: {detected}; {source}"),
     };
-    let (specs, packing) = step5.specs(hf, &builder)?;
-    if settings.vllm_serves {
-        step5.check(hf, settings, &specs)?;
+    match families::rules(hf).map(|row| row.holds) {
+        Some(Holds::Step5) => {
+            let plain = Paging::plain(settings.block_size);
+            let step5 = step5::read(hf, hf.geometry()?.layers)?;
+            let detected = format!(
+                "Step-5: {} sliding and {} sparse (DSA) layers, each DSA layer with a summary \
+                 cache (256 B per 8 tokens) and a one-page tail ring beside its K/V, packed \
+                 block-outermost as vLLM's DSA backend lays them out; {}",
+                step5.pattern.count(LayerKind::SlidingAttention),
+                step5.pattern.count(LayerKind::FullAttention),
+                step5.said
+            );
+            let (specs, packing) = step5.specs(hf, &builder(plain, &detected))?;
+            if settings.vllm_serves {
+                step5.check(hf, settings, &specs)?;
+            }
+            Ok(Some((detected, plain, specs, packing)))
+        }
+        Some(Holds::DeepseekV4) => {
+            let Some((_, layers)) = hf.count_if_set("layers", "num_hidden_layers")? else {
+                return Err(config_error(
+                    "DeepSeek-V4 layers",
+                    "`num_hidden_layers` is not set".to_owned(),
+                ));
+            };
+            let v4 = deepseek_v4::read(hf, layers)?;
+            if settings.vllm_serves {
+                v4.check(settings)?;
+            }
+            let paging = Paging::backend(
+                deepseek_v4::ENGINE_BLOCK,
+                "DeepSeek-V4's sparse MLA kernels run blocks of 256 only (sparse_mla.py:60)",
+            );
+            let detected = format!(
+                "DeepSeek-V4: {}; each cache in blocks of its own, packed block-outermost as \
+                 vLLM's sparse MLA backend lays them out",
+                v4.said
+            );
+            let (specs, packing) = v4.specs(&builder(paging, &detected))?;
+            Ok(Some((detected, paging, specs, packing)))
+        }
+        _ => Ok(None),
     }
-    Ok(Some((detected, plain, specs, packing)))
 }
 
 fn detect(

@@ -150,8 +150,7 @@ impl Estimate {
     /// rank of every layer holds made equal as vLLM makes them.
     fn grouping(&self, whole: &Collection) -> Result<Grouping, KvError> {
         let one_rank = whole.for_rank(Parallel::new(self.tensor_parallel, 1)?.at(0, 0)?)?;
-        Grouping::of(&self.specs, self.block_size)?
-            .with_packing(self.packing.as_ref())
+        Grouping::of(&self.specs, self.block_size, self.packing.as_ref())?
             .with_rank_pages(&one_rank)
     }
 

@@ -37,6 +37,9 @@ pub(super) enum Holds {
     /// Step-5's sliding and sparse (DSA) layers, packed block-outermost
     /// ([`super::step5`]).
     Step5,
+    /// DeepSeek-V4's sliding, compressed and indexer caches, each in
+    /// blocks of its own, packed block-outermost ([`super::deepseek_v4`]).
+    DeepseekV4,
     /// Inkling's local and global attention, each layer with a conv state
     /// paged beside it ([`super::inkling`]).
     Inkling,
@@ -184,6 +187,11 @@ const FAMILIES: &[FamilyRules] = &[
     FamilyRules {
         names: &["step5"],
         holds: Holds::Step5,
+        ..FamilyRules::DEFAULT
+    },
+    FamilyRules {
+        names: &["deepseek_v4"],
+        holds: Holds::DeepseekV4,
         ..FamilyRules::DEFAULT
     },
     FamilyRules {

@@ -66,8 +66,13 @@ pub(super) struct Grouping {
 
 impl Grouping {
     /// The grouping of an estimate's declarations (whole model), with
-    /// `block_size` tokens per block.
-    pub(super) fn of(specs: &[KvSpec], block_size: u64) -> Result<Grouping, KvError> {
+    /// `block_size` tokens per block, packed block-outermost where `packing`
+    /// is given.
+    pub(super) fn of(
+        specs: &[KvSpec],
+        block_size: u64,
+        packing: Option<&Packing>,
+    ) -> Result<Grouping, KvError> {
         if block_size == 0 {
             return Err(config_error(
                 "estimate settings",
@@ -83,7 +88,10 @@ impl Grouping {
                     format!("`{}` has 0 layers; vLLM groups none", spec.name),
                 ));
             }
-            let own = own_block(spec, block_size);
+            let own = packing
+                .and_then(|p| p.kind(&spec.name))
+                .and_then(|k| k.paged_in)
+                .unwrap_or_else(|| own_block(spec, block_size));
             kinds.push(Kind {
                 name: spec.name.to_string(),
                 layers,
@@ -129,15 +137,9 @@ impl Grouping {
             why,
             block_size,
             one_group,
-            packing: None,
+            packing: packing.cloned(),
             packed: None,
         })
-    }
-
-    /// The grouping packed block-outermost, where `packing` is given.
-    pub(super) fn with_packing(mut self, packing: Option<&Packing>) -> Grouping {
-        self.packing = packing.cloned();
-        self
     }
 
     /// vLLM's pages made equal (`unify_kv_cache_spec_page_size`, over every
@@ -720,7 +722,7 @@ mod tests {
 
     fn pool_of(specs: Vec<KvSpec>, block_size: u64) -> Result<VllmPool, KvError> {
         let whole = kv_core::collect(&Declared(specs.clone()));
-        Grouping::of(&specs, block_size)?
+        Grouping::of(&specs, block_size, None)?
             .with_rank_pages(&whole)?
             .pool(&whole, 3)
     }
@@ -777,7 +779,7 @@ mod tests {
         // A policy's block of 0 is no block of its own: the estimate's 16
         // (min(3 + 2,048, 64) = 64 tokens, 4 whole blocks + 1), not a
         // division by zero.
-        let grouping = Grouping::of(&[full(), attention("conv", 1, window(0))], 16).unwrap();
+        let grouping = Grouping::of(&[full(), attention("conv", 1, window(0))], 16, None).unwrap();
         assert_eq!(grouping.kinds[1].block_size, 16);
         assert_eq!(grouping.kinds[1].blocks, 5);
     }

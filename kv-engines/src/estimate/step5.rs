@@ -415,7 +415,11 @@ impl Step5 {
         let sliding = self.pattern.count(LayerKind::SlidingAttention);
         if let (Some(window), true) = (self.window, sliding > 0) {
             let spec = builder.sliding(geometry.with_layers(sliding), window, hf)?;
-            kinds.push(PackedKind::new(&spec.name, PackedBucket::Sliding, None));
+            let bucket = PackedBucket::Sliding {
+                window,
+                block: builder.paging.block_size,
+            };
+            kinds.push(PackedKind::new(&spec.name, bucket, None));
             specs.push(spec.in_layers(self.pattern.clone(), LayerKind::SlidingAttention));
         }
         let dsa = self.pattern.count(LayerKind::FullAttention);
@@ -457,10 +461,14 @@ impl Step5 {
             )?;
             kinds.push(PackedKind::new(
                 &main.name,
-                PackedBucket::Full,
+                PackedBucket::Full { block },
                 Some(Alignment::KernelBlock(SUMMARY_REGION)),
             ));
-            kinds.push(PackedKind::new(&summary.name, PackedBucket::Full, None));
+            kinds.push(PackedKind::new(
+                &summary.name,
+                PackedBucket::Full { block },
+                None,
+            ));
             kinds.push(PackedKind::new(
                 &ring.name,
                 PackedBucket::State,

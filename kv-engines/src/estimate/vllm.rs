@@ -86,6 +86,14 @@ impl Paging {
         }
     }
 
+    /// A family whose backend runs one block, `block_size`, for `why`.
+    pub fn backend(block_size: u64, why: &'static str) -> Paging {
+        Paging {
+            backend: Some(why),
+            ..Paging::plain(block_size)
+        }
+    }
+
     /// An MLA model's paging, from the storage its latent will have. On
     /// Hopper (SM 9.0, kv's GPU) vLLM 0.33 tries, in this order
     /// (`platforms/cuda.py` `_get_backend_priorities`), FLASH_ATTN_MLA
@@ -1028,13 +1036,7 @@ impl Builder<'_> {
         geometry: Geometry,
         kernel: u64,
     ) -> Result<KvSpec, KvError> {
-        let policy = PositionPolicy::VllmSlidingWindow {
-            window: kernel,
-            max_num_batched_tokens: self.in_flight_tokens()?,
-            max_model_len: self.max_model_len,
-            block_size: kernel,
-        };
-        let positions = Positions::from_policy(policy).map_err(self.over_length(name))?;
+        let positions = self.sliding_positions(name, kernel, kernel)?;
         let cache = format!(
             "vLLM {VLLM_VERSION} SlidingWindowSpec (paged conv state: the K, V, attention-output \
              and MLP-output streams packed in one {}-wide head, {}, block {kernel} = window = \
@@ -1042,6 +1044,23 @@ impl Builder<'_> {
             geometry.head_dim, geometry.storage
         );
         self.as_is(name, cache, geometry, positions)
+    }
+
+    /// A SlidingWindowSpec's positions: `window` in blocks of `block` of
+    /// its own.
+    pub fn sliding_positions(
+        &self,
+        name: &str,
+        window: u64,
+        block: u64,
+    ) -> Result<Positions, KvError> {
+        let policy = PositionPolicy::VllmSlidingWindow {
+            window,
+            max_num_batched_tokens: self.in_flight_tokens()?,
+            max_model_len: self.max_model_len,
+            block_size: block,
+        };
+        Positions::from_policy(policy).map_err(self.over_length(name))
     }
 
     /// A paged cache stored as `geometry` says, whatever the KV format.

@@ -14,15 +14,23 @@ use kv_core::{KvError, Overflow};
 
 use crate::estimate::settings::overflow;
 
-/// The kind of spec a bucket holds (`UniformTypeKVCacheSpecs.is_uniform_type`).
+/// The kind of spec a bucket holds (`UniformTypeKVCacheSpecs.is_uniform_type`:
+/// one spec type, one block, one window): layers of equal buckets are
+/// bucketed together.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(crate) enum PackedBucket {
-    /// FullAttentionSpec and its kin, at the estimate's block.
-    Full,
-    /// SlidingWindowSpec of one window.
-    Sliding,
+    /// FullAttentionSpec and its kin, in blocks of `block` tokens.
+    Full { block: u64 },
+    /// SlidingWindowSpec of one window, in blocks of `block` tokens.
+    Sliding { window: u64, block: u64 },
     /// A state per request (CircularBufferSpec).
     State,
+}
+
+impl PackedBucket {
+    fn is_sliding(self) -> bool {
+        matches!(self, PackedBucket::Sliding { .. })
+    }
 }
 
 /// A layer's block-stride alignment (`get_block_stride_alignment`).
@@ -41,6 +49,10 @@ pub(crate) struct PackedKind {
     pub name: String,
     pub bucket: PackedBucket,
     pub alignment: Option<Alignment>,
+    /// The block the declaration is paged in, in its own positions, where
+    /// that is neither the estimate's nor its window's: a compressed cache
+    /// counts states, 64 of them in a block of 256 tokens (DeepSeek-V4).
+    pub paged_in: Option<u64>,
 }
 
 impl PackedKind {
@@ -49,7 +61,14 @@ impl PackedKind {
             name: name.to_owned(),
             bucket,
             alignment,
+            paged_in: None,
         }
+    }
+
+    /// The same kind, paged in blocks of `positions` of its own.
+    pub fn paged_in(mut self, positions: u64) -> PackedKind {
+        self.paged_in = Some(positions);
+        self
     }
 }
 
@@ -116,7 +135,7 @@ pub(super) fn groups(members: &[Member]) -> Result<(Vec<(PackedBucket, u64)>, u6
     };
     let total = |pages: &[(u64, u64)]| pages.iter().try_fold(0u64, |sum, (_, c)| add(sum, *c));
     let is_state = |bucket: PackedBucket| {
-        bucket == PackedBucket::State || (repeats.is_none() && bucket == PackedBucket::Sliding)
+        bucket == PackedBucket::State || (repeats.is_none() && bucket.is_sliding())
     };
     let mut groups = Vec::with_capacity(buckets.len());
     let mut anchor = 0u64;
@@ -178,6 +197,13 @@ fn too_big(step: &'static str) -> KvError {
 mod tests {
     use super::*;
 
+    const FULL: PackedBucket = PackedBucket::Full { block: 16 };
+    const SLIDING: PackedBucket = PackedBucket::Sliding {
+        window: 64,
+        block: 16,
+    };
+    const STATE: PackedBucket = PackedBucket::State;
+
     fn member(bucket: PackedBucket, layers: u64, page: u64) -> Member {
         Member {
             bucket,
@@ -206,19 +232,19 @@ mod tests {
         // cut in 3; the DSA bucket one group of 23 x 49,664 = 1,142,272 B,
         // which holds 23 ring pages: one ring group.
         let (groups, repeats) = groups(&[
-            member(PackedBucket::Sliding, 69, 49_152),
-            member(PackedBucket::Full, 23, 49_152),
-            member(PackedBucket::Full, 23, 512),
-            member(PackedBucket::State, 23, 49_152),
+            member(SLIDING, 69, 49_152),
+            member(FULL, 23, 49_152),
+            member(FULL, 23, 512),
+            member(STATE, 23, 49_152),
         ])
         .unwrap();
         assert_eq!(repeats, 23);
         assert_eq!(
             groups,
             [
-                (PackedBucket::Sliding, 3),
-                (PackedBucket::Full, 1),
-                (PackedBucket::State, 1)
+                (SLIDING, 3),
+                (FULL, 1),
+                (STATE, 1)
             ]
         );
         // Rings a block cannot hold are cut: repeats 10 (the mixed bucket's,
@@ -226,12 +252,12 @@ mod tests {
         // block is the DSA group's 10 x (100 + 50) = 1,500 B, which holds 2:
         // cdiv(7, 2) = 4 ring groups.
         let (groups, repeats) = groups_of(&[
-            member(PackedBucket::Full, 10, 100),
-            member(PackedBucket::Full, 10, 50),
-            member(PackedBucket::State, 7, 600),
+            member(FULL, 10, 100),
+            member(FULL, 10, 50),
+            member(STATE, 7, 600),
         ]);
         assert_eq!(repeats, 10);
-        assert_eq!(groups, [(PackedBucket::Full, 1), (PackedBucket::State, 4)]);
+        assert_eq!(groups, [(FULL, 1), (STATE, 4)]);
     }
 
     #[test]
@@ -240,34 +266,34 @@ mod tests {
         // bucket is cut only to fit the block: the DSA bucket's 2 x 100 B
         // hold 2 of its 100 B pages, cdiv(6, 2) = 3 groups.
         let (groups, repeats) = groups_of(&[
-            member(PackedBucket::Full, 2, 100),
-            member(PackedBucket::Sliding, 6, 100),
+            member(FULL, 2, 100),
+            member(SLIDING, 6, 100),
         ]);
         assert_eq!(repeats, 0);
         assert_eq!(
             groups,
-            [(PackedBucket::Full, 1), (PackedBucket::Sliding, 3)]
+            [(FULL, 1), (SLIDING, 3)]
         );
         // A balanced mixed sliding bucket sets repeats 2; the unbalanced DSA
         // bucket (4 and 3 layers of two pages) stays one group.
         let (groups, repeats) = groups_of(&[
-            member(PackedBucket::Sliding, 2, 100),
-            member(PackedBucket::Sliding, 2, 60),
-            member(PackedBucket::Full, 4, 100),
-            member(PackedBucket::Full, 3, 50),
+            member(SLIDING, 2, 100),
+            member(SLIDING, 2, 60),
+            member(FULL, 4, 100),
+            member(FULL, 3, 50),
         ]);
         assert_eq!(repeats, 2);
         assert_eq!(
             groups,
-            [(PackedBucket::Sliding, 1), (PackedBucket::Full, 1)]
+            [(SLIDING, 1), (FULL, 1)]
         );
         // Pages of 0 B make no block to fit: a state bucket stays whole, and
         // nothing divides by zero.
         let (groups, _) = groups_of(&[
-            member(PackedBucket::Full, 1, 0),
-            member(PackedBucket::State, 3, 0),
+            member(FULL, 1, 0),
+            member(STATE, 3, 0),
         ]);
-        assert_eq!(groups, [(PackedBucket::Full, 1), (PackedBucket::State, 1)]);
+        assert_eq!(groups, [(FULL, 1), (STATE, 1)]);
     }
 
     fn groups_of(members: &[Member]) -> (Vec<(PackedBucket, u64)>, u64) {
