@@ -182,15 +182,16 @@ fn problem(file: &Path, error: KvError, args: &Args) -> Problem {
             ..
         } => Problem::new(file, format!("{error}; give it with --positions N")),
         // No key given on the command line makes layers alike, makes vLLM
-        // serve an architecture it retired, builds a class that fails, or
-        // sizes caches kv does not.
+        // serve an architecture it retired, builds a class that fails, sizes
+        // caches kv does not, or mends a flag kv has not checked.
         KvError::Config {
             what:
                 "per-layer values"
                 | "sparse-attention indexer"
                 | "architectures"
                 | "model class"
-                | "model",
+                | "model"
+                | "estimate settings",
             ..
         } => Problem::new(file, error),
         KvError::Config { .. } => Problem::new(

@@ -409,7 +409,12 @@ impl DeepseekV4 {
             block: ENGINE_BLOCK,
         };
         for (ratio, tokens, name, state_name) in [
-            (Ratio::Csa, CSA, "compressed_latent_c4", "c4_compressor_state"),
+            (
+                Ratio::Csa,
+                CSA,
+                "compressed_latent_c4",
+                "c4_compressor_state",
+            ),
             (
                 Ratio::Hca,
                 HCA,

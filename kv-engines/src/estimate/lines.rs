@@ -105,7 +105,9 @@ pub fn totals_line(totals: &Totals, max_num_seqs: u64) -> String {
 /// Each kind as vLLM's pool charges it on a rank:
 /// `sliding_attention 22 layers charged as 24 (6 groups)`.
 /// A kind whose smaller page vLLM filled with more tokens says so:
-/// `(5 group(s), 32 tokens a block to fill the largest page)`.
+/// `(5 group(s), 32 tokens a block to fill the largest page)`; packed, each
+/// kind's page and block: `(2 group(s), pages of 37,440 B, 64 positions a
+/// block)`.
 pub fn charged_kinds(pool: &VllmPool) -> String {
     let smallest_block = pool
         .kinds
@@ -122,7 +124,15 @@ pub fn charged_kinds(pool: &VllmPool) -> String {
             } else {
                 format!("{} of {} layers", k.layers_on_rank, k.layers)
             };
-            let block = if k.block_size > smallest_block {
+            // Packed, each kind keeps its own block and page (DeepSeek-V4's
+            // states, 64 a block of 256 tokens): none is filled to another's.
+            let block = if pool.packed {
+                format!(
+                    ", pages of {} B, {} positions a block",
+                    thousands(k.page_bytes),
+                    k.block_size
+                )
+            } else if k.block_size > smallest_block {
                 format!(", {} tokens a block to fill the largest page", k.block_size)
             } else {
                 String::new()

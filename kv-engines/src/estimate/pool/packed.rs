@@ -239,14 +239,7 @@ mod tests {
         ])
         .unwrap();
         assert_eq!(repeats, 23);
-        assert_eq!(
-            groups,
-            [
-                (SLIDING, 3),
-                (FULL, 1),
-                (STATE, 1)
-            ]
-        );
+        assert_eq!(groups, [(SLIDING, 3), (FULL, 1), (STATE, 1)]);
         // Rings a block cannot hold are cut: repeats 10 (the mixed bucket's,
         // the only d in [10, 10]) leave 7 rings of 600 B one group, but the
         // block is the DSA group's 10 x (100 + 50) = 1,500 B, which holds 2:
@@ -265,15 +258,9 @@ mod tests {
         // No bucket of several page sizes: no repeats, and the sliding
         // bucket is cut only to fit the block: the DSA bucket's 2 x 100 B
         // hold 2 of its 100 B pages, cdiv(6, 2) = 3 groups.
-        let (groups, repeats) = groups_of(&[
-            member(FULL, 2, 100),
-            member(SLIDING, 6, 100),
-        ]);
+        let (groups, repeats) = groups_of(&[member(FULL, 2, 100), member(SLIDING, 6, 100)]);
         assert_eq!(repeats, 0);
-        assert_eq!(
-            groups,
-            [(FULL, 1), (SLIDING, 3)]
-        );
+        assert_eq!(groups, [(FULL, 1), (SLIDING, 3)]);
         // A balanced mixed sliding bucket sets repeats 2; the unbalanced DSA
         // bucket (4 and 3 layers of two pages) stays one group.
         let (groups, repeats) = groups_of(&[
@@ -283,17 +270,44 @@ mod tests {
             member(FULL, 3, 50),
         ]);
         assert_eq!(repeats, 2);
-        assert_eq!(
-            groups,
-            [(SLIDING, 1), (FULL, 1)]
-        );
+        assert_eq!(groups, [(SLIDING, 1), (FULL, 1)]);
         // Pages of 0 B make no block to fit: a state bucket stays whole, and
         // nothing divides by zero.
-        let (groups, _) = groups_of(&[
-            member(FULL, 1, 0),
-            member(STATE, 3, 0),
-        ]);
+        let (groups, _) = groups_of(&[member(FULL, 1, 0), member(STATE, 3, 0)]);
         assert_eq!(groups, [(FULL, 1), (STATE, 1)]);
+    }
+
+    #[test]
+    fn buckets_of_other_blocks_or_windows_stay_apart() {
+        // DeepSeek-V4's published layout: the sliding latents (window 128,
+        // block 64), the MLA bucket (unbalanced: 21, 20, 21), the CSA
+        // states (window 8, block 4: 21 and 21, the mixed bucket), the HCA
+        // states (window 128, block 8). Repeats from 21 over [43, 21, 20]:
+        // 22; the sliding latents cut in 2, every other bucket one group.
+        let swa = PackedBucket::Sliding {
+            window: 128,
+            block: 64,
+        };
+        let mla = PackedBucket::Full { block: 256 };
+        let c4 = PackedBucket::Sliding {
+            window: 8,
+            block: 4,
+        };
+        let c128 = PackedBucket::Sliding {
+            window: 128,
+            block: 8,
+        };
+        let (groups, repeats) = groups_of(&[
+            member(swa, 43, 37_440),
+            member(mla, 21, 37_440),
+            member(c4, 21, 32_832),
+            member(mla, 21, 8640),
+            member(c4, 21, 8640),
+            member(mla, 20, 1728),
+            member(c128, 20, 32_832),
+        ]);
+        assert_eq!(repeats, 22);
+        assert_eq!(groups, [(swa, 2), (mla, 1), (c4, 1), (c128, 1)]);
     }
 
     fn groups_of(members: &[Member]) -> (Vec<(PackedBucket, u64)>, u64) {
