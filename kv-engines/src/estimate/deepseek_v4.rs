@@ -603,3 +603,47 @@ impl Paged {
 fn bytes_geometry(layers: u64, bytes: u64) -> Geometry {
     Geometry::new(layers, 1, bytes, DType::U8).with_v_head_dim(0)
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn config(extra: Value) -> HfConfig {
+        let mut config = serde_json::json!({"model_type": "deepseek_v4", "num_hidden_layers": 4});
+        if let (Value::Object(base), Value::Object(extra)) = (&mut config, extra) {
+            base.extend(extra);
+        }
+        HfConfig::from_value(config)
+    }
+
+    #[test]
+    fn the_most_layers_are_laid_out_and_one_more_is_refused() {
+        let most = read(&config(serde_json::json!({})), LAID_OUT_LAYERS_MAX).unwrap();
+        assert_eq!(most.ratios.len() as u64, LAID_OUT_LAYERS_MAX);
+        let text = read(&config(serde_json::json!({})), LAID_OUT_LAYERS_MAX + 1)
+            .unwrap_err()
+            .to_string();
+        assert!(text.contains("at most 65536"), "{text}");
+    }
+
+    #[test]
+    fn every_page_is_padded_to_576_and_a_whole_number_of_states() {
+        // 64 x 584 = 37,376 up to 37,440 = 64 x 585; 2 x 584 = 1,168 up to
+        // 1,728 = 2 x 864; a page already a multiple stays.
+        let page = |states, bytes| {
+            Paged {
+                states_per_page: states,
+                state_bytes: bytes,
+            }
+            .padded()
+        };
+        assert_eq!(page(64, 584).unwrap(), (37_440, 585));
+        assert_eq!(page(2, 584).unwrap(), (1728, 864));
+        assert_eq!(page(1, 576).unwrap(), (576, 576));
+        // 128 states pad to a page that is no whole number of them.
+        let text = page(128, 1).unwrap_err().to_string();
+        assert!(text.contains("not a whole number of states"), "{text}");
+        assert!(page(0, 584).is_err());
+        assert!(page(u64::MAX, 2).is_err());
+    }
+}
