@@ -2781,3 +2781,231 @@ fn graniteswitch_caches_its_router_layer_after_the_others() {
         "{e}"
     );
 }
+
+/// A DeepSeek-V4 no twin ships: 6 layers of one 512-wide key head, window
+/// 128, CSA on layers 2 and 4, HCA on 3 and 5 (the 7th ratio, an MTP
+/// layer's, is past `block_count`), an indexer key of 128.
+fn deepseek4(ratios: Vec<u32>) -> GgufMetadata {
+    gguf(
+        "deepseek4",
+        &[
+            ("block_count", V::U32(6)),
+            ("context_length", V::U32(8192)),
+            ("embedding_length", V::U32(512)),
+            ("attention.head_count", V::U32(8)),
+            ("attention.head_count_kv", V::U32(1)),
+            ("attention.key_length", V::U32(512)),
+            ("attention.value_length", V::U32(512)),
+            ("attention.q_lora_rank", V::U32(64)),
+            ("attention.sliding_window", V::U32(128)),
+            ("attention.indexer.head_count", V::U32(64)),
+            ("attention.indexer.key_length", V::U32(128)),
+            ("attention.indexer.top_k", V::U32(512)),
+            ("attention.output_group_count", V::U32(8)),
+            ("attention.output_lora_rank", V::U32(32)),
+            ("hyper_connection.count", V::U32(4)),
+            ("hyper_connection.sinkhorn_iterations", V::U32(2)),
+            ("hash_layer_count", V::U32(0)),
+            ("attention.compress_ratios", V::U32s(ratios)),
+            ("expert_gating_func", V::U32(4)),
+        ],
+    )
+}
+
+fn published_ratios() -> Vec<u32> {
+    vec![0, 0, 4, 128, 4, 128, 0]
+}
+
+#[test]
+fn deepseek4_keeps_k_alone_in_a_raw_window_compressed_caches_and_states() {
+    // n_ctx 8192 over 2 sequences: 4096 cells a sequence, and every DSV4
+    // cache keeps a stream a sequence.
+    let e = run(&deepseek4(published_ratios()), &settings(8192, 2));
+    let Memory::Dsv4 {
+        raw,
+        csa,
+        hca,
+        lid,
+        states,
+    } = &e.memory
+    else {
+        panic!("not DSV4: {:?}", e.memory)
+    };
+    let Memory::Iswa { base, swa, .. } = &**raw else {
+        panic!("raw is not an iswa: {raw:?}")
+    };
+    // Every layer slides: the full cache holds none. The window cache: 128
+    // + 512 (n_ubatch) padded to 768 cells, 512 x 2 B of K a row, 2
+    // streams, 6 layers.
+    assert_eq!((base.cells, base.layers, base.bytes()), (4096, 0, 0));
+    assert_eq!((swa.cells, swa.layers), (768, 6));
+    assert_eq!((swa.k_bytes, swa.v_bytes), (1024 * 768 * 2 * 6, 0));
+    // CSA: cdiv(4096, 4) = 1024 cells, layers 2 and 4.
+    assert_eq!(csa.0, 1024);
+    assert_eq!((csa.1.cells, csa.1.layers), (1024, 2));
+    assert_eq!(csa.1.bytes(), 1024 * 1024 * 2 * 2);
+    // HCA: cdiv(4096, 128) = 32, padded to 256 cells.
+    assert_eq!((hca.0, hca.1.cells, hca.1.layers), (32, 256, 2));
+    assert_eq!(hca.1.bytes(), 1024 * 256 * 2 * 2);
+    // The indexer's 128-wide key (256 B) on the CSA layers.
+    assert_eq!((lid.1.cells, lid.1.layers), (1024, 2));
+    assert_eq!(lid.1.bytes(), 256 * 1024 * 2 * 2);
+    // States, f32 kv and score a layer per stream: CSA 8 x 2 x 512, HCA
+    // 128 x 512, the indexer's 8 x 2 x 128.
+    let sizes: Vec<(&str, u64, u64, u64)> = states
+        .iter()
+        .map(|s| (s.name, s.state_size, s.n_embd_state, s.bytes))
+        .collect();
+    assert_eq!(
+        sizes,
+        [
+            ("csa", 8, 1024, 8 * 1024 * 4 * 2 * 2 * 2),
+            ("hca", 128, 512, 128 * 512 * 4 * 2 * 2 * 2),
+            ("lid", 8, 256, 8 * 256 * 4 * 2 * 2 * 2),
+        ]
+    );
+    assert_eq!(
+        e.bytes(),
+        9_437_184 + 4_194_304 + 1_048_576 + 1_048_576 + 262_144 + 2_097_152 + 65_536
+    );
+    // llama.cpp's lines, as its own run printed them (cache_lines.py).
+    let lines = e.lines();
+    let at = |prefix: &str| {
+        lines
+            .iter()
+            .position(|l| l.starts_with(prefix))
+            .unwrap_or_else(|| panic!("no {prefix}: {lines:#?}"))
+    };
+    assert_eq!(
+        lines[at("llama_kv_cache_dsv4: creating DSV4 raw")],
+        "llama_kv_cache_dsv4: creating DSV4 raw KV cache"
+    );
+    assert_eq!(
+        lines[at("llama_kv_cache_dsv4: creating DSV4 HCA compressed") + 1],
+        "llama_kv_cache: size =    1.00 MiB (   256 cells,   2 layers,  2/2 seqs), K (f16):    \
+         1.00 MiB, V (f16):    0.00 MiB"
+    );
+    assert_eq!(
+        lines[at("llama_kv_cache_dsv4: creating DSV4 HCA compressed")],
+        "llama_kv_cache_dsv4: creating DSV4 HCA compressed KV cache, size = 32 cells"
+    );
+    assert_eq!(
+        lines[at("llama_kv_cache_dsv4: creating DSV4 lightning-indexer KV") + 2],
+        "llama_kv_cache: attn_rot_k = 1, n_embd_head_k_all = 128"
+    );
+    assert_eq!(
+        lines[at("llama_dsv4_comp_state: hca")],
+        "llama_dsv4_comp_state: hca ratio = 128, state = 128 x 512, streams = 2, rs_seq = 0, \
+         layers = 2, size =    2.00 MiB"
+    );
+    assert_eq!(
+        lines.last().map(String::as_str),
+        Some(
+            "llama_dsv4_comp_state: lid ratio = 4, state = 8 x 256, streams = 2, rs_seq = 0, \
+         layers = 2, size =    0.06 MiB"
+        )
+    );
+}
+
+#[test]
+fn deepseek4_keeps_a_stream_a_sequence_even_unified() {
+    // --kv-unified: n_ctx_seq is the whole 8192, and each of the 2
+    // sequences still has its own stream of it.
+    let mut s = with_types(settings(8192, 2), GgmlType::Q8_0, GgmlType::Q8_0);
+    s.kv_unified = true;
+    let e = run(&deepseek4(published_ratios()), &s);
+    let Memory::Dsv4 { raw, csa, .. } = &e.memory else {
+        panic!("not DSV4")
+    };
+    let Memory::Iswa { base, swa, .. } = &**raw else {
+        panic!("raw is not an iswa")
+    };
+    assert_eq!((base.cells, base.streams), (8192, 2));
+    // The window is not multiplied by the sequences: 768 cells.
+    assert_eq!(swa.cells, 768);
+    // q8_0 keys rotate: 512 is a multiple of 64.
+    assert!(swa.attn_rot_k);
+    // cdiv(8192, 4) = 2048 cells; 512 q8_0 = 16 blocks of 34 B.
+    assert_eq!((csa.0, csa.1.k_bytes), (2048, 544 * 2048 * 2 * 2));
+}
+
+#[test]
+fn deepseek4_refuses_what_llama_cpp_refuses() {
+    // K and V types must agree (the caches hold K alone).
+    let text = refusal(
+        &deepseek4(published_ratios()),
+        &with_types(settings(3000, 3), GgmlType::Q8_0, GgmlType::F16),
+    );
+    assert!(
+        text.contains("model does not support different K (q8_0) and V (f16) cache types"),
+        "{text}"
+    );
+    // Fewer ratios than layers.
+    let text = refusal(&deepseek4(vec![0, 4, 128]), &settings(4096, 1));
+    assert!(
+        text.contains("has 3 entries for 6 layers") && text.contains("shorter than block_count"),
+        "{text}"
+    );
+    // Another MoE scoring.
+    let other_scoring = gguf(
+        "deepseek4",
+        &[
+            ("block_count", V::U32(2)),
+            ("context_length", V::U32(8192)),
+            ("embedding_length", V::U32(512)),
+            ("attention.head_count", V::U32(8)),
+            ("attention.head_count_kv", V::U32(1)),
+            ("attention.key_length", V::U32(512)),
+            ("attention.q_lora_rank", V::U32(64)),
+            ("attention.sliding_window", V::U32(128)),
+            ("attention.indexer.head_count", V::U32(64)),
+            ("attention.indexer.key_length", V::U32(128)),
+            ("attention.indexer.top_k", V::U32(512)),
+            ("attention.output_group_count", V::U32(8)),
+            ("attention.output_lora_rank", V::U32(32)),
+            ("hyper_connection.count", V::U32(4)),
+            ("hyper_connection.sinkhorn_iterations", V::U32(2)),
+            ("hash_layer_count", V::U32(0)),
+            ("attention.compress_ratios", V::U32s(vec![4, 128])),
+            ("expert_gating_func", V::U32(1)),
+            ("nextn_predict_layers", V::U32(0)),
+        ],
+    );
+    let text = refusal(&other_scoring, &settings(4096, 1));
+    assert!(text.contains("expects sqrtsoftplus MoE scoring"), "{text}");
+    // MTP layers: kept only where their weights are in the file, which a
+    // header does not say.
+    let mtp = gguf(
+        "deepseek4",
+        &[
+            ("block_count", V::U32(2)),
+            ("nextn_predict_layers", V::U32(1)),
+            ("context_length", V::U32(8192)),
+            ("embedding_length", V::U32(512)),
+            ("attention.head_count", V::U32(8)),
+            ("attention.q_lora_rank", V::U32(64)),
+            ("attention.sliding_window", V::U32(128)),
+        ],
+    );
+    let text = refusal(&mtp, &settings(4096, 1));
+    assert!(
+        text.contains("`deepseek4.nextn_predict_layers` is 1"),
+        "{text}"
+    );
+    // A key its loader requires.
+    let no_window = gguf(
+        "deepseek4",
+        &[
+            ("block_count", V::U32(2)),
+            ("context_length", V::U32(8192)),
+            ("embedding_length", V::U32(512)),
+            ("attention.head_count", V::U32(8)),
+            ("attention.q_lora_rank", V::U32(64)),
+        ],
+    );
+    let text = refusal(&no_window, &settings(4096, 1));
+    assert!(
+        text.contains("no `deepseek4.attention.sliding_window`"),
+        "{text}"
+    );
+}

@@ -20,7 +20,7 @@ TYPES = {"f32": 0, "f16": 1, "q4_0": 2, "q4_1": 3, "q5_0": 6, "q5_1": 7,
          "q8_0": 8, "iq4_nl": 20, "bf16": 30}
 FLASH = {"auto": -1, "off": 0, "on": 1}
 PREFIXES = ("llama_kv_cache", "llama_memory_recurrent", "llama_init_from_model",
-            "llama_memory_hybrid",
+            "llama_memory_hybrid", "llama_dsv4_comp_state",
             # llama_memory_hybrid_idx logs its indexer cache from a lambda
             "operator(): creating indexer KV cache")
 # ggml_log_level: DEBUG 1, INFO 2, WARN 3, ERROR 4, CONT 5. Lines are printed

@@ -225,10 +225,11 @@ pub(super) fn read(hf: &HfConfig, layers: u64) -> Result<DeepseekV4, KvError> {
         }
         (None, None) => {
             for i in 0..n {
-                let kind = if i < 2 || i % 2 == 0 {
-                    "heavily_compressed_attention"
-                } else {
+                // Two HCA layers, then HCA on even layers and CSA on odd.
+                let kind = if i > 1 && i % 2 == 1 {
                     "compressed_sparse_attention"
+                } else {
+                    "heavily_compressed_attention"
                 };
                 ratios.push(ratio_of(
                     i,
@@ -333,11 +334,8 @@ impl DeepseekV4 {
                 )))
             }
         }
-        if engine.decode_context_parallel > 1 {
-            return Err(would_not_start(
-                "AssertionError: DCP not support sliding window. (v1/kv_cache_interface.py:949)",
-            ));
-        }
+        // DCP: refused with every sliding cache (`refusals::check_dcp`), and
+        // every layer keeps one.
         if settings.block_size_given && settings.block_size != ENGINE_BLOCK {
             return Err(KvError::Config {
                 what: "block_size",
@@ -624,6 +622,23 @@ mod tests {
             .unwrap_err()
             .to_string();
         assert!(text.contains("at most 65536"), "{text}");
+    }
+
+    #[test]
+    fn the_default_is_two_hca_layers_then_hca_and_csa_alternating() {
+        let v4 = read(&config(serde_json::json!({"num_hidden_layers": 6})), 6).unwrap();
+        use Ratio::{Csa, Hca};
+        assert_eq!(v4.ratios, [Hca, Hca, Hca, Csa, Hca, Csa]);
+        // The legacy list maps 0 to a sliding layer; its MTP entry is cut.
+        let legacy = read(
+            &config(serde_json::json!({"compress_ratios": [0, 128, 4, 0, 4]})),
+            4,
+        )
+        .unwrap();
+        assert_eq!(
+            legacy.ratios,
+            [Ratio::SlidingOnly, Hca, Csa, Ratio::SlidingOnly]
+        );
     }
 
     #[test]

@@ -97,7 +97,9 @@ pub(crate) use hparams::MAX_LAYERS;
 mod report;
 
 pub use ggml_type::GgmlType;
-pub use report::{buffer_mib, mib, CacheDevice, CachePlacement, KvCache, Memory, RecurrentState};
+pub use report::{
+    buffer_mib, mib, CacheDevice, CachePlacement, CompState, KvCache, Memory, RecurrentState,
+};
 use report::{Buffers, CacheTensor};
 
 use hparams::Hparams;
@@ -326,12 +328,14 @@ fn init_checks(
                 .to_owned(),
         ));
     }
-    // MLA caches K alone and reads V out of it, so the types must agree.
-    if hp.mla && settings.type_k != settings.type_v {
+    // MLA caches K alone and reads V out of it, so the types must agree;
+    // deepseek4 too.
+    if (hp.mla || hp.architecture == "deepseek4") && settings.type_k != settings.type_v {
         return Err(refuse(
             "type_v",
             format!(
-                "differs from type_k on an MLA model; llama.cpp refuses: llama_init_from_model: \
+                "differs from type_k on a model whose caches hold K alone (MLA, DeepSeek-V4); \
+                 llama.cpp refuses: llama_init_from_model: \
                  model does not support different K ({}) and V ({}) cache types",
                 settings.type_k, settings.type_v
             ),
@@ -517,6 +521,11 @@ impl Build<'_> {
         // there is (the trunk is every layer when there are none).
         let kept = hp.kept_layers();
         let trunk = usize::try_from(hp.trunk_layers()).unwrap_or(usize::MAX);
+        if let (Some(ratios), Some(ix), Some(sliding)) =
+            (&hp.compress_ratios, &hp.indexer, &hp.sliding)
+        {
+            return self.dsv4(cells, settings, ratios, ix.head, sliding.window);
+        }
         Ok(match (hp.recurrent, &hp.hybrid) {
             // llama_memory_recurrent keeps a state for every layer of n_layer().
             (Some(state), None) => Memory::Recurrent {
@@ -612,6 +621,123 @@ impl Build<'_> {
                 }
                 None => self.attention(cells, settings, |il| hp.all_layers || il < kept)?,
             },
+        })
+    }
+
+    /// `llama_kv_cache_dsv4`: every cache and state keeps one stream a
+    /// sequence, whether the context is unified or not; every cache holds K
+    /// alone (`dsv4_make_k_only`).
+    fn dsv4(
+        &self,
+        cells: &Cells,
+        settings: &LlamaCppSettings,
+        ratios: &[u32],
+        indexer_head: u32,
+        window: u32,
+    ) -> Result<Memory, KvError> {
+        let hp = self.hp;
+        let k_only = Hparams {
+            mla: true,
+            ..hp.clone()
+        };
+        let build = Build {
+            hp: &k_only,
+            streams: self.seqs,
+            ..*self
+        };
+        let kv_size = cells.n_ctx_seq;
+        // llama_kv_cache_iswa with unified false: one window a stream.
+        let swa_cells = if settings.swa_full {
+            kv_size
+        } else {
+            pad(kv_size.min(u64::from(window) + u64::from(cells.n_ubatch)))
+        };
+        let raw = Memory::Iswa {
+            base: build.kv_cache(kv_size, |il| !hp.is_swa(il))?,
+            swa: build.kv_cache(swa_cells, |il| hp.is_swa(il))?,
+            swa_full: settings.swa_full,
+        };
+        let ratio_is = |r: u32| move |il: usize| ratios.get(il) == Some(&r);
+        // dsv4_comp_size: max(1, cdiv(kv_size, ratio)), padded to 256.
+        let compressed = |build: &Build, ratio: u32| {
+            let logged = kv_size.div_ceil(u64::from(ratio)).max(1);
+            build
+                .kv_cache(pad(logged), ratio_is(ratio))
+                .map(|cache| (logged, cache))
+        };
+        let n = hp.kv_heads.len();
+        let lid_hp = Hparams {
+            kv_heads: vec![1; n],
+            head_k: vec![indexer_head; n],
+            head_v: vec![indexer_head; n],
+            head_k_full: indexer_head,
+            mla: true,
+            ..hp.clone()
+        };
+        let lid_build = Build {
+            hp: &lid_hp,
+            ..build
+        };
+        let head = u64::from(hp.head_k_full);
+        let states = [
+            ("csa", 4, 8, 2 * head),
+            ("hca", 128, 128, head),
+            ("lid", 4, 8, 2 * u64::from(indexer_head)),
+        ]
+        .into_iter()
+        .map(|(name, ratio, size, width)| {
+            self.comp_state(name, ratio, size, width, ratio_is(ratio as u32))
+        })
+        .collect::<Result<Vec<_>, _>>()?;
+        Ok(Memory::Dsv4 {
+            raw: Box::new(raw),
+            csa: compressed(&build, 4)?,
+            hca: compressed(&build, 128)?,
+            lid: compressed(&lid_build, 4)?,
+            states,
+        })
+    }
+
+    /// `llama_dsv4_comp_state`: an f32 kv and score tensor of `width x
+    /// size` per stream for each trunk layer `keep` takes.
+    fn comp_state(
+        &self,
+        name: &'static str,
+        ratio: u64,
+        size: u64,
+        width: u64,
+        keep: impl Fn(usize) -> bool,
+    ) -> Result<CompState, KvError> {
+        let trunk = usize::try_from(self.hp.trunk_layers()).unwrap_or(usize::MAX);
+        let tensor_bytes = width
+            .checked_mul(size)
+            .and_then(|b| b.checked_mul(self.seqs))
+            .and_then(|b| b.checked_mul(4))
+            .ok_or_else(|| self.overflow("a compressor state (width x rows x streams x 4 B)"))?;
+        let mut tensors = Vec::new();
+        let mut bytes = 0u64;
+        for il in (0..trunk).filter(|&il| keep(il)) {
+            for _ in 0..2 {
+                bytes = bytes
+                    .checked_add(tensor_bytes)
+                    .ok_or_else(|| self.overflow("compressor state bytes"))?;
+                tensors.push(CacheTensor {
+                    layer: il as u64,
+                    ty: GgmlType::F32,
+                    ne0: width,
+                    bytes: tensor_bytes,
+                });
+            }
+        }
+        Ok(CompState {
+            name,
+            ratio,
+            state_size: size,
+            n_embd_state: width,
+            streams: self.seqs,
+            layers: (tensors.len() / 2) as u64,
+            bytes,
+            tensors,
         })
     }
 

@@ -91,6 +91,12 @@ enum Family {
     /// ones (`llama_kv_cache_dsa_iswa`), MLA in both; the window and an
     /// array pattern required, and the indexer's layers as an array.
     DsaIswa,
+    /// deepseek4: every layer slides (`set_swa_pattern(0)`), K alone
+    /// (`llama_kv_cache_dsv4`): a raw sliding cache, compressed caches of
+    /// the layers `attention.compress_ratios` gives 4 (CSA) or 128 (HCA),
+    /// the lightning indexer's keys on the CSA layers, and three f32
+    /// compressor states.
+    Dsv4,
     /// deepseek2: every layer full attention; with both
     /// `attention.key_length_mla` and `attention.value_length_mla` above 0
     /// (`is_mla()`) the cache holds K alone, a row of `key_length` x
@@ -220,6 +226,7 @@ const ARCHITECTURES: &[(&str, Family)] = &[
     ),
     ("mistral4", Family::Mla),
     ("deepseek32", Family::Dsa { glm: false }),
+    ("deepseek4", Family::Dsv4),
     ("glm-dsa", Family::Dsa { glm: true }),
     ("hy_v4", Family::HyV4),
     ("minimax-m3", Family::Msa),
@@ -438,6 +445,8 @@ pub(super) struct Hparams {
     /// Whether the cache takes every layer, MTP ones too (hy_v4 passes no
     /// filter).
     pub all_layers: bool,
+    /// deepseek4's `dsv4_compress_ratios`, one a layer.
+    pub compress_ratios: Option<Vec<u32>>,
     /// `n_layer_kv_from_start`: only the layers before it have a K/V
     /// (`has_kv`); the later ones reuse an earlier layer's (gemma3n: 20;
     /// gemma4: `block_count - attention.shared_kv_layers`).
@@ -578,6 +587,15 @@ impl Hparams {
         let (sliding, recurrent, hybrid) = match family {
             Family::Attention(window) => (key.sliding(window, n, nextn)?, None, None),
             Family::Mla | Family::Dsa { .. } | Family::HyV4 | Family::Msa => (None, None, None),
+            // set_swa_pattern(0): every layer slides, the pattern key unread.
+            Family::Dsv4 => (
+                Some(Sliding {
+                    window: key.dsv4_window()?,
+                    layers: vec![true; n],
+                }),
+                None,
+                None,
+            ),
             Family::DsaIswa => (
                 key.sliding(Window::RequiredArray { window_first: true }, n, nextn)?,
                 None,
@@ -598,6 +616,7 @@ impl Hparams {
             key.required("attention.value_length_swa")?;
         }
         let kv_from_start = key.kv_from_start(&architecture, layers)?;
+        let mut compress_ratios = None;
         let indexer = match family {
             Family::Dsa { glm } => Some(key.indexer(glm, n, nextn, context_length)?),
             Family::HyV4 => {
@@ -606,6 +625,11 @@ impl Hparams {
             }
             Family::Msa => Some(key.msa_indexer(n)?),
             Family::DsaIswa => Some(key.dots3note_indexer(n)?),
+            Family::Dsv4 => {
+                let (indexer, ratios) = key.dsv4_indexer(n, nextn)?;
+                compress_ratios = Some(ratios);
+                Some(indexer)
+            }
             Family::Hybrid(Hybrid::Glm5Next) => Some(key.glm5_next_indexer(n, nextn)?),
             Family::Hybrid(Hybrid::Qwen4Exp) => Some(key.qwen4exp_indexer(n)?),
             _ => None,
@@ -648,6 +672,7 @@ impl Hparams {
             indexer,
             ple,
             all_layers: matches!(family, Family::HyV4 | Family::Msa),
+            compress_ratios,
             kv_from_start,
         };
         match hparams.architecture.as_str() {
@@ -1075,6 +1100,90 @@ impl Keys<'_> {
             }
         }
         Ok(Indexer { head, layers: full })
+    }
+
+    /// deepseek4's window, read in its loader's order after the keys before
+    /// it that llama.cpp requires.
+    fn dsv4_window(&self) -> Result<u32, KvError> {
+        self.required("attention.q_lora_rank")?;
+        self.required("attention.sliding_window")
+    }
+
+    /// deepseek4's lightning indexer: one key head of
+    /// `attention.indexer.key_length` on the layers whose ratio is 4 (the
+    /// keys before the ratios, required as its loader reads them). MTP
+    /// layers: the loader keeps them only where their weights are there,
+    /// which a header does not say, so kv refuses them.
+    fn dsv4_indexer(&self, layers: usize, nextn: u32) -> Result<(Indexer, Vec<u32>), KvError> {
+        if nextn > 0 {
+            return Err(self.error(format!(
+                "`{}.nextn_predict_layers` is {nextn}: llama.cpp keeps DeepSeek-V4's MTP                  layers only where their weights are in the file (blk.N.nextn.eh_proj), and                  kv has not checked the caches it then makes; kv refuses it",
+                self.arch
+            )));
+        }
+        self.required("attention.indexer.head_count")?;
+        let head = self.required("attention.indexer.key_length")?;
+        self.required("attention.indexer.top_k")?;
+        for key in [
+            "attention.output_group_count",
+            "attention.output_lora_rank",
+            "hyper_connection.count",
+            "hyper_connection.sinkhorn_iterations",
+            "hash_layer_count",
+        ] {
+            self.required(key)?;
+        }
+        let ratios = self.dsv4_ratios(u32::try_from(layers).unwrap_or(u32::MAX))?;
+        let indexer = Indexer {
+            head,
+            layers: ratios.iter().map(|r| *r == 4).collect(),
+        };
+        Ok((indexer, ratios))
+    }
+
+    /// `attention.compress_ratios`, the first `layers` of them (a shorter
+    /// array is refused in llama.cpp's words), then the MoE scoring its
+    /// loader insists on.
+    fn dsv4_ratios(&self, layers: u32) -> Result<Vec<u32>, KvError> {
+        let key = self.full("attention.compress_ratios");
+        let array = match self.meta.get(&key) {
+            Some(GgufValue::Array(array)) => array,
+            None => {
+                return Err(self.error(format!(
+                    "no `{key}`; llama.cpp refuses the model (key not found in model)"
+                )))
+            }
+            Some(other) => return Err(self.wrong_type_of(&key, other, "arr")),
+        };
+        if array.len() < u64::from(layers) {
+            return Err(self.error(format!(
+                "`{key}` has {} entries for {layers} layers; llama.cpp refuses: DeepSeek-V4                  compress_ratios is shorter than block_count",
+                array.len()
+            )));
+        }
+        let items = self.per_layer_items(&key, array)?;
+        let ratios = items
+            .iter()
+            .take(usize::try_from(layers).unwrap_or(usize::MAX))
+            .enumerate()
+            .map(|(il, item)| match *item {
+                GgufValue::U32(v) => Ok(v),
+                GgufValue::I32(v) if v >= 0 => Ok(v.unsigned_abs()),
+                _ => Err(self.error(format!(
+                    "`{key}`: layer {il} is {}, not a ratio",
+                    item.describe()
+                ))),
+            })
+            .collect::<Result<Vec<u32>, KvError>>()?;
+        // LLAMA_EXPERT_GATING_FUNC_TYPE_SQRT_SOFTPLUS.
+        let gating = self.required("expert_gating_func")?;
+        if gating != 4 {
+            return Err(self.error(format!(
+                "`{}.expert_gating_func` is {gating}; llama.cpp refuses: DeepSeek-V4 loader                  currently expects sqrtsoftplus MoE scoring",
+                self.arch
+            )));
+        }
+        Ok(ratios)
     }
 
     /// nanbeige's `num_loops`: the trunk's layers repeated that many times

@@ -298,6 +298,61 @@ impl RecurrentState {
     }
 }
 
+/// One of deepseek4's compressor states (`llama_dsv4_comp_state`): an f32
+/// kv and an f32 score tensor a layer, `n_embd_state x state_size` per
+/// stream.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+#[non_exhaustive]
+pub struct CompState {
+    /// `csa`, `hca` or `lid`, as its lines name it.
+    pub name: &'static str,
+    /// Tokens compressed into one row.
+    pub ratio: u64,
+    /// Rows a stream keeps.
+    pub state_size: u64,
+    /// A row's f32 elements.
+    pub n_embd_state: u64,
+    /// `n_stream`: one per sequence.
+    pub streams: u64,
+    /// Layers with a state.
+    pub layers: u64,
+    /// Bytes of every tensor.
+    pub bytes: u64,
+    /// Each tensor, for the buffer a device allocates.
+    #[serde(skip)]
+    pub(crate) tensors: Vec<CacheTensor>,
+}
+
+impl CompState {
+    /// The bytes of its buffer on `device` under `placement`; `None` where
+    /// they overflow.
+    pub fn buffer_bytes(&self, placement: CachePlacement, device: CacheDevice) -> Option<u64> {
+        device.buffer_bytes(&placement.on(device, &self.tensors))
+    }
+
+    fn lines(&self, out: &mut Vec<String>, buffers: Option<Buffers>) {
+        let what = format!("DSV4 {} state", self.name);
+        if let Some(buffers) = buffers {
+            buffers.lines(out, "llama_dsv4_comp_state", &what, &self.tensors);
+        }
+        // total_size(): its buffers' sizes, on the host without a placement.
+        let placement = buffers.map_or(CachePlacement::Cpu, |b| b.placement);
+        let size = [CacheDevice::Cpu, CacheDevice::Cuda]
+            .into_iter()
+            .try_fold(0u64, |sum, device| {
+                sum.checked_add(self.buffer_bytes(placement, device)?)
+            })
+            .map_or("overflow".to_owned(), |b| {
+                format!("{:>7.2}", b as f64 / 1024.0 / 1024.0)
+            });
+        out.push(format!(
+            "llama_dsv4_comp_state: {} ratio = {}, state = {} x {}, streams = {}, rs_seq = 0, \
+             layers = {}, size = {size} MiB",
+            self.name, self.ratio, self.state_size, self.n_embd_state, self.streams, self.layers
+        ));
+    }
+}
+
 /// The memory module llama.cpp builds for the model.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize)]
 #[serde(tag = "kind", rename_all = "snake_case")]
@@ -354,6 +409,23 @@ pub enum Memory {
         /// The indexer cache (logged by a lambda: `operator()`).
         indexer: KvCache,
     },
+    /// `llama_kv_cache_dsv4`: a raw sliding cache of K alone
+    /// ([`Memory::Iswa`], one stream a sequence), the CSA and HCA layers'
+    /// compressed K, the lightning indexer's keys, and three compressor
+    /// states.
+    Dsv4 {
+        /// The raw cache.
+        raw: Box<Memory>,
+        /// The CSA compressed cache, and the cells its line logs (before
+        /// padding to 256).
+        csa: (u64, KvCache),
+        /// The HCA compressed cache, likewise.
+        hca: (u64, KvCache),
+        /// The lightning indexer's key cache, likewise.
+        lid: (u64, KvCache),
+        /// The CSA, HCA and indexer compressor states.
+        states: Vec<CompState>,
+    },
     /// `llama_memory_hybrid` (`llama_memory_hybrid_iswa` with a window):
     /// a KV cache for the attention layers, recurrent state for the others.
     Hybrid {
@@ -387,6 +459,19 @@ impl Memory {
                 .saturating_add(indexer.bytes())
                 .saturating_add(swa.bytes()),
             Memory::Hybrid { attention, state } => attention.bytes().saturating_add(state.bytes()),
+            Memory::Dsv4 {
+                raw,
+                csa,
+                hca,
+                lid,
+                states,
+            } => states.iter().fold(
+                raw.bytes()
+                    .saturating_add(csa.1.bytes())
+                    .saturating_add(hca.1.bytes())
+                    .saturating_add(lid.1.bytes()),
+                |sum, state| sum.saturating_add(state.bytes),
+            ),
         }
     }
 
@@ -430,6 +515,22 @@ impl Memory {
                 .checked_add(state.r_bytes)?
                 .checked_add(state.s_bytes)?
                 .checked_add(state.p_bytes),
+            Memory::Dsv4 {
+                raw,
+                csa,
+                hca,
+                lid,
+                states,
+            } => {
+                let caches = [csa, hca, lid]
+                    .iter()
+                    .try_fold(raw.checked_bytes()?, |sum, c| {
+                        sum.checked_add(c.1.k_bytes)?.checked_add(c.1.v_bytes)
+                    })?;
+                states
+                    .iter()
+                    .try_fold(caches, |sum, state| sum.checked_add(state.bytes))
+            }
         }
     }
 
@@ -476,6 +577,17 @@ impl Memory {
                     state.buffer_bytes(placement, device),
                 ]
             }
+            Memory::Dsv4 {
+                raw,
+                csa,
+                hca,
+                lid,
+                states,
+            } => [raw.buffer_bytes(placement, device)]
+                .into_iter()
+                .chain([csa, hca, lid].map(|c| c.1.buffer_bytes(placement, device)))
+                .chain(states.iter().map(|s| s.buffer_bytes(placement, device)))
+                .collect(),
         };
         parts
             .into_iter()
@@ -573,6 +685,31 @@ impl Memory {
             Memory::Hybrid { attention, state } => {
                 attention.lines(out, buffers);
                 state.lines(out, buffers);
+            }
+            Memory::Dsv4 {
+                raw,
+                csa,
+                hca,
+                lid,
+                states,
+            } => {
+                let tag = "llama_kv_cache_dsv4";
+                out.push(format!("{tag}: creating DSV4 raw KV cache"));
+                raw.lines(out, buffers);
+                for ((logged, cache), what) in [
+                    (csa, "CSA compressed"),
+                    (hca, "HCA compressed"),
+                    (lid, "lightning-indexer"),
+                ] {
+                    out.push(format!(
+                        "{tag}: creating DSV4 {what} KV cache, size = {logged} cells"
+                    ));
+                    cache.lines(out, buffers);
+                }
+                for (state, what) in states.iter().zip(["CSA", "HCA", "lightning-indexer"]) {
+                    out.push(format!("{tag}: creating DSV4 {what} compressor state"));
+                    state.lines(out, buffers);
+                }
             }
         }
     }
