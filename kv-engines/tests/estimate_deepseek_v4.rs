@@ -269,3 +269,61 @@ fn a_bad_layer_list_names_the_key() {
     let text = error(json!({"compress_rates": [4, 128]}));
     assert!(text.contains("not a map of layer types"), "{text}");
 }
+
+#[test]
+fn each_compressor_state_slides_over_its_own_window() {
+    use kv_core::spec::Bound;
+    use kv_core::PositionPolicy;
+    let e = estimate(&small_v4(), &EstimateSettings::new()).unwrap();
+    let window = |name: &str| {
+        let spec = e.specs.iter().find(|s| s.name == name).unwrap();
+        match spec.positions().map(|p| &p.bound) {
+            Some(Bound::Policy(PositionPolicy::VllmSlidingWindow {
+                window, block_size, ..
+            })) => (*window, *block_size),
+            other => panic!("{name}: {other:?}"),
+        }
+    };
+    // coff x ratio: 2 x 4 for CSA, 1 x 128 for HCA (compressor.py:164);
+    // blocks 4 and 8; the sliding latent's window 128 in blocks of 64.
+    assert_eq!(window("c4_compressor_state"), (8, 4));
+    assert_eq!(window("indexer_compressor_state"), (8, 4));
+    assert_eq!(window("c128_compressor_state"), (128, 8));
+    assert_eq!(window("sliding_window_latent"), (128, 64));
+}
+
+#[test]
+fn a_wider_indexer_key_keeps_its_scales_and_the_words_say_how_pages_pad() {
+    // index_head_dim 512: 512 fp8 + 512 / 128 x 4 B of scales = 528 B a
+    // state, 64 of them 33,792 B up to 576: 33,984 = 531 B a state; its
+    // compressor 2 x 2 x 512 float32 = 8,192 B a slot, 4 a page 32,768 up
+    // to 32,832 = 8,208.
+    let mut config = small_v4();
+    config["index_head_dim"] = json!(512);
+    let e = estimate(&config, &EstimateSettings::new()).unwrap();
+    assert_eq!(row(&e, "indexer_keys_c4"), 2 * 32 * 33_984);
+    assert_eq!(row(&e, "indexer_compressor_state"), 2 * 1027 * 32_832);
+    let cache = |name: &str| {
+        e.specs
+            .iter()
+            .find(|s| s.name == name)
+            .map(|s| s.cache.to_string())
+            .unwrap()
+    };
+    let text = cache("sliding_window_latent");
+    assert!(
+        text.contains("a page of 37376 B padded to 37440 B: 585 B a token"),
+        "{text}"
+    );
+    let text = cache("compressed_latent_c128");
+    assert!(
+        text.contains("block 256 tokens = 2 states, a page of 1168 B padded to 1728 B"),
+        "{text}"
+    );
+    assert!(
+        e.convention
+            .contains("block_size 256 (DeepSeek-V4's sparse MLA kernels run blocks of 256 only"),
+        "{}",
+        e.convention
+    );
+}
