@@ -118,7 +118,8 @@ def load(path, mapped):
         return
     def flush():
         for line in "".join(lines).split("\n"):
-            if "buffer size" in line and ("model" in line or "KV" in line or "RS" in line):
+            if "buffer size" in line and ("model" in line or "KV" in line or "RS" in line
+                                         or "DSV4" in line):
                 print(line.strip(), flush=True)
         del lines[:]
 
