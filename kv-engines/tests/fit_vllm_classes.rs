@@ -1750,3 +1750,131 @@ fn gemma_4_fills_v_from_k_drops_shared_layers_kv_and_keeps_a_router_buffer() {
         "{refused}"
     );
 }
+
+/// Qwen3.5, small (scripts/vllm/fit-configs/test-qwen3.5-small.json): its
+/// text model under `text_config`, 4 layers, the last full attention, the
+/// others Gated DeltaNet (2 key heads and 4 value heads of 16) whose
+/// projections the checkpoint ships apart (`in_proj_qkv`, `in_proj_z`,
+/// `in_proj_a`, `in_proj_b`). vLLM's own class gave 231,936 B at TP 1,
+/// 122,368 B at TP 2, and 115,712 B and 132,608 B at PP 2.
+fn qwen3_5_config() -> Value {
+    json!({
+        "architectures": ["Qwen3_5ForCausalLM"], "model_type": "qwen3_5",
+        "torch_dtype": "bfloat16", "tie_word_embeddings": false,
+        "text_config": {
+            "model_type": "qwen3_5_text", "hidden_size": 64, "intermediate_size": 32,
+            "num_attention_heads": 4, "num_key_value_heads": 2, "head_dim": 16,
+            "num_hidden_layers": 4,
+            "layer_types": ["linear_attention", "linear_attention", "linear_attention",
+                            "full_attention"],
+            "linear_num_key_heads": 2, "linear_num_value_heads": 4, "linear_key_head_dim": 16,
+            "linear_value_head_dim": 16, "linear_conv_kernel_dim": 4, "vocab_size": 128,
+            "max_position_embeddings": 50, "tie_word_embeddings": false,
+            "rope_parameters": {"rope_theta": 10000.0, "partial_rotary_factor": 0.25,
+                                "rope_type": "default"},
+        },
+    })
+}
+
+fn qwen3_5_checkpoint() -> Vec<StoredTensor> {
+    let mut tensors = vec![
+        bf16("model.embed_tokens.weight", &[128, 64]),
+        bf16("model.norm.weight", &[64]),
+        bf16("lm_head.weight", &[128, 64]),
+        // The MTP module: its mapper drops `mtp.`.
+        bf16("mtp.fc.weight", &[64, 128]),
+    ];
+    for layer in 0..4u64 {
+        let at = |part: &str| format!("model.layers.{layer}.{part}");
+        if layer < 3 {
+            tensors.extend([
+                bf16(&at("linear_attn.in_proj_qkv.weight"), &[128, 64]),
+                bf16(&at("linear_attn.in_proj_z.weight"), &[64, 64]),
+                bf16(&at("linear_attn.in_proj_a.weight"), &[4, 64]),
+                bf16(&at("linear_attn.in_proj_b.weight"), &[4, 64]),
+                bf16(&at("linear_attn.conv1d.weight"), &[128, 1, 4]),
+                bf16(&at("linear_attn.dt_bias"), &[4]),
+                bf16(&at("linear_attn.A_log"), &[4]),
+                bf16(&at("linear_attn.norm.weight"), &[16]),
+                bf16(&at("linear_attn.out_proj.weight"), &[64, 64]),
+            ]);
+        } else {
+            tensors.extend([
+                bf16(&at("self_attn.q_proj.weight"), &[128, 64]),
+                bf16(&at("self_attn.k_proj.weight"), &[32, 64]),
+                bf16(&at("self_attn.v_proj.weight"), &[32, 64]),
+                bf16(&at("self_attn.o_proj.weight"), &[64, 64]),
+                bf16(&at("self_attn.q_norm.weight"), &[16]),
+                bf16(&at("self_attn.k_norm.weight"), &[16]),
+            ]);
+        }
+        tensors.extend([
+            bf16(&at("input_layernorm.weight"), &[64]),
+            bf16(&at("post_attention_layernorm.weight"), &[64]),
+            bf16(&at("mlp.gate_proj.weight"), &[32, 64]),
+            bf16(&at("mlp.up_proj.weight"), &[32, 64]),
+            bf16(&at("mlp.down_proj.weight"), &[64, 32]),
+        ]);
+    }
+    tensors
+}
+
+// TP 1, in 512-byte blocks. A DeltaNet layer: in_proj_qkv (2 x 32 + 64 =
+// 128 rows) and in_proj_z (64 rows) fused, 16,384 + 8,192 = 24,576;
+// in_proj_a and in_proj_b fused, 512 + 512 = 1,024; conv1d 128 x 4 x 2 =
+// 1,024; dt_bias 512; A_log (float32) 512; its norm 512; out_proj 8,192 =
+// 36,352. The attention layer: qkv (q gated, 128 rows) 24,576, o_proj
+// 8,192, q_norm and k_norm 512 each = 33,792. Every layer: gate_up 8,192,
+// down 4,096, two norms 1,024. Embedding and head 16,384 each, the norm
+// 512; the table int(16 x 0.25) = 4 wide, 50 x 4 x 2 = 400 -> 512; the
+// attention layer's 4 scales 2,048.
+#[test]
+fn qwen3_5_fuses_its_split_deltanet_projections() {
+    let held = loaded_weights(&qwen3_5_config(), &qwen3_5_checkpoint(), DType::BF16, 1).unwrap();
+    let (deltanet, attention) = (36_352 + 13_312, 33_792 + 13_312);
+    assert_eq!(
+        held.tensor_bytes,
+        3 * deltanet + attention + 2 * 16_384 + 512
+    );
+    assert_eq!(held.skipped_bytes, 64 * 128 * 2);
+    assert_eq!((held.rotary_bytes, held.scale_bytes), (512, 2_048));
+    assert_eq!(held.total(), Some(231_936));
+    // TP 2: each projection into the heads, the convolution, dt_bias and
+    // A_log split (qkvz 12,288, ba 512, conv 512, 512, 512), the norm whole
+    // (512), out_proj by columns (4,096); the attention layer's 2 query
+    // heads and 1 KV head (12,288), o_proj 4,096, its norms 1,024; the MLP
+    // halved (6,144); the vocabulary (128, a multiple of 64) halved.
+    let held = loaded_weights(&qwen3_5_config(), &qwen3_5_checkpoint(), DType::BF16, 2).unwrap();
+    let (deltanet, attention) = (18_944 + 7_168, 17_408 + 7_168);
+    assert_eq!(
+        held.total(),
+        Some(3 * deltanet + attention + 2 * 8_192 + 512 + 512 + 2_048)
+    );
+    assert_eq!(held.total(), Some(122_368));
+}
+
+#[test]
+fn qwen3_5_builds_its_embedding_on_every_stage_and_its_head_on_the_last() {
+    // PP 2 (layers 0, 1 | 2, 3): stage 0 two DeltaNet layers and the
+    // embedding, no table and no scales; stage 1 the embedding again, a
+    // DeltaNet and the attention layer, the head, the norm, the table and
+    // the scales.
+    let stage = |index| {
+        loaded_weights_on_stage(
+            &qwen3_5_config(),
+            &qwen3_5_checkpoint(),
+            DType::BF16,
+            1,
+            PipelineStage { stages: 2, index },
+        )
+        .unwrap()
+        .total()
+    };
+    let (deltanet, attention) = (49_664, 47_104);
+    assert_eq!(stage(0), Some(2 * deltanet + 16_384));
+    assert_eq!(
+        stage(1),
+        Some(deltanet + attention + 16_384 + 16_384 + 512 + 512 + 2_048)
+    );
+    assert_eq!((stage(0), stage(1)), (Some(115_712), Some(132_608)));
+}

@@ -343,6 +343,16 @@ impl TpLayout {
                 divide(engine, rows, tp.checked_mul(2).ok_or("tp overflows")?)?;
                 (name.to_owned(), elements / tp)
             }
+            // Qwen3.5's Gated DeltaNet ships its projections apart; vLLM
+            // fuses them (qwen3_5.py's mapper), each column-parallel.
+            "in_proj_qkv" | "in_proj_z" if deltanet => {
+                divide(engine, rows, tp)?;
+                (merged("in_proj_qkvz"), elements / tp)
+            }
+            "in_proj_a" | "in_proj_b" if deltanet => {
+                divide(engine, rows, tp)?;
+                (merged("in_proj_ba"), elements / tp)
+            }
             // Phi's and Starcoder2's MLP, Gated DeltaNet's projections
             // into its heads and its convolution, and vLLM's Gemma 4
             // projection into its per-layer inputs: column-parallel in,

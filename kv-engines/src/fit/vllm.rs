@@ -93,6 +93,8 @@ const VLLM_ONLY_ARCHITECTURES: &[&str] = &[
     "FalconH1ForCausalLM",
     "AXK1ForCausalLM",
     "Gemma4ForCausalLM",
+    "Qwen3_5ForCausalLM",
+    "Qwen3_5MoeForCausalLM",
 ];
 const CHECKED_COUNT: usize = SHARDED_ARCHITECTURES.len() + VLLM_ONLY_ARCHITECTURES.len();
 
@@ -170,6 +172,19 @@ const WHOLE_ON_EVERY_STAGE: &[&str] = &[
 /// the final norm on the last only (read off vLLM's classes at PP 2 and 3,
 /// 2026-12-07).
 const EMBEDDING_AND_HEAD_ON_EVERY_STAGE: &[&str] = &["Lfm2ForCausalLM", "Qwen3NextForCausalLM"];
+
+/// The classes that build the embedding on every stage, the head and the
+/// final norm on the last only (qwen3_5.py: `Qwen3_5Model` builds
+/// `embed_tokens` unconditionally).
+const EMBEDDING_ON_EVERY_STAGE: &[&str] = &["Qwen3_5ForCausalLM", "Qwen3_5MoeForCausalLM"];
+
+/// The classes with Gated DeltaNet layers whose loader drops the MTP
+/// module's tensors (`mtp.`: their mappers map it to nothing).
+const GATED_DELTA: &[&str] = &[
+    "Qwen3NextForCausalLM",
+    "Qwen3_5ForCausalLM",
+    "Qwen3_5MoeForCausalLM",
+];
 
 /// The CUDA caching allocator's smallest block: every tensor takes a
 /// multiple of it.
@@ -264,6 +279,7 @@ impl StageShare<'_> {
         let last = self.stage.index + 1 == self.stage.stages;
         let norm_everywhere = WHOLE_ON_EVERY_STAGE.contains(&self.class);
         let everywhere = norm_everywhere || EMBEDDING_AND_HEAD_ON_EVERY_STAGE.contains(&self.class);
+        let embedding_everywhere = everywhere || EMBEDDING_ON_EVERY_STAGE.contains(&self.class);
         // The embedding and the final norm under each family's name
         // (Nemotron-H's `embeddings` and `norm_f`, Jamba's and Phi's
         // `final_layernorm`, LFM2's `embedding_norm`, which is its final
@@ -276,7 +292,7 @@ impl StageShare<'_> {
             "model.embedding_norm.",
         ];
         if embedding.iter().any(|p| name.starts_with(p)) {
-            Ok(everywhere || first || (self.tied && last))
+            Ok(embedding_everywhere || first || (self.tied && last))
         } else if name.starts_with("lm_head.") {
             Ok(everywhere || last)
         } else if final_norm.iter().any(|p| name.starts_with(p)) {
@@ -306,6 +322,8 @@ const HYBRID: &[&str] = &[
     "Lfm2ForCausalLM",
     "NemotronHForCausalLM",
     "Qwen3NextForCausalLM",
+    "Qwen3_5ForCausalLM",
+    "Qwen3_5MoeForCausalLM",
 ];
 
 /// The classes without attention (Mamba's mixers only): no scales, no
@@ -523,7 +541,7 @@ pub fn loaded_weights_on_stage(
     let hf = kv_core::HfConfig::from_value(config.clone());
     crate::estimate::moe_stages::check_stage(&hf, stage.stages, stage.index)
         .map_err(|words| format!("vLLM refuses: {words}"))?;
-    let gated_delta = class == "Qwen3NextForCausalLM";
+    let gated_delta = GATED_DELTA.contains(&class);
     let is_gemma4 = class == gemma4::CLASS;
     let v_slots = if is_gemma4 {
         gemma4::v_slots(text, tensors)?
