@@ -1878,3 +1878,18 @@ fn qwen3_5_builds_its_embedding_on_every_stage_and_its_head_on_the_last() {
     );
     assert_eq!((stage(0), stage(1)), (Some(115_712), Some(132_608)));
 }
+
+#[test]
+fn split_projections_outside_a_deltanet_layer_are_not_guessed() {
+    // The fused names are Gated DeltaNet's: elsewhere vLLM's sharding of a
+    // tensor so named is unknown, refused above TP 1.
+    for name in ["in_proj_z", "in_proj_a"] {
+        let mut tensors = qwen3_5_checkpoint();
+        tensors.push(bf16(
+            &format!("model.layers.3.self_attn.{name}.weight"),
+            &[64, 64],
+        ));
+        let why = loaded_weights(&qwen3_5_config(), &tensors, DType::BF16, 2).unwrap_err();
+        assert!(why.contains("kv does not know how vLLM shards"), "{why}");
+    }
+}
