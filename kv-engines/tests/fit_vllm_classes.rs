@@ -1893,3 +1893,81 @@ fn split_projections_outside_a_deltanet_layer_are_not_guessed() {
         assert!(why.contains("kv does not know how vLLM shards"), "{why}");
     }
 }
+
+/// DeepSeek-V3.2, small (scripts/vllm/fit-configs/test-deepseek-v32-small.json):
+/// the DeepSeek-V3 above with a sparse-attention indexer of 4 heads of 128
+/// in each layer. vLLM's own class gave 1,513,984 B at TP 1, 894,464 B at
+/// TP 2, and 750,592 B and 770,560 B at PP 2.
+fn deepseek_v32_config() -> Value {
+    let mut config = deepseek_v3_config();
+    config["architectures"] = json!(["DeepseekV32ForCausalLM"]);
+    config["model_type"] = json!("deepseek_v32");
+    config["index_n_heads"] = json!(4);
+    config["index_head_dim"] = json!(128);
+    config["index_topk"] = json!(4);
+    config
+}
+
+fn deepseek_v32_checkpoint() -> Vec<StoredTensor> {
+    let mut tensors = deepseek_v3_checkpoint();
+    for layer in 0..2 {
+        let at = |part: &str| format!("model.layers.{layer}.self_attn.indexer.{part}");
+        tensors.extend([
+            bf16(&at("wq_b.weight"), &[4 * 128, 32]),
+            bf16(&at("wk.weight"), &[128, 64]),
+            bf16(&at("weights_proj.weight"), &[4, 64]),
+            bf16(&at("k_norm.weight"), &[128]),
+            bf16(&at("k_norm.bias"), &[128]),
+        ]);
+    }
+    tensors
+}
+
+// Each layer's indexer, replicated at every TP: wq_b 512 x 32 x 2 =
+// 32,768; wk and weights_proj one allocation, (128 + 4) x 64 x 2 = 16,896;
+// k_norm's weight and bias float32, 512 B each -> 512 and 512 = 50,688. A
+// second rotary table, NeoX-style, as large as the latent's: 3,584.
+#[test]
+fn deepseek_v32_replicates_its_indexer_and_keeps_a_second_table() {
+    let tp1 = loaded_weights(
+        &deepseek_v32_config(),
+        &deepseek_v32_checkpoint(),
+        DType::BF16,
+        1,
+    )
+    .unwrap();
+    assert_eq!(tp1.rotary_bytes, 2 * 3_584);
+    assert_eq!(tp1.total(), Some(1_409_024 + 2 * 50_688 + 3_584));
+    assert_eq!(tp1.total(), Some(1_513_984));
+    let tp2 = loaded_weights(
+        &deepseek_v32_config(),
+        &deepseek_v32_checkpoint(),
+        DType::BF16,
+        2,
+    )
+    .unwrap();
+    assert_eq!(tp2.total(), Some(789_504 + 2 * 50_688 + 3_584));
+    // Interleaved indexer rope: get_rope hands back the latent's table.
+    let mut interleaved = deepseek_v32_config();
+    interleaved["indexer_rope_interleave"] = json!(true);
+    let held = loaded_weights(&interleaved, &deepseek_v32_checkpoint(), DType::BF16, 1).unwrap();
+    assert_eq!(held.rotary_bytes, 3_584);
+    // PP 2: a layer and both tables a stage.
+    let stage = |index| {
+        loaded_weights_on_stage(
+            &deepseek_v32_config(),
+            &deepseek_v32_checkpoint(),
+            DType::BF16,
+            1,
+            PipelineStage { stages: 2, index },
+        )
+        .unwrap()
+        .total()
+    };
+    assert_eq!((stage(0), stage(1)), (Some(750_592), Some(770_560)));
+    // Layers that share an indexer (IndexCache) are refused.
+    let mut shared = deepseek_v32_config();
+    shared["index_topk_freq"] = json!(2);
+    let why = loaded_weights(&shared, &deepseek_v32_checkpoint(), DType::BF16, 1).unwrap_err();
+    assert!(why.contains("index_topk_freq"), "{why}");
+}

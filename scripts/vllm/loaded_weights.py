@@ -33,8 +33,15 @@ def loaded(config_path, tp, pp=1, stage=0):
         layout = {"tp": tp, "pp": pp, "dcp": 1, "fmt": "auto", "mml": None}
         vc = compare.engine_config(work, layout)
         compare.fake_parallel_state(tp, pp, 1, stage)
+        # As the GPU worker does before loading (gpu_worker.py:558): the
+        # sparse-MLA classes reserve workspace when built.
+        from vllm.v1.worker import workspace
+
+        workspace.reset_workspace_manager()
+        workspace.init_workspace_manager(torch.device("meta"))
         vc.device_config.device = torch.device("meta")
-        with set_default_torch_dtype(vc.model_config.dtype), torch.device("meta"):
+        with set_default_torch_dtype(vc.model_config.dtype), torch.device("meta"), \
+                compare.AllOnMeta():
             model = initialize_model(vllm_config=vc)
         # One allocation per storage: a buffer that is a view of a parameter
         # (Mamba2's `conv_weights`, a view of `conv1d.weight`) takes none.

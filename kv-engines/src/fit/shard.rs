@@ -343,6 +343,12 @@ impl TpLayout {
                 divide(engine, rows, tp.checked_mul(2).ok_or("tp overflows")?)?;
                 (name.to_owned(), elements / tp)
             }
+            // A sparse-attention indexer's projections: replicated, its key
+            // and weights projections one allocation (deepseek_v32).
+            "wq_b" if parent.ends_with(".indexer") => (name.to_owned(), elements),
+            "wk" | "weights_proj" if parent.ends_with(".indexer") => {
+                (merged("wk_weights_proj"), elements)
+            }
             // Qwen3.5's Gated DeltaNet ships its projections apart; vLLM
             // fuses them (qwen3_5.py's mapper), each column-parallel.
             "in_proj_qkv" | "in_proj_z" if deltanet => {

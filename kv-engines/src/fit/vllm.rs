@@ -95,6 +95,8 @@ const VLLM_ONLY_ARCHITECTURES: &[&str] = &[
     "Gemma4ForCausalLM",
     "Qwen3_5ForCausalLM",
     "Qwen3_5MoeForCausalLM",
+    "DeepseekV32ForCausalLM",
+    "GlmMoeDsaForCausalLM",
 ];
 const CHECKED_COUNT: usize = SHARDED_ARCHITECTURES.len() + VLLM_ONLY_ARCHITECTURES.len();
 
@@ -119,7 +121,17 @@ const LATENT_ATTENTION: &[&str] = &[
     "AXK1ForCausalLM",
     "DeepseekV2ForCausalLM",
     "DeepseekV3ForCausalLM",
+    "DeepseekV32ForCausalLM",
+    "GlmMoeDsaForCausalLM",
 ];
+
+/// The latent-attention classes with a sparse-attention indexer
+/// (`vllm.models.deepseek_v32`): its `wq_b`, `wk` and `weights_proj`
+/// replicated (the last two one allocation, `wk_weights_proj`), its
+/// `k_norm` a float32 LayerNorm, and a rotary table of its own beside the
+/// latent's, NeoX-style unless `indexer_rope_interleave` (then `get_rope`
+/// hands back the latent's table).
+const SPARSE_INDEXER: &[&str] = &["DeepseekV32ForCausalLM", "GlmMoeDsaForCausalLM"];
 
 /// The classes vLLM 0.33 serves through its Transformers backend
 /// (`_TRANSFORMERS_SUPPORTED_MODELS`, models/registry.py): the Hugging Face
@@ -491,6 +503,20 @@ pub fn loaded_weights_on_stage(
     let layer_count = count("num_hidden_layers")?;
     let share = StageShare::new(class, stage, layer_count, tied)?;
     let latent = LATENT_ATTENTION.contains(&class);
+    if SPARSE_INDEXER.contains(&class) {
+        // IndexCache: layers that reuse an earlier layer's top-k build no
+        // indexer of their own, a layout kv has not checked.
+        let shared = text
+            .get("index_topk_freq")
+            .is_some_and(|f| f.as_u64() != Some(1))
+            || text.get("index_topk_pattern").is_some_and(|p| !p.is_null());
+        if shared {
+            return Err(format!(
+                "`{class}` with `index_topk_freq` or `index_topk_pattern`: layers that share \
+                 an earlier layer's indexer, which kv has not checked in vLLM's class"
+            ));
+        }
+    }
     let glm_moe = class == "Glm4MoeForCausalLM";
     let ernie_moe = class == "Ernie4_5_MoeForCausalLM";
     if class == "GptOssForCausalLM" {
@@ -622,7 +648,12 @@ pub fn loaded_weights_on_stage(
         let glm_router = (glm_moe || ernie_moe)
             && (name.ends_with(".mlp.gate.weight")
                 || (name.contains(".mlp.") && name.ends_with(".e_score_correction_bias")));
-        if correction_bias || glm_router || MAMBA_A.iter().any(|suffix| name.ends_with(suffix)) {
+        let indexer_norm = SPARSE_INDEXER.contains(&class) && name.contains(".indexer.k_norm.");
+        if correction_bias
+            || glm_router
+            || indexer_norm
+            || MAMBA_A.iter().any(|suffix| name.ends_with(suffix))
+        {
             // A float32 parameter of its own, whatever the served dtype.
             let (allocation, elements) = layout.share(tensor, false)?;
             let bytes = elements
@@ -692,7 +723,16 @@ pub fn loaded_weights_on_stage(
     } else {
         // vLLM's cos/sin caches, `[rows, dim]` each in the served dtype.
         let tables = if latent {
-            vec![mla_rotary_table_shape(text)?]
+            let table = mla_rotary_table_shape(text)?;
+            let interleaved = text
+                .get("indexer_rope_interleave")
+                .and_then(Value::as_bool)
+                .unwrap_or(false);
+            if SPARSE_INDEXER.contains(&class) && !interleaved {
+                vec![table, table]
+            } else {
+                vec![table]
+            }
         } else if class == "MiniCPM3ForCausalLM" {
             vec![minicpm3_table_shape(text)?]
         } else if class == "Gemma3ForCausalLM" {
