@@ -1970,4 +1970,27 @@ fn deepseek_v32_replicates_its_indexer_and_keeps_a_second_table() {
     shared["index_topk_freq"] = json!(2);
     let why = loaded_weights(&shared, &deepseek_v32_checkpoint(), DType::BF16, 1).unwrap_err();
     assert!(why.contains("index_topk_freq"), "{why}");
+    let mut pattern = deepseek_v32_config();
+    pattern["index_topk_pattern"] = json!("FS");
+    assert!(loaded_weights(&pattern, &deepseek_v32_checkpoint(), DType::BF16, 1).is_err());
+    // A null pattern and a frequency of 1 are the default: every layer its own.
+    pattern["index_topk_pattern"] = Value::Null;
+    pattern["index_topk_freq"] = json!(1);
+    let held = loaded_weights(&pattern, &deepseek_v32_checkpoint(), DType::BF16, 1).unwrap();
+    assert_eq!(held.total(), Some(1_513_984));
+}
+
+#[test]
+fn indexer_names_outside_an_indexer_are_not_guessed() {
+    // `wq_b` and `wk` are replicated inside `indexer` only; elsewhere kv does
+    // not know how vLLM shards them, and says so above TP 1.
+    for name in ["wq_b", "wk"] {
+        let mut tensors = deepseek_v32_checkpoint();
+        tensors.push(bf16(
+            &format!("model.layers.0.self_attn.{name}.weight"),
+            &[64, 64],
+        ));
+        let why = loaded_weights(&deepseek_v32_config(), &tensors, DType::BF16, 2).unwrap_err();
+        assert!(why.contains("kv does not know how vLLM shards"), "{why}");
+    }
 }
