@@ -130,6 +130,20 @@ fn ratio_of(layer: usize, ratio: u64, said: &str) -> Result<Ratio, KvError> {
     }
 }
 
+/// A per-layer list of at least `layers` entries, else an error naming it.
+fn long_enough(name: &str, list: &[Value], layers: u64) -> Result<(), KvError> {
+    if (list.len() as u64) < layers {
+        return Err(config_error(
+            WHAT,
+            format!(
+                "`{name}` lists {} layers, fewer than the {layers} of `num_hidden_layers`",
+                list.len()
+            ),
+        ));
+    }
+    Ok(())
+}
+
 /// The DeepSeek-V4 config of `hf` over its `layers`: each layer's type from
 /// `layer_types` (its first `layers` entries), else the legacy
 /// `compress_ratios` (0, 4 or 128 a layer), else transformers' default (two
@@ -154,16 +168,7 @@ pub(super) fn read(hf: &HfConfig, layers: u64) -> Result<DeepseekV4, KvError> {
     let mut ratios = Vec::with_capacity(n);
     let said = match (hf.value("layer_types"), hf.value("compress_ratios")) {
         (Some((name, Value::Array(list))), _) => {
-            if list.len() < n {
-                return Err(config_error(
-                    WHAT,
-                    format!(
-                        "`{name}` lists {} layers, fewer than the {layers} of \
-                         `num_hidden_layers`",
-                        list.len()
-                    ),
-                ));
-            }
+            long_enough(&name, list, layers)?;
             for (i, kind) in list.iter().take(n).enumerate() {
                 let rate = kind.as_str().and_then(rate_of).ok_or_else(|| {
                     config_error(
@@ -185,16 +190,7 @@ pub(super) fn read(hf: &HfConfig, layers: u64) -> Result<DeepseekV4, KvError> {
             ))
         }
         (None, Some((name, Value::Array(list)))) => {
-            if list.len() < n {
-                return Err(config_error(
-                    WHAT,
-                    format!(
-                        "`{name}` lists {} layers, fewer than the {layers} of \
-                         `num_hidden_layers`",
-                        list.len()
-                    ),
-                ));
-            }
+            long_enough(&name, list, layers)?;
             for (i, ratio) in list.iter().take(n).enumerate() {
                 // transformers maps 0, 4 and 128 to layer types, and fails on
                 // any other (KeyError); the type's rate is then read.
