@@ -438,12 +438,10 @@ impl DeepseekV4 {
             specs.push(spec.in_layers(pattern.clone(), LayerKind::FullAttention));
             // `CompressorStateCache` (compressor.py:139): float32 kv and
             // score states of `coff x head_dim` each, coff 2 for CSA.
-            let coff = if ratio == Ratio::Csa { 2 } else { 1 };
-            let (block, window) = if ratio == Ratio::Csa {
-                (4, coff * tokens)
-            } else {
-                (8, coff * tokens)
-            };
+            // Blocks of 4 and 8 slots (compressor.py:168), the window coff x
+            // the ratio.
+            let (coff, block) = if ratio == Ratio::Csa { (2, 4) } else { (1, 8) };
+            let window = coff * tokens;
             let state = Paged {
                 states_per_page: block,
                 state_bytes: self.f32_state(coff, self.head_dim)?,

@@ -680,13 +680,13 @@ impl Build<'_> {
         };
         let head = u64::from(hp.head_k_full);
         let states = [
-            ("csa", 4, 8, 2 * head),
+            ("csa", 4u32, 8, 2 * head),
             ("hca", 128, 128, head),
             ("lid", 4, 8, 2 * u64::from(indexer_head)),
         ]
         .into_iter()
         .map(|(name, ratio, size, width)| {
-            self.comp_state(name, ratio, size, width, ratio_is(ratio as u32))
+            self.comp_state(name, ratio.into(), size, width, ratio_is(ratio))
         })
         .collect::<Result<Vec<_>, _>>()?;
         Ok(Memory::Dsv4 {
