@@ -1994,3 +1994,55 @@ fn indexer_names_outside_an_indexer_are_not_guessed() {
         assert!(why.contains("kv does not know how vLLM shards"), "{why}");
     }
 }
+
+/// Apertus, small (scripts/vllm/fit-configs/test-apertus-small.json): one
+/// layer, 4 heads and 2 KV heads of 16 with q and k norms, an up-projection
+/// alone (no gate) into xIELU, whose scalars the checkpoint ships. vLLM's
+/// own class gave 74,240 B at TP 1 and 41,472 B at TP 2.
+#[test]
+fn apertus_keeps_its_xielu_scalars_whole_on_every_rank() {
+    let config = json!({
+        "architectures": ["ApertusForCausalLM"], "model_type": "apertus",
+        "hidden_size": 64, "intermediate_size": 32, "num_attention_heads": 4,
+        "num_key_value_heads": 2, "head_dim": 16, "num_hidden_layers": 1,
+        "vocab_size": 128, "max_position_embeddings": 50, "hidden_act": "xielu",
+        "tie_word_embeddings": false, "torch_dtype": "bfloat16",
+        "rope_parameters": {"rope_type": "default", "rope_theta": 10000.0},
+    });
+    let at = |part: &str| format!("model.layers.0.{part}");
+    let scalar = |name: &str| StoredTensor::new(name.into(), "BF16".into(), vec![], 2);
+    let tensors = vec![
+        bf16("model.embed_tokens.weight", &[128, 64]),
+        bf16("model.norm.weight", &[64]),
+        bf16("lm_head.weight", &[128, 64]),
+        bf16(&at("self_attn.q_proj.weight"), &[64, 64]),
+        bf16(&at("self_attn.k_proj.weight"), &[32, 64]),
+        bf16(&at("self_attn.v_proj.weight"), &[32, 64]),
+        bf16(&at("self_attn.o_proj.weight"), &[64, 64]),
+        bf16(&at("self_attn.q_norm.weight"), &[16]),
+        bf16(&at("self_attn.k_norm.weight"), &[16]),
+        bf16(&at("mlp.up_proj.weight"), &[32, 64]),
+        bf16(&at("mlp.down_proj.weight"), &[64, 32]),
+        bf16(&at("mlp.act_fn.alpha_p"), &[1]),
+        bf16(&at("mlp.act_fn.alpha_n"), &[1]),
+        scalar(&at("mlp.act_fn.beta")),
+        scalar(&at("mlp.act_fn.eps")),
+        bf16(&at("attention_layernorm.weight"), &[64]),
+        bf16(&at("feedforward_layernorm.weight"), &[64]),
+    ];
+    // TP 1: qkv 16,384, o_proj 8,192, the q and k norms 1,024, up and down
+    // 8,192, four xIELU scalars 2,048, two norms 1,024 = 36,864; embedding
+    // and head 16,384 each, the norm 512; the table 50 x 16 x 2 = 1,600 ->
+    // 2,048; the scales 2,048.
+    let held = loaded_weights(&config, &tensors, DType::BF16, 1).unwrap();
+    assert_eq!(
+        held.total(),
+        Some(36_864 + 2 * 16_384 + 512 + 2_048 + 2_048)
+    );
+    assert_eq!(held.total(), Some(74_240));
+    // TP 2: qkv 8,192, o_proj 4,096, norms 1,024, up and down 4,096, the
+    // scalars whole 2,048, two norms 1,024; the vocabulary halved.
+    let held = loaded_weights(&config, &tensors, DType::BF16, 2).unwrap();
+    assert_eq!(held.total(), Some(20_480 + 2 * 8_192 + 512 + 2_048 + 2_048));
+    assert_eq!(held.total(), Some(41_472));
+}

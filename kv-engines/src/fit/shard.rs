@@ -343,6 +343,9 @@ impl TpLayout {
                 divide(engine, rows, tp.checked_mul(2).ok_or("tp overflows")?)?;
                 (name.to_owned(), elements / tp)
             }
+            // Apertus' xIELU activation: its scalars (alpha_p, alpha_n as
+            // parameters, beta and eps as buffers) whole on every rank.
+            "act_fn" => (name.to_owned(), elements),
             // A sparse-attention indexer's projections: replicated, its key
             // and weights projections one allocation (deepseek_v32).
             "wq_b" if parent.ends_with(".indexer") => (name.to_owned(), elements),

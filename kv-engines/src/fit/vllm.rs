@@ -97,6 +97,7 @@ const VLLM_ONLY_ARCHITECTURES: &[&str] = &[
     "Qwen3_5MoeForCausalLM",
     "DeepseekV32ForCausalLM",
     "GlmMoeDsaForCausalLM",
+    "ApertusForCausalLM",
 ];
 const CHECKED_COUNT: usize = SHARDED_ARCHITECTURES.len() + VLLM_ONLY_ARCHITECTURES.len();
 
