@@ -371,7 +371,6 @@ impl DeepseekV4 {
     /// of every layer; each compressed layer's latent and compressor state;
     /// each CSA layer's indexer keys and indexer compressor state.
     pub fn specs(&self, builder: &Builder<'_>) -> Result<(Vec<KvSpec>, Packing), KvError> {
-        let max_model_len = builder.max_model_len;
         let mut specs = Vec::new();
         let mut kinds = Vec::new();
         let layers = self.ratios.len() as u64;
@@ -381,14 +380,13 @@ impl DeepseekV4 {
             states_per_page: SWA_BLOCK,
             state_bytes: LATENT_BYTES,
         };
-        let spec = self.sliding(
+        let spec = sliding(
             builder,
             "sliding_window_latent",
             format!("the last {} tokens' fp8_ds_mla latents", self.window),
             layers,
             swa,
             self.window,
-            SWA_BLOCK,
         )?;
         kinds.push(PackedKind::new(
             &spec.name,
@@ -425,14 +423,13 @@ impl DeepseekV4 {
                 states_per_page: ENGINE_BLOCK / tokens,
                 state_bytes: LATENT_BYTES,
             };
-            let spec = self.compressed(
+            let spec = compressed(
                 builder,
                 name,
                 format!("an fp8_ds_mla latent per {tokens} tokens"),
                 count,
                 latent,
                 tokens,
-                max_model_len,
             )?;
             kinds.push(PackedKind::new(&spec.name, full, None).paged_in(latent.states_per_page));
             specs.push(spec.in_layers(pattern.clone(), LayerKind::FullAttention));
@@ -444,9 +441,9 @@ impl DeepseekV4 {
             let window = coff * tokens;
             let state = Paged {
                 states_per_page: block,
-                state_bytes: self.f32_state(coff, self.head_dim)?,
+                state_bytes: f32_state(coff, self.head_dim)?,
             };
-            let spec = self.sliding(
+            let spec = sliding(
                 builder,
                 state_name,
                 format!(
@@ -456,7 +453,6 @@ impl DeepseekV4 {
                 count,
                 state,
                 window,
-                block,
             )?;
             kinds.push(PackedKind::new(
                 &spec.name,
@@ -476,7 +472,7 @@ impl DeepseekV4 {
                     .checked_add(self.index_head_dim / INDEXER_QUANT_BLOCK * 4)
                     .ok_or_else(|| config_error(WHAT, "`index_head_dim` overflows".to_owned()))?,
             };
-            let spec = self.compressed(
+            let spec = compressed(
                 builder,
                 "indexer_keys_c4",
                 format!(
@@ -487,15 +483,14 @@ impl DeepseekV4 {
                 count,
                 keys,
                 tokens,
-                max_model_len,
             )?;
             kinds.push(PackedKind::new(&spec.name, full, None).paged_in(keys.states_per_page));
             specs.push(spec.in_layers(pattern.clone(), LayerKind::FullAttention));
             let state = Paged {
                 states_per_page: 4,
-                state_bytes: self.f32_state(coff, self.index_head_dim)?,
+                state_bytes: f32_state(coff, self.index_head_dim)?,
             };
-            let spec = self.sliding(
+            let spec = sliding(
                 builder,
                 "indexer_compressor_state",
                 format!(
@@ -505,7 +500,6 @@ impl DeepseekV4 {
                 count,
                 state,
                 window,
-                4,
             )?;
             kinds.push(PackedKind::new(
                 &spec.name,
@@ -516,73 +510,68 @@ impl DeepseekV4 {
         }
         Ok((specs, Packing::new(kinds)))
     }
+}
 
-    /// `2 x coff x dim` float32 elements.
-    fn f32_state(&self, coff: u64, dim: u64) -> Result<u64, KvError> {
-        (2 * coff)
-            .checked_mul(dim)
-            .and_then(|n| n.checked_mul(4))
-            .ok_or_else(|| config_error(WHAT, "a compressor state overflows u64".to_owned()))
-    }
+/// `2 x coff x dim` float32 elements.
+fn f32_state(coff: u64, dim: u64) -> Result<u64, KvError> {
+    (2 * coff)
+        .checked_mul(dim)
+        .and_then(|n| n.checked_mul(4))
+        .ok_or_else(|| config_error(WHAT, "a compressor state overflows u64".to_owned()))
+}
 
-    /// A SlidingWindowMLASpec of `window` in blocks of `block` states.
-    #[allow(clippy::too_many_arguments)]
-    fn sliding(
-        &self,
-        builder: &Builder<'_>,
-        name: &'static str,
-        what: String,
-        layers: u64,
-        paged: Paged,
-        window: u64,
-        block: u64,
-    ) -> Result<KvSpec, KvError> {
-        let (page, per_state) = paged.padded()?;
-        let positions = builder.sliding_positions(name, window, block)?;
-        builder.as_is(
-            name,
-            format!(
-                "vLLM {VLLM_VERSION} SlidingWindowMLASpec ({what}; window {window}, block \
-                 {block}, a page of {} B padded to {page} B: {per_state} B a token)",
-                paged.real()
-            ),
-            bytes_geometry(layers, per_state),
-            positions,
-        )
-    }
+/// A SlidingWindowMLASpec of `window`, in blocks of a page's states.
+fn sliding(
+    builder: &Builder<'_>,
+    name: &'static str,
+    what: String,
+    layers: u64,
+    paged: Paged,
+    window: u64,
+) -> Result<KvSpec, KvError> {
+    let (page, per_state) = paged.padded()?;
+    let block = paged.states_per_page;
+    let positions = builder.sliding_positions(name, window, block)?;
+    builder.as_is(
+        name,
+        format!(
+            "vLLM {VLLM_VERSION} SlidingWindowMLASpec ({what}; window {window}, block \
+             {block}, a page of {} B padded to {page} B: {per_state} B a token)",
+            paged.real()
+        ),
+        bytes_geometry(layers, per_state),
+        positions,
+    )
+}
 
-    /// An MLAAttentionSpec of one state per `tokens` tokens: the states of
-    /// `max_model_len` tokens in whole pages of `paged.states_per_page`.
-    #[allow(clippy::too_many_arguments)]
-    fn compressed(
-        &self,
-        builder: &Builder<'_>,
-        name: &'static str,
-        what: String,
-        layers: u64,
-        paged: Paged,
-        tokens: u64,
-        max_model_len: u64,
-    ) -> Result<KvSpec, KvError> {
-        let (page, per_state) = paged.padded()?;
-        let positions = Positions::from_policy(PositionPolicy::PaddedTo {
-            count: max_model_len.div_ceil(tokens),
-            multiple: paged.states_per_page,
-        })
-        .map_err(|o| config_error(WHAT, o.step.to_owned()))?;
-        builder.as_is(
-            name,
-            format!(
-                "vLLM {VLLM_VERSION} MLAAttentionSpec ({what}; block {ENGINE_BLOCK} tokens = {} \
-                 states, a page of {} B padded to {page} B: {per_state} B a state, positions \
-                 counted in states; the KV format does not apply beyond fp8_ds_mla)",
-                paged.states_per_page,
-                paged.real()
-            ),
-            bytes_geometry(layers, per_state),
-            positions,
-        )
-    }
+/// An MLAAttentionSpec of one state per `tokens` tokens: the states of
+/// `max_model_len` tokens in whole pages of `paged.states_per_page`.
+fn compressed(
+    builder: &Builder<'_>,
+    name: &'static str,
+    what: String,
+    layers: u64,
+    paged: Paged,
+    tokens: u64,
+) -> Result<KvSpec, KvError> {
+    let (page, per_state) = paged.padded()?;
+    let positions = Positions::from_policy(PositionPolicy::PaddedTo {
+        count: builder.max_model_len.div_ceil(tokens),
+        multiple: paged.states_per_page,
+    })
+    .map_err(|o| config_error(WHAT, o.step.to_owned()))?;
+    builder.as_is(
+        name,
+        format!(
+            "vLLM {VLLM_VERSION} MLAAttentionSpec ({what}; block {ENGINE_BLOCK} tokens = {} \
+             states, a page of {} B padded to {page} B: {per_state} B a state, positions \
+             counted in states; the KV format does not apply beyond fp8_ds_mla)",
+            paged.states_per_page,
+            paged.real()
+        ),
+        bytes_geometry(layers, per_state),
+        positions,
+    )
 }
 
 impl Paged {
