@@ -8,8 +8,12 @@
 //! small model, the registry's and the published layout were also run
 //! through vLLM's own objects (scripts/vllm/compare.py: all agree).
 
+mod common;
+
+use common::{pools, refused, row};
+
 use kv_core::{Parallel, Storage};
-use kv_engines::estimate::{estimate, Estimate, EstimateSettings, VllmPool};
+use kv_engines::estimate::{estimate, EstimateSettings};
 use serde_json::{json, Value};
 
 /// A DeepSeek-V4 no script ships: 5 layers, sliding-only, CSA, HCA, CSA,
@@ -28,26 +32,6 @@ fn small_v4() -> Value {
                         "heavily_compressed_attention", "compressed_sparse_attention",
                         "heavily_compressed_attention"],
     })
-}
-
-fn row(e: &Estimate, name: &str) -> u64 {
-    e.specs
-        .iter()
-        .find(|s| s.name == name)
-        .map(|s| s.bytes_per_row().unwrap())
-        .unwrap_or_else(|| panic!("no {name}"))
-}
-
-fn pools(e: &Estimate, tp: u64, pp: u64) -> Vec<VllmPool> {
-    e.ranks(Parallel::new(tp, pp).unwrap(), 256)
-        .unwrap()
-        .into_iter()
-        .map(|rank| rank.pool)
-        .collect()
-}
-
-fn refused(config: &Value, settings: EstimateSettings) -> String {
-    estimate(config, &settings).unwrap_err().to_string()
 }
 
 /// Each declaration's row at 8,192 positions, 2 x 2,048 tokens in flight.

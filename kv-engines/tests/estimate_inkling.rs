@@ -7,6 +7,10 @@
 //! each in a comment; the published layout and the registry's defaults were
 //! run through vLLM's own objects (scripts/vllm/compare.py).
 
+mod common;
+
+use common::row;
+
 use kv_core::{Parallel, Storage};
 use kv_engines::estimate::sglang::{sglang_pools, SglangSettings};
 use kv_engines::estimate::{estimate, vllm_startup, Estimate, EstimateSettings, VllmPool};
@@ -30,14 +34,6 @@ fn small_inkling() -> Value {
                             "hybrid_sliding", "hybrid_sliding", "hybrid_sliding", "hybrid"],
         },
     })
-}
-
-fn row(e: &Estimate, name: &str) -> u64 {
-    e.specs
-        .iter()
-        .find(|s| s.name == name)
-        .map(|s| s.bytes_per_row().unwrap())
-        .unwrap_or_else(|| panic!("no {name}"))
 }
 
 fn pool(e: &Estimate, tp: u64) -> VllmPool {

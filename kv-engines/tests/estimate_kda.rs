@@ -7,8 +7,12 @@
 //! the published Kimi K3 and Ling-3.0 layouts were run through vLLM's own
 //! objects (scripts/vllm/registry.py, compare.py: 919 of 919 quantities each).
 
+mod common;
+
+use common::row;
+
 use kv_core::Storage;
-use kv_engines::estimate::{estimate, Estimate, EstimateSettings};
+use kv_engines::estimate::{estimate, EstimateSettings};
 use serde_json::{json, Value};
 
 /// A Kimi-K3-like text model no script ships: 4 layers, the first three
@@ -29,14 +33,6 @@ fn small_k3() -> Value {
             },
         },
     })
-}
-
-fn row(e: &Estimate, name: &str) -> u64 {
-    e.specs
-        .iter()
-        .find(|s| s.name == name)
-        .map(|s| s.bytes_per_row().unwrap())
-        .unwrap_or_else(|| panic!("no {name}"))
 }
 
 #[test]

@@ -5,8 +5,12 @@
 //! each in a comment; the published layout, the registry's and this small
 //! one were run through vLLM's own objects (scripts/vllm/compare.py).
 
+mod common;
+
+use common::{pools, refused, row};
+
 use kv_core::{Parallel, Storage};
-use kv_engines::estimate::{estimate, vllm_startup, Estimate, EstimateSettings, VllmPool};
+use kv_engines::estimate::{estimate, vllm_startup, EstimateSettings};
 use serde_json::{json, Value};
 
 /// A Step-5 no script ships: 6 layers and 1 MTP layer, the first 6 of
@@ -29,26 +33,6 @@ fn small_step5() -> Value {
     })
 }
 
-fn row(e: &Estimate, name: &str) -> u64 {
-    e.specs
-        .iter()
-        .find(|s| s.name == name)
-        .map(|s| s.bytes_per_row().unwrap())
-        .unwrap_or_else(|| panic!("no {name}"))
-}
-
-fn pool(e: &Estimate, tp: u64, pp: u64) -> Vec<VllmPool> {
-    e.ranks(Parallel::new(tp, pp).unwrap(), 256)
-        .unwrap()
-        .into_iter()
-        .map(|rank| rank.pool)
-        .collect()
-}
-
-fn refused(config: &Value, settings: EstimateSettings) -> String {
-    estimate(config, &settings).unwrap_err().to_string()
-}
-
 #[test]
 fn each_dsa_layer_keeps_a_summary_and_a_ring_beside_its_k_v() {
     let e = estimate(&small_step5(), &EstimateSettings::new()).unwrap();
@@ -67,7 +51,7 @@ fn each_dsa_layer_keeps_a_summary_and_a_ring_beside_its_k_v() {
 #[test]
 fn vllm_packs_the_groups_block_outermost() {
     let e = estimate(&small_step5(), &EstimateSettings::new()).unwrap();
-    let pool = &pool(&e, 1, 1)[0];
+    let pool = &pools(&e, 1, 1)[0];
     assert!(pool.packed);
     // Buckets: sliding 4 x 24,576 B; DSA 2 x 24,576 (K/V) + 2 x 512
     // (summary), balanced; rings 2 x 24,576. Repeats: the d in [2, 4]
@@ -120,7 +104,7 @@ fn groups_that_do_not_divide_are_packed_not_padded() {
             .unwrap_or("")
             .contains("Step-5: 5 sliding and 2 sparse"));
     }
-    let pool = &pool(&e, 1, 1)[0];
+    let pool = &pools(&e, 1, 1)[0];
     assert_eq!(pool.kinds[0].groups, 3);
     assert_eq!(pool.bytes_per_block, 61_440);
     // 3 x 265 + 512 + 1.
@@ -130,7 +114,7 @@ fn groups_that_do_not_divide_are_packed_not_padded() {
 #[test]
 fn a_larger_block_is_packed_again() {
     let e = estimate(&small_step5(), &EstimateSettings::new().block_size(32)).unwrap();
-    let pool = &pool(&e, 1, 1)[0];
+    let pool = &pools(&e, 1, 1)[0];
     // Pages at 32: sliding, K/V and ring 49,152 B, summary 1,024. The DSA
     // group's 2 x 50,176 = 100,352 B, up to a multiple of 12,288 (8 tokens
     // of K/V): 110,592. 2 x (cdiv(4,223, 32) + 1) + 256 + 1 = 523.
@@ -146,7 +130,7 @@ fn pipeline_stages_are_charged_every_group() {
     // min(127 + 6,144, 8,192) = 6,271, cdiv 16 = 392 + 1 = 393 per sliding
     // group: 2 x 393 + 512 + 1 = 1,299.
     let e = estimate(&small_step5(), &EstimateSettings::new().pipeline_stages(2)).unwrap();
-    for stage in pool(&e, 1, 2) {
+    for stage in pools(&e, 1, 2) {
         assert_eq!(stage.bytes_per_block, 36_864);
         assert_eq!(stage.blocks_per_request, 1299);
     }
@@ -190,7 +174,7 @@ fn without_a_window_every_layer_is_dsa() {
     let e = estimate(&config, &EstimateSettings::new()).unwrap();
     let names: Vec<&str> = e.specs.iter().map(|s| &*s.name).collect();
     assert_eq!(names, ["full_attention", "summary_cache", "tail_ring"]);
-    let pool = &pool(&e, 1, 1)[0];
+    let pool = &pools(&e, 1, 1)[0];
     assert_eq!(pool.bytes_per_block, 159_744);
     assert_eq!(pool.blocks_per_request, 513);
 }

@@ -1,11 +1,37 @@
 //! Checkpoints both engines' tests build by hand: DeepSeek-V3's layout
 //! (multi-head latent attention, routed and shared experts, an MTP layer)
-//! and GPT-OSS's at small sizes, and the tensors they are made of.
+//! and GPT-OSS's at small sizes, and the tensors they are made of; and the
+//! estimate helpers the per-family tests share.
 // Each test crate uses some of these.
 #![allow(dead_code)]
 
+use kv_core::Parallel;
+use kv_engines::estimate::{estimate, Estimate, EstimateSettings, VllmPool};
 use kv_engines::weights::StoredTensor;
 use serde_json::{json, Value};
+
+/// Bytes per row of the estimate's declaration `name`.
+pub fn row(e: &Estimate, name: &str) -> u64 {
+    e.specs
+        .iter()
+        .find(|s| s.name == name)
+        .map(|s| s.bytes_per_row().unwrap())
+        .unwrap_or_else(|| panic!("no {name}"))
+}
+
+/// vLLM's pool on each rank of `tp` x `pp`, at 256 sequences.
+pub fn pools(e: &Estimate, tp: u64, pp: u64) -> Vec<VllmPool> {
+    e.ranks(Parallel::new(tp, pp).unwrap(), 256)
+        .unwrap()
+        .into_iter()
+        .map(|rank| rank.pool)
+        .collect()
+}
+
+/// Why `config` is refused under `settings`.
+pub fn refused(config: &Value, settings: EstimateSettings) -> String {
+    estimate(config, &settings).unwrap_err().to_string()
+}
 
 pub fn bf16(name: &str, shape: &[u64]) -> StoredTensor {
     let bytes = shape.iter().product::<u64>() * 2;
