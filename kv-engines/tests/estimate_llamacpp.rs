@@ -2786,30 +2786,37 @@ fn graniteswitch_caches_its_router_layer_after_the_others() {
 /// 128, CSA on layers 2 and 4, HCA on 3 and 5 (the 7th ratio, an MTP
 /// layer's, is past `block_count`), an indexer key of 128.
 fn deepseek4(ratios: Vec<u32>) -> GgufMetadata {
-    gguf(
-        "deepseek4",
-        &[
-            ("block_count", V::U32(6)),
-            ("context_length", V::U32(8192)),
-            ("embedding_length", V::U32(512)),
-            ("attention.head_count", V::U32(8)),
-            ("attention.head_count_kv", V::U32(1)),
-            ("attention.key_length", V::U32(512)),
-            ("attention.value_length", V::U32(512)),
-            ("attention.q_lora_rank", V::U32(64)),
-            ("attention.sliding_window", V::U32(128)),
-            ("attention.indexer.head_count", V::U32(64)),
-            ("attention.indexer.key_length", V::U32(128)),
-            ("attention.indexer.top_k", V::U32(512)),
-            ("attention.output_group_count", V::U32(8)),
-            ("attention.output_lora_rank", V::U32(32)),
-            ("hyper_connection.count", V::U32(4)),
-            ("hyper_connection.sinkhorn_iterations", V::U32(2)),
-            ("hash_layer_count", V::U32(0)),
-            ("attention.compress_ratios", V::U32s(ratios)),
-            ("expert_gating_func", V::U32(4)),
-        ],
-    )
+    deepseek4_with(ratios, Vec::new())
+}
+
+/// [`deepseek4`] with `overrides` in place of its keys of the same name.
+fn deepseek4_with(ratios: Vec<u32>, overrides: Vec<(&str, V)>) -> GgufMetadata {
+    let mut keys = vec![
+        ("block_count", V::U32(6)),
+        ("context_length", V::U32(8192)),
+        ("embedding_length", V::U32(512)),
+        ("attention.head_count", V::U32(8)),
+        ("attention.head_count_kv", V::U32(1)),
+        ("attention.key_length", V::U32(512)),
+        ("attention.value_length", V::U32(512)),
+        ("attention.q_lora_rank", V::U32(64)),
+        ("attention.sliding_window", V::U32(128)),
+        ("attention.indexer.head_count", V::U32(64)),
+        ("attention.indexer.key_length", V::U32(128)),
+        ("attention.indexer.top_k", V::U32(512)),
+        ("attention.output_group_count", V::U32(8)),
+        ("attention.output_lora_rank", V::U32(32)),
+        ("hyper_connection.count", V::U32(4)),
+        ("hyper_connection.sinkhorn_iterations", V::U32(2)),
+        ("hash_layer_count", V::U32(0)),
+        ("attention.compress_ratios", V::U32s(ratios)),
+        ("expert_gating_func", V::U32(4)),
+    ];
+    for (key, value) in overrides {
+        keys.retain(|(k, _)| *k != key);
+        keys.push((key, value));
+    }
+    gguf("deepseek4", &keys)
 }
 
 fn published_ratios() -> Vec<u32> {
@@ -2905,6 +2912,25 @@ fn deepseek4_keeps_k_alone_in_a_raw_window_compressed_caches_and_states() {
          layers = 2, size =    0.06 MiB"
         )
     );
+}
+
+#[test]
+fn deepseek4s_indexer_keeps_one_key_head_whatever_the_model_has() {
+    // 2 KV heads: the raw window twice as wide (18 MiB, as llama.cpp logged
+    // it for this geometry), the indexer still one 128-wide head (1 MiB).
+    let keys = vec![("attention.head_count_kv", V::U32(2))];
+    let e = run(
+        &deepseek4_with(published_ratios(), keys),
+        &settings(8192, 2),
+    );
+    let Memory::Dsv4 { raw, lid, .. } = &e.memory else {
+        panic!("not DSV4")
+    };
+    let Memory::Iswa { swa, .. } = &**raw else {
+        panic!("raw is not an iswa")
+    };
+    assert_eq!(swa.k_bytes, 2 * 1024 * 768 * 2 * 6);
+    assert_eq!(lid.1.k_bytes, 256 * 1024 * 2 * 2);
 }
 
 #[test]

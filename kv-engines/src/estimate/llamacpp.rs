@@ -669,7 +669,6 @@ impl Build<'_> {
         let lid_hp = Hparams {
             kv_heads: vec![1; n],
             head_k: vec![indexer_head; n],
-            head_v: vec![indexer_head; n],
             head_k_full: indexer_head,
             mla: true,
             ..hp.clone()
