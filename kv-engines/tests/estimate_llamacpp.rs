@@ -2875,6 +2875,7 @@ fn deepseek4_keeps_k_alone_in_a_raw_window_compressed_caches_and_states() {
         e.bytes(),
         9_437_184 + 4_194_304 + 1_048_576 + 1_048_576 + 262_144 + 2_097_152 + 65_536
     );
+    assert_eq!(e.memory.bytes(), e.bytes());
     // llama.cpp's lines, as its own run printed them (cache_lines.py).
     let lines = e.lines();
     let at = |prefix: &str| {
@@ -2931,6 +2932,26 @@ fn deepseek4s_indexer_keeps_one_key_head_whatever_the_model_has() {
     };
     assert_eq!(swa.k_bytes, 2 * 1024 * 768 * 2 * 6);
     assert_eq!(lid.1.k_bytes, 256 * 1024 * 2 * 2);
+}
+
+#[test]
+fn deepseek4s_ratios_may_be_i32_but_not_negative() {
+    // get_arr copies i32 bits into uint32: the same layers as u32 ratios.
+    let as_i32 = vec![(
+        "attention.compress_ratios",
+        V::I32s(vec![0, 0, 4, 128, 4, 128, 0]),
+    )];
+    let e = run(&deepseek4_with(Vec::new(), as_i32), &settings(8192, 2));
+    assert_eq!(
+        e.bytes(),
+        run(&deepseek4(published_ratios()), &settings(8192, 2)).bytes()
+    );
+    let negative = vec![(
+        "attention.compress_ratios",
+        V::I32s(vec![0, 0, -4, 128, 4, 128]),
+    )];
+    let text = refusal(&deepseek4_with(Vec::new(), negative), &settings(8192, 2));
+    assert!(text.contains("layer 2 is"), "{text}");
 }
 
 #[test]

@@ -524,7 +524,7 @@ impl Build<'_> {
         if let (Some(ratios), Some(ix), Some(sliding)) =
             (&hp.compress_ratios, &hp.indexer, &hp.sliding)
         {
-            return self.dsv4(cells, settings, ratios, ix.head, sliding.window);
+            return self.dsv4(cells, settings, ratios, ix, sliding.window);
         }
         Ok(match (hp.recurrent, &hp.hybrid) {
             // llama_memory_recurrent keeps a state for every layer of n_layer().
@@ -632,9 +632,10 @@ impl Build<'_> {
         cells: &Cells,
         settings: &LlamaCppSettings,
         ratios: &[u32],
-        indexer_head: u32,
+        indexer: &hparams::Indexer,
         window: u32,
     ) -> Result<Memory, KvError> {
+        let indexer_head = indexer.head;
         let hp = self.hp;
         let k_only = Hparams {
             mla: true,
@@ -658,11 +659,13 @@ impl Build<'_> {
             swa_full: settings.swa_full,
         };
         let ratio_is = |r: u32| move |il: usize| ratios.get(il) == Some(&r);
+        // The indexer's layers: the CSA ones (`filter_csa`).
+        let indexed = |il: usize| indexer.layers.get(il) == Some(&true);
         // dsv4_comp_size: max(1, cdiv(kv_size, ratio)), padded to 256.
-        let compressed = |build: &Build, ratio: u32| {
+        let compressed = |build: &Build, ratio: u32, keep: &dyn Fn(usize) -> bool| {
             let logged = kv_size.div_ceil(u64::from(ratio)).max(1);
             build
-                .kv_cache(pad(logged), ratio_is(ratio))
+                .kv_cache(pad(logged), keep)
                 .map(|cache| (logged, cache))
         };
         let n = hp.kv_heads.len();
@@ -678,21 +681,16 @@ impl Build<'_> {
             ..build
         };
         let head = u64::from(hp.head_k_full);
-        let states = [
-            ("csa", 4u32, 8, 2 * head),
-            ("hca", 128, 128, head),
-            ("lid", 4, 8, 2 * u64::from(indexer_head)),
-        ]
-        .into_iter()
-        .map(|(name, ratio, size, width)| {
-            self.comp_state(name, ratio.into(), size, width, ratio_is(ratio))
-        })
-        .collect::<Result<Vec<_>, _>>()?;
+        let states = vec![
+            self.comp_state("csa", 4, 8, 2 * head, ratio_is(4))?,
+            self.comp_state("hca", 128, 128, head, ratio_is(128))?,
+            self.comp_state("lid", 4, 8, 2 * u64::from(indexer_head), indexed)?,
+        ];
         Ok(Memory::Dsv4 {
             raw: Box::new(raw),
-            csa: compressed(&build, 4)?,
-            hca: compressed(&build, 128)?,
-            lid: compressed(&lid_build, 4)?,
+            csa: compressed(&build, 4, &ratio_is(4))?,
+            hca: compressed(&build, 128, &ratio_is(128))?,
+            lid: compressed(&lid_build, 4, &indexed)?,
             states,
         })
     }
