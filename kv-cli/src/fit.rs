@@ -71,6 +71,11 @@ pub struct FitArgs {
     /// Qwen3-MoE classes), said so.
     #[arg(long)]
     pub(crate) weights_from_config: bool,
+    /// vLLM --language-model-only: a multimodal model's towers are not
+    /// built, so the weights are its text model's alone (the classes kv
+    /// has checked: LLaVA, Qwen2-VL, Gemma 3, ...; the others are refused).
+    #[arg(long)]
+    pub(crate) language_model_only: bool,
     /// llama.cpp -ngl/--n-gpu-layers: layers on the GPU, the output layer
     /// counted first, then the last layers, each with its caches [default:
     /// every one, llama.cpp's -1].
@@ -116,6 +121,7 @@ impl FitArgs {
             ("--activation-bytes", self.activation_bytes.is_some()),
             ("--cuda-graph-bytes", self.cuda_graph_bytes.is_some()),
             ("--plot", self.plot.is_some()),
+            ("--language-model-only", self.language_model_only),
         ];
         let llamacpp = [
             ("--n-gpu-layers", self.n_gpu_layers.is_some()),
@@ -279,6 +285,7 @@ pub fn run(command: &Command) -> Result<bool, StdoutFailed> {
             cuda_graph_bytes: fit.cuda_graph_bytes,
             plot: fit.plot.clone(),
             weights_from_config: fit.weights_from_config,
+            language_model_only: fit.language_model_only,
         };
         return crate::fit_vllm::run(args, &flags, &gpu_label, gpu_mib);
     }

@@ -10,10 +10,11 @@ use kv_core::config::{DTypeRule, HfConfig};
 use kv_core::Parallel;
 use kv_engines::estimate::{vllm_startup_by_stage, StartupOutcome, VllmStartup};
 use kv_engines::fit::vllm::{
-    kv_cache_budget, loaded_weights_on_stage, PipelineStage, VllmBudget, VllmLoadedWeights,
+    kv_cache_budget, language_model_config, loaded_language_model_on_stage,
+    loaded_weights_on_stage, LanguageModel, PipelineStage, VllmBudget, VllmLoadedWeights,
     VllmMemoryInputs,
 };
-use kv_engines::weights::CheckpointWeights;
+use kv_engines::weights::StoredTensor;
 use serde_json::{json, Value};
 
 use crate::estimate::{estimate_file, render, settings, to_json, Estimated};
@@ -35,6 +36,18 @@ pub(crate) struct VllmFitFlags {
     pub cuda_graph_bytes: Option<u64>,
     pub plot: Option<std::path::PathBuf>,
     pub weights_from_config: bool,
+    pub language_model_only: bool,
+}
+
+/// What vLLM loads: the checkpoint's tensors into the class its config
+/// names, or under --language-model-only its text model.
+#[derive(Clone, Copy)]
+enum Held<'a> {
+    Whole {
+        config: &'a Value,
+        tensors: &'a [StoredTensor],
+    },
+    LanguageModel(&'a LanguageModel),
 }
 
 /// The budget, and what it rests on.
@@ -76,8 +89,7 @@ type StageBudget = (
 /// Every pipeline stage of `tp` x `pp`: what it loads and its budget with
 /// the profiled parts in `given` (the same on every rank).
 fn stage_budgets(
-    config: &Value,
-    weights: &CheckpointWeights,
+    held: Held,
     dtype: kv_core::DType,
     given: &VllmMemoryInputs,
     tp: u64,
@@ -86,7 +98,14 @@ fn stage_budgets(
     (0..pp)
         .map(|index| {
             let stage = PipelineStage { stages: pp, index };
-            let loaded = loaded_weights_on_stage(config, weights.tensors(), dtype, tp, stage)?;
+            let loaded = match held {
+                Held::Whole { config, tensors } => {
+                    loaded_weights_on_stage(config, tensors, dtype, tp, stage)?
+                }
+                Held::LanguageModel(model) => {
+                    loaded_language_model_on_stage(model, dtype, tp, stage)?
+                }
+            };
             let mut inputs = given.clone();
             inputs.weights_bytes = loaded.total().ok_or("the weights' bytes overflow u64")?;
             let budget = kv_cache_budget(&inputs);
@@ -184,7 +203,27 @@ fn budget(
 ) -> Result<Budget, Problem> {
     let config = read_config(file, args.read.max_file_bytes)?;
     let folder = file.parent().unwrap_or(Path::new("."));
-    let weights = crate::fit_shared::weights(file, &config, fit.weights_from_config)?;
+    // Computed weights are the text class's own; read ones are renamed.
+    let weights = if fit.language_model_only && fit.weights_from_config {
+        let text = language_model_config(&config).map_err(|e| Problem::new(file, e))?;
+        crate::fit_shared::weights(file, &text, true)?
+    } else {
+        crate::fit_shared::weights(file, &config, fit.weights_from_config)?
+    };
+    let language_model = match (fit.language_model_only, fit.weights_from_config) {
+        (false, _) => None,
+        (true, false) => Some(LanguageModel::read(&config, weights.tensors())),
+        (true, true) => Some(LanguageModel::computed(&config, weights.tensors().to_vec())),
+    }
+    .transpose()
+    .map_err(|e| Problem::new(folder, e))?;
+    let held = match &language_model {
+        Some(model) => Held::LanguageModel(model),
+        None => Held::Whole {
+            config: &config,
+            tensors: weights.tensors(),
+        },
+    };
     let stored_bytes = weights.total_bytes().map_err(|e| Problem::new(folder, e))?;
     let dtype = HfConfig::from_value(config.clone())
         .with_dtype_rule(DTypeRule::VllmAuto)
@@ -207,11 +246,11 @@ fn budget(
     let profiled_given = fit.non_torch_bytes.is_some()
         && fit.activation_bytes.is_some()
         && fit.cuda_graph_bytes.is_some();
-    let stages = stage_budgets(&config, &weights, dtype, &given, args.tp, args.pp)
-        .map_err(|e| Problem::new(file, e))?;
+    let stages =
+        stage_budgets(held, dtype, &given, args.tp, args.pp).map_err(|e| Problem::new(file, e))?;
     let by_tp: Vec<TpAnswer> = TP_SIZES
         .iter()
-        .map(|&tp| at_tp(&config, &weights, dtype, &given, args, tp))
+        .map(|&tp| at_tp(&config, held, dtype, &given, args, tp))
         .collect();
     let mut fits = Vec::with_capacity(stages.len());
     let mut binding: Option<(VllmLoadedWeights, VllmMemoryInputs, VllmBudget)> = None;
@@ -252,7 +291,15 @@ fn budget(
         total_given,
         stored_bytes,
         files: weights.files().len(),
-        weights_source: crate::fit_shared::source(&weights),
+        weights_source: match &language_model {
+            Some(model) => format!(
+                "{}; vLLM loads its language model alone, as `{}` \
+                 (--language-model-only: no towers built)",
+                crate::fit_shared::source(&weights),
+                model.class()
+            ),
+            None => crate::fit_shared::source(&weights),
+        },
         loaded,
         inputs,
         profiled_given,
@@ -268,7 +315,7 @@ fn budget(
 /// parts as given, and whether one request at max_model_len fits.
 fn at_tp(
     config: &Value,
-    weights: &CheckpointWeights,
+    held: Held,
     dtype: kv_core::DType,
     given: &VllmMemoryInputs,
     args: &Args,
@@ -282,7 +329,7 @@ fn at_tp(
         said: String::new(),
         concurrency: Vec::new(),
     };
-    let stages = match stage_budgets(config, weights, dtype, given, tp, args.pp) {
+    let stages = match stage_budgets(held, dtype, given, tp, args.pp) {
         Ok(stages) => stages,
         Err(e) => {
             answer.said = e;

@@ -285,6 +285,7 @@ def engine_config(model_dir, layout):
         load_format="dummy",
         distributed_executor_backend="mp",
         enforce_eager=True,
+        language_model_only=layout.get("lmo", False),
     ).create_engine_config()
 
 

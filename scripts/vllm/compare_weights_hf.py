@@ -118,6 +118,8 @@ def main():
                     help="every config, not only the classes kv checks (kv refuses the others)")
     ap.add_argument("--mtp", action="store_true",
                     help="add the MTP layers a published checkpoint ships (num_nextn_predict_layers)")
+    ap.add_argument("--language-model-only", action="store_true",
+                    help="vLLM's --language-model-only: a multimodal class's towers not built")
     ap.add_argument("configs", nargs="*")
     a = ap.parse_args()
     os.environ.setdefault("VLLM_LOGGING_LEVEL", "ERROR")
@@ -148,8 +150,11 @@ def main():
         for tp in a.tp:
             p = subprocess.run([a.kv, "fit", os.path.join(folder, "config.json"),
                                 "--gpu-memory-mib", "16777216", "--tp", str(tp), "--pp", str(a.pp),
-                                "--format", "json"], capture_output=True, text=True)
-            stages = [loaded_weights.loaded(os.path.join(folder, "config.json"), tp, a.pp, s)
+                                "--format", "json"]
+                               + (["--language-model-only"] if a.language_model_only else []),
+                               capture_output=True, text=True)
+            stages = [loaded_weights.loaded(os.path.join(folder, "config.json"), tp, a.pp, s,
+                                            a.language_model_only)
                       for s in range(a.pp)]
             add_lm_head_bias(folder, c, tp, stages)
             errors = [s["error"] for s in stages if "error" in s]

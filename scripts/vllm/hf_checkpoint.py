@@ -20,8 +20,14 @@ def hf_checkpoint(config_path, folder):
     cfg = transformers.AutoConfig.from_pretrained(os.path.dirname(config_path)
                                                   if config_path.endswith("config.json")
                                                   else config_path)
+    # A multimodal config's own class (AutoModelForCausalLM gives some of
+    # them their text model alone, with other names).
+    own = getattr(transformers, (getattr(cfg, "architectures", None) or [""])[0], None)
     with torch.device("meta"):
-        model = transformers.AutoModelForCausalLM.from_config(cfg)
+        if hasattr(cfg, "text_config") and own is not None:
+            model = own(cfg)
+        else:
+            model = transformers.AutoModelForCausalLM.from_config(cfg)
     state = model.state_dict()
     seen, header, at = set(), {}, 0
     name = DTYPES.get(str(getattr(cfg, "torch_dtype", None) or getattr(cfg, "dtype", None)

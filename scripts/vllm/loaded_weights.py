@@ -22,7 +22,7 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import compare  # noqa: E402
 
 
-def loaded(config_path, tp, pp=1, stage=0):
+def loaded(config_path, tp, pp=1, stage=0, language_model_only=False):
     import torch
     from vllm.model_executor.model_loader.utils import initialize_model
     from vllm.utils.torch_utils import set_default_torch_dtype
@@ -30,7 +30,8 @@ def loaded(config_path, tp, pp=1, stage=0):
     work = tempfile.mkdtemp()
     try:
         shutil.copy(config_path, os.path.join(work, "config.json"))
-        layout = {"tp": tp, "pp": pp, "dcp": 1, "fmt": "auto", "mml": None}
+        layout = {"tp": tp, "pp": pp, "dcp": 1, "fmt": "auto", "mml": None,
+                  "lmo": language_model_only}
         vc = compare.engine_config(work, layout)
         compare.fake_parallel_state(tp, pp, 1, stage)
         # As the GPU worker does before loading (gpu_worker.py:558): the

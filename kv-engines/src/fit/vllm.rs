@@ -30,6 +30,9 @@ use crate::estimate::format_gib;
 use crate::stored_tensor::StoredTensor;
 
 mod gemma4;
+mod language_model;
+
+pub use language_model::{language_model_config, LanguageModel, LANGUAGE_MODEL_ONLY_ARCHITECTURES};
 
 /// The architectures whose model, built by vLLM 0.33's own class on the
 /// meta device, kv has checked holds exactly the checkpoint's tensors in the
@@ -444,6 +447,36 @@ pub fn loaded_weights(
     loaded_weights_on_stage(config, tensors, dtype, tp, PipelineStage::WHOLE)
 }
 
+/// What vLLM holds on one rank and stage for `model`
+/// ([`LanguageModel`]): its text class's weights
+/// ([`loaded_weights_on_stage`]) and the tensors beside it, each whole in
+/// the served dtype.
+pub fn loaded_language_model_on_stage(
+    model: &LanguageModel,
+    dtype: DType,
+    tp: u64,
+    stage: PipelineStage,
+) -> Result<VllmLoadedWeights, String> {
+    if let Some(why) = model.tower_refusal(tp) {
+        return Err(why);
+    }
+    let mut loaded = loaded_weights_on_stage(&model.config, &model.tensors, dtype, tp, stage)?;
+    let element = dtype
+        .bytes_for(1)
+        .map_err(|_| "the served dtype's width overflows".to_owned())?;
+    for tensor in &model.beside {
+        let bytes = tensor
+            .shape
+            .iter()
+            .try_fold(element, |n, &d| n.checked_mul(d))
+            .and_then(round_to_block)
+            .and_then(|b| loaded.tensor_bytes.checked_add(b))
+            .ok_or_else(|| format!("`{}`: its bytes overflow u64", tensor.name))?;
+        loaded.tensor_bytes = bytes;
+    }
+    Ok(loaded)
+}
+
 /// [`loaded_weights`] on one pipeline stage: its decoder layers (vLLM's
 /// partition, [`kv_core::Parallel::stage_layers`]), the embedding, the
 /// final norm and the head where its class builds them
@@ -479,6 +512,9 @@ pub fn loaded_weights_on_stage(
     tp: u64,
     stage: PipelineStage,
 ) -> Result<VllmLoadedWeights, String> {
+    if let Some(why) = language_model::towers_refusal(config) {
+        return Err(why);
+    }
     let text = text_section(config);
     let class = checked_class(
         config,
@@ -519,6 +555,9 @@ pub fn loaded_weights_on_stage(
         }
     }
     let glm_moe = class == "Glm4MoeForCausalLM";
+    // glm4.py's and glm4_moe.py's attention `setdefault` a partial rotary
+    // factor of 0.5 where the config names none.
+    let half_rotary_default = glm_moe || class == "Glm4ForCausalLM";
     let ernie_moe = class == "Ernie4_5_MoeForCausalLM";
     if class == "GptOssForCausalLM" {
         // gpt_oss.py gives each rank `num_key_value_heads // tp` KV heads,
@@ -575,6 +614,11 @@ pub fn loaded_weights_on_stage(
     } else {
         Vec::new()
     };
+    // glm4.py builds q, k and v biases only where `attention_bias` is
+    // true, and its loader skips a checkpoint's biases it has no parameter
+    // for (GLM-4.1V's text config, transformers' default, names none).
+    let unbiased_glm4 = class == "Glm4ForCausalLM"
+        && text.get("attention_bias").and_then(Value::as_bool) != Some(true);
     let mut allocations: std::collections::BTreeMap<String, u64> = Default::default();
     let mut skipped_bytes = 0u64;
     let mut other_buffer_bytes = 0u64;
@@ -587,7 +631,11 @@ pub fn loaded_weights_on_stage(
             || (tied && is_head)
             || (gated_delta && name.starts_with("mtp."))
             || (ernie_moe && name.contains("mtp"))
-            || (is_gemma4 && gemma4::dropped(text, name)?);
+            || (is_gemma4 && gemma4::dropped(text, name)?)
+            || (unbiased_glm4
+                && [".q_proj.bias", ".k_proj.bias", ".v_proj.bias"]
+                    .iter()
+                    .any(|b| name.ends_with(b)));
         if let Some(index) = layer_index(name)? {
             if index >= layer_count {
                 // An MTP layer: the loader skips it.
@@ -740,8 +788,7 @@ pub fn loaded_weights_on_stage(
             gemma3_rotary_tables(text, share.layers.clone())?
         } else if class == gemma4::CLASS {
             gemma4_rotary_tables(text, &gemma4::kinds(&hf, text, &share.layers)?)?
-        } else if glm_moe && rotary_dim_unset(text) {
-            // GLM-4.5's attention `setdefault`s a partial factor of 0.5.
+        } else if half_rotary_default && rotary_dim_unset(text) {
             vec![rotary_table_shape_or(text, 0.5)?]
         } else {
             vec![scaled_rotary_table_shape(text)?]
