@@ -1405,3 +1405,85 @@ fn sglang_names_the_buffers_beside_the_rotary_ones() {
     );
     fs::remove_dir_all(&dir).unwrap();
 }
+
+/// LLaVA around Llama-3.1-8B, under the published LLaVA checkpoints' names
+/// (`language_model.model.`, `language_model.lm_head.`) with a vision
+/// tower and projector beside.
+fn llava_on_llama_31_8b(dir: &Path) {
+    let mut text = llama_31_8b_config();
+    text.as_object_mut().unwrap().remove("architectures");
+    let config = json!({
+        "architectures": ["LlavaForConditionalGeneration"], "model_type": "llava",
+        "text_config": text, "tie_word_embeddings": false, "torch_dtype": "bfloat16",
+        "vision_config": {"num_attention_heads": 16, "intermediate_size": 4096},
+    });
+    fs::write(dir.join("config.json"), config.to_string()).unwrap();
+    let mut tensors: Vec<(String, Vec<u64>)> = llama_tensors(32, 4096, 1024, 14336, 128256)
+        .into_iter()
+        .map(|(name, shape)| (format!("language_model.{name}"), shape))
+        .collect();
+    tensors.push((
+        "vision_tower.vision_model.encoder.layers.0.mlp.fc1.weight".into(),
+        vec![4096, 1024],
+    ));
+    tensors.push((
+        "multi_modal_projector.linear_1.weight".into(),
+        vec![4096, 1024],
+    ));
+    write_bf16_safetensors(&dir.join("model.safetensors"), &tensors);
+}
+
+#[test]
+fn a_multimodal_checkpoint_under_language_model_only_loads_its_text_model() {
+    let dir = scratch("fit-llava");
+    llava_on_llama_31_8b(&dir);
+    let path = dir.to_str().unwrap();
+    // Without the flag vLLM builds the towers too, which kv has not
+    // checked: refused, naming the flag.
+    let out = kv(&["fit", path, "--gpu", "H100"]);
+    assert_eq!(out.status.code(), Some(1));
+    assert!(
+        stderr(&out).contains("give --language-model-only"),
+        "{}",
+        stderr(&out)
+    );
+    // With it: Llama-3.1-8B's own figure (16,094,142,464 B, as above), the
+    // tower's and projector's 16,777,216 B stored but not loaded.
+    let out = kv(&["fit", path, "--gpu", "H100", "--language-model-only"]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    assert!(
+        stdout(&out).contains(
+            "  weights: 16077299712 B stored in 1 file(s); vLLM loads its language model alone, \
+             as `LlamaForCausalLM` (--language-model-only: no towers built)"
+        ),
+        "{}",
+        stdout(&out)
+    );
+    for computed in [false, true] {
+        let mut args = vec!["fit", path, "--gpu", "H100", "--language-model-only"];
+        if computed {
+            args.push("--weights-from-config");
+        }
+        args.extend(["--format", "json"]);
+        let out = kv(&args);
+        let json: Value = serde_json::from_str(&stdout(&out)).unwrap();
+        assert_eq!(json[0]["fit"]["weights_bytes"], 16_094_142_464u64);
+    }
+    // SGLang and llama.cpp have no such flag.
+    let out = kv(&[
+        "fit",
+        path,
+        "--gpu",
+        "H100",
+        "--engine",
+        "sglang",
+        "--language-model-only",
+    ]);
+    assert_eq!(out.status.code(), Some(2));
+    assert!(
+        stderr(&out).contains("--language-model-only"),
+        "{}",
+        stderr(&out)
+    );
+    fs::remove_dir_all(&dir).unwrap();
+}

@@ -120,6 +120,9 @@ def main():
                     help="add the MTP layers a published checkpoint ships (num_nextn_predict_layers)")
     ap.add_argument("--language-model-only", action="store_true",
                     help="vLLM's --language-model-only: a multimodal class's towers not built")
+    ap.add_argument("--legacy-names", action="store_true",
+                    help="write a multimodal checkpoint under the published checkpoints' older "
+                         "names (transformers 5's renames reversed)")
     ap.add_argument("configs", nargs="*")
     a = ap.parse_args()
     os.environ.setdefault("VLLM_LOGGING_LEVEL", "ERROR")
@@ -139,7 +142,7 @@ def main():
         with open(os.path.join(folder, "config.json"), "w") as f:
             json.dump(c, f)
         try:
-            hf_checkpoint(os.path.join(folder, "config.json"), folder)
+            hf_checkpoint(os.path.join(folder, "config.json"), folder, a.legacy_names)
             if a.mtp:
                 add_mtp_layers(folder, c)
         except Exception as e:  # noqa: BLE001  (reported; the next runs)

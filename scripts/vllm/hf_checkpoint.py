@@ -12,8 +12,29 @@ import struct
 DTYPES = {"bfloat16": "BF16", "float16": "F16", "float32": "F32"}
 
 
-def hf_checkpoint(config_path, folder):
-    """The header save_pretrained would write for transformers' class."""
+def legacy_renames(model_type):
+    """transformers 5's prefix renames for a model type (conversion_mapping.py),
+    reversed: (its name, the published checkpoint's name). The published
+    multimodal checkpoints keep the older names (`language_model.model.`),
+    which the vLLM classes without a mapper of their own load."""
+    import re
+
+    from transformers.conversion_mapping import get_checkpoint_conversion_mapping
+
+    pairs = []
+    for r in get_checkpoint_conversion_mapping(model_type) or []:
+        for src, dst in zip(getattr(r, "source_patterns", []) or [],
+                            getattr(r, "target_patterns", []) or []):
+            old = re.sub(r"\(\?!.*\)$", "", src.lstrip("^"))
+            if re.search(r"[\\()\[\]*+?|$]", old + dst):
+                continue
+            pairs.append((dst, old))
+    return pairs
+
+
+def hf_checkpoint(config_path, folder, legacy_names=False):
+    """The header save_pretrained would write for transformers' class; with
+    `legacy_names`, under the published checkpoints' older names."""
     import torch
     import transformers
 
@@ -29,6 +50,16 @@ def hf_checkpoint(config_path, folder):
         else:
             model = transformers.AutoModelForCausalLM.from_config(cfg)
     state = model.state_dict()
+    if legacy_names:
+        renames = legacy_renames(cfg.model_type)
+
+        def legacy(key):
+            for new, old in renames:
+                if key.startswith(new):
+                    return old + key[len(new):]
+            return key
+
+        state = {legacy(k): v for k, v in state.items()}
     seen, header, at = set(), {}, 0
     name = DTYPES.get(str(getattr(cfg, "torch_dtype", None) or getattr(cfg, "dtype", None)
                           ).replace("torch.", ""), "BF16")

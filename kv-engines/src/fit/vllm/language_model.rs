@@ -39,8 +39,10 @@ struct Wrapper {
     beside: &'static [&'static str],
     /// The wrapper config's `tie_word_embeddings` when its config.json
     /// leaves it out (transformers 5's default for the class), which vLLM
-    /// copies onto the text config.
-    tie_default: bool,
+    /// copies onto the text config; `None` where the wrapper's config class
+    /// has no such setting or vLLM builds the text model without copying
+    /// it: the text config's own then stands.
+    tie_default: Option<bool>,
 }
 
 /// The prefixes of the LLaVA-style classes (llava.py's mapper).
@@ -88,7 +90,7 @@ const WRAPPERS: &[Wrapper] = &[
         towers: LLAVA_TOWERS,
         tower_configs: &["vision_config"],
         beside: &[],
-        tie_default: false,
+        tie_default: Some(false),
     },
     Wrapper {
         class: "LlavaNextForConditionalGeneration",
@@ -97,7 +99,7 @@ const WRAPPERS: &[Wrapper] = &[
         towers: LLAVA_NEXT_TOWERS,
         tower_configs: &["vision_config"],
         beside: &["image_newline"],
-        tie_default: false,
+        tie_default: Some(false),
     },
     Wrapper {
         class: "LlavaNextVideoForConditionalGeneration",
@@ -111,7 +113,7 @@ const WRAPPERS: &[Wrapper] = &[
         ],
         tower_configs: &["vision_config"],
         beside: &[],
-        tie_default: false,
+        tie_default: Some(false),
     },
     Wrapper {
         class: "LlavaOnevisionForConditionalGeneration",
@@ -120,7 +122,7 @@ const WRAPPERS: &[Wrapper] = &[
         towers: LLAVA_NEXT_TOWERS,
         tower_configs: &["vision_config"],
         beside: &["image_newline"],
-        tie_default: false,
+        tie_default: Some(false),
     },
     Wrapper {
         class: "PaliGemmaForConditionalGeneration",
@@ -129,7 +131,7 @@ const WRAPPERS: &[Wrapper] = &[
         towers: LLAVA_TOWERS,
         tower_configs: &["vision_config"],
         beside: &[],
-        tie_default: true,
+        tie_default: Some(true),
     },
     Wrapper {
         class: "Gemma3ForConditionalGeneration",
@@ -138,7 +140,7 @@ const WRAPPERS: &[Wrapper] = &[
         towers: LLAVA_TOWERS,
         tower_configs: &["vision_config"],
         beside: &[],
-        tie_default: true,
+        tie_default: Some(true),
     },
     Wrapper {
         class: "Mistral3ForConditionalGeneration",
@@ -156,7 +158,7 @@ const WRAPPERS: &[Wrapper] = &[
         towers: LLAVA_TOWERS,
         tower_configs: &["vision_config"],
         beside: &[],
-        tie_default: true,
+        tie_default: Some(true),
     },
     Wrapper {
         class: "InternVLForConditionalGeneration",
@@ -165,7 +167,7 @@ const WRAPPERS: &[Wrapper] = &[
         towers: LLAVA_TOWERS,
         tower_configs: &["vision_config"],
         beside: &[],
-        tie_default: true,
+        tie_default: Some(true),
     },
     Wrapper {
         class: "Cohere2VisionForConditionalGeneration",
@@ -174,7 +176,7 @@ const WRAPPERS: &[Wrapper] = &[
         towers: LLAVA_TOWERS,
         tower_configs: &["vision_config"],
         beside: &[],
-        tie_default: true,
+        tie_default: Some(true),
     },
     Wrapper {
         class: "Qwen2VLForConditionalGeneration",
@@ -183,7 +185,7 @@ const WRAPPERS: &[Wrapper] = &[
         towers: &["visual."],
         tower_configs: &["vision_config"],
         beside: &[],
-        tie_default: false,
+        tie_default: Some(false),
     },
     Wrapper {
         class: "Qwen2_5_VLForConditionalGeneration",
@@ -192,7 +194,7 @@ const WRAPPERS: &[Wrapper] = &[
         towers: &["visual."],
         tower_configs: &["vision_config"],
         beside: &[],
-        tie_default: false,
+        tie_default: Some(false),
     },
     Wrapper {
         class: "Exaone4_5_ForConditionalGeneration",
@@ -207,7 +209,7 @@ const WRAPPERS: &[Wrapper] = &[
         towers: &["visual."],
         tower_configs: &["vision_config"],
         beside: &[],
-        tie_default: false,
+        tie_default: Some(false),
     },
     Wrapper {
         class: "Glm4vForConditionalGeneration",
@@ -216,7 +218,7 @@ const WRAPPERS: &[Wrapper] = &[
         towers: &["visual."],
         tower_configs: &["vision_config"],
         beside: &[],
-        tie_default: false,
+        tie_default: Some(false),
     },
     Wrapper {
         class: "GlmOcrForConditionalGeneration",
@@ -225,7 +227,7 @@ const WRAPPERS: &[Wrapper] = &[
         towers: &["visual."],
         tower_configs: &["vision_config"],
         beside: &[],
-        tie_default: false,
+        tie_default: Some(false),
     },
     Wrapper {
         class: "Qwen3_5ForConditionalGeneration",
@@ -234,7 +236,7 @@ const WRAPPERS: &[Wrapper] = &[
         towers: &["visual."],
         tower_configs: &["vision_config"],
         beside: &[],
-        tie_default: false,
+        tie_default: Some(false),
     },
     Wrapper {
         class: "Qwen3_5MoeForConditionalGeneration",
@@ -243,7 +245,7 @@ const WRAPPERS: &[Wrapper] = &[
         towers: &["visual."],
         tower_configs: &["vision_config"],
         beside: &[],
-        tie_default: false,
+        tie_default: Some(false),
     },
     Wrapper {
         class: "MiniCPMV4_6ForConditionalGeneration",
@@ -252,7 +254,7 @@ const WRAPPERS: &[Wrapper] = &[
         towers: &["vpm.", "vit_merger.", "merger."],
         tower_configs: &["vision_config"],
         beside: &[],
-        tie_default: false,
+        tie_default: Some(false),
     },
     Wrapper {
         class: "MiniCPMV4_7ForConditionalGeneration",
@@ -261,7 +263,7 @@ const WRAPPERS: &[Wrapper] = &[
         towers: &["vpm.", "vit_merger.", "merger."],
         tower_configs: &["vision_config"],
         beside: &[],
-        tie_default: false,
+        tie_default: Some(false),
     },
     Wrapper {
         class: "Gemma4ForConditionalGeneration",
@@ -281,11 +283,136 @@ const WRAPPERS: &[Wrapper] = &[
             "audio_tower.",
             "embed_audio.",
         ],
-        tower_configs: &["vision_config", "audio_config"],
+        // vLLM builds its vision tower at TP 8 with 12 heads: its heads
+        // are not split.
+        tower_configs: &[],
         beside: &[],
-        tie_default: true,
+        tie_default: Some(true),
+    },
+    Wrapper {
+        class: "Qwen3VLForConditionalGeneration",
+        text: TextClass::Named("Qwen3ForCausalLM"),
+        prefixes: VISUAL,
+        towers: &["visual."],
+        tower_configs: &["vision_config"],
+        beside: &[],
+        tie_default: Some(false),
+    },
+    Wrapper {
+        class: "PaddleOCRVLForConditionalGeneration",
+        text: TextClass::Named("Ernie4_5ForCausalLM"),
+        prefixes: &[
+            ("model.", Some("language_model.model.")),
+            ("lm_head.", Some("language_model.lm_head.")),
+        ],
+        towers: &["visual.", "mlp_AR."],
+        tower_configs: &["vision_config"],
+        beside: &[],
+        tie_default: Some(true),
+    },
+    Wrapper {
+        class: "Llama4ForConditionalGeneration",
+        text: TextClass::Named("Llama4ForCausalLM"),
+        prefixes: &[],
+        towers: &["vision_model.", "multi_modal_projector."],
+        tower_configs: &["vision_config"],
+        beside: &[],
+        tie_default: Some(false),
+    },
+    Wrapper {
+        class: "Blip2ForConditionalGeneration",
+        text: TextClass::OfTextConfig,
+        prefixes: &[],
+        towers: &[
+            "vision_model.",
+            "qformer.",
+            "language_projection.",
+            "query_tokens",
+        ],
+        tower_configs: &["vision_config", "qformer_config"],
+        beside: &[],
+        tie_default: None,
+    },
+    Wrapper {
+        class: "Idefics3ForConditionalGeneration",
+        text: TextClass::Named("LlamaForCausalLM"),
+        prefixes: IDEFICS3,
+        towers: &["model.vision_model.", "model.connector."],
+        tower_configs: &["vision_config"],
+        beside: &[],
+        // idefics3.py builds its text model itself, and ties its head as
+        // `text_config` says.
+        tie_default: None,
+    },
+    Wrapper {
+        class: "SmolVLMForConditionalGeneration",
+        text: TextClass::Named("LlamaForCausalLM"),
+        prefixes: IDEFICS3,
+        towers: &["model.vision_model.", "model.connector."],
+        tower_configs: &["vision_config"],
+        beside: &[],
+        tie_default: None,
+    },
+    Wrapper {
+        class: "Qwen2AudioForConditionalGeneration",
+        text: TextClass::Named("Qwen2ForCausalLM"),
+        prefixes: &[],
+        towers: AUDIO_TOWERS,
+        tower_configs: &["audio_config"],
+        beside: &[],
+        tie_default: None,
+    },
+    Wrapper {
+        class: "AudioFlamingo3ForConditionalGeneration",
+        text: TextClass::Named("Qwen2ForCausalLM"),
+        prefixes: &[],
+        towers: AUDIO_TOWERS,
+        tower_configs: &["audio_config"],
+        beside: &[],
+        tie_default: None,
+    },
+    Wrapper {
+        class: "GlmAsrForConditionalGeneration",
+        text: TextClass::Named("LlamaForCausalLM"),
+        prefixes: &[("audio_tower.embed_positions", None)],
+        towers: AUDIO_TOWERS,
+        tower_configs: &["audio_config"],
+        beside: &[],
+        tie_default: Some(true),
+    },
+    Wrapper {
+        class: "GraniteSpeechForConditionalGeneration",
+        text: TextClass::OfTextConfig,
+        prefixes: GRANITE_SPEECH,
+        towers: &["encoder.", "projector."],
+        tower_configs: &[],
+        beside: &[],
+        tie_default: Some(true),
+    },
+    Wrapper {
+        class: "GraniteSpeechPlusForConditionalGeneration",
+        text: TextClass::OfTextConfig,
+        prefixes: GRANITE_SPEECH,
+        towers: &["encoder.", "projector."],
+        tower_configs: &[],
+        beside: &[],
+        tie_default: Some(true),
     },
 ];
+
+/// Idefics3's and SmolVLM's names, which vLLM loads as they are: the text
+/// model is `model.text_model`.
+const IDEFICS3: &[(&str, Option<&str>)] = &[
+    ("model.text_model.", Some("language_model.model.")),
+    ("lm_head.", Some("language_model.lm_head.")),
+];
+
+/// Granite Speech's mapper.
+const GRANITE_SPEECH: &[(&str, Option<&str>)] =
+    &[("language_model.model.model.", Some("language_model.model."))];
+
+/// The audio classes' towers, as their published checkpoints name them.
+const AUDIO_TOWERS: &[&str] = &["audio_tower.", "multi_modal_projector."];
 
 /// MiniCPM-V 4.6's and 4.7's prefixes.
 const MINICPMV: &[(&str, Option<&str>)] = &[
@@ -311,6 +438,7 @@ const CAUSAL_CLASS_OF_TYPE: &[(&str, &str)] = &[
     ("llama", "LlamaForCausalLM"),
     ("ministral3", "Ministral3ForCausalLM"),
     ("mistral", "MistralForCausalLM"),
+    ("opt", "OPTForCausalLM"),
     ("qwen2", "Qwen2ForCausalLM"),
     ("qwen3", "Qwen3ForCausalLM"),
 ];
@@ -447,19 +575,26 @@ fn tower_sizes(config: &Value, w: &Wrapper) -> Result<Vec<(String, u64)>, String
         let Some(tower) = config.get(*section).filter(|t| !t.is_null()) else {
             continue;
         };
-        let heads = ["num_attention_heads", "num_heads"]
-            .iter()
-            .find_map(|k| tower.get(*k).and_then(Value::as_u64).map(|v| (*k, v)))
-            .ok_or_else(|| {
-                format!(
-                    "`{section}` has no `num_attention_heads` or `num_heads`: kv cannot say \
+        let heads = [
+            "num_attention_heads",
+            "num_heads",
+            "encoder_attention_heads",
+        ]
+        .iter()
+        .find_map(|k| tower.get(*k).and_then(Value::as_u64).map(|v| (*k, v)))
+        .ok_or_else(|| {
+            format!(
+                "`{section}` has no `num_attention_heads`, `num_heads` or \
+                     `encoder_attention_heads`: kv cannot say \
                      which tensor-parallel sizes vLLM builds `{}`'s tower at (give it)",
-                    w.class
-                )
-            })?;
+                w.class
+            )
+        })?;
         sizes.push((format!("{section}.{}", heads.0), heads.1));
-        if let Some(width) = tower.get("intermediate_size").and_then(Value::as_u64) {
-            sizes.push((format!("{section}.intermediate_size"), width));
+        for key in ["intermediate_size", "encoder_ffn_dim"] {
+            if let Some(width) = tower.get(key).and_then(Value::as_u64) {
+                sizes.push((format!("{section}.{key}"), width));
+            }
         }
     }
     Ok(sizes)
@@ -499,17 +634,26 @@ pub fn language_model_config(config: &Value) -> Result<Value, String> {
         TextClass::Named(class) => class.to_owned(),
         TextClass::OfTextConfig => text_class(&text)?,
     };
-    let tie = match config.get("tie_word_embeddings") {
-        None | Some(Value::Null) => w.tie_default,
-        Some(v) => v
-            .as_bool()
-            .ok_or("`tie_word_embeddings` is not true or false")?,
+    let outer = config
+        .get("tie_word_embeddings")
+        .filter(|v| !v.is_null())
+        .map(|v| {
+            v.as_bool()
+                .ok_or("`tie_word_embeddings` is not true or false")
+        })
+        .transpose()?;
+    let tie = match (w.tie_default, outer) {
+        (Some(_), Some(given)) => Some(given),
+        (Some(default), None) => Some(default),
+        (None, _) => None,
     };
     let fields = text
         .as_object_mut()
         .ok_or("`text_config` is not an object")?;
     fields.insert("architectures".into(), Value::from(vec![class]));
-    fields.insert("tie_word_embeddings".into(), Value::Bool(tie));
+    if let Some(tie) = tie {
+        fields.insert("tie_word_embeddings".into(), Value::Bool(tie));
+    }
     for key in ["torch_dtype", "dtype"] {
         if let (false, Some(v)) = (fields.contains_key(key), config.get(key)) {
             fields.insert(key.into(), v.clone());
