@@ -290,6 +290,14 @@ impl TpLayout {
             }
             return Ok((name.to_owned(), elements / tp));
         }
+        // OPT's attention out-projection: row-parallel, its bias whole.
+        if layer == "out_proj" && parent.ends_with(".self_attn") {
+            if param != "weight" {
+                return Ok((name.to_owned(), elements));
+            }
+            divide(engine, tensor.shape.get(1).copied().unwrap_or(1), attn_tp)?;
+            return Ok((name.to_owned(), elements / attn_tp));
+        }
         if !deltanet && matches!(layer, "conv1d" | "out_proj" | "in_proj") {
             return self.whole(name, elements);
         }
@@ -399,6 +407,10 @@ impl TpLayout {
             // replicated.
             "proj" if parent.ends_with(".router") => (name.to_owned(), elements),
             "per_layer_input_gate" | "per_layer_projection" => (name.to_owned(), elements),
+            // OPT's learned positions (an `nn.Embedding`) and its
+            // projections between the embedding and hidden widths
+            // (`ReplicatedLinear`): whole on every rank.
+            "embed_positions" | "project_in" | "project_out" => (name.to_owned(), elements),
             // Norms, numbered too (HyperCLOVA X's `post_norm1`, Gemma 4's
             // `post_feedforward_layernorm_1`), and
             // Mamba's final `norm_f`.

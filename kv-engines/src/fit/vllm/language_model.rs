@@ -33,7 +33,7 @@ struct Wrapper {
     /// The towers' config sections: vLLM builds each tower (then swaps it
     /// for a placeholder), so a tensor-parallel size its heads or MLP do
     /// not divide fails as it would with the towers.
-    tower_configs: &'static [&'static str],
+    tower_configs: &'static [TowerSizes],
     /// Modules outside the language model that vLLM builds all the same
     /// (LLaVA-NeXT's `image_newline`), each whole on every rank and stage.
     beside: &'static [&'static str],
@@ -44,6 +44,24 @@ struct Wrapper {
     /// it: the text config's own then stands.
     tie_default: Option<bool>,
 }
+
+/// A tower's config section, the keys of which one at least must be
+/// given, and others checked where given: each a size vLLM splits over
+/// the ranks.
+type TowerSizes = (
+    &'static str,
+    &'static [&'static str],
+    &'static [&'static str],
+);
+
+const HEADS: &[&str] = &[
+    "num_attention_heads",
+    "num_heads",
+    "encoder_attention_heads",
+];
+const MLP: &[&str] = &["intermediate_size", "encoder_ffn_dim"];
+/// A vision tower: its heads and its MLP split over the ranks.
+const VISION: TowerSizes = ("vision_config", HEADS, MLP);
 
 /// The prefixes of the LLaVA-style classes (llava.py's mapper).
 const LLAVA: &[(&str, Option<&str>)] = &[
@@ -88,7 +106,7 @@ const WRAPPERS: &[Wrapper] = &[
         text: TextClass::OfTextConfig,
         prefixes: LLAVA,
         towers: LLAVA_TOWERS,
-        tower_configs: &["vision_config"],
+        tower_configs: &[VISION],
         beside: &[],
         tie_default: Some(false),
     },
@@ -97,7 +115,7 @@ const WRAPPERS: &[Wrapper] = &[
         text: TextClass::OfTextConfig,
         prefixes: LLAVA,
         towers: LLAVA_NEXT_TOWERS,
-        tower_configs: &["vision_config"],
+        tower_configs: &[VISION],
         beside: &["image_newline"],
         tie_default: Some(false),
     },
@@ -111,7 +129,7 @@ const WRAPPERS: &[Wrapper] = &[
             "image_newline",
             "vision_resampler.",
         ],
-        tower_configs: &["vision_config"],
+        tower_configs: &[VISION],
         beside: &[],
         tie_default: Some(false),
     },
@@ -120,7 +138,7 @@ const WRAPPERS: &[Wrapper] = &[
         text: TextClass::OfTextConfig,
         prefixes: LLAVA,
         towers: LLAVA_NEXT_TOWERS,
-        tower_configs: &["vision_config"],
+        tower_configs: &[VISION],
         beside: &["image_newline"],
         tie_default: Some(false),
     },
@@ -129,7 +147,7 @@ const WRAPPERS: &[Wrapper] = &[
         text: TextClass::OfTextConfig,
         prefixes: LLAVA,
         towers: LLAVA_TOWERS,
-        tower_configs: &["vision_config"],
+        tower_configs: &[VISION],
         beside: &[],
         tie_default: Some(true),
     },
@@ -138,7 +156,7 @@ const WRAPPERS: &[Wrapper] = &[
         text: TextClass::Named("Gemma3ForCausalLM"),
         prefixes: LLAVA,
         towers: LLAVA_TOWERS,
-        tower_configs: &["vision_config"],
+        tower_configs: &[VISION],
         beside: &[],
         tie_default: Some(true),
     },
@@ -156,7 +174,7 @@ const WRAPPERS: &[Wrapper] = &[
             ("model.", Some("language_model.model.")),
         ],
         towers: LLAVA_TOWERS,
-        tower_configs: &["vision_config"],
+        tower_configs: &[VISION],
         beside: &[],
         tie_default: Some(true),
     },
@@ -165,7 +183,7 @@ const WRAPPERS: &[Wrapper] = &[
         text: TextClass::OfTextConfig,
         prefixes: LLAVA,
         towers: LLAVA_TOWERS,
-        tower_configs: &["vision_config"],
+        tower_configs: &[VISION],
         beside: &[],
         tie_default: Some(true),
     },
@@ -174,7 +192,7 @@ const WRAPPERS: &[Wrapper] = &[
         text: TextClass::OfTextConfig,
         prefixes: LLAVA,
         towers: LLAVA_TOWERS,
-        tower_configs: &["vision_config"],
+        tower_configs: &[VISION],
         beside: &[],
         tie_default: Some(true),
     },
@@ -183,7 +201,7 @@ const WRAPPERS: &[Wrapper] = &[
         text: TextClass::Named("Qwen2ForCausalLM"),
         prefixes: QWEN2_VL,
         towers: &["visual."],
-        tower_configs: &["vision_config"],
+        tower_configs: &[VISION],
         beside: &[],
         tie_default: Some(false),
     },
@@ -192,7 +210,7 @@ const WRAPPERS: &[Wrapper] = &[
         text: TextClass::Named("Qwen2ForCausalLM"),
         prefixes: QWEN2_VL,
         towers: &["visual."],
-        tower_configs: &["vision_config"],
+        tower_configs: &[VISION],
         beside: &[],
         tie_default: Some(false),
     },
@@ -207,7 +225,7 @@ const WRAPPERS: &[Wrapper] = &[
             ("mtp.", None),
         ],
         towers: &["visual."],
-        tower_configs: &["vision_config"],
+        tower_configs: &[VISION],
         beside: &[],
         tie_default: Some(false),
     },
@@ -216,7 +234,7 @@ const WRAPPERS: &[Wrapper] = &[
         text: TextClass::Named("Glm4ForCausalLM"),
         prefixes: VISUAL,
         towers: &["visual."],
-        tower_configs: &["vision_config"],
+        tower_configs: &[VISION],
         beside: &[],
         tie_default: Some(false),
     },
@@ -225,7 +243,7 @@ const WRAPPERS: &[Wrapper] = &[
         text: TextClass::Named("Glm4ForCausalLM"),
         prefixes: VISUAL,
         towers: &["visual."],
-        tower_configs: &["vision_config"],
+        tower_configs: &[VISION],
         beside: &[],
         tie_default: Some(false),
     },
@@ -234,7 +252,7 @@ const WRAPPERS: &[Wrapper] = &[
         text: TextClass::Named("Qwen3_5ForCausalLM"),
         prefixes: VISUAL,
         towers: &["visual."],
-        tower_configs: &["vision_config"],
+        tower_configs: &[VISION],
         beside: &[],
         tie_default: Some(false),
     },
@@ -243,7 +261,7 @@ const WRAPPERS: &[Wrapper] = &[
         text: TextClass::Named("Qwen3_5MoeForCausalLM"),
         prefixes: VISUAL,
         towers: &["visual."],
-        tower_configs: &["vision_config"],
+        tower_configs: &[VISION],
         beside: &[],
         tie_default: Some(false),
     },
@@ -252,7 +270,7 @@ const WRAPPERS: &[Wrapper] = &[
         text: TextClass::Named("Qwen3_5ForCausalLM"),
         prefixes: MINICPMV,
         towers: &["vpm.", "vit_merger.", "merger."],
-        tower_configs: &["vision_config"],
+        tower_configs: &[VISION],
         beside: &[],
         tie_default: Some(false),
     },
@@ -261,7 +279,7 @@ const WRAPPERS: &[Wrapper] = &[
         text: TextClass::Named("Qwen3_5ForCausalLM"),
         prefixes: MINICPMV,
         towers: &["vpm.", "vit_merger.", "merger."],
-        tower_configs: &["vision_config"],
+        tower_configs: &[VISION],
         beside: &[],
         tie_default: Some(false),
     },
@@ -294,7 +312,7 @@ const WRAPPERS: &[Wrapper] = &[
         text: TextClass::Named("Qwen3ForCausalLM"),
         prefixes: VISUAL,
         towers: &["visual."],
-        tower_configs: &["vision_config"],
+        tower_configs: &[VISION],
         beside: &[],
         tie_default: Some(false),
     },
@@ -306,7 +324,7 @@ const WRAPPERS: &[Wrapper] = &[
             ("lm_head.", Some("language_model.lm_head.")),
         ],
         towers: &["visual.", "mlp_AR."],
-        tower_configs: &["vision_config"],
+        tower_configs: &[VISION],
         beside: &[],
         tie_default: Some(true),
     },
@@ -315,7 +333,7 @@ const WRAPPERS: &[Wrapper] = &[
         text: TextClass::Named("Llama4ForCausalLM"),
         prefixes: &[],
         towers: &["vision_model.", "multi_modal_projector."],
-        tower_configs: &["vision_config"],
+        tower_configs: &[VISION],
         beside: &[],
         tie_default: Some(false),
     },
@@ -323,14 +341,10 @@ const WRAPPERS: &[Wrapper] = &[
         class: "Blip2ForConditionalGeneration",
         text: TextClass::OfTextConfig,
         prefixes: &[],
-        towers: &[
-            "vision_model.",
-            "qformer.",
-            "language_projection.",
-            "query_tokens",
-        ],
-        tower_configs: &["vision_config", "qformer_config"],
-        beside: &[],
+        towers: &["vision_model.", "qformer.", "language_projection."],
+        tower_configs: &[VISION, ("qformer_config", HEADS, MLP)],
+        // blip2.py builds `query_tokens` outside its towers.
+        beside: &["query_tokens"],
         tie_default: None,
     },
     Wrapper {
@@ -338,7 +352,7 @@ const WRAPPERS: &[Wrapper] = &[
         text: TextClass::Named("LlamaForCausalLM"),
         prefixes: IDEFICS3,
         towers: &["model.vision_model.", "model.connector."],
-        tower_configs: &["vision_config"],
+        tower_configs: &[VISION],
         beside: &[],
         // idefics3.py builds its text model itself, and ties its head as
         // `text_config` says.
@@ -349,7 +363,7 @@ const WRAPPERS: &[Wrapper] = &[
         text: TextClass::Named("LlamaForCausalLM"),
         prefixes: IDEFICS3,
         towers: &["model.vision_model.", "model.connector."],
-        tower_configs: &["vision_config"],
+        tower_configs: &[VISION],
         beside: &[],
         tie_default: None,
     },
@@ -358,7 +372,8 @@ const WRAPPERS: &[Wrapper] = &[
         text: TextClass::Named("Qwen2ForCausalLM"),
         prefixes: &[],
         towers: AUDIO_TOWERS,
-        tower_configs: &["audio_config"],
+        // vLLM builds its audio tower at TP 8 with 20 heads: not split.
+        tower_configs: &[],
         beside: &[],
         tie_default: None,
     },
@@ -367,7 +382,8 @@ const WRAPPERS: &[Wrapper] = &[
         text: TextClass::Named("Qwen2ForCausalLM"),
         prefixes: &[],
         towers: AUDIO_TOWERS,
-        tower_configs: &["audio_config"],
+        // vLLM builds its audio tower at TP 8 with 20 heads: not split.
+        tower_configs: &[],
         beside: &[],
         tie_default: None,
     },
@@ -376,7 +392,7 @@ const WRAPPERS: &[Wrapper] = &[
         text: TextClass::Named("LlamaForCausalLM"),
         prefixes: &[("audio_tower.embed_positions", None)],
         towers: AUDIO_TOWERS,
-        tower_configs: &["audio_config"],
+        tower_configs: &[("audio_config", HEADS, MLP)],
         beside: &[],
         tie_default: Some(true),
     },
@@ -385,7 +401,9 @@ const WRAPPERS: &[Wrapper] = &[
         text: TextClass::OfTextConfig,
         prefixes: GRANITE_SPEECH,
         towers: &["encoder.", "projector."],
-        tower_configs: &[],
+        // Its encoder's CTC output is column-parallel (granite_speech.py);
+        // vLLM builds it at TP 4 and 8 with 8 heads.
+        tower_configs: &[("encoder_config", &["output_dim"], &[])],
         beside: &[],
         tie_default: Some(true),
     },
@@ -394,7 +412,9 @@ const WRAPPERS: &[Wrapper] = &[
         text: TextClass::OfTextConfig,
         prefixes: GRANITE_SPEECH,
         towers: &["encoder.", "projector."],
-        tower_configs: &[],
+        // Its encoder's CTC output is column-parallel (granite_speech.py);
+        // vLLM builds it at TP 4 and 8 with 8 heads.
+        tower_configs: &[("encoder_config", &["output_dim"], &[])],
         beside: &[],
         tie_default: Some(true),
     },
@@ -571,29 +591,26 @@ impl LanguageModel {
 /// say which tensor-parallel sizes vLLM builds it at.
 fn tower_sizes(config: &Value, w: &Wrapper) -> Result<Vec<(String, u64)>, String> {
     let mut sizes = Vec::new();
-    for section in w.tower_configs {
+    for (section, required, optional) in w.tower_configs {
         let Some(tower) = config.get(*section).filter(|t| !t.is_null()) else {
             continue;
         };
-        let heads = [
-            "num_attention_heads",
-            "num_heads",
-            "encoder_attention_heads",
-        ]
-        .iter()
-        .find_map(|k| tower.get(*k).and_then(Value::as_u64).map(|v| (*k, v)))
-        .ok_or_else(|| {
-            format!(
-                "`{section}` has no `num_attention_heads`, `num_heads` or \
-                     `encoder_attention_heads`: kv cannot say \
-                     which tensor-parallel sizes vLLM builds `{}`'s tower at (give it)",
-                w.class
-            )
-        })?;
-        sizes.push((format!("{section}.{}", heads.0), heads.1));
-        for key in ["intermediate_size", "encoder_ffn_dim"] {
-            if let Some(width) = tower.get(key).and_then(Value::as_u64) {
-                sizes.push((format!("{section}.{key}"), width));
+        let given = |key: &&str| tower.get(*key).and_then(Value::as_u64);
+        let first = required
+            .iter()
+            .find_map(|k| given(k).map(|v| (*k, v)))
+            .ok_or_else(|| {
+                format!(
+                    "`{section}` has none of `{}`: kv cannot say which tensor-parallel sizes \
+                     vLLM builds `{}`'s tower at (give it)",
+                    required.join("`, `"),
+                    w.class
+                )
+            })?;
+        sizes.push((format!("{section}.{}", first.0), first.1));
+        for key in *optional {
+            if let Some(value) = given(key) {
+                sizes.push((format!("{section}.{key}"), value));
             }
         }
     }
