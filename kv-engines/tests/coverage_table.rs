@@ -9,6 +9,7 @@ use std::fmt::Write as _;
 use std::path::{Path, PathBuf};
 
 use kv_core::fresh::assert_fresh;
+use kv_engines::fit::vllm::{CHECKED_ARCHITECTURES, LANGUAGE_MODEL_ONLY_ARCHITECTURES};
 
 /// The engines, in the table's column order: (results file, column title).
 const ENGINES: [(&str, &str); 3] = [
@@ -214,6 +215,7 @@ fn render(engines: &[Results]) -> String {
             counts.join(" | ")
         );
     }
+    let _ = writeln!(page, "\n{}", fit_counts(&engines[0]));
     let architectures: BTreeSet<&String> = engines
         .iter()
         .flat_map(|engine| engine.rows.keys())
@@ -221,14 +223,14 @@ fn render(engines: &[Results]) -> String {
     let _ = writeln!(page, "\n## By architecture\n");
     let _ = writeln!(
         page,
-        "| architecture | {} |",
+        "| architecture | {} | {FIT_TITLE} |",
         engines
             .iter()
             .map(|e| e.title)
             .collect::<Vec<_>>()
             .join(" | ")
     );
-    let _ = writeln!(page, "|---|{}", "---|".repeat(engines.len()));
+    let _ = writeln!(page, "|---|{}---|", "---|".repeat(engines.len()));
     for architecture in &architectures {
         let cells: Vec<String> = engines
             .iter()
@@ -240,7 +242,13 @@ fn render(engines: &[Results]) -> String {
                 },
             })
             .collect();
-        let _ = writeln!(page, "| `{}` | {} |", cell(architecture), cells.join(" | "));
+        let fit = fit_cell(&engines[0], architecture);
+        let _ = writeln!(
+            page,
+            "| `{}` | {} | {fit} |",
+            cell(architecture),
+            cells.join(" | ")
+        );
     }
     for engine in engines {
         let noted: Vec<(&String, &Row)> = engine
@@ -263,6 +271,45 @@ fn render(engines: &[Results]) -> String {
         }
     }
     page
+}
+
+/// The column for `kv fit --engine vllm`'s weights.
+const FIT_TITLE: &str = "vLLM weights (`kv fit`)";
+
+/// Whether `kv fit`'s vLLM weights for an architecture vLLM serves were
+/// checked against vLLM's own class (scripts/vllm/compare_weights_hf.py):
+/// blank where vLLM does not serve it.
+fn fit_cell(vllm: &Results, architecture: &str) -> &'static str {
+    if !vllm.rows.contains_key(architecture) {
+        ""
+    } else if CHECKED_ARCHITECTURES.contains(&architecture) {
+        "checked"
+    } else if LANGUAGE_MODEL_ONLY_ARCHITECTURES.contains(&architecture) {
+        "checked with --language-model-only"
+    } else {
+        "not checked"
+    }
+}
+
+/// How many of vLLM's exact architectures `kv fit` has checked.
+fn fit_counts(vllm: &Results) -> String {
+    let exact: Vec<&String> = vllm
+        .rows
+        .iter()
+        .filter(|(_, row)| row.status == Status::Exact)
+        .map(|(architecture, _)| architecture)
+        .collect();
+    let count = |words: &str| exact.iter().filter(|a| fit_cell(vllm, a) == words).count();
+    format!(
+        "`kv fit --engine vllm`'s weights per rank, checked against vLLM's own class built \
+         on the meta device (scripts/vllm/compare_weights_hf.py), of the {} architectures \
+         vLLM serves exactly: {} checked, {} checked with `--language-model-only` (the \
+         towers not built), {} not checked.",
+        exact.len(),
+        count("checked"),
+        count("checked with --language-model-only"),
+        count("not checked")
+    )
 }
 
 fn load() -> Vec<Results> {
