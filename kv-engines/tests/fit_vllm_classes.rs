@@ -2046,3 +2046,128 @@ fn apertus_keeps_its_xielu_scalars_whole_on_every_rank() {
     assert_eq!(held.total(), Some(20_480 + 2 * 8_192 + 512 + 2_048 + 2_048));
     assert_eq!(held.total(), Some(41_472));
 }
+
+/// Gemma 3n (text), small (scripts/vllm/fit-configs/test-gemma-3n-small.json):
+/// 4 layers of width 64, 4 heads and 2 KV heads of 16, the last 2 layers
+/// sharing the earlier layers' KV (q alone), an MLP of 128, AltUp over 4
+/// streams, LAuReL of rank 4, per-layer inputs of 8 from a vocabulary of
+/// 128; 100 positions, sliding and full layers alternating. vLLM's own
+/// class gave 431,104 B at TP 1 and 244,736 B at TP 2.
+fn gemma3n_small() -> (Value, Vec<StoredTensor>) {
+    let config = json!({
+        "architectures": ["Gemma3nForCausalLM"], "model_type": "gemma3n_text",
+        "hidden_size": 64, "intermediate_size": [128, 128, 128, 128],
+        "num_hidden_layers": 4, "num_attention_heads": 4, "num_key_value_heads": 2,
+        "head_dim": 16, "vocab_size": 256, "vocab_size_per_layer_input": 128,
+        "hidden_size_per_layer_input": 8, "max_position_embeddings": 100,
+        "num_kv_shared_layers": 2, "sliding_window": 16, "tie_word_embeddings": true,
+        "layer_types": ["sliding_attention", "full_attention", "sliding_attention",
+                        "full_attention"],
+        "rope_parameters": {
+            "full_attention": {"rope_theta": 1000000.0, "rope_type": "default"},
+            "sliding_attention": {"rope_theta": 10000.0, "rope_type": "default"}},
+        "torch_dtype": "bfloat16",
+    });
+    let mut tensors = Vec::new();
+    for i in 0..3 {
+        tensors.push(bf16(
+            &format!("model.altup_projections.{i}.weight"),
+            &[64, 64],
+        ));
+        tensors.push(bf16(
+            &format!("model.altup_unembed_projections.{i}.weight"),
+            &[64, 64],
+        ));
+    }
+    tensors.extend([
+        bf16("model.embed_tokens.weight", &[256, 64]),
+        bf16("model.embed_tokens_per_layer.weight", &[128, 32]),
+        bf16("model.norm.weight", &[64]),
+        bf16("model.per_layer_model_projection.weight", &[32, 64]),
+        bf16("model.per_layer_projection_norm.weight", &[8]),
+    ]);
+    for layer in 0..4 {
+        let at = |part: &str| format!("model.layers.{layer}.{part}");
+        for (name, shape) in [
+            ("altup.correct_output_scale", &[64][..]),
+            ("altup.correction_coefs.weight", &[4, 4]),
+            ("altup.modality_router.weight", &[4, 64]),
+            ("altup.prediction_coefs.weight", &[16, 4]),
+            ("altup.router_norm.weight", &[64]),
+            ("input_layernorm.weight", &[64]),
+            ("post_attention_layernorm.weight", &[64]),
+            ("post_feedforward_layernorm.weight", &[64]),
+            ("post_per_layer_input_norm.weight", &[64]),
+            ("pre_feedforward_layernorm.weight", &[64]),
+            ("laurel.linear_left.weight", &[4, 64]),
+            ("laurel.linear_right.weight", &[64, 4]),
+            ("laurel.post_laurel_norm.weight", &[64]),
+            ("mlp.gate_proj.weight", &[128, 64]),
+            ("mlp.up_proj.weight", &[128, 64]),
+            ("mlp.down_proj.weight", &[64, 128]),
+            ("per_layer_input_gate.weight", &[8, 64]),
+            ("per_layer_projection.weight", &[64, 8]),
+            ("self_attn.q_proj.weight", &[64, 64]),
+            ("self_attn.q_norm.weight", &[16]),
+            ("self_attn.o_proj.weight", &[64, 64]),
+        ] {
+            tensors.push(bf16(&at(name), shape));
+        }
+        if layer < 2 {
+            tensors.push(bf16(&at("self_attn.k_proj.weight"), &[32, 64]));
+            tensors.push(bf16(&at("self_attn.v_proj.weight"), &[32, 64]));
+            tensors.push(bf16(&at("self_attn.k_norm.weight"), &[16]));
+        }
+    }
+    (config, tensors)
+}
+
+#[test]
+fn gemma_3n_holds_altups_scale_in_float32_and_a_table_per_layer_type() {
+    // A layer at TP 1, in blocks: AltUp's five parts 512 each (the output
+    // scale float32, 256 B); five norms 2,560; LAuReL 512 x 3; gate_up
+    // 32,768, down 16,384; the per-layer gate and projection 1,024 each;
+    // o_proj 8,192, q_norm 512: 66,560. Layers 0 and 1 add qkv (64 + 32 +
+    // 32) x 64 x 2 = 16,384 and k_norm 512; the shared 2 and 3 q alone,
+    // 8,192. Outside: AltUp's 6 projections 8,192 each, the embedding
+    // 32,768 (tied), the per-layer one 8,192, the norm 512, the per-layer
+    // projection 4,096 and its norm 512. Two rotary tables (theta 10^4 and
+    // 10^6), 100 x 16 x 2 = 3,200 -> 3,584 each; the scales 2,048 a layer;
+    // a bf16 scalar a layer (`router_input_scale`) and four in the decoder.
+    let (config, tensors) = gemma3n_small();
+    let held = loaded_weights(&config, &tensors, DType::BF16, 1).unwrap();
+    let layers = 2 * (66_560 + 16_384 + 512) + 2 * (66_560 + 8_192);
+    let outside = 6 * 8_192 + 32_768 + 8_192 + 512 + 4_096 + 512;
+    assert_eq!(held.tensor_bytes, layers + outside);
+    assert_eq!(held.rotary_bytes, 2 * 3_584);
+    assert_eq!(held.scale_bytes, 4 * 2_048);
+    assert_eq!(held.other_buffer_bytes, (4 + 4) * 512);
+    assert_eq!(held.total(), Some(431_104));
+}
+
+#[test]
+fn gemma_3n_at_tp_2_splits_altups_projections_and_laurel() {
+    // A layer: AltUp and the norms whole 5,120; LAuReL [2, 64] and [64, 2]
+    // still a block each, 1,536; gate_up 16,384, down 8,192; the per-layer
+    // gate and projection whole 2,048; o_proj 4,096, q_norm 512: 37,888.
+    // Layers 0 and 1: qkv (32 + 16 + 16) x 64 x 2 = 8,192, k_norm 512;
+    // 2 and 3: q 4,096. Outside: AltUp's projections 4,096 each, the
+    // embedding 16,384, the per-layer one 4,096 (64 of its 128 rows), the
+    // norm 512, the per-layer projection 2,048, its norm 512.
+    let (config, tensors) = gemma3n_small();
+    let held = loaded_weights(&config, &tensors, DType::BF16, 2).unwrap();
+    let layers = 2 * (37_888 + 8_192 + 512) + 2 * (37_888 + 4_096);
+    let outside = 6 * 4_096 + 16_384 + 4_096 + 512 + 2_048 + 512;
+    assert_eq!(held.tensor_bytes, layers + outside);
+    assert_eq!(held.total(), Some(244_736));
+    // vLLM's class does not implement SupportsPP.
+    let stage = PipelineStage {
+        stages: 2,
+        index: 0,
+    };
+    let why = loaded_weights_on_stage(&config, &tensors, DType::BF16, 1, stage).unwrap_err();
+    assert!(
+        why.contains("Pipeline parallelism is not supported"),
+        "{why}"
+    );
+}

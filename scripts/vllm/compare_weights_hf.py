@@ -39,7 +39,7 @@ CLASSES = {
     "Ernie4_5_MoeForCausalLM", "Ministral3ForCausalLM", "OPTForCausalLM", "PhiMoEForCausalLM", "FalconMambaForCausalLM",
     "MambaForCausalLM", "Mamba2ForCausalLM", "GptOssForCausalLM", "FalconH1ForCausalLM",
     "AXK1ForCausalLM", "Gemma4ForCausalLM", "Qwen3_5ForCausalLM", "Qwen3_5MoeForCausalLM",
-    "DeepseekV32ForCausalLM", "GlmMoeDsaForCausalLM", "ApertusForCausalLM",
+    "DeepseekV32ForCausalLM", "GlmMoeDsaForCausalLM", "ApertusForCausalLM", "Gemma3nForCausalLM",
     "GraniteMoeForCausalLM", "HunYuanDenseV1ForCausalLM", "Llama4ForCausalLM",
     "LlamaForCausalLM", "MistralForCausalLM", "MixtralForCausalLM", "OlmoForCausalLM",
     "Olmo2ForCausalLM", "OlmoeForCausalLM", "Phi3ForCausalLM", "Qwen2ForCausalLM",

@@ -290,6 +290,26 @@ impl TpLayout {
             }
             return Ok((name.to_owned(), elements / tp));
         }
+        // Gemma 3n: AltUp's per-layer parts whole on every rank, its
+        // projections in and out of the hidden streams column-parallel;
+        // LAuReL's low-rank pair column- then row-parallel (gemma3n.py).
+        if layer == "altup" || parent.ends_with(".altup") {
+            return Ok((name.to_owned(), elements));
+        }
+        if parent.ends_with(".altup_projections") || parent.ends_with(".altup_unembed_projections")
+        {
+            divide(engine, rows, tp)?;
+            return Ok((name.to_owned(), elements / tp));
+        }
+        if parent.ends_with(".laurel") && matches!(layer, "linear_left" | "linear_right") {
+            let split = if layer == "linear_left" {
+                rows
+            } else {
+                tensor.shape.get(1).copied().unwrap_or(1)
+            };
+            divide(engine, split, tp)?;
+            return Ok((name.to_owned(), elements / tp));
+        }
         // OPT's attention out-projection: row-parallel, its bias whole.
         if layer == "out_proj" && parent.ends_with(".self_attn") {
             if param != "weight" {

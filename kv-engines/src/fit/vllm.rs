@@ -101,8 +101,13 @@ const VLLM_ONLY_ARCHITECTURES: &[&str] = &[
     "DeepseekV32ForCausalLM",
     "GlmMoeDsaForCausalLM",
     "ApertusForCausalLM",
+    "Gemma3nForCausalLM",
 ];
 const CHECKED_COUNT: usize = SHARDED_ARCHITECTURES.len() + VLLM_ONLY_ARCHITECTURES.len();
+
+/// Gemma 3n (text): AltUp, LAuReL and per-layer inputs beside Gemma 3's
+/// layers, checked at TP 1 without a pipeline.
+const GEMMA3N: &str = "Gemma3nForCausalLM";
 
 /// The classes that keep `normalizer` (`hidden_size ** 0.5`, one scalar in
 /// the served dtype) as a buffer.
@@ -609,6 +614,14 @@ pub fn loaded_weights_on_stage(
         .map_err(|words| format!("vLLM refuses: {words}"))?;
     let gated_delta = GATED_DELTA.contains(&class);
     let is_gemma4 = class == gemma4::CLASS;
+    let is_gemma3n = class == GEMMA3N;
+    if is_gemma3n && stage.stages > 1 {
+        // gemma3n.py's class does not implement SupportsPP.
+        return Err(format!(
+            "vLLM refuses: Pipeline parallelism is not supported for this model \
+             (`{class}` does not implement `SupportsPP`)"
+        ));
+    }
     let v_slots = if is_gemma4 {
         gemma4::v_slots(text, tensors)?
     } else {
@@ -698,7 +711,10 @@ pub fn loaded_weights_on_stage(
             && (name.ends_with(".mlp.gate.weight")
                 || (name.contains(".mlp.") && name.ends_with(".e_score_correction_bias")));
         let indexer_norm = SPARSE_INDEXER.contains(&class) && name.contains(".indexer.k_norm.");
+        // Gemma 3n's AltUp keeps its output scale in float32 (gemma3n.py).
+        let altup_scale = is_gemma3n && name.ends_with(".altup.correct_output_scale");
         if correction_bias
+            || altup_scale
             || glm_router
             || indexer_norm
             || MAMBA_A.iter().any(|suffix| name.ends_with(suffix))
@@ -784,7 +800,7 @@ pub fn loaded_weights_on_stage(
             }
         } else if class == "MiniCPM3ForCausalLM" {
             vec![minicpm3_table_shape(text)?]
-        } else if class == "Gemma3ForCausalLM" {
+        } else if class == "Gemma3ForCausalLM" || is_gemma3n {
             gemma3_rotary_tables(text, share.layers.clone())?
         } else if class == gemma4::CLASS {
             gemma4_rotary_tables(text, &gemma4::kinds(&hf, text, &share.layers)?)?
@@ -812,6 +828,17 @@ pub fn loaded_weights_on_stage(
     } else {
         0
     };
+    if is_gemma3n {
+        // A bf16 scalar a layer (AltUp's `router_input_scale`) and four
+        // in its decoder (`embed_scale`, `embed_scale_per_layer`,
+        // `per_layer_input_scale`, `per_layer_projection_scale`), a block
+        // each.
+        other_buffer_bytes = layer_count
+            .checked_add(4)
+            .and_then(|n| n.checked_mul(BLOCK))
+            .and_then(|b| other_buffer_bytes.checked_add(b))
+            .ok_or("the buffers' bytes overflow u64")?;
+    }
     if is_gemma4 {
         other_buffer_bytes = other_buffer_bytes
             .checked_add(gemma4::buffer_bytes(
