@@ -2171,3 +2171,127 @@ fn gemma_3n_at_tp_2_splits_altups_projections_and_laurel() {
         "{why}"
     );
 }
+
+/// Laguna, small (scripts/vllm/fit-configs/test-laguna-small.json): 3
+/// layers of width 64, 4 heads and 2 KV heads of 16 with a gate a head,
+/// layer 0 dense (MLP 128), layers 1 and 2 of 4 experts (32 wide) and a
+/// shared one; a full layer (rope theta 5 x 10^5 on half of each head) and
+/// two sliding ones (10^4, whole heads); 100 positions. vLLM's own class
+/// gave 300,544 B at TP 1, 161,280 B at TP 2, 192,000 B and 112,128 B at
+/// PP 2.
+fn laguna_small() -> (Value, Vec<StoredTensor>) {
+    let config = json!({
+        "architectures": ["LagunaForCausalLM"], "model_type": "laguna",
+        "hidden_size": 64, "intermediate_size": 128, "moe_intermediate_size": 32,
+        "shared_expert_intermediate_size": 32, "num_hidden_layers": 3,
+        "num_attention_heads": 4, "num_key_value_heads": 2, "head_dim": 16,
+        "num_attention_heads_per_layer": [4, 4, 4], "vocab_size": 128,
+        "max_position_embeddings": 100, "num_experts": 4, "num_experts_per_tok": 2,
+        "sliding_window": 16, "gating": true, "tie_word_embeddings": false,
+        "layer_types": ["full_attention", "sliding_attention", "sliding_attention"],
+        "mlp_layer_types": ["dense", "sparse", "sparse"],
+        "rope_parameters": {
+            "full_attention": {"rope_type": "default", "rope_theta": 500000.0,
+                               "partial_rotary_factor": 0.5},
+            "sliding_attention": {"rope_type": "default", "rope_theta": 10000.0,
+                                  "partial_rotary_factor": 1.0}},
+        "torch_dtype": "bfloat16",
+    });
+    let mut tensors = vec![
+        bf16("model.embed_tokens.weight", &[128, 64]),
+        bf16("model.norm.weight", &[64]),
+        bf16("lm_head.weight", &[128, 64]),
+        bf16("model.layers.0.mlp.gate_proj.weight", &[128, 64]),
+        bf16("model.layers.0.mlp.up_proj.weight", &[128, 64]),
+        bf16("model.layers.0.mlp.down_proj.weight", &[64, 128]),
+    ];
+    for layer in 0..3 {
+        let at = |part: &str| format!("model.layers.{layer}.{part}");
+        for (name, shape) in [
+            ("input_layernorm.weight", &[64][..]),
+            ("post_attention_layernorm.weight", &[64]),
+            ("self_attn.q_proj.weight", &[64, 64]),
+            ("self_attn.k_proj.weight", &[32, 64]),
+            ("self_attn.v_proj.weight", &[32, 64]),
+            ("self_attn.o_proj.weight", &[64, 64]),
+            ("self_attn.g_proj.weight", &[4, 64]),
+            ("self_attn.q_norm.weight", &[16]),
+            ("self_attn.k_norm.weight", &[16]),
+        ] {
+            tensors.push(bf16(&at(name), shape));
+        }
+        if layer > 0 {
+            for (name, shape) in [
+                ("mlp.experts.gate_up_proj", &[4, 64, 64][..]),
+                ("mlp.experts.down_proj", &[4, 64, 32]),
+                ("mlp.gate.weight", &[4, 64]),
+                ("mlp.gate.e_score_correction_bias", &[4]),
+                ("mlp.shared_experts.gate_proj.weight", &[32, 64]),
+                ("mlp.shared_experts.up_proj.weight", &[32, 64]),
+                ("mlp.shared_experts.down_proj.weight", &[64, 32]),
+            ] {
+                tensors.push(bf16(&at(name), shape));
+            }
+        }
+    }
+    (config, tensors)
+}
+
+#[test]
+fn laguna_holds_a_rotary_table_per_layer_types_rope_and_a_float32_bias() {
+    // A layer's attention: qkv (64 + 32 + 32) x 64 x 2 = 16,384, o_proj
+    // 8,192, the gate 512, q and k norms 512 each, two norms 512 each:
+    // 27,136. Layer 0's MLP: gate_up 32,768, down 16,384. Layers 1 and 2:
+    // w13 4 x 64 x 64 x 2 = 32,768, w2 16,384, the router 512, its bias in
+    // float32 (16 B) 512, the shared expert 8,192 + 4,096: 62,464. The
+    // embedding and head 16,384 each, the norm 512. Two tables: the full
+    // layer's 100 x 8 x 2 = 1,600 -> 2,048, the sliding layers' 100 x 16 x
+    // 2 = 3,200 -> 3,584. The scales 2,048 a layer.
+    let (config, tensors) = laguna_small();
+    let held = loaded_weights(&config, &tensors, DType::BF16, 1).unwrap();
+    assert_eq!(
+        held.tensor_bytes,
+        3 * 27_136 + 49_152 + 2 * 62_464 + 2 * 16_384 + 512
+    );
+    assert_eq!(held.rotary_bytes, 2_048 + 3_584);
+    assert_eq!(held.total(), Some(300_544));
+    // Stage 0 of 2: layers 0 and 1, the embedding, both layer types'
+    // tables; stage 1: layer 2, the norm, the head, the sliding table.
+    let stage = |index| {
+        loaded_weights_on_stage(
+            &config,
+            &tensors,
+            DType::BF16,
+            1,
+            PipelineStage { stages: 2, index },
+        )
+        .unwrap()
+        .total()
+    };
+    assert_eq!(
+        stage(0),
+        Some(2 * 27_136 + 49_152 + 62_464 + 16_384 + 2_048 + 3_584 + 2 * 2_048)
+    );
+    assert_eq!(stage(0), Some(192_000));
+    assert_eq!(
+        stage(1),
+        Some(27_136 + 62_464 + 16_384 + 512 + 3_584 + 2_048)
+    );
+    assert_eq!(stage(1), Some(112_128));
+}
+
+#[test]
+fn laguna_at_tp_2_splits_its_gate_with_the_heads() {
+    // A layer's attention: qkv (32 + 16 + 16) x 64 x 2 = 8,192, o_proj
+    // 4,096, the gate [2, 64] 256 -> 512, the norms 2,048: 14,848. Layer
+    // 0's MLP halved: 24,576. Layers 1 and 2: w13 16,384, w2 8,192, the
+    // router and bias 1,024 whole, the shared expert 4,096 + 2,048:
+    // 31,744. Embedding and head 8,192 each, the norm 512.
+    let (config, tensors) = laguna_small();
+    let held = loaded_weights(&config, &tensors, DType::BF16, 2).unwrap();
+    assert_eq!(
+        held.tensor_bytes,
+        3 * 14_848 + 24_576 + 2 * 31_744 + 2 * 8_192 + 512
+    );
+    assert_eq!(held.total(), Some(161_280));
+}

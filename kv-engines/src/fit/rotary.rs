@@ -479,3 +479,57 @@ pub(crate) fn gemma4_rotary_tables(
     }
     Ok(tables)
 }
+
+/// The rotary tables of a stage whose rope is chosen per layer type
+/// (Laguna, laguna.py): each layer's `rope_parameters[layer_types[i]]`
+/// where the section is nested by type (else the flat section), with a
+/// top-level `partial_rotary_factor` folded in where the layer's own names
+/// none; one table for each distinct rope among `layers`, as `get_rope`'s
+/// cache shares them.
+pub(crate) fn per_layer_type_rotary_tables(
+    text: &Value,
+    layers: std::ops::Range<u64>,
+) -> Result<Vec<(u64, u64)>, String> {
+    let section = text.get("rope_parameters").filter(|v| !v.is_null());
+    let nested = section
+        .and_then(Value::as_object)
+        .is_some_and(|s| s.values().any(Value::is_object));
+    let top_partial = text.get("partial_rotary_factor").filter(|v| !v.is_null());
+    let mut ropes: Vec<Value> = Vec::new();
+    for layer in layers {
+        let kind = text
+            .get("layer_types")
+            .and_then(Value::as_array)
+            .and_then(|types| types.get(usize::try_from(layer).ok()?))
+            .and_then(Value::as_str)
+            .unwrap_or("full_attention");
+        let mut rope = match (nested, section) {
+            (true, Some(s)) => s
+                .get(kind)
+                .or_else(|| s.get("full_attention"))
+                .cloned()
+                .unwrap_or_else(|| Value::Object(Default::default())),
+            (_, Some(s)) => s.clone(),
+            (_, None) => Value::Object(Default::default()),
+        };
+        if let (Some(partial), Some(fields)) = (top_partial, rope.as_object_mut()) {
+            fields
+                .entry("partial_rotary_factor")
+                .or_insert_with(|| partial.clone());
+        }
+        if !ropes.contains(&rope) {
+            ropes.push(rope);
+        }
+    }
+    ropes
+        .into_iter()
+        .map(|rope| {
+            let mut one = text.clone();
+            let fields = one.as_object_mut().ok_or("the config is not an object")?;
+            fields.remove("rope_scaling");
+            fields.remove("partial_rotary_factor");
+            fields.insert("rope_parameters".into(), rope);
+            scaled_rotary_table_shape(&one)
+        })
+        .collect()
+}

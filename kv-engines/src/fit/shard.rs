@@ -337,6 +337,11 @@ impl TpLayout {
             // allocation (`fused_qkv_a_proj`) where q has a LoRA rank; the
             // up-projections are column-parallel.
             "q_a_proj" | "kv_a_proj_with_mqa" => (merged("fused_qkv_a_proj"), elements),
+            // Laguna's gate, a value per query head: split with the heads.
+            "g_proj" if parent.ends_with(".self_attn") => {
+                divide(engine, rows, attn_tp)?;
+                (name.to_owned(), elements / attn_tp)
+            }
             "q_b_proj" | "kv_b_proj" => {
                 divide(engine, rows, attn_tp)?;
                 (name.to_owned(), elements / attn_tp)

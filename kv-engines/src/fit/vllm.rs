@@ -22,8 +22,8 @@ use serde_json::Value;
 use super::config::{bias_refusal, checked_class, joined, layer_index, text_section};
 use super::rotary::{
     gemma3_rotary_tables, gemma4_rotary_tables, inv_freq_elements, layer_types,
-    minicpm3_table_shape, mla_rotary_table_shape, rotary_dim_unset, rotary_table_shape_or,
-    scaled_rotary_table_shape,
+    minicpm3_table_shape, mla_rotary_table_shape, per_layer_type_rotary_tables, rotary_dim_unset,
+    rotary_table_shape_or, scaled_rotary_table_shape,
 };
 use super::shard::{ShardingEngine, TpLayout, SHARDED_ARCHITECTURES};
 use crate::estimate::format_gib;
@@ -102,8 +102,12 @@ const VLLM_ONLY_ARCHITECTURES: &[&str] = &[
     "GlmMoeDsaForCausalLM",
     "ApertusForCausalLM",
     "Gemma3nForCausalLM",
+    "LagunaForCausalLM",
 ];
 const CHECKED_COUNT: usize = SHARDED_ARCHITECTURES.len() + VLLM_ONLY_ARCHITECTURES.len();
+
+/// Laguna: a rope per layer type, a float32 router correction bias.
+const LAGUNA: &str = "LagunaForCausalLM";
 
 /// Gemma 3n (text): AltUp, LAuReL and per-layer inputs beside Gemma 3's
 /// layers, checked at TP 1 without a pipeline.
@@ -711,9 +715,13 @@ pub fn loaded_weights_on_stage(
             && (name.ends_with(".mlp.gate.weight")
                 || (name.contains(".mlp.") && name.ends_with(".e_score_correction_bias")));
         let indexer_norm = SPARSE_INDEXER.contains(&class) && name.contains(".indexer.k_norm.");
+        // Laguna's router correction bias is float32 whatever the served
+        // dtype (laguna.py), and built whatever `topk_method` says.
+        let laguna_bias = class == LAGUNA && name.ends_with(".gate.e_score_correction_bias");
         // Gemma 3n's AltUp keeps its output scale in float32 (gemma3n.py).
         let altup_scale = is_gemma3n && name.ends_with(".altup.correct_output_scale");
         if correction_bias
+            || laguna_bias
             || altup_scale
             || glm_router
             || indexer_norm
@@ -800,6 +808,8 @@ pub fn loaded_weights_on_stage(
             }
         } else if class == "MiniCPM3ForCausalLM" {
             vec![minicpm3_table_shape(text)?]
+        } else if class == LAGUNA {
+            per_layer_type_rotary_tables(text, share.layers.clone())?
         } else if class == "Gemma3ForCausalLM" || is_gemma3n {
             gemma3_rotary_tables(text, share.layers.clone())?
         } else if class == gemma4::CLASS {
