@@ -2295,3 +2295,83 @@ fn laguna_at_tp_2_splits_its_gate_with_the_heads() {
     );
     assert_eq!(held.total(), Some(161_280));
 }
+
+/// GPT-2, small (scripts/vllm/fit-configs/test-gpt2-small.json), under the
+/// original checkpoint's names (no `transformer.` prefix) with the causal
+/// masks older checkpoints store: 2 layers of width 64 (`n_embd`), 4 heads,
+/// 32 learned positions, a vocabulary of 100, tied. `Conv1D` weights are
+/// stored `[in, out]`. vLLM's own class gave 230,400 B at TP 1, 123,904 B
+/// at TP 2 and 125,952 B on each stage of PP 2.
+fn gpt2_small() -> (Value, Vec<StoredTensor>) {
+    let config = json!({
+        "architectures": ["GPT2LMHeadModel"], "model_type": "gpt2", "n_embd": 64,
+        "n_layer": 2, "n_head": 4, "n_positions": 32, "vocab_size": 100,
+        "tie_word_embeddings": true, "torch_dtype": "bfloat16",
+    });
+    let mut tensors = vec![
+        bf16("wte.weight", &[100, 64]),
+        bf16("wpe.weight", &[32, 64]),
+        bf16("ln_f.weight", &[64]),
+        bf16("ln_f.bias", &[64]),
+    ];
+    for layer in 0..2 {
+        let at = |part: &str| format!("h.{layer}.{part}");
+        for (name, shape) in [
+            ("attn.c_attn.weight", &[64, 192][..]),
+            ("attn.c_attn.bias", &[192]),
+            ("attn.c_proj.weight", &[64, 64]),
+            ("attn.c_proj.bias", &[64]),
+            ("attn.bias", &[1, 1, 32, 32]),
+            ("ln_1.weight", &[64]),
+            ("ln_1.bias", &[64]),
+            ("ln_2.weight", &[64]),
+            ("ln_2.bias", &[64]),
+            ("mlp.c_fc.weight", &[64, 256]),
+            ("mlp.c_fc.bias", &[256]),
+            ("mlp.c_proj.weight", &[256, 64]),
+            ("mlp.c_proj.bias", &[64]),
+        ] {
+            tensors.push(bf16(&at(name), shape));
+        }
+    }
+    (config, tensors)
+}
+
+#[test]
+fn gpt_2_reads_its_own_keys_pads_wte_and_skips_the_masks() {
+    // A layer at TP 1: c_attn 64 x 192 x 2 = 24,576 and its bias 512;
+    // c_proj 8,192 + 512; four norm tensors 512 each; c_fc 32,768 + 512;
+    // the MLP's c_proj 32,768 + 512: 102,400. wte padded to 128 rows,
+    // 16,384; wpe 4,096; ln_f 1,024; no rotary table; the scales 2,048 a
+    // layer. The masks (2,048 B each) are skipped.
+    let (config, tensors) = gpt2_small();
+    let held = loaded_weights(&config, &tensors, DType::BF16, 1).unwrap();
+    assert_eq!(held.tensor_bytes, 2 * 102_400 + 16_384 + 4_096 + 1_024);
+    assert_eq!(held.skipped_bytes, 2 * 2_048);
+    assert_eq!(held.rotary_bytes, 0);
+    assert_eq!(held.total(), Some(230_400));
+}
+
+#[test]
+fn gpt_2_splits_its_transposed_conv1d_weights_and_holds_the_rest_on_every_stage() {
+    // TP 2, a layer: c_attn 12,288 + 512, c_proj 4,096 + its bias whole
+    // 512, the norms 2,048, c_fc 16,384 + 512, the MLP's c_proj 16,384 +
+    // 512: 53,248. wte 64 rows, 8,192; wpe and ln_f whole.
+    let (config, tensors) = gpt2_small();
+    let held = loaded_weights(&config, &tensors, DType::BF16, 2).unwrap();
+    assert_eq!(
+        held.total(),
+        Some(2 * 53_248 + 8_192 + 4_096 + 1_024 + 4_096)
+    );
+    assert_eq!(held.total(), Some(123_904));
+    // PP 2: each stage its layer, and wte, wpe and ln_f, which gpt2.py
+    // builds on every stage.
+    for index in 0..2 {
+        let stage = PipelineStage { stages: 2, index };
+        let held = loaded_weights_on_stage(&config, &tensors, DType::BF16, 1, stage).unwrap();
+        assert_eq!(held.total(), Some(102_400 + 16_384 + 4_096 + 1_024 + 2_048));
+    }
+    // TP 8: 4 heads do not divide over 8 ranks.
+    let why = loaded_weights(&config, &tensors, DType::BF16, 8).unwrap_err();
+    assert!(why.contains("is not divisible by 8"), "{why}");
+}

@@ -47,16 +47,20 @@ pub(crate) fn checked_class<'c>(
     Ok(class)
 }
 
-/// The decoder layer a tensor named `model.layers.N.…` belongs to.
+/// The decoder layer a tensor named `model.layers.N.…` (GPT-2's
+/// `transformer.h.N.…`) belongs to.
 pub(crate) fn layer_index(name: &str) -> Result<Option<u64>, String> {
-    let Some(rest) = name.strip_prefix("model.layers.") else {
+    let Some((prefix, rest)) = ["model.layers.", "transformer.h."]
+        .iter()
+        .find_map(|p| name.strip_prefix(p).map(|rest| (p, rest)))
+    else {
         return Ok(None);
     };
     rest.split('.')
         .next()
         .and_then(|i| i.parse::<u64>().ok())
         .map(Some)
-        .ok_or_else(|| format!("`{name}`: no layer index after `model.layers.`"))
+        .ok_or_else(|| format!("`{name}`: no layer index after `{prefix}`"))
 }
 
 /// Why kv does not answer a class that builds a bias whatever the config's

@@ -68,6 +68,8 @@ pub(crate) struct TpLayout {
     hidden: u64,
     /// Whether the mixers are Mamba's without groups ([`Self::with_plain_mamba`]).
     plain_mamba: bool,
+    /// Whether 2-D weights are stored `[in, out]` (GPT-2's `Conv1D`).
+    conv1d: bool,
 }
 
 /// The attention's head counts and a rank's share of KV heads.
@@ -120,6 +122,7 @@ impl TpLayout {
             heads,
             hidden: count("hidden_size")?,
             plain_mamba: false,
+            conv1d: false,
         })
     }
 
@@ -127,6 +130,13 @@ impl TpLayout {
     /// (vLLM's `MambaMixer`), whose tensors split as plain linear layers.
     pub(crate) fn with_plain_mamba(mut self, plain: bool) -> TpLayout {
         self.plain_mamba = plain;
+        self
+    }
+
+    /// The layout for GPT-2's checkpoints, whose `Conv1D` weights are
+    /// stored transposed (`[in, out]`); vLLM transposes them as it loads.
+    pub(crate) fn with_conv1d(mut self, conv1d: bool) -> TpLayout {
+        self.conv1d = conv1d;
         self
     }
 
@@ -197,7 +207,10 @@ impl TpLayout {
             return Ok((name.to_owned(), elements));
         }
         // Nemotron-H's and Mamba's embedding is `embeddings`.
-        if is_head || name.ends_with("embed_tokens.weight") || name.ends_with(".embeddings.weight")
+        if is_head
+            || name.ends_with("embed_tokens.weight")
+            || name.ends_with(".embeddings.weight")
+            || name.ends_with(".wte.weight")
         {
             let [_, width] = tensor.shape.as_slice() else {
                 return Err(format!(
@@ -289,6 +302,34 @@ impl TpLayout {
                 divide(engine, rows, tp)?;
             }
             return Ok((name.to_owned(), elements / tp));
+        }
+        // GPT-2 (gpt2.py): the fused `c_attn` split with the heads, `c_fc`
+        // column- and `c_proj` row-parallel, each weight `[in, out]`; the
+        // learned positions (an `nn.Embedding`) and the `ln_*` norms whole.
+        if self.conv1d {
+            let (inputs, outputs) = match tensor.shape.as_slice() {
+                [i, o] => (*i, *o),
+                _ => (1, rows),
+            };
+            match (layer, param) {
+                ("c_attn", _) => {
+                    divide(engine, self.heads(name)?.heads, attn_tp)?;
+                    divide(engine, outputs, attn_tp)?;
+                    return Ok((name.to_owned(), elements / attn_tp));
+                }
+                ("c_fc", _) => {
+                    divide(engine, outputs, tp)?;
+                    return Ok((name.to_owned(), elements / tp));
+                }
+                ("c_proj", "weight") => {
+                    divide(engine, inputs, tp)?;
+                    return Ok((name.to_owned(), elements / tp));
+                }
+                ("wpe" | "ln_1" | "ln_2" | "ln_f", _) | ("c_proj", _) => {
+                    return Ok((name.to_owned(), elements))
+                }
+                _ => {}
+            }
         }
         // Gemma 3n: AltUp's per-layer parts whole on every rank, its
         // projections in and out of the hidden streams column-parallel;

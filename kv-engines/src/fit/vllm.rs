@@ -103,8 +103,57 @@ const VLLM_ONLY_ARCHITECTURES: &[&str] = &[
     "ApertusForCausalLM",
     "Gemma3nForCausalLM",
     "LagunaForCausalLM",
+    "GPT2LMHeadModel",
 ];
 const CHECKED_COUNT: usize = SHARDED_ARCHITECTURES.len() + VLLM_ONLY_ARCHITECTURES.len();
+
+/// GPT-2: its sizes under their own keys (`n_embd`, `n_layer`, ...), its
+/// `Conv1D` weights stored transposed, learned positions.
+const GPT2: &str = "GPT2LMHeadModel";
+
+/// GPT-2's config as the other classes' keys name it: `n_embd`, `n_layer`,
+/// `n_head` and `n_positions` (its attention has as many KV heads as
+/// query heads).
+fn gpt2_text(text: &Value) -> Result<Value, String> {
+    let mut named = text.clone();
+    let fields = named.as_object_mut().ok_or("the config is not an object")?;
+    for (from, to) in [
+        ("n_embd", "hidden_size"),
+        ("n_layer", "num_hidden_layers"),
+        ("n_head", "num_attention_heads"),
+        ("n_head", "num_key_value_heads"),
+        ("n_positions", "max_position_embeddings"),
+    ] {
+        let value = text
+            .get(from)
+            .filter(|v| v.is_u64())
+            .ok_or_else(|| format!("the config has no `{from}`"))?;
+        fields.insert(to.into(), value.clone());
+    }
+    Ok(named)
+}
+
+/// GPT-2's tensors as its loader names them: the original checkpoints'
+/// names gain `transformer.`, and the causal masks older checkpoints store
+/// (`attn.bias`, `attn.masked_bias`), which it skips, are left out.
+fn gpt2_checkpoint(tensors: &[StoredTensor]) -> Vec<StoredTensor> {
+    tensors
+        .iter()
+        .filter(|t| !gpt2_mask(&t.name))
+        .map(|t| {
+            let mut t = t.clone();
+            if !t.name.starts_with("transformer.") && !t.name.starts_with("lm_head.") {
+                t.name = format!("transformer.{}", t.name);
+            }
+            t
+        })
+        .collect()
+}
+
+/// A causal mask older GPT-2 checkpoints store.
+fn gpt2_mask(name: &str) -> bool {
+    name.ends_with(".attn.bias") || name.ends_with(".attn.masked_bias")
+}
 
 /// Laguna: a rope per layer type, a float32 router correction bias.
 const LAGUNA: &str = "LagunaForCausalLM";
@@ -297,7 +346,9 @@ impl StageShare<'_> {
         if let Some(index) = layer_index(name)? {
             return Ok(self.layers.contains(&index));
         }
-        if self.stage.stages == 1 {
+        if self.stage.stages == 1 || self.class == GPT2 {
+            // GPT-2's class builds its embeddings, final norm and (tied)
+            // head on every stage (gpt2.py).
             return Ok(true);
         }
         let first = self.stage.index == 0;
@@ -397,7 +448,7 @@ fn without_rotary(text: &Value, class: &str) -> bool {
     match class {
         // OPT learns its positions (`embed_positions`, a tensor of the
         // checkpoint).
-        "JambaForCausalLM" | "NemotronHForCausalLM" | "OPTForCausalLM" => true,
+        "JambaForCausalLM" | "NemotronHForCausalLM" | "OPTForCausalLM" | GPT2 => true,
         "GraniteMoeHybridForCausalLM" => {
             text.get("position_embedding_type").and_then(Value::as_str) != Some("rope")
         }
@@ -531,6 +582,25 @@ pub fn loaded_weights_on_stage(
         "vLLM",
         "scripts/vllm/loaded_weights.py",
     )?;
+    let gpt2_named;
+    let text = if class == GPT2 {
+        gpt2_named = gpt2_text(text)?;
+        &gpt2_named
+    } else {
+        text
+    };
+    let gpt2_tensors;
+    let (tensors, masks) = if class == GPT2 {
+        let masks = tensors
+            .iter()
+            .filter(|t| gpt2_mask(&t.name))
+            .try_fold(0u64, |sum, t| sum.checked_add(t.bytes))
+            .ok_or("the skipped tensors' bytes overflow u64")?;
+        gpt2_tensors = gpt2_checkpoint(tensors);
+        (&gpt2_tensors[..], masks)
+    } else {
+        (tensors, 0)
+    };
     let element = dtype
         .bytes_for(1)
         .map_err(|_| "the served dtype's width overflows".to_owned())?;
@@ -545,7 +615,9 @@ pub fn loaded_weights_on_stage(
         .and_then(Value::as_bool)
         .unwrap_or(false);
     let plain_mamba = matches!(class, "MambaForCausalLM" | "FalconMambaForCausalLM");
-    let layout = TpLayout::new(text, tp, ShardingEngine::Vllm)?.with_plain_mamba(plain_mamba);
+    let layout = TpLayout::new(text, tp, ShardingEngine::Vllm)?
+        .with_plain_mamba(plain_mamba)
+        .with_conv1d(class == GPT2);
     let layer_count = count("num_hidden_layers")?;
     let share = StageShare::new(class, stage, layer_count, tied)?;
     let latent = LATENT_ATTENTION.contains(&class);
@@ -637,7 +709,7 @@ pub fn loaded_weights_on_stage(
     let unbiased_glm4 = class == "Glm4ForCausalLM"
         && text.get("attention_bias").and_then(Value::as_bool) != Some(true);
     let mut allocations: std::collections::BTreeMap<String, u64> = Default::default();
-    let mut skipped_bytes = 0u64;
+    let mut skipped_bytes = masks;
     let mut other_buffer_bytes = 0u64;
     for tensor in tensors.iter().chain(&v_slots) {
         let name = tensor.name.as_str();
