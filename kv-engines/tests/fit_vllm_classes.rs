@@ -2375,3 +2375,76 @@ fn gpt_2_splits_its_transposed_conv1d_weights_and_holds_the_rest_on_every_stage(
     let why = loaded_weights(&config, &tensors, DType::BF16, 8).unwrap_err();
     assert!(why.contains("is not divisible by 8"), "{why}");
 }
+
+/// BLOOM, as transformers' defaults give it (the registry's config), under
+/// the published checkpoints' names (no `transformer.` prefix): 2 layers
+/// (`n_layer`) of width 64, 8 heads (`n_head`), ALiBi (no rotary table), a
+/// vocabulary of 250,880, tied. vLLM's own class gave 32,323,584 B at TP 1,
+/// 16,168,960 B at TP 2 and 32,219,136 B on each stage of PP 2.
+fn bloom_small() -> (Value, Vec<StoredTensor>) {
+    let config = json!({
+        "architectures": ["BloomForCausalLM"], "model_type": "bloom", "hidden_size": 64,
+        "n_layer": 2, "n_head": 8, "vocab_size": 250880, "tie_word_embeddings": true,
+        "torch_dtype": "bfloat16",
+    });
+    let mut tensors = vec![
+        bf16("word_embeddings.weight", &[250880, 64]),
+        bf16("word_embeddings_layernorm.weight", &[64]),
+        bf16("word_embeddings_layernorm.bias", &[64]),
+        bf16("ln_f.weight", &[64]),
+        bf16("ln_f.bias", &[64]),
+    ];
+    for layer in 0..2 {
+        let at = |part: &str| format!("h.{layer}.{part}");
+        for (name, shape) in [
+            ("input_layernorm.weight", &[64][..]),
+            ("input_layernorm.bias", &[64]),
+            ("self_attention.query_key_value.weight", &[192, 64]),
+            ("self_attention.query_key_value.bias", &[192]),
+            ("self_attention.dense.weight", &[64, 64]),
+            ("self_attention.dense.bias", &[64]),
+            ("post_attention_layernorm.weight", &[64]),
+            ("post_attention_layernorm.bias", &[64]),
+            ("mlp.dense_h_to_4h.weight", &[256, 64]),
+            ("mlp.dense_h_to_4h.bias", &[256]),
+            ("mlp.dense_4h_to_h.weight", &[64, 256]),
+            ("mlp.dense_4h_to_h.bias", &[64]),
+        ] {
+            tensors.push(bf16(&at(name), shape));
+        }
+    }
+    (config, tensors)
+}
+
+#[test]
+fn bloom_splits_its_fused_attention_with_the_heads_and_keeps_alibi_tableless() {
+    // A layer at TP 1: four norm tensors 512 each; query_key_value 192 x
+    // 64 x 2 = 24,576 + 512; dense 8,192 + 512; dense_h_to_4h 32,768 +
+    // 512; dense_4h_to_h 32,768 + 512: 102,400. The embedding 250,880 x 64
+    // x 2 = 32,112,640 (a multiple of 64 rows already), its norm and ln_f
+    // 1,024 each; the scales 2,048 a layer.
+    let (config, tensors) = bloom_small();
+    let held = loaded_weights(&config, &tensors, DType::BF16, 1).unwrap();
+    assert_eq!(held.rotary_bytes, 0);
+    assert_eq!(
+        held.total(),
+        Some(2 * 102_400 + 32_112_640 + 2 * 1_024 + 2 * 2_048)
+    );
+    assert_eq!(held.total(), Some(32_323_584));
+    // TP 2, a layer: the norms 2,048; query_key_value 12,288 + 512; dense
+    // 4,096 + its bias whole 512; dense_h_to_4h 16,384 + 512;
+    // dense_4h_to_h 16,384 + 512: 53,248. The embedding's 125,440 rows
+    // 16,056,320.
+    let held = loaded_weights(&config, &tensors, DType::BF16, 2).unwrap();
+    assert_eq!(
+        held.total(),
+        Some(2 * 53_248 + 16_056_320 + 2 * 1_024 + 2 * 2_048)
+    );
+    assert_eq!(held.total(), Some(16_168_960));
+    // PP 2: each stage its layer beside the embedding and both norms.
+    for index in 0..2 {
+        let stage = PipelineStage { stages: 2, index };
+        let held = loaded_weights_on_stage(&config, &tensors, DType::BF16, 1, stage).unwrap();
+        assert_eq!(held.total(), Some(102_400 + 32_112_640 + 2_048 + 2_048));
+    }
+}

@@ -211,6 +211,7 @@ impl TpLayout {
             || name.ends_with("embed_tokens.weight")
             || name.ends_with(".embeddings.weight")
             || name.ends_with(".wte.weight")
+            || name.ends_with(".word_embeddings.weight")
         {
             let [_, width] = tensor.shape.as_slice() else {
                 return Err(format!(
@@ -378,6 +379,22 @@ impl TpLayout {
             // allocation (`fused_qkv_a_proj`) where q has a LoRA rank; the
             // up-projections are column-parallel.
             "q_a_proj" | "kv_a_proj_with_mqa" => (merged("fused_qkv_a_proj"), elements),
+            // BLOOM's fused attention, q, k and v of each head together:
+            // split with the heads; its MLP column- then row-parallel.
+            "query_key_value" => {
+                divide(engine, self.heads(name)?.heads, attn_tp)?;
+                divide(engine, rows, attn_tp)?;
+                (name.to_owned(), elements / attn_tp)
+            }
+            "dense_h_to_4h" => {
+                divide(engine, rows, tp)?;
+                (name.to_owned(), elements / tp)
+            }
+            "dense_4h_to_h" if param == "weight" => {
+                divide(engine, tensor.shape.get(1).copied().unwrap_or(1), tp)?;
+                (name.to_owned(), elements / tp)
+            }
+            "dense_4h_to_h" => (name.to_owned(), elements),
             // Laguna's gate, a value per query head: split with the heads.
             "g_proj" if parent.ends_with(".self_attn") => {
                 divide(engine, rows, attn_tp)?;
@@ -481,6 +498,7 @@ impl TpLayout {
             // `post_feedforward_layernorm_1`), and
             // Mamba's final `norm_f`.
             norm if norm == "norm_f"
+                || norm == "ln_f"
                 || norm
                     .trim_end_matches(|c: char| c.is_ascii_digit())
                     .trim_end_matches('_')

@@ -104,6 +104,7 @@ const VLLM_ONLY_ARCHITECTURES: &[&str] = &[
     "Gemma3nForCausalLM",
     "LagunaForCausalLM",
     "GPT2LMHeadModel",
+    "BloomForCausalLM",
 ];
 const CHECKED_COUNT: usize = SHARDED_ARCHITECTURES.len() + VLLM_ONLY_ARCHITECTURES.len();
 
@@ -111,19 +112,32 @@ const CHECKED_COUNT: usize = SHARDED_ARCHITECTURES.len() + VLLM_ONLY_ARCHITECTUR
 /// `Conv1D` weights stored transposed, learned positions.
 const GPT2: &str = "GPT2LMHeadModel";
 
-/// GPT-2's config as the other classes' keys name it: `n_embd`, `n_layer`,
-/// `n_head` and `n_positions` (its attention has as many KV heads as
-/// query heads).
-fn gpt2_text(text: &Value) -> Result<Value, String> {
+/// BLOOM: ALiBi (no rotary table), its layers under `transformer.h`.
+const BLOOM: &str = "BloomForCausalLM";
+
+/// The classes whose layers are `transformer.h.N` and whose class builds
+/// the embeddings, the final norm and the (tied) head on every pipeline
+/// stage (gpt2.py, bloom.py); their loaders add `transformer.` to a name
+/// without it.
+const TRANSFORMER_H: &[&str] = &[GPT2, BLOOM];
+
+/// GPT-2's and BLOOM's config as the other classes' keys name it:
+/// `n_layer`, `n_head`, GPT-2's `n_embd` and `n_positions` (their attention
+/// has as many KV heads as query heads).
+fn transformer_h_text(class: &str, text: &Value) -> Result<Value, String> {
     let mut named = text.clone();
     let fields = named.as_object_mut().ok_or("the config is not an object")?;
-    for (from, to) in [
+    let gpt2: &[(&str, &str)] = &[
         ("n_embd", "hidden_size"),
+        ("n_positions", "max_position_embeddings"),
+    ];
+    let both = [
         ("n_layer", "num_hidden_layers"),
         ("n_head", "num_attention_heads"),
         ("n_head", "num_key_value_heads"),
-        ("n_positions", "max_position_embeddings"),
-    ] {
+    ];
+    let own = if class == GPT2 { gpt2 } else { &[] };
+    for &(from, to) in both.iter().chain(own) {
         let value = text
             .get(from)
             .filter(|v| v.is_u64())
@@ -133,9 +147,10 @@ fn gpt2_text(text: &Value) -> Result<Value, String> {
     Ok(named)
 }
 
-/// GPT-2's tensors as its loader names them: the original checkpoints'
-/// names gain `transformer.`, and the causal masks older checkpoints store
-/// (`attn.bias`, `attn.masked_bias`), which it skips, are left out.
+/// GPT-2's and BLOOM's tensors as their loaders name them: the original
+/// checkpoints' names gain `transformer.`, and the causal masks older GPT-2
+/// checkpoints store (`attn.bias`, `attn.masked_bias`), which it skips,
+/// are left out.
 fn gpt2_checkpoint(tensors: &[StoredTensor]) -> Vec<StoredTensor> {
     tensors
         .iter()
@@ -346,9 +361,7 @@ impl StageShare<'_> {
         if let Some(index) = layer_index(name)? {
             return Ok(self.layers.contains(&index));
         }
-        if self.stage.stages == 1 || self.class == GPT2 {
-            // GPT-2's class builds its embeddings, final norm and (tied)
-            // head on every stage (gpt2.py).
+        if self.stage.stages == 1 || TRANSFORMER_H.contains(&self.class) {
             return Ok(true);
         }
         let first = self.stage.index == 0;
@@ -448,7 +461,7 @@ fn without_rotary(text: &Value, class: &str) -> bool {
     match class {
         // OPT learns its positions (`embed_positions`, a tensor of the
         // checkpoint).
-        "JambaForCausalLM" | "NemotronHForCausalLM" | "OPTForCausalLM" | GPT2 => true,
+        "JambaForCausalLM" | "NemotronHForCausalLM" | "OPTForCausalLM" | GPT2 | BLOOM => true,
         "GraniteMoeHybridForCausalLM" => {
             text.get("position_embedding_type").and_then(Value::as_str) != Some("rope")
         }
@@ -582,15 +595,16 @@ pub fn loaded_weights_on_stage(
         "vLLM",
         "scripts/vllm/loaded_weights.py",
     )?;
+    let transformer_h = TRANSFORMER_H.contains(&class);
     let gpt2_named;
-    let text = if class == GPT2 {
-        gpt2_named = gpt2_text(text)?;
+    let text = if transformer_h {
+        gpt2_named = transformer_h_text(class, text)?;
         &gpt2_named
     } else {
         text
     };
     let gpt2_tensors;
-    let (tensors, masks) = if class == GPT2 {
+    let (tensors, masks) = if transformer_h {
         let masks = tensors
             .iter()
             .filter(|t| gpt2_mask(&t.name))
