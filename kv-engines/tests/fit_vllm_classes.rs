@@ -2448,3 +2448,70 @@ fn bloom_splits_its_fused_attention_with_the_heads_and_keeps_alibi_tableless() {
         assert_eq!(held.total(), Some(102_400 + 32_112_640 + 2_048 + 2_048));
     }
 }
+
+/// GPT-J, small (scripts/vllm/fit-configs/test-gpt-j-small.json): 2 layers
+/// of width 64 (`n_embd`), 4 heads of 16 rotating 8 of each
+/// (`rotary_dim`), 32 positions (`n_positions`), a vocabulary of 100,
+/// untied with a head bias; the causal masks its checkpoints store. vLLM's
+/// own class gave 239,616 B at TP 1 and 124,928 B at TP 2.
+fn gpt_j_small() -> (Value, Vec<StoredTensor>) {
+    let config = json!({
+        "architectures": ["GPTJForCausalLM"], "model_type": "gptj", "n_embd": 64,
+        "n_layer": 2, "n_head": 4, "rotary_dim": 8, "n_positions": 32, "vocab_size": 100,
+        "tie_word_embeddings": false, "torch_dtype": "bfloat16",
+    });
+    let mut tensors = vec![
+        bf16("transformer.wte.weight", &[100, 64]),
+        bf16("transformer.ln_f.weight", &[64]),
+        bf16("transformer.ln_f.bias", &[64]),
+        bf16("lm_head.weight", &[100, 64]),
+        bf16("lm_head.bias", &[100]),
+    ];
+    for layer in 0..2 {
+        let at = |part: &str| format!("transformer.h.{layer}.{part}");
+        for (name, shape) in [
+            ("ln_1.weight", &[64][..]),
+            ("ln_1.bias", &[64]),
+            ("attn.q_proj.weight", &[64, 64]),
+            ("attn.k_proj.weight", &[64, 64]),
+            ("attn.v_proj.weight", &[64, 64]),
+            ("attn.out_proj.weight", &[64, 64]),
+            ("attn.bias", &[1, 1, 32, 32]),
+            ("attn.masked_bias", &[1]),
+            ("mlp.fc_in.weight", &[256, 64]),
+            ("mlp.fc_in.bias", &[256]),
+            ("mlp.fc_out.weight", &[64, 256]),
+            ("mlp.fc_out.bias", &[64]),
+        ] {
+            tensors.push(bf16(&at(name), shape));
+        }
+    }
+    (config, tensors)
+}
+
+#[test]
+fn gpt_j_rotates_rotary_dim_of_each_head_and_pads_its_head_bias() {
+    // A layer at TP 1: ln_1 1,024; qkv 3 x 8,192; out_proj 8,192; fc_in
+    // 32,768 + 512; fc_out 32,768 + 512: 100,352. wte and the head padded
+    // to 128 rows, 16,384 each; the head's bias 128 x 2 -> 512; ln_f
+    // 1,024. The table 32 x 8 x 2 = 512; the scales 2,048 a layer; the
+    // masks skipped.
+    let (config, tensors) = gpt_j_small();
+    let held = loaded_weights(&config, &tensors, DType::BF16, 1).unwrap();
+    assert_eq!(held.rotary_bytes, 512);
+    assert_eq!(held.skipped_bytes, 2 * (2_048 + 2));
+    assert_eq!(
+        held.total(),
+        Some(2 * 100_352 + 2 * 16_384 + 512 + 1_024 + 512 + 2 * 2_048)
+    );
+    assert_eq!(held.total(), Some(239_616));
+    // TP 2, a layer: ln_1 1,024; qkv 12,288; out_proj 4,096; fc_in 16,384
+    // + 512; fc_out 16,384 + its bias whole 512: 51,200. wte and the head
+    // 64 rows, 8,192 each; the head's bias 64 x 2 -> 512.
+    let held = loaded_weights(&config, &tensors, DType::BF16, 2).unwrap();
+    assert_eq!(
+        held.total(),
+        Some(2 * 51_200 + 2 * 8_192 + 512 + 1_024 + 512 + 2 * 2_048)
+    );
+    assert_eq!(held.total(), Some(124_928));
+}

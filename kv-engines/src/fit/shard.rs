@@ -326,9 +326,7 @@ impl TpLayout {
                     divide(engine, inputs, tp)?;
                     return Ok((name.to_owned(), elements / tp));
                 }
-                ("wpe" | "ln_1" | "ln_2" | "ln_f", _) | ("c_proj", _) => {
-                    return Ok((name.to_owned(), elements))
-                }
+                ("wpe", _) | ("c_proj", _) => return Ok((name.to_owned(), elements)),
                 _ => {}
             }
         }
@@ -352,8 +350,9 @@ impl TpLayout {
             divide(engine, split, tp)?;
             return Ok((name.to_owned(), elements / tp));
         }
-        // OPT's attention out-projection: row-parallel, its bias whole.
-        if layer == "out_proj" && parent.ends_with(".self_attn") {
+        // OPT's and GPT-J's attention out-projection: row-parallel, a bias
+        // whole.
+        if layer == "out_proj" && (parent.ends_with(".self_attn") || parent.ends_with(".attn")) {
             if param != "weight" {
                 return Ok((name.to_owned(), elements));
             }
@@ -386,15 +385,16 @@ impl TpLayout {
                 divide(engine, rows, attn_tp)?;
                 (name.to_owned(), elements / attn_tp)
             }
-            "dense_h_to_4h" => {
+            // GPT-J's MLP.
+            "dense_h_to_4h" | "fc_in" => {
                 divide(engine, rows, tp)?;
                 (name.to_owned(), elements / tp)
             }
-            "dense_4h_to_h" if param == "weight" => {
+            "dense_4h_to_h" | "fc_out" if param == "weight" => {
                 divide(engine, tensor.shape.get(1).copied().unwrap_or(1), tp)?;
                 (name.to_owned(), elements / tp)
             }
-            "dense_4h_to_h" => (name.to_owned(), elements),
+            "dense_4h_to_h" | "fc_out" => (name.to_owned(), elements),
             // Laguna's gate, a value per query head: split with the heads.
             "g_proj" if parent.ends_with(".self_attn") => {
                 divide(engine, rows, attn_tp)?;
@@ -497,8 +497,9 @@ impl TpLayout {
             // Norms, numbered too (HyperCLOVA X's `post_norm1`, Gemma 4's
             // `post_feedforward_layernorm_1`), and
             // Mamba's final `norm_f`.
+            // GPT-2's, BLOOM's and GPT-J's `ln_1`, `ln_2`, `ln_f`.
             norm if norm == "norm_f"
-                || norm == "ln_f"
+                || norm.starts_with("ln_")
                 || norm
                     .trim_end_matches(|c: char| c.is_ascii_digit())
                     .trim_end_matches('_')

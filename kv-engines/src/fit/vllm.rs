@@ -105,6 +105,7 @@ const VLLM_ONLY_ARCHITECTURES: &[&str] = &[
     "LagunaForCausalLM",
     "GPT2LMHeadModel",
     "BloomForCausalLM",
+    "GPTJForCausalLM",
 ];
 const CHECKED_COUNT: usize = SHARDED_ARCHITECTURES.len() + VLLM_ONLY_ARCHITECTURES.len();
 
@@ -119,11 +120,15 @@ const BLOOM: &str = "BloomForCausalLM";
 /// the embeddings, the final norm and the (tied) head on every pipeline
 /// stage (gpt2.py, bloom.py); their loaders add `transformer.` to a name
 /// without it.
-const TRANSFORMER_H: &[&str] = &[GPT2, BLOOM];
+const TRANSFORMER_H: &[&str] = &[GPT2, BLOOM, GPTJ];
 
-/// GPT-2's and BLOOM's config as the other classes' keys name it:
-/// `n_layer`, `n_head`, GPT-2's `n_embd` and `n_positions` (their attention
-/// has as many KV heads as query heads).
+/// GPT-J: a partial rope (`rotary_dim` of each head), a head with a bias.
+const GPTJ: &str = "GPTJForCausalLM";
+
+/// GPT-2's, BLOOM's and GPT-J's config as the other classes' keys name it:
+/// `n_layer`, `n_head`, GPT-2's and GPT-J's `n_embd` and `n_positions`
+/// (their attention has as many KV heads as query heads), GPT-J's
+/// `rotary_dim` as a partial factor.
 fn transformer_h_text(class: &str, text: &Value) -> Result<Value, String> {
     let mut named = text.clone();
     let fields = named.as_object_mut().ok_or("the config is not an object")?;
@@ -136,13 +141,25 @@ fn transformer_h_text(class: &str, text: &Value) -> Result<Value, String> {
         ("n_head", "num_attention_heads"),
         ("n_head", "num_key_value_heads"),
     ];
-    let own = if class == GPT2 { gpt2 } else { &[] };
+    let own = if class == BLOOM { &[] } else { gpt2 };
     for &(from, to) in both.iter().chain(own) {
         let value = text
             .get(from)
             .filter(|v| v.is_u64())
             .ok_or_else(|| format!("the config has no `{from}`"))?;
         fields.insert(to.into(), value.clone());
+    }
+    if class == GPTJ {
+        // gpt_j.py: `partial_rotary_factor = rotary_dim / head_size`.
+        let size = |key: &str| {
+            text.get(key)
+                .and_then(Value::as_u64)
+                .filter(|v| *v > 0)
+                .ok_or_else(|| format!("the config has no `{key}`"))
+        };
+        let head = size("n_embd")? / size("n_head")?;
+        let factor = size("rotary_dim")? as f64 / head as f64;
+        fields.insert("partial_rotary_factor".into(), Value::from(factor));
     }
     Ok(named)
 }
