@@ -2515,3 +2515,54 @@ fn gpt_j_rotates_rotary_dim_of_each_head_and_pads_its_head_bias() {
     );
     assert_eq!(held.total(), Some(124_928));
 }
+
+/// OPT, small (scripts/vllm/fit-configs/test-opt-small.json): one layer of
+/// width 64, 4 heads with biases, an MLP of 128 (`fc1`, `fc2`), 32 learned
+/// positions (34 rows: OPT offsets them by 2), a vocabulary of 100, tied.
+/// vLLM's own class gave 93,696 B at TP 1 and 52,736 B at TP 2.
+#[test]
+fn opt_at_tp_2_keeps_its_positions_and_row_biases_whole() {
+    let config = json!({
+        "architectures": ["OPTForCausalLM"], "model_type": "opt", "hidden_size": 64,
+        "ffn_dim": 128, "num_hidden_layers": 1, "num_attention_heads": 4,
+        "vocab_size": 100, "max_position_embeddings": 32, "word_embed_proj_dim": 64,
+        "tie_word_embeddings": true, "torch_dtype": "bfloat16",
+    });
+    let at = |part: &str| format!("model.decoder.layers.0.{part}");
+    let mut tensors = vec![
+        bf16("model.decoder.embed_tokens.weight", &[100, 64]),
+        bf16("model.decoder.embed_positions.weight", &[34, 64]),
+        bf16("model.decoder.final_layer_norm.weight", &[64]),
+        bf16("model.decoder.final_layer_norm.bias", &[64]),
+    ];
+    for (name, shape) in [
+        ("self_attn.q_proj.weight", &[64, 64][..]),
+        ("self_attn.q_proj.bias", &[64]),
+        ("self_attn.k_proj.weight", &[64, 64]),
+        ("self_attn.k_proj.bias", &[64]),
+        ("self_attn.v_proj.weight", &[64, 64]),
+        ("self_attn.v_proj.bias", &[64]),
+        ("self_attn.out_proj.weight", &[64, 64]),
+        ("self_attn.out_proj.bias", &[64]),
+        ("self_attn_layer_norm.weight", &[64]),
+        ("self_attn_layer_norm.bias", &[64]),
+        ("fc1.weight", &[128, 64]),
+        ("fc1.bias", &[128]),
+        ("fc2.weight", &[64, 128]),
+        ("fc2.bias", &[64]),
+        ("final_layer_norm.weight", &[64]),
+        ("final_layer_norm.bias", &[64]),
+    ] {
+        tensors.push(bf16(&at(name), shape));
+    }
+    // TP 2: the embedding's 64 rows 8,192; the positions whole, 34 x 64 x
+    // 2 = 4,352 -> 4,608; the final norm 1,024. The layer: qkv 96 x 64 x 2
+    // = 12,288 and its bias 192 -> 512; out_proj 64 x 32 x 2 = 4,096 and
+    // its bias whole 512; the attention's norm 1,024; fc1 8,192 + 512; fc2
+    // 8,192 + its bias whole 512; the layer's final norm 1,024: 36,864.
+    // No rotary table; the scales 2,048.
+    let held = loaded_weights(&config, &tensors, DType::BF16, 2).unwrap();
+    assert_eq!(held.rotary_bytes, 0);
+    assert_eq!(held.total(), Some(8_192 + 4_608 + 1_024 + 36_864 + 2_048));
+    assert_eq!(held.total(), Some(52_736));
+}

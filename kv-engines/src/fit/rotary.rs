@@ -533,3 +533,37 @@ pub(crate) fn per_layer_type_rotary_tables(
         })
         .collect()
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    #[test]
+    fn a_rope_per_layer_type_folds_in_the_top_level_partial_factor() {
+        // A flat section: every layer one table, rotating half of 16.
+        let flat = json!({"head_dim": 16, "max_position_embeddings": 100,
+                          "partial_rotary_factor": 0.5,
+                          "rope_parameters": {"rope_type": "default", "rope_theta": 1e4}});
+        assert_eq!(
+            per_layer_type_rotary_tables(&flat, 0..3).unwrap(),
+            vec![(100, 8)]
+        );
+        // Nested by type: a table each, the layer's own factor first.
+        let nested = json!({"head_dim": 16, "max_position_embeddings": 100,
+                            "partial_rotary_factor": 0.5,
+                            "layer_types": ["full_attention", "sliding_attention"],
+                            "rope_parameters": {
+                                "full_attention": {"rope_type": "default", "rope_theta": 1e6},
+                                "sliding_attention": {"rope_type": "default", "rope_theta": 1e4,
+                                                      "partial_rotary_factor": 1.0}}});
+        assert_eq!(
+            per_layer_type_rotary_tables(&nested, 0..2).unwrap(),
+            vec![(100, 8), (100, 16)]
+        );
+        assert_eq!(
+            per_layer_type_rotary_tables(&nested, 1..2).unwrap(),
+            vec![(100, 16)]
+        );
+    }
+}

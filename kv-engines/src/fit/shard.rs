@@ -563,3 +563,49 @@ fn divide(engine: ShardingEngine, numerator: u64, denominator: u64) -> Result<u6
     }
     Ok(numerator / denominator)
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    fn layout(tp: u64) -> TpLayout {
+        let text = json!({"hidden_size": 64, "num_attention_heads": 4,
+                          "num_key_value_heads": 4, "vocab_size": 128});
+        TpLayout::new(&text, tp, ShardingEngine::Vllm).unwrap()
+    }
+
+    fn tensor(name: &str, shape: &[u64]) -> StoredTensor {
+        StoredTensor::new(name.into(), "BF16".into(), shape.to_vec(), 0)
+    }
+
+    #[test]
+    fn gpt_2s_c_fc_splits_its_outputs_as_stored_in_out() {
+        // [in 64, out 66]: vLLM's ColumnParallelLinear splits the 66.
+        let c_fc = tensor("transformer.h.0.mlp.c_fc.weight", &[64, 66]);
+        let why = layout(4).with_conv1d(true).share(&c_fc, false).unwrap_err();
+        assert!(why.contains("66 is not divisible by 4"), "{why}");
+        let even = tensor("transformer.h.0.mlp.c_fc.weight", &[66, 64]);
+        let (_, elements) = layout(4).with_conv1d(true).share(&even, false).unwrap();
+        assert_eq!(elements, 66 * 64 / 4);
+    }
+
+    #[test]
+    fn laurels_left_splits_its_rows_and_its_right_its_columns() {
+        let left = tensor("model.layers.0.laurel.linear_left.weight", &[3, 64]);
+        let why = layout(2).share(&left, false).unwrap_err();
+        assert!(why.contains("3 is not divisible by 2"), "{why}");
+        let right = tensor("model.layers.0.laurel.linear_right.weight", &[64, 3]);
+        let why = layout(2).share(&right, false).unwrap_err();
+        assert!(why.contains("3 is not divisible by 2"), "{why}");
+    }
+
+    #[test]
+    fn a_g_proj_outside_attention_is_not_split_as_a_head_gate() {
+        let gate = tensor("model.layers.0.self_attn.g_proj.weight", &[4, 64]);
+        assert_eq!(layout(2).share(&gate, false).unwrap().1, 2 * 64);
+        let other = tensor("model.layers.0.mlp.g_proj.weight", &[4, 64]);
+        let why = layout(2).share(&other, false).unwrap_err();
+        assert!(why.contains("kv does not know how vLLM shards"), "{why}");
+    }
+}
