@@ -2566,3 +2566,67 @@ fn opt_at_tp_2_keeps_its_positions_and_row_biases_whole() {
     assert_eq!(held.total(), Some(8_192 + 4_608 + 1_024 + 36_864 + 2_048));
     assert_eq!(held.total(), Some(52_736));
 }
+
+/// DBRX, small (scripts/vllm/fit-configs/test-dbrx-small.json): 2 blocks of
+/// width 64 (`d_model`), 4 heads and 2 KV heads of 16 in one `Wqkv`, 4
+/// experts 32 wide (`ffn_config`), each projection of every expert stacked
+/// in one tensor; 32 positions (`max_seq_len`), a vocabulary of 100,
+/// untied. vLLM's own class gave 188,928 B at TP 1 and 98,816 B at TP 2.
+fn dbrx_small() -> (Value, Vec<StoredTensor>) {
+    let config = json!({
+        "architectures": ["DbrxForCausalLM"], "model_type": "dbrx", "d_model": 64,
+        "n_heads": 4, "n_layers": 2, "max_seq_len": 32, "vocab_size": 100,
+        "attn_config": {"kv_n_heads": 2, "rope_theta": 10000},
+        "ffn_config": {"ffn_hidden_size": 32, "moe_num_experts": 4, "moe_top_k": 2},
+        "tie_word_embeddings": false, "torch_dtype": "bfloat16",
+    });
+    let mut tensors = vec![
+        bf16("transformer.wte.weight", &[100, 64]),
+        bf16("transformer.norm_f.weight", &[64]),
+        bf16("lm_head.weight", &[100, 64]),
+    ];
+    for block in 0..2 {
+        let at = |part: &str| format!("transformer.blocks.{block}.{part}");
+        for (name, shape) in [
+            ("ffn.experts.mlp.w1", &[128, 64][..]),
+            ("ffn.experts.mlp.v1", &[128, 64]),
+            ("ffn.experts.mlp.w2", &[128, 64]),
+            ("ffn.router.layer.weight", &[4, 64]),
+            ("norm_attn_norm.attn.Wqkv.weight", &[128, 64]),
+            ("norm_attn_norm.attn.out_proj.weight", &[64, 64]),
+            ("norm_attn_norm.norm_1.weight", &[64]),
+            ("norm_attn_norm.norm_2.weight", &[64]),
+        ] {
+            tensors.push(bf16(&at(name), shape));
+        }
+    }
+    (config, tensors)
+}
+
+#[test]
+fn dbrx_reads_its_nested_sizes_and_merges_its_stacked_experts() {
+    // A block at TP 1: w1 and v1 one allocation, 2 x 128 x 64 x 2 =
+    // 32,768; w2 16,384; the router 512; Wqkv 16,384; out_proj 8,192; two
+    // norms 512 each: 75,264. wte and the head padded to 128 rows, 16,384
+    // each; norm_f 512; the table 32 x 16 x 2 = 1,024; the scales 2,048 a
+    // block.
+    let (config, tensors) = dbrx_small();
+    let held = loaded_weights(&config, &tensors, DType::BF16, 1).unwrap();
+    assert_eq!(held.tensor_bytes, 2 * 75_264 + 2 * 16_384 + 512);
+    assert_eq!(held.rotary_bytes, 1_024);
+    assert_eq!(held.total(), Some(188_928));
+    // TP 2, a block: w13 16,384, w2 8,192, the router whole 512, Wqkv (2
+    // heads and one of each KV head) 64 x 64 x 2 = 8,192, out_proj 4,096,
+    // the norms 1,024: 38,400; wte and the head 8,192 each.
+    let held = loaded_weights(&config, &tensors, DType::BF16, 2).unwrap();
+    assert_eq!(
+        held.total(),
+        Some(2 * 38_400 + 2 * 8_192 + 512 + 1_024 + 2 * 2_048)
+    );
+    assert_eq!(held.total(), Some(98_816));
+    // An expert width TP does not divide: FusedMoE refuses.
+    let mut odd = config.clone();
+    odd["ffn_config"]["ffn_hidden_size"] = json!(30);
+    let why = loaded_weights(&odd, &tensors, DType::BF16, 4).unwrap_err();
+    assert!(why.contains("30 is not divisible by 4"), "{why}");
+}

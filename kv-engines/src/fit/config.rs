@@ -48,9 +48,9 @@ pub(crate) fn checked_class<'c>(
 }
 
 /// The decoder layer a tensor named `model.layers.N.…` (GPT-2's
-/// `transformer.h.N.…`) belongs to.
+/// `transformer.h.N.…`, DBRX's `transformer.blocks.N.…`) belongs to.
 pub(crate) fn layer_index(name: &str) -> Result<Option<u64>, String> {
-    let Some((prefix, rest)) = ["model.layers.", "transformer.h."]
+    let Some((prefix, rest)) = ["model.layers.", "transformer.h.", "transformer.blocks."]
         .iter()
         .find_map(|p| name.strip_prefix(p).map(|rest| (p, rest)))
     else {

@@ -252,6 +252,15 @@ impl TpLayout {
             divide(engine, columns, tp.checked_mul(2).ok_or("tp overflows")?)?;
             return Ok((format!("{module}.w13_bias"), elements / tp));
         }
+        // DBRX's experts, each projection of every expert stacked in one
+        // tensor `[experts x inner, hidden]`: gate (`w1`) and up (`v1`) in
+        // one `w13_weight`, down (`w2`) in `w2_weight`, the inner width
+        // split.
+        if layer == "mlp" && parent.ends_with(".experts") && matches!(param, "w1" | "v1" | "w2") {
+            divide(engine, rows, tp)?;
+            let to = if param == "w2" { "w2" } else { "w13" };
+            return Ok((format!("{parent}.{to}_weight"), elements / tp));
+        }
         // FusedMoE: every expert's gate and up in one `w13_weight`, every
         // down in one `w2_weight`, each expert split as its dense kin.
         if let Some((before, expert)) = module.split_once(".experts.") {
@@ -408,9 +417,10 @@ impl TpLayout {
                 divide(engine, rows, tp)?;
                 (merged("gate_up_proj"), elements / tp)
             }
-            // Fused in the checkpoint (Phi-3): q's heads split, K's and V's
-            // as `k_proj` and `v_proj` are, in one allocation.
-            "qkv_proj" => {
+            // Fused in the checkpoint (Phi-3, DBRX's `Wqkv`): q's heads
+            // split, K's and V's as `k_proj` and `v_proj` are, in one
+            // allocation.
+            "qkv_proj" | "Wqkv" => {
                 let heads = self.heads(name)?;
                 let head_rows = heads
                     .kv_heads
@@ -489,6 +499,8 @@ impl TpLayout {
             // each layer's per-layer-input gate and projection out:
             // replicated.
             "proj" if parent.ends_with(".router") => (name.to_owned(), elements),
+            // DBRX's router (`router.layer`, a ReplicatedLinear).
+            "layer" if parent.ends_with(".router") => (name.to_owned(), elements),
             "per_layer_input_gate" | "per_layer_projection" => (name.to_owned(), elements),
             // OPT's learned positions (an `nn.Embedding`) and its
             // projections between the embedding and hidden widths

@@ -106,6 +106,7 @@ const VLLM_ONLY_ARCHITECTURES: &[&str] = &[
     "GPT2LMHeadModel",
     "BloomForCausalLM",
     "GPTJForCausalLM",
+    "DbrxForCausalLM",
 ];
 const CHECKED_COUNT: usize = SHARDED_ARCHITECTURES.len() + VLLM_ONLY_ARCHITECTURES.len();
 
@@ -120,7 +121,12 @@ const BLOOM: &str = "BloomForCausalLM";
 /// the embeddings, the final norm and the (tied) head on every pipeline
 /// stage (gpt2.py, bloom.py); their loaders add `transformer.` to a name
 /// without it.
-const TRANSFORMER_H: &[&str] = &[GPT2, BLOOM, GPTJ];
+const TRANSFORMER_H: &[&str] = &[GPT2, BLOOM, GPTJ, DBRX];
+
+/// DBRX: its sizes under `d_model`, `n_layers`, `n_heads`, `max_seq_len`
+/// and its `attn_config` and `ffn_config`; every expert's projections
+/// stacked in one tensor each (`ffn.experts.mlp.w1`, `v1`, `w2`).
+const DBRX: &str = "DbrxForCausalLM";
 
 /// GPT-J: a partial rope (`rotary_dim` of each head), a head with a bias.
 const GPTJ: &str = "GPTJForCausalLM";
@@ -141,10 +147,23 @@ fn transformer_h_text(class: &str, text: &Value) -> Result<Value, String> {
         ("n_head", "num_attention_heads"),
         ("n_head", "num_key_value_heads"),
     ];
-    let own = if class == BLOOM { &[] } else { gpt2 };
-    for &(from, to) in both.iter().chain(own) {
-        let value = text
-            .get(from)
+    let dbrx = [
+        ("d_model", "hidden_size"),
+        ("n_layers", "num_hidden_layers"),
+        ("n_heads", "num_attention_heads"),
+        ("attn_config.kv_n_heads", "num_key_value_heads"),
+        ("max_seq_len", "max_position_embeddings"),
+        ("ffn_config.ffn_hidden_size", "moe_intermediate_size"),
+    ];
+    let keys: Vec<(&str, &str)> = match class {
+        DBRX => dbrx.to_vec(),
+        BLOOM => both.to_vec(),
+        _ => both.iter().chain(gpt2).copied().collect(),
+    };
+    for (from, to) in keys {
+        let value = from
+            .split('.')
+            .try_fold(text, |at, key| at.get(key))
             .filter(|v| v.is_u64())
             .ok_or_else(|| format!("the config has no `{from}`"))?;
         fields.insert(to.into(), value.clone());
@@ -650,6 +669,15 @@ pub fn loaded_weights_on_stage(
         .with_plain_mamba(plain_mamba)
         .with_conv1d(class == GPT2);
     let layer_count = count("num_hidden_layers")?;
+    if class == DBRX {
+        // FusedMoE splits each expert's inner width over the ranks.
+        let inner = count("moe_intermediate_size")?;
+        if !inner.is_multiple_of(tp) {
+            return Err(format!(
+                "vLLM refuses: {inner} is not divisible by {tp} (`ffn_config.ffn_hidden_size`)"
+            ));
+        }
+    }
     let share = StageShare::new(class, stage, layer_count, tied)?;
     let latent = LATENT_ATTENTION.contains(&class);
     if SPARSE_INDEXER.contains(&class) {
