@@ -2630,3 +2630,54 @@ fn dbrx_reads_its_nested_sizes_and_merges_its_stacked_experts() {
     let why = loaded_weights(&odd, &tensors, DType::BF16, 4).unwrap_err();
     assert!(why.contains("30 is not divisible by 4"), "{why}");
 }
+
+/// GLM-4's text class as GLM-4.1V and GLM-OCR build it from transformers'
+/// defaults: no `partial_rotary_factor` (glm4.py `setdefault`s 0.5) and no
+/// `attention_bias` (glm4.py builds no q, k, v biases, and its loader skips
+/// the checkpoint's). vLLM's own class, under --language-model-only on the
+/// registry's GLM-4.1V and GLM-OCR configs, agreed at TP 1 to 4 and PP 2.
+#[test]
+fn glm_4_without_attention_bias_skips_the_checkpoints_biases() {
+    let config = json!({
+        "architectures": ["Glm4ForCausalLM"], "hidden_size": 64,
+        "num_attention_heads": 4, "num_key_value_heads": 2, "head_dim": 16,
+        "num_hidden_layers": 1, "vocab_size": 128, "max_position_embeddings": 100,
+        "tie_word_embeddings": false, "torch_dtype": "bfloat16",
+    });
+    let tensors = [
+        bf16("model.layers.0.self_attn.q_proj.bias", &[64]),
+        bf16("model.layers.0.self_attn.k_proj.bias", &[32]),
+        bf16("model.layers.0.self_attn.v_proj.bias", &[32]),
+    ];
+    // The table rotates half of each head: 100 x 8 x 2 = 1,600 -> 2,048.
+    let held = loaded_weights(&config, &tensors, DType::BF16, 1).unwrap();
+    assert_eq!((held.tensor_bytes, held.skipped_bytes), (0, 128 + 64 + 64));
+    assert_eq!(held.rotary_bytes, 2_048);
+    // With `attention_bias`, one qkv bias of 128 x 2 -> 512.
+    let mut biased = config.clone();
+    biased["attention_bias"] = json!(true);
+    let held = loaded_weights(&biased, &tensors, DType::BF16, 1).unwrap();
+    assert_eq!((held.tensor_bytes, held.skipped_bytes), (512, 0));
+}
+
+#[test]
+fn lagunas_router_bias_is_float32_whatever_the_served_dtype() {
+    // A bias of 256 experts: 512 B stored, 1,024 B held.
+    let (config, tensors) = laguna_small();
+    let without: Vec<StoredTensor> = tensors
+        .iter()
+        .filter(|t| !t.name.ends_with("e_score_correction_bias"))
+        .cloned()
+        .collect();
+    let mut with = without.clone();
+    with.push(bf16(
+        "model.layers.1.mlp.gate.e_score_correction_bias",
+        &[256],
+    ));
+    let bytes = |tensors: &[StoredTensor]| {
+        loaded_weights(&config, tensors, DType::BF16, 1)
+            .unwrap()
+            .tensor_bytes
+    };
+    assert_eq!(bytes(&with) - bytes(&without), 1_024);
+}
