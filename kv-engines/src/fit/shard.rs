@@ -613,6 +613,36 @@ mod tests {
     }
 
     #[test]
+    fn dbrxs_stacked_experts_merge_into_w13_and_w2_and_nothing_else_does() {
+        let at = |name: &str| {
+            tensor(
+                &format!("transformer.blocks.0.ffn.experts.mlp.{name}"),
+                &[128, 64],
+            )
+        };
+        let (w13, elements) = layout(2).share(&at("v1"), false).unwrap();
+        assert_eq!(
+            (w13.as_str(), elements),
+            ("transformer.blocks.0.ffn.experts.w13_weight", 64 * 64)
+        );
+        let (w2, _) = layout(2).share(&at("w2"), false).unwrap();
+        assert_eq!(w2, "transformer.blocks.0.ffn.experts.w2_weight");
+        // Other names of the same shape are not DBRX's experts.
+        for name in [
+            "model.layers.0.ffn.experts.other.w1",
+            "model.layers.0.mlp.w1",
+        ] {
+            let why = layout(2)
+                .share(&tensor(name, &[128, 64]), false)
+                .unwrap_err();
+            assert!(
+                why.contains("kv does not know how vLLM shards"),
+                "{name}: {why}"
+            );
+        }
+    }
+
+    #[test]
     fn a_g_proj_outside_attention_is_not_split_as_a_head_gate() {
         let gate = tensor("model.layers.0.self_attn.g_proj.weight", &[4, 64]);
         assert_eq!(layout(2).share(&gate, false).unwrap().1, 2 * 64);
