@@ -100,16 +100,39 @@ const LLAVA_TOWERS: &[&str] = &["vision_tower.", "multi_modal_projector.", "imag
 /// `--language-model-only` too.
 const LLAVA_NEXT_TOWERS: &[&str] = &["vision_tower.", "multi_modal_projector."];
 
-const WRAPPERS: &[Wrapper] = &[
+/// A LLaVA-style wrapper: llava.py's names, a vision tower and projector.
+const fn llava(class: &'static str, text: TextClass, tie_default: bool) -> Wrapper {
     Wrapper {
-        class: "LlavaForConditionalGeneration",
-        text: TextClass::OfTextConfig,
+        class,
+        text,
         prefixes: LLAVA,
         towers: LLAVA_TOWERS,
         tower_configs: &[VISION],
         beside: &[],
+        tie_default: Some(tie_default),
+    }
+}
+
+/// A wrapper whose text model is `model.language_model.` and vision tower
+/// `model.visual.` (Glm4v, GLM-OCR, Qwen3-VL, Qwen3.5), untied by default.
+const fn visual(class: &'static str, text: &'static str) -> Wrapper {
+    Wrapper {
+        class,
+        text: TextClass::Named(text),
+        prefixes: VISUAL,
+        towers: &["visual."],
+        tower_configs: &[VISION],
+        beside: &[],
         tie_default: Some(false),
-    },
+    }
+}
+
+const WRAPPERS: &[Wrapper] = &[
+    llava(
+        "LlavaForConditionalGeneration",
+        TextClass::OfTextConfig,
+        false,
+    ),
     Wrapper {
         class: "LlavaNextForConditionalGeneration",
         text: TextClass::OfTextConfig,
@@ -142,24 +165,16 @@ const WRAPPERS: &[Wrapper] = &[
         beside: &["image_newline"],
         tie_default: Some(false),
     },
-    Wrapper {
-        class: "PaliGemmaForConditionalGeneration",
-        text: TextClass::OfTextConfig,
-        prefixes: LLAVA,
-        towers: LLAVA_TOWERS,
-        tower_configs: &[VISION],
-        beside: &[],
-        tie_default: Some(true),
-    },
-    Wrapper {
-        class: "Gemma3ForConditionalGeneration",
-        text: TextClass::Named("Gemma3ForCausalLM"),
-        prefixes: LLAVA,
-        towers: LLAVA_TOWERS,
-        tower_configs: &[VISION],
-        beside: &[],
-        tie_default: Some(true),
-    },
+    llava(
+        "PaliGemmaForConditionalGeneration",
+        TextClass::OfTextConfig,
+        true,
+    ),
+    llava(
+        "Gemma3ForConditionalGeneration",
+        TextClass::Named("Gemma3ForCausalLM"),
+        true,
+    ),
     Wrapper {
         class: "Mistral3ForConditionalGeneration",
         text: TextClass::OfTextConfig,
@@ -178,24 +193,16 @@ const WRAPPERS: &[Wrapper] = &[
         beside: &[],
         tie_default: Some(true),
     },
-    Wrapper {
-        class: "InternVLForConditionalGeneration",
-        text: TextClass::OfTextConfig,
-        prefixes: LLAVA,
-        towers: LLAVA_TOWERS,
-        tower_configs: &[VISION],
-        beside: &[],
-        tie_default: Some(true),
-    },
-    Wrapper {
-        class: "Cohere2VisionForConditionalGeneration",
-        text: TextClass::OfTextConfig,
-        prefixes: LLAVA,
-        towers: LLAVA_TOWERS,
-        tower_configs: &[VISION],
-        beside: &[],
-        tie_default: Some(true),
-    },
+    llava(
+        "InternVLForConditionalGeneration",
+        TextClass::OfTextConfig,
+        true,
+    ),
+    llava(
+        "Cohere2VisionForConditionalGeneration",
+        TextClass::OfTextConfig,
+        true,
+    ),
     Wrapper {
         class: "Qwen2VLForConditionalGeneration",
         text: TextClass::Named("Qwen2ForCausalLM"),
@@ -229,42 +236,13 @@ const WRAPPERS: &[Wrapper] = &[
         beside: &[],
         tie_default: Some(false),
     },
-    Wrapper {
-        class: "Glm4vForConditionalGeneration",
-        text: TextClass::Named("Glm4ForCausalLM"),
-        prefixes: VISUAL,
-        towers: &["visual."],
-        tower_configs: &[VISION],
-        beside: &[],
-        tie_default: Some(false),
-    },
-    Wrapper {
-        class: "GlmOcrForConditionalGeneration",
-        text: TextClass::Named("Glm4ForCausalLM"),
-        prefixes: VISUAL,
-        towers: &["visual."],
-        tower_configs: &[VISION],
-        beside: &[],
-        tie_default: Some(false),
-    },
-    Wrapper {
-        class: "Qwen3_5ForConditionalGeneration",
-        text: TextClass::Named("Qwen3_5ForCausalLM"),
-        prefixes: VISUAL,
-        towers: &["visual."],
-        tower_configs: &[VISION],
-        beside: &[],
-        tie_default: Some(false),
-    },
-    Wrapper {
-        class: "Qwen3_5MoeForConditionalGeneration",
-        text: TextClass::Named("Qwen3_5MoeForCausalLM"),
-        prefixes: VISUAL,
-        towers: &["visual."],
-        tower_configs: &[VISION],
-        beside: &[],
-        tie_default: Some(false),
-    },
+    visual("Glm4vForConditionalGeneration", "Glm4ForCausalLM"),
+    visual("GlmOcrForConditionalGeneration", "Glm4ForCausalLM"),
+    visual("Qwen3_5ForConditionalGeneration", "Qwen3_5ForCausalLM"),
+    visual(
+        "Qwen3_5MoeForConditionalGeneration",
+        "Qwen3_5MoeForCausalLM",
+    ),
     Wrapper {
         class: "MiniCPMV4_6ForConditionalGeneration",
         text: TextClass::Named("Qwen3_5ForCausalLM"),
@@ -307,15 +285,7 @@ const WRAPPERS: &[Wrapper] = &[
         beside: &[],
         tie_default: Some(true),
     },
-    Wrapper {
-        class: "Qwen3VLForConditionalGeneration",
-        text: TextClass::Named("Qwen3ForCausalLM"),
-        prefixes: VISUAL,
-        towers: &["visual."],
-        tower_configs: &[VISION],
-        beside: &[],
-        tie_default: Some(false),
-    },
+    visual("Qwen3VLForConditionalGeneration", "Qwen3ForCausalLM"),
     Wrapper {
         class: "PaddleOCRVLForConditionalGeneration",
         text: TextClass::Named("Ernie4_5ForCausalLM"),
