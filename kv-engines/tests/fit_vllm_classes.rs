@@ -2681,3 +2681,26 @@ fn lagunas_router_bias_is_float32_whatever_the_served_dtype() {
     };
     assert_eq!(bytes(&with) - bytes(&without), 1_024);
 }
+
+#[test]
+fn gpt_j_with_no_heads_is_refused_not_divided_by() {
+    let (mut config, tensors) = gpt_j_small();
+    config["n_head"] = json!(0);
+    let why = loaded_weights(&config, &tensors, DType::BF16, 1).unwrap_err();
+    assert!(why.contains("positive `n_head`"), "{why}");
+}
+
+#[test]
+fn zero_sizes_under_the_older_keys_are_refused_not_divided_by() {
+    for tp in [1, 2] {
+        let (mut gpt2, tensors) = gpt2_small();
+        gpt2["n_head"] = json!(0);
+        assert!(loaded_weights(&gpt2, &tensors, DType::BF16, tp).is_err());
+        let (mut bloom, tensors) = bloom_small();
+        bloom["n_head"] = json!(0);
+        assert!(loaded_weights(&bloom, &tensors, DType::BF16, tp).is_err());
+        let (mut dbrx, tensors) = dbrx_small();
+        dbrx["attn_config"]["kv_n_heads"] = json!(0);
+        assert!(loaded_weights(&dbrx, &tensors, DType::BF16, tp).is_err());
+    }
+}

@@ -627,6 +627,11 @@ mod tests {
         );
         let (w2, _) = layout(2).share(&at("w2"), false).unwrap();
         assert_eq!(w2, "transformer.blocks.0.ffn.experts.w2_weight");
+        // DBRX's router is whole; a `layer` elsewhere is not known.
+        let router = tensor("transformer.blocks.0.ffn.router.layer.weight", &[4, 64]);
+        assert_eq!(layout(2).share(&router, false).unwrap().1, 4 * 64);
+        let other = tensor("transformer.blocks.0.ffn.layer.weight", &[4, 64]);
+        assert!(layout(2).share(&other, false).is_err());
         // Other names of the same shape are not DBRX's experts.
         for name in [
             "model.layers.0.ffn.experts.other.w1",

@@ -174,7 +174,7 @@ fn transformer_h_text(class: &str, text: &Value) -> Result<Value, String> {
             text.get(key)
                 .and_then(Value::as_u64)
                 .filter(|v| *v > 0)
-                .ok_or_else(|| format!("the config has no `{key}`"))
+                .ok_or_else(|| format!("the config has no positive `{key}`"))
         };
         let head = size("n_embd")? / size("n_head")?;
         let factor = size("rotary_dim")? as f64 / head as f64;
