@@ -602,7 +602,10 @@ impl LanguageModel {
 /// from ([`LanguageModel::config`]); a text-only config unchanged.
 pub fn language_model_config(config: &Value) -> Result<Value, String> {
     let Some(w) = wrapper(config) else {
-        if config.get("text_config").is_some() {
+        // A text class of kv's checked list is text-only, whatever its
+        // config nests (vLLM ignores the flag for it).
+        let text_only = super::CHECKED_ARCHITECTURES.contains(&architecture(config));
+        if config.get("text_config").is_some() && !text_only {
             return Err(format!(
                 "kv has not checked what vLLM's `{}` holds under --language-model-only \
                  (checked: {})",
@@ -758,6 +761,8 @@ mod tests {
         let t = [tensor("model.norm.weight")];
         let whole = LanguageModel::read(&llama, &t).unwrap();
         assert_eq!((whole.config, whole.tensors), (llama.clone(), t.to_vec()));
+        let nested = json!({"architectures": ["Llama4ForCausalLM"], "text_config": {}});
+        assert_eq!(language_model_config(&nested).unwrap(), nested);
         let other = json!({"architectures": ["FooForConditionalGeneration"], "text_config": {}});
         let e = language_model_config(&other).unwrap_err();
         assert!(e.contains("`FooForConditionalGeneration`"), "{e}");
