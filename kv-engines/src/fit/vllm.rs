@@ -19,96 +19,23 @@ use kv_core::DType;
 use serde::Serialize;
 use serde_json::Value;
 
-use super::config::{bias_refusal, checked_class, joined, layer_index, text_section};
+use super::config::{bias_refusal, checked_class, layer_index, text_section};
 use super::rotary::{
     gemma3_rotary_tables, gemma4_rotary_tables, inv_freq_elements, layer_types,
     minicpm3_table_shape, mla_rotary_table_shape, per_layer_type_rotary_tables, rotary_dim_unset,
     rotary_table_shape_or, scaled_rotary_table_shape,
 };
-use super::shard::{ShardingEngine, TpLayout, SHARDED_ARCHITECTURES};
+use super::shard::{ShardingEngine, TpLayout};
 use crate::estimate::format_gib;
 use crate::stored_tensor::StoredTensor;
 
+mod checked;
 mod gemma4;
 mod language_model;
 
+pub use checked::CHECKED_ARCHITECTURES;
+
 pub use language_model::{language_model_config, LanguageModel, LANGUAGE_MODEL_ONLY_ARCHITECTURES};
-
-/// The architectures whose model, built by vLLM 0.33's own class on the
-/// meta device, kv has checked holds exactly the checkpoint's tensors in the
-/// served dtype (the vocabulary padded to 64), its rotary table, and four
-/// float32 scales per attention layer (scripts/vllm/compare_weights_hf.py,
-/// on checkpoints written from transformers' own class for each config,
-/// at TP 1, 2, 4 and 8 and at PP 2 and 3). Beside that rule: the Gemmas
-/// hold a `normalizer` scalar (`GEMMA_NORMALIZER`) and Gemma 3 a table per
-/// layer type; the classes of `TRANSFORMERS_BACKEND` `inv_freq` buffers in place of the
-/// cos/sin cache; the latent-attention classes are `LATENT_ATTENTION`.
-/// Not here: HunYuan (transformers cannot build the shipped config to check
-/// it).
-pub const CHECKED_ARCHITECTURES: &[&str] =
-    &joined::<CHECKED_COUNT>(SHARDED_ARCHITECTURES, VLLM_ONLY_ARCHITECTURES);
-
-/// Of [`CHECKED_ARCHITECTURES`], those checked for vLLM only (SGLang's
-/// classes for them were not compared).
-const VLLM_ONLY_ARCHITECTURES: &[&str] = &[
-    "DeepseekV2ForCausalLM",
-    "DeepseekV3ForCausalLM",
-    "Ernie4_5ForCausalLM",
-    "Exaone4ForCausalLM",
-    "Gemma2ForCausalLM",
-    "Gemma3ForCausalLM",
-    "GlmForCausalLM",
-    "Glm4ForCausalLM",
-    "GPTNeoXForCausalLM",
-    "Olmo3ForCausalLM",
-    "PhiForCausalLM",
-    "Qwen3NextForCausalLM",
-    "SeedOssForCausalLM",
-    "SmolLM3ForCausalLM",
-    "StableLmForCausalLM",
-    "GraniteMoeHybridForCausalLM",
-    "JambaForCausalLM",
-    "Lfm2ForCausalLM",
-    "NemotronHForCausalLM",
-    "Glm4MoeForCausalLM",
-    "Cohere2MoeForCausalLM",
-    "ExaoneMoEForCausalLM",
-    "ExaoneMoeForCausalLM",
-    "FalconForCausalLM",
-    "GraniteMoeSharedForCausalLM",
-    "GraniteMoeSWAForCausalLM",
-    "GraniteSWAForCausalLM",
-    "HrmTextForCausalLM",
-    "HyperCLOVAXForCausalLM",
-    "IQuestCoderForCausalLM",
-    "InternLM3ForCausalLM",
-    "LLaMAForCausalLM",
-    "MiniCPM3ForCausalLM",
-    "TeleChat3ForCausalLM",
-    "Ernie4_5_MoeForCausalLM",
-    "Ministral3ForCausalLM",
-    "OPTForCausalLM",
-    "PhiMoEForCausalLM",
-    "FalconMambaForCausalLM",
-    "MambaForCausalLM",
-    "Mamba2ForCausalLM",
-    "GptOssForCausalLM",
-    "FalconH1ForCausalLM",
-    "AXK1ForCausalLM",
-    "Gemma4ForCausalLM",
-    "Qwen3_5ForCausalLM",
-    "Qwen3_5MoeForCausalLM",
-    "DeepseekV32ForCausalLM",
-    "GlmMoeDsaForCausalLM",
-    "ApertusForCausalLM",
-    "Gemma3nForCausalLM",
-    "LagunaForCausalLM",
-    "GPT2LMHeadModel",
-    "BloomForCausalLM",
-    "GPTJForCausalLM",
-    "DbrxForCausalLM",
-];
-const CHECKED_COUNT: usize = SHARDED_ARCHITECTURES.len() + VLLM_ONLY_ARCHITECTURES.len();
 
 /// GPT-2: its sizes under their own keys (`n_embd`, `n_layer`, ...), its
 /// `Conv1D` weights stored transposed, learned positions.

@@ -604,7 +604,7 @@ pub fn language_model_config(config: &Value) -> Result<Value, String> {
     let Some(w) = wrapper(config) else {
         // A text class of kv's checked list is text-only, whatever its
         // config nests (vLLM ignores the flag for it).
-        let text_only = super::CHECKED_ARCHITECTURES.contains(&architecture(config));
+        let text_only = super::checked::CHECKED_ARCHITECTURES.contains(&architecture(config));
         if config.get("text_config").is_some() && !text_only {
             return Err(format!(
                 "kv has not checked what vLLM's `{}` holds under --language-model-only \
