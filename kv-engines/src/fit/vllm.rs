@@ -110,22 +110,27 @@ fn transformer_h_text(class: &str, text: &Value) -> Result<Value, String> {
     Ok(named)
 }
 
-/// GPT-2's and BLOOM's tensors as their loaders name them: the original
-/// checkpoints' names gain `transformer.`, and the causal masks older GPT-2
-/// checkpoints store (`attn.bias`, `attn.masked_bias`), which it skips,
-/// are left out.
-fn gpt2_checkpoint(tensors: &[StoredTensor]) -> Vec<StoredTensor> {
-    tensors
-        .iter()
-        .filter(|t| !gpt2_mask(&t.name))
-        .map(|t| {
-            let mut t = t.clone();
-            if !t.name.starts_with("transformer.") && !t.name.starts_with("lm_head.") {
-                t.name = format!("transformer.{}", t.name);
-            }
-            t
-        })
-        .collect()
+/// The tensors of a [`TRANSFORMER_H`] class as its loader names them: the
+/// original checkpoints' names gain `transformer.`; and the bytes of the
+/// causal masks older GPT-2 and GPT-J checkpoints store (`attn.bias`,
+/// `attn.masked_bias`), which the loaders skip, left out.
+fn transformer_h_checkpoint(tensors: &[StoredTensor]) -> Result<(Vec<StoredTensor>, u64), String> {
+    let mut kept = Vec::with_capacity(tensors.len());
+    let mut masks = 0u64;
+    for tensor in tensors {
+        if gpt2_mask(&tensor.name) {
+            masks = masks
+                .checked_add(tensor.bytes)
+                .ok_or("the skipped tensors' bytes overflow u64")?;
+            continue;
+        }
+        let mut t = tensor.clone();
+        if !t.name.starts_with("transformer.") && !t.name.starts_with("lm_head.") {
+            t.name = format!("transformer.{}", t.name);
+        }
+        kept.push(t);
+    }
+    Ok((kept, masks))
 }
 
 /// A causal mask older GPT-2 checkpoints store.
@@ -467,6 +472,13 @@ impl VllmLoadedWeights {
     }
 }
 
+/// One element's bytes in the served dtype.
+fn served_width(dtype: DType) -> Result<u64, String> {
+    dtype
+        .bytes_for(1)
+        .map_err(|_| "the served dtype's width overflows".to_owned())
+}
+
 fn round_to_block(bytes: u64) -> Option<u64> {
     bytes.checked_next_multiple_of(BLOCK)
 }
@@ -497,9 +509,7 @@ pub fn loaded_language_model_on_stage(
         return Err(why);
     }
     let mut loaded = loaded_weights_on_stage(&model.config, &model.tensors, dtype, tp, stage)?;
-    let element = dtype
-        .bytes_for(1)
-        .map_err(|_| "the served dtype's width overflows".to_owned())?;
+    let element = served_width(dtype)?;
     for tensor in &model.beside {
         let bytes = tensor
             .shape
@@ -559,28 +569,16 @@ pub fn loaded_weights_on_stage(
         "scripts/vllm/loaded_weights.py",
     )?;
     let transformer_h = TRANSFORMER_H.contains(&class);
-    let gpt2_named;
-    let text = if transformer_h {
-        gpt2_named = transformer_h_text(class, text)?;
-        &gpt2_named
+    let (named_text, renamed);
+    let (text, tensors, masks) = if transformer_h {
+        named_text = transformer_h_text(class, text)?;
+        let masks;
+        (renamed, masks) = transformer_h_checkpoint(tensors)?;
+        (&named_text, &renamed[..], masks)
     } else {
-        text
+        (text, tensors, 0)
     };
-    let gpt2_tensors;
-    let (tensors, masks) = if transformer_h {
-        let masks = tensors
-            .iter()
-            .filter(|t| gpt2_mask(&t.name))
-            .try_fold(0u64, |sum, t| sum.checked_add(t.bytes))
-            .ok_or("the skipped tensors' bytes overflow u64")?;
-        gpt2_tensors = gpt2_checkpoint(tensors);
-        (&gpt2_tensors[..], masks)
-    } else {
-        (tensors, 0)
-    };
-    let element = dtype
-        .bytes_for(1)
-        .map_err(|_| "the served dtype's width overflows".to_owned())?;
+    let element = served_width(dtype)?;
     let count = |key: &str| {
         text.get(key)
             .and_then(Value::as_u64)
