@@ -2704,3 +2704,82 @@ fn zero_sizes_under_the_older_keys_are_refused_not_divided_by() {
         assert!(loaded_weights(&dbrx, &tensors, DType::BF16, tp).is_err());
     }
 }
+
+/// Beam, small (scripts/vllm/fit-configs/test-beam-small.json): 2 layers
+/// of width 64, 4 heads and 2 KV heads of 16 with an output gate and its
+/// bias a head, layer 0 dense (MLP 128), layer 1 of 4 experts (32 wide); a
+/// sliding layer (rope) and a full one (none); 32 positions. vLLM's own
+/// class gave 211,968 B at TP 1 and 113,664 B at TP 2.
+#[test]
+fn beam_keeps_its_router_and_rotary_table_in_float32() {
+    let config = json!({
+        "architectures": ["BeamForCausalLM"], "model_type": "beam", "hidden_size": 64,
+        "intermediate_size": 128, "moe_intermediate_size": 32, "num_hidden_layers": 2,
+        "num_attention_heads": 4, "num_key_value_heads": 2, "head_dim": 16,
+        "num_experts": 4, "num_experts_per_tok": 2, "vocab_size": 128,
+        "max_position_embeddings": 32, "sliding_window": 16,
+        "layer_types": ["sliding_attention", "full_attention"],
+        "mlp_layer_types": ["dense", "sparse"],
+        "rope_parameters": {"sliding_attention": {"rope_type": "default", "rope_theta": 10000.0},
+                            "full_attention": null},
+        "tie_word_embeddings": false, "torch_dtype": "bfloat16",
+    });
+    let mut tensors = vec![
+        bf16("model.embed_tokens.weight", &[128, 64]),
+        bf16("model.norm.weight", &[64]),
+        bf16("lm_head.weight", &[128, 64]),
+        bf16("model.layers.0.mlp.gate_proj.weight", &[128, 64]),
+        bf16("model.layers.0.mlp.up_proj.weight", &[128, 64]),
+        bf16("model.layers.0.mlp.down_proj.weight", &[64, 128]),
+        bf16("model.layers.1.mlp.experts.gate_up_proj", &[4, 64, 64]),
+        bf16("model.layers.1.mlp.experts.down_proj", &[4, 64, 32]),
+        bf16("model.layers.1.mlp.gate.weight", &[4, 64]),
+        bf16("model.layers.1.mlp.gate.e_score_correction_bias", &[4]),
+    ];
+    for layer in 0..2 {
+        let at = |part: &str| format!("model.layers.{layer}.{part}");
+        for (name, shape) in [
+            ("self_attn.q_proj.weight", &[64, 64][..]),
+            ("self_attn.k_proj.weight", &[32, 64]),
+            ("self_attn.v_proj.weight", &[32, 64]),
+            ("self_attn.gate_proj.weight", &[64, 64]),
+            ("self_attn.gate_bias", &[4]),
+            ("self_attn.o_proj.weight", &[64, 64]),
+            ("self_attn.q_norm.weight", &[16]),
+            ("self_attn.k_norm.weight", &[16]),
+            ("input_layernorm.weight", &[64]),
+            ("post_attention_layernorm.weight", &[64]),
+            ("pre_feedforward_layernorm.weight", &[64]),
+            ("post_feedforward_layernorm.weight", &[64]),
+        ] {
+            tensors.push(bf16(&at(name), shape));
+        }
+    }
+    // A layer's attention at TP 1: qkv 16,384, the output gate 8,192,
+    // o_proj 8,192, the gate's bias 512, q and k norms 1,024, four norms
+    // 2,048: 36,352. Layer 0's MLP 32,768 + 16,384; layer 1's experts
+    // 32,768 + 16,384, the router in float32 4 x 64 x 4 = 1,024, its bias
+    // 16 B -> 512. Embedding and head 16,384 each, the norm 512. The table
+    // in float32, 32 x 16 x 4 = 2,048; the scales 2,048 a layer.
+    let held = loaded_weights(&config, &tensors, DType::BF16, 1).unwrap();
+    assert_eq!(
+        held.tensor_bytes,
+        2 * 36_352 + 49_152 + 50_688 + 2 * 16_384 + 512
+    );
+    assert_eq!(held.rotary_bytes, 2_048);
+    assert_eq!(held.total(), Some(211_968));
+    // TP 2: a layer's attention qkv 8,192, the gate 4,096, o_proj 4,096,
+    // the gate's bias (2 heads) 512, the norms 3,072: 19,968. The dense MLP
+    // 24,576; the experts 16,384 + 8,192, the router and bias whole 1,536.
+    let held = loaded_weights(&config, &tensors, DType::BF16, 2).unwrap();
+    assert_eq!(
+        held.tensor_bytes,
+        2 * 19_968 + 24_576 + 26_112 + 2 * 8_192 + 512
+    );
+    assert_eq!(held.total(), Some(113_664));
+    let stage = PipelineStage {
+        stages: 2,
+        index: 0,
+    };
+    assert!(loaded_weights_on_stage(&config, &tensors, DType::BF16, 1, stage).is_err());
+}

@@ -41,7 +41,7 @@ CLASSES = {
     "AXK1ForCausalLM", "Gemma4ForCausalLM", "Qwen3_5ForCausalLM", "Qwen3_5MoeForCausalLM",
     "DeepseekV32ForCausalLM", "GlmMoeDsaForCausalLM", "ApertusForCausalLM", "Gemma3nForCausalLM",
     "LagunaForCausalLM", "GPT2LMHeadModel", "BloomForCausalLM", "GPTJForCausalLM",
-    "DbrxForCausalLM",
+    "DbrxForCausalLM", "BeamForCausalLM",
     "GraniteMoeForCausalLM", "HunYuanDenseV1ForCausalLM", "Llama4ForCausalLM",
     "LlamaForCausalLM", "MistralForCausalLM", "MixtralForCausalLM", "OlmoForCausalLM",
     "Olmo2ForCausalLM", "OlmoeForCausalLM", "Phi3ForCausalLM", "Qwen2ForCausalLM",

@@ -283,8 +283,9 @@ impl TpLayout {
         // heads; its convolution and projections as below. A Mamba mixer's
         // tensors of the same names are split otherwise (its groups may be
         // replicated), which kv has not checked: refused above TP 1.
-        // Attention sinks: a value per head, split with the heads.
-        if param == "sinks" {
+        // Attention sinks: a value per head, split with the heads; Beam's
+        // output-gate bias alike.
+        if param == "sinks" || (param == "gate_bias" && layer == "self_attn") {
             let heads = self.heads(name)?.heads;
             divide(engine, heads, attn_tp)?;
             divide(engine, elements, attn_tp)?;

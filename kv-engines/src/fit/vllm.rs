@@ -138,6 +138,10 @@ fn gpt2_mask(name: &str) -> bool {
     name.ends_with(".attn.bias") || name.ends_with(".attn.masked_bias")
 }
 
+/// Beam (vllm/models/beam): its router's weight and correction bias and
+/// its rotary table in float32, as vLLM's class built on meta holds them.
+const BEAM: &str = "BeamForCausalLM";
+
 /// Laguna: a rope per layer type, a float32 router correction bias.
 const LAGUNA: &str = "LagunaForCausalLM";
 
@@ -568,6 +572,13 @@ pub fn loaded_weights_on_stage(
         "vLLM",
         "scripts/vllm/loaded_weights.py",
     )?;
+    if class == BEAM && stage.stages > 1 {
+        // Its full-attention layers have no rope: a stage of those alone
+        // would hold no table, a placement kv has not checked.
+        return Err(format!(
+            "kv has not checked what vLLM's `{class}` holds on each stage of a pipeline"
+        ));
+    }
     let transformer_h = TRANSFORMER_H.contains(&class);
     let (named_text, renamed);
     let (text, tensors, masks) = if transformer_h {
@@ -767,7 +778,7 @@ pub fn loaded_weights_on_stage(
         }
         // GLM-4.5's and ERNIE 4.5 MoE's router: weight and correction bias
         // both float32 (ERNIE's bias stored as `moe_statics.…`, [1, E]).
-        let glm_router = (glm_moe || ernie_moe)
+        let glm_router = (glm_moe || ernie_moe || class == BEAM)
             && (name.ends_with(".mlp.gate.weight")
                 || (name.contains(".mlp.") && name.ends_with(".e_score_correction_bias")));
         let indexer_norm = SPARSE_INDEXER.contains(&class) && name.contains(".indexer.k_norm.");
@@ -876,7 +887,7 @@ pub fn loaded_weights_on_stage(
             vec![scaled_rotary_table_shape(text)?]
         };
         // gpt_oss.py asks get_rope for a float32 table.
-        let width = if class == "GptOssForCausalLM" {
+        let width = if class == "GptOssForCausalLM" || class == BEAM {
             4
         } else {
             element

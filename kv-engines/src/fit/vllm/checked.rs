@@ -77,5 +77,6 @@ const VLLM_ONLY_ARCHITECTURES: &[&str] = &[
     "BloomForCausalLM",
     "GPTJForCausalLM",
     "DbrxForCausalLM",
+    "BeamForCausalLM",
 ];
 const CHECKED_COUNT: usize = SHARDED_ARCHITECTURES.len() + VLLM_ONLY_ARCHITECTURES.len();
