@@ -649,6 +649,14 @@ mod tests {
     }
 
     #[test]
+    fn beams_gate_bias_splits_with_the_heads_only_in_attention() {
+        let bias = tensor("model.layers.0.self_attn.gate_bias", &[4]);
+        assert_eq!(layout(2).share(&bias, false).unwrap().1, 2);
+        let elsewhere = tensor("model.layers.0.mlp.gate_bias", &[4]);
+        assert!(layout(2).share(&elsewhere, false).is_err());
+    }
+
+    #[test]
     fn a_g_proj_outside_attention_is_not_split_as_a_head_gate() {
         let gate = tensor("model.layers.0.self_attn.g_proj.weight", &[4, 64]);
         assert_eq!(layout(2).share(&gate, false).unwrap().1, 2 * 64);
