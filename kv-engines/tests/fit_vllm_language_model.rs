@@ -233,3 +233,14 @@ fn gemma_3s_wrapper_ties_its_head_as_transformers_defaults_it() {
     );
     assert_eq!(held.total(), Some(3_691_520));
 }
+
+#[test]
+fn a_quantized_multimodal_checkpoint_is_refused_as_its_text_class_would_be() {
+    // The wrapper's `quantization_config` (an AWQ Qwen2.5-VL's, say) stands
+    // for its text model too: kv has not checked vLLM's quantized layouts.
+    let (mut config, tensors) = llava_next();
+    config["quantization_config"] = json!({"quant_method": "awq", "bits": 4});
+    let model = LanguageModel::read(&config, &tensors).unwrap();
+    let why = loaded_language_model_on_stage(&model, DType::BF16, 1, WHOLE).unwrap_err();
+    assert!(why.contains("quantized checkpoint"), "{why}");
+}

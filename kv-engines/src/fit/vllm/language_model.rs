@@ -644,7 +644,9 @@ pub fn language_model_config(config: &Value) -> Result<Value, String> {
     if let Some(tie) = tie {
         fields.insert("tie_word_embeddings".into(), Value::Bool(tie));
     }
-    for key in ["torch_dtype", "dtype"] {
+    // The wrapper's dtype and quantization apply to its text model too (a
+    // quantized checkpoint is then refused as the text class's would be).
+    for key in ["torch_dtype", "dtype", "quantization_config"] {
         if let (false, Some(v)) = (fields.contains_key(key), config.get(key)) {
             fields.insert(key.into(), v.clone());
         }
@@ -724,6 +726,10 @@ mod tests {
         let by_type = language_model_config(&llava(json!({"model_type": "llama"}))).unwrap();
         assert_eq!(by_type["architectures"], json!(["LlamaForCausalLM"]));
         assert_eq!(by_type["torch_dtype"], json!("float16"));
+        let mut quantized = llava(json!({"model_type": "llama"}));
+        quantized["quantization_config"] = json!({"quant_method": "awq"});
+        let text = language_model_config(&quantized).unwrap();
+        assert_eq!(text["quantization_config"]["quant_method"], json!("awq"));
         let e = language_model_config(&llava(json!({"model_type": "phi3"}))).unwrap_err();
         assert!(e.contains("`phi3`") && e.contains("`llama`"), "{e}");
         let e = language_model_config(&llava(json!({}))).unwrap_err();
