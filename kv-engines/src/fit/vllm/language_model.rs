@@ -21,6 +21,7 @@ enum TextClass {
 }
 
 /// One multimodal class kv has checked under `--language-model-only`.
+#[derive(Clone, Copy)]
 struct Wrapper {
     class: &'static str,
     text: TextClass,
@@ -100,6 +101,13 @@ const LLAVA_TOWERS: &[&str] = &["vision_tower.", "multi_modal_projector.", "imag
 /// `--language-model-only` too.
 const LLAVA_NEXT_TOWERS: &[&str] = &["vision_tower.", "multi_modal_projector."];
 
+impl Wrapper {
+    /// The same wrapper under another class's name.
+    const fn named(self, class: &'static str) -> Wrapper {
+        Wrapper { class, ..self }
+    }
+}
+
 /// A LLaVA-style wrapper: llava.py's names, a vision tower and projector.
 const fn llava(class: &'static str, text: TextClass, tie_default: bool) -> Wrapper {
     Wrapper {
@@ -127,21 +135,84 @@ const fn visual(class: &'static str, text: &'static str) -> Wrapper {
     }
 }
 
+/// LLaVA-NeXT's, LLaVA-OneVision's too.
+const LLAVA_NEXT: Wrapper = Wrapper {
+    class: "LlavaNextForConditionalGeneration",
+    text: TextClass::OfTextConfig,
+    prefixes: LLAVA,
+    towers: LLAVA_NEXT_TOWERS,
+    tower_configs: &[VISION],
+    beside: &["image_newline"],
+    tie_default: Some(false),
+};
+
+/// Qwen2-VL's, Qwen2.5-VL's too.
+const QWEN2_VL_WRAPPER: Wrapper = Wrapper {
+    class: "Qwen2VLForConditionalGeneration",
+    text: TextClass::Named("Qwen2ForCausalLM"),
+    prefixes: QWEN2_VL,
+    towers: &["visual."],
+    tower_configs: &[VISION],
+    beside: &[],
+    tie_default: Some(false),
+};
+
+/// MiniCPM-V 4.6's, 4.7's too.
+const MINICPMV_4_6: Wrapper = Wrapper {
+    class: "MiniCPMV4_6ForConditionalGeneration",
+    text: TextClass::Named("Qwen3_5ForCausalLM"),
+    prefixes: MINICPMV,
+    towers: &["vpm.", "vit_merger.", "merger."],
+    tower_configs: &[VISION],
+    beside: &[],
+    tie_default: Some(false),
+};
+
+/// Idefics3's, SmolVLM's too.
+const IDEFICS3_WRAPPER: Wrapper = Wrapper {
+    class: "Idefics3ForConditionalGeneration",
+    text: TextClass::Named("LlamaForCausalLM"),
+    prefixes: IDEFICS3,
+    towers: &["model.vision_model.", "model.connector."],
+    tower_configs: &[VISION],
+    beside: &[],
+    // idefics3.py builds its text model itself, and ties its head as
+    // `text_config` says.
+    tie_default: None,
+};
+
+/// Qwen2-Audio's, AudioFlamingo3's too.
+const QWEN2_AUDIO: Wrapper = Wrapper {
+    class: "Qwen2AudioForConditionalGeneration",
+    text: TextClass::Named("Qwen2ForCausalLM"),
+    prefixes: &[],
+    towers: AUDIO_TOWERS,
+    // vLLM builds its audio tower at TP 8 with 20 heads: not split.
+    tower_configs: &[],
+    beside: &[],
+    tie_default: None,
+};
+
+/// Granite Speech's, Granite Speech Plus's too.
+const GRANITE_SPEECH_WRAPPER: Wrapper = Wrapper {
+    class: "GraniteSpeechForConditionalGeneration",
+    text: TextClass::OfTextConfig,
+    prefixes: GRANITE_SPEECH,
+    towers: &["encoder.", "projector."],
+    // Its encoder's CTC output is column-parallel (granite_speech.py);
+    // vLLM builds it at TP 4 and 8 with 8 heads.
+    tower_configs: &[("encoder_config", &["output_dim"], &[])],
+    beside: &[],
+    tie_default: Some(true),
+};
+
 const WRAPPERS: &[Wrapper] = &[
     llava(
         "LlavaForConditionalGeneration",
         TextClass::OfTextConfig,
         false,
     ),
-    Wrapper {
-        class: "LlavaNextForConditionalGeneration",
-        text: TextClass::OfTextConfig,
-        prefixes: LLAVA,
-        towers: LLAVA_NEXT_TOWERS,
-        tower_configs: &[VISION],
-        beside: &["image_newline"],
-        tie_default: Some(false),
-    },
+    LLAVA_NEXT,
     Wrapper {
         class: "LlavaNextVideoForConditionalGeneration",
         text: TextClass::OfTextConfig,
@@ -156,15 +227,7 @@ const WRAPPERS: &[Wrapper] = &[
         beside: &[],
         tie_default: Some(false),
     },
-    Wrapper {
-        class: "LlavaOnevisionForConditionalGeneration",
-        text: TextClass::OfTextConfig,
-        prefixes: LLAVA,
-        towers: LLAVA_NEXT_TOWERS,
-        tower_configs: &[VISION],
-        beside: &["image_newline"],
-        tie_default: Some(false),
-    },
+    LLAVA_NEXT.named("LlavaOnevisionForConditionalGeneration"),
     llava(
         "PaliGemmaForConditionalGeneration",
         TextClass::OfTextConfig,
@@ -203,24 +266,8 @@ const WRAPPERS: &[Wrapper] = &[
         TextClass::OfTextConfig,
         true,
     ),
-    Wrapper {
-        class: "Qwen2VLForConditionalGeneration",
-        text: TextClass::Named("Qwen2ForCausalLM"),
-        prefixes: QWEN2_VL,
-        towers: &["visual."],
-        tower_configs: &[VISION],
-        beside: &[],
-        tie_default: Some(false),
-    },
-    Wrapper {
-        class: "Qwen2_5_VLForConditionalGeneration",
-        text: TextClass::Named("Qwen2ForCausalLM"),
-        prefixes: QWEN2_VL,
-        towers: &["visual."],
-        tower_configs: &[VISION],
-        beside: &[],
-        tie_default: Some(false),
-    },
+    QWEN2_VL_WRAPPER,
+    QWEN2_VL_WRAPPER.named("Qwen2_5_VLForConditionalGeneration"),
     Wrapper {
         class: "Exaone4_5_ForConditionalGeneration",
         text: TextClass::Named("Exaone4ForCausalLM"),
@@ -243,24 +290,8 @@ const WRAPPERS: &[Wrapper] = &[
         "Qwen3_5MoeForConditionalGeneration",
         "Qwen3_5MoeForCausalLM",
     ),
-    Wrapper {
-        class: "MiniCPMV4_6ForConditionalGeneration",
-        text: TextClass::Named("Qwen3_5ForCausalLM"),
-        prefixes: MINICPMV,
-        towers: &["vpm.", "vit_merger.", "merger."],
-        tower_configs: &[VISION],
-        beside: &[],
-        tie_default: Some(false),
-    },
-    Wrapper {
-        class: "MiniCPMV4_7ForConditionalGeneration",
-        text: TextClass::Named("Qwen3_5ForCausalLM"),
-        prefixes: MINICPMV,
-        towers: &["vpm.", "vit_merger.", "merger."],
-        tower_configs: &[VISION],
-        beside: &[],
-        tie_default: Some(false),
-    },
+    MINICPMV_4_6,
+    MINICPMV_4_6.named("MiniCPMV4_7ForConditionalGeneration"),
     Wrapper {
         class: "Gemma4ForConditionalGeneration",
         text: TextClass::Named("Gemma4ForCausalLM"),
@@ -317,46 +348,10 @@ const WRAPPERS: &[Wrapper] = &[
         beside: &["query_tokens"],
         tie_default: None,
     },
-    Wrapper {
-        class: "Idefics3ForConditionalGeneration",
-        text: TextClass::Named("LlamaForCausalLM"),
-        prefixes: IDEFICS3,
-        towers: &["model.vision_model.", "model.connector."],
-        tower_configs: &[VISION],
-        beside: &[],
-        // idefics3.py builds its text model itself, and ties its head as
-        // `text_config` says.
-        tie_default: None,
-    },
-    Wrapper {
-        class: "SmolVLMForConditionalGeneration",
-        text: TextClass::Named("LlamaForCausalLM"),
-        prefixes: IDEFICS3,
-        towers: &["model.vision_model.", "model.connector."],
-        tower_configs: &[VISION],
-        beside: &[],
-        tie_default: None,
-    },
-    Wrapper {
-        class: "Qwen2AudioForConditionalGeneration",
-        text: TextClass::Named("Qwen2ForCausalLM"),
-        prefixes: &[],
-        towers: AUDIO_TOWERS,
-        // vLLM builds its audio tower at TP 8 with 20 heads: not split.
-        tower_configs: &[],
-        beside: &[],
-        tie_default: None,
-    },
-    Wrapper {
-        class: "AudioFlamingo3ForConditionalGeneration",
-        text: TextClass::Named("Qwen2ForCausalLM"),
-        prefixes: &[],
-        towers: AUDIO_TOWERS,
-        // vLLM builds its audio tower at TP 8 with 20 heads: not split.
-        tower_configs: &[],
-        beside: &[],
-        tie_default: None,
-    },
+    IDEFICS3_WRAPPER,
+    IDEFICS3_WRAPPER.named("SmolVLMForConditionalGeneration"),
+    QWEN2_AUDIO,
+    QWEN2_AUDIO.named("AudioFlamingo3ForConditionalGeneration"),
     Wrapper {
         class: "GlmAsrForConditionalGeneration",
         text: TextClass::Named("LlamaForCausalLM"),
@@ -366,28 +361,8 @@ const WRAPPERS: &[Wrapper] = &[
         beside: &[],
         tie_default: Some(true),
     },
-    Wrapper {
-        class: "GraniteSpeechForConditionalGeneration",
-        text: TextClass::OfTextConfig,
-        prefixes: GRANITE_SPEECH,
-        towers: &["encoder.", "projector."],
-        // Its encoder's CTC output is column-parallel (granite_speech.py);
-        // vLLM builds it at TP 4 and 8 with 8 heads.
-        tower_configs: &[("encoder_config", &["output_dim"], &[])],
-        beside: &[],
-        tie_default: Some(true),
-    },
-    Wrapper {
-        class: "GraniteSpeechPlusForConditionalGeneration",
-        text: TextClass::OfTextConfig,
-        prefixes: GRANITE_SPEECH,
-        towers: &["encoder.", "projector."],
-        // Its encoder's CTC output is column-parallel (granite_speech.py);
-        // vLLM builds it at TP 4 and 8 with 8 heads.
-        tower_configs: &[("encoder_config", &["output_dim"], &[])],
-        beside: &[],
-        tie_default: Some(true),
-    },
+    GRANITE_SPEECH_WRAPPER,
+    GRANITE_SPEECH_WRAPPER.named("GraniteSpeechPlusForConditionalGeneration"),
 ];
 
 /// Idefics3's and SmolVLM's names, which vLLM loads as they are: the text
