@@ -7,7 +7,9 @@ returning the given budget. Not run by CI.
 
 CASES.json is a list of {"config": PATH, "budget": BYTES, "tp": N, "dp": N,
 "kv_cache_dtype": "auto", "max_running_requests": N, "max_total_tokens": N}
-(the last two optional); one JSON object per case is printed on stdout:
+(the last two optional; in place of "budget", "avail_before_gb",
+"avail_after_gb" and "mem_fraction_static": SGLang's free memory before and
+after loading the weights, and the fraction it holds back of the first); one JSON object per case is printed on stdout:
 the pool figures and SGLang's own log lines from its memory pools (logger
 INFO), or the error it raised. One process runs every case, since importing
 SGLang takes about 20 s.
@@ -239,8 +241,18 @@ _STAGE = None
 def run_case(case, lines):
     global _STAGE
     _STAGE = "server_args"
-    budget = int(case["budget"])
-    kvc_mod.get_available_gpu_memory = lambda *a, **k: budget / GIB
+    # Either the pool budget itself (free memory after loading, nothing
+    # held back), or the two free-memory figures SGLang logs around
+    # loading, in GB, which its configurator turns into the budget with
+    # mem_fraction_static.
+    if "avail_before_gb" in case:
+        pre_model_load_memory = float(case["avail_before_gb"])
+        after = float(case["avail_after_gb"])
+        kvc_mod.get_available_gpu_memory = lambda *a, **k: after
+    else:
+        pre_model_load_memory = 0
+        budget = int(case["budget"])
+        kvc_mod.get_available_gpu_memory = lambda *a, **k: budget / GIB
     tmp = tempfile.mkdtemp()
     try:
         shutil.copy(case["config"], os.path.join(tmp, "config.json"))
@@ -254,6 +266,8 @@ def run_case(case, lines):
         for key in ("max_running_requests", "max_total_tokens"):
             if case.get(key) is not None:
                 kwargs[key] = int(case[key])
+        if case.get("mem_fraction_static") is not None:
+            kwargs["mem_fraction_static"] = float(case["mem_fraction_static"])
         if dp > 1:
             kwargs.update(dp_size=dp, enable_dp_attention=True)
         sa = ServerArgs(**kwargs)
@@ -303,7 +317,7 @@ def run_case(case, lines):
             memory_pool_config=None,
         )
         try:
-            result = configurator.configure(pre_model_load_memory=0)
+            result = configurator.configure(pre_model_load_memory=pre_model_load_memory)
         except Exception as error:
             # The pools' refusal is the result; the build is still tried.
             if case.get("build"):

@@ -292,9 +292,12 @@ impl TpLayout {
             return Ok((name.to_owned(), elements / attn_tp));
         }
         let deltanet = parent.ends_with("linear_attn") || layer == "linear_attn";
+        // Gated DeltaNet is attention: under SGLang's DP attention it splits
+        // over the attention group (qwen3_next.py, `parallel_group="attn_tp"`).
+        let in_tp = if deltanet { attn_tp } else { tp };
         if deltanet && matches!(param, "A_log" | "dt_bias") {
-            divide(engine, rows, tp)?;
-            return Ok((name.to_owned(), elements / tp));
+            divide(engine, rows, attn_tp)?;
+            return Ok((name.to_owned(), elements / attn_tp));
         }
         // A plain Mamba mixer (Mamba, Falcon-Mamba: mamba_mixer.py) has no
         // groups: every tensor split by its intermediate rows, the
@@ -457,12 +460,12 @@ impl TpLayout {
             // Qwen3.5's Gated DeltaNet ships its projections apart; vLLM
             // fuses them (qwen3_5.py's mapper), each column-parallel.
             "in_proj_qkv" | "in_proj_z" if deltanet => {
-                divide(engine, rows, tp)?;
-                (merged("in_proj_qkvz"), elements / tp)
+                divide(engine, rows, attn_tp)?;
+                (merged("in_proj_qkvz"), elements / attn_tp)
             }
             "in_proj_a" | "in_proj_b" if deltanet => {
-                divide(engine, rows, tp)?;
-                (merged("in_proj_ba"), elements / tp)
+                divide(engine, rows, attn_tp)?;
+                (merged("in_proj_ba"), elements / attn_tp)
             }
             // Phi's and Starcoder2's MLP, Gated DeltaNet's projections
             // into its heads and its convolution, and vLLM's Gemma 4
@@ -474,13 +477,13 @@ impl TpLayout {
             | "in_proj_ba"
             | "conv1d"
             | "per_layer_model_projection" => {
-                divide(engine, rows, tp)?;
-                (name.to_owned(), elements / tp)
+                divide(engine, rows, in_tp)?;
+                (name.to_owned(), elements / in_tp)
             }
             "fc2" | "c_proj" | "out_proj" if param == "weight" => {
                 let columns = tensor.shape.get(1).copied().unwrap_or(1);
-                divide(engine, columns, tp)?;
-                (name.to_owned(), elements / tp)
+                divide(engine, columns, in_tp)?;
+                (name.to_owned(), elements / in_tp)
             }
             "o_proj" | "dense" if param == "weight" => {
                 let columns = tensor.shape.get(1).copied().unwrap_or(1);

@@ -45,16 +45,22 @@ const SGLANG_ONLY_ARCHITECTURES: &[&str] = &[
 const SHARDED_COUNT: usize = SHARDED_ARCHITECTURES.len() + SGLANG_ONLY_ARCHITECTURES.len();
 
 /// Of [`CHECKED_ARCHITECTURES`], the classes whose SGLang 0.5.23 model splits
-/// its attention over `tp / dp` ranks under DP attention
-/// (`get_attention_tp_size`), checked on its own classes built on meta
-/// (scripts/sglang/compare_weights_tp.py and compare_weights_hf.py `--dp`);
-/// the others split it over all of `tp` whatever `--dp`, which kv refuses
-/// rather than guess their pools.
+/// its attention (Qwen3-Next's Gated DeltaNet too) over `tp / dp` ranks
+/// under DP attention (`get_attention_tp_size`), checked on its own classes
+/// built on meta (scripts/sglang/compare_weights_tp.py and
+/// compare_weights_hf.py `--dp`); the others split it over all of `tp`
+/// whatever `--dp`, which kv refuses rather than guess their pools.
 const DP_ATTENTION_ARCHITECTURES: &[&str] = &[
     "Qwen3ForCausalLM",
     "Qwen3MoeForCausalLM",
     "Qwen2MoeForCausalLM",
     "Llama4ForCausalLM",
+    "GptOssForCausalLM",
+    "Glm4MoeForCausalLM",
+    "PhiMoEForCausalLM",
+    "Qwen3NextForCausalLM",
+    "DeepseekV2ForCausalLM",
+    "DeepseekV3ForCausalLM",
 ];
 
 /// Of [`CHECKED_ARCHITECTURES`], those checked at TP 1 only: HunYuan's
@@ -193,6 +199,40 @@ pub fn loaded_weights_with_dp_attention(
              splits attention over tp / dp ranks)"
         ));
     }
+    let attn_tp = tp / dp;
+    if class == "PhiMoEForCausalLM" && 1 < attn_tp && attn_tp < tp {
+        // phimoe.py's attention all-reduces over all of tp
+        // (`reject_attn_tp_shard_with_tp_reduce`, layers/dp_attention.py).
+        return Err(format!(
+            "SGLang refuses: ValueError: PhiMoEAttention shards over the attention TP group \
+             ({attn_tp} ranks) but all-reduces over the full TP group ({tp} ranks), so it does \
+             not support --attn-dp-size {dp} yet. Use --attn-dp-size equal to --tp-size, or \
+             drop --attn-dp-size {dp}."
+        ));
+    }
+    // The mixture-of-experts blocks that refuse more ranks than experts
+    // (glm4_moe.py, deepseek_v2.py, qwen2_moe.py, which Qwen3-Next's
+    // layers use, and qwen3_moe.py).
+    let experts_key = match class {
+        "Glm4MoeForCausalLM" | "DeepseekV2ForCausalLM" | "DeepseekV3ForCausalLM" => {
+            Some("n_routed_experts")
+        }
+        "Qwen2MoeForCausalLM" | "Qwen3MoeForCausalLM" | "Qwen3NextForCausalLM" => {
+            Some("num_experts")
+        }
+        _ => None,
+    };
+    if let Some(experts) = experts_key
+        .and_then(|key| text.get(key))
+        .and_then(Value::as_u64)
+    {
+        if tp > experts {
+            return Err(format!(
+                "SGLang refuses: ValueError: Tensor parallel size {tp} is greater than the \
+                 number of experts {experts}."
+            ));
+        }
+    }
     if class == "PhiMoEForCausalLM"
         && text.get("lm_head_bias").and_then(Value::as_bool) != Some(true)
     {
@@ -222,6 +262,17 @@ pub fn loaded_weights_with_dp_attention(
                 .into(),
         );
     }
+    if class == "Qwen3NextForCausalLM" && text.get("full_attention_interval").is_none() {
+        // SGLang's own Qwen3NextConfig (configs/qwen3_next.py) places the
+        // full-attention layers by it alone (`layers_block_type`), and the
+        // model reads that when it is built; `layer_types` is not read.
+        return Err(
+            "SGLang would not start: AttributeError: 'Qwen3NextConfig' object has no attribute \
+             'full_attention_interval' (SGLang's Qwen3-Next config places its attention layers \
+             by it; give it as the published configs do)"
+                .into(),
+        );
+    }
     let latent = matches!(class, "DeepseekV2ForCausalLM" | "DeepseekV3ForCausalLM");
     if latent && text.get("moe_layer_freq").is_none_or(Value::is_null) {
         // deepseek_v2.py reads it; transformers 5's DeepSeek config classes
@@ -237,7 +288,7 @@ pub fn loaded_weights_with_dp_attention(
             }
         ));
     }
-    let layout = TpLayout::new(text, tp, ShardingEngine::Sglang)?.with_attention_tp(tp / dp)?;
+    let layout = TpLayout::new(text, tp, ShardingEngine::Sglang)?.with_attention_tp(attn_tp)?;
     let layer_count = text.get("num_hidden_layers").and_then(Value::as_u64);
     let glm_moe = class == "Glm4MoeForCausalLM";
     // DeepSeek's loader skips layers past the config's when it has MTP
@@ -354,9 +405,8 @@ pub fn loaded_weights_with_dp_attention(
                 .ok_or("the buffers' bytes overflow u64")?;
         }
         if latent && name.ends_with(".self_attn.kv_b_proj.weight") {
-            // DeepSeek is refused under DP attention above: its attention
-            // splits over all of tp.
-            let copies = latent_copies(text, tensor, bytes, tp)?;
+            // Split with the heads: over the attention group.
+            let copies = latent_copies(text, tensor, bytes, attn_tp)?;
             other_tensor_bytes = other_tensor_bytes
                 .checked_add(copies)
                 .ok_or("the other tensors' bytes overflow u64")?;
