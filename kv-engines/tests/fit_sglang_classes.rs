@@ -634,3 +634,193 @@ fn nemotron_h_keeps_its_decay_in_float32_and_no_table() {
         40 * 16 * 4
     );
 }
+
+/// scripts/vllm/fit-configs/test-gemma-2-small.json: hidden 64, 4 heads of
+/// 16, 2 KV heads, 2 layers, an MLP of 32, 128 words, 40 positions.
+fn gemma2_config() -> Value {
+    serde_json::from_str(include_str!(
+        "../../scripts/vllm/fit-configs/test-gemma-2-small.json"
+    ))
+    .unwrap()
+}
+
+fn gemma2_checkpoint() -> Vec<StoredTensor> {
+    let mut tensors = vec![
+        bf16("model.embed_tokens.weight", &[128, 64]),
+        bf16("model.norm.weight", &[64]),
+    ];
+    for layer in 0..2 {
+        let at = |part: &str| format!("model.layers.{layer}.{part}");
+        tensors.extend([
+            bf16(&at("self_attn.q_proj.weight"), &[64, 64]),
+            bf16(&at("self_attn.k_proj.weight"), &[32, 64]),
+            bf16(&at("self_attn.v_proj.weight"), &[32, 64]),
+            bf16(&at("self_attn.o_proj.weight"), &[64, 64]),
+            bf16(&at("mlp.gate_proj.weight"), &[32, 64]),
+            bf16(&at("mlp.up_proj.weight"), &[32, 64]),
+            bf16(&at("mlp.down_proj.weight"), &[64, 32]),
+            bf16(&at("input_layernorm.weight"), &[64]),
+            bf16(&at("post_attention_layernorm.weight"), &[64]),
+            bf16(&at("pre_feedforward_layernorm.weight"), &[64]),
+            bf16(&at("post_feedforward_layernorm.weight"), &[64]),
+        ]);
+    }
+    tensors
+}
+
+#[test]
+fn gemma_2_keeps_a_gemma_weight_beside_each_norm_and_its_embedding_scale() {
+    let (config, tensors) = (gemma2_config(), gemma2_checkpoint());
+    // TP 1, a layer: q 8,192, k and v 4,096 each, o 8,192, gate, up and
+    // down 4,096 each, four norms 512: 37,376. The embedding 16,384 (128
+    // words, a multiple of 64), the norm 128.
+    let held = loaded_weights(&config, &tensors, 1).unwrap();
+    assert_eq!(held.tensor_bytes, 2 * 37_376 + 16_384 + 128);
+    assert_eq!(held.tensor_bytes, 91_264);
+    // One float32 table of 40 x 16 for both layer kinds: 2,560.
+    assert_eq!(held.rotary_bytes, 2_560);
+    // Each GemmaRMSNorm's `gemma_weight` (2 x 512 + 128), and the
+    // embedding's `normalizer`, a bfloat16 scalar: 1,154.
+    assert_eq!(held.other_buffer_bytes, 1_152 + 2);
+    // TP 2: q 4,096, k and v 2,048, o 4,096, the MLP 2,048 x 3, the norms
+    // whole 512: 18,944 a layer; the embedding halved.
+    let held = loaded_weights(&config, &tensors, 2).unwrap();
+    assert_eq!(held.tensor_bytes, 2 * 18_944 + 8_192 + 128);
+    // gemma2.py builds no head: a checkpoint's `lm_head.weight` is skipped
+    // even where the config unties it.
+    let mut untied = config.clone();
+    untied["tie_word_embeddings"] = json!(false);
+    let mut with_head = tensors.clone();
+    with_head.push(bf16("lm_head.weight", &[128, 64]));
+    let held = loaded_weights(&untied, &with_head, 1).unwrap();
+    assert_eq!((held.tensor_bytes, held.skipped_bytes), (91_264, 16_384));
+}
+
+#[test]
+fn gemma_2_needs_both_activation_keys_sglang_reads() {
+    let tensors = gemma2_checkpoint();
+    // transformers 5's Gemma2Config writes `hidden_activation` alone.
+    let mut config = gemma2_config();
+    config.as_object_mut().unwrap().remove("hidden_act");
+    let words = loaded_weights(&config, &tensors, 1).unwrap_err();
+    assert!(
+        words.contains("'Gemma2Config' object has no attribute 'hidden_act'"),
+        "{words}"
+    );
+    // Another activation: gemma2.py's ValueError.
+    config["hidden_act"] = json!("gelu");
+    let words = loaded_weights(&config, &tensors, 1).unwrap_err();
+    assert!(
+        words.contains("Please set `hidden_act` and `hidden_activation` to `gelu_pytorch_tanh`"),
+        "{words}"
+    );
+    // Without `hidden_activation`, the config class's default is the one
+    // gemma2.py takes.
+    config["hidden_act"] = json!("gelu_pytorch_tanh");
+    config.as_object_mut().unwrap().remove("hidden_activation");
+    assert!(loaded_weights(&config, &tensors, 1).is_ok());
+}
+
+#[test]
+fn opt_holds_its_learned_positions_and_no_table() {
+    // scripts/vllm/fit-configs/test-opt-small.json: hidden 64, 4 heads, one
+    // layer, an FFN of 128, 100 words, 32 positions (34 rows: OPT offsets
+    // them by 2), tied.
+    let config: Value = serde_json::from_str(include_str!(
+        "../../scripts/vllm/fit-configs/test-opt-small.json"
+    ))
+    .unwrap();
+    let at = |part: &str| format!("model.decoder.layers.0.{part}");
+    let mut tensors = vec![
+        bf16("model.decoder.embed_tokens.weight", &[100, 64]),
+        bf16("model.decoder.embed_positions.weight", &[34, 64]),
+        bf16("model.decoder.final_layer_norm.weight", &[64]),
+        bf16("model.decoder.final_layer_norm.bias", &[64]),
+    ];
+    for (name, shape) in [
+        ("self_attn.q_proj.weight", &[64, 64][..]),
+        ("self_attn.q_proj.bias", &[64]),
+        ("self_attn.k_proj.weight", &[64, 64]),
+        ("self_attn.k_proj.bias", &[64]),
+        ("self_attn.v_proj.weight", &[64, 64]),
+        ("self_attn.v_proj.bias", &[64]),
+        ("self_attn.out_proj.weight", &[64, 64]),
+        ("self_attn.out_proj.bias", &[64]),
+        ("self_attn_layer_norm.weight", &[64]),
+        ("self_attn_layer_norm.bias", &[64]),
+        ("fc1.weight", &[128, 64]),
+        ("fc1.bias", &[128]),
+        ("fc2.weight", &[64, 128]),
+        ("fc2.bias", &[64]),
+        ("final_layer_norm.weight", &[64]),
+        ("final_layer_norm.bias", &[64]),
+    ] {
+        tensors.push(bf16(&at(name), shape));
+    }
+    // TP 1: the vocabulary padded to 128 rows, 16,384; the positions 4,352;
+    // the final norm 256. The layer: q, k, v, o 32,768 and their biases
+    // 512, two norms 512, fc1 16,384 and 256, fc2 16,384 and 128: 66,944.
+    let held = loaded_weights(&config, &tensors, 1).unwrap();
+    assert_eq!(held.tensor_bytes, 16_384 + 4_352 + 256 + 66_944);
+    assert_eq!(held.tensor_bytes, 87_936);
+    // opt.py builds no rotary layer.
+    assert_eq!(held.rotary_bytes, 0);
+    // TP 2: the vocabulary halved, 8,192; the positions and the final norm
+    // whole. q, k, v halved 12,288 and their biases 192; o 4,096 and its
+    // bias whole 128; fc1 8,192 and 128; fc2 8,192 and its bias whole 128;
+    // the norms 512: 33,856.
+    let held = loaded_weights(&config, &tensors, 2).unwrap();
+    assert_eq!(held.tensor_bytes, 8_192 + 4_352 + 256 + 33_856);
+}
+
+#[test]
+fn apertus_keeps_xielus_beta_and_eps_as_bfloat16_buffers() {
+    // scripts/vllm/fit-configs/test-apertus-small.json, one layer.
+    let mut config: Value = serde_json::from_str(include_str!(
+        "../../scripts/vllm/fit-configs/test-apertus-small.json"
+    ))
+    .unwrap();
+    let at = |part: &str| format!("model.layers.0.{part}");
+    let scalar = |name: &str| StoredTensor::new(name.into(), "F32".into(), vec![], 4);
+    let tensors = vec![
+        bf16("model.embed_tokens.weight", &[128, 64]),
+        bf16("model.norm.weight", &[64]),
+        bf16("lm_head.weight", &[128, 64]),
+        bf16(&at("self_attn.q_proj.weight"), &[64, 64]),
+        bf16(&at("self_attn.k_proj.weight"), &[32, 64]),
+        bf16(&at("self_attn.v_proj.weight"), &[32, 64]),
+        bf16(&at("self_attn.o_proj.weight"), &[64, 64]),
+        bf16(&at("self_attn.q_norm.weight"), &[16]),
+        bf16(&at("self_attn.k_norm.weight"), &[16]),
+        bf16(&at("mlp.up_proj.weight"), &[32, 64]),
+        bf16(&at("mlp.down_proj.weight"), &[64, 32]),
+        bf16(&at("mlp.act_fn.alpha_p"), &[1]),
+        bf16(&at("mlp.act_fn.alpha_n"), &[1]),
+        scalar(&at("mlp.act_fn.beta")),
+        scalar(&at("mlp.act_fn.eps")),
+        bf16(&at("attention_layernorm.weight"), &[64]),
+        bf16(&at("feedforward_layernorm.weight"), &[64]),
+    ];
+    // TP 1, the layer: qkv 16,384, o 8,192, q and k norms 64, up and down
+    // 8,192, alpha_p and alpha_n 4, two norms 256: 33,092. The embedding
+    // and the head 16,384 each, the norm 128.
+    let held = loaded_weights(&config, &tensors, 1).unwrap();
+    assert_eq!(held.tensor_bytes, 33_092 + 2 * 16_384 + 128);
+    // beta and eps are XIELU's buffers, bfloat16: 4 B a layer.
+    assert_eq!(held.other_buffer_bytes, 4);
+    assert_eq!(held.rotary_bytes, 50 * 16 * 4);
+    // Two layers: two pairs of buffers, whether the checkpoint stores them
+    // or not.
+    config["num_hidden_layers"] = json!(2);
+    assert_eq!(
+        loaded_weights(&config, &tensors, 1)
+            .unwrap()
+            .other_buffer_bytes,
+        8
+    );
+    config["num_hidden_layers"] = json!(1);
+    // TP 2: qkv 8,192, o 4,096, the norms and scalars whole; up and down
+    // 4,096; the vocabulary halved.
+    let held = loaded_weights(&config, &tensors, 2).unwrap();
+    assert_eq!(held.tensor_bytes, 16_708 + 2 * 8_192 + 128);
+}

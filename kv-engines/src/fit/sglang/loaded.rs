@@ -41,6 +41,9 @@ const SGLANG_ONLY_ARCHITECTURES: &[&str] = &[
     "SeedOssForCausalLM",
     "SmolLM3ForCausalLM",
     "StableLmForCausalLM",
+    "Gemma2ForCausalLM",
+    "OPTForCausalLM",
+    "ApertusForCausalLM",
 ];
 const SHARDED_COUNT: usize = SHARDED_ARCHITECTURES.len() + SGLANG_ONLY_ARCHITECTURES.len();
 
@@ -180,11 +183,14 @@ pub fn loaded_weights_with_dp_attention(
         ));
     }
     let (dtype, element) = served_dtype(config);
-    let tied = text
-        .get("tie_word_embeddings")
-        .or_else(|| config.get("tie_word_embeddings"))
-        .and_then(Value::as_bool)
-        .unwrap_or(false);
+    // gemma2.py builds no head and skips `lm_head.weight` whatever the
+    // config says: the embedding is the head.
+    let tied = class == "Gemma2ForCausalLM"
+        || text
+            .get("tie_word_embeddings")
+            .or_else(|| config.get("tie_word_embeddings"))
+            .and_then(Value::as_bool)
+            .unwrap_or(false);
     if dp > 1 && !DP_ATTENTION_ARCHITECTURES.contains(&class) {
         return Err(format!(
             "SGLang's `{class}` splits its attention over all {tp} TP ranks whatever --dp \
@@ -273,6 +279,32 @@ pub fn loaded_weights_with_dp_attention(
                 .into(),
         );
     }
+    if class == "Gemma2ForCausalLM" {
+        // gemma2.py's MLP reads both keys (transformers 5's Gemma2Config
+        // writes only `hidden_activation`) and takes one activation.
+        let act = |key| text.get(key).and_then(Value::as_str);
+        // Unset, `hidden_activation` is the config class's default.
+        let activation = act("hidden_activation").or(Some("gelu_pytorch_tanh"));
+        match (act("hidden_act"), activation) {
+            (None, _) => {
+                return Err(
+                    "SGLang would not start: AttributeError: 'Gemma2Config' object has \
+                     no attribute 'hidden_act' (SGLang's Gemma 2 model reads it beside \
+                     `hidden_activation`; give it as the published configs do)"
+                        .into(),
+                )
+            }
+            (Some("gelu_pytorch_tanh"), Some("gelu_pytorch_tanh")) => {}
+            _ => {
+                return Err(
+                    "SGLang refuses: ValueError: Gemma2 uses `gelu_pytorch_tanh` as the \
+                     hidden activation function. Please set `hidden_act` and \
+                     `hidden_activation` to `gelu_pytorch_tanh`."
+                        .into(),
+                )
+            }
+        }
+    }
     let latent = matches!(class, "DeepseekV2ForCausalLM" | "DeepseekV3ForCausalLM");
     if latent && text.get("moe_layer_freq").is_none_or(Value::is_null) {
         // deepseek_v2.py reads it; transformers 5's DeepSeek config classes
@@ -302,7 +334,10 @@ pub fn loaded_weights_with_dp_attention(
     let router_fp32 = text.get("router_fp32").and_then(Value::as_bool) == Some(true);
     let (mut tensor_bytes, mut skipped_bytes, mut other_tensor_bytes) = (0u64, 0u64, 0u64);
     let mut other_buffer_bytes = 0u64;
-    let gemma_norms = class == "Qwen3NextForCausalLM";
+    // Their norms are GemmaRMSNorm, each with a `gemma_weight` buffer as
+    // large as its weight (layers/layernorm.py).
+    let gemma_norms = matches!(class, "Qwen3NextForCausalLM" | "Gemma2ForCausalLM");
+    let apertus = class == "ApertusForCausalLM";
     for tensor in tensors {
         let name = tensor.name.as_str();
         let past_the_layers = match (layer_index(name)?, layer_count) {
@@ -357,8 +392,17 @@ pub fn loaded_weights_with_dp_attention(
             && name.ends_with(".linear_attn.A_log"))
             || (MAMBA_HYBRIDS.contains(&class)
                 && (name.ends_with(".mixer.A_log") || name.ends_with(".mamba.A_log")));
+        // Apertus' xIELU (layers/activation.py, `XIELU()`): its four
+        // scalars bfloat16 whatever the served dtype; `beta` and `eps` are
+        // buffers, counted below whether the checkpoint stores them or not.
+        let xielu = apertus && name.contains(".act_fn.");
+        if xielu && (name.ends_with(".beta") || name.ends_with(".eps")) {
+            continue;
+        }
         let element = if float32_router || float32_expert_bias || float32_decay {
             4
+        } else if xielu {
+            2
         } else {
             element
         };
@@ -393,6 +437,8 @@ pub fn loaded_weights_with_dp_attention(
                 || [
                     ".input_layernorm.weight",
                     ".post_attention_layernorm.weight",
+                    ".pre_feedforward_layernorm.weight",
+                    ".post_feedforward_layernorm.weight",
                     ".self_attn.q_norm.weight",
                     ".self_attn.k_norm.weight",
                 ]
@@ -427,6 +473,21 @@ pub fn loaded_weights_with_dp_attention(
         other_tensor_bytes = other_tensor_bytes
             .checked_add(norms)
             .ok_or("the other tensors' bytes overflow u64")?;
+    }
+    if class == "Gemma2ForCausalLM" {
+        // gemma2.py's embedding scale, `sqrt(hidden_size)`, a scalar buffer
+        // in the served dtype.
+        other_buffer_bytes = other_buffer_bytes
+            .checked_add(element)
+            .ok_or("the buffers' bytes overflow u64")?;
+    }
+    if apertus {
+        // Two bfloat16 scalars a layer's activation.
+        let layers = layer_count.ok_or("the config has no `num_hidden_layers`")?;
+        other_buffer_bytes = layers
+            .checked_mul(2 * 2)
+            .and_then(|bytes| other_buffer_bytes.checked_add(bytes))
+            .ok_or("the buffers' bytes overflow u64")?;
     }
     let rotary_bytes = rotary_buffer_bytes(text, class)?;
     Ok(LoadedWeights {

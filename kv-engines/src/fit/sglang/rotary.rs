@@ -51,6 +51,8 @@ pub(super) fn rotary_buffer_bytes(text: &Value, class: &str) -> Result<u64, Stri
         // nemotron_h.py's attention has no positions; granitemoehybrid.py's
         // builds a table only for `position_embedding_type: rope`.
         "NemotronHForCausalLM" => return Ok(0),
+        // opt.py: learned positions, no rotary layer.
+        "OPTForCausalLM" => return Ok(0),
         "GraniteMoeHybridForCausalLM"
             if text.get("position_embedding_type").and_then(Value::as_str) != Some("rope") =>
         {
