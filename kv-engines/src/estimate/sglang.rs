@@ -1270,11 +1270,18 @@ fn attention_layer_repeats(architectures: &[&str], config: &Value) -> Result<u64
 
 /// SGLang's `context_len` where it differs from the length kv derives
 /// (vLLM's), with the reason, or `None` where SGLang takes kv's:
-/// - `get_context_length` (utils/hf_transformers/common.py:668) reads only
-///   `max_sequence_length`, `seq_length`, `max_seq_len`, `model_max_length`
-///   and `max_position_embeddings`, else 2,048; Whisper's config (no alias
-///   among those in transformers' `WhisperConfig.attribute_map`) sets none,
-///   where kv, as vLLM, reads `max_target_positions`;
+/// - `get_context_length` (utils/hf_transformers/common.py:677) takes the
+///   first of `max_sequence_length`, `seq_length`, `max_seq_len`,
+///   `model_max_length` and `max_position_embeddings`, else 2,048, times the
+///   rope's `factor` unless the rope section holds
+///   `original_max_position_embeddings` (transformers 5 writes one there for
+///   YaRN and LongRoPE) or is Llama 3's. So a LongRoPE model is served at
+///   its whole `max_position_embeddings` where vLLM takes the original
+///   length, and a YaRN model at `max_position_embeddings` where vLLM takes
+///   the original times the factor. Read on configs with no sub-config;
+///   Whisper's config (no alias among those keys in transformers'
+///   `WhisperConfig.attribute_map`) sets none, where kv, as vLLM, reads
+///   `max_target_positions`;
 /// - `_derive_context_length` (configs/model_config.py:1322) caps
 ///   EmbeddingGemma2Model at 8,192.
 ///
@@ -1289,6 +1296,18 @@ fn attention_layer_repeats(architectures: &[&str], config: &Value) -> Result<u64
 /// let whisper = serde_json::json!({"model_type": "whisper", "max_target_positions": 448});
 /// assert_eq!(context_len(&whisper, 448).map(|c| c.0), Some(2048));
 /// assert_eq!(context_len(&serde_json::json!({"architectures": ["LlamaForCausalLM"]}), 4096), None);
+/// // YaRN x 4 over 32,768 original positions, 40,960 in all: vLLM derives
+/// // 131,072, SGLang serves 40,960.
+/// let yarn = serde_json::json!({
+///     "max_position_embeddings": 40960,
+///     "rope_scaling": {"rope_type": "yarn", "factor": 4.0, "original_max_position_embeddings": 32768},
+/// });
+/// assert_eq!(context_len(&yarn, 131_072).map(|c| c.0), Some(40_960));
+/// // Linear scaling x 2: both 8,192.
+/// let linear = serde_json::json!({
+///     "max_position_embeddings": 4096, "rope_scaling": {"type": "linear", "factor": 2.0},
+/// });
+/// assert_eq!(context_len(&linear, 8192), None);
 /// ```
 pub fn context_len(config: &Value, derived: u64) -> Option<(u64, String)> {
     const KEYS: [&str; 5] = [
@@ -1299,11 +1318,11 @@ pub fn context_len(config: &Value, derived: u64) -> Option<(u64, String)> {
         "max_position_embeddings",
     ];
     let whisper = config.get("model_type").and_then(Value::as_str) == Some("whisper");
-    let length = if whisper
-        && !KEYS
-            .iter()
-            .any(|key| config.get(key).is_some_and(|v| !v.is_null()))
-    {
+    let set = |key: &&str| config.get(*key).is_some_and(|v| !v.is_null());
+    let sub_config = ["text_config", "llm_config", "language_config", "thinker_config"]
+        .iter()
+        .any(set);
+    let length = if whisper && !KEYS.iter().any(set) {
         (
             2048,
             "SGLang's get_context_length reads none of `max_sequence_length`, `seq_length`, \
@@ -1315,10 +1334,49 @@ pub fn context_len(config: &Value, derived: u64) -> Option<(u64, String)> {
             derived.min(8192),
             "SGLang caps this model's context_len at 8192 (configs/model_config.py)".to_owned(),
         )
+    } else if let (false, Some(key)) = (sub_config, KEYS.iter().find(|key| set(key))) {
+        let value = config.get(*key).and_then(Value::as_u64)?;
+        let factor = rope_length_factor(config);
+        // int(factor x value): truncation, as Python's int() truncates.
+        let scaled = factor * value as f64;
+        if !scaled.is_finite() || scaled < 0.0 || scaled >= u64::MAX as f64 {
+            return None;
+        }
+        let length = scaled as u64;
+        let why = if factor == 1.0 {
+            format!("SGLang's get_context_length takes `{key}` ({value})")
+        } else {
+            format!("SGLang's get_context_length takes `{key}` ({value}) x the rope's factor {factor}")
+        };
+        (length, why)
     } else {
         return None;
     };
     (length.0 != derived).then_some(length)
+}
+
+/// The factor SGLang's `get_context_length` scales the length by: the rope
+/// section's `factor`, 1 where the section holds
+/// `original_max_position_embeddings` (transformers 5 writes one there for
+/// YaRN and LongRoPE whatever the file says) or is Llama 3's.
+fn rope_length_factor(config: &Value) -> f64 {
+    let rope = ["rope_scaling", "rope_parameters"]
+        .iter()
+        .find_map(|key| config.get(*key).and_then(Value::as_object));
+    let Some(rope) = rope else {
+        return 1.0;
+    };
+    let kind = rope
+        .get("rope_type")
+        .or_else(|| rope.get("type"))
+        .and_then(Value::as_str)
+        .unwrap_or("");
+    if rope.contains_key("original_max_position_embeddings")
+        || matches!(kind, "yarn" | "longrope" | "llama3")
+    {
+        return 1.0;
+    }
+    rope.get("factor").and_then(Value::as_f64).unwrap_or(1.0)
 }
 
 /// `ModelConfig.is_multimodal` (configs/model_config.py:690-826) with SGLang's
@@ -1635,7 +1693,46 @@ fn refused(problem: String) -> KvError {
 
 #[cfg(test)]
 mod tests {
-    use super::{gib, py_floordiv};
+    use super::{context_len, gib, py_floordiv};
+    use serde_json::Value;
+
+    #[test]
+    fn context_len_scales_by_the_rope_factor_only_without_an_original_length() {
+        let length = |config: Value, derived| context_len(&config, derived).map(|c| c.0);
+        // Phi-3.5's LongRoPE: transformers 5 moves the top-level original
+        // length into the rope section; SGLang serves all 131,072.
+        let longrope = serde_json::json!({
+            "max_position_embeddings": 131072, "original_max_position_embeddings": 4096,
+            "rope_scaling": {"type": "longrope", "short_factor": [1.0], "long_factor": [1.0]},
+        });
+        assert_eq!(length(longrope, 4096), Some(131_072));
+        // YaRN without an original length in the file: transformers 5 writes
+        // one (the whole length); no factor.
+        let yarn = serde_json::json!({
+            "max_position_embeddings": 4096, "rope_scaling": {"type": "yarn", "factor": 4.0},
+        });
+        assert_eq!(length(yarn, 16_384), Some(4096));
+        // Llama 3's rope: no factor.
+        let llama3 = serde_json::json!({
+            "max_position_embeddings": 131072,
+            "rope_scaling": {"rope_type": "llama3", "factor": 8.0},
+        });
+        assert_eq!(length(llama3, 131_072), None);
+        // Dynamic NTK x 2.5 in `rope_parameters`: 1,000 x 2.5, truncated.
+        let dynamic = serde_json::json!({
+            "max_position_embeddings": 1001,
+            "rope_parameters": {"rope_type": "dynamic", "factor": 2.5},
+        });
+        assert_eq!(length(dynamic, 1001), Some(2502));
+        // The first key of SGLang's list wins over max_position_embeddings.
+        let seq = serde_json::json!({"seq_length": 8192, "max_position_embeddings": 32768});
+        assert_eq!(length(seq, 32_768), Some(8192));
+        // A multimodal config's text section is read otherwise: not here.
+        let wrapped = serde_json::json!({
+            "max_position_embeddings": 100, "text_config": {"max_position_embeddings": 4096},
+        });
+        assert_eq!(length(wrapped, 4096), None);
+    }
 
     #[test]
     fn gib_rounds_as_python_formats_two_decimals() {
