@@ -824,3 +824,63 @@ fn apertus_keeps_xielus_beta_and_eps_as_bfloat16_buffers() {
     let held = loaded_weights(&config, &tensors, 2).unwrap();
     assert_eq!(held.tensor_bytes, 16_708 + 2 * 8_192 + 128);
 }
+
+/// The DeepSeek-V3 model above with DeepSeek-V3.2's indexer (4 heads of
+/// 128) beside each latent attention
+/// (scripts/vllm/fit-configs/test-deepseek-v32-small.json).
+fn deepseek_v32(extra: Value) -> (Value, Vec<StoredTensor>) {
+    let mut config = deepseek_v3_config();
+    config["architectures"] = json!(["DeepseekV32ForCausalLM"]);
+    config["model_type"] = json!("deepseek_v32");
+    config["index_n_heads"] = json!(4);
+    config["index_head_dim"] = json!(128);
+    config["index_topk"] = json!(4);
+    for (key, value) in extra.as_object().unwrap() {
+        config[key] = value.clone();
+    }
+    let mut tensors = deepseek_v3_checkpoint();
+    for layer in 0..2 {
+        let at = |part: &str| format!("model.layers.{layer}.self_attn.indexer.{part}");
+        tensors.extend([
+            bf16(&at("wq_b.weight"), &[512, 32]),
+            bf16(&at("wk.weight"), &[128, 64]),
+            bf16(&at("weights_proj.weight"), &[4, 64]),
+            bf16(&at("k_norm.weight"), &[128]),
+            bf16(&at("k_norm.bias"), &[128]),
+        ]);
+    }
+    (config, tensors)
+}
+
+#[test]
+fn deepseek_v32_keeps_its_indexer_whole_its_key_norm_in_float32_and_a_second_table() {
+    let (config, tensors) = deepseek_v32(json!({}));
+    // DeepSeek-V3's 1,398,032 B, and a layer's indexer, replicated: wq_b
+    // 32,768, wk 16,384, weights_proj 512, the key norm's weight and bias
+    // as a float32 LayerNorm 1,024: 50,688.
+    let held = loaded_weights(&config, &tensors, 1).unwrap();
+    assert_eq!(held.tensor_bytes, 1_398_032 + 2 * 50_688);
+    // The indexer's own table beside the latent's: 2 x 25 x 64 x 4.
+    assert_eq!(held.rotary_bytes, 2 * 6_400);
+    assert_eq!(held.other_tensor_bytes, 2 * 524_288);
+    // TP 2: DeepSeek-V3's 778,512 B, the indexers whole.
+    let held = loaded_weights(&config, &tensors, 2).unwrap();
+    assert_eq!(held.tensor_bytes, 778_512 + 2 * 50_688);
+    // `index_k_norm_type: rms`: an RMSNorm, its weight in the served dtype
+    // (256 B); the loader skips the bias it has no parameter for.
+    let (rms, tensors) = deepseek_v32(json!({"index_k_norm_type": "rms"}));
+    let held = loaded_weights(&rms, &tensors, 1).unwrap();
+    assert_eq!(
+        held.tensor_bytes,
+        1_398_032 + 2 * (32_768 + 16_384 + 512 + 256)
+    );
+    assert_eq!(held.skipped_bytes, 2 * 256);
+    // SGLang's config class for it lacks `moe_layer_freq` too.
+    let (mut no_freq, tensors) = deepseek_v32(json!({}));
+    no_freq.as_object_mut().unwrap().remove("moe_layer_freq");
+    let words = loaded_weights(&no_freq, &tensors, 1).unwrap_err();
+    assert!(
+        words.contains("'_DeepseekV32ConfigAlias' object has no attribute 'moe_layer_freq'"),
+        "{words}"
+    );
+}

@@ -56,6 +56,14 @@ fn deepseek_copies_w_kc_and_w_vc_of_the_heads_its_attention_group_holds() {
     );
     assert_eq!(held.tensor_bytes, 759_568);
     assert_eq!(held.other_tensor_bytes, 2 * 131_072);
+    // DeepSeek-V3.2's model is the same class under DP attention.
+    let mut sparse = config.clone();
+    sparse["architectures"] = json!(["DeepseekV32ForCausalLM"]);
+    let held = held_under_dp(&sparse, &tensors, 2, 2).unwrap();
+    assert_eq!(
+        (held.tensor_bytes, held.other_tensor_bytes),
+        (1_360_144, 2 * 524_288)
+    );
     // More ranks than its 4 experts: deepseek_v2.py's MoE refuses, with
     // or without DP attention.
     for dp in [1, 8] {

@@ -45,7 +45,7 @@ CHECKED = {
     "Qwen2MoeForCausalLM", "Qwen3ForCausalLM", "Qwen3MoeForCausalLM", "Qwen3NextForCausalLM",
     "SeedOssForCausalLM",
     "SmolLM3ForCausalLM", "StableLmForCausalLM", "Starcoder2ForCausalLM",
-    "Gemma2ForCausalLM", "OPTForCausalLM", "ApertusForCausalLM",
+    "Gemma2ForCausalLM", "OPTForCausalLM", "ApertusForCausalLM", "DeepseekV32ForCausalLM",
 }
 def kv_bytes(kv, folder, tp, dp=1):
     # A GPU no model here outgrows (16 TiB): only the weights are compared.

@@ -1319,9 +1319,14 @@ pub fn context_len(config: &Value, derived: u64) -> Option<(u64, String)> {
     ];
     let whisper = config.get("model_type").and_then(Value::as_str) == Some("whisper");
     let set = |key: &&str| config.get(*key).is_some_and(|v| !v.is_null());
-    let sub_config = ["text_config", "llm_config", "language_config", "thinker_config"]
-        .iter()
-        .any(set);
+    let sub_config = [
+        "text_config",
+        "llm_config",
+        "language_config",
+        "thinker_config",
+    ]
+    .iter()
+    .any(set);
     let length = if whisper && !KEYS.iter().any(set) {
         (
             2048,
@@ -1346,7 +1351,9 @@ pub fn context_len(config: &Value, derived: u64) -> Option<(u64, String)> {
         let why = if factor == 1.0 {
             format!("SGLang's get_context_length takes `{key}` ({value})")
         } else {
-            format!("SGLang's get_context_length takes `{key}` ({value}) x the rope's factor {factor}")
+            format!(
+                "SGLang's get_context_length takes `{key}` ({value}) x the rope's factor {factor}"
+            )
         };
         (length, why)
     } else {

@@ -148,6 +148,14 @@ pub(crate) fn rope_first_partial_factor(text: &Value) -> Option<&Value> {
         .or_else(|| top_level_partial_factor(text))
 }
 
+/// Whether the rope is vLLM's `MRotaryEmbedding`: a `default` rope with an
+/// `mrope_section` (`get_rope`, layers/rotary_embedding/__init__.py), whose
+/// table has `max_position_embeddings x positions_factor` rows.
+pub(crate) fn is_mrope(text: &Value) -> bool {
+    let scaling = rope_section(text);
+    rope_type(scaling) == "default" && scaling.is_some_and(|s| s.get("mrope_section").is_some())
+}
+
 /// `rope_scaling`, else transformers 5's `rope_parameters`.
 fn rope_section(text: &Value) -> Option<&Value> {
     text.get("rope_scaling")

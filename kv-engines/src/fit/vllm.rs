@@ -21,7 +21,7 @@ use serde_json::Value;
 
 use super::config::{bias_refusal, checked_class, layer_index, text_section};
 use super::rotary::{
-    gemma3_rotary_tables, gemma4_rotary_tables, inv_freq_elements, layer_types,
+    gemma3_rotary_tables, gemma4_rotary_tables, inv_freq_elements, is_mrope, layer_types,
     minicpm3_table_shape, mla_rotary_table_shape, per_layer_type_rotary_tables, rotary_dim_unset,
     rotary_table_shape_or, scaled_rotary_table_shape,
 };
@@ -512,7 +512,14 @@ pub fn loaded_language_model_on_stage(
     if let Some(why) = model.tower_refusal(tp) {
         return Err(why);
     }
-    let mut loaded = loaded_weights_on_stage(&model.config, &model.tensors, dtype, tp, stage)?;
+    let mut loaded = loaded_on_stage(
+        &model.config,
+        &model.tensors,
+        dtype,
+        tp,
+        stage,
+        model.mrope_positions(),
+    )?;
     let element = served_width(dtype)?;
     for tensor in &model.beside {
         let bytes = tensor
@@ -561,6 +568,21 @@ pub fn loaded_weights_on_stage(
     dtype: DType,
     tp: u64,
     stage: PipelineStage,
+) -> Result<VllmLoadedWeights, String> {
+    loaded_on_stage(config, tensors, dtype, tp, stage, None)
+}
+
+/// [`loaded_weights_on_stage`]; with `mrope_positions`, the
+/// `positions_factor` the class as built hands `MRotaryEmbedding`
+/// ([`is_mrope`]), its table that many times `max_position_embeddings`
+/// rows.
+fn loaded_on_stage(
+    config: &Value,
+    tensors: &[StoredTensor],
+    dtype: DType,
+    tp: u64,
+    stage: PipelineStage,
+    mrope_positions: Option<u64>,
 ) -> Result<VllmLoadedWeights, String> {
     if let Some(why) = language_model::towers_refusal(config) {
         return Err(why);
@@ -884,7 +906,16 @@ pub fn loaded_weights_on_stage(
         } else if half_rotary_default && rotary_dim_unset(text) {
             vec![rotary_table_shape_or(text, 0.5)?]
         } else {
-            vec![scaled_rotary_table_shape(text)?]
+            let (rows, dim) = scaled_rotary_table_shape(text)?;
+            match mrope_positions.filter(|_| is_mrope(text)) {
+                Some(factor) => {
+                    let rows = rows
+                        .checked_mul(factor)
+                        .ok_or("the rotary table's rows overflow u64")?;
+                    vec![(rows, dim)]
+                }
+                None => vec![(rows, dim)],
+            }
         };
         // gpt_oss.py asks get_rope for a float32 table.
         let width = if class == "GptOssForCausalLM" || class == BEAM {

@@ -44,6 +44,7 @@ const SGLANG_ONLY_ARCHITECTURES: &[&str] = &[
     "Gemma2ForCausalLM",
     "OPTForCausalLM",
     "ApertusForCausalLM",
+    "DeepseekV32ForCausalLM",
 ];
 const SHARDED_COUNT: usize = SHARDED_ARCHITECTURES.len() + SGLANG_ONLY_ARCHITECTURES.len();
 
@@ -64,6 +65,7 @@ const DP_ATTENTION_ARCHITECTURES: &[&str] = &[
     "Qwen3NextForCausalLM",
     "DeepseekV2ForCausalLM",
     "DeepseekV3ForCausalLM",
+    "DeepseekV32ForCausalLM",
 ];
 
 /// Of [`CHECKED_ARCHITECTURES`], those checked at TP 1 only: HunYuan's
@@ -220,9 +222,10 @@ pub fn loaded_weights_with_dp_attention(
     // (glm4_moe.py, deepseek_v2.py, qwen2_moe.py, which Qwen3-Next's
     // layers use, and qwen3_moe.py).
     let experts_key = match class {
-        "Glm4MoeForCausalLM" | "DeepseekV2ForCausalLM" | "DeepseekV3ForCausalLM" => {
-            Some("n_routed_experts")
-        }
+        "Glm4MoeForCausalLM"
+        | "DeepseekV2ForCausalLM"
+        | "DeepseekV3ForCausalLM"
+        | "DeepseekV32ForCausalLM" => Some("n_routed_experts"),
         "Qwen2MoeForCausalLM" | "Qwen3MoeForCausalLM" | "Qwen3NextForCausalLM" => {
             Some("num_experts")
         }
@@ -305,21 +308,28 @@ pub fn loaded_weights_with_dp_attention(
             }
         }
     }
-    let latent = matches!(class, "DeepseekV2ForCausalLM" | "DeepseekV3ForCausalLM");
+    // DeepSeek-V3.2 is DeepSeek-V3 with a sparse-attention indexer beside
+    // each latent attention (deepseek_v2.py, layers/attention/dsa).
+    let sparse = class == "DeepseekV32ForCausalLM";
+    let latent = sparse || matches!(class, "DeepseekV2ForCausalLM" | "DeepseekV3ForCausalLM");
     if latent && text.get("moe_layer_freq").is_none_or(Value::is_null) {
         // deepseek_v2.py reads it; transformers 5's DeepSeek config classes
         // do not set it, so only a config that names it builds.
+        let config_class = match class {
+            "DeepseekV2ForCausalLM" => "DeepseekV2Config",
+            "DeepseekV3ForCausalLM" => "DeepseekV3Config",
+            _ => "_DeepseekV32ConfigAlias",
+        };
         return Err(format!(
-            "SGLang would not start: AttributeError: '{}' object has no attribute \
+            "SGLang would not start: AttributeError: '{config_class}' object has no attribute \
              'moe_layer_freq' (SGLang's DeepSeek model reads it; give it as the published \
-             configs do)",
-            if class == "DeepseekV2ForCausalLM" {
-                "DeepseekV2Config"
-            } else {
-                "DeepseekV3Config"
-            }
+             configs do)"
         ));
     }
+    // The indexer's key norm: a LayerNorm in float32 on CUDA (weight and
+    // bias), or an RMSNorm in the served dtype under `index_k_norm_type:
+    // rms` (dsa_indexer.py).
+    let indexer_rms_norm = text.get("index_k_norm_type").and_then(Value::as_str) == Some("rms");
     let layout = TpLayout::new(text, tp, ShardingEngine::Sglang)?.with_attention_tp(attn_tp)?;
     let layer_count = text.get("num_hidden_layers").and_then(Value::as_u64);
     let glm_moe = class == "Glm4MoeForCausalLM";
@@ -399,7 +409,20 @@ pub fn loaded_weights_with_dp_attention(
         if xielu && (name.ends_with(".beta") || name.ends_with(".eps")) {
             continue;
         }
-        let element = if float32_router || float32_expert_bias || float32_decay {
+        let indexer_norm = sparse && name.contains(".indexer.k_norm.");
+        if indexer_norm && indexer_rms_norm && name.ends_with(".bias") {
+            // The RMSNorm has no bias; the loader skips a bias it has no
+            // parameter for (deepseek_weight_loader.py).
+            skipped_bytes = skipped_bytes
+                .checked_add(tensor.bytes)
+                .ok_or("the skipped tensors' bytes overflow u64")?;
+            continue;
+        }
+        let element = if float32_router
+            || float32_expert_bias
+            || float32_decay
+            || (indexer_norm && !indexer_rms_norm)
+        {
             4
         } else if xielu {
             2

@@ -62,6 +62,9 @@ pub(super) fn rotary_buffer_bytes(text: &Value, class: &str) -> Result<u64, Stri
         "DeepseekV2ForCausalLM" | "DeepseekV3ForCausalLM" => {
             vec![(mla_rotary_table_shape(text)?)]
         }
+        // DeepSeek-V3.2's indexer builds a table of its own, the same shape
+        // (dsa_indexer.py, `get_rope_wrapper`).
+        "DeepseekV32ForCausalLM" => vec![mla_rotary_table_shape(text)?; 2],
         "Olmo3ForCausalLM" => olmo3_tables(text)?,
         // Their attention rotates half of each head unless the config says
         // otherwise (glm4.py, glm4_moe.py: `getattr(config,

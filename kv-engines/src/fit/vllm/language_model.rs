@@ -20,30 +20,68 @@ enum TextClass {
     OfTextConfig,
 }
 
+/// Where the wrapper's config keeps the text model's.
+#[derive(Clone, Copy)]
+enum TextAt {
+    /// `text_config`.
+    TextConfig,
+    /// `thinker_config.text_config` (Qwen2.5-Omni's thinker).
+    Thinker,
+    /// `thinker_config.text_config`, or where `thinker_config` is absent or
+    /// null, `text_config`: vLLM's `Qwen3ASRConfig` builds its thinker from
+    /// the top level's sections then (transformers' flat layout,
+    /// vllm/transformers_utils/configs/qwen3_asr.py).
+    ThinkerElseTop,
+}
+
+/// Where the text model's `tie_word_embeddings` comes from.
+#[derive(Clone, Copy)]
+enum Tie {
+    /// The wrapper's config class has the setting, defaulting to this where
+    /// config.json leaves it out (transformers 5's default for the class):
+    /// vLLM copies it onto the text config (`VllmConfig.with_hf_config`).
+    Wrapper(bool),
+    /// The text config's own: the wrapper's config class has no such
+    /// setting, or vLLM builds the text model without copying it.
+    Text,
+    /// The wrapper's config class has no such setting, so vLLM copies the
+    /// top level's only where config.json gives it (the class keeps it as an
+    /// attribute; `with_hf_config` copies what `hasattr` finds); else the
+    /// text config's own, else its class's default, this.
+    GivenElseText(bool),
+}
+
 /// One multimodal class kv has checked under `--language-model-only`.
 #[derive(Clone, Copy)]
 struct Wrapper {
     class: &'static str,
     text: TextClass,
+    text_at: TextAt,
     /// `hf_to_vllm_mapper.orig_to_new_prefix`, in its order: each prefix
     /// that matches is replaced in turn; `None` drops the tensor.
     prefixes: &'static [(&'static str, Option<&'static str>)],
     /// The modules vLLM marks as towers, by their name after the mapper:
     /// empty under `--language-model-only`.
     towers: &'static [&'static str],
-    /// The towers' config sections: vLLM builds each tower (then swaps it
-    /// for a placeholder), so a tensor-parallel size its heads or MLP do
-    /// not divide fails as it would with the towers.
+    /// The towers' config sections, by their dotted path: vLLM builds each
+    /// tower (then swaps it for a placeholder), so a tensor-parallel size
+    /// its heads or MLP do not divide fails as it would with the towers.
     tower_configs: &'static [TowerSizes],
     /// Modules outside the language model that vLLM builds all the same
     /// (LLaVA-NeXT's `image_newline`), each whole on every rank and stage.
     beside: &'static [&'static str],
-    /// The wrapper config's `tie_word_embeddings` when its config.json
-    /// leaves it out (transformers 5's default for the class), which vLLM
-    /// copies onto the text config; `None` where the wrapper's config class
-    /// has no such setting or vLLM builds the text model without copying
-    /// it: the text config's own then stands.
-    tie_default: Option<bool>,
+    /// Where the text model's `tie_word_embeddings` comes from.
+    tie: Tie,
+    /// The `positions_factor` the text class as the wrapper builds it hands
+    /// vLLM's `MRotaryEmbedding` for a `default` rope with an
+    /// `mrope_section` (`get_rope`'s default, 4, where its attention passes
+    /// none); `None` where kv has not checked it: the table is then
+    /// counted as the text class's alone would be.
+    mrope_positions: Option<u64>,
+    /// The vLLM class whose `load_weights` is a plain `AutoWeightsLoader`
+    /// (no prefixes skipped or ignored): a tensor the mapper leaves under
+    /// none of its modules fails the load, in its words.
+    strict_loader: Option<&'static str>,
 }
 
 /// A tower's config section, the keys of which one at least must be
@@ -113,11 +151,14 @@ const fn llava(class: &'static str, text: TextClass, tie_default: bool) -> Wrapp
     Wrapper {
         class,
         text,
+        text_at: TextAt::TextConfig,
         prefixes: LLAVA,
         towers: LLAVA_TOWERS,
         tower_configs: &[VISION],
         beside: &[],
-        tie_default: Some(tie_default),
+        tie: Tie::Wrapper(tie_default),
+        mrope_positions: None,
+        strict_loader: None,
     }
 }
 
@@ -127,11 +168,14 @@ const fn visual(class: &'static str, text: &'static str) -> Wrapper {
     Wrapper {
         class,
         text: TextClass::Named(text),
+        text_at: TextAt::TextConfig,
         prefixes: VISUAL,
         towers: &["visual."],
         tower_configs: &[VISION],
         beside: &[],
-        tie_default: Some(false),
+        tie: Tie::Wrapper(false),
+        mrope_positions: None,
+        strict_loader: None,
     }
 }
 
@@ -139,71 +183,89 @@ const fn visual(class: &'static str, text: &'static str) -> Wrapper {
 const LLAVA_NEXT: Wrapper = Wrapper {
     class: "LlavaNextForConditionalGeneration",
     text: TextClass::OfTextConfig,
+    text_at: TextAt::TextConfig,
     prefixes: LLAVA,
     towers: LLAVA_NEXT_TOWERS,
     tower_configs: &[VISION],
     beside: &["image_newline"],
-    tie_default: Some(false),
+    tie: Tie::Wrapper(false),
+    mrope_positions: None,
+    strict_loader: None,
 };
 
 /// Qwen2-VL's, Qwen2.5-VL's too.
 const QWEN2_VL_WRAPPER: Wrapper = Wrapper {
     class: "Qwen2VLForConditionalGeneration",
     text: TextClass::Named("Qwen2ForCausalLM"),
+    text_at: TextAt::TextConfig,
     prefixes: QWEN2_VL,
     towers: &["visual."],
     tower_configs: &[VISION],
     beside: &[],
-    tie_default: Some(false),
+    tie: Tie::Wrapper(false),
+    mrope_positions: None,
+    strict_loader: None,
 };
 
 /// MiniCPM-V 4.6's, 4.7's too.
 const MINICPMV_4_6: Wrapper = Wrapper {
     class: "MiniCPMV4_6ForConditionalGeneration",
     text: TextClass::Named("Qwen3_5ForCausalLM"),
+    text_at: TextAt::TextConfig,
     prefixes: MINICPMV,
     towers: &["vpm.", "vit_merger.", "merger."],
     tower_configs: &[VISION],
     beside: &[],
-    tie_default: Some(false),
+    tie: Tie::Wrapper(false),
+    mrope_positions: None,
+    strict_loader: None,
 };
 
 /// Idefics3's, SmolVLM's too.
 const IDEFICS3_WRAPPER: Wrapper = Wrapper {
     class: "Idefics3ForConditionalGeneration",
     text: TextClass::Named("LlamaForCausalLM"),
+    text_at: TextAt::TextConfig,
     prefixes: IDEFICS3,
     towers: &["model.vision_model.", "model.connector."],
     tower_configs: &[VISION],
     beside: &[],
     // idefics3.py builds its text model itself, and ties its head as
     // `text_config` says.
-    tie_default: None,
+    tie: Tie::Text,
+    mrope_positions: None,
+    strict_loader: None,
 };
 
 /// Qwen2-Audio's, AudioFlamingo3's too.
 const QWEN2_AUDIO: Wrapper = Wrapper {
     class: "Qwen2AudioForConditionalGeneration",
     text: TextClass::Named("Qwen2ForCausalLM"),
+    text_at: TextAt::TextConfig,
     prefixes: &[],
     towers: AUDIO_TOWERS,
     // vLLM builds its audio tower at TP 8 with 20 heads: not split.
     tower_configs: &[],
     beside: &[],
-    tie_default: None,
+    tie: Tie::Text,
+    mrope_positions: None,
+    strict_loader: None,
 };
 
 /// Granite Speech's, Granite Speech Plus's too.
 const GRANITE_SPEECH_WRAPPER: Wrapper = Wrapper {
     class: "GraniteSpeechForConditionalGeneration",
     text: TextClass::OfTextConfig,
+    text_at: TextAt::TextConfig,
     prefixes: GRANITE_SPEECH,
     towers: &["encoder.", "projector."],
     // Its encoder's CTC output is column-parallel (granite_speech.py);
     // vLLM builds it at TP 4 and 8 with 8 heads.
     tower_configs: &[("encoder_config", &["output_dim"], &[])],
     beside: &[],
-    tie_default: Some(true),
+    tie: Tie::Wrapper(true),
+    mrope_positions: None,
+    strict_loader: None,
 };
 
 const WRAPPERS: &[Wrapper] = &[
@@ -216,6 +278,7 @@ const WRAPPERS: &[Wrapper] = &[
     Wrapper {
         class: "LlavaNextVideoForConditionalGeneration",
         text: TextClass::OfTextConfig,
+        text_at: TextAt::TextConfig,
         prefixes: LLAVA,
         towers: &[
             "vision_tower.",
@@ -225,7 +288,9 @@ const WRAPPERS: &[Wrapper] = &[
         ],
         tower_configs: &[VISION],
         beside: &[],
-        tie_default: Some(false),
+        tie: Tie::Wrapper(false),
+        mrope_positions: None,
+        strict_loader: None,
     },
     LLAVA_NEXT.named("LlavaOnevisionForConditionalGeneration"),
     llava(
@@ -241,6 +306,7 @@ const WRAPPERS: &[Wrapper] = &[
     Wrapper {
         class: "Mistral3ForConditionalGeneration",
         text: TextClass::OfTextConfig,
+        text_at: TextAt::TextConfig,
         prefixes: &[
             ("model.language_model.", Some("language_model.model.")),
             ("model.vision_tower.", Some("vision_tower.")),
@@ -254,7 +320,9 @@ const WRAPPERS: &[Wrapper] = &[
         towers: LLAVA_TOWERS,
         tower_configs: &[VISION],
         beside: &[],
-        tie_default: Some(true),
+        tie: Tie::Wrapper(true),
+        mrope_positions: None,
+        strict_loader: None,
     },
     llava(
         "InternVLForConditionalGeneration",
@@ -271,6 +339,7 @@ const WRAPPERS: &[Wrapper] = &[
     Wrapper {
         class: "Exaone4_5_ForConditionalGeneration",
         text: TextClass::Named("Exaone4ForCausalLM"),
+        text_at: TextAt::TextConfig,
         prefixes: &[
             ("model.language_model.", Some("language_model.model.")),
             ("model.visual.", Some("visual.")),
@@ -281,7 +350,9 @@ const WRAPPERS: &[Wrapper] = &[
         towers: &["visual."],
         tower_configs: &[VISION],
         beside: &[],
-        tie_default: Some(false),
+        tie: Tie::Wrapper(false),
+        mrope_positions: None,
+        strict_loader: None,
     },
     visual("Glm4vForConditionalGeneration", "Glm4ForCausalLM"),
     visual("GlmOcrForConditionalGeneration", "Glm4ForCausalLM"),
@@ -295,6 +366,7 @@ const WRAPPERS: &[Wrapper] = &[
     Wrapper {
         class: "Gemma4ForConditionalGeneration",
         text: TextClass::Named("Gemma4ForCausalLM"),
+        text_at: TextAt::TextConfig,
         prefixes: &[
             ("model.vision_tower", Some("vision_tower")),
             ("model.embed_vision", Some("embed_vision")),
@@ -314,12 +386,15 @@ const WRAPPERS: &[Wrapper] = &[
         // are not split.
         tower_configs: &[],
         beside: &[],
-        tie_default: Some(true),
+        tie: Tie::Wrapper(true),
+        mrope_positions: None,
+        strict_loader: None,
     },
     visual("Qwen3VLForConditionalGeneration", "Qwen3ForCausalLM"),
     Wrapper {
         class: "PaddleOCRVLForConditionalGeneration",
         text: TextClass::Named("Ernie4_5ForCausalLM"),
+        text_at: TextAt::TextConfig,
         prefixes: &[
             ("model.", Some("language_model.model.")),
             ("lm_head.", Some("language_model.lm_head.")),
@@ -327,26 +402,34 @@ const WRAPPERS: &[Wrapper] = &[
         towers: &["visual.", "mlp_AR."],
         tower_configs: &[VISION],
         beside: &[],
-        tie_default: Some(true),
+        tie: Tie::Wrapper(true),
+        mrope_positions: None,
+        strict_loader: None,
     },
     Wrapper {
         class: "Llama4ForConditionalGeneration",
         text: TextClass::Named("Llama4ForCausalLM"),
+        text_at: TextAt::TextConfig,
         prefixes: &[],
         towers: &["vision_model.", "multi_modal_projector."],
         tower_configs: &[VISION],
         beside: &[],
-        tie_default: Some(false),
+        tie: Tie::Wrapper(false),
+        mrope_positions: None,
+        strict_loader: None,
     },
     Wrapper {
         class: "Blip2ForConditionalGeneration",
         text: TextClass::OfTextConfig,
+        text_at: TextAt::TextConfig,
         prefixes: &[],
         towers: &["vision_model.", "qformer.", "language_projection."],
         tower_configs: &[VISION, ("qformer_config", HEADS, MLP)],
         // blip2.py builds `query_tokens` outside its towers.
         beside: &["query_tokens"],
-        tie_default: None,
+        tie: Tie::Text,
+        mrope_positions: None,
+        strict_loader: None,
     },
     IDEFICS3_WRAPPER,
     IDEFICS3_WRAPPER.named("SmolVLMForConditionalGeneration"),
@@ -355,15 +438,92 @@ const WRAPPERS: &[Wrapper] = &[
     Wrapper {
         class: "GlmAsrForConditionalGeneration",
         text: TextClass::Named("LlamaForCausalLM"),
+        text_at: TextAt::TextConfig,
         prefixes: &[("audio_tower.embed_positions", None)],
         towers: AUDIO_TOWERS,
         tower_configs: &[("audio_config", HEADS, MLP)],
         beside: &[],
-        tie_default: Some(true),
+        tie: Tie::Wrapper(true),
+        mrope_positions: None,
+        strict_loader: None,
     },
     GRANITE_SPEECH_WRAPPER,
     GRANITE_SPEECH_WRAPPER.named("GraniteSpeechPlusForConditionalGeneration"),
+    Wrapper {
+        class: "Qwen2_5OmniForConditionalGeneration",
+        // qwen2_5_omni_thinker.py: `init_vllm_registered_model(...,
+        // hf_config=thinker_config.text_config,
+        // architectures=["Qwen2ForCausalLM"])`.
+        text: TextClass::Named("Qwen2ForCausalLM"),
+        text_at: TextAt::Thinker,
+        prefixes: &[
+            ("thinker.lm_head.", Some("language_model.lm_head.")),
+            ("thinker.model.", Some("language_model.model.")),
+            ("thinker.", Some("")),
+            ("talker.", None),
+            ("token2wav.", None),
+        ],
+        towers: &["audio_tower.", "visual."],
+        // Its audio tower is transformers' own (no tensor parallelism); its
+        // vision tower Qwen2.5-VL's, which splits its heads and MLP.
+        tower_configs: &[("thinker_config.vision_config", HEADS, MLP)],
+        beside: &[],
+        // Qwen2_5OmniConfig has no `tie_word_embeddings`; its text config
+        // class's defaults to true (transformers 5).
+        tie: Tie::GivenElseText(true),
+        // qwen2.py's attention asks `get_rope` for none: 4.
+        mrope_positions: Some(4),
+        strict_loader: Some("Qwen2_5OmniThinkerForConditionalGeneration"),
+    },
+    QWEN3_ASR,
+    Wrapper {
+        strict_loader: Some("Qwen3ASRRealtimeGeneration"),
+        ..QWEN3_ASR.named("Qwen3ASRRealtimeGeneration")
+    },
 ];
+
+/// Qwen3-ASR's (qwen3_asr.py), its realtime class's too (a subclass with
+/// another processor, qwen3_asr_realtime.py).
+const QWEN3_ASR: Wrapper = Wrapper {
+    class: "Qwen3ASRForConditionalGeneration",
+    // `Qwen3ForCausalLM(vllm_config=vllm_config.with_hf_config(
+    // thinker_config.text_config, architectures=["Qwen3ForCausalLM"]))`.
+    text: TextClass::Named("Qwen3ForCausalLM"),
+    text_at: TextAt::ThinkerElseTop,
+    // The published checkpoints' thinker names, then transformers' flat
+    // ones; the mapper has no `lm_head.`, so vLLM cannot load transformers'
+    // untied head (`strict_loader`).
+    prefixes: &[
+        ("thinker.lm_head.", Some("language_model.lm_head.")),
+        ("thinker.model.", Some("language_model.model.")),
+        ("thinker.", Some("")),
+        ("model.audio_tower.", Some("audio_tower.")),
+        ("model.language_model.", Some("language_model.model.")),
+        (
+            "model.multi_modal_projector.linear_1.",
+            Some("audio_tower.proj1."),
+        ),
+        (
+            "model.multi_modal_projector.linear_2.",
+            Some("audio_tower.proj2."),
+        ),
+        ("talker.", None),
+        ("code2wav.", None),
+    ],
+    towers: &["audio_tower."],
+    // Its audio tower keeps whole what its heads do not divide
+    // (qwen3_omni_moe_thinker.py, `disable_tp`): no size refuses.
+    tower_configs: &[],
+    beside: &[],
+    // vLLM's Qwen3ASRConfig has no `tie_word_embeddings` unless config.json
+    // gives it; its text config class's defaults to false.
+    tie: Tie::GivenElseText(false),
+    // qwen3.py's decoder layer defaults `mrope_positions_factor` to 4, and
+    // qwen3_asr.py builds `Qwen3ForCausalLM` as it is (Qwen3-VL's layers
+    // pass 1).
+    mrope_positions: Some(4),
+    strict_loader: Some("Qwen3ASRForConditionalGeneration"),
+};
 
 /// Idefics3's and SmolVLM's names, which vLLM loads as they are: the text
 /// model is `model.text_model`.
@@ -453,6 +613,8 @@ pub struct LanguageModel {
     /// The towers' sizes that each rank's share must divide: their config
     /// key and value.
     tower_sizes: Vec<(String, u64)>,
+    /// The wrapper's `mrope_positions`.
+    mrope_positions: Option<u64>,
 }
 
 impl LanguageModel {
@@ -474,6 +636,7 @@ impl LanguageModel {
                 tensors: tensors.to_vec(),
                 beside: Vec::new(),
                 tower_sizes: Vec::new(),
+                mrope_positions: None,
             });
         };
         let mut kept = Vec::new();
@@ -488,6 +651,17 @@ impl LanguageModel {
                 kept.push(t);
             } else if w.beside.iter().any(|b| name.starts_with(b)) {
                 beside.push(tensor.clone());
+            } else if let (Some(class), false) = (
+                w.strict_loader,
+                w.towers.iter().any(|t| name.starts_with(t)),
+            ) {
+                // AutoWeightsLoader names the first step under no module.
+                let first = name.split('.').next().unwrap_or(&name);
+                return Err(format!(
+                    "vLLM fails to load `{}` (`{name}` after `{}`'s mapper): ValueError: \
+                     There is no module or parameter named '{first}' in {class}",
+                    tensor.name, w.class
+                ));
             } else if !w.towers.iter().any(|t| name.starts_with(t)) {
                 return Err(format!(
                     "`{}` (`{name}` in vLLM's `{}`): neither its language model nor a tower \
@@ -503,6 +677,7 @@ impl LanguageModel {
             tensors: kept,
             beside,
             tower_sizes: tower_sizes(config, w)?,
+            mrope_positions: w.mrope_positions,
         })
     }
 
@@ -527,6 +702,7 @@ impl LanguageModel {
                 Some(w) => tower_sizes(config, w)?,
                 None => Vec::new(),
             },
+            mrope_positions: wrapper(config).and_then(|w| w.mrope_positions),
         })
     }
 }
@@ -537,7 +713,7 @@ impl LanguageModel {
 fn tower_sizes(config: &Value, w: &Wrapper) -> Result<Vec<(String, u64)>, String> {
     let mut sizes = Vec::new();
     for (section, required, optional) in w.tower_configs {
-        let Some(tower) = config.get(*section).filter(|t| !t.is_null()) else {
+        let Some(tower) = nested(config, section).filter(|t| !t.is_null()) else {
             continue;
         };
         let given = |key: &&str| tower.get(*key).and_then(Value::as_u64);
@@ -563,9 +739,28 @@ fn tower_sizes(config: &Value, w: &Wrapper) -> Result<Vec<(String, u64)>, String
 }
 
 impl LanguageModel {
-    /// vLLM's refusal of `tp` where it does not divide a tower it builds.
+    /// The `positions_factor` vLLM's `MRotaryEmbedding` gets in the text
+    /// class as the wrapper builds it, where kv has checked it.
+    pub(crate) fn mrope_positions(&self) -> Option<u64> {
+        self.mrope_positions
+    }
+
+    /// vLLM's refusal of `tp` where it does not divide a tower it builds;
+    /// none where it does not divide the text model's attention heads, which
+    /// vLLM refuses first, before it builds anything
+    /// (`ModelConfig.verify_with_parallel_config`, config/model.py:1557, in
+    /// words kv's estimate says).
     pub(crate) fn tower_refusal(&self, tp: u64) -> Option<String> {
-        let (key, value) = self.tower_sizes.iter().find(|(_, v)| *v % tp != 0)?;
+        // A size of 0 the text model refuses (`tensor parallel size 0`).
+        let divides = |v: u64| v.checked_rem(tp).is_some_and(|r| r == 0);
+        let heads = self
+            .config
+            .get("num_attention_heads")
+            .and_then(Value::as_u64);
+        if tp == 0 || heads.is_some_and(|h| !divides(h)) {
+            return None;
+        }
+        let (key, value) = self.tower_sizes.iter().find(|(_, v)| !divides(*v))?;
         Some(format!(
             "vLLM refuses: AssertionError: {value} is not divisible by {tp} (`{key}`: under \
              --language-model-only vLLM still builds the towers, then drops them)"
@@ -580,7 +775,10 @@ pub fn language_model_config(config: &Value) -> Result<Value, String> {
         // A text class of kv's checked list is text-only, whatever its
         // config nests (vLLM ignores the flag for it).
         let text_only = super::checked::CHECKED_ARCHITECTURES.contains(&architecture(config));
-        if config.get("text_config").is_some() && !text_only {
+        let nests = ["text_config", "thinker_config"]
+            .iter()
+            .any(|k| config.get(*k).is_some());
+        if nests && !text_only {
             return Err(format!(
                 "kv has not checked what vLLM's `{}` holds under --language-model-only \
                  (checked: {})",
@@ -590,11 +788,11 @@ pub fn language_model_config(config: &Value) -> Result<Value, String> {
         }
         return Ok(config.clone());
     };
-    let mut text = config
-        .get("text_config")
+    let path = text_path(config, w);
+    let mut text = nested(config, path)
         .filter(|t| t.is_object())
         .cloned()
-        .ok_or_else(|| format!("`{}`: the config has no `text_config` object", w.class))?;
+        .ok_or_else(|| format!("`{}`: the config has no `{path}` object", w.class))?;
     let class = match w.text {
         TextClass::Named(class) => class.to_owned(),
         TextClass::OfTextConfig => text_class(&text)?,
@@ -607,14 +805,23 @@ pub fn language_model_config(config: &Value) -> Result<Value, String> {
                 .ok_or("`tie_word_embeddings` is not true or false")
         })
         .transpose()?;
-    let tie = match (w.tie_default, outer) {
-        (Some(_), Some(given)) => Some(given),
-        (Some(default), None) => Some(default),
-        (None, _) => None,
+    let own = text
+        .get("tie_word_embeddings")
+        .filter(|v| !v.is_null())
+        .map(|v| {
+            v.as_bool()
+                .ok_or_else(|| format!("`{path}.tie_word_embeddings` is not true or false"))
+        })
+        .transpose()?;
+    let tie = match (w.tie, outer) {
+        (Tie::Wrapper(_) | Tie::GivenElseText(_), Some(given)) => Some(given),
+        (Tie::Wrapper(default), None) => Some(default),
+        (Tie::GivenElseText(default), None) => Some(own.unwrap_or(default)),
+        (Tie::Text, _) => None,
     };
     let fields = text
         .as_object_mut()
-        .ok_or("`text_config` is not an object")?;
+        .ok_or_else(|| format!("`{path}` is not an object"))?;
     fields.insert("architectures".into(), Value::from(vec![class]));
     if let Some(tie) = tie {
         fields.insert("tie_word_embeddings".into(), Value::Bool(tie));
@@ -627,6 +834,25 @@ pub fn language_model_config(config: &Value) -> Result<Value, String> {
         }
     }
     Ok(text)
+}
+
+/// The dotted path of `w`'s text config in `config`.
+fn text_path(config: &Value, w: &Wrapper) -> &'static str {
+    match w.text_at {
+        TextAt::TextConfig => "text_config",
+        TextAt::Thinker => "thinker_config.text_config",
+        TextAt::ThinkerElseTop => match config.get("thinker_config") {
+            Some(thinker) if !thinker.is_null() => "thinker_config.text_config",
+            _ => "text_config",
+        },
+    }
+}
+
+/// The value at a dotted `path` in `config`, `None` where a step is absent
+/// or not an object.
+fn nested<'a>(config: &'a Value, path: &str) -> Option<&'a Value> {
+    path.split('.')
+        .try_fold(config, |value, step| value.as_object()?.get(step))
 }
 
 /// The class `text_config` names, or transformers' causal class for its
