@@ -884,3 +884,62 @@ fn deepseek_v32_keeps_its_indexer_whole_its_key_norm_in_float32_and_a_second_tab
         "{words}"
     );
 }
+
+#[test]
+fn exaone_4_needs_its_pattern_as_a_string_and_holds_one_table() {
+    // scripts/vllm/fit-configs/test-exaone4-small.json: hidden 64, 4 heads
+    // of 16, 2 KV heads, 4 layers ("LLLG"), an MLP of 32, 130 words, 40
+    // positions, Llama 3's rope, untied.
+    let config: Value = serde_json::from_str(include_str!(
+        "../../scripts/vllm/fit-configs/test-exaone4-small.json"
+    ))
+    .unwrap();
+    let mut tensors = vec![
+        bf16("model.embed_tokens.weight", &[130, 64]),
+        bf16("model.norm.weight", &[64]),
+        bf16("lm_head.weight", &[130, 64]),
+    ];
+    for layer in 0..4 {
+        let at = |part: &str| format!("model.layers.{layer}.{part}");
+        tensors.extend([
+            bf16(&at("self_attn.q_proj.weight"), &[64, 64]),
+            bf16(&at("self_attn.k_proj.weight"), &[32, 64]),
+            bf16(&at("self_attn.v_proj.weight"), &[32, 64]),
+            bf16(&at("self_attn.o_proj.weight"), &[64, 64]),
+            bf16(&at("self_attn.q_norm.weight"), &[16]),
+            bf16(&at("self_attn.k_norm.weight"), &[16]),
+            bf16(&at("mlp.gate_proj.weight"), &[32, 64]),
+            bf16(&at("mlp.up_proj.weight"), &[32, 64]),
+            bf16(&at("mlp.down_proj.weight"), &[64, 32]),
+            bf16(&at("post_attention_layernorm.weight"), &[64]),
+            bf16(&at("post_feedforward_layernorm.weight"), &[64]),
+        ]);
+    }
+    // TP 1, a layer: q 8,192, k and v 4,096, o 8,192, the q and k norms 64,
+    // the MLP 12,288, two norms 256: 37,184. The vocabulary padded to 192
+    // rows (a multiple of 64): 24,576 for the embedding and the head each.
+    let held = loaded_weights(&config, &tensors, 1).unwrap();
+    assert_eq!(held.tensor_bytes, 4 * 37_184 + 2 * 24_576 + 128);
+    // One float32 table for every layer: 40 x 16 x 4.
+    assert_eq!(held.rotary_bytes, 2_560);
+    // TP 2: q 4,096, k and v 2,048, o 4,096, the MLP 6,144, norms whole
+    // 320: 18,752; the 192 rows halved, 12,288 each.
+    let held = loaded_weights(&config, &tensors, 2).unwrap();
+    assert_eq!(held.tensor_bytes, 4 * 18_752 + 2 * 12_288 + 128);
+    // transformers 5's default config holds the pattern as a number, on
+    // which exaone4.py's `len()` fails; without a window it is 0, unread.
+    let mut number = config.clone();
+    number["sliding_window_pattern"] = json!(4);
+    let words = loaded_weights(&number, &tensors, 1).unwrap_err();
+    assert!(
+        words.contains("TypeError: object of type 'int' has no len()"),
+        "{words}"
+    );
+    number
+        .as_object_mut()
+        .unwrap()
+        .remove("sliding_window_pattern");
+    assert!(loaded_weights(&number, &tensors, 1).is_err());
+    number["sliding_window"] = Value::Null;
+    assert!(loaded_weights(&number, &tensors, 1).is_ok());
+}

@@ -202,6 +202,23 @@ impl HfConfig {
 
         let mut rules: Vec<(String, LayerPattern)> = Vec::new();
         for (name, value, rest, key) in every {
+            // EXAONE 4 writes `"LLLG"` beside `layer_types`; transformers 5
+            // reads the list and never the string (Exaone4Config), and
+            // cannot build a config with the string alone.
+            if value.is_string() && key == SLIDING_WINDOW_PATTERN {
+                if !lists.is_empty() {
+                    continue;
+                }
+                return Err(KvError::Config {
+                    what: WHAT,
+                    problem: format!(
+                        "`{name}` is {value}, a string, and no `{LAYER_TYPES}` lists the \
+                         layers: transformers 5 reads such a pattern only as a number (it \
+                         fails with a TypeError here); give `{LAYER_TYPES}` as the published \
+                         EXAONE 4 configs do"
+                    ),
+                });
+            }
             let n = positive(WHAT, &name, value)?;
             let pattern = LayerPattern::every_nth(layers, n, LayerKind::FullAttention, rest, key)
                 .map_err(|e| pattern_error(&name, e))?;

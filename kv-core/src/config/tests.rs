@@ -565,3 +565,28 @@ fn a_family_reads_its_own_layer_kind_names() {
         "{text}"
     );
 }
+
+#[test]
+fn exaones_string_pattern_is_read_only_as_its_layer_types() {
+    // EXAONE 4's published configs write `"LLLG"` beside `layer_types`;
+    // transformers 5's Exaone4Config reads the list, never the string.
+    let mut config = json!({
+        "num_hidden_layers": 4, "sliding_window": 8, "sliding_window_pattern": "LLLG",
+        "layer_types": ["sliding_attention", "full_attention", "sliding_attention", "full_attention"],
+    });
+    let pattern = HfConfig::from_value(config.clone())
+        .layer_pattern()
+        .unwrap();
+    let kinds: Vec<LayerKind> = pattern.kinds().collect();
+    use LayerKind::{FullAttention as Full, SlidingAttention as Sliding};
+    assert_eq!(kinds, [Sliding, Full, Sliding, Full]);
+    // The string alone: transformers 5 fails on it; kv says what to give.
+    config.as_object_mut().unwrap().remove("layer_types");
+    let error = HfConfig::from_value(config).layer_pattern().unwrap_err();
+    let text = error.to_string();
+    assert!(
+        text.contains("`sliding_window_pattern` is \"LLLG\", a string"),
+        "{text}"
+    );
+    assert!(text.contains("give `layer_types`"), "{text}");
+}

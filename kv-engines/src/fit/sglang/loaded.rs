@@ -45,6 +45,7 @@ const SGLANG_ONLY_ARCHITECTURES: &[&str] = &[
     "OPTForCausalLM",
     "ApertusForCausalLM",
     "DeepseekV32ForCausalLM",
+    "Exaone4ForCausalLM",
 ];
 const SHARDED_COUNT: usize = SHARDED_ARCHITECTURES.len() + SGLANG_ONLY_ARCHITECTURES.len();
 
@@ -281,6 +282,26 @@ pub fn loaded_weights_with_dp_attention(
              by it; give it as the published configs do)"
                 .into(),
         );
+    }
+    if class == "Exaone4ForCausalLM" {
+        // exaone4.py takes `len(sliding_window_pattern)` ("LLLG") where the
+        // pattern is truthy; transformers 5's Exaone4Config holds a number
+        // there (4 unless the file says otherwise, 0 without a window).
+        let windowed = text.get("sliding_window").is_some_and(|w| !w.is_null());
+        let number = match text.get("sliding_window_pattern") {
+            Some(Value::String(_)) => None,
+            Some(Value::Null) => None,
+            Some(other) => other.as_u64(),
+            None => Some(4),
+        };
+        if windowed && number.is_some_and(|n| n != 0) {
+            return Err(
+                "SGLang would not start: TypeError: object of type 'int' has no len() \
+                 (SGLang's EXAONE 4 model reads `sliding_window_pattern` as a string such as \
+                 \"LLLG\", as the published configs write it beside `layer_types`)"
+                    .into(),
+            );
+        }
     }
     if class == "Gemma2ForCausalLM" {
         // gemma2.py's MLP reads both keys (transformers 5's Gemma2Config

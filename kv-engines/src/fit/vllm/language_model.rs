@@ -203,7 +203,8 @@ const QWEN2_VL_WRAPPER: Wrapper = Wrapper {
     tower_configs: &[VISION],
     beside: &[],
     tie: Tie::Wrapper(false),
-    mrope_positions: None,
+    // qwen2.py's attention asks `get_rope` for none: 4.
+    mrope_positions: Some(4),
     strict_loader: None,
 };
 
