@@ -943,3 +943,74 @@ fn exaone_4_needs_its_pattern_as_a_string_and_holds_one_table() {
     number["sliding_window"] = Value::Null;
     assert!(loaded_weights(&number, &tensors, 1).is_ok());
 }
+
+#[test]
+fn laguna_keeps_its_router_in_float32_and_a_table_per_layer_types_rope() {
+    // scripts/vllm/fit-configs/test-laguna-small.json: 3 layers (full, then
+    // two sliding), layer 0 dense, the others 4 experts of 32 and a shared
+    // expert of 32; the full layers' rope rotates half of each head.
+    let config: Value = serde_json::from_str(include_str!(
+        "../../scripts/vllm/fit-configs/test-laguna-small.json"
+    ))
+    .unwrap();
+    let mut tensors = vec![
+        bf16("model.embed_tokens.weight", &[128, 64]),
+        bf16("model.norm.weight", &[64]),
+        bf16("lm_head.weight", &[128, 64]),
+        bf16("model.layers.0.mlp.gate_proj.weight", &[128, 64]),
+        bf16("model.layers.0.mlp.up_proj.weight", &[128, 64]),
+        bf16("model.layers.0.mlp.down_proj.weight", &[64, 128]),
+    ];
+    for layer in 0..3 {
+        let at = |part: &str| format!("model.layers.{layer}.{part}");
+        for (name, shape) in [
+            ("input_layernorm.weight", &[64][..]),
+            ("post_attention_layernorm.weight", &[64]),
+            ("self_attn.q_proj.weight", &[64, 64]),
+            ("self_attn.k_proj.weight", &[32, 64]),
+            ("self_attn.v_proj.weight", &[32, 64]),
+            ("self_attn.o_proj.weight", &[64, 64]),
+            ("self_attn.g_proj.weight", &[4, 64]),
+            ("self_attn.q_norm.weight", &[16]),
+            ("self_attn.k_norm.weight", &[16]),
+        ] {
+            tensors.push(bf16(&at(name), shape));
+        }
+        if layer > 0 {
+            for (name, shape) in [
+                ("mlp.experts.gate_up_proj", &[4, 64, 64][..]),
+                ("mlp.experts.down_proj", &[4, 64, 32]),
+                ("mlp.gate.weight", &[4, 64]),
+                ("mlp.gate.e_score_correction_bias", &[4]),
+                ("mlp.shared_experts.gate_proj.weight", &[32, 64]),
+                ("mlp.shared_experts.up_proj.weight", &[32, 64]),
+                ("mlp.shared_experts.down_proj.weight", &[64, 32]),
+            ] {
+                tensors.push(bf16(&at(name), shape));
+            }
+        }
+    }
+    // A layer's attention: qkv 16,384, o 8,192, the gate 512, the q and k
+    // norms 64, two norms 256: 25,408. Layer 0's MLP 49,152. Layers 1 and
+    // 2: the router float32 1,024 and its bias 16, w13 32,768, w2 16,384,
+    // the shared expert 12,288: 62,480. The embedding and the head 16,384
+    // each, the norm 128.
+    let held = loaded_weights(&config, &tensors, 1).unwrap();
+    assert_eq!(
+        held.tensor_bytes,
+        3 * 25_408 + 49_152 + 2 * 62_480 + 2 * 16_384 + 128
+    );
+    assert_eq!(held.tensor_bytes, 283_232);
+    // Float32 tables: the full layers' 100 x 8 (half of 16), the sliding
+    // layers' 100 x 16.
+    assert_eq!(held.rotary_bytes, 100 * 8 * 4 + 100 * 16 * 4);
+    // TP 2: a layer's attention qkv 8,192, o 4,096, the gate 256 (split
+    // with the heads), the norms whole 320: 12,864. Layer 0's MLP 24,576;
+    // layers 1 and 2 the router and its bias whole 1,040, w13 16,384, w2
+    // 8,192, the shared expert 6,144: 31,760. The vocabulary halved.
+    let held = loaded_weights(&config, &tensors, 2).unwrap();
+    assert_eq!(
+        held.tensor_bytes,
+        3 * 12_864 + 24_576 + 2 * 31_760 + 2 * 8_192 + 128
+    );
+}

@@ -46,6 +46,7 @@ const SGLANG_ONLY_ARCHITECTURES: &[&str] = &[
     "ApertusForCausalLM",
     "DeepseekV32ForCausalLM",
     "Exaone4ForCausalLM",
+    "LagunaForCausalLM",
 ];
 const SHARDED_COUNT: usize = SHARDED_ARCHITECTURES.len() + SGLANG_ONLY_ARCHITECTURES.len();
 
@@ -67,6 +68,7 @@ const DP_ATTENTION_ARCHITECTURES: &[&str] = &[
     "DeepseekV2ForCausalLM",
     "DeepseekV3ForCausalLM",
     "DeepseekV32ForCausalLM",
+    "LagunaForCausalLM",
 ];
 
 /// Of [`CHECKED_ARCHITECTURES`], those checked at TP 1 only: HunYuan's
@@ -396,7 +398,8 @@ pub fn loaded_weights_with_dp_attention(
         }
         // GLM-4.5's router (`Glm4MoeGate`): weight and correction bias
         // float32 whatever the served dtype, whole on every rank.
-        let float32_router = glm_moe
+        // Laguna's (laguna.py) too.
+        let float32_router = (glm_moe || class == "LagunaForCausalLM")
             && (name.ends_with(".mlp.gate.weight")
                 || name.ends_with(".mlp.gate.e_score_correction_bias"));
         // GPT-OSS's expert biases (gpt_oss.py's FusedMoE: `w13_weight_bias`,

@@ -10,8 +10,9 @@ use serde_json::Value;
 
 use crate::fit::rotary::{
     gemma3_thetas, head_dim, inv_freq_elements, layer_types, max_positions, minicpm3_table_shape,
-    mla_rotary_table_shape, rope_first_partial_factor, rotary_dim, rotary_dim_of, rotary_dim_unset,
-    rotary_table_shape, scaled_rotary_table_shape, top_level_partial_factor,
+    mla_rotary_table_shape, per_layer_type_rotary_tables, rope_first_partial_factor, rotary_dim,
+    rotary_dim_of, rotary_dim_unset, rotary_table_shape, scaled_rotary_table_shape,
+    top_level_partial_factor,
 };
 
 /// The classes SGLang 0.5.23 has no model of its own for and serves
@@ -66,6 +67,15 @@ pub(super) fn rotary_buffer_bytes(text: &Value, class: &str) -> Result<u64, Stri
         // (dsa_indexer.py, `get_rope_wrapper`).
         "DeepseekV32ForCausalLM" => vec![mla_rotary_table_shape(text)?; 2],
         "Olmo3ForCausalLM" => olmo3_tables(text)?,
+        // laguna.py: a rope per layer type (its partial factor folded in),
+        // one table per distinct rope.
+        "LagunaForCausalLM" => {
+            let layers = text
+                .get("num_hidden_layers")
+                .and_then(Value::as_u64)
+                .ok_or("the config has no `num_hidden_layers`")?;
+            per_layer_type_rotary_tables(text, 0..layers)?
+        }
         // Their attention rotates half of each head unless the config says
         // otherwise (glm4.py, glm4_moe.py: `getattr(config,
         // "partial_rotary_factor", 0.5)`).
