@@ -155,3 +155,28 @@ fn phimoe_takes_dp_attention_only_with_one_rank_of_attention() {
     assert!(held_under_dp(&config, &[], 4, 4).is_ok());
     assert!(held_under_dp(&config, &[], 4, 1).is_ok());
 }
+
+#[test]
+fn laguna_gpt_oss_and_glm_4_5_take_dp_attention_and_llama_does_not() {
+    // laguna.py, gpt_oss.py and glm4_moe.py split their attention over the attention
+    // group; llama.py over all of tp whatever --dp (refused by kv, which
+    // has not checked how the pools follow).
+    let laguna: Value = serde_json::from_str(include_str!(
+        "../../scripts/vllm/fit-configs/test-laguna-small.json"
+    ))
+    .unwrap();
+    assert!(held_under_dp(&laguna, &[], 2, 2).is_ok());
+    assert!(held_under_dp(&gpt_oss_config(), &[], 2, 2).is_ok());
+    let glm45: Value = serde_json::from_str(include_str!(
+        "../../scripts/vllm/fit-configs/test-glm-4.5-small.json"
+    ))
+    .unwrap();
+    assert!(held_under_dp(&glm45, &[], 2, 2).is_ok());
+    let mut llama = laguna;
+    llama["architectures"] = json!(["LlamaForCausalLM"]);
+    let words = held_under_dp(&llama, &[], 2, 2).unwrap_err();
+    assert!(
+        words.contains("splits its attention over all 2 TP ranks"),
+        "{words}"
+    );
+}
