@@ -8,7 +8,8 @@ use std::path::Path;
 
 use kv_engines::fit::sglang::{
     default_mem_fraction_static, kv_pool_budget, loaded_weights_with_dp_attention,
-    unsupported_for_default, LoadedWeights, SglangMemoryDefaults, SglangMemoryInputs,
+    unsupported_for_default, uses_mla_backend, LoadedWeights, SglangMemoryDefaults,
+    SglangMemoryInputs,
 };
 use serde_json::{json, Value};
 
@@ -213,6 +214,7 @@ fn budget(
             inputs.max_running_requests = args.sglang.max_running_requests;
             inputs.max_total_tokens = args.sglang.max_total_tokens;
             inputs.model_path = folder.display().to_string();
+            inputs.mla = uses_mla_backend(&config);
             let defaults =
                 default_mem_fraction_static(&inputs).map_err(|e| Problem::new(file, e))?;
             let fraction = defaults.mem_fraction_static;
@@ -294,11 +296,20 @@ fn render_budget(b: &Budget) -> String {
             } else {
                 String::new()
             };
+            // Under MLA the prefill graph reserves a fixed 1,536 MiB.
+            let mla = if d.prefill_graph_mib != d.prefill_graph_sizes as f64 * 8.0 {
+                format!(
+                    " ({} MiB for the MLA backend's prefill graph)",
+                    d.prefill_graph_mib
+                )
+            } else {
+                String::new()
+            };
             let _ = writeln!(
                 out,
                 "  mem_fraction_static: {} (SGLang's default: {} MiB reserved for \
                  chunked_prefill_size {}, decode graph max_bs {}, {} prefill graph sizes up to \
-                 {} tokens{dp})",
+                 {} tokens{mla}{dp})",
                 d.mem_fraction_static,
                 d.reserved_mib,
                 d.chunked_prefill_size,

@@ -1362,11 +1362,51 @@ pub fn context_len(config: &Value, derived: u64) -> Option<(u64, String)> {
     (length.0 != derived).then_some(length)
 }
 
+/// The model types whose transformers 5.19 config class (as SGLang 0.5.23
+/// installs it) holds `rope_parameters` nested per layer type (each
+/// default-built class whose `rope_parameters` values are all sections;
+/// listed by instantiating every `CONFIG_MAPPING` class).
+const PER_LAYER_TYPE_ROPE_MODEL_TYPES: &[&str] = &[
+    "deepseek_v4",
+    "diffusion_gemma",
+    "diffusion_gemma_text",
+    "embedding_gemma2",
+    "embedding_gemma2_text",
+    "gemma3",
+    "gemma3_text",
+    "gemma3n",
+    "gemma3n_text",
+    "gemma4",
+    "gemma4_text",
+    "gemma4_unified",
+    "gemma4_unified_text",
+    "laguna",
+    "mellum",
+    "mimo_v2_flash",
+    "modernbert",
+    "modernbert-decoder",
+    "neomme",
+    "olmo3",
+    "shieldgemma2",
+    "step3p5",
+    "step3p7",
+    "t5gemma2_decoder",
+    "t5gemma2_encoder",
+    "t5gemma2_text",
+    "zaya",
+];
+
 /// The factor SGLang's `get_context_length` scales the length by: the rope
 /// section's `factor`, 1 where the section holds
 /// `original_max_position_embeddings` (transformers 5 writes one there for
 /// YaRN and LongRoPE whatever the file says) or is Llama 3's.
 fn rope_length_factor(config: &Value) -> f64 {
+    let model_type = config.get("model_type").and_then(Value::as_str);
+    if model_type.is_some_and(|t| PER_LAYER_TYPE_ROPE_MODEL_TYPES.contains(&t)) {
+        // Their config classes nest the rope per layer type: no `factor`
+        // at the top of `rope_scaling`.
+        return 1.0;
+    }
     let rope = ["rope_scaling", "rope_parameters"]
         .iter()
         .find_map(|key| config.get(*key).and_then(Value::as_object));
@@ -1731,6 +1771,13 @@ mod tests {
             "rope_parameters": {"rope_type": "dynamic", "factor": 2.5},
         });
         assert_eq!(length(dynamic, 1001), Some(2502));
+        // Gemma 3's config class nests the rope per layer type: the linear
+        // factor 8 of its full layers does not scale SGLang's length.
+        let gemma3 = serde_json::json!({
+            "model_type": "gemma3_text", "max_position_embeddings": 131072,
+            "rope_scaling": {"rope_type": "linear", "factor": 8.0},
+        });
+        assert_eq!(length(gemma3, 131_072), None);
         // The first key of SGLang's list wins over max_position_embeddings.
         let seq = serde_json::json!({"seq_length": 8192, "max_position_embeddings": 32768});
         assert_eq!(length(seq, 32_768), Some(8192));

@@ -57,6 +57,10 @@ pub struct SglangMemoryInputs {
     /// --model-path: SGLang caps the prefill graph at 4096 tokens when it
     /// contains `llama-2` (any case).
     pub model_path: String,
+    /// The model runs SGLang's MLA backend (DeepSeek's latent attention:
+    /// `kv_lora_rank` set): its prefill graph captures at most 8,192 tokens
+    /// and reserves 1,536 MiB whatever its sizes.
+    pub mla: bool,
 }
 
 impl SglangMemoryInputs {
@@ -70,6 +74,7 @@ impl SglangMemoryInputs {
             max_running_requests: None,
             max_total_tokens: None,
             model_path: String::new(),
+            mla: false,
         }
     }
 }
@@ -88,6 +93,8 @@ pub struct SglangMemoryDefaults {
     pub prefill_graph_max_tokens: u64,
     /// How many prefill sizes it captures.
     pub prefill_graph_sizes: u64,
+    /// What the prefill graph reserves, MiB: 8 a size, or 1,536 under MLA.
+    pub prefill_graph_mib: f64,
     /// The memory reserved for activations and graphs, MiB.
     pub reserved_mib: f64,
     /// Of it, what DP attention adds for its decode graphs, MiB (0 without).
@@ -96,8 +103,9 @@ pub struct SglangMemoryDefaults {
     pub mem_fraction_static: f64,
 }
 
-/// SGLang 0.5.23's default `mem_fraction_static` for a text model without
-/// MLA, on CUDA, without pipeline or context parallelism (the caller
+/// SGLang 0.5.23's default `mem_fraction_static` for a text model, with
+/// or without MLA (`inputs.mla`), on CUDA, without pipeline or context
+/// parallelism (the caller
 /// refuses the others: see [`unsupported_for_default`]). Under DP attention
 /// (`dp` > 1) the decode graph reserves `max_bs x dp x 3` MiB more, and
 /// half as much again where `max_bs` is over 300 (memory_hook.py
@@ -131,7 +139,12 @@ pub fn default_mem_fraction_static(
     if let Some(requests) = inputs.max_running_requests {
         decode_graph_max_bs = decode_graph_max_bs.min(requests);
     }
-    let mut prefill_graph_max_tokens = chunked_prefill_size;
+    // memory_hook.py: "cap MLA capture at 8192 tokens".
+    let mut prefill_graph_max_tokens = if inputs.mla {
+        chunked_prefill_size.min(8192)
+    } else {
+        chunked_prefill_size
+    };
     if let Some(tokens) = inputs.max_total_tokens {
         prefill_graph_max_tokens = prefill_graph_max_tokens.min(tokens);
     }
@@ -152,7 +165,14 @@ pub fn default_mem_fraction_static(
             dp_attention_mib += per_rank * 1.5;
         }
     }
-    reserved += decode_graph_max_bs as f64 * 2.0 + dp_attention_mib + sizes as f64 * 8.0;
+    // `reserve_for_graph_mb`: "MLA backend overhead is much higher than
+    // expected with fa3".
+    let prefill_graph_mib = if inputs.mla {
+        1.5 * 1024.0
+    } else {
+        sizes as f64 * 8.0
+    };
+    reserved += decode_graph_max_bs as f64 * 2.0 + dp_attention_mib + prefill_graph_mib;
     if gpu > 60 * 1024 {
         reserved = reserved.max(10.0 * 1024.0);
     }
@@ -163,6 +183,7 @@ pub fn default_mem_fraction_static(
         decode_graph_max_bs,
         prefill_graph_max_tokens,
         prefill_graph_sizes: sizes,
+        prefill_graph_mib,
         reserved_mib: reserved,
         dp_attention_mib,
         mem_fraction_static,
@@ -179,7 +200,6 @@ fn round3(x: f64) -> f64 {
 /// the layouts whose reservation SGLang changes by rules kv has not been
 /// checked against. The user gives `--mem-fraction-static` instead.
 pub fn unsupported_for_default(config: &Value, pp: u64) -> Option<String> {
-    let text = text_section(config);
     if crate::estimate::sglang::is_multimodal(config) {
         return Some(
             "a multimodal model: SGLang lowers the fraction by its vision tower's size and \
@@ -187,13 +207,19 @@ pub fn unsupported_for_default(config: &Value, pp: u64) -> Option<String> {
                 .into(),
         );
     }
-    if text.get("kv_lora_rank").is_some_and(|v| !v.is_null()) {
-        return Some("an MLA model: SGLang reserves 1.5 GiB for its prefill graph".into());
-    }
     if pp > 1 {
         return Some("pipeline parallelism: SGLang drops the prefill graph".into());
     }
     None
+}
+
+/// Whether SGLang runs the model on its MLA backend (`use_mla_backend`:
+/// DeepSeek's latent attention, MiniCPM3's), which changes its default
+/// fraction: a config whose text section sets `kv_lora_rank`.
+pub fn uses_mla_backend(config: &Value) -> bool {
+    text_section(config)
+        .get("kv_lora_rank")
+        .is_some_and(|v| !v.is_null())
 }
 
 /// The pool budget SGLang profiles, in bytes, from the two availabilities
@@ -250,6 +276,37 @@ pub use loaded::{
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn mla_reserves_a_fixed_prefill_graph_of_1536_mib() {
+        let mla = |gpu, tp, dp| {
+            let mut inputs = SglangMemoryInputs::new(gpu);
+            inputs.tp = tp;
+            inputs.dp = dp;
+            inputs.mla = true;
+            default_mem_fraction_static(&inputs).unwrap()
+        };
+        // H100, tp 1: 512 + 8,192 x 1.5 + 1/8 x 1,024 + 256 x 2 + 1,536 =
+        // 14,976 MiB; (81,559 - 14,976) / 81,559 = 0.8164 -> 0.816.
+        let h100 = mla(81_559, 1, 1);
+        assert_eq!(h100.reserved_mib, 14_976.0);
+        assert_eq!(h100.prefill_graph_mib, 1_536.0);
+        assert_eq!(h100.mem_fraction_static, 0.816);
+        // B200, tp 2: a chunk of 16,384, the graph capped at 8,192 tokens;
+        // 512 + 24,576 + 256 + 1,024 + 1,536 = 27,904: 0.8478 -> 0.848.
+        let b200 = mla(183_359, 2, 1);
+        assert_eq!(b200.prefill_graph_max_tokens, 8_192);
+        assert_eq!(b200.mem_fraction_static, 0.848);
+        // L4, tp 8, dp 8: 512 + 4,096 x 1.5 + 1,024 + 160 x 2 + 160 x 8 x 3
+        // + 1,536 = 13,376: (23,034 - 13,376) / 23,034 = 0.4193 -> 0.419.
+        let l4 = mla(23_034, 8, 8);
+        assert_eq!(l4.reserved_mib, 13_376.0);
+        assert_eq!(l4.mem_fraction_static, 0.419);
+        // The same H100 without MLA: 58 sizes x 8 = 464 MiB for the graph.
+        let plain = default_mem_fraction_static(&SglangMemoryInputs::new(81_559)).unwrap();
+        assert_eq!(plain.prefill_graph_mib, 464.0);
+        assert_eq!(plain.reserved_mib, 14_976.0 - 1_536.0 + 464.0);
+    }
 
     #[test]
     fn prefill_sizes_count_the_capture_list() {
