@@ -37,19 +37,24 @@ fn gemma3_config() -> Value {
 }
 
 fn gemma3_checkpoint() -> Vec<StoredTensor> {
+    gemma_checkpoint(6, true)
+}
+
+/// Gemma 2's and 3's layout at hidden 64 (4 heads of 16, 2 KV heads, an
+/// MLP of 32, four norms a layer), 128 words, tied; Gemma 3 adds q and k
+/// norms.
+fn gemma_checkpoint(layers: u64, qk_norms: bool) -> Vec<StoredTensor> {
     let mut tensors = vec![
         bf16("model.embed_tokens.weight", &[128, 64]),
         bf16("model.norm.weight", &[64]),
     ];
-    for layer in 0..6 {
+    for layer in 0..layers {
         let at = |part: &str| format!("model.layers.{layer}.{part}.weight");
         tensors.extend([
             bf16(&at("self_attn.q_proj"), &[64, 64]),
             bf16(&at("self_attn.k_proj"), &[32, 64]),
             bf16(&at("self_attn.v_proj"), &[32, 64]),
             bf16(&at("self_attn.o_proj"), &[64, 64]),
-            bf16(&at("self_attn.q_norm"), &[16]),
-            bf16(&at("self_attn.k_norm"), &[16]),
             bf16(&at("mlp.gate_proj"), &[32, 64]),
             bf16(&at("mlp.up_proj"), &[32, 64]),
             bf16(&at("mlp.down_proj"), &[64, 32]),
@@ -58,6 +63,10 @@ fn gemma3_checkpoint() -> Vec<StoredTensor> {
             bf16(&at("pre_feedforward_layernorm"), &[64]),
             bf16(&at("post_feedforward_layernorm"), &[64]),
         ]);
+        if qk_norms {
+            tensors.push(bf16(&at("self_attn.q_norm"), &[16]));
+            tensors.push(bf16(&at("self_attn.k_norm"), &[16]));
+        }
     }
     tensors
 }
@@ -645,27 +654,7 @@ fn gemma2_config() -> Value {
 }
 
 fn gemma2_checkpoint() -> Vec<StoredTensor> {
-    let mut tensors = vec![
-        bf16("model.embed_tokens.weight", &[128, 64]),
-        bf16("model.norm.weight", &[64]),
-    ];
-    for layer in 0..2 {
-        let at = |part: &str| format!("model.layers.{layer}.{part}");
-        tensors.extend([
-            bf16(&at("self_attn.q_proj.weight"), &[64, 64]),
-            bf16(&at("self_attn.k_proj.weight"), &[32, 64]),
-            bf16(&at("self_attn.v_proj.weight"), &[32, 64]),
-            bf16(&at("self_attn.o_proj.weight"), &[64, 64]),
-            bf16(&at("mlp.gate_proj.weight"), &[32, 64]),
-            bf16(&at("mlp.up_proj.weight"), &[32, 64]),
-            bf16(&at("mlp.down_proj.weight"), &[64, 32]),
-            bf16(&at("input_layernorm.weight"), &[64]),
-            bf16(&at("post_attention_layernorm.weight"), &[64]),
-            bf16(&at("pre_feedforward_layernorm.weight"), &[64]),
-            bf16(&at("post_feedforward_layernorm.weight"), &[64]),
-        ]);
-    }
-    tensors
+    gemma_checkpoint(2, false)
 }
 
 #[test]
@@ -730,33 +719,7 @@ fn opt_holds_its_learned_positions_and_no_table() {
         "../../scripts/vllm/fit-configs/test-opt-small.json"
     ))
     .unwrap();
-    let at = |part: &str| format!("model.decoder.layers.0.{part}");
-    let mut tensors = vec![
-        bf16("model.decoder.embed_tokens.weight", &[100, 64]),
-        bf16("model.decoder.embed_positions.weight", &[34, 64]),
-        bf16("model.decoder.final_layer_norm.weight", &[64]),
-        bf16("model.decoder.final_layer_norm.bias", &[64]),
-    ];
-    for (name, shape) in [
-        ("self_attn.q_proj.weight", &[64, 64][..]),
-        ("self_attn.q_proj.bias", &[64]),
-        ("self_attn.k_proj.weight", &[64, 64]),
-        ("self_attn.k_proj.bias", &[64]),
-        ("self_attn.v_proj.weight", &[64, 64]),
-        ("self_attn.v_proj.bias", &[64]),
-        ("self_attn.out_proj.weight", &[64, 64]),
-        ("self_attn.out_proj.bias", &[64]),
-        ("self_attn_layer_norm.weight", &[64]),
-        ("self_attn_layer_norm.bias", &[64]),
-        ("fc1.weight", &[128, 64]),
-        ("fc1.bias", &[128]),
-        ("fc2.weight", &[64, 128]),
-        ("fc2.bias", &[64]),
-        ("final_layer_norm.weight", &[64]),
-        ("final_layer_norm.bias", &[64]),
-    ] {
-        tensors.push(bf16(&at(name), shape));
-    }
+    let tensors = opt_small_checkpoint();
     // TP 1: the vocabulary padded to 128 rows, 16,384; the positions 4,352;
     // the final norm 256. The layer: q, k, v, o 32,768 and their biases
     // 512, two norms 512, fc1 16,384 and 256, fc2 16,384 and 128: 66,944.
@@ -780,27 +743,7 @@ fn apertus_keeps_xielus_beta_and_eps_as_bfloat16_buffers() {
         "../../scripts/vllm/fit-configs/test-apertus-small.json"
     ))
     .unwrap();
-    let at = |part: &str| format!("model.layers.0.{part}");
-    let scalar = |name: &str| StoredTensor::new(name.into(), "F32".into(), vec![], 4);
-    let tensors = vec![
-        bf16("model.embed_tokens.weight", &[128, 64]),
-        bf16("model.norm.weight", &[64]),
-        bf16("lm_head.weight", &[128, 64]),
-        bf16(&at("self_attn.q_proj.weight"), &[64, 64]),
-        bf16(&at("self_attn.k_proj.weight"), &[32, 64]),
-        bf16(&at("self_attn.v_proj.weight"), &[32, 64]),
-        bf16(&at("self_attn.o_proj.weight"), &[64, 64]),
-        bf16(&at("self_attn.q_norm.weight"), &[16]),
-        bf16(&at("self_attn.k_norm.weight"), &[16]),
-        bf16(&at("mlp.up_proj.weight"), &[32, 64]),
-        bf16(&at("mlp.down_proj.weight"), &[64, 32]),
-        bf16(&at("mlp.act_fn.alpha_p"), &[1]),
-        bf16(&at("mlp.act_fn.alpha_n"), &[1]),
-        scalar(&at("mlp.act_fn.beta")),
-        scalar(&at("mlp.act_fn.eps")),
-        bf16(&at("attention_layernorm.weight"), &[64]),
-        bf16(&at("feedforward_layernorm.weight"), &[64]),
-    ];
+    let tensors = apertus_small_checkpoint();
     // TP 1, the layer: qkv 16,384, o 8,192, q and k norms 64, up and down
     // 8,192, alpha_p and alpha_n 4, two norms 256: 33,092. The embedding
     // and the head 16,384 each, the norm 128.
@@ -953,43 +896,7 @@ fn laguna_keeps_its_router_in_float32_and_a_table_per_layer_types_rope() {
         "../../scripts/vllm/fit-configs/test-laguna-small.json"
     ))
     .unwrap();
-    let mut tensors = vec![
-        bf16("model.embed_tokens.weight", &[128, 64]),
-        bf16("model.norm.weight", &[64]),
-        bf16("lm_head.weight", &[128, 64]),
-        bf16("model.layers.0.mlp.gate_proj.weight", &[128, 64]),
-        bf16("model.layers.0.mlp.up_proj.weight", &[128, 64]),
-        bf16("model.layers.0.mlp.down_proj.weight", &[64, 128]),
-    ];
-    for layer in 0..3 {
-        let at = |part: &str| format!("model.layers.{layer}.{part}");
-        for (name, shape) in [
-            ("input_layernorm.weight", &[64][..]),
-            ("post_attention_layernorm.weight", &[64]),
-            ("self_attn.q_proj.weight", &[64, 64]),
-            ("self_attn.k_proj.weight", &[32, 64]),
-            ("self_attn.v_proj.weight", &[32, 64]),
-            ("self_attn.o_proj.weight", &[64, 64]),
-            ("self_attn.g_proj.weight", &[4, 64]),
-            ("self_attn.q_norm.weight", &[16]),
-            ("self_attn.k_norm.weight", &[16]),
-        ] {
-            tensors.push(bf16(&at(name), shape));
-        }
-        if layer > 0 {
-            for (name, shape) in [
-                ("mlp.experts.gate_up_proj", &[4, 64, 64][..]),
-                ("mlp.experts.down_proj", &[4, 64, 32]),
-                ("mlp.gate.weight", &[4, 64]),
-                ("mlp.gate.e_score_correction_bias", &[4]),
-                ("mlp.shared_experts.gate_proj.weight", &[32, 64]),
-                ("mlp.shared_experts.up_proj.weight", &[32, 64]),
-                ("mlp.shared_experts.down_proj.weight", &[64, 32]),
-            ] {
-                tensors.push(bf16(&at(name), shape));
-            }
-        }
-    }
+    let tensors = laguna_small_checkpoint();
     // A layer's attention: qkv 16,384, o 8,192, the gate 512, the q and k
     // norms 64, two norms 256: 25,408. Layer 0's MLP 49,152. Layers 1 and
     // 2: the router float32 1,024 and its bias 16, w13 32,768, w2 16,384,

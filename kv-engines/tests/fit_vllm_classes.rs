@@ -2009,27 +2009,7 @@ fn apertus_keeps_its_xielu_scalars_whole_on_every_rank() {
         "tie_word_embeddings": false, "torch_dtype": "bfloat16",
         "rope_parameters": {"rope_type": "default", "rope_theta": 10000.0},
     });
-    let at = |part: &str| format!("model.layers.0.{part}");
-    let scalar = |name: &str| StoredTensor::new(name.into(), "BF16".into(), vec![], 2);
-    let tensors = vec![
-        bf16("model.embed_tokens.weight", &[128, 64]),
-        bf16("model.norm.weight", &[64]),
-        bf16("lm_head.weight", &[128, 64]),
-        bf16(&at("self_attn.q_proj.weight"), &[64, 64]),
-        bf16(&at("self_attn.k_proj.weight"), &[32, 64]),
-        bf16(&at("self_attn.v_proj.weight"), &[32, 64]),
-        bf16(&at("self_attn.o_proj.weight"), &[64, 64]),
-        bf16(&at("self_attn.q_norm.weight"), &[16]),
-        bf16(&at("self_attn.k_norm.weight"), &[16]),
-        bf16(&at("mlp.up_proj.weight"), &[32, 64]),
-        bf16(&at("mlp.down_proj.weight"), &[64, 32]),
-        bf16(&at("mlp.act_fn.alpha_p"), &[1]),
-        bf16(&at("mlp.act_fn.alpha_n"), &[1]),
-        scalar(&at("mlp.act_fn.beta")),
-        scalar(&at("mlp.act_fn.eps")),
-        bf16(&at("attention_layernorm.weight"), &[64]),
-        bf16(&at("feedforward_layernorm.weight"), &[64]),
-    ];
+    let tensors = apertus_small_checkpoint();
     // TP 1: qkv 16,384, o_proj 8,192, the q and k norms 1,024, up and down
     // 8,192, four xIELU scalars 2,048, two norms 1,024 = 36,864; embedding
     // and head 16,384 each, the norm 512; the table 50 x 16 x 2 = 1,600 ->
@@ -2197,43 +2177,7 @@ fn laguna_small() -> (Value, Vec<StoredTensor>) {
                                   "partial_rotary_factor": 1.0}},
         "torch_dtype": "bfloat16",
     });
-    let mut tensors = vec![
-        bf16("model.embed_tokens.weight", &[128, 64]),
-        bf16("model.norm.weight", &[64]),
-        bf16("lm_head.weight", &[128, 64]),
-        bf16("model.layers.0.mlp.gate_proj.weight", &[128, 64]),
-        bf16("model.layers.0.mlp.up_proj.weight", &[128, 64]),
-        bf16("model.layers.0.mlp.down_proj.weight", &[64, 128]),
-    ];
-    for layer in 0..3 {
-        let at = |part: &str| format!("model.layers.{layer}.{part}");
-        for (name, shape) in [
-            ("input_layernorm.weight", &[64][..]),
-            ("post_attention_layernorm.weight", &[64]),
-            ("self_attn.q_proj.weight", &[64, 64]),
-            ("self_attn.k_proj.weight", &[32, 64]),
-            ("self_attn.v_proj.weight", &[32, 64]),
-            ("self_attn.o_proj.weight", &[64, 64]),
-            ("self_attn.g_proj.weight", &[4, 64]),
-            ("self_attn.q_norm.weight", &[16]),
-            ("self_attn.k_norm.weight", &[16]),
-        ] {
-            tensors.push(bf16(&at(name), shape));
-        }
-        if layer > 0 {
-            for (name, shape) in [
-                ("mlp.experts.gate_up_proj", &[4, 64, 64][..]),
-                ("mlp.experts.down_proj", &[4, 64, 32]),
-                ("mlp.gate.weight", &[4, 64]),
-                ("mlp.gate.e_score_correction_bias", &[4]),
-                ("mlp.shared_experts.gate_proj.weight", &[32, 64]),
-                ("mlp.shared_experts.up_proj.weight", &[32, 64]),
-                ("mlp.shared_experts.down_proj.weight", &[64, 32]),
-            ] {
-                tensors.push(bf16(&at(name), shape));
-            }
-        }
-    }
+    let tensors = laguna_small_checkpoint();
     (config, tensors)
 }
 
@@ -2528,33 +2472,7 @@ fn opt_at_tp_2_keeps_its_positions_and_row_biases_whole() {
         "vocab_size": 100, "max_position_embeddings": 32, "word_embed_proj_dim": 64,
         "tie_word_embeddings": true, "torch_dtype": "bfloat16",
     });
-    let at = |part: &str| format!("model.decoder.layers.0.{part}");
-    let mut tensors = vec![
-        bf16("model.decoder.embed_tokens.weight", &[100, 64]),
-        bf16("model.decoder.embed_positions.weight", &[34, 64]),
-        bf16("model.decoder.final_layer_norm.weight", &[64]),
-        bf16("model.decoder.final_layer_norm.bias", &[64]),
-    ];
-    for (name, shape) in [
-        ("self_attn.q_proj.weight", &[64, 64][..]),
-        ("self_attn.q_proj.bias", &[64]),
-        ("self_attn.k_proj.weight", &[64, 64]),
-        ("self_attn.k_proj.bias", &[64]),
-        ("self_attn.v_proj.weight", &[64, 64]),
-        ("self_attn.v_proj.bias", &[64]),
-        ("self_attn.out_proj.weight", &[64, 64]),
-        ("self_attn.out_proj.bias", &[64]),
-        ("self_attn_layer_norm.weight", &[64]),
-        ("self_attn_layer_norm.bias", &[64]),
-        ("fc1.weight", &[128, 64]),
-        ("fc1.bias", &[128]),
-        ("fc2.weight", &[64, 128]),
-        ("fc2.bias", &[64]),
-        ("final_layer_norm.weight", &[64]),
-        ("final_layer_norm.bias", &[64]),
-    ] {
-        tensors.push(bf16(&at(name), shape));
-    }
+    let tensors = opt_small_checkpoint();
     // TP 2: the embedding's 64 rows 8,192; the positions whole, 34 x 64 x
     // 2 = 4,352 -> 4,608; the final norm 1,024. The layer: qkv 96 x 64 x 2
     // = 12,288 and its bias 192 -> 512; out_proj 64 x 32 x 2 = 4,096 and

@@ -192,3 +192,106 @@ pub fn gpt_oss_checkpoint() -> Vec<StoredTensor> {
     }
     tensors
 }
+
+/// scripts/vllm/fit-configs/test-opt-small.json's checkpoint: hidden 64, one
+/// layer, an FFN of 128, 100 words, 34 position rows, every bias.
+pub fn opt_small_checkpoint() -> Vec<StoredTensor> {
+    let at = |part: &str| format!("model.decoder.layers.0.{part}");
+    let mut tensors = vec![
+        bf16("model.decoder.embed_tokens.weight", &[100, 64]),
+        bf16("model.decoder.embed_positions.weight", &[34, 64]),
+        bf16("model.decoder.final_layer_norm.weight", &[64]),
+        bf16("model.decoder.final_layer_norm.bias", &[64]),
+    ];
+    for (name, shape) in [
+        ("self_attn.q_proj.weight", &[64, 64][..]),
+        ("self_attn.q_proj.bias", &[64]),
+        ("self_attn.k_proj.weight", &[64, 64]),
+        ("self_attn.k_proj.bias", &[64]),
+        ("self_attn.v_proj.weight", &[64, 64]),
+        ("self_attn.v_proj.bias", &[64]),
+        ("self_attn.out_proj.weight", &[64, 64]),
+        ("self_attn.out_proj.bias", &[64]),
+        ("self_attn_layer_norm.weight", &[64]),
+        ("self_attn_layer_norm.bias", &[64]),
+        ("fc1.weight", &[128, 64]),
+        ("fc1.bias", &[128]),
+        ("fc2.weight", &[64, 128]),
+        ("fc2.bias", &[64]),
+        ("final_layer_norm.weight", &[64]),
+        ("final_layer_norm.bias", &[64]),
+    ] {
+        tensors.push(bf16(&at(name), shape));
+    }
+    tensors
+}
+
+/// scripts/vllm/fit-configs/test-laguna-small.json's checkpoint: 3 layers of
+/// width 64 (4 heads of 16, 2 KV heads, an output gate), layer 0 dense (an
+/// MLP of 128), the others 4 experts of 32 beside a shared expert of 32.
+pub fn laguna_small_checkpoint() -> Vec<StoredTensor> {
+    let mut tensors = vec![
+        bf16("model.embed_tokens.weight", &[128, 64]),
+        bf16("model.norm.weight", &[64]),
+        bf16("lm_head.weight", &[128, 64]),
+        bf16("model.layers.0.mlp.gate_proj.weight", &[128, 64]),
+        bf16("model.layers.0.mlp.up_proj.weight", &[128, 64]),
+        bf16("model.layers.0.mlp.down_proj.weight", &[64, 128]),
+    ];
+    for layer in 0..3 {
+        let at = |part: &str| format!("model.layers.{layer}.{part}");
+        for (name, shape) in [
+            ("input_layernorm.weight", &[64][..]),
+            ("post_attention_layernorm.weight", &[64]),
+            ("self_attn.q_proj.weight", &[64, 64]),
+            ("self_attn.k_proj.weight", &[32, 64]),
+            ("self_attn.v_proj.weight", &[32, 64]),
+            ("self_attn.o_proj.weight", &[64, 64]),
+            ("self_attn.g_proj.weight", &[4, 64]),
+            ("self_attn.q_norm.weight", &[16]),
+            ("self_attn.k_norm.weight", &[16]),
+        ] {
+            tensors.push(bf16(&at(name), shape));
+        }
+        if layer > 0 {
+            for (name, shape) in [
+                ("mlp.experts.gate_up_proj", &[4, 64, 64][..]),
+                ("mlp.experts.down_proj", &[4, 64, 32]),
+                ("mlp.gate.weight", &[4, 64]),
+                ("mlp.gate.e_score_correction_bias", &[4]),
+                ("mlp.shared_experts.gate_proj.weight", &[32, 64]),
+                ("mlp.shared_experts.up_proj.weight", &[32, 64]),
+                ("mlp.shared_experts.down_proj.weight", &[64, 32]),
+            ] {
+                tensors.push(bf16(&at(name), shape));
+            }
+        }
+    }
+    tensors
+}
+
+/// scripts/vllm/fit-configs/test-apertus-small.json's checkpoint: one layer
+/// of width 64, an MLP of 32 through xIELU (its four bfloat16 scalars).
+pub fn apertus_small_checkpoint() -> Vec<StoredTensor> {
+    let at = |part: &str| format!("model.layers.0.{part}");
+    let scalar = |name: &str| StoredTensor::new(name.into(), "BF16".into(), vec![], 2);
+    vec![
+        bf16("model.embed_tokens.weight", &[128, 64]),
+        bf16("model.norm.weight", &[64]),
+        bf16("lm_head.weight", &[128, 64]),
+        bf16(&at("self_attn.q_proj.weight"), &[64, 64]),
+        bf16(&at("self_attn.k_proj.weight"), &[32, 64]),
+        bf16(&at("self_attn.v_proj.weight"), &[32, 64]),
+        bf16(&at("self_attn.o_proj.weight"), &[64, 64]),
+        bf16(&at("self_attn.q_norm.weight"), &[16]),
+        bf16(&at("self_attn.k_norm.weight"), &[16]),
+        bf16(&at("mlp.up_proj.weight"), &[32, 64]),
+        bf16(&at("mlp.down_proj.weight"), &[64, 32]),
+        bf16(&at("mlp.act_fn.alpha_p"), &[1]),
+        bf16(&at("mlp.act_fn.alpha_n"), &[1]),
+        scalar(&at("mlp.act_fn.beta")),
+        scalar(&at("mlp.act_fn.eps")),
+        bf16(&at("attention_layernorm.weight"), &[64]),
+        bf16(&at("feedforward_layernorm.weight"), &[64]),
+    ]
+}
