@@ -19,6 +19,7 @@ pub mod llamacpp;
 mod rotary;
 pub mod sglang;
 mod shard;
+mod transformer_h;
 pub mod vllm;
 
 pub use from_config::{tensors_from_config, FROM_CONFIG_ARCHITECTURES};

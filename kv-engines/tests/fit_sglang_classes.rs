@@ -921,3 +921,41 @@ fn laguna_keeps_its_router_in_float32_and_a_table_per_layer_types_rope() {
         3 * 12_864 + 24_576 + 2 * 31_760 + 2 * 8_192 + 128
     );
 }
+
+#[test]
+fn gpt_2_reads_its_own_keys_ties_its_head_to_wte_and_skips_the_masks() {
+    // Under the original names, without `transformer.`. A layer at TP 1:
+    // c_attn 24,576 and its bias 384, c_proj 8,192 and 128, four norm
+    // tensors 512, c_fc 32,768 and 512, the MLP's c_proj 32,768 and 128:
+    // 99,968. wte padded to 128 rows 16,384, wpe 4,096, ln_f 256; no table.
+    let (config, tensors) = gpt2_small();
+    let held = loaded_weights(&config, &tensors, 1).unwrap();
+    assert_eq!(held.tensor_bytes, 2 * 99_968 + 16_384 + 4_096 + 256);
+    assert_eq!(held.rotary_bytes, 0);
+    // The causal masks (2,048 B each) are skipped.
+    assert_eq!(held.skipped_bytes, 2 * 2_048);
+    // TP 2: c_attn 12,288 and 192, c_proj 4,096 and its bias whole 128,
+    // the norms 512, c_fc 16,384 and 256, the MLP's c_proj 16,384 and 128:
+    // 50,368; wte's 128 rows halved, wpe and ln_f whole.
+    let held = loaded_weights(&config, &tensors, 2).unwrap();
+    assert_eq!(held.tensor_bytes, 2 * 50_368 + 8_192 + 4_096 + 256);
+}
+
+#[test]
+fn gpt_j_rotates_rotary_dim_of_each_head_and_keeps_a_head_bias() {
+    // A layer at TP 1: ln_1 256, q, k, v and out 32,768, fc_in 32,768 and
+    // 512, fc_out 32,768 and 128: 99,200. wte and the head padded to 128
+    // rows, 16,384 each, the head's bias 256; ln_f 256.
+    let (config, tensors) = gpt_j_small();
+    let held = loaded_weights(&config, &tensors, 1).unwrap();
+    assert_eq!(held.tensor_bytes, 2 * 99_200 + 2 * 16_384 + 256 + 256);
+    // attn.bias 2,048 and attn.masked_bias 2 a layer, skipped.
+    assert_eq!(held.skipped_bytes, 2 * 2_050);
+    // gpt_j.py: a float32 table of n_positions x rotary_dim, 32 x 8.
+    assert_eq!(held.rotary_bytes, 32 * 8 * 4);
+    // TP 2: q, k, v 12,288, out 4,096, fc_in 16,384 and 256, fc_out 16,384
+    // and its bias whole 128, ln_1 256: 49,792; the vocabulary halved, the
+    // head's bias too (128).
+    let held = loaded_weights(&config, &tensors, 2).unwrap();
+    assert_eq!(held.tensor_bytes, 2 * 49_792 + 2 * 8_192 + 128 + 256);
+}

@@ -2240,47 +2240,6 @@ fn laguna_at_tp_2_splits_its_gate_with_the_heads() {
     assert_eq!(held.total(), Some(161_280));
 }
 
-/// GPT-2, small (scripts/vllm/fit-configs/test-gpt2-small.json), under the
-/// original checkpoint's names (no `transformer.` prefix) with the causal
-/// masks older checkpoints store: 2 layers of width 64 (`n_embd`), 4 heads,
-/// 32 learned positions, a vocabulary of 100, tied. `Conv1D` weights are
-/// stored `[in, out]`. vLLM's own class gave 230,400 B at TP 1, 123,904 B
-/// at TP 2 and 125,952 B on each stage of PP 2.
-fn gpt2_small() -> (Value, Vec<StoredTensor>) {
-    let config = json!({
-        "architectures": ["GPT2LMHeadModel"], "model_type": "gpt2", "n_embd": 64,
-        "n_layer": 2, "n_head": 4, "n_positions": 32, "vocab_size": 100,
-        "tie_word_embeddings": true, "torch_dtype": "bfloat16",
-    });
-    let mut tensors = vec![
-        bf16("wte.weight", &[100, 64]),
-        bf16("wpe.weight", &[32, 64]),
-        bf16("ln_f.weight", &[64]),
-        bf16("ln_f.bias", &[64]),
-    ];
-    for layer in 0..2 {
-        let at = |part: &str| format!("h.{layer}.{part}");
-        for (name, shape) in [
-            ("attn.c_attn.weight", &[64, 192][..]),
-            ("attn.c_attn.bias", &[192]),
-            ("attn.c_proj.weight", &[64, 64]),
-            ("attn.c_proj.bias", &[64]),
-            ("attn.bias", &[1, 1, 32, 32]),
-            ("ln_1.weight", &[64]),
-            ("ln_1.bias", &[64]),
-            ("ln_2.weight", &[64]),
-            ("ln_2.bias", &[64]),
-            ("mlp.c_fc.weight", &[64, 256]),
-            ("mlp.c_fc.bias", &[256]),
-            ("mlp.c_proj.weight", &[256, 64]),
-            ("mlp.c_proj.bias", &[64]),
-        ] {
-            tensors.push(bf16(&at(name), shape));
-        }
-    }
-    (config, tensors)
-}
-
 #[test]
 fn gpt_2_reads_its_own_keys_pads_wte_and_skips_the_masks() {
     // A layer at TP 1: c_attn 64 x 192 x 2 = 24,576 and its bias 512;
@@ -2391,46 +2350,6 @@ fn bloom_splits_its_fused_attention_with_the_heads_and_keeps_alibi_tableless() {
         let held = loaded_weights_on_stage(&config, &tensors, DType::BF16, 1, stage).unwrap();
         assert_eq!(held.total(), Some(102_400 + 32_112_640 + 2_048 + 2_048));
     }
-}
-
-/// GPT-J, small (scripts/vllm/fit-configs/test-gpt-j-small.json): 2 layers
-/// of width 64 (`n_embd`), 4 heads of 16 rotating 8 of each
-/// (`rotary_dim`), 32 positions (`n_positions`), a vocabulary of 100,
-/// untied with a head bias; the causal masks its checkpoints store. vLLM's
-/// own class gave 239,616 B at TP 1 and 124,928 B at TP 2.
-fn gpt_j_small() -> (Value, Vec<StoredTensor>) {
-    let config = json!({
-        "architectures": ["GPTJForCausalLM"], "model_type": "gptj", "n_embd": 64,
-        "n_layer": 2, "n_head": 4, "rotary_dim": 8, "n_positions": 32, "vocab_size": 100,
-        "tie_word_embeddings": false, "torch_dtype": "bfloat16",
-    });
-    let mut tensors = vec![
-        bf16("transformer.wte.weight", &[100, 64]),
-        bf16("transformer.ln_f.weight", &[64]),
-        bf16("transformer.ln_f.bias", &[64]),
-        bf16("lm_head.weight", &[100, 64]),
-        bf16("lm_head.bias", &[100]),
-    ];
-    for layer in 0..2 {
-        let at = |part: &str| format!("transformer.h.{layer}.{part}");
-        for (name, shape) in [
-            ("ln_1.weight", &[64][..]),
-            ("ln_1.bias", &[64]),
-            ("attn.q_proj.weight", &[64, 64]),
-            ("attn.k_proj.weight", &[64, 64]),
-            ("attn.v_proj.weight", &[64, 64]),
-            ("attn.out_proj.weight", &[64, 64]),
-            ("attn.bias", &[1, 1, 32, 32]),
-            ("attn.masked_bias", &[1]),
-            ("mlp.fc_in.weight", &[256, 64]),
-            ("mlp.fc_in.bias", &[256]),
-            ("mlp.fc_out.weight", &[64, 256]),
-            ("mlp.fc_out.bias", &[64]),
-        ] {
-            tensors.push(bf16(&at(name), shape));
-        }
-    }
-    (config, tensors)
 }
 
 #[test]

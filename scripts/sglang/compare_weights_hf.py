@@ -46,7 +46,7 @@ CHECKED = {
     "SeedOssForCausalLM",
     "SmolLM3ForCausalLM", "StableLmForCausalLM", "Starcoder2ForCausalLM",
     "Gemma2ForCausalLM", "OPTForCausalLM", "ApertusForCausalLM", "DeepseekV32ForCausalLM",
-    "Exaone4ForCausalLM", "LagunaForCausalLM",
+    "Exaone4ForCausalLM", "LagunaForCausalLM", "GPT2LMHeadModel", "GPTJForCausalLM",
 }
 def kv_bytes(kv, folder, tp, dp=1):
     # A GPU no model here outgrows (16 TiB): only the weights are compared.

@@ -8,6 +8,7 @@ use serde_json::Value;
 use crate::fit::config::{bias_refusal, checked_class, joined, layer_index, text_section};
 use crate::fit::rotary::head_dim;
 use crate::fit::shard::{ShardingEngine, TpLayout, SHARDED_ARCHITECTURES};
+use crate::fit::transformer_h::{transformer_h_checkpoint, transformer_h_text, GPT2, GPTJ};
 use crate::stored_tensor::StoredTensor;
 
 use super::rotary::{rotary_buffer_bytes, TRANSFORMERS_BACKEND};
@@ -47,6 +48,8 @@ const SGLANG_ONLY_ARCHITECTURES: &[&str] = &[
     "DeepseekV32ForCausalLM",
     "Exaone4ForCausalLM",
     "LagunaForCausalLM",
+    GPT2,
+    GPTJ,
 ];
 const SHARDED_COUNT: usize = SHARDED_ARCHITECTURES.len() + SGLANG_ONLY_ARCHITECTURES.len();
 
@@ -187,10 +190,21 @@ pub fn loaded_weights_with_dp_attention(
             TP1_ONLY_ARCHITECTURES.join(", ")
         ));
     }
+    // GPT-2's and GPT-J's sizes under their own keys, their checkpoints'
+    // names as the loaders name them, the causal masks they skip.
+    let (named_text, renamed);
+    let (text, tensors, masks) = if matches!(class, GPT2 | GPTJ) {
+        named_text = transformer_h_text(class, text)?;
+        let masks;
+        (renamed, masks) = transformer_h_checkpoint(tensors)?;
+        (&named_text, &renamed[..], masks)
+    } else {
+        (text, tensors, 0)
+    };
     let (dtype, element) = served_dtype(config);
     // gemma2.py builds no head and skips `lm_head.weight` whatever the
-    // config says: the embedding is the head.
-    let tied = class == "Gemma2ForCausalLM"
+    // config says: the embedding is the head; gpt2.py's head is its `wte`.
+    let tied = matches!(class, "Gemma2ForCausalLM" | GPT2)
         || text
             .get("tie_word_embeddings")
             .or_else(|| config.get("tie_word_embeddings"))
@@ -353,7 +367,9 @@ pub fn loaded_weights_with_dp_attention(
     // bias), or an RMSNorm in the served dtype under `index_k_norm_type:
     // rms` (dsa_indexer.py).
     let indexer_rms_norm = text.get("index_k_norm_type").and_then(Value::as_str) == Some("rms");
-    let layout = TpLayout::new(text, tp, ShardingEngine::Sglang)?.with_attention_tp(attn_tp)?;
+    let layout = TpLayout::new(text, tp, ShardingEngine::Sglang)?
+        .with_attention_tp(attn_tp)?
+        .with_conv1d(class == GPT2);
     let layer_count = text.get("num_hidden_layers").and_then(Value::as_u64);
     let glm_moe = class == "Glm4MoeForCausalLM";
     // DeepSeek's loader skips layers past the config's when it has MTP
@@ -365,7 +381,7 @@ pub fn loaded_weights_with_dp_attention(
             .is_some_and(|n| n > 0);
     let noaux = text.get("topk_method").and_then(Value::as_str) == Some("noaux_tc");
     let router_fp32 = text.get("router_fp32").and_then(Value::as_bool) == Some(true);
-    let (mut tensor_bytes, mut skipped_bytes, mut other_tensor_bytes) = (0u64, 0u64, 0u64);
+    let (mut tensor_bytes, mut skipped_bytes, mut other_tensor_bytes) = (0u64, masks, 0u64);
     let mut other_buffer_bytes = 0u64;
     // Their norms are GemmaRMSNorm, each with a `gemma_weight` buffer as
     // large as its weight (layers/layernorm.py).

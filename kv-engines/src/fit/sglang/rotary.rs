@@ -52,8 +52,18 @@ pub(super) fn rotary_buffer_bytes(text: &Value, class: &str) -> Result<u64, Stri
         // nemotron_h.py's attention has no positions; granitemoehybrid.py's
         // builds a table only for `position_embedding_type: rope`.
         "NemotronHForCausalLM" => return Ok(0),
-        // opt.py: learned positions, no rotary layer.
-        "OPTForCausalLM" => return Ok(0),
+        // opt.py and gpt2.py: learned positions, no rotary layer.
+        "OPTForCausalLM" | "GPT2LMHeadModel" => return Ok(0),
+        // gpt_j.py: `rotary_dim` of each head, `max_position_embeddings`
+        // (GPT-J's `n_positions`) rows.
+        "GPTJForCausalLM" => {
+            let dim = text
+                .get("rotary_dim")
+                .and_then(Value::as_u64)
+                .filter(|&d| d > 0)
+                .ok_or("the config has no positive `rotary_dim`")?;
+            vec![(max_positions(text)?, dim)]
+        }
         "GraniteMoeHybridForCausalLM"
             if text.get("position_embedding_type").and_then(Value::as_str) != Some("rope") =>
         {

@@ -20,7 +20,7 @@ enum TextClass {
     OfTextConfig,
 }
 
-/// Where the wrapper's config keeps the text model's.
+/// Where the wrapper's config keeps its text model's config.
 #[derive(Clone, Copy)]
 enum TextAt {
     /// `text_config`.
@@ -47,8 +47,9 @@ enum Tie {
     /// The wrapper's config class has no such setting, so vLLM copies the
     /// top level's only where config.json gives it (the class keeps it as an
     /// attribute; `with_hf_config` copies what `hasattr` finds); else the
-    /// text config's own, else its class's default, this.
-    GivenElseText(bool),
+    /// text config's own stands, else its class's default, this where kv
+    /// has checked it (else as the text class reads a config without it).
+    Given(Option<bool>),
 }
 
 /// One multimodal class kv has checked under `--language-model-only`.
@@ -248,7 +249,9 @@ const QWEN2_AUDIO: Wrapper = Wrapper {
     // vLLM builds its audio tower at TP 8 with 20 heads: not split.
     tower_configs: &[],
     beside: &[],
-    tie: Tie::Text,
+    // Its config class has no `tie_word_embeddings`: vLLM copies the top
+    // level's only where config.json gives it (`with_hf_config`).
+    tie: Tie::Given(None),
     mrope_positions: None,
     strict_loader: None,
 };
@@ -428,7 +431,9 @@ const WRAPPERS: &[Wrapper] = &[
         tower_configs: &[VISION, ("qformer_config", HEADS, MLP)],
         // blip2.py builds `query_tokens` outside its towers.
         beside: &["query_tokens"],
-        tie: Tie::Text,
+        // Its config class has no `tie_word_embeddings`: vLLM copies the top
+        // level's only where config.json gives it (`with_hf_config`).
+        tie: Tie::Given(None),
         mrope_positions: None,
         strict_loader: None,
     },
@@ -471,7 +476,7 @@ const WRAPPERS: &[Wrapper] = &[
         beside: &[],
         // Qwen2_5OmniConfig has no `tie_word_embeddings`; its text config
         // class's defaults to true (transformers 5).
-        tie: Tie::GivenElseText(true),
+        tie: Tie::Given(Some(true)),
         // qwen2.py's attention asks `get_rope` for none: 4.
         mrope_positions: Some(4),
         strict_loader: Some("Qwen2_5OmniThinkerForConditionalGeneration"),
@@ -518,7 +523,7 @@ const QWEN3_ASR: Wrapper = Wrapper {
     beside: &[],
     // vLLM's Qwen3ASRConfig has no `tie_word_embeddings` unless config.json
     // gives it; its text config class's defaults to false.
-    tie: Tie::GivenElseText(false),
+    tie: Tie::Given(Some(false)),
     // qwen3.py's decoder layer defaults `mrope_positions_factor` to 4, and
     // qwen3_asr.py builds `Qwen3ForCausalLM` as it is (Qwen3-VL's layers
     // pass 1).
@@ -815,9 +820,9 @@ pub fn language_model_config(config: &Value) -> Result<Value, String> {
         })
         .transpose()?;
     let tie = match (w.tie, outer) {
-        (Tie::Wrapper(_) | Tie::GivenElseText(_), Some(given)) => Some(given),
+        (Tie::Wrapper(_) | Tie::Given(_), Some(given)) => Some(given),
         (Tie::Wrapper(default), None) => Some(default),
-        (Tie::GivenElseText(default), None) => Some(own.unwrap_or(default)),
+        (Tie::Given(default), None) => own.or(default),
         (Tie::Text, _) => None,
     };
     let fields = text
@@ -960,6 +965,18 @@ mod tests {
             json!(false)
         );
         assert!(gemma3(json!("yes")).is_err());
+        // Qwen2AudioConfig has no such setting: the top level's is copied
+        // only where config.json gives it, else the text config's stands.
+        let audio = |outer: Value| {
+            let mut c = json!({"architectures": ["Qwen2AudioForConditionalGeneration"],
+                               "text_config": {"tie_word_embeddings": false}});
+            if !outer.is_null() {
+                c["tie_word_embeddings"] = outer;
+            }
+            language_model_config(&c).unwrap()["tie_word_embeddings"].clone()
+        };
+        assert_eq!(audio(Value::Null), json!(false));
+        assert_eq!(audio(json!(true)), json!(true));
     }
 
     #[test]
@@ -979,6 +996,35 @@ mod tests {
         assert!(towers_refusal(&llava)
             .unwrap()
             .contains("--language-model-only"));
+    }
+
+    #[test]
+    fn qwen3_asr_reads_the_thinkers_text_model_else_the_top_levels() {
+        let asr = |thinker: Value| {
+            json!({"architectures": ["Qwen3ASRForConditionalGeneration"],
+                   "thinker_config": thinker, "text_config": {"hidden_size": 2}})
+        };
+        let text = language_model_config(&asr(json!({"text_config": {"hidden_size": 1}})));
+        let text = text.unwrap();
+        assert_eq!(text["hidden_size"], json!(1));
+        assert_eq!(text["architectures"], json!(["Qwen3ForCausalLM"]));
+        // vLLM's Qwen3ASRTextConfig unties by default.
+        assert_eq!(text["tie_word_embeddings"], json!(false));
+        let flat = language_model_config(&asr(Value::Null)).unwrap();
+        assert_eq!(flat["hidden_size"], json!(2));
+        let e = language_model_config(&asr(json!({}))).unwrap_err();
+        assert!(e.contains("`thinker_config.text_config`"), "{e}");
+        let bad = asr(json!({"text_config": {"tie_word_embeddings": "yes"}}));
+        let e = language_model_config(&bad).unwrap_err();
+        assert!(
+            e.contains("`thinker_config.text_config.tie_word_embeddings`"),
+            "{e}"
+        );
+        // An unchecked class that nests its text model in a thinker.
+        let other = json!({"architectures": ["Qwen3OmniMoeForConditionalGeneration"],
+                           "thinker_config": {"text_config": {}}});
+        let e = language_model_config(&other).unwrap_err();
+        assert!(e.contains("`Qwen3OmniMoeForConditionalGeneration`"), "{e}");
     }
 
     #[test]
