@@ -166,6 +166,11 @@ fn laguna_gpt_oss_and_glm_4_5_take_dp_attention_and_llama_does_not() {
     ))
     .unwrap();
     assert!(held_under_dp(&laguna, &[], 2, 2).is_ok());
+    // Its 4 experts refuse 8 ranks, in laguna.py's words.
+    assert_eq!(
+        held_under_dp(&laguna, &[], 8, 8).unwrap_err(),
+        "SGLang refuses: ValueError: TP size 8 > num_experts 4."
+    );
     assert!(held_under_dp(&gpt_oss_config(), &[], 2, 2).is_ok());
     let glm45: Value = serde_json::from_str(include_str!(
         "../../scripts/vllm/fit-configs/test-glm-4.5-small.json"

@@ -416,8 +416,16 @@ mod tests {
         assert!(unsupported_for_default(&llama, 2)
             .unwrap()
             .contains("pipeline"));
+        // An MLA model's default is computed (its own reservation).
         let mla = serde_json::json!({"model_type": "deepseek_v3", "kv_lora_rank": 512});
-        assert!(unsupported_for_default(&mla, 1).unwrap().contains("MLA"));
+        assert_eq!(unsupported_for_default(&mla, 1), None);
+        assert!(uses_mla_backend(&mla));
+        assert!(!uses_mla_backend(&llama));
+        let nested = serde_json::json!({"text_config": {"kv_lora_rank": 512}});
+        assert!(uses_mla_backend(&nested));
+        assert!(!uses_mla_backend(
+            &serde_json::json!({"kv_lora_rank": null})
+        ));
     }
 
     #[test]

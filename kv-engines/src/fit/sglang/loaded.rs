@@ -259,6 +259,16 @@ pub fn loaded_weights_with_dp_attention(
             ));
         }
     }
+    if class == "LagunaForCausalLM" {
+        // laguna.py's MoE block, in its own words.
+        if let Some(experts) = text.get("num_experts").and_then(Value::as_u64) {
+            if tp > experts {
+                return Err(format!(
+                    "SGLang refuses: ValueError: TP size {tp} > num_experts {experts}."
+                ));
+            }
+        }
+    }
     if class == "PhiMoEForCausalLM"
         && text.get("lm_head_bias").and_then(Value::as_bool) != Some(true)
     {
