@@ -652,6 +652,20 @@ impl LanguageModel {
                 continue;
             };
             if let Some(text_name) = name.strip_prefix("language_model.") {
+                // A tower's tensor the mapper sends into the language model
+                // (PaddleOCR-VL's `model.` -> `language_model.model.` takes
+                // transformers 5's `model.visual.` along): the text class
+                // has no such module.
+                let inner = text_name.strip_prefix("model.").unwrap_or(text_name);
+                if let Some(tower) = w.towers.iter().find(|t| inner.starts_with(*t)) {
+                    return Err(format!(
+                        "`{}` (`{name}` after `{}`'s mapper): the `{tower}` tower's tensor \
+                         lands in the language model, which has no such module; kv has not \
+                         checked what vLLM does with it (the published checkpoints' names keep \
+                         the tower apart)",
+                        tensor.name, w.class
+                    ));
+                }
                 let mut t = tensor.clone();
                 t.name = text_name.to_owned();
                 kept.push(t);
@@ -996,6 +1010,32 @@ mod tests {
         assert!(towers_refusal(&llava)
             .unwrap()
             .contains("--language-model-only"));
+    }
+
+    #[test]
+    fn a_tower_the_mapper_sends_into_the_language_model_is_refused() {
+        // PaddleOCR-VL's mapper: `model.` -> `language_model.model.`, which
+        // takes transformers 5's `model.visual.` into the text model.
+        let paddle = json!({"architectures": ["PaddleOCRVLForConditionalGeneration"],
+                            "text_config": {"hidden_size": 8}});
+        let text = [tensor("model.norm.weight")];
+        assert_eq!(
+            LanguageModel::read(&paddle, &text).unwrap().tensors.len(),
+            1
+        );
+        for name in [
+            "model.visual.blocks.0.attn.qkv.weight",
+            "model.mlp_AR.linear_1.weight",
+        ] {
+            let e = LanguageModel::read(&paddle, &[tensor(name)]).unwrap_err();
+            assert!(
+                e.contains("tower's tensor lands in the language model"),
+                "{e}"
+            );
+        }
+        // The published names keep the tower apart: left out.
+        let published = LanguageModel::read(&paddle, &[tensor("visual.blocks.0.attn.qkv.weight")]);
+        assert!(published.unwrap().tensors.is_empty());
     }
 
     #[test]
