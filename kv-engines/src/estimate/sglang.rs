@@ -1344,7 +1344,9 @@ pub fn context_len(config: &Value, derived: u64) -> Option<(u64, String)> {
         let factor = rope_length_factor(config);
         // int(factor x value): truncation, as Python's int() truncates.
         let scaled = factor * value as f64;
-        if !scaled.is_finite() || scaled < 0.0 || scaled >= u64::MAX as f64 {
+        // No length at all, or past u64 (a negative or absurd factor): kv's
+        // own stands.
+        if !(1.0..u64::MAX as f64).contains(&scaled) {
             return None;
         }
         let length = scaled as u64;
@@ -1770,7 +1772,27 @@ mod tests {
             "max_position_embeddings": 1001,
             "rope_parameters": {"rope_type": "dynamic", "factor": 2.5},
         });
-        assert_eq!(length(dynamic, 1001), Some(2502));
+        assert_eq!(length(dynamic.clone(), 1001), Some(2502));
+        let why = context_len(&dynamic, 1001).unwrap().1;
+        assert_eq!(
+            why,
+            "SGLang's get_context_length takes `max_position_embeddings` (1001) x the rope's \
+             factor 2.5"
+        );
+        // No factor: the key alone is said.
+        let plain = serde_json::json!({"max_position_embeddings": 4096});
+        assert_eq!(
+            context_len(&plain, 2048).unwrap().1,
+            "SGLang's get_context_length takes `max_position_embeddings` (4096)"
+        );
+        // A negative, an absurd or a zero length leaves kv's own.
+        for (positions, factor) in [(1001, -2.0), (1001, 1e30), (0, 1.0)] {
+            let odd = serde_json::json!({
+                "max_position_embeddings": positions,
+                "rope_scaling": {"rope_type": "dynamic", "factor": factor},
+            });
+            assert_eq!(length(odd, 1001), None);
+        }
         // Gemma 3's config class nests the rope per layer type: the linear
         // factor 8 of its full layers does not scale SGLang's length.
         let gemma3 = serde_json::json!({
