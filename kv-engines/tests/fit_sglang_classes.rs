@@ -512,6 +512,12 @@ fn deepseek_rules_refuse_what_sglang_cannot_build_or_kv_has_not_checked() {
         words.contains("'DeepseekV3Config' object has no attribute 'moe_layer_freq'"),
         "{words}"
     );
+    no_freq["architectures"] = json!(["DeepseekV2ForCausalLM"]);
+    let words = refusal(&no_freq);
+    assert!(
+        words.contains("'DeepseekV2Config' object has no attribute 'moe_layer_freq'"),
+        "{words}"
+    );
     // A correction bias without `noaux_tc`: the class builds none.
     let mut greedy = deepseek_v3_config();
     greedy["topk_method"] = json!("greedy");
@@ -762,6 +768,12 @@ fn apertus_keeps_xielus_beta_and_eps_as_bfloat16_buffers() {
         8
     );
     config["num_hidden_layers"] = json!(1);
+    // Another class's tensors of those names are counted as tensors.
+    let mut llama = config.clone();
+    llama["architectures"] = json!(["LlamaForCausalLM"]);
+    let held = loaded_weights(&llama, &tensors, 1).unwrap();
+    assert_eq!(held.tensor_bytes, 33_092 + 4 + 2 * 16_384 + 128);
+    assert_eq!(held.other_buffer_bytes, 0);
     // TP 2: qkv 8,192, o 4,096, the norms and scalars whole; up and down
     // 4,096; the vocabulary halved.
     let held = loaded_weights(&config, &tensors, 2).unwrap();

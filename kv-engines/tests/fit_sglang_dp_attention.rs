@@ -166,7 +166,8 @@ fn laguna_gpt_oss_and_glm_4_5_take_dp_attention_and_llama_does_not() {
     ))
     .unwrap();
     assert!(held_under_dp(&laguna, &[], 2, 2).is_ok());
-    // Its 4 experts refuse 8 ranks, in laguna.py's words.
+    // Its 4 experts take 4 ranks, and refuse 8, in laguna.py's words.
+    assert!(held_under_dp(&laguna, &[], 4, 1).is_ok());
     assert_eq!(
         held_under_dp(&laguna, &[], 8, 8).unwrap_err(),
         "SGLang refuses: ValueError: TP size 8 > num_experts 4."

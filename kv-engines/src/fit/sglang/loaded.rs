@@ -453,8 +453,9 @@ pub fn loaded_weights_with_dp_attention(
             || (MAMBA_HYBRIDS.contains(&class)
                 && (name.ends_with(".mixer.A_log") || name.ends_with(".mamba.A_log")));
         // Apertus' xIELU (layers/activation.py, `XIELU()`): its four
-        // scalars bfloat16 whatever the served dtype; `beta` and `eps` are
-        // buffers, counted below whether the checkpoint stores them or not.
+        // scalars bfloat16 whatever the served dtype (as wide as any dtype
+        // SGLang serves); `beta` and `eps` are buffers, counted below
+        // whether the checkpoint stores them or not.
         let xielu = apertus && name.contains(".act_fn.");
         if xielu && (name.ends_with(".beta") || name.ends_with(".eps")) {
             continue;
@@ -474,8 +475,6 @@ pub fn loaded_weights_with_dp_attention(
             || (indexer_norm && !indexer_rms_norm)
         {
             4
-        } else if xielu {
-            2
         } else {
             element
         };
@@ -555,10 +554,10 @@ pub fn loaded_weights_with_dp_attention(
             .ok_or("the buffers' bytes overflow u64")?;
     }
     if apertus {
-        // Two bfloat16 scalars a layer's activation.
+        // Two bfloat16 scalars a layer's activation: 4 B.
         let layers = layer_count.ok_or("the config has no `num_hidden_layers`")?;
         other_buffer_bytes = layers
-            .checked_mul(2 * 2)
+            .checked_mul(4)
             .and_then(|bytes| other_buffer_bytes.checked_add(bytes))
             .ok_or("the buffers' bytes overflow u64")?;
     }
