@@ -577,6 +577,11 @@ fn qwen3_asr_in_transformers_layout_reads_the_top_levels_text_config() {
             ),
         "{why}"
     );
+    // The realtime class's loader, in its own name.
+    let mut realtime = config;
+    realtime["architectures"] = json!(["Qwen3ASRRealtimeGeneration"]);
+    let why = LanguageModel::read(&realtime, &tensors).unwrap_err();
+    assert!(why.contains("in Qwen3ASRRealtimeGeneration"), "{why}");
 }
 
 #[test]

@@ -54,14 +54,14 @@ pub(super) fn rotary_buffer_bytes(text: &Value, class: &str) -> Result<u64, Stri
         "NemotronHForCausalLM" => return Ok(0),
         // opt.py and gpt2.py: learned positions, no rotary layer.
         "OPTForCausalLM" | "GPT2LMHeadModel" => return Ok(0),
-        // gpt_j.py: `rotary_dim` of each head, `max_position_embeddings`
-        // (GPT-J's `n_positions`) rows.
+        // gpt_j.py: `rotary_dim` of each head (positive: its config was
+        // read before), `max_position_embeddings` (GPT-J's `n_positions`)
+        // rows.
         "GPTJForCausalLM" => {
             let dim = text
                 .get("rotary_dim")
                 .and_then(Value::as_u64)
-                .filter(|&d| d > 0)
-                .ok_or("the config has no positive `rotary_dim`")?;
+                .ok_or("the config has no `rotary_dim`")?;
             vec![(max_positions(text)?, dim)]
         }
         "GraniteMoeHybridForCausalLM"
