@@ -394,19 +394,28 @@ fn what_kv_fit_refuses() {
         stderr(&out)
     );
     // DP attention: Llama's SGLang model splits its attention over all of tp
-    // whatever --dp, which kv does not follow into the pools (exit 1).
-    let out = kv(&[
-        base.as_slice(),
-        &["--engine", "sglang", "--dp", "2", "--tp", "2"],
-    ]
-    .concat());
-    assert_eq!(out.status.code(), Some(1), "{}", stdout(&out));
+    // whatever --dp, so a rank holds the weights of --tp 2 alone; its pools
+    // follow the attention group of one rank.
+    let loaded = |dp: &str| {
+        let out = kv(&[
+            base.as_slice(),
+            &["--engine", "sglang", "--dp", dp, "--tp", "2"],
+        ]
+        .concat());
+        assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+        let text = stdout(&out);
+        let line = text
+            .lines()
+            .find(|l| l.contains("loaded:"))
+            .unwrap()
+            .to_owned();
+        (line, text)
+    };
+    let (with_dp, text) = loaded("2");
+    assert_eq!(with_dp, loaded("1").0);
     assert!(
-        stderr(&out).contains(
-            "SGLang's `LlamaForCausalLM` splits its attention over all 2 TP ranks whatever --dp"
-        ),
-        "{}",
-        stderr(&out)
+        text.contains("tp 2, dp 2 (attention tp 1 per worker"),
+        "{text}"
     );
     usage(
         &["--engine", "sglang", "--kv-cache-memory-bytes", "8G"],

@@ -157,10 +157,9 @@ fn phimoe_takes_dp_attention_only_with_one_rank_of_attention() {
 }
 
 #[test]
-fn laguna_gpt_oss_and_glm_4_5_take_dp_attention_and_llama_does_not() {
-    // laguna.py, gpt_oss.py and glm4_moe.py split their attention over the attention
-    // group; llama.py over all of tp whatever --dp (refused by kv, which
-    // has not checked how the pools follow).
+fn laguna_gpt_oss_and_glm_4_5_split_attention_over_the_group_and_llama_over_all_of_tp() {
+    // laguna.py, gpt_oss.py and glm4_moe.py split their attention over the
+    // attention group.
     let laguna: Value = serde_json::from_str(include_str!(
         "../../scripts/vllm/fit-configs/test-laguna-small.json"
     ))
@@ -178,11 +177,14 @@ fn laguna_gpt_oss_and_glm_4_5_take_dp_attention_and_llama_does_not() {
     ))
     .unwrap();
     assert!(held_under_dp(&glm45, &[], 2, 2).is_ok());
+    // llama.py's attention stays split over all of tp: 4 heads refuse 8
+    // ranks whatever --dp (SGLang's pools follow tp / dp all the same).
     let mut llama = laguna;
     llama["architectures"] = json!(["LlamaForCausalLM"]);
-    let words = held_under_dp(&llama, &[], 2, 2).unwrap_err();
+    assert!(held_under_dp(&llama, &[], 2, 2).is_ok());
+    let words = held_under_dp(&llama, &[], 8, 8).unwrap_err();
     assert!(
-        words.contains("splits its attention over all 2 TP ranks"),
+        words.contains("attention splits over all 8 TP ranks whatever --dp"),
         "{words}"
     );
 }

@@ -58,7 +58,8 @@ const SHARDED_COUNT: usize = SHARDED_ARCHITECTURES.len() + SGLANG_ONLY_ARCHITECT
 /// under DP attention (`get_attention_tp_size`), checked on its own classes
 /// built on meta (scripts/sglang/compare_weights_tp.py and
 /// compare_weights_hf.py `--dp`); the others split it over all of `tp`
-/// whatever `--dp`, which kv refuses rather than guess their pools.
+/// whatever `--dp`, as at `--dp 1` (checked end to end, their pools
+/// following `tp / dp`: scripts/sglang/compare_fit.py).
 const DP_ATTENTION_ARCHITECTURES: &[&str] = &[
     "Qwen3ForCausalLM",
     "Qwen3MoeForCausalLM",
@@ -210,21 +211,32 @@ pub fn loaded_weights_with_dp_attention(
             .or_else(|| config.get("tie_word_embeddings"))
             .and_then(Value::as_bool)
             .unwrap_or(false);
-    if dp > 1 && !DP_ATTENTION_ARCHITECTURES.contains(&class) {
-        return Err(format!(
-            "SGLang's `{class}` splits its attention over all {tp} TP ranks whatever --dp \
-             (its model reads no attention TP), and kv has not checked how its pools follow \
-             that under DP attention (checked: {})",
-            DP_ATTENTION_ARCHITECTURES.join(", ")
-        ));
-    }
     if dp == 0 || !tp.is_multiple_of(dp) {
         return Err(format!(
             "--dp-size {dp} with --enable-dp-attention must divide --tp-size {tp} (SGLang \
              splits attention over tp / dp ranks)"
         ));
     }
-    let attn_tp = tp / dp;
+    // The other classes' models read no attention TP: their attention stays
+    // split over all of tp whatever --dp (its pools still follow tp / dp,
+    // as SGLang's configurator sizes them).
+    let attn_tp = if DP_ATTENTION_ARCHITECTURES.contains(&class) {
+        tp / dp
+    } else {
+        tp
+    };
+    if dp > 1 && attn_tp == tp {
+        // The estimate checks the heads against the attention group of
+        // tp / dp; these models' attention asserts them against all of tp.
+        if let Some(heads) = text.get("num_attention_heads").and_then(Value::as_u64) {
+            if !heads.is_multiple_of(tp) {
+                return Err(format!(
+                    "SGLang would not start: `{class}`'s attention splits over all {tp} TP \
+                     ranks whatever --dp and asserts that they divide its {heads} query heads"
+                ));
+            }
+        }
+    }
     if class == "PhiMoEForCausalLM" && 1 < attn_tp && attn_tp < tp {
         // phimoe.py's attention all-reduces over all of tp
         // (`reject_attn_tp_shard_with_tp_reduce`, layers/dp_attention.py).
@@ -655,15 +667,20 @@ mod tests {
         // dp 4: attention whole on every rank: 786,432.
         assert_eq!(bytes(4), Ok(131_072 + 65_536 + 786_432 + 1_024));
         assert!(bytes(3).unwrap_err().contains("must divide --tp-size 4"));
-        // A class whose model splits attention over all of tp is refused.
+        // A class whose model splits attention over all of tp holds its dp 1
+        // weights under DP attention.
         let mut llama = config.clone();
         llama["architectures"] = serde_json::json!(["LlamaForCausalLM"]);
-        let refused = loaded_weights_with_dp_attention(&llama, &tensors, 4, 2).unwrap_err();
+        let at =
+            |dp| loaded_weights_with_dp_attention(&llama, &tensors, 4, dp).map(|l| l.tensor_bytes);
+        assert_eq!(at(2), Ok(131_072 + 65_536 + 196_608 + 1_024));
+        assert_eq!(at(2), at(1));
+        // Its attention still asserts all of tp divides the query heads.
+        let refused = loaded_weights_with_dp_attention(&llama, &tensors, 16, 16).unwrap_err();
         assert!(
-            refused.contains("`LlamaForCausalLM` splits its attention over all 4"),
+            refused.contains("`LlamaForCausalLM`'s attention splits over all 16 TP ranks"),
             "{refused}"
         );
-        assert!(loaded_weights_with_dp_attention(&llama, &tensors, 4, 1).is_ok());
     }
 
     fn tensor(name: &str, dtype: &str, shape: &[u64], bytes: u64) -> StoredTensor {
