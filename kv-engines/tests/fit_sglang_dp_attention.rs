@@ -177,6 +177,33 @@ fn laguna_gpt_oss_and_glm_4_5_split_attention_over_the_group_and_llama_over_all_
     ))
     .unwrap();
     assert!(held_under_dp(&glm45, &[], 2, 2).is_ok());
+    // exaone4.py's q, k, v and o take `parallel_group="attn_tp"`: at TP 2
+    // DP 2 a rank holds each layer's attention whole, 8,192 + 4,096 +
+    // 4,096 + 8,192 B (the test config's 4 layers; no other tensor here).
+    let exaone: Value = serde_json::from_str(include_str!(
+        "../../scripts/vllm/fit-configs/test-exaone4-small.json"
+    ))
+    .unwrap();
+    let attention: Vec<_> = (0..4)
+        .flat_map(|layer| {
+            let at = |part: &str| format!("model.layers.{layer}.self_attn.{part}.weight");
+            [
+                bf16(&at("q_proj"), &[64, 64]),
+                bf16(&at("k_proj"), &[32, 64]),
+                bf16(&at("v_proj"), &[32, 64]),
+                bf16(&at("o_proj"), &[64, 64]),
+            ]
+        })
+        .collect();
+    let bytes = |dp| held_under_dp(&exaone, &attention, 2, dp).map(|h| h.tensor_bytes);
+    assert_eq!(bytes(2), Ok(4 * 24_576));
+    assert_eq!(bytes(1), Ok(4 * 12_288));
+    // Its attention asserts all of tp divides the 4 query heads all the same.
+    let words = held_under_dp(&exaone, &attention, 8, 8).unwrap_err();
+    assert!(
+        words.contains("all 8 TP ranks divide its 4 query heads"),
+        "{words}"
+    );
     // llama.py's attention stays split over all of tp: 4 heads refuse 8
     // ranks whatever --dp (SGLang's pools follow tp / dp all the same).
     let mut llama = laguna;
@@ -184,7 +211,7 @@ fn laguna_gpt_oss_and_glm_4_5_split_attention_over_the_group_and_llama_over_all_
     assert!(held_under_dp(&llama, &[], 2, 2).is_ok());
     let words = held_under_dp(&llama, &[], 8, 8).unwrap_err();
     assert!(
-        words.contains("attention splits over all 8 TP ranks whatever --dp"),
+        words.contains("attention asserts, whatever --dp, that all 8 TP ranks divide"),
         "{words}"
     );
 }

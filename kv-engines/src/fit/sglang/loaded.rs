@@ -73,6 +73,7 @@ const DP_ATTENTION_ARCHITECTURES: &[&str] = &[
     "DeepseekV3ForCausalLM",
     "DeepseekV32ForCausalLM",
     "LagunaForCausalLM",
+    "Exaone4ForCausalLM",
 ];
 
 /// Of [`CHECKED_ARCHITECTURES`], those checked at TP 1 only: HunYuan's
@@ -225,14 +226,16 @@ pub fn loaded_weights_with_dp_attention(
     } else {
         tp
     };
-    if dp > 1 && attn_tp == tp {
-        // The estimate checks the heads against the attention group of
-        // tp / dp; these models' attention asserts them against all of tp.
+    // The estimate checks the heads against the attention group of tp /
+    // dp; these models' attention asserts them against all of tp, EXAONE
+    // 4's too (exaone4.py: `get_parallel().tp_size`) although its layers
+    // split over the group.
+    if dp > 1 && (attn_tp == tp || class == "Exaone4ForCausalLM") {
         if let Some(heads) = text.get("num_attention_heads").and_then(Value::as_u64) {
             if !heads.is_multiple_of(tp) {
                 return Err(format!(
-                    "SGLang would not start: `{class}`'s attention splits over all {tp} TP \
-                     ranks whatever --dp and asserts that they divide its {heads} query heads"
+                    "SGLang would not start: `{class}`'s attention asserts, whatever --dp, \
+                     that all {tp} TP ranks divide its {heads} query heads"
                 ));
             }
         }
@@ -678,7 +681,7 @@ mod tests {
         // Its attention still asserts all of tp divides the query heads.
         let refused = loaded_weights_with_dp_attention(&llama, &tensors, 16, 16).unwrap_err();
         assert!(
-            refused.contains("`LlamaForCausalLM`'s attention splits over all 16 TP ranks"),
+            refused.contains("that all 16 TP ranks divide its 8 query heads"),
             "{refused}"
         );
     }
