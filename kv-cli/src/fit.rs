@@ -7,6 +7,7 @@
 //! vllm` is `crate::fit_vllm`, `--engine llama.cpp` `crate::fit_llamacpp`.
 
 use kv_engines::fit::gpus::{gpu, gpu_names, Gpu};
+use kv_engines::weights::FileData;
 
 use crate::estimate_args::{Args, Engine};
 use crate::fit_llamacpp::LlamaCppFitFlags;
@@ -71,6 +72,12 @@ pub struct FitArgs {
     /// Qwen3-MoE classes), said so.
     #[arg(long)]
     pub(crate) weights_from_config: bool,
+    /// The weight files may end anywhere after their headers: the first
+    /// bytes of each shard or GGUF, fetched without the data
+    /// (scripts/fetch-headers), are read as the whole files would be, and
+    /// the output says which files hold less data than their headers give.
+    #[arg(long, conflicts_with = "weights_from_config")]
+    pub(crate) headers_only: bool,
     /// vLLM --language-model-only: a multimodal model's towers are not
     /// built, so the weights are its text model's alone (the classes kv
     /// has checked: LLaVA, Qwen2-VL, Gemma 3, ...; the others are refused).
@@ -226,6 +233,11 @@ pub fn run(command: &Command) -> Result<bool, StdoutFailed> {
              for speculative decoding: --speculative-tokens is not modelled yet in kv fit",
         )
     }
+    let data = if fit.headers_only {
+        FileData::MayEndAfterHeader
+    } else {
+        FileData::Whole
+    };
     let (gpu_label, gpu_mib) = match (&fit.gpu, fit.gpu_memory_mib) {
         (Some(name), _) => match gpu(name) {
             Some(Gpu {
@@ -261,6 +273,7 @@ pub fn run(command: &Command) -> Result<bool, StdoutFailed> {
             mapped: fit.load_mode.unwrap_or(true),
             free_mib: fit.free_mib,
             compute_buffer_mib: fit.compute_buffer_mib,
+            data,
         };
         return crate::fit_llamacpp::run(args, &flags, &gpu_label, gpu_mib);
     }
@@ -285,6 +298,7 @@ pub fn run(command: &Command) -> Result<bool, StdoutFailed> {
             cuda_graph_bytes: fit.cuda_graph_bytes,
             plot: fit.plot.clone(),
             weights_from_config: fit.weights_from_config,
+            data,
             language_model_only: fit.language_model_only,
         };
         return crate::fit_vllm::run(args, &flags, &gpu_label, gpu_mib);
@@ -294,6 +308,7 @@ pub fn run(command: &Command) -> Result<bool, StdoutFailed> {
         mem_fraction_static: fit.mem_fraction_static,
         chunked_prefill_size: fit.chunked_prefill_size,
         weights_from_config: fit.weights_from_config,
+        data,
     };
     crate::fit_sglang::run(args, &flags, &gpu_label, gpu_mib)
 }

@@ -15,6 +15,7 @@ use kv_engines::estimate::llamacpp::{
 };
 use kv_engines::fit::llamacpp::{load_tensors, LoadedModel, Offload, FIT_MARGIN_BYTES};
 use kv_engines::gguf::GgufFile;
+use kv_engines::weights::FileData;
 use serde_json::Value;
 
 use crate::estimate_args::Args;
@@ -34,6 +35,8 @@ pub struct LlamaCppFitFlags {
     pub free_mib: Option<u64>,
     /// The compute buffer on the GPU, from a run's log, in MiB.
     pub compute_buffer_mib: Option<f64>,
+    /// What the GGUF must hold past its header.
+    pub data: FileData,
 }
 
 /// What `kv fit` found for one GGUF file (JSON: its `fit` member).
@@ -53,6 +56,9 @@ struct Fit {
     compute_bytes: Option<u64>,
     /// With the compute buffer given: whether all of it fits.
     fits: Option<bool>,
+    /// Whether the file holds every tensor's data (`--headers-only` reads
+    /// one that does not).
+    data_whole: bool,
 }
 
 /// Sizes every GGUF file; `Ok(false)` when any could not be.
@@ -107,6 +113,7 @@ pub fn run(
                         "left_for_compute_bytes": i64::try_from(fit.left_for_compute_bytes).ok(),
                         "compute_bytes": fit.compute_bytes,
                         "fits": fit.fits,
+                        "data_whole": fit.data_whole,
                     },
                 })
             })
@@ -135,7 +142,7 @@ fn fit_file(
     };
     // A FIFO would block the GGUF reader and a device never end it.
     regular_file(file)?;
-    let gguf = GgufFile::from_path(file).map_err(problem)?;
+    let gguf = GgufFile::from_path_as(file, flags.data).map_err(problem)?;
     let loaded = load_tensors(&gguf, offload).map_err(problem)?;
     let kv = estimate(gguf.metadata(), settings).map_err(problem)?;
     // Each layer's caches are on its device (offload_kqv, the default).
@@ -160,6 +167,7 @@ fn fit_file(
             left_for_compute_bytes: left,
             compute_bytes,
             fits: compute_bytes.map(|c| left >= i128::from(c)),
+            data_whole: gguf.is_whole(),
         },
     ))
 }
@@ -193,6 +201,13 @@ fn render(
         crate::llamacpp::settings_line(kv),
         loaded.layers
     );
+    if !fit.data_whole {
+        let _ = writeln!(
+            out,
+            "  --headers-only: the file holds less data than its tensor infos give; the \
+             buffers are its tensor infos'"
+        );
+    }
     for line in loaded.lines().iter().chain(&kv_lines(kv, loaded)) {
         let _ = writeln!(out, "  {line}");
     }

@@ -11,6 +11,7 @@ use kv_engines::fit::sglang::{
     unsupported_for_default, uses_mla_backend, LoadedWeights, SglangMemoryDefaults,
     SglangMemoryInputs,
 };
+use kv_engines::weights::FileData;
 use serde_json::{json, Value};
 
 use crate::estimate_args::Args;
@@ -29,6 +30,8 @@ pub(crate) struct SglangFitFlags {
     pub mem_fraction_static: Option<f64>,
     pub chunked_prefill_size: Option<u64>,
     pub weights_from_config: bool,
+    /// What the weight files must hold past their headers.
+    pub data: FileData,
 }
 
 /// What `kv fit` adds above the pools: the GPU, the weights, the budget.
@@ -180,7 +183,7 @@ fn budget(
 ) -> Result<Budget, Problem> {
     let config = read_config(file, args.read.max_file_bytes)?;
     let folder = file.parent().unwrap_or(Path::new("."));
-    let weights = crate::fit_shared::weights(file, &config, fit.weights_from_config)?;
+    let weights = crate::fit_shared::weights(file, &config, fit.weights_from_config, fit.data)?;
     let stored_bytes = weights.total_bytes().map_err(|e| Problem::new(folder, e))?;
     let by_dtype = weights
         .bytes_by_dtype()

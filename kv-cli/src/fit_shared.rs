@@ -7,7 +7,7 @@ use std::path::Path;
 
 use kv_core::KvError;
 use kv_engines::fit::{tensors_from_config, FROM_CONFIG_ARCHITECTURES};
-use kv_engines::weights::CheckpointWeights;
+use kv_engines::weights::{CheckpointWeights, FileData};
 use serde_json::Value;
 
 use crate::input::Problem;
@@ -20,17 +20,22 @@ pub(crate) fn weights(
     file: &Path,
     config: &Value,
     from_config: bool,
+    data: FileData,
 ) -> Result<CheckpointWeights, Problem> {
     if from_config {
         let tensors = tensors_from_config(config).map_err(|e| Problem::new(file, e))?;
         return Ok(CheckpointWeights::computed(tensors));
     }
     let folder = file.parent().unwrap_or(Path::new("."));
+    let headers_only = match data {
+        FileData::Whole => "--headers-only where the files hold their headers alone, or ",
+        _ => "",
+    };
     let hint = format!(
-        "; give --weights-from-config to compute them from the config ({})",
+        "; give {headers_only}--weights-from-config to compute them from the config ({})",
         FROM_CONFIG_ARCHITECTURES.join(", ")
     );
-    CheckpointWeights::from_path(folder).map_err(|e| match e {
+    CheckpointWeights::from_path_as(folder, data).map_err(|e| match e {
         // The readers' errors name the file; the weights are no config.
         KvError::ConfigFile { path, problem } => Problem::new(Path::new(&path), problem + &hint),
         other => Problem::new(folder, other.to_string() + &hint),
@@ -39,8 +44,15 @@ pub(crate) fn weights(
 
 /// How the weights line names where they came from.
 pub(crate) fn source(weights: &CheckpointWeights) -> String {
-    match weights.files().len() {
-        0 => "computed from the config (--weights-from-config: no checkpoint read)".to_owned(),
-        n => format!("stored in {n} file(s)"),
+    let files = weights.files().len();
+    match weights.cut_files().len() {
+        _ if files == 0 => {
+            "computed from the config (--weights-from-config: no checkpoint read)".to_owned()
+        }
+        0 => format!("stored in {files} file(s)"),
+        cut => format!(
+            "stored in {files} file(s), as their headers give them (--headers-only: {cut} of \
+             them end before their data, which is not read)"
+        ),
     }
 }

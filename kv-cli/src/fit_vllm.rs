@@ -14,7 +14,7 @@ use kv_engines::fit::vllm::{
     loaded_weights_on_stage, LanguageModel, PipelineStage, VllmBudget, VllmLoadedWeights,
     VllmMemoryInputs,
 };
-use kv_engines::weights::StoredTensor;
+use kv_engines::weights::{FileData, StoredTensor};
 use serde_json::{json, Value};
 
 use crate::estimate::{estimate_file, render, settings, to_json, Estimated};
@@ -36,6 +36,8 @@ pub(crate) struct VllmFitFlags {
     pub cuda_graph_bytes: Option<u64>,
     pub plot: Option<std::path::PathBuf>,
     pub weights_from_config: bool,
+    /// What the weight files must hold past their headers.
+    pub data: FileData,
     pub language_model_only: bool,
 }
 
@@ -206,9 +208,9 @@ fn budget(
     // Computed weights are the text class's own; read ones are renamed.
     let weights = if fit.language_model_only && fit.weights_from_config {
         let text = language_model_config(&config).map_err(|e| Problem::new(file, e))?;
-        crate::fit_shared::weights(file, &text, true)?
+        crate::fit_shared::weights(file, &text, true, fit.data)?
     } else {
-        crate::fit_shared::weights(file, &config, fit.weights_from_config)?
+        crate::fit_shared::weights(file, &config, fit.weights_from_config, fit.data)?
     };
     let language_model = match (fit.language_model_only, fit.weights_from_config) {
         (false, _) => None,

@@ -1,6 +1,6 @@
-//! One tensor as a checkpoint stores it: what the safetensors and GGUF
-//! readers both return, in a file of its own so neither reader depends on
-//! the other.
+//! One tensor as a checkpoint stores it, and what a reader requires of the
+//! data after a file's header: what the safetensors and GGUF readers both
+//! use, in a file of its own so neither reader depends on the other.
 
 /// One tensor as a checkpoint stores it.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -27,4 +27,22 @@ impl StoredTensor {
             bytes,
         }
     }
+}
+
+/// What a checkpoint reader requires of the data after a file's header.
+///
+/// Weights are sized from headers alone, so a file cut after its header (its
+/// first bytes, fetched without the data: `scripts/fetch-headers`) answers
+/// as the whole file would. Reading one is asked for, never assumed: a file
+/// cut by a failed download is otherwise an error.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum FileData {
+    /// The file holds its data whole, as its header gives it (what an
+    /// engine loads); anything else is an error.
+    Whole,
+    /// The file may end anywhere after its header: every check of the
+    /// header is made, and none of the file's length past it but that it
+    /// holds no more than the header gives.
+    MayEndAfterHeader,
 }

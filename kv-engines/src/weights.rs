@@ -22,7 +22,7 @@ use kv_core::KvError;
 use serde::Deserialize;
 
 use crate::gguf::GgufFile;
-pub use crate::stored_tensor::StoredTensor;
+pub use crate::stored_tensor::{FileData, StoredTensor};
 use safetensors::SafetensorsHeader;
 
 /// The index of a sharded safetensors checkpoint (transformers' name).
@@ -36,6 +36,8 @@ pub const MAX_INDEX_BYTES: u64 = 64 << 20;
 #[derive(Clone, Debug, PartialEq)]
 pub struct CheckpointWeights {
     files: Vec<PathBuf>,
+    /// The files that hold less data than their headers give.
+    cut: Vec<PathBuf>,
     tensors: Vec<StoredTensor>,
 }
 
@@ -43,24 +45,37 @@ impl CheckpointWeights {
     /// The weights at `path`: a `.gguf` file, a `.safetensors` file, or a
     /// folder holding `model.safetensors.index.json` and its shards, or
     /// `.safetensors` files without an index (all of them, as vLLM loads
-    /// them).
+    /// them). Every file must hold its data whole.
     pub fn from_path(path: impl AsRef<Path>) -> Result<CheckpointWeights, KvError> {
+        CheckpointWeights::from_path_as(path, FileData::Whole)
+    }
+
+    /// The weights at `path`, as `from_path` reads them, each file holding
+    /// its data as `data` says.
+    pub fn from_path_as(
+        path: impl AsRef<Path>,
+        data: FileData,
+    ) -> Result<CheckpointWeights, KvError> {
         let path = path.as_ref();
         if path.is_dir() {
-            return CheckpointWeights::from_folder(path);
+            return CheckpointWeights::from_folder(path, data);
         }
         let is = |ext: &str| path.extension().is_some_and(|e| e == ext);
         if is("gguf") {
-            let file = GgufFile::from_path(path)?;
+            let file = GgufFile::from_path_as(path, data)?;
             return Ok(CheckpointWeights {
                 files: vec![path.to_owned()],
+                cut: cut_unless(file.is_whole(), path).into_iter().collect(),
                 tensors: file.tensors().to_vec(),
             });
         }
         if is("safetensors") {
-            let header = SafetensorsHeader::from_path(path)?;
+            let header = SafetensorsHeader::from_path_as(path, data)?;
             return Ok(CheckpointWeights {
                 files: vec![path.to_owned()],
+                cut: cut_unless(header.held_bytes() == header.data_bytes(), path)
+                    .into_iter()
+                    .collect(),
                 tensors: header.tensors().to_vec(),
             });
         }
@@ -77,14 +92,15 @@ impl CheckpointWeights {
     pub fn computed(tensors: Vec<StoredTensor>) -> CheckpointWeights {
         CheckpointWeights {
             files: Vec::new(),
+            cut: Vec::new(),
             tensors,
         }
     }
 
-    fn from_folder(folder: &Path) -> Result<CheckpointWeights, KvError> {
+    fn from_folder(folder: &Path, data: FileData) -> Result<CheckpointWeights, KvError> {
         let index = folder.join(SHARD_INDEX);
         if index.is_file() {
-            return CheckpointWeights::from_index(&index);
+            return CheckpointWeights::from_index(&index, data);
         }
         let listing = fs::read_dir(folder).map_err(|e| error(folder, e.to_string()))?;
         let mut files = Vec::new();
@@ -107,21 +123,23 @@ impl CheckpointWeights {
         }
         files.sort();
         let mut tensors = Vec::new();
+        let mut cut = Vec::new();
         for file in &files {
-            tensors.extend(
-                SafetensorsHeader::from_path(file)?
-                    .tensors()
-                    .iter()
-                    .cloned(),
-            );
+            let header = SafetensorsHeader::from_path_as(file, data)?;
+            cut.extend(cut_unless(header.held_bytes() == header.data_bytes(), file));
+            tensors.extend(header.tensors().iter().cloned());
         }
         refuse_duplicates(&tensors, folder)?;
-        Ok(CheckpointWeights { files, tensors })
+        Ok(CheckpointWeights {
+            files,
+            cut,
+            tensors,
+        })
     }
 
     /// A sharded checkpoint: each file the index's `weight_map` names, read
     /// once; every tensor the index names must be in the file it names.
-    fn from_index(index: &Path) -> Result<CheckpointWeights, KvError> {
+    fn from_index(index: &Path, data: FileData) -> Result<CheckpointWeights, KvError> {
         let size = fs::metadata(index)
             .map_err(|e| error(index, e.to_string()))?
             .len();
@@ -161,7 +179,7 @@ impl CheckpointWeights {
                 ));
             }
             let file = folder.join(name.as_str());
-            headers.push((name.as_str(), SafetensorsHeader::from_path(&file)?));
+            headers.push((name.as_str(), SafetensorsHeader::from_path_as(&file, data)?));
             files.push(file);
         }
         for (shard, header) in &headers {
@@ -179,16 +197,29 @@ impl CheckpointWeights {
                 ));
             }
         }
-        for (_, header) in headers {
+        let mut cut = Vec::new();
+        for (file, (_, header)) in files.iter().zip(headers) {
+            cut.extend(cut_unless(header.held_bytes() == header.data_bytes(), file));
             tensors.extend(header.tensors().iter().cloned());
         }
         refuse_duplicates(&tensors, index)?;
-        Ok(CheckpointWeights { files, tensors })
+        Ok(CheckpointWeights {
+            files,
+            cut,
+            tensors,
+        })
     }
 
     /// The files whose headers were read.
     pub fn files(&self) -> &[PathBuf] {
         &self.files
+    }
+
+    /// The files read that hold less data than their headers give (none
+    /// unless read as `FileData::MayEndAfterHeader`): the weights are their
+    /// headers' all the same.
+    pub fn cut_files(&self) -> &[PathBuf] {
+        &self.cut
     }
 
     /// Every tensor, file by file in the order of their data.
@@ -221,6 +252,11 @@ fn overflow() -> KvError {
         declaration: "the checkpoint's weights".into(),
         step: "the sum of the tensors' bytes",
     }
+}
+
+/// `path`, unless its file holds its data whole.
+fn cut_unless(whole: bool, path: &Path) -> Option<PathBuf> {
+    (!whole).then(|| path.to_owned())
 }
 
 /// A name that stays in the folder: no separator, not `.` or `..`.

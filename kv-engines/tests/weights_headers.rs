@@ -9,7 +9,7 @@ use std::path::{Path, PathBuf};
 use kv_core::KvError;
 use kv_engines::gguf::GgufFile;
 use kv_engines::weights::safetensors::SafetensorsHeader;
-use kv_engines::weights::CheckpointWeights;
+use kv_engines::weights::{CheckpointWeights, FileData};
 use proptest::prelude::*;
 
 // ---- safetensors -------------------------------------------------------
@@ -726,4 +726,199 @@ fn bounds_fall_where_the_formats_put_them() {
     let infos = vec![info("w", &[i64::MAX as u64], 0, 0)];
     let e = gguf_problem(gguf(&infos, None, 32), 64);
     assert!(e.contains("total number of elements is >="), "{e}");
+}
+
+// ---- files holding their headers alone (--headers-only) -------------------
+
+fn read_st_as(json: &str, data_bytes: u64, data: FileData) -> Result<SafetensorsHeader, KvError> {
+    let bytes = safetensors(json);
+    let size = bytes.len() as u64 + data_bytes;
+    SafetensorsHeader::read_as(Cursor::new(bytes), size, "model.safetensors", data)
+}
+
+#[test]
+fn a_safetensors_file_cut_after_its_header_is_read_when_asked() {
+    let cut = FileData::MayEndAfterHeader;
+    // FIVE's tensors cover 4,100,359 bytes; the file holds none, some or
+    // all of them: the same tensors each time.
+    for held in [0, 1, 4_100_358, 4_100_359] {
+        let header = read_st_as(FIVE, held, cut).unwrap();
+        assert_eq!(
+            header.tensors(),
+            read_st(FIVE, 4_100_359).unwrap().tensors()
+        );
+        assert_eq!(header.data_bytes(), 4_100_359);
+        assert_eq!(header.held_bytes(), held);
+    }
+    // A whole file read either way holds its data.
+    let whole = read_st(FIVE, 4_100_359).unwrap();
+    assert_eq!(whole.held_bytes(), whole.data_bytes());
+    // More data than the tensors cover is refused both ways.
+    let e = read_st_as(FIVE, 4_100_360, cut).unwrap_err().to_string();
+    assert!(
+        e.contains("the tensors cover 4100359 bytes of data, but the file has 4100360"),
+        "{e}"
+    );
+    assert!(!e.contains("ends before its data"), "{e}");
+    // Unasked, the cut file is an error naming what it may be.
+    let e = st_problem(FIVE, 0);
+    assert!(
+        e.contains("the tensors cover 4100359 bytes of data, but the file has 0 after its header")
+            && e.contains(
+                "the file ends before its data does (a download cut short, or its \
+                 header alone)"
+            ),
+        "{e}"
+    );
+    // Every check of the header itself still holds: a range that does not
+    // follow the one before, a size that is not the shape's.
+    let gap = r#"{"a": {"dtype": "U8", "shape": [4], "data_offsets": [0, 4]},
+                  "b": {"dtype": "U8", "shape": [4], "data_offsets": [5, 9]}}"#;
+    let e = read_st_as(gap, 0, cut).unwrap_err().to_string();
+    assert!(e.contains("tensor `b` has data_offsets [5, 9]"), "{e}");
+    let short = r#"{"a": {"dtype": "BF16", "shape": [4], "data_offsets": [0, 4]}}"#;
+    let e = read_st_as(short, 0, cut).unwrap_err().to_string();
+    assert!(
+        e.contains("is 8 bytes, but its data_offsets [0, 4] hold 4"),
+        "{e}"
+    );
+    // A header longer than the file is refused: the header must be whole.
+    let mut bytes = safetensors(FIVE);
+    bytes.truncate(bytes.len() - 1);
+    let size = bytes.len() as u64;
+    let e = SafetensorsHeader::read_as(Cursor::new(bytes), size, "x.safetensors", cut)
+        .unwrap_err()
+        .to_string();
+    assert!(e.contains("but the file has"), "{e}");
+}
+
+#[test]
+fn a_gguf_cut_after_its_tensor_infos_is_read_when_asked() {
+    let cut = FileData::MayEndAfterHeader;
+    let header = gguf(&three_tensors(), None, 32);
+    let header_len = header.len() as u64;
+    let whole = read_gguf(header.clone(), 748).unwrap();
+    assert!(whole.is_whole());
+    // 0 bytes of data, or all but the last byte of q8_0's 204: the tensor
+    // infos are the whole file's.
+    for held in [0, 747] {
+        let file = GgufFile::read_as(
+            Cursor::new(header.clone()),
+            header_len + held,
+            "model.gguf",
+            cut,
+        )
+        .unwrap();
+        assert_eq!(file.tensors(), whole.tensors());
+        assert_eq!(file.data_offset(), whole.data_offset());
+        assert!(!file.is_whole());
+    }
+    let read_whole = GgufFile::read_as(Cursor::new(header.clone()), header_len + 748, "m", cut);
+    assert!(read_whole.unwrap().is_whole());
+    // Unasked, llama.cpp's refusal.
+    let e = gguf_problem(header.clone(), 747);
+    assert!(
+        e.contains("tensor `blk.0.attn_k.weight` (204 bytes at data offset 544) runs past"),
+        "{e}"
+    );
+    // A file cut inside its tensor infos is refused either way, at the byte.
+    let mut inside = header;
+    inside.truncate(inside.len() - 40);
+    let size = inside.len() as u64;
+    let e = GgufFile::read_as(Cursor::new(inside), size, "model.gguf", cut)
+        .unwrap_err()
+        .to_string();
+    assert!(e.contains("truncated GGUF header: the file ends inside"), "{e}");
+    // An offset out of its place is refused either way.
+    let infos = vec![info("w", &[64], 0, u64::MAX - 32)];
+    let bytes = gguf(&infos, None, 32);
+    let size = bytes.len() as u64;
+    let e = GgufFile::read_as(Cursor::new(bytes), size, "model.gguf", cut)
+        .unwrap_err()
+        .to_string();
+    assert!(e.contains("has offset"), "{e}");
+}
+
+#[test]
+fn a_checkpoint_of_headers_alone_names_its_cut_files() {
+    let dir = scratch("headers-only");
+    let (one, _) = shard(&[("model.embed.weight", 1 << 30), ("model.layers.0.w", 4096)]);
+    let (two, two_bytes) = shard(&[("lm_head.weight", 1 << 30)]);
+    // One shard as its header alone, the other whole (sparse).
+    fs::write(dir.join("model-00001-of-00002.safetensors"), &one).unwrap();
+    write_sparse(
+        &dir.join("model-00002-of-00002.safetensors"),
+        &two,
+        two_bytes,
+    )
+    .unwrap();
+    let index = r#"{"weight_map": {
+        "lm_head.weight": "model-00002-of-00002.safetensors",
+        "model.embed.weight": "model-00001-of-00002.safetensors",
+        "model.layers.0.w": "model-00001-of-00002.safetensors"}}"#;
+    fs::write(dir.join("model.safetensors.index.json"), index).unwrap();
+    let weights = CheckpointWeights::from_path_as(&dir, FileData::MayEndAfterHeader).unwrap();
+    // 2^30 + 4,096 + 2^30, as the whole checkpoint.
+    assert_eq!(weights.total_bytes().unwrap(), 2_147_487_744);
+    assert_eq!(
+        weights.cut_files(),
+        [dir.join("model-00001-of-00002.safetensors")]
+    );
+    let e = CheckpointWeights::from_path(&dir).unwrap_err().to_string();
+    assert!(
+        e.contains("model-00001-of-00002.safetensors") && e.contains("ends before its data"),
+        "{e}"
+    );
+    // Without an index: every .safetensors file of the folder.
+    fs::remove_file(dir.join("model.safetensors.index.json")).unwrap();
+    let weights = CheckpointWeights::from_path_as(&dir, FileData::MayEndAfterHeader).unwrap();
+    assert_eq!(weights.total_bytes().unwrap(), 2_147_487_744);
+    assert_eq!(weights.cut_files().len(), 1);
+    // One file named, cut or whole.
+    let one_file = dir.join("model-00001-of-00002.safetensors");
+    let weights = CheckpointWeights::from_path_as(&one_file, FileData::MayEndAfterHeader).unwrap();
+    assert_eq!(weights.cut_files(), [one_file]);
+    let two_file = dir.join("model-00002-of-00002.safetensors");
+    let weights = CheckpointWeights::from_path_as(&two_file, FileData::MayEndAfterHeader).unwrap();
+    assert!(weights.cut_files().is_empty());
+    // A GGUF of its header alone.
+    let gguf_file = dir.join("m.gguf");
+    fs::write(&gguf_file, gguf(&three_tensors(), None, 32)).unwrap();
+    let weights = CheckpointWeights::from_path_as(&gguf_file, FileData::MayEndAfterHeader).unwrap();
+    assert_eq!(weights.total_bytes().unwrap(), 256 + 288 + 204);
+    assert_eq!(weights.cut_files(), [gguf_file.clone()]);
+    assert!(CheckpointWeights::from_path(&gguf_file).is_err());
+    fs::remove_dir_all(&dir).unwrap();
+}
+
+/// The shipped `examples/checkpoints/llama-3.1-8b`: the published shards'
+/// headers alone. Each file holds 8 + N bytes; the data its header gives
+/// brings it to the published file's size, as third-party manifests of
+/// the Hub's files record them (4,976,698,672, 4,999,802,720,
+/// 4,915,916,176 and 1,168,138,808 B), and the four total the index's
+/// `total_size`, 16,060,522,496 B. The first header's length, 9,512
+/// (`28 25 00 00 00 00 00 00`), is what a third-party range read of the
+/// published first shard printed.
+#[test]
+fn the_shipped_llama_checkpoint_is_its_published_headers() {
+    let folder = Path::new(env!("CARGO_MANIFEST_DIR")).join("../examples/checkpoints/llama-3.1-8b");
+    let published = [
+        ("model-00001-of-00004.safetensors", 4_976_698_672u64),
+        ("model-00002-of-00004.safetensors", 4_999_802_720),
+        ("model-00003-of-00004.safetensors", 4_915_916_176),
+        ("model-00004-of-00004.safetensors", 1_168_138_808),
+    ];
+    for (name, size) in published {
+        let path = folder.join(name);
+        let header = SafetensorsHeader::from_path_as(&path, FileData::MayEndAfterHeader).unwrap();
+        let held = fs::metadata(&path).unwrap().len();
+        assert_eq!(header.held_bytes(), 0, "{name}");
+        assert_eq!(held + header.data_bytes(), size, "{name}");
+    }
+    let first = fs::read(folder.join(published[0].0)).unwrap();
+    assert_eq!(first[..8], [0x28, 0x25, 0, 0, 0, 0, 0, 0]);
+    let weights = CheckpointWeights::from_path_as(&folder, FileData::MayEndAfterHeader).unwrap();
+    assert_eq!(weights.tensors().len(), 291);
+    assert_eq!(weights.total_bytes().unwrap(), 16_060_522_496);
+    assert_eq!(weights.cut_files().len(), 4);
 }

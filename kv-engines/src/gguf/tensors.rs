@@ -1,7 +1,8 @@
 //! A GGUF file's tensor infos, read after its metadata and before its data,
 //! which is never read: each tensor's name, shape, ggml type and offset,
 //! checked as gguf.cpp's `gguf_init_from_reader` checks them (in its words)
-//! and against the file's size as llama.cpp's model loader does.
+//! and against the file's size as llama.cpp's model loader does (unless the
+//! file is read as cut after its header: `FileData::MayEndAfterHeader`).
 
 use std::collections::HashSet;
 use std::io::Read;
@@ -11,7 +12,7 @@ use kv_core::KvError;
 
 use super::ggml_types::{ggml_tensor_type, GGML_TYPE_COUNT};
 use super::metadata::{open_sized, GgufMetadata, GgufValue, Input};
-use crate::stored_tensor::StoredTensor;
+use crate::stored_tensor::{FileData, StoredTensor};
 
 /// ggml's `GGML_MAX_NAME`: a tensor name must be shorter.
 pub const MAX_TENSOR_NAME_BYTES: u64 = 64;
@@ -34,18 +35,39 @@ pub struct GgufFile {
     /// Each tensor's offset in the data section, as its info gives it.
     offsets: Vec<u64>,
     data_offset: u64,
+    /// Whether every tensor's data lies within the file.
+    whole: bool,
 }
 
 impl GgufFile {
     /// Reads the header and tensor infos of the GGUF file at `path`; every
     /// length and offset is checked against the file's size.
     pub fn from_path(path: impl AsRef<Path>) -> Result<GgufFile, KvError> {
-        let (reader, size, source) = open_sized(path.as_ref())?;
-        GgufFile::read(reader, size, &source)
+        GgufFile::from_path_as(path, FileData::Whole)
     }
 
-    /// Reads a GGUF file of `size` bytes from `reader`; `source` names it.
+    /// Reads the header and tensor infos of the GGUF file at `path`,
+    /// holding its data as `data` says.
+    pub fn from_path_as(path: impl AsRef<Path>, data: FileData) -> Result<GgufFile, KvError> {
+        let (reader, size, source) = open_sized(path.as_ref())?;
+        GgufFile::read_as(reader, size, &source, data)
+    }
+
+    /// Reads a GGUF file of `size` bytes, which must hold its data whole,
+    /// from `reader`; `source` names it.
     pub fn read(reader: impl Read, size: u64, source: &str) -> Result<GgufFile, KvError> {
+        GgufFile::read_as(reader, size, source, FileData::Whole)
+    }
+
+    /// Reads a GGUF file of `size` bytes, holding its data as `data` says,
+    /// from `reader`; `source` names it. Its header (metadata and tensor
+    /// infos) must be whole either way.
+    pub fn read_as(
+        reader: impl Read,
+        size: u64,
+        source: &str,
+        data: FileData,
+    ) -> Result<GgufFile, KvError> {
         let mut input = Input {
             reader,
             big_endian: false,
@@ -80,6 +102,7 @@ impl GgufFile {
         };
         // gguf.cpp: each tensor starts where the one before ends, padded.
         let mut expected = 0u64;
+        let mut whole = true;
         for (tensor, &offset) in tensors.iter().zip(&offsets) {
             let name = &tensor.name;
             if offset != expected {
@@ -92,7 +115,14 @@ impl GgufFile {
             let end = data_offset
                 .checked_add(offset)
                 .and_then(|start| start.checked_add(tensor.bytes));
-            if end.is_none_or(|end| end > size) {
+            let Some(end) = end else {
+                return Err(input.error(format!(
+                    "tensor `{name}` ({} bytes at data offset {offset}): its end overflows",
+                    tensor.bytes
+                )));
+            };
+            whole &= end <= size;
+            if end > size && data == FileData::Whole {
                 return Err(input.error(format!(
                     "tensor `{name}` ({} bytes at data offset {offset}) runs past the end of the \
                      {size}-byte file; llama.cpp refuses: tensor '{name}' data is not within the \
@@ -109,7 +139,14 @@ impl GgufFile {
             tensors,
             offsets,
             data_offset,
+            whole,
         })
+    }
+
+    /// Whether the file holds every tensor's data (always, unless read as
+    /// `FileData::MayEndAfterHeader`).
+    pub fn is_whole(&self) -> bool {
+        self.whole
     }
 
     /// The metadata.

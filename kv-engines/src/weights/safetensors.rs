@@ -11,6 +11,10 @@
 //! one before it, a size that is not the shape's, a data section the
 //! tensors do not cover exactly. Nothing is allocated from the header
 //! length before it is checked against the file's size.
+//!
+//! Asked to (`FileData::MayEndAfterHeader`), a file may end anywhere after
+//! its header: the first bytes of a published shard, fetched without its
+//! data, give the same tensors as the whole file.
 
 use std::collections::HashSet;
 use std::fmt;
@@ -22,7 +26,7 @@ use kv_core::KvError;
 use serde::de::{self, DeserializeSeed, IgnoredAny, MapAccess, Visitor};
 use serde::Deserialize;
 
-use crate::stored_tensor::StoredTensor;
+use crate::stored_tensor::{FileData, StoredTensor};
 
 /// The `safetensors` crate's `MAX_HEADER_SIZE`: a longer header is refused.
 pub const MAX_HEADER_BYTES: u64 = 100_000_000;
@@ -44,18 +48,28 @@ fn dtype_bits(dtype: &str) -> Option<u64> {
     })
 }
 
-/// A safetensors file's tensors, in the order of their data, and the
-/// size of its data section.
+/// A safetensors file's tensors, in the order of their data, the size of
+/// its data section, and how much of that the file holds.
 #[derive(Clone, Debug, PartialEq)]
 pub struct SafetensorsHeader {
     tensors: Vec<StoredTensor>,
     data_bytes: u64,
+    held_bytes: u64,
 }
 
 impl SafetensorsHeader {
-    /// Reads the header of the file at `path`; its size bounds every
-    /// length the header gives.
+    /// Reads the header of the file at `path`, which must hold its data
+    /// whole; its size bounds every length the header gives.
     pub fn from_path(path: impl AsRef<Path>) -> Result<SafetensorsHeader, KvError> {
+        SafetensorsHeader::from_path_as(path, FileData::Whole)
+    }
+
+    /// Reads the header of the file at `path`, holding its data as `data`
+    /// says.
+    pub fn from_path_as(
+        path: impl AsRef<Path>,
+        data: FileData,
+    ) -> Result<SafetensorsHeader, KvError> {
         let path = path.as_ref();
         let source = path.display().to_string();
         let opened = File::open(path).and_then(|file| {
@@ -63,15 +77,22 @@ impl SafetensorsHeader {
             Ok((file, size))
         });
         let (file, size) = opened.map_err(|e| error(&source, e.to_string()))?;
-        SafetensorsHeader::read(BufReader::new(file), size, &source)
+        SafetensorsHeader::read_as(BufReader::new(file), size, &source, data)
     }
 
-    /// Reads the header of a file of `size` bytes from `reader`; `source`
-    /// names it in errors.
-    pub fn read(
+    /// Reads the header of a file of `size` bytes, which must hold its data
+    /// whole, from `reader`; `source` names it in errors.
+    pub fn read(reader: impl Read, size: u64, source: &str) -> Result<SafetensorsHeader, KvError> {
+        SafetensorsHeader::read_as(reader, size, source, FileData::Whole)
+    }
+
+    /// Reads the header of a file of `size` bytes, holding its data as
+    /// `data` says, from `reader`; `source` names it in errors.
+    pub fn read_as(
         mut reader: impl Read,
         size: u64,
         source: &str,
+        data: FileData,
     ) -> Result<SafetensorsHeader, KvError> {
         let mut raw = [0; 8];
         if size < LENGTH_BYTES {
@@ -146,11 +167,12 @@ impl SafetensorsHeader {
                 format!("the header's JSON is not a safetensors header{place}: {e}"),
             )
         })?;
-        let data_bytes = left - header_len;
-        let tensors = validate(entries, data_bytes, source)?;
+        let held_bytes = left - header_len;
+        let (tensors, data_bytes) = validate(entries, held_bytes, source, data)?;
         Ok(SafetensorsHeader {
             tensors,
             data_bytes,
+            held_bytes,
         })
     }
 
@@ -159,9 +181,16 @@ impl SafetensorsHeader {
         &self.tensors
     }
 
-    /// The bytes of the data section (after the header).
+    /// The bytes of the data section (after the header), as the header
+    /// gives them.
     pub fn data_bytes(&self) -> u64 {
         self.data_bytes
+    }
+
+    /// The bytes of the data section the file holds: `data_bytes` for a
+    /// whole file, fewer for one cut after its header.
+    pub fn held_bytes(&self) -> u64 {
+        self.held_bytes
     }
 }
 
@@ -225,12 +254,15 @@ impl<'de> Visitor<'de> for HeaderSeed<'_> {
 
 /// The checks `Metadata::validate` makes, in data order: each range starts
 /// where the one before ends, holds its shape's bytes exactly, and the last
-/// ends at the end of the data section.
+/// ends at the end of the data section: the end of the file's `held_bytes`,
+/// or at or after it where the file may end after its header. Returns the
+/// tensors and the data section's bytes.
 fn validate(
     entries: Vec<(String, RawTensor)>,
-    data_bytes: u64,
+    held_bytes: u64,
     source: &str,
-) -> Result<Vec<StoredTensor>, KvError> {
+    data: FileData,
+) -> Result<(Vec<StoredTensor>, u64), KvError> {
     let mut entries = entries;
     entries.sort_by_key(|(_, t)| t.data_offsets);
     let mut tensors = Vec::with_capacity(entries.len());
@@ -296,14 +328,24 @@ fn validate(
         }
         tensors.push(StoredTensor::new(name, raw.dtype, raw.shape, bytes));
     }
-    if end_of_previous != data_bytes {
+    let covered = match data {
+        FileData::Whole => end_of_previous == held_bytes,
+        FileData::MayEndAfterHeader => end_of_previous >= held_bytes,
+    };
+    if !covered {
         return Err(error(
             source,
             format!(
-                "the tensors cover {end_of_previous} bytes of data, but the file has {data_bytes} \
-                 after its header (safetensors: incomplete metadata, file not fully covered)"
+                "the tensors cover {end_of_previous} bytes of data, but the file has {held_bytes} \
+                 after its header (safetensors: incomplete metadata, file not fully covered){}",
+                match data {
+                    FileData::Whole if end_of_previous > held_bytes =>
+                        ": the file ends before its data does (a download cut short, or its \
+                         header alone)",
+                    _ => "",
+                }
             ),
         ));
     }
-    Ok(tensors)
+    Ok((tensors, end_of_previous))
 }
