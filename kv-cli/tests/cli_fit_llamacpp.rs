@@ -436,3 +436,51 @@ fn load_modes_map_or_allocate_as_llama_cpp_names_them() {
         );
     }
 }
+
+#[test]
+fn a_gguf_cut_after_its_header_is_read_with_headers_only() {
+    let model = q8_0_model("fit_llamacpp_headers_only");
+    let whole = stdout(&llama_fit(&[&model, "--gpu", "H100"]));
+    // The first 100,000 bytes: metadata and 291 tensor infos (about 15
+    // KB), then the start of the data.
+    fs::OpenOptions::new()
+        .write(true)
+        .open(&model)
+        .unwrap()
+        .set_len(100_000)
+        .unwrap();
+    let out = llama_fit(&[&model, "--gpu", "H100"]);
+    assert!(!out.status.success());
+    let e = stderr(&out);
+    assert!(
+        e.contains("runs past the end of the 100000-byte file; llama.cpp refuses"),
+        "{e}"
+    );
+    let out = llama_fit(&[&model, "--gpu", "H100", "--headers-only"]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    let text = stdout(&out);
+    assert!(
+        text.contains(
+            "  --headers-only: the file holds less data than its tensor infos give; the buffers \
+             are its tensor infos'\n"
+        ),
+        "{text}"
+    );
+    // Every other line as the whole file's.
+    let cut: Vec<&str> = text
+        .lines()
+        .filter(|l| !l.contains("--headers-only"))
+        .collect();
+    assert_eq!(cut, whole.lines().collect::<Vec<_>>());
+    let out = llama_fit(&[
+        &model,
+        "--gpu",
+        "H100",
+        "--headers-only",
+        "--format",
+        "json",
+    ]);
+    let json: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(json[0]["fit"]["data_whole"], false, "{json}");
+    assert_eq!(json[0]["fit"]["held_bytes"], MODEL_GPU + KV, "{json}");
+}

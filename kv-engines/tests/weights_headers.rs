@@ -828,7 +828,10 @@ fn a_gguf_cut_after_its_tensor_infos_is_read_when_asked() {
     let e = GgufFile::read_as(Cursor::new(inside), size, "model.gguf", cut)
         .unwrap_err()
         .to_string();
-    assert!(e.contains("truncated GGUF header: the file ends inside"), "{e}");
+    assert!(
+        e.contains("truncated GGUF header: the file ends inside"),
+        "{e}"
+    );
     // An offset out of its place is refused either way.
     let infos = vec![info("w", &[64], 0, u64::MAX - 32)];
     let bytes = gguf(&infos, None, 32);
