@@ -142,7 +142,21 @@ fn fit_file(
     };
     // A FIFO would block the GGUF reader and a device never end it.
     regular_file(file)?;
-    let gguf = GgufFile::from_path_as(file, flags.data).map_err(problem)?;
+    let gguf = GgufFile::from_path_as(file, flags.data).map_err(|e| {
+        // A file that ends after its tensor infos is read when asked: say
+        // so, where that is what it is.
+        let cut = flags.data == FileData::Whole
+            && GgufFile::from_path_as(file, FileData::MayEndAfterHeader).is_ok();
+        match e {
+            kv_core::KvError::ConfigFile { path, problem } if cut => Problem::new(
+                Path::new(&path),
+                problem
+                    + "; the file holds its tensor infos whole: give --headers-only if it was \
+                       fetched without its data",
+            ),
+            other => problem(other),
+        }
+    })?;
     let loaded = load_tensors(&gguf, offload).map_err(problem)?;
     let kv = estimate(gguf.metadata(), settings).map_err(problem)?;
     // Each layer's caches are on its device (offload_kqv, the default).

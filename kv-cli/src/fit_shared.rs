@@ -27,18 +27,29 @@ pub(crate) fn weights(
         return Ok(CheckpointWeights::computed(tensors));
     }
     let folder = file.parent().unwrap_or(Path::new("."));
-    let headers_only = match data {
-        FileData::Whole => "--headers-only where the files hold their headers alone, or ",
-        _ => "",
-    };
     let hint = format!(
-        "; give {headers_only}--weights-from-config to compute them from the config ({})",
+        "; give --weights-from-config to compute them from the config ({})",
         FROM_CONFIG_ARCHITECTURES.join(", ")
     );
-    CheckpointWeights::from_path_as(folder, data).map_err(|e| match e {
-        // The readers' errors name the file; the weights are no config.
-        KvError::ConfigFile { path, problem } => Problem::new(Path::new(&path), problem + &hint),
-        other => Problem::new(folder, other.to_string() + &hint),
+    CheckpointWeights::from_path_as(folder, data).map_err(|e| {
+        // Files that end after their headers are read when asked: say so,
+        // where that is what they are.
+        let cut = data == FileData::Whole
+            && CheckpointWeights::from_path_as(folder, FileData::MayEndAfterHeader).is_ok();
+        let hint = if cut {
+            "; the files hold their headers whole: give --headers-only if they were fetched \
+             without their data"
+                .to_owned()
+        } else {
+            hint
+        };
+        match e {
+            // The readers' errors name the file; the weights are no config.
+            KvError::ConfigFile { path, problem } => {
+                Problem::new(Path::new(&path), problem + &hint)
+            }
+            other => Problem::new(folder, other.to_string() + &hint),
+        }
     })
 }
 

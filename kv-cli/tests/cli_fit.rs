@@ -959,6 +959,7 @@ fn weights_from_the_config_alone_when_asked() {
         "{}",
         stderr(&out)
     );
+    assert!(!stderr(&out).contains("--headers-only"), "{}", stderr(&out));
     assert!(
         !stderr(&out).contains("cannot read config"),
         "{}",

@@ -453,7 +453,8 @@ fn a_gguf_cut_after_its_header_is_read_with_headers_only() {
     assert!(!out.status.success());
     let e = stderr(&out);
     assert!(
-        e.contains("runs past the end of the 100000-byte file; llama.cpp refuses"),
+        e.contains("runs past the end of the 100000-byte file; llama.cpp refuses")
+            && e.contains("the file holds its tensor infos whole: give --headers-only"),
         "{e}"
     );
     let out = llama_fit(&[&model, "--gpu", "H100", "--headers-only"]);
@@ -483,4 +484,22 @@ fn a_gguf_cut_after_its_header_is_read_with_headers_only() {
     let json: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
     assert_eq!(json[0]["fit"]["data_whole"], false, "{json}");
     assert_eq!(json[0]["fit"]["held_bytes"], MODEL_GPU + KV, "{json}");
+    // Cut inside its tensor infos: refused either way, and not hinted.
+    fs::OpenOptions::new()
+        .write(true)
+        .open(&model)
+        .unwrap()
+        .set_len(1_000)
+        .unwrap();
+    for flags in [&[][..], &["--headers-only"]] {
+        let mut args = vec![model.as_str(), "--gpu", "H100"];
+        args.extend_from_slice(flags);
+        let out = llama_fit(&args);
+        assert!(!out.status.success());
+        let e = stderr(&out);
+        assert!(
+            e.contains("the file ends inside") && !e.contains("give --headers-only"),
+            "{e}"
+        );
+    }
 }

@@ -113,7 +113,7 @@ fn headers_alone_are_refused_unless_asked_for() {
     let e = stderr(&out);
     assert!(
         e.contains("model-00001-of-00004.safetensors: the tensors cover 4976689152 bytes of data, but the file has 0 after its header")
-            && e.contains("give --headers-only where the files hold their headers alone"),
+            && e.contains("the files hold their headers whole: give --headers-only if they were fetched without their data"),
         "{e}"
     );
     // Asked for headers, the other way of sizing the weights is refused.
