@@ -31,6 +31,26 @@ def safetensors(tensors):
     return struct.pack("<Q", len(text)) + text + b"\x5a" * at
 
 
+def gguf(vocab, tensors, data=4096):
+    """A GGUF v3 file: general.architecture, a string array of `vocab`
+    tokens, `tensors` f32 tensor infos of [64]; then padding to 32 and
+    `data` bytes. Returns the file and where its tensor infos end."""
+    def string(text):
+        raw = text.encode()
+        return struct.pack("<Q", len(raw)) + raw
+    out = b"GGUF" + struct.pack("<IQQ", 3, tensors, 3)
+    out += string("general.architecture") + struct.pack("<I", 8) + string("llama")
+    out += string("tokenizer.ggml.tokens") + struct.pack("<IIQ", 9, 8, vocab)
+    out += b"".join(string(f"token{i}") for i in range(vocab))
+    out += string("llama.block_count") + struct.pack("<I", 4) + struct.pack("<I", 1)
+    for i in range(tensors):
+        out += string(f"blk.{i}.w") + struct.pack("<I", 1) + struct.pack("<Q", 64)
+        out += struct.pack("<IQ", 0, 256 * i)
+    end = len(out)
+    out += b"\0" * (-len(out) % 32)
+    return out + b"\x5a" * data, end
+
+
 class Hub(http.server.BaseHTTPRequestHandler):
     files = {}
     honour_range = True
@@ -178,6 +198,49 @@ class FetchHeaders(unittest.TestCase):
         run = self.fetch("org/x", self.out, "--endpoint", self.endpoint)
         self.assertNotEqual(run.returncode, 0)
         self.assertIn("not a file name", run.stderr)
+
+    def test_a_gguf_is_fetched_to_the_end_of_its_tensor_infos(self):
+        # 200,000 tokens of about 14 bytes: 2.9 MB of metadata, past the
+        # first MiB, so the rest comes in doubling steps.
+        whole, end = gguf(200_000, 3, data=1 << 20)
+        self.assertGreater(end, 2 << 20)
+        self.publish("org/g", {"m.Q8_0.gguf": whole})
+        run = self.fetch("org/g", self.out, "--endpoint", self.endpoint, "--gguf", "m.Q8_0.gguf")
+        self.assertEqual(run.returncode, 0, run.stderr)
+        self.assertEqual(self.written("m.Q8_0.gguf"), whole[:end])
+        ranges = [r for p, r in Hub.asked if p.endswith("m.Q8_0.gguf")]
+        self.assertEqual(ranges, ["bytes=0-1048575", "bytes=1048576-2097151",
+                                  "bytes=2097152-4194303"])
+
+    def test_a_small_gguf_ends_inside_the_first_mib(self):
+        for honour in (True, False):
+            Hub.honour_range = honour
+            whole, end = gguf(10, 2, data=100)
+            self.publish("org/g", {"small.gguf": whole})
+            run = self.fetch("org/g", self.out, "--endpoint", self.endpoint, "--gguf",
+                             "small.gguf")
+            self.assertEqual(run.returncode, 0, run.stderr)
+            self.assertEqual(self.written("small.gguf"), whole[:end])
+
+    def test_ggufs_that_lie_are_refused(self):
+        whole, end = gguf(10, 2, data=0)
+        cut = whole[:end - 5]
+        hostile = bytearray(whole)
+        # The token array's count, 2^64 - 1: read as far as the file goes.
+        at = whole.index(b"tokenizer.ggml.tokens") + len("tokenizer.ggml.tokens") + 8
+        hostile[at:at + 8] = struct.pack("<Q", 2**64 - 1)
+        cases = [(cut, "run past byte"), (bytes(hostile), "run past byte"),
+                 (b"GGML" + whole[4:], "not a GGUF file"),
+                 (whole[:4] + struct.pack("<I", 1) + whole[8:], "GGUF version 1")]
+        for data, words in cases:
+            self.publish("org/bad", {"x.gguf": data})
+            run = self.fetch("org/bad", self.out, "--endpoint", self.endpoint, "--gguf", "x.gguf")
+            self.assertNotEqual(run.returncode, 0)
+            self.assertIn(words, run.stderr)
+        run = self.fetch("org/bad", self.out, "--endpoint", self.endpoint, "--gguf", "../x.gguf")
+        self.assertIn("not a file of the repository", run.stderr)
+        run = self.fetch("org/bad", self.out, "--endpoint", self.endpoint, "--gguf", "no.gguf")
+        self.assertIn("no no.gguf", run.stderr)
 
     def test_a_repository_of_bin_files_is_refused_naming_why(self):
         self.publish("org/bin", {"config.json": b"{}"})
