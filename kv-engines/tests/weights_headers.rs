@@ -876,7 +876,10 @@ fn a_checkpoint_of_headers_alone_names_its_cut_files() {
     fs::remove_file(dir.join("model.safetensors.index.json")).unwrap();
     let weights = CheckpointWeights::from_path_as(&dir, FileData::MayEndAfterHeader).unwrap();
     assert_eq!(weights.total_bytes().unwrap(), 2_147_487_744);
-    assert_eq!(weights.cut_files().len(), 1);
+    assert_eq!(
+        weights.cut_files(),
+        [dir.join("model-00001-of-00002.safetensors")]
+    );
     // One file named, cut or whole.
     let one_file = dir.join("model-00001-of-00002.safetensors");
     let weights = CheckpointWeights::from_path_as(&one_file, FileData::MayEndAfterHeader).unwrap();
