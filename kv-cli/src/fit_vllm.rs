@@ -417,11 +417,17 @@ fn render_budget(b: &Budget) -> String {
     };
     let _ = writeln!(out, "  total memory: {} B, {total}", b.total_bytes);
     let _ = writeln!(out, "  weights: {} B {}", b.stored_bytes, b.weights_source);
-    let skipped = if b.loaded.skipped_bytes > 0 {
+    let mut skipped = if b.loaded.skipped_bytes > 0 {
         format!(", {} B the loader skips", b.loaded.skipped_bytes)
     } else {
         String::new()
     };
+    if b.loaded.repeated_bytes > 0 {
+        skipped += &format!(
+            ", {} B copies of a shared block loaded into the one held",
+            b.loaded.repeated_bytes
+        );
+    }
     let other = if b.loaded.other_buffer_bytes > 0 {
         format!(" + other buffers {} B", b.loaded.other_buffer_bytes)
     } else {

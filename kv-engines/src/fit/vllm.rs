@@ -280,6 +280,7 @@ impl StageShare<'_> {
 /// convolution layers keep none. Which layers attend is read from the
 /// layer pattern as kv-core reads it.
 const HYBRID: &[&str] = &[
+    ZAMBA2,
     "GraniteMoeHybridForCausalLM",
     "JambaForCausalLM",
     "Lfm2ForCausalLM",
@@ -324,8 +325,49 @@ fn attention_layers_on_stage(
         LayerKind::ChunkedAttention,
     ]
     .iter()
+    // Zamba2's hybrid layers run the shared block's attention, each with
+    // an `Attention` of its own (zamba2.py, `dpa_list`).
+    .chain((class == ZAMBA2).then_some(&LayerKind::Hybrid))
     .map(|&kind| pattern.count_in(kind, layers.start, layers.end))
     .sum())
+}
+
+/// Zamba2 (zamba2.py): its hybrid layers share `num_mem_blocks` attention
+/// blocks, hybrid layer `k` running block `k % num_mem_blocks`; vLLM builds
+/// each block once and loads every hybrid layer's copy of it
+/// (`model.layers.N.shared_transformer.`) into that one.
+const ZAMBA2: &str = "Zamba2ForCausalLM";
+
+/// For Zamba2, the shared block and parameter a checkpoint tensor of a
+/// hybrid layer's `shared_transformer` loads into: `(block, rest of the
+/// name)`; None for any other tensor.
+fn zamba2_shared(text: &Value, name: &str) -> Result<Option<(u64, String)>, String> {
+    let Some((layer, rest)) = name
+        .strip_prefix("model.layers.")
+        .and_then(|n| n.split_once(".shared_transformer."))
+    else {
+        return Ok(None);
+    };
+    let ids: Vec<u64> = text
+        .get("hybrid_layer_ids")
+        .and_then(Value::as_array)
+        .ok_or("the config has no `hybrid_layer_ids` list")?
+        .iter()
+        .map(|id| id.as_u64().ok_or("`hybrid_layer_ids` holds a non-integer"))
+        .collect::<Result<_, _>>()?;
+    let blocks = text
+        .get("num_mem_blocks")
+        .and_then(Value::as_u64)
+        .filter(|&b| b > 0)
+        .ok_or("the config has no positive `num_mem_blocks`")?;
+    let hybrid = layer
+        .parse::<u64>()
+        .ok()
+        .and_then(|l| ids.iter().position(|&id| id == l))
+        .ok_or_else(|| {
+            format!("`{name}`: layer {layer} is not one of `hybrid_layer_ids` {ids:?}")
+        })?;
+    Ok(Some((hybrid as u64 % blocks, rest.to_owned())))
 }
 
 /// Whether the class builds no rotary embedding: Jamba's and Nemotron-H's
@@ -336,6 +378,8 @@ fn without_rotary(text: &Value, class: &str) -> bool {
         // OPT learns its positions (`embed_positions`, a tensor of the
         // checkpoint).
         "JambaForCausalLM" | "NemotronHForCausalLM" | "OPTForCausalLM" | GPT2 | BLOOM => true,
+        // zamba2.py builds a rope only with `use_mem_rope`.
+        ZAMBA2 => text.get("use_mem_rope").and_then(Value::as_bool) != Some(true),
         "GraniteMoeHybridForCausalLM" => {
             text.get("position_embedding_type").and_then(Value::as_str) != Some("rope")
         }
@@ -356,6 +400,9 @@ pub struct VllmLoadedWeights {
     /// Tensors the loader skips: `rotary_emb.inv_freq`, and a stored
     /// `lm_head.weight` tied to the embedding.
     pub skipped_bytes: u64,
+    /// Copies of a shared block loaded into the one vLLM holds (Zamba2's
+    /// `shared_transformer` at each hybrid layer): not held again.
+    pub repeated_bytes: u64,
     /// The rotary table, in the served dtype (`cache.to(dtype)`); for OLMo,
     /// OLMo 2 and Starcoder2 their two float32 `inv_freq` vectors.
     pub rotary_bytes: u64,
@@ -513,17 +560,35 @@ fn loaded_on_stage(
     } else {
         (text, tensors, 0)
     };
+    // zamba2.py's heads (and its rope) are `attention_head_dim` wide.
+    let zamba2_text;
+    let text = if class == ZAMBA2 {
+        let width = text
+            .get("attention_head_dim")
+            .cloned()
+            .ok_or("the config has no `attention_head_dim`")?;
+        let mut with = text.clone();
+        if let Some(fields) = with.as_object_mut() {
+            fields.insert("head_dim".into(), width);
+        }
+        zamba2_text = with;
+        &zamba2_text
+    } else {
+        text
+    };
     let element = served_width(dtype)?;
     let count = |key: &str| {
         text.get(key)
             .and_then(Value::as_u64)
             .ok_or_else(|| format!("the config has no `{key}`"))
     };
-    let tied = text
-        .get("tie_word_embeddings")
-        .or_else(|| config.get("tie_word_embeddings"))
-        .and_then(Value::as_bool)
-        .unwrap_or(false);
+    // zamba2.py ties its head to the embedding whatever the config says.
+    let tied = class == ZAMBA2
+        || text
+            .get("tie_word_embeddings")
+            .or_else(|| config.get("tie_word_embeddings"))
+            .and_then(Value::as_bool)
+            .unwrap_or(false);
     let plain_mamba = matches!(class, "MambaForCausalLM" | "FalconMambaForCausalLM");
     let layout = TpLayout::new(text, tp, ShardingEngine::Vllm)?
         .with_plain_mamba(plain_mamba)
@@ -610,8 +675,14 @@ fn loaded_on_stage(
     let gated_delta = GATED_DELTA.contains(&class);
     let is_gemma4 = class == gemma4::CLASS;
     let is_gemma3n = class == GEMMA3N;
-    if is_gemma3n && stage.stages > 1 {
-        // gemma3n.py's class does not implement SupportsPP.
+    if class == ZAMBA2 && tp > 1 {
+        return Err(format!(
+            "kv has not checked how vLLM's `{class}` splits its Mamba mixers, shared blocks \
+             and their LoRA adapters above TP 1"
+        ));
+    }
+    if (is_gemma3n || class == ZAMBA2) && stage.stages > 1 {
+        // gemma3n.py's and zamba2.py's classes do not implement SupportsPP.
         return Err(format!(
             "vLLM refuses: Pipeline parallelism is not supported for this model \
              (`{class}` does not implement `SupportsPP`)"
@@ -629,6 +700,9 @@ fn loaded_on_stage(
         && text.get("attention_bias").and_then(Value::as_bool) != Some(true);
     let mut allocations: std::collections::BTreeMap<String, u64> = Default::default();
     let mut skipped_bytes = masks;
+    // Zamba2's shared blocks, each held once however many copies load it.
+    let mut shared_loaded = std::collections::HashSet::new();
+    let mut repeated_bytes = 0u64;
     let mut other_buffer_bytes = 0u64;
     for tensor in tensors.iter().chain(&v_slots) {
         let name = tensor.name.as_str();
@@ -655,6 +729,19 @@ fn loaded_on_stage(
                          parameter"
                     ));
                 }
+            }
+        }
+        if let Some(slot) = (class == ZAMBA2)
+            .then(|| zamba2_shared(text, name))
+            .transpose()?
+            .flatten()
+        {
+            if !shared_loaded.insert(slot) {
+                // A later copy loads into the block an earlier one did.
+                repeated_bytes = repeated_bytes
+                    .checked_add(tensor.bytes)
+                    .ok_or("the repeated tensors' bytes overflow u64")?;
+                continue;
             }
         }
         if skipped {
@@ -861,6 +948,7 @@ fn loaded_on_stage(
         dtype: dtype.name(),
         tensor_bytes,
         skipped_bytes,
+        repeated_bytes,
         rotary_bytes,
         scale_bytes,
         other_buffer_bytes,

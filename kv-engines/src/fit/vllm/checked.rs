@@ -13,6 +13,8 @@ use crate::fit::shard::SHARDED_ARCHITECTURES;
 /// hold a `normalizer` scalar (`GEMMA_NORMALIZER`) and Gemma 3 a table per
 /// layer type; the classes of `TRANSFORMERS_BACKEND` `inv_freq` buffers in place of the
 /// cos/sin cache; the latent-attention classes are `LATENT_ATTENTION`.
+/// Zamba2 is checked at TP 1 only (above it refused by name); vLLM's
+/// class does not implement pipeline parallelism.
 /// Not here: HunYuan (transformers cannot build the shipped config to check
 /// it).
 pub const CHECKED_ARCHITECTURES: &[&str] =
@@ -21,6 +23,7 @@ pub const CHECKED_ARCHITECTURES: &[&str] =
 /// Of [`CHECKED_ARCHITECTURES`], those checked for vLLM only (SGLang's
 /// classes for them were not compared).
 const VLLM_ONLY_ARCHITECTURES: &[&str] = &[
+    "Zamba2ForCausalLM",
     "DeepseekV2ForCausalLM",
     "DeepseekV3ForCausalLM",
     "Ernie4_5ForCausalLM",
