@@ -971,3 +971,99 @@ fn gpt_j_rotates_rotary_dim_of_each_head_and_keeps_a_head_bias() {
     let held = loaded_weights(&config, &tensors, 2).unwrap();
     assert_eq!(held.tensor_bytes, 2 * 49_792 + 2 * 8_192 + 128 + 256);
 }
+
+/// scripts/vllm/fit-configs/test-lfm2-small.json: hidden 64, a short
+/// convolution, an attention layer (4 heads of 16, 2 KV heads) and a
+/// convolution again, an MLP of 128, 100 words, 32 positions, tied.
+fn lfm2_config() -> Value {
+    json!({
+        "architectures": ["Lfm2ForCausalLM"], "model_type": "lfm2",
+        "hidden_size": 64, "conv_L_cache": 3, "conv_bias": false,
+        "num_hidden_layers": 3, "layer_types": ["conv", "full_attention", "conv"],
+        "num_attention_heads": 4, "num_key_value_heads": 2, "vocab_size": 100,
+        "max_position_embeddings": 32, "tie_word_embeddings": true,
+        "rope_parameters": {"rope_theta": 1000000.0, "rope_type": "default"},
+        "torch_dtype": "bfloat16"
+    })
+}
+
+/// Its checkpoint as transformers writes it.
+fn lfm2_checkpoint() -> Vec<StoredTensor> {
+    let mut tensors = vec![
+        bf16("model.embed_tokens.weight", &[100, 64]),
+        bf16("model.embedding_norm.weight", &[64]),
+    ];
+    for layer in 0..3 {
+        let at = |part: &str| format!("model.layers.{layer}.{part}");
+        let mixer: &[(&str, &[u64])] = if layer == 1 {
+            &[
+                ("self_attn.q_proj.weight", &[64, 64]),
+                ("self_attn.k_proj.weight", &[32, 64]),
+                ("self_attn.v_proj.weight", &[32, 64]),
+                ("self_attn.out_proj.weight", &[64, 64]),
+                ("self_attn.q_layernorm.weight", &[16]),
+                ("self_attn.k_layernorm.weight", &[16]),
+            ]
+        } else {
+            &[
+                ("conv.conv.weight", &[64, 1, 3]),
+                ("conv.in_proj.weight", &[192, 64]),
+                ("conv.out_proj.weight", &[64, 64]),
+            ]
+        };
+        for (name, shape) in mixer.iter().chain(&[
+            ("feed_forward.w1.weight", &[128, 64][..]),
+            ("feed_forward.w3.weight", &[128, 64]),
+            ("feed_forward.w2.weight", &[64, 128]),
+            ("operator_norm.weight", &[64]),
+            ("ffn_norm.weight", &[64]),
+        ]) {
+            tensors.push(bf16(&at(name), shape));
+        }
+    }
+    tensors
+}
+
+// SGLang's lfm2.py at TP 1, bf16:
+//   the embedding, its vocabulary padded to 128: 128 x 64 x 2 = 16,384; and
+//     a head of its own though tied, filled from it: 16,384 more.
+//   a convolution layer: conv 64 x 3 x 2 = 384, in_proj 192 x 64 x 2 =
+//     24,576, out_proj 8,192; the MLP w1, w3 and w2 16,384 each; two norms
+//     128 each: 82,560; two of them 165,120.
+//   the attention layer: q 8,192, k and v 4,096 each, out 8,192, the q and
+//     k norms 32 each; the MLP 49,152 and norms 256: 74,048.
+//   the final norm 128.
+// Tensors 16,384 x 2 + 165,120 + 74,048 + 128 = 272,064. Buffers: the
+// rotary cos/sin cache [32, 16] in float32, 2,048, and each convolution
+// layer's `_intermediate_state_indices`, 256 int32: 2 x 1,024.
+// SGLang's own class built on meta gave 272,064 and 4,096
+// (scripts/sglang/compare_weights_hf.py).
+#[test]
+fn lfm2_holds_a_head_of_its_own_and_its_convolutions_indices() {
+    let held = loaded_weights(&lfm2_config(), &lfm2_checkpoint(), 1).unwrap();
+    assert_eq!(held.tensor_bytes, 272_064);
+    assert_eq!(held.rotary_bytes, 2_048);
+    assert_eq!(held.other_buffer_bytes, 2_048);
+    assert_eq!(held.other_tensor_bytes, 0);
+    // Untied, the checkpoint's own head, the same bytes.
+    let mut untied = lfm2_config();
+    untied["tie_word_embeddings"] = json!(false);
+    let mut with_head = lfm2_checkpoint();
+    with_head.push(bf16("lm_head.weight", &[100, 64]));
+    let held = loaded_weights(&untied, &with_head, 1).unwrap();
+    assert_eq!(held.tensor_bytes, 272_064);
+    // Tied, a stored head is skipped and the copy held all the same.
+    let held = loaded_weights(&lfm2_config(), &with_head, 1).unwrap();
+    assert_eq!(held.tensor_bytes, 272_064);
+    assert_eq!(held.skipped_bytes, 12_800);
+    // Tied with no embedding to copy: refused, naming it.
+    let headless: Vec<StoredTensor> = lfm2_checkpoint()
+        .into_iter()
+        .filter(|t| t.name != "model.embed_tokens.weight")
+        .collect();
+    let e = loaded_weights(&lfm2_config(), &headless, 1).unwrap_err();
+    assert!(e.contains("no `model.embed_tokens.weight`"), "{e}");
+    // Its convolutions were compared at TP 1 only.
+    let e = loaded_weights(&lfm2_config(), &lfm2_checkpoint(), 2).unwrap_err();
+    assert!(e.contains("checked at TP 1 only"), "{e}");
+}

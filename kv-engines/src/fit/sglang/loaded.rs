@@ -79,13 +79,24 @@ const DP_ATTENTION_ARCHITECTURES: &[&str] = &[
 /// Of [`CHECKED_ARCHITECTURES`], those checked at TP 1 only: HunYuan's
 /// shards were never compared (transformers cannot build its shipped
 /// config); GPT-NeoX's tensors have names [`TpLayout::share`] does not know;
-/// the Mamba hybrids' mixers may replicate their groups.
+/// the Mamba hybrids' mixers may replicate their groups; LFM2's short
+/// convolutions were compared at TP 1 only (vLLM's too).
 const TP1_ONLY_ARCHITECTURES: &[&str] = &[
     "HunYuanDenseV1ForCausalLM",
     "GPTNeoXForCausalLM",
     "GraniteMoeHybridForCausalLM",
     "NemotronHForCausalLM",
+    LFM2,
 ];
+
+/// LFM2 (lfm2.py): a head of its own even where tied, filled from the
+/// embedding once loaded, and an int32 `_intermediate_state_indices` of
+/// 256 in each short-convolution layer.
+const LFM2: &str = "Lfm2ForCausalLM";
+
+/// The bytes of one LFM2 convolution layer's `_intermediate_state_indices`
+/// (`torch.arange(256, dtype=torch.int32)`).
+const LFM2_CONV_INDEX_BYTES: u64 = 256 * 4;
 const CHECKED_COUNT: usize = SHARDED_COUNT + TP1_ONLY_ARCHITECTURES.len();
 
 /// The hybrids whose Mamba mixers kv has checked at TP 1 (their mixers
@@ -568,6 +579,41 @@ pub fn loaded_weights_with_dp_attention(
             .checked_add(element)
             .ok_or("the buffers' bytes overflow u64")?;
     }
+    if class == LFM2 {
+        let pattern = kv_core::HfConfig::from_value(config.clone())
+            .layer_pattern()
+            .map_err(|e| e.to_string())?;
+        let layers = layer_count.ok_or("the config has no `num_hidden_layers`")?;
+        let conv_layers = pattern.count_in(kv_core::pattern::LayerKind::ShortConv, 0, layers);
+        other_buffer_bytes = conv_layers
+            .checked_mul(LFM2_CONV_INDEX_BYTES)
+            .and_then(|bytes| other_buffer_bytes.checked_add(bytes))
+            .ok_or("the buffers' bytes overflow u64")?;
+        if tied {
+            // Its own head (a `ParallelLMHead` built whatever the config
+            // says), the embedding copied in once loaded (lfm2.py,
+            // `load_weights`).
+            let embedding = tensors
+                .iter()
+                .find(|t| t.name == "model.embed_tokens.weight")
+                .ok_or("the checkpoint has no `model.embed_tokens.weight` to tie the head to")?;
+            let head = StoredTensor::new(
+                "lm_head.weight".into(),
+                embedding.dtype.clone(),
+                embedding.shape.clone(),
+                embedding.bytes,
+            );
+            let head_bytes = layout
+                .share(&head, true)?
+                .1
+                .checked_mul(element)
+                .ok_or("the head's bytes overflow u64")?;
+            // A parameter of the model as built, as the checkpoint's are.
+            tensor_bytes = tensor_bytes
+                .checked_add(head_bytes)
+                .ok_or("the tensors' bytes overflow u64")?;
+        }
+    }
     if apertus {
         // Two bfloat16 scalars a layer's activation: 4 B.
         let layers = layer_count.ok_or("the config has no `num_hidden_layers`")?;
@@ -886,17 +932,17 @@ mod tests {
 
     #[test]
     fn the_checked_classes_are_the_sharded_ones_then_sglangs_then_tp1_only() {
-        let count = SHARDED_ARCHITECTURES.len() + SGLANG_ONLY_ARCHITECTURES.len() + 4;
+        let count = SHARDED_ARCHITECTURES.len() + SGLANG_ONLY_ARCHITECTURES.len() + 5;
         assert_eq!(CHECKED_ARCHITECTURES.len(), count);
         assert_eq!(
             CHECKED_ARCHITECTURES[..SHARDED_ARCHITECTURES.len()],
             *SHARDED_ARCHITECTURES
         );
         assert_eq!(
-            CHECKED_ARCHITECTURES[SHARDED_ARCHITECTURES.len()..count - 4],
+            CHECKED_ARCHITECTURES[SHARDED_ARCHITECTURES.len()..count - 5],
             *SGLANG_ONLY_ARCHITECTURES
         );
-        assert_eq!(CHECKED_ARCHITECTURES[count - 4..], *TP1_ONLY_ARCHITECTURES);
+        assert_eq!(CHECKED_ARCHITECTURES[count - 5..], *TP1_ONLY_ARCHITECTURES);
         assert_eq!(TP1_ONLY_ARCHITECTURES[0], "HunYuanDenseV1ForCausalLM");
     }
 }
