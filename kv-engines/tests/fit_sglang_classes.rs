@@ -972,58 +972,6 @@ fn gpt_j_rotates_rotary_dim_of_each_head_and_keeps_a_head_bias() {
     assert_eq!(held.tensor_bytes, 2 * 49_792 + 2 * 8_192 + 128 + 256);
 }
 
-/// scripts/vllm/fit-configs/test-lfm2-small.json: hidden 64, a short
-/// convolution, an attention layer (4 heads of 16, 2 KV heads) and a
-/// convolution again, an MLP of 128, 100 words, 32 positions, tied.
-fn lfm2_config() -> Value {
-    json!({
-        "architectures": ["Lfm2ForCausalLM"], "model_type": "lfm2",
-        "hidden_size": 64, "conv_L_cache": 3, "conv_bias": false,
-        "num_hidden_layers": 3, "layer_types": ["conv", "full_attention", "conv"],
-        "num_attention_heads": 4, "num_key_value_heads": 2, "vocab_size": 100,
-        "max_position_embeddings": 32, "tie_word_embeddings": true,
-        "rope_parameters": {"rope_theta": 1000000.0, "rope_type": "default"},
-        "torch_dtype": "bfloat16"
-    })
-}
-
-/// Its checkpoint as transformers writes it.
-fn lfm2_checkpoint() -> Vec<StoredTensor> {
-    let mut tensors = vec![
-        bf16("model.embed_tokens.weight", &[100, 64]),
-        bf16("model.embedding_norm.weight", &[64]),
-    ];
-    for layer in 0..3 {
-        let at = |part: &str| format!("model.layers.{layer}.{part}");
-        let mixer: &[(&str, &[u64])] = if layer == 1 {
-            &[
-                ("self_attn.q_proj.weight", &[64, 64]),
-                ("self_attn.k_proj.weight", &[32, 64]),
-                ("self_attn.v_proj.weight", &[32, 64]),
-                ("self_attn.out_proj.weight", &[64, 64]),
-                ("self_attn.q_layernorm.weight", &[16]),
-                ("self_attn.k_layernorm.weight", &[16]),
-            ]
-        } else {
-            &[
-                ("conv.conv.weight", &[64, 1, 3]),
-                ("conv.in_proj.weight", &[192, 64]),
-                ("conv.out_proj.weight", &[64, 64]),
-            ]
-        };
-        for (name, shape) in mixer.iter().chain(&[
-            ("feed_forward.w1.weight", &[128, 64][..]),
-            ("feed_forward.w3.weight", &[128, 64]),
-            ("feed_forward.w2.weight", &[64, 128]),
-            ("operator_norm.weight", &[64]),
-            ("ffn_norm.weight", &[64]),
-        ]) {
-            tensors.push(bf16(&at(name), shape));
-        }
-    }
-    tensors
-}
-
 // SGLang's lfm2.py at TP 1, bf16:
 //   the embedding, its vocabulary padded to 128: 128 x 64 x 2 = 16,384; and
 //     a head of its own though tied, filled from it: 16,384 more.

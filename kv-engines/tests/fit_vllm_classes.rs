@@ -2620,3 +2620,33 @@ fn beam_keeps_its_router_and_rotary_table_in_float32() {
     };
     assert!(loaded_weights_on_stage(&config, &tensors, DType::BF16, 1, stage).is_err());
 }
+
+// vLLM's lfm2.py at TP 1 on test-lfm2-small.json, bf16, in 512-byte blocks:
+//   the embedding, its vocabulary padded to 128: 128 x 64 x 2 = 16,384; the
+//     head tied to it whatever the config says (lfm2.py ties it).
+//   a convolution layer: conv 64 x 3 x 2 = 384 -> 512, in_proj 192 x 64 x 2
+//     = 24,576, out_proj 8,192; w1 and w3 in one w13 32,768, w2 16,384; two
+//     norms 512 each: 83,456; two of them 166,912.
+//   the attention layer: q, k and v in one qkv_proj 8,192 + 4,096 + 4,096
+//     = 16,384, out_proj 8,192, the q and k norms 512 each; the MLP 49,152
+//     and norms 1,024: 75,776.
+//   the final norm 512.
+// Tensors 16,384 + 166,912 + 75,776 + 512 = 259,584; the rotary table
+// [32, 16] in bf16 1,024; one attention layer's four scales 2,048: 262,656,
+// what vLLM's own class built on meta holds (compare_weights_hf.py).
+#[test]
+fn lfm2_ties_its_head_whatever_the_config_says() {
+    let held = loaded_weights(&lfm2_config(), &lfm2_checkpoint(), DType::BF16, 1).unwrap();
+    assert_eq!(held.tensor_bytes, 259_584);
+    assert_eq!(held.rotary_bytes, 1_024);
+    assert_eq!(held.scale_bytes, 2_048);
+    assert_eq!(held.total(), Some(262_656));
+    // Untied, a stored head is skipped: vLLM holds the embedding as head.
+    let mut untied = lfm2_config();
+    untied["tie_word_embeddings"] = json!(false);
+    let mut with_head = lfm2_checkpoint();
+    with_head.push(bf16("lm_head.weight", &[100, 64]));
+    let held = loaded_weights(&untied, &with_head, DType::BF16, 1).unwrap();
+    assert_eq!(held.total(), Some(262_656));
+    assert_eq!(held.skipped_bytes, 12_800);
+}

@@ -134,7 +134,7 @@ const WHOLE_ON_EVERY_STAGE: &[&str] = &[
 /// The classes that build the embedding and the head on every stage but
 /// the final norm on the last only (read off vLLM's classes at PP 2 and 3,
 /// 2026-12-07).
-const EMBEDDING_AND_HEAD_ON_EVERY_STAGE: &[&str] = &["Lfm2ForCausalLM", "Qwen3NextForCausalLM"];
+const EMBEDDING_AND_HEAD_ON_EVERY_STAGE: &[&str] = &[LFM2, "Qwen3NextForCausalLM"];
 
 /// The classes that build the embedding on every stage, the head and the
 /// final norm on the last only (qwen3_5.py: `Qwen3_5Model` builds
@@ -337,6 +337,9 @@ fn attention_layers_on_stage(
 /// each block once and loads every hybrid layer's copy of it
 /// (`model.layers.N.shared_transformer.`) into that one.
 const ZAMBA2: &str = "Zamba2ForCausalLM";
+
+/// LFM2 (lfm2.py): its head tied to the embedding whatever the config says.
+const LFM2: &str = "Lfm2ForCausalLM";
 
 /// For Zamba2, the shared block and parameter a checkpoint tensor of a
 /// hybrid layer's `shared_transformer` loads into: `(block, rest of the
@@ -582,8 +585,9 @@ fn loaded_on_stage(
             .and_then(Value::as_u64)
             .ok_or_else(|| format!("the config has no `{key}`"))
     };
-    // zamba2.py ties its head to the embedding whatever the config says.
-    let tied = class == ZAMBA2
+    // zamba2.py and lfm2.py tie their head to the embedding whatever the
+    // config says.
+    let tied = matches!(class, ZAMBA2 | LFM2)
         || text
             .get("tie_word_embeddings")
             .or_else(|| config.get("tie_word_embeddings"))
