@@ -667,12 +667,12 @@ fn llama_31_8b_on_an_h100_as_vllm_budgets_it() {
     );
     // An architecture kv has not checked vLLM's class for is refused by name.
     let mut config = llama_31_8b_config();
-    config["architectures"] = json!(["Zamba2ForCausalLM"]);
+    config["architectures"] = json!(["DoryForCausalLM"]);
     fs::write(dir.join("config.json"), config.to_string()).unwrap();
     let out = kv(&["fit", path, "--gpu", "H100"]);
     assert_eq!(out.status.code(), Some(1));
     assert!(
-        stderr(&out).contains("what vLLM's `Zamba2ForCausalLM` holds once loaded"),
+        stderr(&out).contains("what vLLM's `DoryForCausalLM` holds once loaded"),
         "{}",
         stderr(&out)
     );
