@@ -2650,3 +2650,26 @@ fn lfm2_ties_its_head_whatever_the_config_says() {
     assert_eq!(held.total(), Some(262_656));
     assert_eq!(held.skipped_bytes, 12_800);
 }
+
+// At TP 2: the embedding's 64 rows a rank 8,192; a convolution layer conv
+// 32 x 3 x 2 = 192 -> 512, in_proj 96 x 64 x 2 = 12,288, out_proj 64 x 32
+// x 2 = 4,096, w13 16,384, w2 8,192, norms 1,024: 42,496, two 84,992; the
+// attention layer 2 heads and 1 KV head a rank, qkv (32 + 16 + 16) x 64 x 2
+// = 8,192, out 4,096, the q and k norms whole 1,024, the MLP 24,576, norms
+// 1,024: 38,912; the final norm 512. Tensors 132,608, with the table and
+// scales 135,680, as vLLM's class at TP 2 (compare_weights_hf.py).
+#[test]
+fn lfm2_splits_its_convolutions_and_mlp_over_the_ranks() {
+    let held = loaded_weights(&lfm2_config(), &lfm2_checkpoint(), DType::BF16, 2).unwrap();
+    assert_eq!(held.tensor_bytes, 132_608);
+    assert_eq!(held.total(), Some(135_680));
+    // in_proj's three parts must each divide: 198 rows over 3 x 4 do not.
+    let mut odd = lfm2_checkpoint();
+    for t in &mut odd {
+        if t.name == "model.layers.0.conv.in_proj.weight" {
+            *t = bf16(&t.name.clone(), &[198, 64]);
+        }
+    }
+    let e = loaded_weights(&lfm2_config(), &odd, DType::BF16, 4).unwrap_err();
+    assert!(e.contains("198"), "{e}");
+}

@@ -372,6 +372,32 @@ impl TpLayout {
             divide(engine, tensor.shape.get(1).copied().unwrap_or(1), attn_tp)?;
             return Ok((name.to_owned(), elements / attn_tp));
         }
+        // LFM2's short convolution (lfm2.py, vLLM's and SGLang's): the
+        // depthwise `conv` and the three-part `in_proj` column-parallel,
+        // `out_proj` row-parallel (its bias whole), over all of tp.
+        if parent.ends_with(".conv") && matches!(layer, "conv" | "in_proj" | "out_proj") {
+            let (split, parts) = match (layer, param) {
+                ("out_proj", "weight") => (tensor.shape.get(1).copied().unwrap_or(1), tp),
+                ("out_proj", _) => return Ok((name.to_owned(), elements)),
+                ("in_proj", _) => (rows, tp.checked_mul(3).ok_or("tp overflows")?),
+                _ => (rows, tp),
+            };
+            divide(engine, split, parts)?;
+            return Ok((name.to_owned(), elements / tp));
+        }
+        // LFM2's MLP: `w1` and `w3` one column-parallel `w13`, `w2`
+        // row-parallel (its bias whole).
+        if parent.ends_with(".feed_forward") && matches!(layer, "w1" | "w3" | "w2") {
+            if layer == "w2" {
+                if param != "weight" {
+                    return Ok((name.to_owned(), elements));
+                }
+                divide(engine, tensor.shape.get(1).copied().unwrap_or(1), tp)?;
+                return Ok((name.to_owned(), elements / tp));
+            }
+            divide(engine, rows, tp)?;
+            return Ok((merged("w13"), elements / tp));
+        }
         if !deltanet && matches!(layer, "conv1d" | "out_proj" | "in_proj") {
             return self.whole(name, elements);
         }

@@ -50,6 +50,7 @@ const SGLANG_ONLY_ARCHITECTURES: &[&str] = &[
     "LagunaForCausalLM",
     GPT2,
     GPTJ,
+    LFM2,
 ];
 const SHARDED_COUNT: usize = SHARDED_ARCHITECTURES.len() + SGLANG_ONLY_ARCHITECTURES.len();
 
@@ -79,14 +80,12 @@ const DP_ATTENTION_ARCHITECTURES: &[&str] = &[
 /// Of [`CHECKED_ARCHITECTURES`], those checked at TP 1 only: HunYuan's
 /// shards were never compared (transformers cannot build its shipped
 /// config); GPT-NeoX's tensors have names [`TpLayout::share`] does not know;
-/// the Mamba hybrids' mixers may replicate their groups; LFM2's short
-/// convolutions were compared at TP 1 only (vLLM's too).
+/// the Mamba hybrids' mixers may replicate their groups.
 const TP1_ONLY_ARCHITECTURES: &[&str] = &[
     "HunYuanDenseV1ForCausalLM",
     "GPTNeoXForCausalLM",
     "GraniteMoeHybridForCausalLM",
     "NemotronHForCausalLM",
-    LFM2,
 ];
 
 /// LFM2 (lfm2.py): a head of its own even where tied, filled from the
@@ -932,17 +931,17 @@ mod tests {
 
     #[test]
     fn the_checked_classes_are_the_sharded_ones_then_sglangs_then_tp1_only() {
-        let count = SHARDED_ARCHITECTURES.len() + SGLANG_ONLY_ARCHITECTURES.len() + 5;
+        let count = SHARDED_ARCHITECTURES.len() + SGLANG_ONLY_ARCHITECTURES.len() + 4;
         assert_eq!(CHECKED_ARCHITECTURES.len(), count);
         assert_eq!(
             CHECKED_ARCHITECTURES[..SHARDED_ARCHITECTURES.len()],
             *SHARDED_ARCHITECTURES
         );
         assert_eq!(
-            CHECKED_ARCHITECTURES[SHARDED_ARCHITECTURES.len()..count - 5],
+            CHECKED_ARCHITECTURES[SHARDED_ARCHITECTURES.len()..count - 4],
             *SGLANG_ONLY_ARCHITECTURES
         );
-        assert_eq!(CHECKED_ARCHITECTURES[count - 5..], *TP1_ONLY_ARCHITECTURES);
+        assert_eq!(CHECKED_ARCHITECTURES[count - 4..], *TP1_ONLY_ARCHITECTURES);
         assert_eq!(TP1_ONLY_ARCHITECTURES[0], "HunYuanDenseV1ForCausalLM");
     }
 }
