@@ -2673,3 +2673,76 @@ fn lfm2_splits_its_convolutions_and_mlp_over_the_ranks() {
     let e = loaded_weights(&lfm2_config(), &odd, DType::BF16, 4).unwrap_err();
     assert!(e.contains("198"), "{e}");
 }
+
+/// scripts/vllm/fit-configs/test-lfm2-moe-small.json: test-lfm2-small's
+/// widths over four layers (conv, attention, conv, attention), the first
+/// dense, the others 4 experts of 32 with a router bias; tied.
+fn lfm2_moe_config() -> Value {
+    let mut config = lfm2_config();
+    let more = json!({
+        "architectures": ["Lfm2MoeForCausalLM"], "model_type": "lfm2_moe",
+        "num_hidden_layers": 4, "num_dense_layers": 1,
+        "layer_types": ["conv", "full_attention", "conv", "full_attention"],
+        "num_experts": 4, "num_experts_per_tok": 2, "moe_intermediate_size": 32,
+        "use_expert_bias": true,
+    });
+    for (key, value) in more.as_object().unwrap() {
+        config[key] = value.clone();
+    }
+    config
+}
+
+fn lfm2_moe_checkpoint() -> Vec<StoredTensor> {
+    let mut tensors: Vec<StoredTensor> = lfm2_checkpoint()
+        .into_iter()
+        .filter(|t| !t.name.starts_with("model.layers.1.feed_forward."))
+        .collect();
+    let at = |layer: u64, part: &str| format!("model.layers.{layer}.{part}");
+    for t in lfm2_checkpoint() {
+        if let Some(rest) = t.name.strip_prefix("model.layers.1.") {
+            if rest.starts_with("self_attn.") || rest.ends_with("norm.weight") {
+                tensors.push(bf16(&at(3, rest), &t.shape));
+            }
+        }
+    }
+    for layer in [1, 2, 3] {
+        tensors.push(bf16(&at(layer, "feed_forward.expert_bias"), &[4]));
+        tensors.push(bf16(&at(layer, "feed_forward.gate.weight"), &[4, 64]));
+        tensors.push(bf16(
+            &at(layer, "feed_forward.experts.gate_up_proj"),
+            &[4, 64, 64],
+        ));
+        tensors.push(bf16(
+            &at(layer, "feed_forward.experts.down_proj"),
+            &[4, 64, 32],
+        ));
+    }
+    tensors
+        .into_iter()
+        .filter(|t| !t.name.starts_with("model.layers.2.feed_forward.w"))
+        .collect()
+}
+
+// vLLM's lfm2_moe.py at TP 1, in 512-byte blocks: the embedding 16,384
+// (the head tied to it); layer 0 as LFM2's convolution layer, 83,456; the
+// MoE layers' block: the router bias float32 4 x 4 -> 512, w13 4 x 64 x 64
+// x 2 = 32,768, w2 4 x 64 x 32 x 2 = 16,384, the gate 4 x 64 x 2 = 512:
+// 50,176; layer 1 and 3 (attention 24,576 + norms 1,024 + the block)
+// 76,800 each; layer 2 (convolution 33,280 + norms 1,024 + the block)
+// 84,480; the final norm 512. Tensors 338,432; the table 1,024 and two
+// attention layers' scales 4,096: 343,552, as vLLM's class
+// (compare_weights_hf.py). At TP 2: the embedding 8,192; layer 0 42,496
+// (LFM2's at TP 2); the block: the bias whole 512, w13 4 x 32 x 64 x 2 =
+// 16,384, w2 4 x 64 x 16 x 2 = 8,192, the gate whole 512: 25,600; layers 1
+// and 3 (attention 13,312 + norms 1,024 + the block) 39,936 each; layer 2
+// (convolution 16,896 + norms 1,024 + the block) 43,520; the final norm
+// 512: 174,592, with the table and scales 179,712, as vLLM's class.
+#[test]
+fn lfm2_moe_keeps_its_router_bias_in_float32() {
+    let held = loaded_weights(&lfm2_moe_config(), &lfm2_moe_checkpoint(), DType::BF16, 1).unwrap();
+    assert_eq!(held.tensor_bytes, 338_432);
+    assert_eq!(held.scale_bytes, 4_096);
+    assert_eq!(held.total(), Some(343_552));
+    let held = loaded_weights(&lfm2_moe_config(), &lfm2_moe_checkpoint(), DType::BF16, 2).unwrap();
+    assert_eq!(held.total(), Some(179_712));
+}

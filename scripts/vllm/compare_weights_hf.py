@@ -25,7 +25,7 @@ import loaded_weights  # noqa: E402
 from hf_checkpoint import hf_checkpoint  # noqa: E402
 
 CLASSES = {
-    "Zamba2ForCausalLM", "CohereForCausalLM", "Cohere2ForCausalLM", "DeepseekV2ForCausalLM", "DeepseekV3ForCausalLM",
+    "Zamba2ForCausalLM", "Lfm2MoeForCausalLM", "CohereForCausalLM", "Cohere2ForCausalLM", "DeepseekV2ForCausalLM", "DeepseekV3ForCausalLM",
     "Ernie4_5ForCausalLM", "Exaone4ForCausalLM", "GemmaForCausalLM", "Gemma2ForCausalLM",
     "Gemma3ForCausalLM", "GlmForCausalLM", "Glm4ForCausalLM", "GPTNeoXForCausalLM",
     "Olmo3ForCausalLM", "PhiForCausalLM", "Qwen3NextForCausalLM", "SeedOssForCausalLM",

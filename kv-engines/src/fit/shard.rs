@@ -385,6 +385,10 @@ impl TpLayout {
             divide(engine, split, parts)?;
             return Ok((name.to_owned(), elements / tp));
         }
+        // LFM2-MoE's router bias (`expert_bias`): whole on every rank.
+        if param == "expert_bias" && layer == "feed_forward" {
+            return Ok((name.to_owned(), elements));
+        }
         // LFM2's MLP: `w1` and `w3` one column-parallel `w13`, `w2`
         // row-parallel (its bias whole).
         if parent.ends_with(".feed_forward") && matches!(layer, "w1" | "w3" | "w2") {

@@ -281,6 +281,7 @@ impl StageShare<'_> {
 /// layer pattern as kv-core reads it.
 const HYBRID: &[&str] = &[
     ZAMBA2,
+    LFM2_MOE,
     "GraniteMoeHybridForCausalLM",
     "JambaForCausalLM",
     "Lfm2ForCausalLM",
@@ -340,6 +341,11 @@ const ZAMBA2: &str = "Zamba2ForCausalLM";
 
 /// LFM2 (lfm2.py): its head tied to the embedding whatever the config says.
 const LFM2: &str = "Lfm2ForCausalLM";
+
+/// LFM2-MoE (lfm2_moe.py): LFM2's layers with experts after its first
+/// `num_dense_layers`, its head tied alike, its router's `expert_bias` (the
+/// gate's `e_score_correction_bias`) float32.
+const LFM2_MOE: &str = "Lfm2MoeForCausalLM";
 
 /// For Zamba2, the shared block and parameter a checkpoint tensor of a
 /// hybrid layer's `shared_transformer` loads into: `(block, rest of the
@@ -587,7 +593,7 @@ fn loaded_on_stage(
     };
     // zamba2.py and lfm2.py tie their head to the embedding whatever the
     // config says.
-    let tied = matches!(class, ZAMBA2 | LFM2)
+    let tied = matches!(class, ZAMBA2 | LFM2 | LFM2_MOE)
         || text
             .get("tie_word_embeddings")
             .or_else(|| config.get("tie_word_embeddings"))
@@ -799,7 +805,8 @@ fn loaded_on_stage(
         let indexer_norm = SPARSE_INDEXER.contains(&class) && name.contains(".indexer.k_norm.");
         // Laguna's router correction bias is float32 whatever the served
         // dtype (laguna.py), and built whatever `topk_method` says.
-        let laguna_bias = class == LAGUNA && name.ends_with(".gate.e_score_correction_bias");
+        let laguna_bias = (class == LAGUNA && name.ends_with(".gate.e_score_correction_bias"))
+            || (class == LFM2_MOE && name.ends_with(".feed_forward.expert_bias"));
         // Gemma 3n's AltUp keeps its output scale in float32 (gemma3n.py).
         let altup_scale = is_gemma3n && name.ends_with(".altup.correct_output_scale");
         if correction_bias

@@ -24,6 +24,7 @@ pub const CHECKED_ARCHITECTURES: &[&str] =
 /// classes for them were not compared).
 const VLLM_ONLY_ARCHITECTURES: &[&str] = &[
     "Zamba2ForCausalLM",
+    "Lfm2MoeForCausalLM",
     "DeepseekV2ForCausalLM",
     "DeepseekV3ForCausalLM",
     "Ernie4_5ForCausalLM",
