@@ -1022,3 +1022,20 @@ fn lfm2_holds_a_head_of_its_own_and_its_convolutions_indices() {
     assert_eq!(held.tensor_bytes, 136_512);
     assert_eq!(held.other_buffer_bytes, 2_048);
 }
+
+// SGLang's lfm2_moe.py at TP 1: LFM2's embedding and own head 16,384 each;
+// layer 0 as LFM2's convolution layer, 82,560; the MoE layers' block: the
+// router bias float32 4 x 4 = 16, w13 4 x 64 x 64 x 2 = 32,768, w2 4 x 64
+// x 32 x 2 = 16,384, the gate 4 x 64 x 2 = 512: 49,680; layers 1 and 3
+// (attention 24,640 + norms 256 + the block) 74,576 each; layer 2
+// (convolution 33,152 + norms 256 + the block) 83,088; the final norm 128:
+// 347,696. Buffers: the cos/sin cache 2,048 and two convolution layers'
+// indices 2,048. SGLang's class on meta: 347,648 B of bfloat16 and 48 of
+// float32 parameters, 4,096 of buffers (compare_weights_hf.py).
+#[test]
+fn lfm2_moe_keeps_its_router_bias_in_float32_beside_lfm2s_head() {
+    let held = loaded_weights(&lfm2_moe_config(), &lfm2_moe_checkpoint(), 1).unwrap();
+    assert_eq!(held.tensor_bytes, 347_696);
+    assert_eq!(held.rotary_bytes, 2_048);
+    assert_eq!(held.other_buffer_bytes, 2_048);
+}

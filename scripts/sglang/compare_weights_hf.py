@@ -36,7 +36,7 @@ CHECKED = {
     "CohereForCausalLM", "Cohere2ForCausalLM", "DeepseekV2ForCausalLM", "DeepseekV3ForCausalLM",
     "Ernie4_5ForCausalLM", "GemmaForCausalLM",
     "Gemma3ForCausalLM", "Glm4ForCausalLM", "Glm4MoeForCausalLM", "GptOssForCausalLM",
-    "GraniteMoeHybridForCausalLM", "NemotronHForCausalLM", "Lfm2ForCausalLM",
+    "GraniteMoeHybridForCausalLM", "NemotronHForCausalLM", "Lfm2ForCausalLM", "Lfm2MoeForCausalLM",
     "GPTNeoXForCausalLM",
     "GraniteForCausalLM", "GraniteMoeForCausalLM", "HunYuanDenseV1ForCausalLM",
     "Llama4ForCausalLM", "LlamaForCausalLM", "MiniCPM3ForCausalLM", "MistralForCausalLM",

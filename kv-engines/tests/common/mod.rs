@@ -430,3 +430,52 @@ pub fn lfm2_checkpoint() -> Vec<StoredTensor> {
     }
     tensors
 }
+
+/// scripts/vllm/fit-configs/test-lfm2-moe-small.json: test-lfm2-small's
+/// widths over four layers (conv, attention, conv, attention), the first
+/// dense, the others 4 experts of 32 with a router bias; tied.
+pub fn lfm2_moe_config() -> Value {
+    let mut config = lfm2_config();
+    let more = json!({
+        "architectures": ["Lfm2MoeForCausalLM"], "model_type": "lfm2_moe",
+        "num_hidden_layers": 4, "num_dense_layers": 1,
+        "layer_types": ["conv", "full_attention", "conv", "full_attention"],
+        "num_experts": 4, "num_experts_per_tok": 2, "moe_intermediate_size": 32,
+        "use_expert_bias": true,
+    });
+    for (key, value) in more.as_object().unwrap() {
+        config[key] = value.clone();
+    }
+    config
+}
+
+pub fn lfm2_moe_checkpoint() -> Vec<StoredTensor> {
+    let mut tensors: Vec<StoredTensor> = lfm2_checkpoint()
+        .into_iter()
+        .filter(|t| !t.name.starts_with("model.layers.1.feed_forward."))
+        .collect();
+    let at = |layer: u64, part: &str| format!("model.layers.{layer}.{part}");
+    for t in lfm2_checkpoint() {
+        if let Some(rest) = t.name.strip_prefix("model.layers.1.") {
+            if rest.starts_with("self_attn.") || rest.ends_with("norm.weight") {
+                tensors.push(bf16(&at(3, rest), &t.shape));
+            }
+        }
+    }
+    for layer in [1, 2, 3] {
+        tensors.push(bf16(&at(layer, "feed_forward.expert_bias"), &[4]));
+        tensors.push(bf16(&at(layer, "feed_forward.gate.weight"), &[4, 64]));
+        tensors.push(bf16(
+            &at(layer, "feed_forward.experts.gate_up_proj"),
+            &[4, 64, 64],
+        ));
+        tensors.push(bf16(
+            &at(layer, "feed_forward.experts.down_proj"),
+            &[4, 64, 32],
+        ));
+    }
+    tensors
+        .into_iter()
+        .filter(|t| !t.name.starts_with("model.layers.2.feed_forward.w"))
+        .collect()
+}

@@ -51,6 +51,7 @@ const SGLANG_ONLY_ARCHITECTURES: &[&str] = &[
     GPT2,
     GPTJ,
     LFM2,
+    LFM2_MOE,
 ];
 const SHARDED_COUNT: usize = SHARDED_ARCHITECTURES.len() + SGLANG_ONLY_ARCHITECTURES.len();
 
@@ -92,6 +93,10 @@ const TP1_ONLY_ARCHITECTURES: &[&str] = &[
 /// embedding once loaded, and an int32 `_intermediate_state_indices` of
 /// 256 in each short-convolution layer.
 const LFM2: &str = "Lfm2ForCausalLM";
+
+/// LFM2-MoE (lfm2_moe.py): LFM2's head and indices, and its routers'
+/// `expert_bias` float32.
+const LFM2_MOE: &str = "Lfm2MoeForCausalLM";
 
 /// The bytes of one LFM2 convolution layer's `_intermediate_state_indices`
 /// (`torch.arange(256, dtype=torch.int32)`).
@@ -475,6 +480,7 @@ pub fn loaded_weights_with_dp_attention(
         // (their `A`) in float32.
         let float32_decay = (class == "Qwen3NextForCausalLM"
             && name.ends_with(".linear_attn.A_log"))
+            || (class == LFM2_MOE && name.ends_with(".feed_forward.expert_bias"))
             || (MAMBA_HYBRIDS.contains(&class)
                 && (name.ends_with(".mixer.A_log") || name.ends_with(".mamba.A_log")));
         // Apertus' xIELU (layers/activation.py, `XIELU()`): its four
@@ -578,7 +584,7 @@ pub fn loaded_weights_with_dp_attention(
             .checked_add(element)
             .ok_or("the buffers' bytes overflow u64")?;
     }
-    if class == LFM2 {
+    if matches!(class, LFM2 | LFM2_MOE) {
         let pattern = kv_core::HfConfig::from_value(config.clone())
             .layer_pattern()
             .map_err(|e| e.to_string())?;
