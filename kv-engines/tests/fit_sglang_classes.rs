@@ -1039,3 +1039,47 @@ fn lfm2_moe_keeps_its_router_bias_in_float32_beside_lfm2s_head() {
     assert_eq!(held.rotary_bytes, 2_048);
     assert_eq!(held.other_buffer_bytes, 2_048);
 }
+
+#[test]
+fn lfm2_splits_its_convolutions_biases_and_checks_each_split() {
+    // With `conv_bias`, each convolution layer's three biases at TP 2: the
+    // conv's 64 split, 32 x 2 = 64; in_proj's 192 in three parts split,
+    // 96 x 2 = 192; out_proj's whole on every rank, 64 x 2 = 128: 384 a
+    // layer over 136,512, two layers: 137,280, as SGLang's class at TP 2.
+    let mut biased = lfm2_config();
+    biased["conv_bias"] = json!(true);
+    let mut tensors = lfm2_checkpoint();
+    for layer in [0, 2] {
+        for (part, width) in [("conv", 64), ("in_proj", 192), ("out_proj", 64)] {
+            tensors.push(bf16(
+                &format!("model.layers.{layer}.conv.{part}.bias"),
+                &[width],
+            ));
+        }
+    }
+    let held = loaded_weights(&biased, &tensors, 2).unwrap();
+    assert_eq!(held.tensor_bytes, 137_280);
+    // in_proj's three parts each split: 200 rows halve, but not in thirds.
+    let reshaped = |name: &str, shape: &[u64]| -> Vec<StoredTensor> {
+        lfm2_checkpoint()
+            .into_iter()
+            .map(|t| if t.name == name { bf16(name, shape) } else { t })
+            .collect()
+    };
+    let odd = reshaped("model.layers.0.conv.in_proj.weight", &[200, 64]);
+    let e = loaded_weights(&lfm2_config(), &odd, 2).unwrap_err();
+    assert!(e.contains("200"), "{e}");
+    // w2 is split by its columns: 130 do not divide over 4 ranks, its 64
+    // rows would.
+    let odd = reshaped("model.layers.0.feed_forward.w2.weight", &[64, 130]);
+    let e = loaded_weights(&lfm2_config(), &odd, 4).unwrap_err();
+    assert!(e.contains("130"), "{e}");
+    // LFM2-MoE at TP 2: the embedding and head 8,192 each; layer 0 41,408
+    // (LFM2's at TP 2); the block: the bias whole 16, w13 4 x 32 x 64 x 2
+    // = 16,384, w2 4 x 64 x 16 x 2 = 8,192, the gate whole 512: 25,104;
+    // layers 1 and 3 (attention 12,352 + norms 256 + the block) 37,712
+    // each; layer 2 (convolution 16,576 + norms 256 + the block) 41,936;
+    // the final norm 128: 175,280, as SGLang's class at TP 2.
+    let held = loaded_weights(&lfm2_moe_config(), &lfm2_moe_checkpoint(), 2).unwrap();
+    assert_eq!(held.tensor_bytes, 175_280);
+}

@@ -2697,3 +2697,26 @@ fn lfm2_moe_keeps_its_router_bias_in_float32() {
     let held = loaded_weights(&lfm2_moe_config(), &lfm2_moe_checkpoint(), DType::BF16, 2).unwrap();
     assert_eq!(held.total(), Some(179_712));
 }
+
+#[test]
+fn lfm2_moe_router_bias_is_rounded_as_float32() {
+    // 200 experts: the bias float32 800 B -> 1,024 a layer (bfloat16 would
+    // be 400 -> 512); w13 200 x 64 x 64 x 2 = 1,638,400, w2 200 x 64 x 32 x
+    // 2 = 819,200, the gate 200 x 64 x 2 = 25,600. Each MoE layer holds
+    // 512 + 1,605,632 + 802,816 + 25,088 = 2,434,048 more than with 4
+    // experts; three of them over 338,432: 7,640,576.
+    let mut config = lfm2_moe_config();
+    config["num_experts"] = json!(200);
+    let tensors: Vec<StoredTensor> = lfm2_moe_checkpoint()
+        .into_iter()
+        .map(|t| {
+            let mut shape = t.shape.clone();
+            if t.name.contains(".feed_forward.") && shape.first() == Some(&4) {
+                shape[0] = 200;
+            }
+            bf16(&t.name, &shape)
+        })
+        .collect();
+    let held = loaded_weights(&config, &tensors, DType::BF16, 1).unwrap();
+    assert_eq!(held.tensor_bytes, 7_640_576);
+}
