@@ -1082,4 +1082,10 @@ fn lfm2_splits_its_convolutions_biases_and_checks_each_split() {
     // the final norm 128: 175,280, as SGLang's class at TP 2.
     let held = loaded_weights(&lfm2_moe_config(), &lfm2_moe_checkpoint(), 2).unwrap();
     assert_eq!(held.tensor_bytes, 175_280);
+    // A router bias anywhere but LFM2-MoE's `feed_forward` is not guessed
+    // above TP 1.
+    let mut stray = lfm2_moe_checkpoint();
+    stray.push(bf16("model.layers.1.mlp.expert_bias", &[4]));
+    let e = loaded_weights(&lfm2_moe_config(), &stray, 2).unwrap_err();
+    assert!(e.contains("`model.layers.1.mlp.expert_bias`"), "{e}");
 }
