@@ -74,7 +74,7 @@ pub struct FitArgs {
     pub(crate) weights_from_config: bool,
     /// The weight files may end anywhere after their headers: the first
     /// bytes of each shard or GGUF, fetched without the data
-    /// (scripts/fetch-headers), are read as the whole files would be, and
+    /// (scripts/fetch_headers.py), are read as the whole files would be, and
     /// the output says which files hold less data than their headers give.
     #[arg(long, conflicts_with = "weights_from_config")]
     pub(crate) headers_only: bool,

@@ -32,7 +32,7 @@ impl StoredTensor {
 /// What a checkpoint reader requires of the data after a file's header.
 ///
 /// Weights are sized from headers alone, so a file cut after its header (its
-/// first bytes, fetched without the data: `scripts/fetch-headers`) answers
+/// first bytes, fetched without the data: `scripts/fetch_headers.py`) answers
 /// as the whole file would. Reading one is asked for, never assumed: a file
 /// cut by a failed download is otherwise an error.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
