@@ -182,7 +182,7 @@ fn budget(
     gpu_mib: u64,
 ) -> Result<Budget, Problem> {
     let config = read_config(file, args.read.max_file_bytes)?;
-    let folder = file.parent().unwrap_or(Path::new("."));
+    let folder = crate::fit_shared::folder_of(file);
     let weights = crate::fit_shared::weights(file, &config, fit.weights_from_config, fit.data)?;
     let stored_bytes = weights.total_bytes().map_err(|e| Problem::new(folder, e))?;
     let by_dtype = weights

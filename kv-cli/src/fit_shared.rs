@@ -26,7 +26,7 @@ pub(crate) fn weights(
         let tensors = tensors_from_config(config).map_err(|e| Problem::new(file, e))?;
         return Ok(CheckpointWeights::computed(tensors));
     }
-    let folder = file.parent().unwrap_or(Path::new("."));
+    let folder = folder_of(file);
     let hint = format!(
         "; give --weights-from-config to compute them from the config ({})",
         FROM_CONFIG_ARCHITECTURES.join(", ")
@@ -51,6 +51,15 @@ pub(crate) fn weights(
             other => Problem::new(folder, other.to_string() + &hint),
         }
     })
+}
+
+/// The folder holding the config at `file`: `.` for a bare `config.json`
+/// (whose parent is the empty path).
+pub(crate) fn folder_of(file: &Path) -> &Path {
+    match file.parent() {
+        Some(parent) if !parent.as_os_str().is_empty() => parent,
+        _ => Path::new("."),
+    }
 }
 
 /// How the weights line names where they came from.

@@ -204,7 +204,7 @@ fn budget(
     gpu_mib: u64,
 ) -> Result<Budget, Problem> {
     let config = read_config(file, args.read.max_file_bytes)?;
-    let folder = file.parent().unwrap_or(Path::new("."));
+    let folder = crate::fit_shared::folder_of(file);
     // Computed weights are the text class's own; read ones are renamed.
     let weights = if fit.language_model_only && fit.weights_from_config {
         let text = language_model_config(&config).map_err(|e| Problem::new(file, e))?;

@@ -147,3 +147,28 @@ fn headers_alone_are_refused_unless_asked_for() {
     let json: Value = serde_json::from_slice(&out.stdout).unwrap();
     assert_eq!(json[0]["fit"]["stored_bytes"], 16_060_522_496u64, "{json}");
 }
+
+#[test]
+fn a_bare_config_path_reads_the_folder_it_is_run_in() {
+    // `kv fit config.json` from inside the checkpoint: the config's folder
+    // is the empty path, read as `.` (it was refused as "not a checkpoint").
+    let folder = std::path::PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+        .join("../examples/checkpoints/llama-3.1-8b");
+    for engine in [
+        &["--engine", "vllm"][..],
+        &["--engine", "sglang", "--avail-mem-gb", "78.43"],
+    ] {
+        let out = std::process::Command::new(env!("CARGO_BIN_EXE_kv"))
+            .args(["fit", "config.json", "--headers-only", "--gpu", "H100"])
+            .args(engine)
+            .current_dir(&folder)
+            .output()
+            .unwrap();
+        assert!(out.status.success(), "{}", stderr(&out));
+        assert!(
+            stdout(&out).contains("  weights: 16060522496 B stored in 4 file(s)"),
+            "{}",
+            stdout(&out)
+        );
+    }
+}
