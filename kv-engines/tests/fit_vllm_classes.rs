@@ -2720,3 +2720,69 @@ fn lfm2_moe_router_bias_is_rounded_as_float32() {
     let held = loaded_weights(&config, &tensors, DType::BF16, 1).unwrap();
     assert_eq!(held.tensor_bytes, 7_640_576);
 }
+
+/// scripts/vllm/fit-configs/test-mamba2-small.json: one Mamba2 layer,
+/// hidden 64, inner 128 in 4 heads of 32, one group of state 16, kernel 4,
+/// 128 words, tied.
+fn mamba2_config(n_groups: u64) -> Value {
+    json!({
+        "architectures": ["Mamba2ForCausalLM"], "model_type": "mamba2",
+        "hidden_size": 64, "expand": 2, "num_heads": 4, "head_dim": 32,
+        "n_groups": n_groups, "state_size": 16, "conv_kernel": 4,
+        "num_hidden_layers": 1, "vocab_size": 128, "tie_word_embeddings": true,
+        "torch_dtype": "bfloat16"
+    })
+}
+
+fn mamba2_checkpoint(n_groups: u64) -> Vec<StoredTensor> {
+    let conv = 128 + 2 * n_groups * 16;
+    let m = |part: &str| format!("backbone.layers.0.mixer.{part}");
+    vec![
+        bf16("backbone.embeddings.weight", &[128, 64]),
+        bf16("backbone.layers.0.norm.weight", &[64]),
+        bf16(&m("in_proj.weight"), &[128 + conv + 4, 64]),
+        bf16(&m("conv1d.weight"), &[conv, 1, 4]),
+        bf16(&m("conv1d.bias"), &[conv]),
+        bf16(&m("dt_bias"), &[4]),
+        bf16(&m("A_log"), &[4]),
+        bf16(&m("D"), &[4]),
+        bf16(&m("norm.weight"), &[128]),
+        bf16(&m("out_proj.weight"), &[64, 128]),
+        bf16("backbone.norm_f.weight", &[64]),
+    ]
+}
+
+// vLLM's MambaMixer2 at TP 2 with one group: the group is replicated to
+// one a rank (`extra_groups_for_head_shards`: 2 groups), so the
+// convolution is 128 + 2 x 2 x 16 = 192 rows and in_proj 192 + 128 + 4 =
+// 324, each halved. In 512-byte blocks: the embedding 64 x 64 x 2 = 8,192;
+// the layer's norm 512; in_proj 162 x 64 x 2 = 20,736 -> 20,992; conv1d 96 x
+// 4 x 2 = 768 -> 1,024 and its bias 512; dt_bias, A (float32) and D 512
+// each; the gated norm 64 x 2 -> 512; out_proj 64 x 64 x 2 = 8,192; norm_f
+// 512: 41,984, as vLLM's class at TP 2 (compare_weights_hf.py).
+#[test]
+fn mamba2_replicates_a_single_group_over_the_ranks() {
+    let held = loaded_weights(&mamba2_config(1), &mamba2_checkpoint(1), DType::BF16, 2).unwrap();
+    assert_eq!(held.total(), Some(41_984));
+    // Two groups at TP 2 split: conv 128 + 64 = 192 rows as before, the
+    // stored tensors now that wide too: the same bytes a rank.
+    let held = loaded_weights(&mamba2_config(2), &mamba2_checkpoint(2), DType::BF16, 2).unwrap();
+    assert_eq!(held.total(), Some(41_984));
+    // Three groups over 2 ranks: vLLM asserts.
+    let e = loaded_weights(&mamba2_config(3), &mamba2_checkpoint(3), DType::BF16, 2).unwrap_err();
+    assert!(
+        e.contains("only for n_groups 3 divisible by tp 2, or a single group"),
+        "{e}"
+    );
+    // 4 heads over 8 ranks: refused.
+    let e = loaded_weights(&mamba2_config(1), &mamba2_checkpoint(1), DType::BF16, 8).unwrap_err();
+    assert!(e.contains("4 is not divisible by 8"), "{e}");
+    // An in_proj the config does not give.
+    let mut wrong = mamba2_checkpoint(1);
+    wrong[2] = bf16("backbone.layers.0.mixer.in_proj.weight", &[300, 64]);
+    let e = loaded_weights(&mamba2_config(1), &wrong, DType::BF16, 2).unwrap_err();
+    assert!(
+        e.contains("has 300 rows; the config's Mamba2 mixer gives 292"),
+        "{e}"
+    );
+}

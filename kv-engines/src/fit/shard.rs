@@ -70,6 +70,18 @@ pub(crate) struct TpLayout {
     plain_mamba: bool,
     /// Whether 2-D weights are stored `[in, out]` (GPT-2's `Conv1D`).
     conv1d: bool,
+    /// The Mamba2 mixers' sizes, for the classes whose mixers vLLM builds
+    /// as `MambaMixer2` ([`Self::with_mamba2`]).
+    mamba2: Option<Mamba2Sizes>,
+}
+
+/// A Mamba2 mixer's sizes, from the config (`kv_core::HfConfig::mamba`).
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct Mamba2Sizes {
+    pub(crate) d_inner: u64,
+    pub(crate) n_groups: u64,
+    pub(crate) d_state: u64,
+    pub(crate) heads: u64,
 }
 
 /// The attention's head counts and a rank's share of KV heads.
@@ -123,7 +135,16 @@ impl TpLayout {
             hidden: count("hidden_size")?,
             plain_mamba: false,
             conv1d: false,
+            mamba2: None,
         })
+    }
+
+    /// The layout for a class whose Mamba mixers vLLM builds as
+    /// `MambaMixer2` (mamba_mixer2.py), split by heads with their groups
+    /// replicated where the ranks do not divide them.
+    pub(crate) fn with_mamba2(mut self, sizes: Option<Mamba2Sizes>) -> TpLayout {
+        self.mamba2 = sizes;
+        self
     }
 
     /// The layout for a class whose mixers are Mamba's without groups
@@ -372,6 +393,29 @@ impl TpLayout {
             divide(engine, tensor.shape.get(1).copied().unwrap_or(1), attn_tp)?;
             return Ok((name.to_owned(), elements / attn_tp));
         }
+        if let Some(sizes) = self.mamba2 {
+            let mixer_part = matches!(layer, "in_proj" | "conv1d" | "out_proj" | "norm")
+                && (parent.ends_with(".mixer") || parent.ends_with(".mamba"));
+            let per_head =
+                matches!(layer, "mixer" | "mamba") && matches!(param, "A_log" | "D" | "dt_bias");
+            if mixer_part || per_head {
+                return mamba2_share(engine, sizes, tp, tensor, layer, param, elements);
+            }
+        }
+        // Granite 4.0-H's shared MLP (granitemoeshared.py): `input_linear`
+        // gate and up in one column-parallel layer, `output_linear`
+        // row-parallel (its bias whole).
+        if parent.ends_with(".shared_mlp") && matches!(layer, "input_linear" | "output_linear") {
+            if layer == "input_linear" {
+                divide(engine, rows, tp.checked_mul(2).ok_or("tp overflows")?)?;
+                return Ok((name.to_owned(), elements / tp));
+            }
+            if param != "weight" {
+                return Ok((name.to_owned(), elements));
+            }
+            divide(engine, tensor.shape.get(1).copied().unwrap_or(1), tp)?;
+            return Ok((name.to_owned(), elements / tp));
+        }
         // LFM2's short convolution (lfm2.py, vLLM's and SGLang's): the
         // depthwise `conv` and the three-part `in_proj` column-parallel,
         // `out_proj` row-parallel (its bias whole), over all of tp.
@@ -569,6 +613,88 @@ impl TpLayout {
         }
         Ok((name.to_owned(), elements))
     }
+}
+
+/// One rank's share of a Mamba2 mixer's tensor (vLLM's `MambaMixer2`): its
+/// heads split over the ranks (which must divide them), its groups too where
+/// the ranks divide them, else a single group replicated to one a rank
+/// (`extra_groups_for_head_shards`); `in_proj` (z, x, B, C, dt), the
+/// convolution (x, B, C), the gated norm (z's width) and `out_proj`'s
+/// columns split with them, `out_proj`'s bias whole.
+fn mamba2_share(
+    engine: ShardingEngine,
+    sizes: Mamba2Sizes,
+    tp: u64,
+    tensor: &StoredTensor,
+    layer: &str,
+    param: &str,
+    elements: u64,
+) -> Result<(String, u64), String> {
+    let name = tensor.name.as_str();
+    let Mamba2Sizes {
+        d_inner,
+        n_groups,
+        d_state,
+        heads,
+    } = sizes;
+    divide(engine, heads, tp)?;
+    if !n_groups.is_multiple_of(tp) && n_groups != 1 {
+        return Err(format!(
+            "{} refuses: AssertionError: Tensor parallel currently supported only for n_groups \
+             {n_groups} divisible by tp {tp}, or a single group",
+            engine.name()
+        ));
+    }
+    let groups = if n_groups.is_multiple_of(tp) {
+        n_groups
+    } else {
+        tp
+    };
+    let overflow = || format!("`{name}`: its sizes overflow u64");
+    let conv_rows = |groups: u64| {
+        groups
+            .checked_mul(d_state)
+            .and_then(|g| g.checked_mul(2))
+            .and_then(|g| g.checked_add(d_inner))
+    };
+    let in_proj_rows = |groups: u64| {
+        conv_rows(groups)
+            .and_then(|c| c.checked_add(d_inner))
+            .and_then(|r| r.checked_add(heads))
+    };
+    let rows = tensor.shape.first().copied().unwrap_or(1);
+    let columns = if rows == 0 { 0 } else { elements / rows };
+    let (stored, held) = match (layer, param) {
+        ("in_proj", _) => (
+            in_proj_rows(n_groups).ok_or_else(overflow)?,
+            in_proj_rows(groups).ok_or_else(overflow)?,
+        ),
+        ("conv1d", _) => (
+            conv_rows(n_groups).ok_or_else(overflow)?,
+            conv_rows(groups).ok_or_else(overflow)?,
+        ),
+        ("norm", _) => (d_inner, d_inner),
+        ("out_proj", "weight") => {
+            let inner = tensor.shape.get(1).copied().unwrap_or(1);
+            if inner != d_inner {
+                return Err(format!(
+                    "`{name}` has {inner} columns; the config's Mamba2 mixer is {d_inner} wide"
+                ));
+            }
+            divide(engine, d_inner, tp)?;
+            return Ok((name.to_owned(), elements / tp));
+        }
+        ("out_proj", _) => return Ok((name.to_owned(), elements)),
+        _ => (heads, heads),
+    };
+    if rows != stored {
+        return Err(format!(
+            "`{name}` has {rows} rows; the config's Mamba2 mixer gives {stored}"
+        ));
+    }
+    let per_rank = divide(engine, held, tp)?;
+    let share = per_rank.checked_mul(columns).ok_or_else(overflow)?;
+    Ok((name.to_owned(), share))
 }
 
 /// VocabParallelEmbedding's rows on one rank of `tp` for a vocabulary of

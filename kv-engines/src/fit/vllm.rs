@@ -25,7 +25,7 @@ use super::rotary::{
     minicpm3_table_shape, mla_rotary_table_shape, per_layer_type_rotary_tables, rotary_dim_unset,
     rotary_table_shape_or, scaled_rotary_table_shape,
 };
-use super::shard::{ShardingEngine, TpLayout};
+use super::shard::{Mamba2Sizes, ShardingEngine, TpLayout};
 use super::transformer_h::{
     transformer_h_checkpoint, transformer_h_text, BLOOM, DBRX, GPT2, TRANSFORMER_H,
 };
@@ -297,6 +297,15 @@ const ATTENTION_FREE: &[&str] = &[
     "FalconMambaForCausalLM",
     "MambaForCausalLM",
     "Mamba2ForCausalLM",
+];
+
+/// The classes whose Mamba mixers vLLM builds as `MambaMixer2`, split over
+/// TP ranks as [`TpLayout::with_mamba2`] says.
+const MAMBA2_MIXERS: &[&str] = &[
+    "Mamba2ForCausalLM",
+    "NemotronHForCausalLM",
+    "GraniteMoeHybridForCausalLM",
+    "FalconH1ForCausalLM",
 ];
 
 /// The Mamba mixers' `A_log` (vLLM's parameter `A`) is float32 whatever the
@@ -600,8 +609,25 @@ fn loaded_on_stage(
             .and_then(Value::as_bool)
             .unwrap_or(false);
     let plain_mamba = matches!(class, "MambaForCausalLM" | "FalconMambaForCausalLM");
+    let mamba2 = if MAMBA2_MIXERS.contains(&class) && tp > 1 {
+        let mamba = kv_core::HfConfig::from_value(config.clone())
+            .mamba()
+            .map_err(|e| e.to_string())?;
+        match (mamba.n_groups, mamba.heads) {
+            (Some(n_groups), Some(heads)) => Some(Mamba2Sizes {
+                d_inner: mamba.d_inner,
+                n_groups,
+                d_state: mamba.d_state,
+                heads,
+            }),
+            _ => None,
+        }
+    } else {
+        None
+    };
     let layout = TpLayout::new(text, tp, ShardingEngine::Vllm)?
         .with_plain_mamba(plain_mamba)
+        .with_mamba2(mamba2)
         .with_conv1d(class == GPT2);
     let layer_count = count("num_hidden_layers")?;
     if class == DBRX {
