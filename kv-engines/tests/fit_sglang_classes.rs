@@ -627,9 +627,16 @@ fn nemotron_h_keeps_its_decay_in_float32_and_no_table() {
     // A_log in float32, 32 B; D 16 B; q 8,192 B.
     let held = loaded_weights(&config, &tensors, 1).unwrap();
     assert_eq!((held.tensor_bytes, held.rotary_bytes), (32 + 16 + 8_192, 0));
-    // Its mixers above TP 1: refused by name.
+    // Above TP 1 its mixers split by the config's heads: this config names
+    // none, so kv-core's Nemotron-H default (128) stands, which the
+    // checkpoint's 8 contradict: refused by name.
     let words = loaded_weights(&config, &tensors, 2).unwrap_err();
-    assert!(words.contains("checked at TP 1 only"), "{words}");
+    assert!(
+        words.contains(
+            "`model.layers.0.mixer.A_log` has 8 rows; the config's Mamba2 mixer gives 128"
+        ),
+        "{words}"
+    );
     // Its mixture-of-experts layers are not checked.
     let mut moe = config.clone();
     moe["hybrid_override_pattern"] = json!("M*E");
@@ -1088,4 +1095,86 @@ fn lfm2_splits_its_convolutions_biases_and_checks_each_split() {
     stray.push(bf16("model.layers.1.mlp.expert_bias", &[4]));
     let e = loaded_weights(&lfm2_moe_config(), &stray, 2).unwrap_err();
     assert!(e.contains("`model.layers.1.mlp.expert_bias`"), "{e}");
+}
+
+/// scripts/vllm/fit-configs/test-nemotron-h-small.json: a Mamba2 layer
+/// (hidden 64, 4 heads of 32, one group of state 16, kernel 4) then an
+/// attention layer (4 heads of 16, 2 KV heads), 128 words, untied.
+fn nemotron_h_config() -> Value {
+    json!({
+        "architectures": ["NemotronHForCausalLM"], "model_type": "nemotron_h",
+        "hidden_size": 64, "num_hidden_layers": 2, "hybrid_override_pattern": "M*",
+        "mamba_num_heads": 4, "mamba_head_dim": 32, "n_groups": 1, "mamba_n_groups": 1,
+        "ssm_state_size": 16, "conv_kernel": 4, "expand": 2,
+        "num_attention_heads": 4, "num_key_value_heads": 2, "head_dim": 16,
+        "intermediate_size": 128, "vocab_size": 128, "tie_word_embeddings": false,
+        "max_position_embeddings": 64, "torch_dtype": "bfloat16"
+    })
+}
+
+fn nemotron_h_checkpoint() -> Vec<StoredTensor> {
+    let m = |part: &str| format!("model.layers.0.mixer.{part}");
+    let a = |part: &str| format!("model.layers.1.mixer.{part}");
+    vec![
+        bf16("model.embeddings.weight", &[128, 64]),
+        bf16("model.layers.0.norm.weight", &[64]),
+        bf16(&m("dt_bias"), &[4]),
+        bf16(&m("A_log"), &[4]),
+        bf16(&m("D"), &[4]),
+        bf16(&m("conv1d.weight"), &[160, 1, 4]),
+        bf16(&m("conv1d.bias"), &[160]),
+        bf16(&m("in_proj.weight"), &[292, 64]),
+        bf16(&m("norm.weight"), &[128]),
+        bf16(&m("out_proj.weight"), &[64, 128]),
+        bf16("model.layers.1.norm.weight", &[64]),
+        bf16(&a("q_proj.weight"), &[64, 64]),
+        bf16(&a("k_proj.weight"), &[32, 64]),
+        bf16(&a("v_proj.weight"), &[32, 64]),
+        bf16(&a("o_proj.weight"), &[64, 64]),
+        bf16("model.norm_f.weight", &[64]),
+        bf16("lm_head.weight", &[128, 64]),
+    ]
+}
+
+// SGLang's Nemotron-H at TP 2: the embedding and the head, 64 rows a rank,
+// 8,192 each; layer 0's norm 128; its mixer with its one group replicated
+// to one a rank (2 groups: the convolution 128 + 2 x 2 x 16 = 192 rows,
+// in_proj 192 + 128 + 4 = 324, each halved): in_proj 162 x 64 x 2 =
+// 20,736, conv1d 96 x 4 x 2 = 768 and its bias 192, dt_bias and D 4 each,
+// A float32 8, the gated norm 128, out_proj 64 x 64 x 2 = 8,192: 30,032;
+// layer 1's norm 128, q 32 x 64 x 2 = 4,096, one KV head a rank, k and v
+// 2,048 each, o 64 x 32 x 2 = 4,096: 12,416; norm_f 128. In all 59,088,
+// as SGLang's class at TP 2 (compare_weights_hf.py).
+#[test]
+fn nemotron_h_splits_its_mamba2_mixer_over_the_ranks() {
+    let held = loaded_weights(&nemotron_h_config(), &nemotron_h_checkpoint(), 2).unwrap();
+    assert_eq!(held.tensor_bytes, 59_088);
+    // SGLang's config reads `mamba_n_groups` (8 where absent), not the
+    // published `n_groups`: a checkpoint of other groups does not match.
+    let mut published = nemotron_h_config();
+    published.as_object_mut().unwrap().remove("mamba_n_groups");
+    let e = loaded_weights(&published, &nemotron_h_checkpoint(), 1).unwrap_err();
+    assert!(
+        e.contains("reads `mamba_n_groups` (8, its default), not `n_groups` (1)"),
+        "{e}"
+    );
+    let mut given = nemotron_h_config();
+    given["mamba_n_groups"] = json!(2);
+    let e = loaded_weights(&given, &nemotron_h_checkpoint(), 1).unwrap_err();
+    assert!(
+        e.contains("reads `mamba_n_groups` (2), not `n_groups` (1)"),
+        "{e}"
+    );
+    // Under DP attention its mixers hold more a rank: not guessed.
+    let e = kv_engines::fit::sglang::loaded_weights_with_dp_attention(
+        &nemotron_h_config(),
+        &nemotron_h_checkpoint(),
+        2,
+        2,
+    )
+    .unwrap_err();
+    assert!(
+        e.contains("Mamba mixers under DP attention (--dp 2)"),
+        "{e}"
+    );
 }

@@ -615,6 +615,23 @@ impl TpLayout {
     }
 }
 
+/// A Mamba2 config's mixer sizes (`kv_core::HfConfig::mamba`); None for
+/// Mamba1's.
+pub(crate) fn mamba2_sizes(config: &Value) -> Result<Option<Mamba2Sizes>, String> {
+    let mamba = kv_core::HfConfig::from_value(config.clone())
+        .mamba()
+        .map_err(|e| e.to_string())?;
+    Ok(match (mamba.n_groups, mamba.heads) {
+        (Some(n_groups), Some(heads)) => Some(Mamba2Sizes {
+            d_inner: mamba.d_inner,
+            n_groups,
+            d_state: mamba.d_state,
+            heads,
+        }),
+        _ => None,
+    })
+}
+
 /// One rank's share of a Mamba2 mixer's tensor (vLLM's `MambaMixer2`): its
 /// heads split over the ranks (which must divide them), its groups too where
 /// the ranks divide them, else a single group replicated to one a rank

@@ -25,7 +25,7 @@ use super::rotary::{
     minicpm3_table_shape, mla_rotary_table_shape, per_layer_type_rotary_tables, rotary_dim_unset,
     rotary_table_shape_or, scaled_rotary_table_shape,
 };
-use super::shard::{Mamba2Sizes, ShardingEngine, TpLayout};
+use super::shard::{mamba2_sizes, ShardingEngine, TpLayout};
 use super::transformer_h::{
     transformer_h_checkpoint, transformer_h_text, BLOOM, DBRX, GPT2, TRANSFORMER_H,
 };
@@ -610,18 +610,7 @@ fn loaded_on_stage(
             .unwrap_or(false);
     let plain_mamba = matches!(class, "MambaForCausalLM" | "FalconMambaForCausalLM");
     let mamba2 = if MAMBA2_MIXERS.contains(&class) && tp > 1 {
-        let mamba = kv_core::HfConfig::from_value(config.clone())
-            .mamba()
-            .map_err(|e| e.to_string())?;
-        match (mamba.n_groups, mamba.heads) {
-            (Some(n_groups), Some(heads)) => Some(Mamba2Sizes {
-                d_inner: mamba.d_inner,
-                n_groups,
-                d_state: mamba.d_state,
-                heads,
-            }),
-            _ => None,
-        }
+        mamba2_sizes(config)?
     } else {
         None
     };

@@ -7,7 +7,7 @@ use serde_json::Value;
 
 use crate::fit::config::{bias_refusal, checked_class, joined, layer_index, text_section};
 use crate::fit::rotary::head_dim;
-use crate::fit::shard::{ShardingEngine, TpLayout, SHARDED_ARCHITECTURES};
+use crate::fit::shard::{mamba2_sizes, ShardingEngine, TpLayout, SHARDED_ARCHITECTURES};
 use crate::fit::transformer_h::{transformer_h_checkpoint, transformer_h_text, GPT2, GPTJ};
 use crate::stored_tensor::StoredTensor;
 
@@ -52,6 +52,8 @@ const SGLANG_ONLY_ARCHITECTURES: &[&str] = &[
     GPTJ,
     LFM2,
     LFM2_MOE,
+    "GraniteMoeHybridForCausalLM",
+    "NemotronHForCausalLM",
 ];
 const SHARDED_COUNT: usize = SHARDED_ARCHITECTURES.len() + SGLANG_ONLY_ARCHITECTURES.len();
 
@@ -82,12 +84,7 @@ const DP_ATTENTION_ARCHITECTURES: &[&str] = &[
 /// shards were never compared (transformers cannot build its shipped
 /// config); GPT-NeoX's tensors have names [`TpLayout::share`] does not know;
 /// the Mamba hybrids' mixers may replicate their groups.
-const TP1_ONLY_ARCHITECTURES: &[&str] = &[
-    "HunYuanDenseV1ForCausalLM",
-    "GPTNeoXForCausalLM",
-    "GraniteMoeHybridForCausalLM",
-    "NemotronHForCausalLM",
-];
+const TP1_ONLY_ARCHITECTURES: &[&str] = &["HunYuanDenseV1ForCausalLM", "GPTNeoXForCausalLM"];
 
 /// LFM2 (lfm2.py): a head of its own even where tied, filled from the
 /// embedding once loaded, and an int32 `_intermediate_state_indices` of
@@ -255,6 +252,37 @@ pub fn loaded_weights_with_dp_attention(
             }
         }
     }
+    if dp > 1 && MAMBA_HYBRIDS.contains(&class) {
+        // Their mixers hold more a rank under DP attention than at --dp 1
+        // (compare_fit.py: 8,401,894,400 B against 8,234,122,240 on
+        // Nemotron-H-8B at TP 2 DP 2), a split kv has not read.
+        return Err(format!(
+            "kv has not checked how SGLang splits `{class}`'s Mamba mixers under DP attention \
+             (--dp {dp}); its weights are checked at --dp 1"
+        ));
+    }
+    if class == "NemotronHForCausalLM" {
+        // SGLang's NemotronHConfig (configs/nemotron_h.py) reads
+        // `mamba_n_groups`, 8 where absent, never the published configs'
+        // `n_groups`: a checkpoint of other groups would not load.
+        let built = text
+            .get("mamba_n_groups")
+            .and_then(Value::as_u64)
+            .unwrap_or(8);
+        let given = text.get("n_groups").and_then(Value::as_u64);
+        if let Some(given) = given.filter(|&g| g != built) {
+            return Err(format!(
+                "SGLang's NemotronHConfig reads `mamba_n_groups` ({built}{}), not `n_groups` \
+                 ({given}): its mixers are built for {built} groups, the checkpoint's for \
+                 {given}, and their shapes differ; kv does not size a load that cannot match",
+                if text.get("mamba_n_groups").is_some() {
+                    ""
+                } else {
+                    ", its default"
+                }
+            ));
+        }
+    }
     if class == "PhiMoEForCausalLM" && 1 < attn_tp && attn_tp < tp {
         // phimoe.py's attention all-reduces over all of tp
         // (`reject_attn_tp_shard_with_tp_reduce`, layers/dp_attention.py).
@@ -407,8 +435,14 @@ pub fn loaded_weights_with_dp_attention(
     // bias), or an RMSNorm in the served dtype under `index_k_norm_type:
     // rms` (dsa_indexer.py).
     let indexer_rms_norm = text.get("index_k_norm_type").and_then(Value::as_str) == Some("rms");
+    let mamba2 = if MAMBA_HYBRIDS.contains(&class) && tp > 1 {
+        mamba2_sizes(config)?
+    } else {
+        None
+    };
     let layout = TpLayout::new(text, tp, ShardingEngine::Sglang)?
         .with_attention_tp(attn_tp)?
+        .with_mamba2(mamba2)
         .with_conv1d(class == GPT2);
     let layer_count = text.get("num_hidden_layers").and_then(Value::as_u64);
     let glm_moe = class == "Glm4MoeForCausalLM";
@@ -937,17 +971,17 @@ mod tests {
 
     #[test]
     fn the_checked_classes_are_the_sharded_ones_then_sglangs_then_tp1_only() {
-        let count = SHARDED_ARCHITECTURES.len() + SGLANG_ONLY_ARCHITECTURES.len() + 4;
+        let count = SHARDED_ARCHITECTURES.len() + SGLANG_ONLY_ARCHITECTURES.len() + 2;
         assert_eq!(CHECKED_ARCHITECTURES.len(), count);
         assert_eq!(
             CHECKED_ARCHITECTURES[..SHARDED_ARCHITECTURES.len()],
             *SHARDED_ARCHITECTURES
         );
         assert_eq!(
-            CHECKED_ARCHITECTURES[SHARDED_ARCHITECTURES.len()..count - 4],
+            CHECKED_ARCHITECTURES[SHARDED_ARCHITECTURES.len()..count - 2],
             *SGLANG_ONLY_ARCHITECTURES
         );
-        assert_eq!(CHECKED_ARCHITECTURES[count - 4..], *TP1_ONLY_ARCHITECTURES);
+        assert_eq!(CHECKED_ARCHITECTURES[count - 2..], *TP1_ONLY_ARCHITECTURES);
         assert_eq!(TP1_ONLY_ARCHITECTURES[0], "HunYuanDenseV1ForCausalLM");
     }
 }
