@@ -1178,3 +1178,44 @@ fn nemotron_h_splits_its_mamba2_mixer_over_the_ranks() {
         "{e}"
     );
 }
+
+#[test]
+fn granite_4_h_splits_its_shared_mlp() {
+    // A Granite 4.0-H attention layer's shared MLP only (hidden 64, shared
+    // width 128): at TP 2 `input_linear` [256, 64] gate and up halved,
+    // 128 x 64 x 2 = 16,384; `output_linear` [64, 128] by its columns, 64 x
+    // 64 x 2 = 8,192, its bias whole, 64 x 2 = 128.
+    let config = json!({
+        "architectures": ["GraniteMoeHybridForCausalLM"], "model_type": "granitemoehybrid",
+        "hidden_size": 64, "num_attention_heads": 4, "num_key_value_heads": 2,
+        "num_hidden_layers": 1, "layer_types": ["attention"], "vocab_size": 128,
+        "shared_intermediate_size": 128, "mamba_n_heads": 4, "mamba_d_head": 32,
+        "mamba_n_groups": 1, "mamba_d_state": 16, "mamba_d_conv": 4, "mamba_expand": 2,
+        "max_position_embeddings": 64, "torch_dtype": "bfloat16"
+    });
+    let mlp = |part: &str| format!("model.layers.0.shared_mlp.{part}");
+    let tensors = vec![
+        bf16(&mlp("input_linear.weight"), &[256, 64]),
+        bf16(&mlp("output_linear.weight"), &[64, 128]),
+        bf16(&mlp("output_linear.bias"), &[64]),
+    ];
+    let held = loaded_weights(&config, &tensors, 2).unwrap();
+    assert_eq!(held.tensor_bytes, 16_384 + 8_192 + 128);
+    // Each half of input_linear split: 258 rows halve, but not in quarters.
+    let mut odd = tensors.clone();
+    odd[0] = bf16(&mlp("input_linear.weight"), &[258, 64]);
+    let e = loaded_weights(&config, &odd, 2).unwrap_err();
+    assert!(e.contains("258 is not divisible by 4"), "{e}");
+    // output_linear by its columns: 130 do not divide over 4 ranks.
+    let mut odd = tensors.clone();
+    odd[1] = bf16(&mlp("output_linear.weight"), &[64, 130]);
+    let e = loaded_weights(&config, &odd, 4).unwrap_err();
+    assert!(e.contains("130 is not divisible by 4"), "{e}");
+    // Elsewhere than a shared MLP, `input_linear` is not guessed.
+    let stray = vec![bf16("model.layers.0.mlp.input_linear.weight", &[256, 64])];
+    let e = loaded_weights(&config, &stray, 2).unwrap_err();
+    assert!(
+        e.contains("`model.layers.0.mlp.input_linear.weight`"),
+        "{e}"
+    );
+}

@@ -2786,3 +2786,21 @@ fn mamba2_replicates_a_single_group_over_the_ranks() {
         "{e}"
     );
 }
+
+#[test]
+fn mamba2_biases_and_parameters_kv_does_not_know() {
+    // `use_bias`: in_proj's bias split with its rows, 162 x 2 = 324 -> 512;
+    // out_proj's whole on every rank, 64 x 2 = 128 -> 512: 41,984 + 1,024,
+    // as vLLM's class at TP 2 (compare_weights_hf.py: 43,008).
+    let mut biased = mamba2_checkpoint(1);
+    biased.push(bf16("backbone.layers.0.mixer.in_proj.bias", &[292]));
+    biased.push(bf16("backbone.layers.0.mixer.out_proj.bias", &[64]));
+    let held = loaded_weights(&mamba2_config(1), &biased, DType::BF16, 2).unwrap();
+    assert_eq!(held.total(), Some(43_008));
+    // A mixer parameter of a name kv does not know is not guessed above
+    // TP 1.
+    let mut stray = mamba2_checkpoint(1);
+    stray.push(bf16("backbone.layers.0.mixer.gate_bias", &[4]));
+    let e = loaded_weights(&mamba2_config(1), &stray, DType::BF16, 2).unwrap_err();
+    assert!(e.contains("`backbone.layers.0.mixer.gate_bias`"), "{e}");
+}
