@@ -680,7 +680,7 @@ fn mamba2_share(
             .and_then(|r| r.checked_add(heads))
     };
     let rows = tensor.shape.first().copied().unwrap_or(1);
-    let columns = if rows == 0 { 0 } else { elements / rows };
+    let columns = elements.checked_div(rows).unwrap_or(0);
     let (stored, held) = match (layer, param) {
         ("in_proj", _) => (
             in_proj_rows(n_groups).ok_or_else(overflow)?,
