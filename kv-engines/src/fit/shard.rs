@@ -615,9 +615,12 @@ impl TpLayout {
     }
 }
 
-/// A Mamba2 config's mixer sizes (`kv_core::HfConfig::mamba`); None for
-/// Mamba1's.
-pub(crate) fn mamba2_sizes(config: &Value) -> Result<Option<Mamba2Sizes>, String> {
+/// A Mamba2 config's mixer sizes (`kv_core::HfConfig::mamba`) for `tp`
+/// ranks; None for Mamba1's, and at TP 1, where nothing is split.
+pub(crate) fn mamba2_sizes(config: &Value, tp: u64) -> Result<Option<Mamba2Sizes>, String> {
+    if tp <= 1 {
+        return Ok(None);
+    }
     let mamba = kv_core::HfConfig::from_value(config.clone())
         .mamba()
         .map_err(|e| e.to_string())?;

@@ -609,8 +609,8 @@ fn loaded_on_stage(
             .and_then(Value::as_bool)
             .unwrap_or(false);
     let plain_mamba = matches!(class, "MambaForCausalLM" | "FalconMambaForCausalLM");
-    let mamba2 = if MAMBA2_MIXERS.contains(&class) && tp > 1 {
-        mamba2_sizes(config)?
+    let mamba2 = if MAMBA2_MIXERS.contains(&class) {
+        mamba2_sizes(config, tp)?
     } else {
         None
     };

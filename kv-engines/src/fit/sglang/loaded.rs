@@ -435,8 +435,8 @@ pub fn loaded_weights_with_dp_attention(
     // bias), or an RMSNorm in the served dtype under `index_k_norm_type:
     // rms` (dsa_indexer.py).
     let indexer_rms_norm = text.get("index_k_norm_type").and_then(Value::as_str) == Some("rms");
-    let mamba2 = if MAMBA_HYBRIDS.contains(&class) && tp > 1 {
-        mamba2_sizes(config)?
+    let mamba2 = if MAMBA_HYBRIDS.contains(&class) {
+        mamba2_sizes(config, tp)?
     } else {
         None
     };
